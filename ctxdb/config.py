@@ -1,0 +1,93 @@
+"""Build configuration: ``defaults.toml`` overlaid by a user file.
+
+Lookup order for the user file: ``$CTXDB_CONFIG``, then ``./ctxdb.toml``.
+Environment variables for the ranking endpoint (``CTXDB_RANK_BASE_URL``,
+``CTXDB_RANK_MODEL``, ``CTXDB_RANK_TIMEOUT``, and ``OPENAI_API_KEY`` /
+``CTXDB_RANK_API_KEY``) override the file, as an OpenAI-compatible client expects.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .paths import PACKAGE_DIR
+
+DEFAULTS_FILE = PACKAGE_DIR / "defaults.toml"
+USER_CONFIG_NAME = "ctxdb.toml"
+
+
+class ConfigError(ValueError):
+    """A configuration file or value is not what ctxdb expects."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    token_ceiling: int
+    tokenizer: str
+    rank_threshold: float
+    rank_base_url: str
+    rank_api_key: str
+    rank_model: str
+    rank_timeout_seconds: float
+    source: str  # which files were read, for the audit
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+
+
+def _merge(base: dict, override: dict) -> dict:
+    merged = {section: dict(values) for section, values in base.items()}
+    for section, values in override.items():
+        if section not in merged or not isinstance(values, dict):
+            raise ConfigError(f"unknown config section [{section}]; expected one of {sorted(base)}")
+        for key, value in values.items():
+            if key not in merged[section]:
+                raise ConfigError(
+                    f"unknown config key [{section}].{key}; expected one of {sorted(merged[section])}"
+                )
+            merged[section][key] = value
+    return merged
+
+
+def load_settings(config_path: str | os.PathLike | None = None) -> Settings:
+    data = _read_toml(DEFAULTS_FILE)
+    sources = [str(DEFAULTS_FILE)]
+    user_path = config_path or os.environ.get("CTXDB_CONFIG")
+    if user_path is None and Path(USER_CONFIG_NAME).is_file():
+        user_path = USER_CONFIG_NAME
+    if user_path is not None:
+        path = Path(user_path)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        data = _merge(data, _read_toml(path))
+        sources.append(str(path))
+
+    budget, rank = data["budget"], data["rank"]
+    ceiling = budget["token_ceiling"]
+    if not isinstance(ceiling, int) or isinstance(ceiling, bool) or ceiling <= 0:
+        raise ConfigError(f"[budget].token_ceiling must be a positive integer, got {ceiling!r}")
+    threshold = rank["threshold"]
+    if not isinstance(threshold, (int, float)) or not 0.0 <= float(threshold) <= 1.0:
+        raise ConfigError(f"[rank].threshold must be a number in [0, 1], got {threshold!r}")
+    timeout = float(os.environ.get("CTXDB_RANK_TIMEOUT", rank["timeout_seconds"]))
+    if timeout <= 0:
+        raise ConfigError(f"rank timeout must be positive seconds, got {timeout!r}")
+
+    return Settings(
+        token_ceiling=ceiling,
+        tokenizer=str(os.environ.get("CTXDB_TOKENIZER", budget["tokenizer"])),
+        rank_threshold=float(threshold),
+        rank_base_url=os.environ.get("CTXDB_RANK_BASE_URL", rank["base_url"]),
+        rank_api_key=os.environ.get("CTXDB_RANK_API_KEY", os.environ.get("OPENAI_API_KEY", "")),
+        rank_model=os.environ.get("CTXDB_RANK_MODEL", rank["model"]),
+        rank_timeout_seconds=timeout,
+        source=" + ".join(sources),
+    )

@@ -1,0 +1,292 @@
+"""The store's tables, as SQLAlchemy Core metadata.
+
+The schema itself is owned by the alembic migrations in ``migrations/``; these
+definitions mirror head so Python code can build statements with bound
+parameters, and ``tests/test_migrations.py`` checks that the two agree.
+Names are chosen to read well in a ``sqlite3`` shell: one noun per table, the
+decision's pool in ``evidence_item``, every stage action in ``item_event``.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    Column,
+    Float,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql.expression import false
+
+metadata = MetaData()
+
+run = Table(
+    "run",
+    metadata,
+    Column("run_id", String(200), primary_key=True),
+    Column("arm", String(20), nullable=False, server_default="ctx08"),
+    Column("variant", String(100), nullable=False, server_default="default"),
+    Column("created_at", String(32), nullable=False),
+    Column("settings_json", Text, nullable=False, server_default="{}"),
+    Column("note", Text),
+    CheckConstraint("arm IN ('ctx08', 'current')", name="ck_run_arm"),
+)
+
+decision = Table(
+    "decision",
+    metadata,
+    Column("decision_id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(200), ForeignKey("run.run_id"), nullable=False),
+    Column("instance_id", String(200), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("decision_type", String(20), nullable=False),
+    Column("task_text", Text, nullable=False),
+    Column("decision_question", Text),
+    Column("request_json", Text, nullable=False),  # the request as given: nothing is lost
+    Column("request_sha256", String(64), nullable=False),
+    Column("tokenizer", String(40), nullable=False),
+    Column("token_ceiling", Integer, nullable=False),
+    Column("token_count", Integer),
+    Column("flags", Text, nullable=False, server_default=""),
+    Column("created_at", String(32), nullable=False),
+    UniqueConstraint("run_id", "instance_id", "seq", name="uq_decision_run_instance_seq"),
+    CheckConstraint(
+        "decision_type IN ('localize', 'edit', 'repair', 'other')", name="ck_decision_type"
+    ),
+)
+
+obligation = Table(
+    "obligation",
+    metadata,
+    Column("decision_id", Integer, ForeignKey("decision.decision_id"), nullable=False),
+    Column("obligation_no", Integer, nullable=False),
+    Column("source", String(10), nullable=False),  # '07' plan node, '06' downstream
+    Column("node_id", String(200)),
+    Column("obligation_text", Text, nullable=False),
+    Column("target_entity", Text),
+    Column("preconditions_json", Text, nullable=False, server_default="[]"),
+    Column("required_validation_json", Text, nullable=False, server_default="[]"),
+    Column("acceptance_criteria_json", Text, nullable=False, server_default="[]"),
+    Column("insertion_path", Text),
+    Column("insertion_line", Integer),
+    PrimaryKeyConstraint("decision_id", "obligation_no"),
+)
+
+impact_edge = Table(
+    "impact_edge",
+    metadata,
+    Column("decision_id", Integer, ForeignKey("decision.decision_id"), nullable=False),
+    Column("edge_no", Integer, nullable=False),
+    Column("head_entity", Text, nullable=False),
+    Column("tail_entity", Text, nullable=False),
+    Column("edge_kind", String(30), nullable=False),
+    Column("depth", Integer, nullable=False),
+    Column("origin", String(10), nullable=False),  # '06' given by the harness, 'recon' derived
+    PrimaryKeyConstraint("decision_id", "edge_no"),
+    CheckConstraint(
+        "edge_kind IN ('CalledBy', 'ConfigConsumer', 'SchemaConsumer', 'PreserveObligation')",
+        name="ck_impact_edge_kind",
+    ),
+    CheckConstraint("depth >= 1", name="ck_impact_edge_depth"),
+)
+
+evidence_item = Table(
+    "evidence_item",
+    metadata,
+    Column("decision_id", Integer, ForeignKey("decision.decision_id"), nullable=False),
+    Column("item_id", String(16), nullable=False),  # 'E1', 'E2', … stable within the decision
+    Column("item_no", Integer, nullable=False),  # the numeric part, for ordering
+    Column("source", String(10), nullable=False),
+    Column("kind", String(30), nullable=False),
+    Column("entity_key", Text),
+    Column("content", Text, nullable=False),  # capped at CONTENT_MAX_BYTES, marked if cut
+    Column("content_sha256", String(64), nullable=False),
+    Column("original_content", Text),  # the full text when `content` was cut
+    Column("provenance", String(200), nullable=False),
+    Column("score", Float),
+    Column("arrival_no", Integer),  # live state: order of arrival
+    Column("path", Text),
+    Column("start_line", Integer),
+    Column("end_line", Integer),
+    Column("signature", Text),
+    PrimaryKeyConstraint("decision_id", "item_id"),
+    UniqueConstraint("decision_id", "item_no", name="uq_evidence_item_no"),
+    CheckConstraint(
+        "source IN ('03', '04', '05', '06', '07', 'patch', 'live')", name="ck_evidence_source"
+    ),
+    CheckConstraint(
+        "kind IN ('source_code', 'symbol', 'retrieved_hit', 'fault_entity', 'changed_entity',"
+        " 'graph_edge', 'config', 'downstream_obligation', 'plan_node', 'acceptance_criteria',"
+        " 'patch', 'error', 'traceback', 'tool_output', 'test_output')",
+        name="ck_evidence_kind",
+    ),
+)
+Index("ix_evidence_item_entity", evidence_item.c.decision_id, evidence_item.c.entity_key)
+
+representation_policy = Table(
+    "representation_policy",
+    metadata,
+    Column("policy_set", String(60), nullable=False),  # 'spec' = §3.3; ablations add sets
+    Column("role", String(40), nullable=False),
+    Column("evidence_class", Text, nullable=False),  # the table's "Evidence kind" column
+    Column("rendering", String(20), nullable=False),
+    Column("rule", Text, nullable=False),  # the table's wording, for the reader
+    PrimaryKeyConstraint("policy_set", "role"),
+    CheckConstraint(
+        "rendering IN ('verbatim', 'signature', 'digest', 'truncated', 'omitted')",
+        name="ck_policy_rendering",
+    ),
+)
+
+item_event = Table(
+    "item_event",
+    metadata,
+    Column("event_id", Integer, primary_key=True, autoincrement=True),
+    Column("decision_id", Integer, nullable=False),
+    Column("item_id", String(16), nullable=False),
+    Column("event_no", Integer, nullable=False),  # order within the decision
+    Column("stage", String(20), nullable=False),
+    Column("action", String(30), nullable=False),
+    Column("driver", Text),  # what admitted it, or why it was dropped
+    Column("tokens_before", Integer),
+    Column("tokens_after", Integer),
+    Column("is_final", Boolean, nullable=False, server_default=false()),
+    Column("detail", Text),
+    ForeignKeyConstraint(
+        ["decision_id", "item_id"], ["evidence_item.decision_id", "evidence_item.item_id"]
+    ),
+)
+Index("ix_item_event_item", item_event.c.decision_id, item_event.c.item_id)
+
+window_item = Table(
+    "window_item",
+    metadata,
+    Column("decision_id", Integer, ForeignKey("decision.decision_id"), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("item_id", String(16), nullable=False),
+    Column("role", String(40), nullable=False),
+    Column("rendering", String(20), nullable=False),
+    Column("tier", String(20), nullable=False),
+    Column("block", String(10), nullable=False),  # front | middle | back
+    Column("edge_critical", Boolean, nullable=False),
+    Column("token_count", Integer, nullable=False),
+    Column("rendered_text", Text, nullable=False),
+    PrimaryKeyConstraint("decision_id", "position"),
+    ForeignKeyConstraint(
+        ["decision_id", "item_id"], ["evidence_item.decision_id", "evidence_item.item_id"]
+    ),
+    CheckConstraint("tier IN ('stable_core', 'working_set', 'transient')", name="ck_window_tier"),
+    CheckConstraint("block IN ('front', 'middle', 'back')", name="ck_window_block"),
+)
+
+budget_log = Table(
+    "budget_log",
+    metadata,
+    Column("decision_id", Integer, ForeignKey("decision.decision_id"), nullable=False),
+    Column("step_no", Integer, nullable=False),
+    Column("ladder_step", String(40), nullable=False),
+    Column("item_id", String(16)),
+    Column("tokens_before", Integer, nullable=False),
+    Column("tokens_after", Integer, nullable=False),
+    Column("detail", Text),
+    PrimaryKeyConstraint("decision_id", "step_no"),
+)
+
+rank_call = Table(
+    "rank_call",
+    metadata,
+    Column("rank_call_id", Integer, primary_key=True, autoincrement=True),
+    Column("decision_id", Integer, ForeignKey("decision.decision_id"), nullable=False),
+    Column("model", String(100), nullable=False),
+    Column("base_url", Text, nullable=False),
+    Column("request_json", Text, nullable=False),
+    Column("response_text", Text),
+    Column("parse_status", String(40), nullable=False),  # ok | the failure class
+    Column("error", Text),
+    Column("latency_ms", Float),
+    Column("prompt_tokens", Integer),
+    Column("completion_tokens", Integer),
+    Column("created_at", String(32), nullable=False),
+    UniqueConstraint("decision_id", name="uq_rank_call_one_per_decision"),  # §4: ONE call
+)
+
+rank_score = Table(
+    "rank_score",
+    metadata,
+    Column("rank_call_id", Integer, ForeignKey("rank_call.rank_call_id"), nullable=False),
+    Column("item_id", String(16), nullable=False),
+    Column("relevance_score", Float),
+    Column("verdict", String(10), nullable=False),  # admit | reject
+    PrimaryKeyConstraint("rank_call_id", "item_id"),
+)
+
+token_count_cache = Table(
+    "token_count_cache",
+    metadata,
+    Column("tokenizer", String(40), nullable=False),
+    Column("content_sha256", String(64), nullable=False),
+    Column("token_count", Integer, nullable=False),
+    PrimaryKeyConstraint("tokenizer", "content_sha256"),
+)
+
+outcome = Table(
+    "outcome",
+    metadata,
+    Column("run_id", String(200), ForeignKey("run.run_id"), nullable=False),
+    Column("instance_id", String(200), nullable=False),
+    Column("solved", Boolean, nullable=False),
+    Column("cost_usd", Float),
+    Column("model_tokens_in", Integer),
+    Column("model_tokens_out", Integer),
+    Column("recorded_at", String(32), nullable=False),
+    PrimaryKeyConstraint("run_id", "instance_id"),
+)
+
+gold_fact = Table(
+    "gold_fact",
+    metadata,
+    Column("instance_id", String(200), nullable=False),
+    Column("fact_no", Integer, nullable=False),
+    Column("fact_kind", String(30), nullable=False),  # edited_entity | test_function | fail_to_pass
+    Column("entity_key", Text, nullable=False),
+    Column("detail", Text),
+    PrimaryKeyConstraint("instance_id", "fact_no"),
+)
+
+# Which view files are installed, and the sha256 of the text each was made from:
+# the views are kept out of migration history (DESIGN.md), so this is how a
+# check can compare what the database holds with sql/views/.
+installed_view = Table(
+    "installed_view",
+    metadata,
+    Column("view_name", String(100), primary_key=True),
+    Column("sql_sha256", String(64), nullable=False),
+    # sha256 of the definition as the database's catalog reported it at install
+    # time: a view replaced by hand afterwards no longer matches.
+    Column("catalog_sha256", String(64), nullable=False),
+    Column("installed_at", String(32), nullable=False),
+)
+
+
+def insert_ignoring_duplicates(connection, table: Table):
+    """INSERT … ON CONFLICT DO NOTHING for the connection's dialect.
+
+    Used for caches written by many workers at once, where a duplicate means
+    another worker computed the same value first.
+    """
+    dialect = connection.dialect.name
+    if dialect == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing()
+    if dialect == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    raise NotImplementedError(f"unsupported database dialect {dialect!r}")

