@@ -1,0 +1,90 @@
+"""Upgrading a database made at the first revision keeps every row it held."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+
+from ctxdb import ContextStore
+from ctxdb.db import make_engine, resolve_url
+from ctxdb.migrate import head_revision, script_directory, upgrade_engine
+
+FIRST_REVISION = "0001"
+
+# One row in every table of the first revision, written as an older ctxdb would.
+SEED_ROWS = [
+    ("run", "INSERT INTO run (run_id, arm, variant, created_at) "
+            "VALUES ('run-1', 'current', 'baseline', '2026-11-01T00:00:00+00:00')"),
+    ("decision", "INSERT INTO decision (decision_id, run_id, instance_id, seq, decision_type,"
+                 " task_text, request_json, request_sha256, tokenizer, token_ceiling, token_count,"
+                 " created_at) VALUES (1, 'run-1', 'inst-1', 1, 'edit', 'fix the discount',"
+                 " '{\"x\": 1}', 'abc', 'cl100k_base', 24000, 1234, '2026-11-01')"),
+    ("obligation", "INSERT INTO obligation (decision_id, obligation_no, source, node_id,"
+                   " obligation_text, target_entity) VALUES (1, 1, '07', 'n1', 'apply before tax',"
+                   " 'shop/pricing.py::total')"),
+    ("impact_edge", "INSERT INTO impact_edge (decision_id, edge_no, head_entity, tail_entity,"
+                    " edge_kind, depth, origin) VALUES (1, 1, 'a', 'b', 'CalledBy', 1, '06')"),
+    ("evidence_item", "INSERT INTO evidence_item (decision_id, item_id, item_no, source, kind,"
+                      " content, content_sha256, provenance) VALUES (1, 'E1', 1, '04',"
+                      " 'retrieved_hit', 'def total(): ...', 'h', '04: bm25 0.8')"),
+    ("item_event", "INSERT INTO item_event (decision_id, item_id, event_no, stage, action, driver)"
+                   " VALUES (1, 'E1', 1, 'gate', 'admit', 'obligation:target_entity')"),
+    ("window_item", "INSERT INTO window_item (decision_id, position, item_id, role, rendering,"
+                    " tier, block, edge_critical, token_count, rendered_text) VALUES"
+                    " (1, 1, 'E1', 'change_target', 'verbatim', 'working_set', 'front', TRUE, 7,"
+                    " 'def total(): ...')"),
+    ("budget_log", "INSERT INTO budget_log (decision_id, step_no, ladder_step, tokens_before,"
+                   " tokens_after) VALUES (1, 1, 'fits', 1234, 1234)"),
+    ("rank_call", "INSERT INTO rank_call (rank_call_id, decision_id, model, base_url,"
+                  " request_json, parse_status, created_at) VALUES (1, 1, 'm', 'http://x', '{}',"
+                  " 'ok', 'now')"),
+    ("rank_score", "INSERT INTO rank_score (rank_call_id, item_id, relevance_score, verdict)"
+                   " VALUES (1, 'E1', 0.9, 'admit')"),
+    ("token_count_cache", "INSERT INTO token_count_cache (tokenizer, content_sha256, token_count)"
+                          " VALUES ('cl100k_base', 'h', 7)"),
+    ("outcome", "INSERT INTO outcome (run_id, instance_id, solved, recorded_at)"
+                " VALUES ('run-1', 'inst-1', TRUE, 'now')"),
+    ("gold_fact", "INSERT INTO gold_fact (instance_id, fact_no, fact_kind, entity_key)"
+                  " VALUES ('inst-1', 1, 'edited_entity', 'shop/pricing.py::total')"),
+]
+
+
+def _dump(engine, tables):
+    with engine.connect() as connection:
+        return {
+            table: sorted(
+                tuple(row) for row in connection.execute(text(f"SELECT * FROM {table}"))
+            )
+            for table in tables
+        }
+
+
+def test_there_is_more_than_one_revision():
+    revisions = [s.revision for s in script_directory().walk_revisions()]
+    assert FIRST_REVISION in revisions and len(revisions) >= 2
+
+
+def test_upgrade_from_first_revision_keeps_every_row(store_url):
+    url = resolve_url(store_url)
+    before, after = upgrade_engine(url, FIRST_REVISION)
+    assert (before, after) == (None, FIRST_REVISION)
+
+    engine = make_engine(url)
+    with engine.begin() as connection:
+        for _table, statement in SEED_ROWS:
+            connection.execute(text(statement))
+    tables = [table for table, _ in SEED_ROWS]
+    seeded = _dump(engine, tables)
+    engine.dispose()
+    assert all(len(rows) == 1 for rows in seeded.values())
+
+    with ContextStore.open(store_url) as store:  # upgrades to head
+        assert store.revision() == head_revision()
+        upgraded = _dump(store.engine, tables)
+        with store.engine.connect() as connection:
+            overview = connection.execute(
+                text("SELECT arm, variant, pool_items, window_items, token_count"
+                     " FROM v_decision_overview WHERE decision_id = 1")
+            ).one()
+    for table in tables:
+        assert [row[: len(seeded[table][0])] for row in upgraded[table]] == seeded[table], table
+    assert tuple(overview) == ("current", "baseline", 1, 1, 1234)
