@@ -1,0 +1,253 @@
+"""(a) Evidence-pool assembly, spec §3.1: collect and normalize, never select.
+
+Every input becomes a pool item with a stable id (``E1``…) in a fixed order —
+the plan node and its acceptance criteria (07), then the harness's evidence in
+the order given, then the live state in arrival order — so the same request
+always yields the same pool. Caps are enforced here and every cut is marked in
+the text and logged as an event; the uncut text is kept (``original_content``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .request import DecisionRequest
+from .spec import CONTENT_MAX_BYTES, POOL_MAX_ITEMS, PROVENANCE_MAX_CHARS, SOURCE_PRIORITY
+
+STAGE = "assemble"
+PROVENANCE_CUT_MARK = "…"
+
+# Entity keys (DESIGN.md "Identities"): path::Qual.name | path:START-END | path
+_SPAN_KEY = re.compile(r"^(?P<path>[^:]+):(?P<start>\d+)-(?P<end>\d+)$")
+
+
+@dataclass(frozen=True)
+class EntityRef:
+    key: str
+    path: str
+    qualified_name: str | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+
+
+def parse_entity_key(key: str) -> EntityRef:
+    """Split an entity key into its parts; raise ValueError naming the key if malformed."""
+    if "::" in key:
+        path, _, qualified_name = key.partition("::")
+        if not path or not qualified_name or "::" in qualified_name:
+            raise ValueError(f"entity {key!r}: expected path::Qual.name")
+        return EntityRef(key, path, qualified_name=qualified_name)
+    span = _SPAN_KEY.match(key)
+    if span:
+        start, end = int(span["start"]), int(span["end"])
+        if start < 1 or end < start:
+            raise ValueError(f"entity {key!r}: expected path:START-END with 1 <= START <= END")
+        return EntityRef(key, span["path"], start_line=start, end_line=end)
+    if ":" in key:
+        raise ValueError(f"entity {key!r}: expected path::Qual.name, path:START-END or path")
+    return EntityRef(key, key)
+
+
+@dataclass(frozen=True)
+class ResolvedEntity:
+    """What recon knows of an entity, copied into the decision's own rows."""
+
+    path: str
+    start_line: int
+    end_line: int
+    text: str
+    signature: str | None
+
+
+class ReconReader(Protocol):
+    def resolve(self, ref: EntityRef) -> ResolvedEntity | None: ...
+
+
+@dataclass
+class AssemblyEvent:
+    action: str
+    driver: str
+    detail: str | None = None
+    is_final: bool = False
+
+
+@dataclass
+class PoolItem:
+    item_no: int
+    source: str
+    kind: str
+    content: str
+    provenance: str
+    entity_key: str | None = None
+    original_content: str | None = None
+    score: float | None = None
+    arrival_no: int | None = None
+    path: str | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+    signature: str | None = None
+    in_pool: bool = True
+    events: list[AssemblyEvent] = field(default_factory=list)
+
+    @property
+    def item_id(self) -> str:
+        return f"E{self.item_no}"
+
+    @property
+    def content_sha256(self) -> str:
+        return hashlib.sha256(self.content.encode("utf-8")).hexdigest()
+
+
+def cap_content(text: str) -> tuple[str, bool]:
+    """Cut ``text`` to CONTENT_MAX_BYTES of UTF-8, marker included; (text, was_cut)."""
+    data = text.encode("utf-8")
+    if len(data) <= CONTENT_MAX_BYTES:
+        return text, False
+    mark = (
+        f"\n[ctxdb: content cut to {CONTENT_MAX_BYTES} bytes of {len(data)}; "
+        "the full text is kept in evidence_item.original_content]"
+    )
+    keep = CONTENT_MAX_BYTES - len(mark.encode("utf-8"))
+    # errors="ignore" drops a multi-byte character split by the cut.
+    return data[:keep].decode("utf-8", errors="ignore") + mark, True
+
+
+def cap_provenance(text: str) -> tuple[str, bool]:
+    if len(text) <= PROVENANCE_MAX_CHARS:
+        return text, False
+    return text[: PROVENANCE_MAX_CHARS - len(PROVENANCE_CUT_MARK)] + PROVENANCE_CUT_MARK, True
+
+
+def _live_items(request: DecisionRequest) -> list[tuple[str, str, str, str]]:
+    """(source, kind, content, provenance) of the live state, oldest first per stream."""
+    live = request.live
+    items = []
+    if live.patch:
+        items.append(("patch", "patch", live.patch, "patch: the current working-tree diff"))
+    streams = (
+        ("error", live.errors),
+        ("traceback", live.tracebacks),
+        ("tool_output", live.tool_outputs),
+        ("test_output", live.test_outputs),
+    )
+    for kind, texts in streams:
+        for number, text in enumerate(texts, start=1):
+            items.append(("live", kind, text, f"live: {kind} #{number} of {len(texts)}"))
+    return items
+
+
+def assemble_pool(request: DecisionRequest, recon: ReconReader | None) -> list[PoolItem]:
+    """The decision's pool, every input accounted for (over-cap items marked out of pool)."""
+    node = request.plan_node
+    raw: list[dict] = [
+        {
+            "source": "07",
+            "kind": "plan_node",
+            "content": node.obligation,
+            "provenance": f"07: plan node {node.node_id}",
+            "entity_key": node.target_entity,
+        }
+    ]
+    for number, criterion in enumerate(node.acceptance_criteria, start=1):
+        raw.append(
+            {
+                "source": "07",
+                "kind": "acceptance_criteria",
+                "content": criterion,
+                "provenance": f"07: acceptance criterion {number} of plan node {node.node_id}",
+            }
+        )
+    for given in request.evidence:
+        raw.append(
+            {
+                "source": given.source,
+                "kind": given.kind,
+                "content": given.content,
+                "provenance": given.provenance,
+                "entity_key": given.entity,
+                "score": given.score,
+            }
+        )
+    for arrival_no, (source, kind, content, provenance) in enumerate(_live_items(request), 1):
+        raw.append(
+            {
+                "source": source,
+                "kind": kind,
+                "content": content,
+                "provenance": provenance,
+                "arrival_no": arrival_no,
+            }
+        )
+
+    pool = []
+    for item_no, fields in enumerate(raw, start=1):
+        item = PoolItem(
+            item_no=item_no,
+            source=fields["source"],
+            kind=fields["kind"],
+            content=fields.get("content") or "",
+            provenance=fields["provenance"],
+            entity_key=fields.get("entity_key"),
+            score=fields.get("score"),
+            arrival_no=fields.get("arrival_no"),
+        )
+        _resolve(item, recon, has_content=fields.get("content") is not None)
+        _apply_caps(item)
+        pool.append(item)
+    _apply_pool_cap(pool)
+    return pool
+
+
+def _resolve(item: PoolItem, recon: ReconReader | None, *, has_content: bool) -> None:
+    if item.entity_key is None or item.kind in ("plan_node",):
+        return
+    ref = parse_entity_key(item.entity_key)
+    item.path = ref.path
+    resolved = recon.resolve(ref) if recon is not None else None
+    if resolved is None:
+        detail = "no recon index" if recon is None else "not in recon"
+        item.events.append(AssemblyEvent("entity_unresolved", item.entity_key, detail))
+        if not has_content:
+            item.content = f"[{item.entity_key}: not found in the recon index]"
+        return
+    item.path, item.start_line, item.end_line = resolved.path, resolved.start_line, resolved.end_line
+    item.signature = resolved.signature
+    if not has_content:
+        item.content = resolved.text
+        item.events.append(AssemblyEvent("content_from_recon", item.entity_key))
+
+
+def _apply_caps(item: PoolItem) -> None:
+    capped, cut = cap_content(item.content)
+    if cut:
+        item.original_content, item.content = item.content, capped
+        item.events.append(
+            AssemblyEvent("content_cut", f"content > {CONTENT_MAX_BYTES} bytes (§3.1 cap)")
+        )
+    provenance, cut = cap_provenance(item.provenance)
+    if cut:
+        item.events.append(
+            AssemblyEvent(
+                "provenance_cut",
+                f"provenance > {PROVENANCE_MAX_CHARS} chars (§3.1 cap)",
+                detail=item.provenance,
+            )
+        )
+        item.provenance = provenance
+
+
+def _apply_pool_cap(pool: list[PoolItem]) -> None:
+    """Keep POOL_MAX_ITEMS by source priority, then arrival order (§3.1)."""
+    if len(pool) <= POOL_MAX_ITEMS:
+        return
+    ranked = sorted(pool, key=lambda i: (SOURCE_PRIORITY[i.source], i.item_no))
+    for item in ranked[POOL_MAX_ITEMS:]:
+        item.in_pool = False
+        item.events.append(
+            AssemblyEvent(
+                "rejected", f"pool_cap: pool > {POOL_MAX_ITEMS} items (§3.1)", is_final=True
+            )
+        )

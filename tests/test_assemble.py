@@ -1,0 +1,140 @@
+"""(a) assembly: ids, order, caps, entity keys — and nothing selected."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxdb.assemble import (
+    EntityRef,
+    ResolvedEntity,
+    assemble_pool,
+    cap_content,
+    cap_provenance,
+    parse_entity_key,
+)
+from ctxdb.request import DecisionRequest
+from ctxdb.spec import CONTENT_MAX_BYTES, POOL_MAX_ITEMS, PROVENANCE_MAX_CHARS
+
+
+def _request(**overrides):
+    data = {
+        "run_id": "r1",
+        "instance_id": "shopcart-1",
+        "seq": 1,
+        "decision_type": "edit",
+        "task": "Discounts must apply before tax.",
+        "plan_node": {
+            "node_id": "n1",
+            "obligation": "Apply the discount before tax in Cart.total",
+            "target_entity": "shopcart/cart.py::Cart.total",
+            "acceptance_criteria": ["total() of a 100.00 cart with 10% off and 20% tax is 108.00"],
+        },
+        "evidence": [
+            {"source": "04", "kind": "retrieved_hit", "entity": "shopcart/cart.py::Cart.total",
+             "provenance": "04: bm25 7.1"},
+            {"source": "03", "kind": "symbol", "content": "def tax_rate(region):",
+             "provenance": "03: recon"},
+        ],
+        "live": {"test_outputs": ["FAILED test_total", "FAILED test_total again"],
+                 "errors": ["AssertionError: 110.0 != 108.0"]},
+    }
+    data.update(overrides)
+    return DecisionRequest.from_dict(data)
+
+
+class FakeRecon:
+    """Stands in for recon.db in unit tests; the SQL reader is tested against a real index."""
+
+    def __init__(self, known):
+        self.known = known
+        self.asked = []
+
+    def resolve(self, ref: EntityRef):
+        self.asked.append(ref.key)
+        return self.known.get(ref.key)
+
+
+def test_entity_keys():
+    assert parse_entity_key("src/a.py::Session.send") == EntityRef(
+        "src/a.py::Session.send", "src/a.py", qualified_name="Session.send"
+    )
+    assert parse_entity_key("src/a.py:10-20") == EntityRef(
+        "src/a.py:10-20", "src/a.py", start_line=10, end_line=20
+    )
+    assert parse_entity_key("src/a.py") == EntityRef("src/a.py", "src/a.py")
+    for bad in ("src/a.py::", "::x", "a.py:20-10", "a.py:x-y", "a.py:0-3"):
+        with pytest.raises(ValueError, match="entity"):
+            parse_entity_key(bad)
+
+
+def test_pool_order_ids_and_no_selection():
+    recon = FakeRecon(
+        {
+            "shopcart/cart.py::Cart.total": ResolvedEntity(
+                "shopcart/cart.py", 40, 52, "def total(self):\n    ...", "def total(self):"
+            )
+        }
+    )
+    pool = assemble_pool(_request(), recon)
+    assert [(i.item_id, i.source, i.kind) for i in pool] == [
+        ("E1", "07", "plan_node"),
+        ("E2", "07", "acceptance_criteria"),
+        ("E3", "04", "retrieved_hit"),
+        ("E4", "03", "symbol"),
+        ("E5", "live", "error"),
+        ("E6", "live", "test_output"),
+        ("E7", "live", "test_output"),
+    ]
+    assert all(i.in_pool for i in pool)  # assembly never selects
+    hit = pool[2]
+    assert hit.content.startswith("def total(self):")
+    assert (hit.path, hit.start_line, hit.end_line) == ("shopcart/cart.py", 40, 52)
+    assert [e.action for e in hit.events] == ["content_from_recon"]
+    assert [i.arrival_no for i in pool[4:]] == [1, 2, 3]
+
+
+def test_unresolved_entity_is_logged_not_dropped():
+    pool = assemble_pool(_request(), FakeRecon({}))
+    hit = pool[2]
+    assert hit.in_pool and "not found in the recon index" in hit.content
+    assert hit.events[0].action == "entity_unresolved"
+
+
+def test_content_cap_marks_and_keeps_original():
+    big = "é" * CONTENT_MAX_BYTES  # 2 bytes per character
+    capped, cut = cap_content(big)
+    assert cut and len(capped.encode("utf-8")) <= CONTENT_MAX_BYTES
+    assert "content cut to 8192 bytes of 16384" in capped
+    assert cap_content("short") == ("short", False)
+    request = _request(
+        evidence=[{"source": "04", "kind": "retrieved_hit", "content": big, "provenance": "x"}]
+    )
+    item = assemble_pool(request, None)[2]
+    assert item.original_content == big and item.content == capped
+    assert [e.action for e in item.events] == ["content_cut"]
+
+
+def test_provenance_cap():
+    long = "04: " + "q" * 300
+    capped, cut = cap_provenance(long)
+    assert cut and len(capped) == PROVENANCE_MAX_CHARS and capped.endswith("…")
+    request = _request(
+        evidence=[{"source": "04", "kind": "retrieved_hit", "content": "c", "provenance": long}]
+    )
+    item = assemble_pool(request, None)[2]
+    assert item.provenance == capped
+    assert item.events[0].action == "provenance_cut" and item.events[0].detail == long
+
+
+def test_pool_cap_keeps_by_source_priority():
+    evidence = [
+        {"source": "03", "kind": "symbol", "content": f"def f{n}():", "provenance": "03"}
+        for n in range(POOL_MAX_ITEMS)
+    ] + [{"source": "06", "kind": "graph_edge", "content": "a -> b", "provenance": "06"}]
+    pool = assemble_pool(_request(evidence=evidence, live={}), None)
+    kept = [i for i in pool if i.in_pool]
+    dropped = [i for i in pool if not i.in_pool]
+    assert len(kept) == POOL_MAX_ITEMS
+    assert all(i.source == "03" for i in dropped)  # 07 and 06 outrank 03
+    assert dropped[-1].item_no == len(pool) - 1  # the latest 03 items go first
+    assert dropped[0].events[-1].is_final
