@@ -194,6 +194,7 @@ def assemble_pool(request: DecisionRequest, recon: ReconReader | None) -> list[P
             score=fields.get("score"),
             arrival_no=fields.get("arrival_no"),
         )
+        item.events.append(AssemblyEvent("pooled", item.provenance))
         _resolve(item, recon, has_content=fields.get("content") is not None)
         _apply_caps(item)
         pool.append(item)
@@ -208,8 +209,9 @@ def _resolve(item: PoolItem, recon: ReconReader | None, *, has_content: bool) ->
     item.path = ref.path
     resolved = recon.resolve(ref) if recon is not None else None
     if resolved is None:
-        detail = "no recon index" if recon is None else "not in recon"
-        item.events.append(AssemblyEvent("entity_unresolved", item.entity_key, detail))
+        if recon is not None or not has_content:
+            detail = "no recon index" if recon is None else "not in recon"
+            item.events.append(AssemblyEvent("entity_unresolved", item.entity_key, detail))
         if not has_content:
             item.content = f"[{item.entity_key}: not found in the recon index]"
         return

@@ -17,6 +17,8 @@ from .paths import PACKAGE_DIR
 
 DEFAULTS_FILE = PACKAGE_DIR / "defaults.toml"
 USER_CONFIG_NAME = "ctxdb.toml"
+# Below this a window cannot hold the task header and one obligation line.
+MIN_TOKEN_CEILING = 256
 
 
 class ConfigError(ValueError):
@@ -72,8 +74,10 @@ def load_settings(config_path: str | os.PathLike | None = None) -> Settings:
 
     budget, rank = data["budget"], data["rank"]
     ceiling = budget["token_ceiling"]
-    if not isinstance(ceiling, int) or isinstance(ceiling, bool) or ceiling <= 0:
-        raise ConfigError(f"[budget].token_ceiling must be a positive integer, got {ceiling!r}")
+    if not isinstance(ceiling, int) or isinstance(ceiling, bool) or ceiling < MIN_TOKEN_CEILING:
+        raise ConfigError(
+            f"[budget].token_ceiling must be an integer >= {MIN_TOKEN_CEILING}, got {ceiling!r}"
+        )
     threshold = rank["threshold"]
     if not isinstance(threshold, (int, float)) or not 0.0 <= float(threshold) <= 1.0:
         raise ConfigError(f"[rank].threshold must be a number in [0, 1], got {threshold!r}")

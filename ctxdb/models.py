@@ -26,7 +26,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.sql.expression import false
+from sqlalchemy.sql.expression import false, true
 
 metadata = MetaData()
 
@@ -59,11 +59,12 @@ decision = Table(
     Column("token_count", Integer),
     Column("flags", Text, nullable=False, server_default=""),
     Column("created_at", String(32), nullable=False),
-    UniqueConstraint("run_id", "instance_id", "seq", name="uq_decision_run_instance_seq"),
     CheckConstraint(
         "decision_type IN ('localize', 'edit', 'repair', 'other')", name="ck_decision_type"
     ),
 )
+
+Index("ix_decision_run_instance_seq", decision.c.run_id, decision.c.instance_id, decision.c.seq)
 
 obligation = Table(
     "obligation",
@@ -119,6 +120,8 @@ evidence_item = Table(
     Column("start_line", Integer),
     Column("end_line", Integer),
     Column("signature", Text),
+    Column("in_pool", Boolean, nullable=False, server_default=true()),  # false past the 256 cap
+    Column("fact_key", Text),  # §3.5 fact identity (dedup.fact_key)
     PrimaryKeyConstraint("decision_id", "item_id"),
     UniqueConstraint("decision_id", "item_no", name="uq_evidence_item_no"),
     CheckConstraint(
@@ -132,6 +135,53 @@ evidence_item = Table(
     ),
 )
 Index("ix_evidence_item_entity", evidence_item.c.decision_id, evidence_item.c.entity_key)
+Index("ix_evidence_item_fact", evidence_item.c.decision_id, evidence_item.c.fact_key)
+
+decision_link = Table(
+    "decision_link",
+    metadata,
+    Column("decision_id", Integer, ForeignKey("decision.decision_id"), nullable=False),
+    Column("link_no", Integer, nullable=False),
+    Column("link_kind", String(30), nullable=False),
+    Column("entity_key", Text, nullable=False),
+    Column("path", Text),
+    Column("start_line", Integer),
+    Column("end_line", Integer),
+    Column("detail", Text),
+    PrimaryKeyConstraint("decision_id", "link_no"),
+)
+Index("ix_decision_link_entity", decision_link.c.decision_id, decision_link.c.entity_key)
+
+item_nearness = Table(
+    "item_nearness",
+    metadata,
+    Column("decision_id", Integer, nullable=False),
+    Column("item_id", String(16), nullable=False),
+    Column("shared_terms", Text, nullable=False, server_default=""),
+    Column("recon_hops", Integer),
+    Column("nearest_link_no", Integer),
+    PrimaryKeyConstraint("decision_id", "item_id"),
+    ForeignKeyConstraint(
+        ["decision_id", "item_id"], ["evidence_item.decision_id", "evidence_item.item_id"]
+    ),
+)
+
+source_priority = Table(
+    "source_priority",
+    metadata,
+    Column("source", String(10), primary_key=True),
+    Column("priority", Integer, nullable=False),
+    Column("why", Text, nullable=False),
+)
+
+gate_link_policy = Table(
+    "gate_link_policy",
+    metadata,
+    Column("decision_type", String(20), nullable=False),
+    Column("link_kind", String(30), nullable=False),
+    Column("meaning", Text, nullable=False),
+    PrimaryKeyConstraint("decision_type", "link_kind"),
+)
 
 representation_policy = Table(
     "representation_policy",

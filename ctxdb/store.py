@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from sqlalchemy import Engine, inspect, text
 
@@ -15,6 +15,9 @@ from .migrate import _check_known, current_revision, head_revision, upgrade_engi
 from .sqlfiles import check_files
 from .tokens import count_cached
 from .views import create_views, drop_views, view_drift
+
+if TYPE_CHECKING:
+    from .context import DecisionContext
 
 
 class ReconNotFound(FileNotFoundError):
@@ -33,6 +36,7 @@ class ContextStore:
         self.url = url
         self.recon = recon
         self.settings = settings
+        self._recon_available: bool | None = None if recon is not None else False
 
     @classmethod
     def open(
@@ -63,9 +67,13 @@ class ContextStore:
                     with _write(engine) as connection:
                         drop_views(connection)
                         create_views(connection)
-            store = cls(engine, url, recon_path or (os.fspath(recon) if recon else None), settings)
+            recon_name = recon_path or (os.fspath(recon) if recon is not None else None)
+            if recon is None and not is_sqlite(url):
+                recon_name = url  # PostgreSQL: the recon schema of the same database, if built
+            store = cls(engine, url, recon_name, settings)
             if recon is not None:
                 store.check_recon()
+                store._recon_available = True
             return store
         except BaseException:
             engine.dispose()
@@ -96,9 +104,26 @@ class ContextStore:
         with self.engine.connect() as connection:
             return view_drift(connection)
 
+    @property
+    def recon_available(self) -> bool:
+        """Whether SQL on this store's connections can read ``recon.*``."""
+        if self._recon_available is None:
+            try:
+                self.check_recon()
+                self._recon_available = True
+            except (ReconNotFound, RuntimeError):
+                self._recon_available = False
+        return self._recon_available
+
+    def construct(self, request) -> "DecisionContext":
+        """Build, record and return the window for one decision (one transaction)."""
+        from .construct import construct
+
+        return construct(self, request)
+
     def check_recon(self) -> None:
         """Raise unless the recon index is present and of this ctxdb's version."""
-        from .recon import check_recon_version
+        from .recon.schema import check_recon_version
 
         with self.engine.connect() as connection:
             if self.dialect == "sqlite":

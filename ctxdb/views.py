@@ -63,7 +63,8 @@ def create_views(connection: Connection) -> None:
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     rows = []
     for view in view_files():
-        connection.exec_driver_sql(view.sql)
+        # text() escapes the % of LIKE patterns for percent-style drivers (psycopg).
+        connection.execute(text(view.sql))
         rows.append(
             {
                 "view_name": view.name,

@@ -1,0 +1,108 @@
+"""The admission log: every stage action on every item, in order.
+
+Each event becomes an ``item_event`` row; exactly one per item is final, and
+its action is the item's verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The final verdicts an item can end with (issue 3's audit contract).
+FINAL_VERDICTS = ("in_window", "rejected", "deduped", "masked", "evicted", "folded")
+
+
+@dataclass(frozen=True)
+class Event:
+    event_no: int
+    item_id: str
+    stage: str
+    action: str
+    driver: str | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    is_final: bool = False
+    detail: str | None = None
+
+
+class AuditLog:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._final: dict[str, str] = {}
+
+    def add(
+        self,
+        item_id: str,
+        stage: str,
+        action: str,
+        driver: str | None = None,
+        *,
+        tokens_before: int | None = None,
+        tokens_after: int | None = None,
+        detail: str | None = None,
+    ) -> None:
+        self.events.append(
+            Event(
+                len(self.events) + 1,
+                item_id,
+                stage,
+                action,
+                driver,
+                tokens_before,
+                tokens_after,
+                False,
+                detail,
+            )
+        )
+
+    def final(
+        self,
+        item_id: str,
+        stage: str,
+        verdict: str,
+        driver: str | None = None,
+        *,
+        tokens_after: int | None = None,
+        detail: str | None = None,
+    ) -> None:
+        if verdict not in FINAL_VERDICTS:
+            raise ValueError(f"final verdict {verdict!r} is not one of {FINAL_VERDICTS}")
+        if item_id in self._final:
+            raise RuntimeError(
+                f"{item_id} already has the final verdict {self._final[item_id]!r}; "
+                f"stage {stage} tried {verdict!r}"
+            )
+        self._final[item_id] = verdict
+        self.events.append(
+            Event(
+                len(self.events) + 1,
+                item_id,
+                stage,
+                verdict,
+                driver,
+                None,
+                tokens_after,
+                True,
+                detail,
+            )
+        )
+
+    def verdict(self, item_id: str) -> str | None:
+        return self._final.get(item_id)
+
+    def rows(self, decision_id: int) -> list[dict]:
+        return [
+            {
+                "decision_id": decision_id,
+                "item_id": e.item_id,
+                "event_no": e.event_no,
+                "stage": e.stage,
+                "action": e.action,
+                "driver": e.driver,
+                "tokens_before": e.tokens_before,
+                "tokens_after": e.tokens_after,
+                "is_final": e.is_final,
+                "detail": e.detail,
+            }
+            for e in self.events
+        ]

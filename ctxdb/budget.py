@@ -1,0 +1,245 @@
+"""(g) Token budgeting, spec §3.7: account, never overflow.
+
+The window is the task header plus each item's block text; it is measured with
+the configured tokenizer (exact counts, cached by content hash) after dedup.
+While it is over the ceiling the eviction ladder runs, re-measuring after every
+action and stopping as soon as the window fits:
+
+1. transient state — older tool output, errors and failures are masked to a
+   pointer (raw text stays in the store); the freshest failure output stays;
+2. the working set by representation — supporting verbatim bodies become
+   signatures, then supporting (middle) items are evicted weakest first, then
+   the tests reasoned over become signatures, then the change target is cut to
+   the sliding window that fits;
+3. the stable core — supporting acceptance detail only: later criteria cut to
+   their first line, then evicted; never the task or the current obligation.
+
+If it still does not fit, the window is the stable core only, flagged
+``stable_core_only``; if even that is over (a pathological task), the task text
+is cut and flagged ``task_truncated`` — no window over the ceiling is emitted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .audit import AuditLog
+from .candidate import FAILURE_KINDS, ROLE_STRENGTH, Candidate
+from .compress import mask_pointer, sliding_window
+from .facts import DecisionFacts
+from .render import signature_of
+
+STAGE = "budget"
+TASK_HEADER = "TASK\n{task}\n\n"
+# A conservative bytes-per-token ratio to size a cut before re-measuring exactly.
+BYTES_PER_TOKEN_FLOOR = 2
+TASK_CUT_MARK = "\n[ctxdb: task cut to fit the ceiling]"
+TASK_CUT_MARGIN_CHARS = 64
+
+
+@dataclass(frozen=True)
+class BudgetStep:
+    step_no: int
+    ladder_step: str
+    item_id: str | None
+    tokens_before: int
+    tokens_after: int
+    detail: str | None = None
+
+
+def render_window(task: str, ordered: list[Candidate]) -> str:
+    return TASK_HEADER.format(task=task) + "".join(c.block_text() for c in ordered)
+
+
+class Budgeter:
+    def __init__(
+        self,
+        task: str,
+        ceiling: int,
+        count: Callable[[list[str]], list[int]],
+        facts: DecisionFacts,
+        audit: AuditLog,
+    ):
+        self.task = task
+        self.ceiling = ceiling
+        self.count = count
+        self.facts = facts
+        self.audit = audit
+        self.steps: list[BudgetStep] = []
+        self.flags: list[str] = []
+        self.masked: set[str] = set()
+
+    # -- measuring -----------------------------------------------------------
+    def _measure_items(self, items: list[Candidate]) -> None:
+        counts = self.count([c.block_text() for c in items])
+        for candidate, tokens in zip(items, counts):
+            candidate.tokens = tokens
+
+    def _header_tokens(self) -> int:
+        return self.count([TASK_HEADER.format(task=self.task)])[0]
+
+    def _total(self, window: list[Candidate]) -> int:
+        return self._header_tokens() + sum(c.tokens for c in window)
+
+    def _log(self, ladder_step, candidate, before, after, detail=None):
+        item_id = candidate.item_id if candidate is not None else None
+        self.steps.append(BudgetStep(len(self.steps) + 1, ladder_step, item_id, before, after, detail))
+
+    # -- the ladder ----------------------------------------------------------
+    def fit(self, window: list[Candidate]) -> tuple[list[Candidate], int]:
+        """The window that fits, and its exact token count."""
+        self._measure_items(window)
+        total = self._total(window)
+        self._log("measured", None, total, total, f"ceiling {self.ceiling}")
+        for action in (self._mask_transient, self._shrink_working_set, self._trim_stable_core):
+            if total <= self.ceiling:
+                break
+            window, total = action(window, total)
+        if total > self.ceiling:
+            window, total = self._stable_core_only(window, total)
+        exact = self.count([render_window(self.task, window)])[0]
+        while exact > self.ceiling:
+            # Token boundaries between blocks made the whole longer than its parts:
+            # keep evicting the weakest evictable item, or cut the task as a last resort.
+            window, exact = self._evict_for_exactness(window, exact)
+        return window, exact
+
+    def _replace_text(self, candidate, text, rendering, ladder_step, total, verdict_action):
+        before_tokens = candidate.tokens
+        candidate.text, candidate.rendering = text, rendering
+        self._measure_items([candidate])
+        after = total - before_tokens + candidate.tokens
+        self._log(ladder_step, candidate, total, after)
+        self.audit.add(
+            candidate.item_id, STAGE, verdict_action, ladder_step,
+            tokens_before=before_tokens, tokens_after=candidate.tokens,
+        )
+        return after
+
+    def _evict(self, window, candidate, ladder_step, total):
+        window = [c for c in window if c is not candidate]
+        after = total - candidate.tokens
+        self._log(ladder_step, candidate, total, after)
+        self.audit.final(
+            candidate.item_id, STAGE, "evicted", ladder_step, tokens_after=0,
+            detail=f"{candidate.tokens} tokens freed",
+        )
+        return window, after
+
+    def _mask_transient(self, window, total):
+        transient = [c for c in window if c.tier == "transient"]
+        failures = [c for c in transient if c.item.kind in FAILURE_KINDS]
+        freshest = max(failures, key=lambda c: (c.item.arrival_no or 0, c.item.item_no), default=None)
+        oldest_first = sorted(transient, key=lambda c: (c.item.arrival_no or 0, c.item.item_no))
+        for candidate in oldest_first:
+            if total <= self.ceiling:
+                break
+            if candidate is freshest:
+                continue
+            pointer = mask_pointer(candidate, self.facts.decision_id)
+            total = self._replace_text(
+                candidate, pointer, "truncated", "1_mask_transient", total, "masked_to_pointer"
+            )
+            self.masked.add(candidate.item_id)
+        return window, total
+
+    def _shrink_working_set(self, window, total):
+        # (a) supporting verbatim bodies → signatures, largest first
+        supporting_verbatim = sorted(
+            (c for c in window if c.rendering == "verbatim" and not c.edge_critical
+             and c.tier == "working_set" and c.item.kind != "patch"),
+            key=lambda c: (-c.tokens, c.item.item_no),
+        )
+        for candidate in supporting_verbatim:
+            if total <= self.ceiling:
+                return window, total
+            total = self._replace_text(
+                candidate, signature_of(candidate), "signature", "2a_verbatim_to_signature",
+                total, "downgraded",
+            )
+        # (b) evict supporting middle items, weakest role first, then largest
+        middle = sorted(
+            (c for c in window if c.block == "middle" and c.item_id not in self.masked),
+            key=lambda c: (-ROLE_STRENGTH.index(c.role), -c.tokens, c.item.item_no),
+        )
+        for candidate in middle:
+            if total <= self.ceiling:
+                return window, total
+            window, total = self._evict(window, candidate, "2b_evict_supporting", total)
+        # (c) tests the decision reasons over → name + expectation
+        for candidate in [c for c in window if c.role == "test_reasoned_over"]:
+            if total <= self.ceiling:
+                return window, total
+            total = self._replace_text(
+                candidate, signature_of(candidate), "signature", "2c_test_to_signature",
+                total, "downgraded",
+            )
+        # (d) change targets cut to the sliding window that fits what is left
+        for candidate in [c for c in window if c.role in ("change_target", "insertion_point")]:
+            if total <= self.ceiling:
+                return window, total
+            spare_tokens = self.ceiling - (total - candidate.tokens)
+            budget_bytes = max(spare_tokens, 0) * BYTES_PER_TOKEN_FLOOR
+            if budget_bytes <= 0:
+                continue
+            start, end = sliding_window(candidate.item.content, self.facts.decision_terms, budget_bytes)
+            lines = candidate.item.content.splitlines()
+            text = "# … cut to fit the budget\n" + "\n".join(lines[start : end + 1])
+            total = self._replace_text(
+                candidate, text, "truncated", "2d_cut_change_target", total, "cut_to_window"
+            )
+        return window, total
+
+    def _trim_stable_core(self, window, total):
+        criteria = sorted(
+            (c for c in window if c.item.kind == "acceptance_criteria"),
+            key=lambda c: -c.item.item_no,
+        )
+        # the first criterion states the goal; later ones are supporting detail
+        for candidate in criteria[:-1]:
+            if total <= self.ceiling:
+                return window, total
+            first_line = candidate.item.content.strip().splitlines()[0] if candidate.item.content.strip() else ""
+            if first_line != candidate.text.strip():
+                total = self._replace_text(
+                    candidate, first_line, "truncated", "3_trim_acceptance_detail", total,
+                    "trimmed",
+                )
+        for candidate in criteria[:-1]:
+            if total <= self.ceiling:
+                return window, total
+            window, total = self._evict(window, candidate, "3_evict_acceptance_detail", total)
+        return window, total
+
+    def _stable_core_only(self, window, total):
+        for candidate in [c for c in window if c.tier != "stable_core"]:
+            window, total = self._evict(window, candidate, "stable_core_only", total)
+        self.flags.append("stable_core_only")
+        return window, total
+
+    def _evict_for_exactness(self, window, exact):
+        evictable = [c for c in window if c.tier != "stable_core"]
+        if evictable:
+            weakest = max(evictable, key=lambda c: (ROLE_STRENGTH.index(c.role), c.item.item_no))
+            window, _ = self._evict(window, weakest, "exact_recount", exact)
+            if not [c for c in window if c.tier != "stable_core"]:
+                self.flags.append("stable_core_only")
+        elif self.task:
+            # Only the stable core is left and it is over: cut the task text first.
+            keep = max(len(self.task) * self.ceiling // max(exact, 1) - TASK_CUT_MARGIN_CHARS, 0)
+            self.task = (self.task[:keep] + TASK_CUT_MARK) if keep else ""
+            if "task_truncated" not in self.flags:
+                self.flags.append("task_truncated")
+        else:
+            # Pathological: the obligation alone is over the ceiling. Halve the largest
+            # stable-core text until it fits; the full text stays in the store.
+            largest = max(window, key=lambda c: (c.tokens, -c.item.item_no))
+            largest.text = largest.text[: len(largest.text) // 2]
+            largest.rendering = "truncated"
+            self._measure_items([largest])
+            if "stable_core_truncated" not in self.flags:
+                self.flags.append("stable_core_truncated")
+        new_exact = self.count([render_window(self.task, window)])[0]
+        self._log("exact_recount", None, exact, new_exact)
+        return window, new_exact

@@ -1,0 +1,153 @@
+"""(d) Structural compression, spec §3.4 — no model anywhere.
+
+1. Signatures over bodies: done by the rendering (render.py).
+2. AST slices: a verbatim change target larger than 1 KB with an insertion
+   point inside it is cut to the largest enclosing tree-sitter statement that
+   fits 1 KB, under the entity's signature.
+3. Sliding-window contiguous-line extraction (RepoCoder): a large verbatim item
+   the decision needs only part of is cut to the contiguous run of lines, up to
+   1 KB, with the most token overlap with the decision's own terms.
+4. Masking to a pointer, used by the budgeter under pressure: the raw text stays
+   in ``evidence_item`` and the pointer names the command that shows it.
+
+An item that cannot go under 1 KB while keeping what the decision needs (a
+change target with no insertion point, a test the decision reasons over, the
+current failure) is flagged for the budgeter, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from .audit import AuditLog
+from .candidate import Candidate, terms
+from .facts import DecisionFacts
+from .render import signature_of
+from .spec import COMPRESSED_TARGET_BYTES
+
+STAGE = "compress"
+
+# Roles whose whole text is the decision's predicate: flagged, never cut here.
+KEEP_WHOLE_ROLES = frozenset({"test_reasoned_over", "live_current", "requirement"})
+
+
+@functools.cache
+def _python_parser():
+    import tree_sitter_python
+    from tree_sitter import Language, Parser
+
+    return Parser(Language(tree_sitter_python.language()))
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def ast_slice(source: str, first_line: int, target_line: int, budget: int) -> tuple[int, int] | None:
+    """(start, end) 1-based lines of the largest statement around ``target_line`` within budget.
+
+    ``source`` starts at file line ``first_line``. Returns None when the line is
+    not inside ``source`` or no enclosing statement fits.
+    """
+    relative = target_line - first_line
+    lines = source.splitlines()
+    if not 0 <= relative < len(lines):
+        return None
+    tree = _python_parser().parse(source.encode("utf-8"))
+    line_text = lines[relative]
+    column = len(line_text) - len(line_text.lstrip())
+    node = tree.root_node.descendant_for_point_range((relative, column), (relative, column))
+    best = None
+    while node is not None and node.parent is not None:
+        start, end = node.start_point[0], node.end_point[0]
+        if node.is_named and node.type not in ("block", "identifier"):
+            text = "\n".join(lines[start : end + 1])
+            if _size(text) > budget:
+                break
+            best = (start + first_line, end + first_line)
+        node = node.parent
+    return best
+
+
+def sliding_window(text: str, decision_terms: frozenset[str], budget: int) -> tuple[int, int]:
+    """0-based (start, end) line indexes of the best contiguous window within ``budget`` bytes.
+
+    Score = decision terms present in the window (RepoCoder's token overlap);
+    ties go to the earliest window, so the choice is deterministic.
+    """
+    lines = text.splitlines()
+    line_terms = [terms(line) & decision_terms for line in lines]
+    sizes = [_size(line) + 1 for line in lines]
+    best, best_score = (0, 0), -1
+    end, used = 0, 0
+    for start in range(len(lines)):
+        if end < start:
+            end, used = start, 0
+        while end < len(lines) and used + sizes[end] <= budget:
+            used += sizes[end]
+            end += 1
+        if end == start:  # a single line over budget: take it alone
+            window = (start, start)
+        else:
+            window = (start, end - 1)
+        covered = set().union(*line_terms[window[0] : window[1] + 1]) if lines else set()
+        if len(covered) > best_score:
+            best, best_score = window, len(covered)
+        if end > start:
+            used -= sizes[start]
+    return best
+
+
+def mask_pointer(candidate: Candidate, decision_id: int) -> str:
+    item = candidate.item
+    return f"[{item.item_id} {item.kind} masked — ctxdb show {decision_id} {item.item_id}]"
+
+
+def compress(candidates: list[Candidate], facts: DecisionFacts, audit: AuditLog) -> None:
+    for candidate in candidates:
+        before = _size(candidate.text)
+        if before <= COMPRESSED_TARGET_BYTES or candidate.rendering != "verbatim":
+            continue
+        item = candidate.item
+        if candidate.role in ("change_target", "insertion_point"):
+            span = None
+            if (
+                facts.insertion_line is not None
+                and item.path == facts.insertion_path
+                and item.start_line is not None
+            ):
+                span = ast_slice(
+                    item.content, item.start_line, facts.insertion_line, COMPRESSED_TARGET_BYTES
+                )
+            if span is None:
+                candidate.over_compress_target = True
+                audit.add(item.item_id, STAGE, "flagged_over_1kb", "the whole change target is needed")
+                continue
+            lines = item.content.splitlines()
+            start, end = span[0] - item.start_line, span[1] - item.start_line
+            candidate.text = (
+                signature_of(candidate)
+                + f"\n    # … AST slice: lines {span[0]}-{span[1]} around the edit at line"
+                f" {facts.insertion_line}\n"
+                + "\n".join(lines[start : end + 1])
+            )
+            audit.add(
+                item.item_id, STAGE, "ast_slice", f"lines {span[0]}-{span[1]}",
+                detail=f"{before} -> {_size(candidate.text)} bytes",
+            )
+            continue
+        if candidate.role in KEEP_WHOLE_ROLES:
+            candidate.over_compress_target = True
+            audit.add(item.item_id, STAGE, "flagged_over_1kb", f"{candidate.role}: whole text needed")
+            continue
+        start, end = sliding_window(item.content, facts.decision_terms, COMPRESSED_TARGET_BYTES)
+        lines = item.content.splitlines()
+        first = (item.start_line or 1) + start
+        last = (item.start_line or 1) + end
+        candidate.text = f"# … lines {first}-{last} (sliding window on the decision's terms)\n" + (
+            "\n".join(lines[start : end + 1])
+        )
+        audit.add(
+            item.item_id, STAGE, "sliding_window", f"lines {first}-{last}",
+            detail=f"{before} -> {_size(candidate.text)} bytes",
+        )

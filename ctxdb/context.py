@@ -1,0 +1,59 @@
+"""DecisionContext: the one window handed to the model for one decision (spec §3.7 "Emit")."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from .budget import TASK_HEADER
+
+
+@dataclass(frozen=True)
+class WindowEntry:
+    position: int
+    item_id: str
+    role: str
+    rendering: str
+    tier: str
+    block: str
+    edge_critical: bool
+    token_count: int
+    text: str  # exactly what this item adds to the rendered window
+
+
+@dataclass(frozen=True)
+class BudgetLogEntry:
+    step_no: int
+    ladder_step: str
+    item_id: str | None
+    tokens_before: int
+    tokens_after: int
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class DecisionContext:
+    decision_id: int
+    arm: str
+    task: str
+    acceptance_criteria: tuple[str, ...]
+    current_obligation: str
+    window: tuple[WindowEntry, ...]
+    token_count: int
+    ceiling: int
+    tokenizer: str
+    budget_log: tuple[BudgetLogEntry, ...] = ()
+    flags: tuple[str, ...] = ()
+    verdicts: dict[str, int] = field(default_factory=dict)  # final verdict -> item count
+
+    def render(self) -> str:
+        """The exact text to send."""
+        return TASK_HEADER.format(task=self.task) + "".join(e.text for e in self.window)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["rendered"] = self.render()
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False)

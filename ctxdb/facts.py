@@ -1,0 +1,47 @@
+"""What every stage after the gate needs to know about the decision itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .candidate import terms
+from .request import DecisionRequest
+
+
+def test_id_to_entity_key(test_id: str) -> str:
+    """``tests/test_a.py::TestX::test_y[param]`` → ``tests/test_a.py::TestX.test_y``."""
+    path, sep, rest = test_id.partition("::")
+    if not sep:
+        return path
+    rest = rest.split("[", 1)[0]
+    return f"{path}::{rest.replace('::', '.')}"
+
+
+@dataclass(frozen=True)
+class DecisionFacts:
+    decision_id: int
+    decision_type: str
+    target_entity: str | None
+    validation_tests: frozenset[str]  # entity keys of required_validation
+    insertion_path: str | None
+    insertion_line: int | None
+    decision_terms: frozenset[str]  # obligation + criteria + question: the sliding window's terms
+    policy_set: str = "spec"
+
+    @classmethod
+    def from_request(cls, decision_id: int, request: DecisionRequest, policy_set: str = "spec"):
+        node = request.plan_node
+        text = " ".join(
+            [node.obligation, node.decision_question or "", *node.acceptance_criteria]
+        )
+        point = node.insertion_point
+        return cls(
+            decision_id=decision_id,
+            decision_type=request.decision_type,
+            target_entity=node.target_entity,
+            validation_tests=frozenset(test_id_to_entity_key(t) for t in node.required_validation),
+            insertion_path=point.path if point else None,
+            insertion_line=point.line if point else None,
+            decision_terms=frozenset(terms(text)),
+            policy_set=policy_set,
+        )

@@ -1,0 +1,299 @@
+"""What the current obligation structurally reaches, read from recon at assembly.
+
+These are the gate's inputs (DESIGN.md, "what required to discharge the
+obligation can mean, deterministically"), copied into ``decision_link``,
+``impact_edge`` and ``item_nearness`` so the gate view runs on the decision's
+own rows:
+
+* links — the target, 05's change targets, the symbol at the insertion point,
+  the required-validation tests and what they call, traceback frames, and
+  identifiers in the obligation/criteria/question that name exactly one symbol;
+* derived impact edges (``derive_impact``) — direct dependents of the change
+  target (callers: CalledBy; tests that exercise it: PreserveObligation;
+  subclasses: SchemaConsumer) and their dependents up to ``MAX_DERIVED_DEPTH``;
+* nearness — an unlinked pool item is near when it shares at least
+  ``NEAR_MIN_SHARED_TERMS`` identifier terms with the decision's text, or sits
+  within ``NEAR_MAX_RECON_HOPS`` recon edges of a linked symbol.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection, bindparam, text
+
+from .assemble import EntityRef, PoolItem, ResolvedEntity, parse_entity_key
+from .candidate import terms
+from .facts import test_id_to_entity_key
+from .request import DecisionRequest
+from .sqlfiles import load_sql
+
+NEAR_MIN_SHARED_TERMS = 2
+NEAR_MAX_RECON_HOPS = 2
+MAX_DERIVED_DEPTH = 3
+CODE_KINDS = frozenset({"source_code", "symbol", "retrieved_hit", "config", "graph_edge",
+                        "downstream_obligation"})
+# `File "path", line N, in name` (Python) and `path:N: in name` (pytest --tb=short)
+_PY_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
+_PYTEST_FRAME = re.compile(r"^(?P<path>[\w./-]+\.py):(?P<line>\d+):", re.MULTILINE)
+# identifiers that look like code: dotted, snake_case, CamelCase, or called
+_CODE_NAME = re.compile(
+    r"\b(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*\b|\b[a-z]\w*_\w+\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b|\b\w+(?=\()"
+)
+DIGEST_KEY_SUFFIX = "#impact"
+
+
+@dataclass(frozen=True)
+class Link:
+    link_kind: str
+    entity_key: str
+    path: str | None
+    start_line: int | None
+    end_line: int | None
+    detail: str | None = None
+    symbol_id: int | None = None
+
+
+@dataclass(frozen=True)
+class DerivedEdge:
+    head: str
+    tail: str
+    kind: str
+    depth: int
+
+
+@dataclass
+class Nearness:
+    shared_terms: list[str] = field(default_factory=list)
+    recon_hops: int | None = None
+    nearest_link_no: int | None = None
+
+
+def _query(name: str, *expanding: str):
+    statement = text(load_sql(name))
+    if expanding:
+        statement = statement.bindparams(*(bindparam(n, expanding=True) for n in expanding))
+    return statement
+
+
+class ReconSql:
+    """Reads recon through the store's connection (``recon.*`` on both backends)."""
+
+    def __init__(self, connection: Connection):
+        self.connection = connection
+        self._files: dict[str, tuple[int, str] | None] = {}
+
+    def _file(self, path: str) -> tuple[int, str] | None:
+        if path not in self._files:
+            row = self.connection.execute(_query("recon/file_by_path"), {"path": path}).first()
+            self._files[path] = (row.line_count, row.text) if row else None
+        return self._files[path]
+
+    def symbol(self, key: str):
+        return self.connection.execute(_query("recon/symbol_by_key"), {"entity_key": key}).first()
+
+    def _lines(self, path: str, start: int, end: int) -> str | None:
+        found = self._file(path)
+        if found is None:
+            return None
+        lines = found[1].splitlines(keepends=True)
+        return "".join(lines[start - 1 : end])
+
+    def resolve(self, ref: EntityRef) -> ResolvedEntity | None:
+        if ref.qualified_name is not None:
+            row = self.symbol(ref.key)
+            if row is None:
+                return None
+            signature = row.signature
+            if signature and row.doc:
+                signature = f'{signature}\n    """{row.doc}"""'
+            return ResolvedEntity(
+                row.path, row.start_line, row.end_line,
+                self._lines(row.path, row.start_line, row.end_line) or "", signature,
+            )
+        found = self._file(ref.path)
+        if found is None:
+            return None
+        line_count, source = found
+        if ref.start_line is not None:
+            end = min(ref.end_line, line_count)
+            return ResolvedEntity(ref.path, ref.start_line, end,
+                                  self._lines(ref.path, ref.start_line, end) or "", None)
+        return ResolvedEntity(ref.path, 1, line_count, source, None)
+
+    def innermost(self, path: str, line: int):
+        return self.connection.execute(
+            _query("recon/innermost_symbol_at_line"), {"path": path, "line": line}
+        ).first()
+
+    def path_for(self, name: str) -> str | None:
+        row = self.connection.execute(_query("recon/paths_ending_with"), {"name": name}).first()
+        return row.path if row else None
+
+
+def _link_for_key(recon: ReconSql, kind: str, key: str, detail: str | None = None) -> Link:
+    try:
+        ref = parse_entity_key(key)
+    except ValueError:
+        return Link(kind, key, None, None, None, detail)
+    if ref.qualified_name is not None:
+        row = recon.symbol(key)
+        if row is not None:
+            return Link(kind, key, row.path, row.start_line, row.end_line, detail, row.id)
+        return Link(kind, key, ref.path, None, None, detail)
+    return Link(kind, key, ref.path, ref.start_line, ref.end_line, detail)
+
+
+def traceback_frames(texts: list[str]) -> list[tuple[str, int]]:
+    frames = []
+    for chunk in texts:
+        for match in list(_PY_FRAME.finditer(chunk)) + list(_PYTEST_FRAME.finditer(chunk)):
+            frames.append((match["path"], int(match["line"])))
+    return frames
+
+
+def compute_links(request: DecisionRequest, pool: list[PoolItem], recon: ReconSql | None) -> list[Link]:
+    node = request.plan_node
+    links: list[Link] = []
+    if recon is None:
+        if node.target_entity:
+            links.append(Link("target_entity", node.target_entity, None, None, None))
+        for item in pool:
+            if item.kind in ("fault_entity", "changed_entity") and item.entity_key:
+                links.append(Link("change_target", item.entity_key, item.path, None, None))
+        for test_id in node.required_validation:
+            links.append(Link("validation_test", test_id_to_entity_key(test_id), None, None, None, test_id))
+        return _unique(links)
+
+    if node.target_entity:
+        links.append(_link_for_key(recon, "target_entity", node.target_entity))
+    for item in pool:
+        if item.kind in ("fault_entity", "changed_entity") and item.entity_key:
+            links.append(_link_for_key(recon, "change_target", item.entity_key, item.item_id))
+    point = node.insertion_point
+    if point is not None:
+        row = recon.innermost(point.path, point.line)
+        if row is not None:
+            links.append(Link("insertion_point", row.key, row.path, row.start_line, row.end_line,
+                              f"{point.path}:{point.line}", row.id))
+    for test_id in node.required_validation:
+        test_key = test_id_to_entity_key(test_id)
+        links.append(_link_for_key(recon, "validation_test", test_key, test_id))
+        for row in recon.connection.execute(_query("recon/tested_callees"), {"test_key": test_key}):
+            links.append(Link("validation_callee", row.key, row.path, row.start_line, row.end_line,
+                              test_id, row.id))
+    live = request.live
+    failure_texts = [*live.tracebacks, *live.test_outputs, *live.errors, request.task]
+    for name, line in traceback_frames(failure_texts):
+        path = recon.path_for(name)
+        row = recon.innermost(path, line) if path else None
+        if row is not None:
+            links.append(Link("traceback_frame", row.key, row.path, row.start_line, row.end_line,
+                              f"{path}:{line}", row.id))
+    named_text = " ".join([node.obligation, node.decision_question or "", *node.acceptance_criteria])
+    for name in sorted(set(_CODE_NAME.findall(named_text))):
+        rows = recon.connection.execute(_query("recon/symbols_named"), {"name": name}).all()
+        if len(rows) == 1:  # names exactly one symbol: a structural reference
+            row = rows[0]
+            links.append(Link("named_in_criteria", row.key, row.path, row.start_line, row.end_line,
+                              name, row.id))
+    return _unique(links)
+
+
+def _unique(links: list[Link]) -> list[Link]:
+    seen, out = set(), []
+    for link in links:
+        if (link.link_kind, link.entity_key) not in seen:
+            seen.add((link.link_kind, link.entity_key))
+            out.append(link)
+    return out
+
+
+_DEPENDENT_KIND = {"calls": "CalledBy", "tests": "PreserveObligation", "inherits": "SchemaConsumer"}
+
+
+def derive_impact(links: list[Link], recon: ReconSql) -> list[DerivedEdge]:
+    """Direct and transitive dependents of the change targets, breadth first."""
+    heads = [link for link in links
+             if link.link_kind in ("target_entity", "change_target") and link.symbol_id]
+    edges: list[DerivedEdge] = []
+    statement = _query("recon/dependents_of", "symbol_ids")
+    for head in heads:
+        seen = {head.symbol_id}
+        frontier = [head.symbol_id]
+        for depth in range(1, MAX_DERIVED_DEPTH + 1):
+            if not frontier:
+                break
+            rows = recon.connection.execute(statement, {"symbol_ids": frontier}).all()
+            next_frontier = []
+            for row in rows:
+                if row.tail_id in seen:
+                    continue
+                seen.add(row.tail_id)
+                next_frontier.append(row.tail_id)
+                kind = _DEPENDENT_KIND[row.kind]
+                if row.tail_is_test and kind == "CalledBy":
+                    kind = "PreserveObligation"
+                edges.append(DerivedEdge(head.entity_key, row.tail_key, kind, depth))
+            frontier = sorted(next_frontier)
+    return edges
+
+
+def impact_digest(target: str, edges: list[tuple[str, str, str, int]]) -> str:
+    """§3.3's fixed one-line digest of the wider impact DAG, with real counts."""
+    from_target = [e for e in edges if e[0] == target]
+    direct_callers = sum(1 for e in from_target if e[3] == 1 and e[2] == "CalledBy")
+    consumers = sum(1 for e in from_target if e[2] in ("ConfigConsumer", "SchemaConsumer"))
+    indirect = sum(1 for e in from_target if e[3] > 1 and e[2] != "PreserveObligation")
+    tests = sum(1 for e in from_target if e[2] == "PreserveObligation")
+    return (
+        f"{target}: {direct_callers} callers, {consumers} config/schema consumers, "
+        f"{indirect} indirect dependents, {tests} tests — "
+        "no direct evidence requires source expansion yet"
+    )
+
+
+def compute_nearness(
+    request: DecisionRequest, pool: list[PoolItem], links: list[Link], recon: ReconSql | None
+) -> dict[str, Nearness]:
+    node = request.plan_node
+    decision_terms = terms(" ".join(
+        [request.task, node.obligation, node.decision_question or "", *node.acceptance_criteria]
+    ))
+    hops: dict[int, tuple[int, int]] = {}  # symbol id -> (hops, anchor symbol id)
+    anchor_ids = sorted({link.symbol_id for link in links if link.symbol_id is not None})
+    if recon is not None and anchor_ids:
+        statement = _query("recon/neighbours_of", "symbol_ids")
+        frontier = {a: a for a in anchor_ids}
+        for distance in range(1, NEAR_MAX_RECON_HOPS + 1):
+            rows = recon.connection.execute(statement, {"symbol_ids": sorted(frontier)}).all()
+            nxt = {}
+            for row in rows:
+                if row.neighbour_id not in hops and row.neighbour_id not in anchor_ids:
+                    hops[row.neighbour_id] = (distance, frontier[row.via_id])
+                    nxt[row.neighbour_id] = frontier[row.via_id]
+            frontier = nxt
+            if not frontier:
+                break
+    link_no_by_symbol = {}
+    for number, link in enumerate(links, start=1):
+        if link.symbol_id is not None:
+            link_no_by_symbol.setdefault(link.symbol_id, number)
+
+    near: dict[str, Nearness] = {}
+    for item in pool:
+        if not item.in_pool or item.kind not in CODE_KINDS:
+            continue
+        item_terms = terms(" ".join(filter(None, [item.entity_key, item.signature,
+                                                  item.content[:400]])))
+        shared = sorted(item_terms & decision_terms)
+        recon_hops, nearest = None, (1 if links else None)
+        if recon is not None and item.entity_key and "::" in item.entity_key:
+            row = recon.symbol(item.entity_key)
+            if row is not None and row.id in hops:
+                recon_hops, anchor = hops[row.id]
+                nearest = link_no_by_symbol.get(anchor, nearest)
+        if recon_hops is not None or len(shared) >= NEAR_MIN_SHARED_TERMS:
+            near[item.item_id] = Nearness(shared, recon_hops, nearest)
+    return near

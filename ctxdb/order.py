@@ -1,0 +1,82 @@
+"""(f) Ordering, spec §3.6: critical content at the edges, support in the middle.
+
+Front block: the requirement (plan obligation, acceptance criteria), then each
+change target with its insertion-point code right after it. Back block: the
+tests the decision reasons over, the patch, then the failing state with the
+freshest failure output last (highest recency attention). Middle: supporting
+material — signatures, digests, impact neighbours, tool output — strongest role
+first. Tiers (§3.7) are set here too, from the same roles.
+"""
+
+from __future__ import annotations
+
+from .audit import AuditLog
+from .candidate import (
+    EDGE_CRITICAL_ROLES,
+    FAILURE_KINDS,
+    ROLE_STRENGTH,
+    STABLE_CORE_ROLES,
+    Candidate,
+)
+
+STAGE = "order"
+
+
+def classify(candidate: Candidate) -> None:
+    item = candidate.item
+    if candidate.role in STABLE_CORE_ROLES:
+        candidate.tier = "stable_core"
+    elif item.kind in ("error", "traceback", "tool_output", "test_output"):
+        candidate.tier = "transient"
+    else:
+        candidate.tier = "working_set"
+    candidate.edge_critical = candidate.role in EDGE_CRITICAL_ROLES and item.kind != "tool_output"
+
+
+def _front(candidates: list[Candidate]) -> list[Candidate]:
+    requirements = sorted(
+        (c for c in candidates if c.role == "requirement"),
+        key=lambda c: (c.item.kind != "plan_node", c.item.item_no),
+    )
+    targets = sorted((c for c in candidates if c.role == "change_target"), key=lambda c: c.item.item_no)
+    points = sorted((c for c in candidates if c.role == "insertion_point"), key=lambda c: c.item.item_no)
+    ordered = list(requirements)
+    for target in targets:
+        ordered.append(target)
+        # insertion-point code stays adjacent to the edit target it belongs to
+        for point in [p for p in points if p.item.path == target.item.path]:
+            ordered.append(point)
+            points.remove(point)
+    return ordered + points
+
+
+def _back(candidates: list[Candidate]) -> list[Candidate]:
+    tests = sorted((c for c in candidates if c.role == "test_reasoned_over"), key=lambda c: c.item.item_no)
+    patches = [c for c in candidates if c.edge_critical and c.item.kind == "patch"]
+    failures = sorted(
+        (c for c in candidates if c.edge_critical and c.item.kind in FAILURE_KINDS),
+        key=lambda c: (c.item.arrival_no or 0, c.item.item_no),
+    )
+    return tests + patches + failures
+
+
+def order(candidates: list[Candidate], audit: AuditLog) -> list[Candidate]:
+    for candidate in candidates:
+        classify(candidate)
+    front = _front(candidates)
+    back = _back(candidates)
+    placed = {id(c) for c in front + back}
+    middle = sorted(
+        (c for c in candidates if id(c) not in placed),
+        key=lambda c: (ROLE_STRENGTH.index(c.role), c.item.item_no),
+    )
+    for block, members in (("front", front), ("middle", middle), ("back", back)):
+        for candidate in members:
+            candidate.block = block
+    ordered = front + middle + back
+    for position, candidate in enumerate(ordered, start=1):
+        audit.add(
+            candidate.item_id, STAGE, "placed", f"{candidate.block} #{position}",
+            detail="edge-critical" if candidate.edge_critical else "supporting",
+        )
+    return ordered

@@ -1,0 +1,173 @@
+"""(c) Representation choice, spec §3.3: role → rendering, from the policy table.
+
+The role of each admitted item is derived deterministically from its kind and
+the driver that admitted it; the rendering comes from the
+``representation_policy`` rows of the decision's policy set. A role with no row
+defaults to ``signature`` and is logged as a table miss. Expansion of a
+signature/digest to verbatim is a gated exception: only when the obligation's
+target is the entity itself.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sqlalchemy import Connection, text
+
+from .audit import AuditLog
+from .candidate import TRANSIENT_KINDS, Candidate
+from .facts import DecisionFacts
+from .sqlfiles import load_sql
+
+STAGE = "render"
+DEFAULT_RENDERING = "signature"  # §3.3 caps: "cheapest safe"
+
+_DRIVER_ROLES = {
+    "obligation:plan_node": "requirement",
+    "obligation:acceptance_criteria": "requirement",
+    "obligation:target_entity": "change_target",
+    "obligation:change_target": "change_target",
+    "obligation:insertion_point": "insertion_point",
+    "obligation:validation_test": "test_reasoned_over",
+    "obligation:validation_callee": "related_symbol",
+    "obligation:traceback_frame": "related_symbol",
+    "obligation:named_in_criteria": "related_symbol",
+    "impact:CalledBy": "direct_impact",
+    "impact:PreserveObligation": "direct_impact",
+    "impact:ConfigConsumer": "config_consumer",
+    "impact:SchemaConsumer": "config_consumer",
+    "impact:transitive_digest": "transitive_impact",
+    "rank:admitted": "related_symbol",
+}
+_DEF_LINE = re.compile(r"^\s*(?:@.*\n\s*)*(?:async\s+)?(?:def|class)\s", re.MULTILINE)
+
+
+def load_policy(connection: Connection, policy_set: str) -> dict[str, str]:
+    rows = connection.execute(text(load_sql("stages/policy_for_set")), {"policy_set": policy_set})
+    policy = dict(rows.all())
+    if not policy:
+        raise ValueError(f"representation policy set {policy_set!r} has no rows")
+    return policy
+
+
+def _is_test_entity(entity_key: str | None) -> bool:
+    if not entity_key:
+        return False
+    path = entity_key.split("::", 1)[0]
+    name = path.rsplit("/", 1)[-1]
+    return "tests/" in f"/{path}" or name.startswith("test_") or name.endswith("_test.py")
+
+
+def derive_role(candidate: Candidate, facts: DecisionFacts, newest_arrival: dict[str, int]) -> str:
+    item = candidate.item
+    if item.kind in ("plan_node", "acceptance_criteria"):
+        return "requirement"
+    if item.kind in TRANSIENT_KINDS:
+        # P6: a test or tool output superseded by a newer one of its stream is stale;
+        # errors and tracebacks of the current state are all current.
+        newest = newest_arrival.get(item.kind)
+        if item.kind == "test_output" and newest is not None and item.arrival_no != newest:
+            return "stale"
+        return "live_current"
+    if item.kind in ("fault_entity", "changed_entity"):
+        return "change_target"
+    if item.entity_key and item.entity_key == facts.target_entity:
+        return "change_target"
+    role = _DRIVER_ROLES.get(candidate.driver)
+    if role is None and candidate.driver.startswith("impact:"):
+        role = "direct_impact"
+    if role is None:
+        role = "test_named" if _is_test_entity(item.entity_key) else "related_symbol"
+    if role == "related_symbol" and _is_test_entity(item.entity_key):
+        role = (
+            "test_reasoned_over" if item.entity_key in facts.validation_tests else "test_named"
+        )
+    return role
+
+
+def signature_of(candidate: Candidate) -> str:
+    """Name, params, return and one-line doc; from recon when known, else from the text."""
+    item = candidate.item
+    if item.signature:
+        return item.signature
+    content = item.content
+    match = _DEF_LINE.search(content)
+    if match:
+        start = match.start()
+        end = content.find(":\n", start)
+        head = content[start : end + 1 if end != -1 else len(content)]
+        return "\n".join(line.rstrip() for line in head.splitlines()).strip("\n")
+    first = content.strip().splitlines()[0] if content.strip() else ""
+    return first[:200]
+
+
+def _test_name_and_expectation(candidate: Candidate) -> str:
+    signature = signature_of(candidate)
+    for line in candidate.item.content.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("assert") or "pytest.raises" in stripped:
+            return f"{signature}\n    # expects: {stripped[:160]}"
+    return signature
+
+
+def _call_site_lines(candidate: Candidate, head_name: str | None) -> list[str]:
+    if not head_name:
+        return []
+    lines = []
+    start = candidate.item.start_line or 1
+    for offset, line in enumerate(candidate.item.content.splitlines()):
+        if re.search(rf"\b{re.escape(head_name)}\b", line) and not _DEF_LINE.match(line):
+            lines.append(f"    L{start + offset}: {line.strip()[:160]}")
+    return lines
+
+
+def rendered_text(candidate: Candidate, facts: DecisionFacts) -> str:
+    rendering = candidate.rendering
+    item = candidate.item
+    if rendering in ("verbatim", "digest"):
+        return item.content
+    if candidate.role == "test_named":
+        return _test_name_and_expectation(candidate)
+    signature = signature_of(candidate)
+    if candidate.role in ("direct_impact", "config_consumer") and facts.target_entity:
+        # §3.3: signatures + only the call sites / binding line, never consumer bodies
+        head_name = facts.target_entity.rsplit("::", 1)[-1].rsplit(".", 1)[-1]
+        sites = _call_site_lines(candidate, head_name)
+        if sites:
+            return signature + "\n" + "\n".join(sites)
+    return signature
+
+
+def render(
+    candidates: list[Candidate],
+    facts: DecisionFacts,
+    policy: dict[str, str],
+    audit: AuditLog,
+) -> list[Candidate]:
+    """Assign role and rendering; returns the candidates that stay (stale ones are dropped)."""
+    newest: dict[str, int] = {}
+    for c in candidates:
+        if c.item.arrival_no is not None:
+            newest[c.item.kind] = max(newest.get(c.item.kind, 0), c.item.arrival_no)
+    kept = []
+    for candidate in candidates:
+        candidate.role = derive_role(candidate, facts, newest)
+        rendering = policy.get(candidate.role)
+        if rendering is None:
+            rendering = DEFAULT_RENDERING
+            audit.add(candidate.item_id, STAGE, "table_miss", f"role {candidate.role} not in policy")
+        if (
+            rendering in ("signature", "digest")
+            and facts.target_entity
+            and candidate.item.entity_key == facts.target_entity
+        ):
+            audit.add(candidate.item_id, STAGE, "expanded", "obligation target is the entity itself")
+            rendering = "verbatim"
+        candidate.rendering = rendering
+        if rendering == "omitted":
+            audit.final(candidate.item_id, STAGE, "rejected", f"{candidate.role}: omitted (§3.3, P6)")
+            continue
+        candidate.text = rendered_text(candidate, facts)
+        audit.add(candidate.item_id, STAGE, "rendered", f"{candidate.role} -> {rendering}")
+        kept.append(candidate)
+    return kept

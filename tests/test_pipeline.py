@@ -1,0 +1,213 @@
+"""The decision pipeline end to end, on SQLite and PostgreSQL, without a recon index."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from requests_data import TARGET, edit_request
+from sqlalchemy import text
+
+from ctxdb import ContextStore
+from ctxdb.config import load_settings
+from ctxdb.request import RequestError
+
+
+def _store(url, **settings):
+    base = load_settings()
+    if settings:
+        from dataclasses import replace
+
+        base = replace(base, **settings)
+    return ContextStore.open(url, settings=base)
+
+
+def _rows(store, sql, **params):
+    with store.engine.connect() as connection:
+        return [tuple(r) for r in connection.execute(text(sql), params)]
+
+
+def test_edit_decision_window(store_url):
+    with _store(store_url) as store:
+        context = store.construct(edit_request())
+        assert store.verify() == {}
+        order = [(e.item_id, e.role, e.block) for e in context.window]
+        verdicts = dict(_rows(store, "SELECT item_id, verdict FROM v_item_verdict"
+                                     " WHERE decision_id = :d", d=context.decision_id))
+    assert order[:4] == [
+        ("E1", "requirement", "front"),
+        ("E2", "requirement", "front"),
+        ("E3", "requirement", "front"),
+        ("E4", "change_target", "front"),
+    ]
+    assert order[-1] == ("E11", "live_current", "back")  # the freshest failure sits last
+    assert ("E8", "test_reasoned_over", "back") in order
+    assert ("E6", "direct_impact", "middle") in order
+    assert verdicts == {
+        "E1": "in_window", "E2": "in_window", "E3": "in_window", "E4": "in_window",
+        "E5": "deduped",  # the same symbol via 04: one rendering (§3.5 class 1)
+        "E6": "in_window",  # direct CalledBy consequence
+        "E7": "rejected",  # no structural link, not near
+        "E8": "in_window", "E9": "in_window",
+        "E10": "rejected",  # superseded test output: stale, omitted
+        "E11": "in_window",
+    }
+    rendered = context.render()
+    assert rendered.startswith("TASK\nFix the discount")
+    assert "also E5" in rendered and "slugify" not in rendered
+    assert "L2: return cart.total()" in rendered  # call site of the direct consequence
+    assert context.token_count <= context.ceiling
+    assert context.tokenizer == "cl100k_base"
+
+
+def test_same_request_gives_byte_identical_window(store_url):
+    with _store(store_url) as store:
+        first = store.construct(edit_request())
+        second = store.construct(edit_request())
+    assert first.decision_id != second.decision_id
+    assert first.render() == second.render()
+    assert first.token_count == second.token_count
+
+
+def test_window_is_identical_across_hash_seeds(tmp_path):
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from requests_data import edit_request
+        from ctxdb import ContextStore
+        with ContextStore.open(sys.argv[1]) as store:
+            sys.stdout.write(store.construct(edit_request()).render())
+        """
+    )
+    outputs = []
+    for seed in ("0", "4242"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        result = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / f"seed{seed}.db")],
+            capture_output=True, text=True, env=env, timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        outputs.append(result.stdout)
+    assert outputs[0] == outputs[1] and outputs[0].startswith("TASK")
+
+
+def test_baseline_arm_sends_everything_verbatim(store_url):
+    with _store(store_url) as store:
+        ctx = store.construct(edit_request(arm="current", run_id="baseline"))
+        constructed = store.construct(edit_request())
+        assert store.verify() == {}
+    assert [e.item_id for e in ctx.window] == [f"E{n}" for n in range(1, 12)]
+    assert all(e.rendering == "verbatim" for e in ctx.window)
+    assert ctx.token_count > constructed.token_count
+
+
+def test_budget_pressure_masks_then_downgrades_then_evicts(store_url):
+    big_tool_output = "\n".join(f"line {n}: build log entry with details" for n in range(400))
+    request = edit_request()
+    request["live"]["tool_outputs"] = [big_tool_output, "$ pytest -x\n1 failed"]
+    request["live"]["errors"] = ["AssertionError: 108.00000000000001 != 108.0"]
+    with _store(store_url, token_ceiling=400) as store:
+        ctx = store.construct(request)
+        assert store.verify() == {}
+        steps = _rows(store, "SELECT ladder_step, item_id, tokens_before, tokens_after"
+                             " FROM budget_log WHERE decision_id = :d ORDER BY step_no",
+                      d=ctx.decision_id)
+        masked = _rows(store, "SELECT item_id FROM v_item_verdict WHERE decision_id = :d"
+                              " AND verdict = 'masked'", d=ctx.decision_id)
+    assert ctx.token_count <= 400
+    ladder = [s[0] for s in steps]
+    assert ladder[0] == "measured" and "1_mask_transient" in ladder
+    assert ladder.index("1_mask_transient") < min(
+        (ladder.index(s) for s in ladder if s.startswith("2")), default=len(ladder)
+    )
+    assert masked  # the big, older tool output became a pointer
+    pointer = next(e for e in ctx.window if e.item_id == masked[0][0])
+    assert f"ctxdb show {ctx.decision_id} {masked[0][0]}" in pointer.text
+    # re-measured after each action: every step's "before" is the previous "after"
+    for previous, step in zip(steps[1:], steps[2:]):
+        if step[0] != "exact_recount":
+            assert step[2] == previous[3]
+
+
+def test_stable_core_only_fallback_is_flagged(store_url):
+    request = edit_request()
+    request["plan_node"]["obligation"] = "Apply the discount before tax. " + "Keep totals. " * 150
+    with _store(store_url, token_ceiling=400) as store:
+        ctx = store.construct(request)
+        assert store.verify() == {}
+    assert "stable_core_only" in ctx.flags
+    assert ctx.token_count <= 400
+    assert {e.tier for e in ctx.window} == {"stable_core"}
+
+
+def test_bad_request_writes_nothing(store_url):
+    bad = edit_request(decision_type="fix-it")
+    with _store(store_url) as store:
+        with pytest.raises(RequestError, match=r"request.decision_type: 'fix-it' is not one of"):
+            store.construct(bad)
+        assert _rows(store, "SELECT COUNT(*) FROM decision") == [(0,)]
+
+
+def test_failure_mid_decision_leaves_no_rows(store_url, monkeypatch):
+    import ctxdb.construct as construct_module
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("simulated crash in (f) ordering")
+
+    monkeypatch.setattr(construct_module, "order", explode)
+    with _store(store_url) as store:
+        with pytest.raises(RuntimeError, match="simulated crash"):
+            store.construct(edit_request())
+        for table in ("run", "decision", "evidence_item", "item_event", "decision_link",
+                      "impact_edge", "token_count_cache"):
+            assert _rows(store, f"SELECT COUNT(*) FROM {table}") == [(0,)], table
+
+
+def test_run_is_one_arm(store_url):
+    with _store(store_url) as store:
+        store.construct(edit_request())
+        with pytest.raises(RequestError, match="run 'run-edit' is arm 'ctx08'"):
+            store.construct(edit_request(arm="current"))
+
+
+def test_why_view_tells_the_path(store_url):
+    with _store(store_url) as store:
+        ctx = store.construct(edit_request())
+        path = _rows(store, "SELECT stage, action, driver FROM v_why WHERE decision_id = :d"
+                            " AND item_id = 'E5' ORDER BY event_no", d=ctx.decision_id)
+    assert path[0] == ("assemble", "pooled", "04: bm25 9.1")
+    assert path[1] == ("gate", "admitted", "obligation:target_entity")
+    assert path[-1] == ("dedup", "deduped", "same fact as E4")
+
+
+def test_gate_cap_keeps_64_by_source_priority(store_url):
+    evidence = [
+        {"source": "03", "kind": "symbol", "entity": TARGET.replace("total", f"f{n}"),
+         "content": f"def f{n}(self): ...", "provenance": "03"}
+        for n in range(80)
+    ]
+    edges = [{"head": TARGET, "tail": e["entity"], "kind": "CalledBy", "depth": 1}
+             for e in evidence]
+    request = edit_request(evidence=evidence, impact_edges=edges, live={})
+    with _store(store_url) as store:
+        ctx = store.construct(request)
+        capped = _rows(store, "SELECT COUNT(*) FROM v_item_verdict WHERE decision_id = :d"
+                              " AND driver LIKE 'admitted_cap_64%'", d=ctx.decision_id)
+        admitted = _rows(store, "SELECT COUNT(*) FROM item_event WHERE decision_id = :d"
+                                " AND stage = 'gate' AND action = 'admitted'", d=ctx.decision_id)
+    # 3 requirement items + 80 impact consequences = 83 admitted; 19 cut by the cap
+    assert admitted == [(64,)] and capped == [(19,)]
+
+
+def test_decision_context_json(store_url):
+    with _store(store_url) as store:
+        ctx = store.construct(json.dumps(edit_request()))
+    data = json.loads(ctx.to_json())
+    assert data["rendered"] == ctx.render()
+    assert data["ceiling"] == 24000 and data["current_obligation"].startswith("Apply")
