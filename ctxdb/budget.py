@@ -137,7 +137,8 @@ class Budgeter:
                 break
             if candidate is freshest:
                 continue
-            pointer = mask_pointer(candidate, self.facts.decision_id)
+            pointer = mask_pointer(candidate, self.facts.decision_ref)
+            candidate.masked = True
             total = self._replace_text(
                 candidate, pointer, "truncated", "1_mask_transient", total, "masked_to_pointer"
             )

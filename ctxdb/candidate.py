@@ -67,6 +67,7 @@ class Candidate:
     tokens: int = 0
     over_compress_target: bool = False  # §3.4: could not go under 1 KB, flagged for (g)
     also_stands_for: list[str] = field(default_factory=list)  # ids deduped into this one
+    masked: bool = False  # §3.4 step 4: the text is a pointer, the raw text stays in the store
 
     @property
     def item_id(self) -> str:
@@ -87,4 +88,6 @@ class Candidate:
     def block_text(self) -> str:
         """The exact text this item adds to the window (header, body, blank line)."""
         body = self.text.rstrip("\n")
+        if self.masked:
+            return f"{body}\n\n"  # the pointer names the item itself
         return f"{self.header()}\n{body}\n\n"

@@ -98,9 +98,10 @@ def sliding_window(text: str, decision_terms: frozenset[str], budget: int) -> tu
     return best
 
 
-def mask_pointer(candidate: Candidate, decision_id: int) -> str:
+def mask_pointer(candidate: Candidate, decision_ref: str) -> str:
+    """A short pointer that names the item and how to read its raw text back."""
     item = candidate.item
-    return f"[{item.item_id} {item.kind} masked — ctxdb show {decision_id} {item.item_id}]"
+    return f"[{item.item_id} {item.kind} masked — ctxdb show {decision_ref} {item.item_id}]"
 
 
 def compress(candidates: list[Candidate], facts: DecisionFacts, audit: AuditLog) -> None:

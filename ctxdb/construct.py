@@ -118,13 +118,14 @@ def _construct(connection, store, request, settings, settings_json) -> DecisionC
     nearness = compute_nearness(request, pool, links, recon)
 
     request_json = request.to_json()
+    request_sha256 = hashlib.sha256(request_json.encode("utf-8")).hexdigest()
     decision_id = connection.execute(
         insert(models.decision).values(
             run_id=request.run_id, instance_id=request.instance_id, seq=request.seq,
             decision_type=request.decision_type, task_text=request.task,
             decision_question=request.plan_node.decision_question,
             request_json=request_json,
-            request_sha256=hashlib.sha256(request_json.encode("utf-8")).hexdigest(),
+            request_sha256=request_sha256,
             tokenizer=settings.tokenizer, token_ceiling=settings.token_ceiling, created_at=_now(),
         ).returning(models.decision.c.decision_id)
     ).scalar_one()
@@ -137,7 +138,7 @@ def _construct(connection, store, request, settings, settings_json) -> DecisionC
                 audit.final(item.item_id, "assemble", event.action, event.driver, detail=event.detail)
             else:
                 audit.add(item.item_id, "assemble", event.action, event.driver, detail=event.detail)
-    facts = DecisionFacts.from_request(decision_id, request)
+    facts = DecisionFacts.from_request(decision_id, request, request_sha256)
     count = lambda texts: count_cached(connection, settings.tokenizer, texts)  # noqa: E731
 
     if request.arm == "current":

@@ -120,6 +120,8 @@ def test_budget_pressure_masks_then_downgrades_then_evicts(store_url):
                       d=ctx.decision_id)
         masked = _rows(store, "SELECT item_id FROM v_item_verdict WHERE decision_id = :d"
                               " AND verdict = 'masked'", d=ctx.decision_id)
+        [(request_sha,)] = _rows(store, "SELECT request_sha256 FROM decision"
+                                        " WHERE decision_id = :d", d=ctx.decision_id)
     assert ctx.token_count <= 400
     ladder = [s[0] for s in steps]
     assert ladder[0] == "measured" and "1_mask_transient" in ladder
@@ -128,7 +130,9 @@ def test_budget_pressure_masks_then_downgrades_then_evicts(store_url):
     )
     assert masked  # the big, older tool output became a pointer
     pointer = next(e for e in ctx.window if e.item_id == masked[0][0])
-    assert f"ctxdb show {ctx.decision_id} {masked[0][0]}" in pointer.text
+    assert pointer.text == (
+        f"[{masked[0][0]} tool_output masked — ctxdb show req-{request_sha[:12]} {masked[0][0]}]\n\n"
+    )
     # re-measured after each action: every step's "before" is the previous "after"
     for previous, step in zip(steps[1:], steps[2:]):
         if step[0] != "exact_recount":
