@@ -8,7 +8,7 @@ from .candidate import terms
 from .request import DecisionRequest
 
 
-def test_id_to_entity_key(test_id: str) -> str:
+def entity_key_of_test_id(test_id: str) -> str:
     """``tests/test_a.py::TestX::test_y[param]`` → ``tests/test_a.py::TestX.test_y``."""
     path, sep, rest = test_id.partition("::")
     if not sep:
@@ -53,7 +53,7 @@ class DecisionFacts:
             decision_ref=decision_ref(request_sha256),
             decision_type=request.decision_type,
             target_entity=node.target_entity,
-            validation_tests=frozenset(test_id_to_entity_key(t) for t in node.required_validation),
+            validation_tests=frozenset(entity_key_of_test_id(t) for t in node.required_validation),
             insertion_path=point.path if point else None,
             insertion_line=point.line if point else None,
             decision_terms=frozenset(terms(text)),

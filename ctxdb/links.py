@@ -25,7 +25,7 @@ from sqlalchemy import Connection, bindparam, text
 
 from .assemble import EntityRef, PoolItem, ResolvedEntity, parse_entity_key
 from .candidate import terms
-from .facts import test_id_to_entity_key
+from .facts import entity_key_of_test_id
 from .request import DecisionRequest
 from .sqlfiles import load_sql
 
@@ -163,7 +163,7 @@ def compute_links(request: DecisionRequest, pool: list[PoolItem], recon: ReconSq
             if item.kind in ("fault_entity", "changed_entity") and item.entity_key:
                 links.append(Link("change_target", item.entity_key, item.path, None, None))
         for test_id in node.required_validation:
-            links.append(Link("validation_test", test_id_to_entity_key(test_id), None, None, None, test_id))
+            links.append(Link("validation_test", entity_key_of_test_id(test_id), None, None, None, test_id))
         return _unique(links)
 
     if node.target_entity:
@@ -178,7 +178,7 @@ def compute_links(request: DecisionRequest, pool: list[PoolItem], recon: ReconSq
             links.append(Link("insertion_point", row.key, row.path, row.start_line, row.end_line,
                               f"{point.path}:{point.line}", row.id))
     for test_id in node.required_validation:
-        test_key = test_id_to_entity_key(test_id)
+        test_key = entity_key_of_test_id(test_id)
         links.append(_link_for_key(recon, "validation_test", test_key, test_id))
         for row in recon.connection.execute(_query("recon/tested_callees"), {"test_key": test_key}):
             links.append(Link("validation_callee", row.key, row.path, row.start_line, row.end_line,

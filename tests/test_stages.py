@@ -1,0 +1,299 @@
+"""Each stage on its own: input rows in, expected rows out."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+
+from ctxdb import ContextStore
+from ctxdb.assemble import PoolItem
+from ctxdb.audit import AuditLog
+from ctxdb.budget import Budgeter
+from ctxdb.candidate import Candidate
+from ctxdb.compress import ast_slice, compress, sliding_window
+from ctxdb.dedup import dedup, fact_key, normalize_failure
+from ctxdb.facts import DecisionFacts, entity_key_of_test_id
+from ctxdb.order import order
+from ctxdb.render import render
+from ctxdb.sqlfiles import load_sql
+from ctxdb.tokens import get_counter
+
+TARGET = "shop/cart.py::Cart.total"
+
+
+def _facts(**overrides):
+    values = dict(
+        decision_id=1, decision_ref="req-000000000000", decision_type="edit",
+        target_entity=TARGET, validation_tests=frozenset({"tests/test_cart.py::test_total"}),
+        insertion_path=None, insertion_line=None,
+        decision_terms=frozenset({"discount", "tax", "total"}),
+    )
+    values.update(overrides)
+    return DecisionFacts(**values)
+
+
+def _item(no, kind="symbol", source="04", entity=None, content="x", **extra):
+    return PoolItem(item_no=no, source=source, kind=kind, content=content,
+                    provenance=f"{source}: test", entity_key=entity, **extra)
+
+
+# -- (b) the gate view ---------------------------------------------------------------
+
+GATE_ROWS = """
+INSERT INTO run (run_id, arm, created_at) VALUES ('r', 'ctx08', 'now');
+INSERT INTO decision (decision_id, run_id, instance_id, seq, decision_type, task_text,
+  request_json, request_sha256, tokenizer, token_ceiling, created_at)
+  VALUES (7, 'r', 'i', 1, 'localize', 't', '{}', 'h', 'cl100k_base', 24000, 'now');
+INSERT INTO decision_link (decision_id, link_no, link_kind, entity_key, path, start_line, end_line)
+  VALUES (7, 1, 'target_entity', 'a.py::f', 'a.py', 10, 20),
+         (7, 2, 'validation_test', 'tests/t.py::test_f', 'tests/t.py', 1, 5),
+         (7, 3, 'validation_callee', 'a.py::helper', 'a.py', 30, 35);
+INSERT INTO impact_edge (decision_id, edge_no, head_entity, tail_entity, edge_kind, depth, origin)
+  VALUES (7, 1, 'a.py::f', 'b.py::caller', 'CalledBy', 1, '06'),
+         (7, 2, 'a.py::f', 'c.py::far', 'CalledBy', 2, '06');
+INSERT INTO evidence_item (decision_id, item_id, item_no, source, kind, entity_key, content,
+  content_sha256, provenance, path, start_line, end_line, in_pool) VALUES
+  (7, 'E1', 1, '07', 'plan_node', 'a.py::f', 'o', 'h', 'p', NULL, NULL, NULL, TRUE),
+  (7, 'E2', 2, '04', 'retrieved_hit', 'a.py::f', 'c', 'h', 'p', 'a.py', 10, 20, TRUE),
+  (7, 'E3', 3, '04', 'retrieved_hit', 'tests/t.py::test_f', 'c', 'h', 'p', NULL, NULL, NULL, TRUE),
+  (7, 'E4', 4, '03', 'symbol', 'a.py::helper', 'c', 'h', 'p', NULL, NULL, NULL, TRUE),
+  (7, 'E5', 5, '06', 'graph_edge', 'b.py::caller', 'c', 'h', 'p', NULL, NULL, NULL, TRUE),
+  (7, 'E6', 6, '06', 'graph_edge', 'c.py::far', 'c', 'h', 'p', NULL, NULL, NULL, TRUE),
+  (7, 'E7', 7, '04', 'retrieved_hit', 'a.py:32-33', 'c', 'h', 'p', 'a.py', 32, 33, TRUE),
+  (7, 'E8', 8, '04', 'retrieved_hit', 'z.py::near', 'c', 'h', 'p', NULL, NULL, NULL, TRUE),
+  (7, 'E9', 9, '04', 'retrieved_hit', 'z.py::far', 'c', 'h', 'p', NULL, NULL, NULL, TRUE),
+  (7, 'E10', 10, 'live', 'error', NULL, 'boom', 'h', 'p', NULL, NULL, NULL, TRUE),
+  (7, 'E11', 11, '03', 'symbol', 'a.py::f', 'c', 'h', 'p', NULL, NULL, NULL, FALSE);
+INSERT INTO item_nearness (decision_id, item_id, shared_terms, recon_hops)
+  VALUES (7, 'E8', 'total tax', NULL);
+"""
+
+
+def test_gate_view_on_rows(store_url):
+    with ContextStore.open(store_url) as store:
+        with store.engine.begin() as connection:
+            for statement in GATE_ROWS.strip().split(";\n"):
+                connection.execute(text(statement.strip().rstrip(";")))
+        with store.engine.connect() as connection:
+            rows = connection.execute(
+                text(load_sql("stages/gate_decision")), {"decision_id": 7}
+            ).all()
+    got = {r.item_id: (r.gate_verdict, r.driver) for r in rows}
+    assert got == {
+        "E1": ("admit", "obligation:plan_node"),
+        # a localize decision has no target: target_entity and impact links do not admit
+        "E2": ("reject", "no_structural_link"),
+        "E3": ("admit", "obligation:validation_test"),
+        "E4": ("admit", "obligation:validation_callee"),
+        "E5": ("reject", "no_structural_link"),
+        "E6": ("reject", "no_structural_link"),  # transitive edges never admit
+        "E7": ("admit", "obligation:validation_callee"),  # a span inside a linked symbol
+        "E8": ("residual", "near:shared_terms=total tax"),
+        "E9": ("reject", "no_structural_link"),
+        "E10": ("admit", "obligation:live_state"),
+        "E11": ("out_of_pool", "pool_cap_256"),
+    }
+
+
+def test_gate_view_edit_decision_admits_target_and_direct_impact(store_url):
+    with ContextStore.open(store_url) as store:
+        with store.engine.begin() as connection:
+            for statement in GATE_ROWS.strip().split(";\n"):
+                connection.execute(text(statement.strip().rstrip(";")))
+            connection.execute(text("UPDATE decision SET decision_type = 'edit'"))
+        with store.engine.connect() as connection:
+            rows = connection.execute(
+                text(load_sql("stages/gate_decision")), {"decision_id": 7}
+            ).all()
+    got = {r.item_id: (r.gate_verdict, r.driver) for r in rows}
+    assert got["E2"] == ("admit", "obligation:target_entity")
+    assert got["E5"] == ("admit", "impact:CalledBy")
+    assert got["E6"] == ("reject", "no_structural_link")
+
+
+# -- (c) render ------------------------------------------------------------------------
+
+SPEC_POLICY = {
+    "change_target": "verbatim", "insertion_point": "verbatim", "requirement": "verbatim",
+    "related_symbol": "signature", "direct_impact": "signature", "transitive_impact": "digest",
+    "test_reasoned_over": "verbatim", "test_named": "signature", "config_consumer": "signature",
+    "live_current": "verbatim", "stale": "omitted",
+}
+BODY = 'def f(a, b):\n    """Add."""\n    return a + b\n'
+
+
+def test_render_roles_and_renderings():
+    audit = AuditLog()
+    cases = [
+        (Candidate(_item(1, "plan_node", "07"), "obligation:plan_node"), "requirement", "verbatim"),
+        (Candidate(_item(2, entity=TARGET, content=BODY), "obligation:target_entity"),
+         "change_target", "verbatim"),
+        (Candidate(_item(3, entity="a.py::g", content=BODY), "obligation:validation_callee"),
+         "related_symbol", "signature"),
+        (Candidate(_item(4, entity="b.py::h", content="def h():\n    total()\n"), "impact:CalledBy"),
+         "direct_impact", "signature"),
+        (Candidate(_item(5, entity="tests/test_cart.py::test_total", content=BODY),
+                   "obligation:validation_test"), "test_reasoned_over", "verbatim"),
+        (Candidate(_item(6, entity="tests/test_cart.py::test_other",
+                         content="def test_other():\n    assert f(1, 2) == 3\n"),
+                   "obligation:named_in_criteria"), "test_named", "signature"),
+        (Candidate(_item(7, "graph_edge", "06", content="3 callers"), "impact:transitive_digest"),
+         "transitive_impact", "digest"),
+        (Candidate(_item(8, "test_output", "live", arrival_no=1), "obligation:live_state"),
+         "stale", "omitted"),
+        (Candidate(_item(9, "test_output", "live", arrival_no=2), "obligation:live_state"),
+         "live_current", "verbatim"),
+        (Candidate(_item(10, "config", "06", entity="c.toml"), "impact:ConfigConsumer"),
+         "config_consumer", "signature"),
+    ]
+    kept = render([c for c, _, _ in cases], _facts(), SPEC_POLICY, audit)
+    for candidate, role, rendering in cases:
+        assert (candidate.item_id, candidate.role, candidate.rendering) == (
+            candidate.item_id, role, rendering)
+    assert [c.item_id for c in kept] == [f"E{n}" for n in (1, 2, 3, 4, 5, 6, 7, 9, 10)]
+    assert cases[2][0].text == "def f(a, b):"
+    assert cases[3][0].text == "def h():\n    L2: total()"
+    assert cases[5][0].text == "def test_other():\n    # expects: assert f(1, 2) == 3"
+    assert audit.verdict("E8") == "rejected"
+
+
+def test_render_table_miss_defaults_to_signature_and_is_logged():
+    audit = AuditLog()
+    policy = {k: v for k, v in SPEC_POLICY.items() if k != "direct_impact"}
+    candidate = Candidate(_item(1, entity="b.py::h", content=BODY), "impact:CalledBy")
+    render([candidate], _facts(target_entity=None), policy, audit)
+    assert candidate.rendering == "signature"
+    assert [(e.action, e.driver) for e in audit.events][0] == (
+        "table_miss", "role direct_impact not in policy")
+
+
+def test_render_expansion_only_for_the_obligation_target():
+    audit = AuditLog()
+    related = Candidate(_item(1, entity="a.py::g", content=BODY), "obligation:named_in_criteria")
+    render([related], _facts(target_entity="a.py::g"), SPEC_POLICY, audit)
+    assert related.role == "change_target" and related.rendering == "verbatim"
+
+
+# -- (d) compress ----------------------------------------------------------------------
+
+BIG_FUNCTION = "def total(self):\n" + "".join(
+    f"    step_{n} = compute_{n}(self.lines)\n" for n in range(60)
+) + "    if self.discount:\n        taxed = taxed * (1 - self.discount)\n    return taxed\n"
+
+
+def test_ast_slice_around_the_edit():
+    edit_line = 100 + BIG_FUNCTION.splitlines().index("        taxed = taxed * (1 - self.discount)")
+    span = ast_slice(BIG_FUNCTION, 100, edit_line, 1024)
+    assert span == (edit_line - 1, edit_line)  # the enclosing `if` statement
+
+
+def test_sliding_window_prefers_the_decision_terms():
+    start, end = sliding_window(BIG_FUNCTION, frozenset({"discount", "taxed"}), 120)
+    window = BIG_FUNCTION.splitlines()[start : end + 1]
+    assert any("discount" in line for line in window)
+
+
+def test_compress_flags_what_cannot_shrink_and_slices_what_can():
+    audit = AuditLog()
+    target = Candidate(_item(1, entity=TARGET, content=BIG_FUNCTION, path="shop/cart.py",
+                             start_line=100, end_line=163), "obligation:target_entity",
+                       role="change_target", rendering="verbatim", text=BIG_FUNCTION)
+    whole = Candidate(_item(2, entity=TARGET, content=BIG_FUNCTION, path="shop/cart.py",
+                            start_line=100, end_line=163), "obligation:target_entity",
+                      role="change_target", rendering="verbatim", text=BIG_FUNCTION)
+    related = Candidate(_item(3, entity="x.py::big", content=BIG_FUNCTION, start_line=1),
+                        "obligation:named_in_criteria", role="related_symbol",
+                        rendering="verbatim", text=BIG_FUNCTION)
+    facts = _facts(insertion_path="shop/cart.py", insertion_line=162)
+    compress([target], facts, audit)
+    compress([whole], _facts(), audit)
+    compress([related], facts, audit)
+    assert "AST slice: lines 161-162" in target.text and len(target.text.encode()) < 1024
+    assert whole.over_compress_target and whole.text == BIG_FUNCTION
+    assert related.text.startswith("# … lines ") and len(related.text.encode()) < 1100
+    assert [e.action for e in audit.events] == ["ast_slice", "flagged_over_1kb", "sliding_window"]
+
+
+# -- (e) dedup ----------------------------------------------------------------------------
+
+
+def test_fact_keys():
+    assert fact_key("retrieved_hit", TARGET, "x", "E1") == fact_key("symbol", TARGET, "y", "E2")
+    failure_a = "Traceback at 0x7f3a: boom in 0.12s"
+    failure_b = "Traceback   at 0x99ff: boom in 3.40s"
+    assert normalize_failure(failure_a) == normalize_failure(failure_b)
+    assert fact_key("test_output", None, failure_a, "E1") == fact_key("error", None, failure_b, "E2")
+    assert fact_key("plan_node", None, "o", "E1") != fact_key("plan_node", None, "o", "E2")
+
+
+def test_dedup_keeps_the_strongest_role_and_drops_contained_filler():
+    audit = AuditLog()
+    target = Candidate(_item(3, entity=TARGET, path="shop/cart.py", start_line=10, end_line=30),
+                       "x", role="change_target", rendering="verbatim")
+    related = Candidate(_item(2, entity=TARGET), "x", role="related_symbol", rendering="signature")
+    inner = Candidate(_item(4, entity="shop/cart.py::Cart.total.helper", path="shop/cart.py",
+                            start_line=12, end_line=14), "x", role="related_symbol",
+                      rendering="signature")
+    other = Candidate(_item(5, entity="shop/util.py::f"), "x", role="related_symbol",
+                      rendering="signature")
+    keys = {c.item_id: fact_key(c.item.kind, c.item.entity_key, "", c.item_id)
+            for c in (target, related, inner, other)}
+    kept = dedup([related, target, inner, other], keys, audit)
+    assert [c.item_id for c in kept] == ["E3", "E5"]
+    assert target.also_stands_for == ["E2"]
+    assert audit.verdict("E2") == "deduped" and audit.verdict("E4") == "deduped"
+
+
+# -- (f) order ------------------------------------------------------------------------------
+
+
+def test_order_pins_critical_items_to_the_edges():
+    audit = AuditLog()
+    items = [
+        Candidate(_item(1, "plan_node", "07"), "x", role="requirement"),
+        Candidate(_item(2, entity="a.py::g", path="a.py"), "x", role="related_symbol"),
+        Candidate(_item(3, entity=TARGET, path="shop/cart.py"), "x", role="change_target"),
+        Candidate(_item(4, "test_output", "live", arrival_no=2), "x", role="live_current"),
+        Candidate(_item(5, "error", "live", arrival_no=1), "x", role="live_current"),
+        Candidate(_item(6, entity="shop/cart.py::Cart.add", path="shop/cart.py"), "x",
+                  role="insertion_point"),
+        Candidate(_item(7, "tool_output", "live", arrival_no=3), "x", role="live_current"),
+        Candidate(_item(8, "graph_edge", "06"), "x", role="transitive_impact"),
+    ]
+    placed = order(items, audit)
+    assert [(c.item_id, c.block) for c in placed] == [
+        ("E1", "front"), ("E3", "front"), ("E6", "front"),  # insertion point next to its target
+        ("E7", "middle"), ("E2", "middle"), ("E8", "middle"),  # strongest role first
+        ("E5", "back"), ("E4", "back"),  # the freshest failure output is last
+    ]
+    assert all(c.block != "middle" for c in placed if c.edge_critical)
+
+
+# -- (g) budget ---------------------------------------------------------------------------------
+
+
+def test_budget_ladder_order_and_exact_fit():
+    count = get_counter("cl100k_base").count
+    audit = AuditLog()
+    big = "\n".join(f"log line {n} with words" for n in range(300))
+    window = [
+        Candidate(_item(1, "plan_node", "07", content="Fix total"), "x", role="requirement",
+                  rendering="verbatim", text="Fix total", tier="stable_core", block="front",
+                  edge_critical=True),
+        Candidate(_item(2, "tool_output", "live", content=big, arrival_no=1), "x",
+                  role="live_current", rendering="verbatim", text=big, tier="transient"),
+        Candidate(_item(3, entity="a.py::g", content=BODY), "x", role="related_symbol",
+                  rendering="verbatim", text=BODY, tier="working_set"),
+        Candidate(_item(4, "test_output", "live", content="FAILED x", arrival_no=2), "x",
+                  role="live_current", rendering="verbatim", text="FAILED x", tier="transient",
+                  block="back", edge_critical=True),
+    ]
+    budgeter = Budgeter("Fix it.", 256, lambda texts: [count(t) for t in texts], _facts(), audit)
+    fitted, exact = budgeter.fit(window)
+    assert exact <= 256
+    assert [s.ladder_step for s in budgeter.steps] == ["measured", "1_mask_transient"]
+    assert fitted[1].masked and fitted[3].text == "FAILED x"  # the freshest failure is kept
+
+
+def test_test_ids_to_entity_keys():
+    assert entity_key_of_test_id("tests/t.py::TestA::test_b[1-2]") == "tests/t.py::TestA.test_b"
+    assert entity_key_of_test_id("tests/t.py::test_c") == "tests/t.py::test_c"
