@@ -182,6 +182,8 @@ def assemble_pool(request: DecisionRequest, recon: ReconReader | None) -> list[P
             }
         )
 
+    if recon is not None and hasattr(recon, "prefetch"):
+        recon.prefetch(fields.get("entity_key") for fields in raw)
     pool = []
     for item_no, fields in enumerate(raw, start=1):
         item = PoolItem(
@@ -194,7 +196,6 @@ def assemble_pool(request: DecisionRequest, recon: ReconReader | None) -> list[P
             score=fields.get("score"),
             arrival_no=fields.get("arrival_no"),
         )
-        item.events.append(AssemblyEvent("pooled", item.provenance))
         _resolve(item, recon, has_content=fields.get("content") is not None)
         _apply_caps(item)
         pool.append(item)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -42,15 +43,23 @@ _STOP_TERMS = frozenset(
 MIN_TERM_LENGTH = 3
 
 
+_CAMEL_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _word_terms(word: str) -> frozenset[str]:
+    parts = [word, *word.split("_"), *_CAMEL_PART.findall(word)]
+    return frozenset(
+        p for p in (part.lower() for part in parts)
+        if len(p) >= MIN_TERM_LENGTH and p not in _STOP_TERMS
+    )
+
+
 def terms(text: str) -> set[str]:
     """Identifier-like words of ``text``, lower-cased, split on snake_case and CamelCase."""
-    found = set()
-    for word in _WORD.findall(text or ""):
-        parts = [word] + word.split("_") + re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", word)
-        for part in parts:
-            part = part.lower()
-            if len(part) >= MIN_TERM_LENGTH and part not in _STOP_TERMS:
-                found.add(part)
+    found: set[str] = set()
+    for word in set(_WORD.findall(text or "")):
+        found |= _word_terms(word)
     return found
 
 

@@ -93,6 +93,12 @@ def construct(store, request: DecisionRequest | dict | str) -> DecisionContext:
         request = DecisionRequest.from_json(request)
     elif isinstance(request, dict):
         request = DecisionRequest.from_dict(request)
+    elif isinstance(request, DecisionRequest):
+        request.check()
+    else:
+        raise RequestError(
+            f"request: expected a DecisionRequest, a dict or JSON text, got {type(request).__name__}"
+        )
     settings = store.settings
     settings_json = json.dumps(
         {"token_ceiling": settings.token_ceiling, "tokenizer": settings.tokenizer,
@@ -159,7 +165,7 @@ def _write_inputs(connection, decision_id, request, pool, links, edges, nearness
         acceptance_criteria_json=json.dumps(list(node.acceptance_criteria)),
         insertion_path=point.path if point else None, insertion_line=point.line if point else None,
     ))
-    connection.execute(insert(models.evidence_item), [
+    models.insert_many(connection, models.evidence_item, [
         {
             "decision_id": decision_id, "item_id": i.item_id, "item_no": i.item_no,
             "source": i.source, "kind": i.kind, "entity_key": i.entity_key,
@@ -173,20 +179,20 @@ def _write_inputs(connection, decision_id, request, pool, links, edges, nearness
         for i in pool
     ])
     if links:
-        connection.execute(insert(models.decision_link), [
+        models.insert_many(connection, models.decision_link, [
             {"decision_id": decision_id, "link_no": n, "link_kind": link.link_kind,
              "entity_key": link.entity_key, "path": link.path, "start_line": link.start_line,
              "end_line": link.end_line, "detail": link.detail}
             for n, link in enumerate(links, start=1)
         ])
     if edges:
-        connection.execute(insert(models.impact_edge), [
+        models.insert_many(connection, models.impact_edge, [
             {"decision_id": decision_id, "edge_no": n, "head_entity": h, "tail_entity": t,
              "edge_kind": k, "depth": d, "origin": o}
             for n, (h, t, k, d, o) in enumerate(edges, start=1)
         ])
     if nearness:
-        connection.execute(insert(models.item_nearness), [
+        models.insert_many(connection, models.item_nearness, [
             {"decision_id": decision_id, "item_id": item_id,
              "shared_terms": " ".join(n.shared_terms), "recon_hops": n.recon_hops,
              "nearest_link_no": n.nearest_link_no}
@@ -248,23 +254,23 @@ def _persist(connection, decision_id, request, outcome, audit, settings):
     entries = []
     for position, candidate in enumerate(window, start=1):
         verdict = "masked" if candidate.item_id in outcome.masked else "in_window"
-        audit.final(candidate.item_id, "budget", verdict, f"position {position}",
-                    tokens_after=candidate.tokens)
+        audit.final(candidate.item_id, "budget", verdict, candidate.driver,
+                    tokens_after=candidate.tokens, detail=f"position {position}, {candidate.block}")
         entries.append(WindowEntry(
             position, candidate.item_id, candidate.role, candidate.rendering, candidate.tier,
             candidate.block, candidate.edge_critical, candidate.tokens, candidate.block_text(),
         ))
     if entries:
-        connection.execute(insert(models.window_item), [
+        models.insert_many(connection, models.window_item, [
             {"decision_id": decision_id, "position": e.position, "item_id": e.item_id,
              "role": e.role, "rendering": e.rendering, "tier": e.tier, "block": e.block,
              "edge_critical": e.edge_critical, "token_count": e.token_count,
              "rendered_text": e.text}
             for e in entries
         ])
-    connection.execute(insert(models.item_event), audit.rows(decision_id))
+    models.insert_many(connection, models.item_event, audit.rows(decision_id))
     if steps:
-        connection.execute(insert(models.budget_log), [
+        models.insert_many(connection, models.budget_log, [
             {"decision_id": decision_id, "step_no": s.step_no, "ladder_step": s.ladder_step,
              "item_id": s.item_id, "tokens_before": s.tokens_before,
              "tokens_after": s.tokens_after, "detail": s.detail}

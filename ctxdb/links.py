@@ -19,6 +19,7 @@ own rows:
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, bindparam, text
@@ -31,6 +32,7 @@ from .sqlfiles import load_sql
 
 NEAR_MIN_SHARED_TERMS = 2
 NEAR_MAX_RECON_HOPS = 2
+NEAR_CONTENT_CHARS = 400  # how much of an item's text the shared-terms test reads
 MAX_DERIVED_DEPTH = 3
 CODE_KINDS = frozenset({"source_code", "symbol", "retrieved_hit", "config", "graph_edge",
                         "downstream_obligation"})
@@ -70,6 +72,12 @@ class Nearness:
     nearest_link_no: int | None = None
 
 
+# Source texts already read by this process, keyed by (path, content sha256): a harness
+# constructs many decisions over one repository, and a changed file has a new hash.
+FILE_TEXT_CACHE_FILES = 512
+_FILE_TEXTS: OrderedDict[tuple[str, str], tuple[int, str, list[str]]] = OrderedDict()
+
+
 def _query(name: str, *expanding: str):
     statement = text(load_sql(name))
     if expanding:
@@ -80,25 +88,63 @@ def _query(name: str, *expanding: str):
 class ReconSql:
     """Reads recon through the store's connection (``recon.*`` on both backends)."""
 
+    # Stay well under SQLite's bound-parameter limit in IN lists.
+    KEYS_PER_QUERY = 500
+
     def __init__(self, connection: Connection):
         self.connection = connection
-        self._files: dict[str, tuple[int, str] | None] = {}
+        self._files: dict[str, tuple[int, str, list[str]] | None] = {}
+        self._symbols: dict[str, object] = {}
+        self._hashes: dict[str, str] = {}
 
-    def _file(self, path: str) -> tuple[int, str] | None:
+    def _file(self, path: str) -> tuple[int, str, list[str]] | None:
         if path not in self._files:
-            row = self.connection.execute(_query("recon/file_by_path"), {"path": path}).first()
-            self._files[path] = (row.line_count, row.text) if row else None
+            self._files[path] = self._read_file(path, self._hashes.get(path))
         return self._files[path]
 
+    def _read_file(self, path: str, sha256: str | None):
+        if sha256 is not None and (path, sha256) in _FILE_TEXTS:
+            _FILE_TEXTS.move_to_end((path, sha256))
+            return _FILE_TEXTS[(path, sha256)]
+        row = self.connection.execute(_query("recon/file_by_path"), {"path": path}).first()
+        if row is None:
+            return None
+        found = (row.line_count, row.text, row.text.splitlines(keepends=True))
+        if sha256 is not None:
+            _FILE_TEXTS[(path, sha256)] = found
+            while len(_FILE_TEXTS) > FILE_TEXT_CACHE_FILES:
+                _FILE_TEXTS.popitem(last=False)
+        return found
+
+    def prefetch(self, keys) -> None:
+        """Read many symbols and file hashes in a few queries (a whole pool at once)."""
+        keys = [k for k in keys if k]
+        wanted = sorted({k for k in keys if "::" in k and k not in self._symbols})
+        statement = _query("recon/symbols_by_keys", "entity_keys")
+        for start in range(0, len(wanted), self.KEYS_PER_QUERY):
+            chunk = wanted[start : start + self.KEYS_PER_QUERY]
+            for key in chunk:
+                self._symbols[key] = None
+            for row in self.connection.execute(statement, {"entity_keys": chunk}):
+                self._symbols[row.key] = row
+        paths = sorted({k.split("::", 1)[0].split(":", 1)[0] for k in keys} - set(self._hashes))
+        hashes = _query("recon/file_hashes", "paths")
+        for start in range(0, len(paths), self.KEYS_PER_QUERY):
+            rows = self.connection.execute(hashes, {"paths": paths[start : start + self.KEYS_PER_QUERY]})
+            self._hashes.update({row.path: row.sha256 for row in rows})
+
     def symbol(self, key: str):
-        return self.connection.execute(_query("recon/symbol_by_key"), {"entity_key": key}).first()
+        if key not in self._symbols:
+            self._symbols[key] = self.connection.execute(
+                _query("recon/symbol_by_key"), {"entity_key": key}
+            ).first()
+        return self._symbols[key]
 
     def _lines(self, path: str, start: int, end: int) -> str | None:
         found = self._file(path)
         if found is None:
             return None
-        lines = found[1].splitlines(keepends=True)
-        return "".join(lines[start - 1 : end])
+        return "".join(found[2][start - 1 : end])
 
     def resolve(self, ref: EntityRef) -> ResolvedEntity | None:
         if ref.qualified_name is not None:
@@ -115,7 +161,7 @@ class ReconSql:
         found = self._file(ref.path)
         if found is None:
             return None
-        line_count, source = found
+        line_count, source, _lines = found
         if ref.start_line is not None:
             end = min(ref.end_line, line_count)
             return ResolvedEntity(ref.path, ref.start_line, end,
@@ -193,7 +239,9 @@ def compute_links(request: DecisionRequest, pool: list[PoolItem], recon: ReconSq
                               f"{path}:{line}", row.id))
     named_text = " ".join([node.obligation, node.decision_question or "", *node.acceptance_criteria])
     for name in sorted(set(_CODE_NAME.findall(named_text))):
-        rows = recon.connection.execute(_query("recon/symbols_named"), {"name": name}).all()
+        rows = recon.connection.execute(
+            _query("recon/symbols_named"), {"name": name, "last_part": name.rsplit(".", 1)[-1]}
+        ).all()
         if len(rows) == 1:  # names exactly one symbol: a structural reference
             row = rows[0]
             links.append(Link("named_in_criteria", row.key, row.path, row.start_line, row.end_line,
@@ -261,39 +309,63 @@ def compute_nearness(
     decision_terms = terms(" ".join(
         [request.task, node.obligation, node.decision_question or "", *node.acceptance_criteria]
     ))
-    hops: dict[int, tuple[int, int]] = {}  # symbol id -> (hops, anchor symbol id)
-    anchor_ids = sorted({link.symbol_id for link in links if link.symbol_id is not None})
-    if recon is not None and anchor_ids:
-        statement = _query("recon/neighbours_of", "symbol_ids")
-        frontier = {a: a for a in anchor_ids}
-        for distance in range(1, NEAR_MAX_RECON_HOPS + 1):
-            rows = recon.connection.execute(statement, {"symbol_ids": sorted(frontier)}).all()
-            nxt = {}
-            for row in rows:
-                if row.neighbour_id not in hops and row.neighbour_id not in anchor_ids:
-                    hops[row.neighbour_id] = (distance, frontier[row.via_id])
-                    nxt[row.neighbour_id] = frontier[row.via_id]
-            frontier = nxt
-            if not frontier:
-                break
-    link_no_by_symbol = {}
-    for number, link in enumerate(links, start=1):
-        if link.symbol_id is not None:
-            link_no_by_symbol.setdefault(link.symbol_id, number)
+    anchors = {link.symbol_id: number for number, link in enumerate(links, start=1)
+               if link.symbol_id is not None}
+    candidates = [i for i in pool if i.in_pool and i.kind in CODE_KINDS]
+    item_symbols: dict[str, int] = {}
+    if recon is not None:
+        for item in candidates:
+            if item.entity_key and "::" in item.entity_key:
+                row = recon.symbol(item.entity_key)
+                if row is not None:
+                    item_symbols[item.item_id] = row.id
+    hops = _recon_hops(recon, sorted(anchors), sorted(set(item_symbols.values())))
 
     near: dict[str, Nearness] = {}
-    for item in pool:
-        if not item.in_pool or item.kind not in CODE_KINDS:
-            continue
+    for item in candidates:
         item_terms = terms(" ".join(filter(None, [item.entity_key, item.signature,
-                                                  item.content[:400]])))
+                                                  item.content[:NEAR_CONTENT_CHARS]])))
         shared = sorted(item_terms & decision_terms)
         recon_hops, nearest = None, (1 if links else None)
-        if recon is not None and item.entity_key and "::" in item.entity_key:
-            row = recon.symbol(item.entity_key)
-            if row is not None and row.id in hops:
-                recon_hops, anchor = hops[row.id]
-                nearest = link_no_by_symbol.get(anchor, nearest)
+        found = hops.get(item_symbols.get(item.item_id))
+        if found is not None:
+            recon_hops, anchor = found
+            nearest = anchors.get(anchor, nearest)
         if recon_hops is not None or len(shared) >= NEAR_MIN_SHARED_TERMS:
             near[item.item_id] = Nearness(shared, recon_hops, nearest)
     return near
+
+
+def _recon_hops(recon, anchor_ids, item_ids) -> dict[int, tuple[int, int]]:
+    """symbol id -> (hops, anchor id) for pool symbols within 2 recon edges of an anchor.
+
+    Bounded by the pool, not a walk of the graph: the anchors' neighbours (few), then
+    only the edges that join a pool symbol to an anchor or to one of those neighbours.
+    """
+    if recon is None or not anchor_ids or not item_ids:
+        return {}
+    around = _query("recon/neighbours_of", "symbol_ids")
+    between = _query("recon/neighbours_between", "left_ids", "right_ids")
+    neighbour_anchor: dict[int, int] = {}
+    for row in recon.connection.execute(around, {"symbol_ids": anchor_ids}):
+        neighbour_anchor.setdefault(row.neighbour_id, row.via_id)
+    hops: dict[int, tuple[int, int]] = {}
+    anchor_set = set(anchor_ids)
+    for item_id in item_ids:
+        if item_id in neighbour_anchor and item_id not in anchor_set:
+            hops[item_id] = (1, neighbour_anchor[item_id])
+    if NEAR_MAX_RECON_HOPS < 2 or not neighbour_anchor:
+        return hops
+    rest = [i for i in item_ids if i not in hops and i not in anchor_set]
+    ring = sorted(neighbour_anchor)
+    step = ReconSql.KEYS_PER_QUERY
+    for start in range(0, len(rest), step):
+        for ring_start in range(0, len(ring), step):
+            rows = recon.connection.execute(between, {
+                "left_ids": rest[start : start + step],
+                "right_ids": ring[ring_start : ring_start + step],
+            })
+            for row in rows:
+                if row.left_id not in hops:
+                    hops[row.left_id] = (2, neighbour_anchor[row.right_id])
+    return hops

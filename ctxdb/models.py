@@ -340,3 +340,32 @@ def insert_ignoring_duplicates(connection, table: Table):
     if dialect == "postgresql":
         return postgresql.insert(table).on_conflict_do_nothing()
     raise NotImplementedError(f"unsupported database dialect {dialect!r}")
+
+
+def insert_many(connection, table: Table, rows: list[dict]) -> None:
+    """INSERT many rows through the driver's executemany, skipping per-row statement work.
+
+    A decision writes about a thousand audit rows; building them as SQLAlchemy bound
+    parameters costs more than the rest of the pipeline. Values still travel as
+    parameters; only the column names (from the table definition) are in the text.
+    """
+    if not rows:
+        return
+    columns = list(rows[0])
+    quote = connection.dialect.identifier_preparer.quote
+    style = connection.dialect.paramstyle
+    if style == "qmark":
+        marks = ", ".join("?" for _ in columns)
+    elif style in ("format", "pyformat"):
+        marks = ", ".join("%s" for _ in columns)
+    else:
+        raise NotImplementedError(f"unsupported DB-API paramstyle {style!r}")
+    known = set(table.columns.keys())
+    unknown = [c for c in columns if c not in known]
+    if unknown:
+        raise ValueError(f"table {table.name} has no column(s) {unknown}")
+    statement = (
+        f"INSERT INTO {quote(table.name)} ({', '.join(quote(c) for c in columns)})"
+        f" VALUES ({marks})"
+    )
+    connection.exec_driver_sql(statement, [tuple(row[c] for c in columns) for row in rows])

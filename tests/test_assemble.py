@@ -89,7 +89,7 @@ def test_pool_order_ids_and_no_selection():
     hit = pool[2]
     assert hit.content.startswith("def total(self):")
     assert (hit.path, hit.start_line, hit.end_line) == ("shopcart/cart.py", 40, 52)
-    assert [e.action for e in hit.events] == ["pooled", "content_from_recon"]
+    assert [e.action for e in hit.events] == ["content_from_recon"]
     assert [i.arrival_no for i in pool[4:]] == [1, 2, 3]
 
 
@@ -97,7 +97,7 @@ def test_unresolved_entity_is_logged_not_dropped():
     pool = assemble_pool(_request(), FakeRecon({}))
     hit = pool[2]
     assert hit.in_pool and "not found in the recon index" in hit.content
-    assert hit.events[1].action == "entity_unresolved"
+    assert hit.events[0].action == "entity_unresolved"
 
 
 def test_content_cap_marks_and_keeps_original():
@@ -111,7 +111,7 @@ def test_content_cap_marks_and_keeps_original():
     )
     item = assemble_pool(request, None)[2]
     assert item.original_content == big and item.content == capped
-    assert [e.action for e in item.events] == ["pooled", "content_cut"]
+    assert [e.action for e in item.events] == ["content_cut"]
 
 
 def test_provenance_cap():
@@ -123,7 +123,7 @@ def test_provenance_cap():
     )
     item = assemble_pool(request, None)[2]
     assert item.provenance == capped
-    assert item.events[1].action == "provenance_cut" and item.events[1].detail == long
+    assert item.events[0].action == "provenance_cut" and item.events[0].detail == long
 
 
 def test_pool_cap_keeps_by_source_priority():

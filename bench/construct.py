@@ -1,0 +1,191 @@
+"""Benchmark store.construct on pools drawn from the recon index of Django 5.0.6.
+
+    python bench/construct.py [--cache DIR] [--runs N] [--prior-large N]
+
+Indexes the Django 5.0.6 sdist once (cached beside the sdist; a no-change re-index
+after that), then measures, side by side in one run:
+
+- construct latency for pools of 16, 64 and 256 items (entities only: assembly reads
+  their text from recon), an edit decision with derive_impact, token cache cold (the
+  cache table emptied before each call) and warm (every text already counted);
+- construct latency (256 items, warm) with 1k and with 100k prior decisions in the
+  store (prior decisions are copies of a real one, made in SQL).
+
+Prints medians and p95. The LAST line is the figures as key=value pairs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from recon_index import DEFAULT_CACHE, ensure_sdist  # noqa: E402
+from sqlalchemy import text  # noqa: E402
+
+from ctxdb import ContextStore  # noqa: E402
+from ctxdb.request import DecisionRequest  # noqa: E402
+from ctxdb.recon import index_repository, search_symbols  # noqa: E402
+
+TARGET = "django/db/models/query.py::QuerySet.filter"
+POOL_SIZES = (16, 64, 256)
+SEED = 8  # spec 08
+PRIOR_SMALL = 1_000
+PRIOR_BATCH = 1_000
+
+
+def build_request(connection, size: int, seq: int) -> dict:
+    """A realistic edit decision: retrieval hits for the task, then recon neighbours."""
+    hits = search_symbols(connection, "filter queryset lookup", limit=size)
+    keys = [h["key"] for h in hits if h["kind"] != "module"]
+    if len(keys) < size:
+        rows = connection.execute(
+            text("SELECT key FROM recon.symbol WHERE kind <> 'module' AND key LIKE :prefix"
+                 " ORDER BY key"), {"prefix": "django/db/models/%"}
+        ).scalars().all()
+        rng = random.Random(SEED)
+        keys += [k for k in rng.sample(rows, min(len(rows), size * 2)) if k not in keys]
+    evidence = [{"source": "05", "kind": "fault_entity", "entity": TARGET,
+                 "provenance": "05: localized"}]
+    evidence += [
+        {"source": "04", "kind": "retrieved_hit", "entity": key, "score": round(10 - n / 40, 3),
+         "provenance": f"04: bm25 rank {n + 1}"}
+        for n, key in enumerate(keys[: size - 1])
+    ]
+    return {
+        "run_id": "bench", "instance_id": f"pool-{size}", "seq": seq,
+        "decision_type": "edit",
+        "task": "QuerySet.filter() must reject a lookup on a reverse relation that is not loaded.",
+        "plan_node": {
+            "node_id": "edit-1", "obligation": "Validate reverse-relation lookups in QuerySet.filter",
+            "target_entity": TARGET,
+            "required_validation": ["tests/queries/tests.py::Queries1Tests.test_ticket7076"],
+            "acceptance_criteria": ["filter() on an unloaded reverse relation raises FieldError"],
+            "decision_question": "Where does filter() resolve lookups?",
+            "insertion_point": {"path": "django/db/models/query.py", "line": 1476},
+        },
+        "evidence": evidence,
+        "derive_impact": True,
+        "live": {"test_outputs": ["FAILED tests/queries/tests.py::Queries1Tests::test_ticket7076"]},
+    }
+
+
+def timed(store, request, *, cold: bool) -> float:
+    if cold:
+        with store.write_transaction() as connection:
+            connection.execute(text("DELETE FROM token_count_cache"))
+    start = time.perf_counter()
+    store.construct(request)
+    return (time.perf_counter() - start) * 1000
+
+
+def p95(values):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+
+
+def add_prior_decisions(store, template_id: int, count: int) -> None:
+    """Copies of a real decision (all its rows), made in SQL in batches."""
+    tables = {
+        "evidence_item": "item_id, item_no, source, kind, entity_key, content, content_sha256,"
+                         " original_content, provenance, score, arrival_no, path, start_line,"
+                         " end_line, signature, in_pool, fact_key",
+        "item_event": "item_id, event_no, stage, action, driver, tokens_before, tokens_after,"
+                      " is_final, detail",
+        "window_item": "position, item_id, role, rendering, tier, block, edge_critical,"
+                       " token_count, rendered_text",
+        "decision_link": "link_no, link_kind, entity_key, path, start_line, end_line, detail",
+        "impact_edge": "edge_no, head_entity, tail_entity, edge_kind, depth, origin",
+    }
+    with store.write_transaction() as connection:
+        start = connection.execute(text("SELECT MAX(decision_id) FROM decision")).scalar()
+        if not connection.execute(text("SELECT 1 FROM run WHERE run_id = 'prior'")).first():
+            connection.execute(text("INSERT INTO run (run_id, arm, variant, created_at)"
+                                    " VALUES ('prior', 'ctx08', 'bench-prior', 'bench')"))
+    made = 0
+    while made < count:
+        batch = min(PRIOR_BATCH, count - made)
+        with store.write_transaction() as connection:
+            connection.execute(text(
+                "INSERT INTO decision (decision_id, run_id, instance_id, seq, decision_type,"
+                " task_text, decision_question, request_json, request_sha256, tokenizer,"
+                " token_ceiling, token_count, flags, created_at)"
+                " SELECT :first + n.i, 'prior', 'prior-' || CAST(:first + n.i AS TEXT), 1,"
+                " decision_type, task_text, decision_question, request_json, request_sha256,"
+                " tokenizer, token_ceiling, token_count, flags, created_at"
+                " FROM decision d, (WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1"
+                " FROM c WHERE i < :batch) SELECT i FROM c) n WHERE d.decision_id = :template"
+            ), {"first": start + made, "batch": batch, "template": template_id})
+            for table, columns in tables.items():
+                connection.execute(text(
+                    f"INSERT INTO {table} (decision_id, {columns})"
+                    f" SELECT :first + n.i, {columns} FROM {table} t,"
+                    " (WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c"
+                    " WHERE i < :batch) SELECT i FROM c) n WHERE t.decision_id = :template"
+                ), {"first": start + made, "batch": batch, "template": template_id})
+        made += batch
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE,
+                        help="where the Django sdist and its recon index are kept")
+    parser.add_argument("--runs", type=int, default=25, help="timed calls per measurement")
+    parser.add_argument("--prior-large", type=int, default=100_000,
+                        help="prior decisions for the large-store measurement")
+    args = parser.parse_args()
+
+    root = ensure_sdist(args.cache)
+    recon_path = args.cache / "django-5.0.6-recon.db"
+    stats = index_repository(root, str(recon_path))
+    print(f"recon: {stats.files_seen} files, {stats.files_parsed} parsed this run", flush=True)
+
+    figures = {}
+    with tempfile.TemporaryDirectory() as tmp, ContextStore.open(
+        Path(tmp) / "bench.db", recon=str(recon_path)
+    ) as store:
+        with store.engine.connect() as connection:
+            # The harness's library path: a DecisionRequest built once, passed as is.
+            requests = {
+                n: DecisionRequest.from_dict(build_request(connection, n, n)) for n in POOL_SIZES
+            }
+        template = store.construct(requests[256]).decision_id
+        add_prior_decisions(store, template, PRIOR_SMALL - 1)
+        for size in POOL_SIZES:
+            cold, warm = [], []
+            for _ in range(args.runs):  # interleaved, so machine noise hits both alike
+                cold.append(timed(store, requests[size], cold=True))
+                warm.append(timed(store, requests[size], cold=False))
+            figures[f"p50_ms_{size}_cold"] = statistics.median(cold)
+            figures[f"p95_ms_{size}_cold"] = p95(cold)
+            figures[f"p50_ms_{size}_warm"] = statistics.median(warm)
+            figures[f"p95_ms_{size}_warm"] = p95(warm)
+            print(f"pool {size:>3}: cold p50 {figures[f'p50_ms_{size}_cold']:.1f} ms"
+                  f" p95 {figures[f'p95_ms_{size}_cold']:.1f} · warm p50"
+                  f" {figures[f'p50_ms_{size}_warm']:.1f} ms p95"
+                  f" {figures[f'p95_ms_{size}_warm']:.1f}", flush=True)
+
+        small = [timed(store, requests[256], cold=False) for _ in range(args.runs)]
+        add_prior_decisions(store, template, args.prior_large - PRIOR_SMALL)
+        with store.engine.connect() as connection:
+            prior = connection.execute(text("SELECT COUNT(*) FROM decision")).scalar()
+        large = [timed(store, requests[256], cold=False) for _ in range(args.runs)]
+        figures["p50_ms_256_warm_prior_1k"] = statistics.median(small)
+        figures["p50_ms_256_warm_prior_100k"] = statistics.median(large)
+        figures["prior_decisions_large"] = prior
+        figures["ratio_100k_to_1k"] = statistics.median(large) / statistics.median(small)
+        print(f"256 warm with ~1k prior decisions: p50 {statistics.median(small):.1f} ms;"
+              f" with {prior} prior: p50 {statistics.median(large):.1f} ms", flush=True)
+
+    print(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
+                   for k, v in figures.items()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The three fixture decisions against a real recon index of fixtures/repos/shopcart,
+on SQLite (recon.db ATTACHed) and PostgreSQL (schema recon of the same database)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from ctxdb import ContextStore
+from ctxdb.recon import index_repository
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+TARGET = "shopcart/pricing.py::PriceCalculator.total"
+
+
+@pytest.fixture
+def store(backend, recon_target, tmp_path):
+    index_repository(FIXTURES / "repos" / "shopcart", recon_target)
+    if backend == "sqlite":
+        opened = ContextStore.open(tmp_path / "ctx08.db", recon=recon_target)
+    else:
+        opened = ContextStore.open(recon_target)  # recon is schema `recon` of this database
+    with opened:
+        yield opened
+
+
+def _request(name):
+    return json.loads((FIXTURES / "decisions" / f"{name}.json").read_text())
+
+
+def _verdicts(store, decision_id):
+    with store.engine.connect() as connection:
+        rows = connection.execute(
+            text("SELECT entity_key, kind, verdict, driver FROM v_item_verdict"
+                 " WHERE decision_id = :d ORDER BY item_no"), {"d": decision_id})
+        return [tuple(r) for r in rows]
+
+
+def test_localize_decision(store):
+    ctx = store.construct(_request("localize"))
+    assert store.verify() == {}
+    verdicts = {(e, k): (v, d) for e, k, v, d in _verdicts(store, ctx.decision_id)}
+    # what the failing tests call directly is what the obligation depends on
+    assert verdicts[(TARGET, "retrieved_hit")] == ("in_window", "obligation:validation_callee")
+    # the failing tests themselves are reasoned over: verbatim, at the back edge
+    tests = [e for e in ctx.window if e.role == "test_reasoned_over"]
+    assert len(tests) == 2 and all(t.rendering == "verbatim" and t.block == "back" for t in tests)
+    # semantically near but unlinked: the residue, rejected while no ranker is configured
+    residue = [k for k, (v, d) in verdicts.items() if d == "ranker_unavailable"]
+    assert 1 <= len(residue) <= 32
+    assert (("shopcart/tax.py::TaxPolicy.tax_for", "retrieved_hit")) in residue
+    # an unrelated symbol is rejected without a model
+    assert verdicts[("shopcart/inventory.py::Inventory.reserve", "retrieved_hit")] == (
+        "rejected", "no_structural_link")
+    assert ctx.window[-1].role == "live_current"
+
+
+def test_edit_decision(store):
+    ctx = store.construct(_request("edit"))
+    assert store.verify() == {}
+    by_role = {}
+    for entry in ctx.window:
+        by_role.setdefault(entry.role, []).append(entry)
+    target = by_role["change_target"][0]
+    assert target.rendering == "verbatim" and target.block == "front"
+    assert "taxable = self.taxable_amount(items, exempt_categories)" in target.text
+    impact = by_role["direct_impact"][0]
+    assert "shopcart/cli.py::quote_command" in impact.text
+    assert "L45: quote = calculator.total(cart, config.region, coupon)" in impact.text
+    digest = by_role["transitive_impact"][0].text.strip().splitlines()[-1]
+    # the digest's counts are the real counts of the derived impact edges
+    with store.engine.connect() as connection:
+        callers = connection.execute(text(
+            "SELECT COUNT(*) FROM impact_edge WHERE decision_id = :d AND depth = 1"
+            " AND edge_kind = 'CalledBy'"), {"d": ctx.decision_id}).scalar()
+        tests = connection.execute(text(
+            "SELECT COUNT(*) FROM impact_edge WHERE decision_id = :d"
+            " AND edge_kind = 'PreserveObligation'"), {"d": ctx.decision_id}).scalar()
+    assert digest.startswith(f"{TARGET}: {callers} callers, 0 config/schema consumers, ")
+    assert f", {tests} tests — no direct evidence requires source expansion yet" in digest
+    assert ctx.window[0].item_id == "E1" and ctx.window[0].role == "requirement"
+
+
+def test_repair_decision(store):
+    ctx = store.construct(_request("repair"))
+    assert store.verify() == {}
+    verdicts = _verdicts(store, ctx.decision_id)
+    # the traceback's frame in pricing.py:64 links the target; the older run is stale
+    with store.engine.connect() as connection:
+        links = connection.execute(text(
+            "SELECT link_kind, entity_key FROM decision_link WHERE decision_id = :d"
+            " AND link_kind = 'traceback_frame' ORDER BY link_no"), {"d": ctx.decision_id}).all()
+    assert ("traceback_frame", TARGET) in [tuple(r) for r in links]
+    test_outputs = [v for v in verdicts if v[1] == "test_output"]
+    assert test_outputs[0][2:] == ("rejected", "stale: omitted (§3.3, P6)")
+    assert test_outputs[1][2] == "in_window"
+    last = ctx.window[-1]
+    assert "TypeError: unsupported operand type(s)" in last.text  # the freshest failure, last
+    patch = next(e for e in ctx.window if e.text.split("\n", 1)[0].endswith("patch · verbatim"))
+    assert patch.block == "back"
