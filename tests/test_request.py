@@ -1,0 +1,85 @@
+"""DecisionRequest: the JSON Schema and the dataclass fast path give the same verdicts."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from requests_data import edit_request  # noqa: E402
+
+from ctxdb.request import (  # noqa: E402
+    SCHEMA_FILE,
+    DecisionRequest,
+    EvidenceInput,
+    ImpactEdgeInput,
+    InsertionPoint,
+    RequestError,
+    validate_request,
+)
+
+VALID = DecisionRequest.from_dict(edit_request())
+
+
+def _with_evidence(**fields):
+    item = dataclasses.replace(VALID.evidence[0], **fields)
+    return dataclasses.replace(VALID, evidence=(item,) + VALID.evidence[1:])
+
+
+BROKEN = [
+    ("request.seq", dataclasses.replace(VALID, seq=0)),
+    ("request.decision_type", dataclasses.replace(VALID, decision_type="fix")),
+    ("request.arm", dataclasses.replace(VALID, arm="both")),
+    ("request.task", dataclasses.replace(VALID, task="")),
+    ("request.run_id", dataclasses.replace(VALID, run_id="r" * 201)),
+    ("request.evidence[0].source", _with_evidence(source="08")),
+    ("request.evidence[0].kind", _with_evidence(kind="overview")),
+    ("request.evidence[0]", _with_evidence(entity=None, content=None)),
+    ("request.impact_edges[0].kind", dataclasses.replace(
+        VALID, impact_edges=(ImpactEdgeInput("a", "b", "Calls", 1),))),
+    ("request.impact_edges[0].depth", dataclasses.replace(
+        VALID, impact_edges=(ImpactEdgeInput("a", "b", "CalledBy", 0),))),
+    ("request.plan_node.insertion_point.line", dataclasses.replace(
+        VALID, plan_node=dataclasses.replace(VALID.plan_node, insertion_point=InsertionPoint("a.py", 0)))),
+    ("request.plan_node.obligation", dataclasses.replace(
+        VALID, plan_node=dataclasses.replace(VALID.plan_node, obligation=""))),
+]
+
+
+def test_valid_request_passes_both():
+    VALID.check()
+    validate_request(VALID.to_dict())
+    assert DecisionRequest.from_dict(VALID.to_dict()) == VALID
+    assert DecisionRequest.from_json(VALID.to_json()) == VALID
+
+
+@pytest.mark.parametrize("field,request_", BROKEN, ids=[f for f, _ in BROKEN])
+def test_schema_and_dataclass_agree_on_broken_requests(field, request_):
+    with pytest.raises(RequestError) as fast:
+        request_.check()
+    with pytest.raises(RequestError) as schema:
+        validate_request(request_.to_dict())
+    assert field in str(fast.value)
+    assert field in str(schema.value)
+
+
+def test_schema_file_is_published_in_the_package():
+    schema = json.loads(SCHEMA_FILE.read_text())
+    assert schema["title"] == "DecisionRequest"
+    assert set(schema["required"]) >= {"run_id", "instance_id", "seq", "decision_type", "task"}
+
+
+def test_not_json_is_a_clear_error():
+    with pytest.raises(RequestError, match="not valid JSON"):
+        DecisionRequest.from_json("{nope")
+
+
+def test_evidence_input_round_trip():
+    item = EvidenceInput(source="04", kind="symbol", provenance="p", entity="a.py::f", score=1.5)
+    request = dataclasses.replace(VALID, evidence=(item,))
+    assert DecisionRequest.from_dict(request.to_dict()).evidence == (item,)
