@@ -34,8 +34,10 @@ from .links import (
     impact_digest,
 )
 from .order import order
-from .render import load_policy, render
+from .rank import ResidueCandidate, announce_unavailable, rank_residue
+from .render import load_policy, render, signature_of
 from .request import DecisionRequest, RequestError
+from .spec import RESIDUE_MAX
 from .sqlfiles import load_sql
 from .tokens import count_cached
 
@@ -104,11 +106,46 @@ def construct(store, request: DecisionRequest | dict | str) -> DecisionContext:
         {"token_ceiling": settings.token_ceiling, "tokenizer": settings.tokenizer,
          "rank_threshold": settings.rank_threshold}, sort_keys=True,
     )
+    ranking = None
+    if request.arm == "ctx08" and settings.rank_base_url:
+        # Find the residue in a transaction that is rolled back, then make the ONE call
+        # with no transaction open: the write lock is never held across the network.
+        with store.preview_transaction() as connection:
+            prepared = _prepare(connection, store, request, settings, settings_json)
+            residue = _residue_candidates(connection, prepared)
+        if 1 <= len(residue) <= RESIDUE_MAX:
+            node = request.plan_node
+            ranking = rank_residue(settings, node.obligation, node.acceptance_criteria,
+                                   node.decision_question, residue)
+    elif request.arm == "ctx08":
+        announce_unavailable(store.url, request.run_id)
     with store.write_transaction() as connection:
-        return _construct(connection, store, request, settings, settings_json)
+        prepared = _prepare(connection, store, request, settings, settings_json)
+        return _construct(connection, prepared, request, settings, ranking)
 
 
-def _construct(connection, store, request, settings, settings_json) -> DecisionContext:
+@dataclass
+class _Prepared:
+    decision_id: int
+    pool: list[PoolItem]
+    audit: AuditLog
+    facts: DecisionFacts
+
+
+def _residue_candidates(connection, prepared: _Prepared) -> list[ResidueCandidate]:
+    by_id = {item.item_id: item for item in prepared.pool}
+    rows = connection.execute(
+        text(load_sql("stages/residue_of_decision")), {"decision_id": prepared.decision_id}
+    ).all()
+    return [
+        ResidueCandidate(row.item_id, row.kind,
+                         signature_of(Candidate(item=by_id[row.item_id], driver="residual")))
+        for row in rows
+    ]
+
+
+def _prepare(connection, store, request, settings, settings_json) -> _Prepared:
+    """(a) assembly and the gate's inputs, written as the decision's own rows."""
     _ensure_run(connection, request, settings_json)
     recon = ReconSql(connection) if store.recon_available else None
     pool = assemble_pool(request, recon)
@@ -145,12 +182,16 @@ def _construct(connection, store, request, settings, settings_json) -> DecisionC
             else:
                 audit.add(item.item_id, "assemble", event.action, event.driver, detail=event.detail)
     facts = DecisionFacts.from_request(decision_id, request, request_sha256)
-    count = lambda texts: count_cached(connection, settings.tokenizer, texts)  # noqa: E731
+    return _Prepared(decision_id, pool, audit, facts)
 
+
+def _construct(connection, prepared: _Prepared, request, settings, ranking) -> DecisionContext:
+    decision_id, pool, audit = prepared.decision_id, prepared.pool, prepared.audit
+    count = lambda texts: count_cached(connection, settings.tokenizer, texts)  # noqa: E731
     if request.arm == "current":
         outcome = _baseline(pool, request, audit, count)
     else:
-        outcome = _pipeline(connection, decision_id, pool, request, facts, settings, audit, count)
+        outcome = _pipeline(connection, prepared, request, settings, ranking, count)
     return _persist(connection, decision_id, request, outcome, audit, settings)
 
 
@@ -217,10 +258,14 @@ def _baseline(pool, request, audit, count):
     return _Outcome(window, token_count, request.task)
 
 
-def _pipeline(connection, decision_id, pool, request, facts, settings, audit, count):
+def _pipeline(connection, prepared, request, settings, ranking, count):
+    decision_id, pool, audit, facts = (
+        prepared.decision_id, prepared.pool, prepared.audit, prepared.facts
+    )
     by_id = {item.item_id: item for item in pool}
     rows = connection.execute(text(load_sql("stages/gate_decision")), {"decision_id": decision_id})
     admitted: list[Candidate] = []
+    residual: list[str] = []
     for row in rows:
         if row.gate_verdict == "out_of_pool":
             continue  # already final at assembly
@@ -228,11 +273,12 @@ def _pipeline(connection, decision_id, pool, request, facts, settings, audit, co
             audit.add(row.item_id, "gate", "admitted", row.driver)
             admitted.append(Candidate(item=by_id[row.item_id], driver=row.driver))
         elif row.gate_verdict == "residual":
-            # The ranking step (§4) is not configured: the residue is rejected (frugal default).
             audit.add(row.item_id, "gate", "residual", row.driver)
-            audit.final(row.item_id, "rank", "rejected", "ranker_unavailable")
+            residual.append(row.item_id)
         else:
             audit.final(row.item_id, "gate", "rejected", row.driver)
+    admitted += _resolve_residue(connection, prepared, residual, settings, ranking)
+    admitted.sort(key=lambda c: c.item.item_no)
 
     policy = load_policy(connection, facts.policy_set)
     candidates = render(admitted, facts, policy, audit)
@@ -245,6 +291,81 @@ def _pipeline(connection, decision_id, pool, request, facts, settings, audit, co
     window, token_count = budgeter.fit(ordered)
     return _Outcome(window, token_count, budgeter.task, budgeter.steps, budgeter.flags,
                     frozenset(budgeter.masked))
+
+
+def _resolve_residue(connection, prepared, residual, settings, ranking) -> list[Candidate]:
+    """§4: rank a residue of 1..32, fold a larger one, reject it when ranking is off."""
+    audit, by_id = prepared.audit, {item.item_id: item for item in prepared.pool}
+    if not residual:
+        return []
+    if len(residual) > RESIDUE_MAX:
+        return _fold(connection, prepared, by_id)
+    if ranking is None:
+        for item_id in residual:
+            audit.final(item_id, "rank", "rejected", "ranker_unavailable")
+        return []
+    call_id = _write_rank_call(connection, prepared.decision_id, ranking)
+    if [c["id"] for c in json.loads(ranking.request_body["messages"][1]["content"])["residue"]] != residual:
+        ranking.status, ranking.error = "residue_changed", "the residue differs from the one ranked"
+    admitted, scores = [], []
+    for item_id in residual:
+        score = ranking.scores.get(item_id) if ranking.ok else None
+        if not ranking.ok:
+            verdict, reason = "reject", f"rank_failed: {ranking.status}"
+        elif score is None:
+            verdict, reason = "reject", "rank: not scored by the model"
+        elif score >= settings.rank_threshold:
+            verdict, reason = "admit", f"rank: score {score:.2f} >= {settings.rank_threshold}"
+        else:
+            verdict, reason = "reject", f"rank: score {score:.2f} < {settings.rank_threshold}"
+        scores.append({"rank_call_id": call_id, "item_id": item_id, "relevance_score": score,
+                       "verdict": verdict})
+        if verdict == "admit":
+            audit.add(item_id, "rank", "admitted", reason)
+            admitted.append(Candidate(item=by_id[item_id], driver="rank:admitted"))
+        else:
+            audit.final(item_id, "rank", "rejected", reason)
+    models.insert_many(connection, models.rank_score, scores)
+    return admitted
+
+
+def _write_rank_call(connection, decision_id, ranking) -> int:
+    return connection.execute(
+        insert(models.rank_call).values(
+            decision_id=decision_id, model=ranking.model, base_url=ranking.base_url,
+            request_json=json.dumps(ranking.request_body, ensure_ascii=False),
+            response_text=ranking.response_text, parse_status=ranking.status,
+            error=ranking.error, latency_ms=ranking.latency_ms,
+            prompt_tokens=ranking.prompt_tokens, completion_tokens=ranking.completion_tokens,
+            created_at=_now(),
+        ).returning(models.rank_call.c.rank_call_id)
+    ).scalar_one()
+
+
+def _fold(connection, prepared, by_id) -> list[Candidate]:
+    """A residue over 32 is not ranked (§4): each item goes to the obligation bucket it
+    is nearest to, and is admitted under that link's driver only if it is a direct
+    recon neighbour of the linked symbol; otherwise it is folded away, or rejected
+    outright when no bucket is near it."""
+    audit = prepared.audit
+    rows = connection.execute(
+        text(load_sql("stages/residue_of_decision")), {"decision_id": prepared.decision_id}
+    ).all()
+    admitted = []
+    for row in rows:
+        if row.nearest_link_kind is None:
+            audit.final(row.item_id, "rank", "rejected",
+                        f"residue > {RESIDUE_MAX}: no obligation bucket to fold into")
+            continue
+        bucket = f"link {row.nearest_link_no} ({row.nearest_link_kind} {row.nearest_entity})"
+        if row.recon_hops == 1:
+            audit.add(row.item_id, "rank", "folded_in", f"residue > {RESIDUE_MAX}: {bucket}")
+            admitted.append(Candidate(item=by_id[row.item_id],
+                                      driver=f"fold:{row.nearest_link_kind}"))
+        else:
+            audit.final(row.item_id, "rank", "folded",
+                        f"residue > {RESIDUE_MAX}: {bucket}, not a direct neighbour")
+    return admitted
 
 
 def _persist(connection, decision_id, request, outcome, audit, settings):

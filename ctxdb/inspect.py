@@ -74,6 +74,20 @@ def summary(connection: Connection, decision_id: int) -> str:
             for r in _rows(connection, "tokens_by_tier", decision_id=decision_id)
         ),
     ]
+    calls = _rows(connection, "rank_of_decision", decision_id=decision_id)
+    fate = {r["action"]: r["items"] for r in _rows(connection, "residue_fate",
+                                                      decision_id=decision_id)}
+    if calls:
+        call = calls[0]
+        latency = f", {call['latency_ms']:.0f} ms" if call["latency_ms"] is not None else ""
+        lines.append(
+            f"ranking: 1 call to {call['model']} — {call['parse_status']}{latency}; "
+            f"{call['candidates']} candidates scored, {call['admitted']} admitted"
+            + (f" ({call['error']})" if call["error"] else "")
+        )
+    elif fate:
+        lines.append("ranking: no call — residue " + ", ".join(
+            f"{action} {items}" for action, items in sorted(fate.items())))
     steps = [s for s in _rows(connection, "budget_steps", decision_id=decision_id)
              if s["ladder_step"] != "measured"]
     if steps:

@@ -38,6 +38,13 @@ _DRIVER_ROLES = {
     "impact:SchemaConsumer": "config_consumer",
     "impact:transitive_digest": "transitive_impact",
     "rank:admitted": "related_symbol",
+    "fold:validation_callee": "related_symbol",
+    "fold:traceback_frame": "related_symbol",
+    "fold:named_in_criteria": "related_symbol",
+    "fold:target_entity": "related_symbol",
+    "fold:change_target": "related_symbol",
+    "fold:insertion_point": "related_symbol",
+    "fold:validation_test": "related_symbol",
 }
 _DEF_LINE = re.compile(r"^\s*(?:@.*\n\s*)*(?:async\s+)?(?:def|class)\s", re.MULTILINE)
 

@@ -96,6 +96,11 @@ class ContextStore:
         """A connection in one write transaction (``BEGIN IMMEDIATE`` on SQLite)."""
         return _write(self.engine)
 
+    def preview_transaction(self):
+        """A transaction that is always rolled back (to look at a decision before the
+        ranking call without keeping anything, or any lock, across it)."""
+        return _preview(self.engine)
+
     def revision(self) -> str | None:
         with self.engine.connect() as connection:
             return current_revision(connection)
@@ -162,6 +167,16 @@ def _recon_file(recon: str | os.PathLike) -> str:
             f"recon index {path} does not exist; build it with `ctxdb recon index PATH --recon {recon}`"
         )
     return str(path)
+
+
+@contextmanager
+def _preview(engine: Engine):
+    with engine.connect() as connection:
+        transaction = connection.begin()
+        try:
+            yield connection
+        finally:
+            transaction.rollback()
 
 
 @contextmanager

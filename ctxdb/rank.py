@@ -1,0 +1,220 @@
+"""§4 — the one learned step: relevance ranking of the gate's residue.
+
+Fires iff the gate left 1..RESIDUE_MAX (32) residual items and an endpoint is
+configured. ONE chat-completions call through the official ``openai`` client:
+temperature 0, max_completion_tokens 1024, a JSON-schema response format, no
+retries (the client's own retry is switched off). The prompt is assembled in the
+spec's order — current obligation (+ acceptance criteria), decision question,
+residue as {id, kind, signature} — signatures only, never bodies or raw output.
+
+A candidate is admitted iff its score ≥ the configured threshold. Any parse
+failure, schema violation, out-of-range score, unknown id, more than 32
+rankings, HTTP error or timeout rejects the whole residue: no second call.
+Model output is data: only the admit/reject verdicts it yields reach the window.
+
+The call is made by :func:`rank_residue` before the decision's write transaction
+opens (construct.py), so the store's write lock is never held across it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+
+from .spec import RANK_MAX_COMPLETION_TOKENS, RANK_TEMPERATURE, RESIDUE_MAX
+
+log = logging.getLogger(__name__)
+
+SYSTEM_PROMPT = (
+    "You rank evidence candidates for one decision of a coding agent. For each candidate, "
+    "give relevance_score in [0, 1]: how much the decision needs it to discharge the "
+    "current obligation and answer the decision question. Rank every candidate once, by "
+    "its candidate_id. Reply with JSON only, matching the given schema."
+)
+RESPONSE_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["rankings"],
+    "properties": {
+        "rankings": {
+            "type": "array",
+            "maxItems": RESIDUE_MAX,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["candidate_id", "relevance_score"],
+                "properties": {
+                    "candidate_id": {"type": "string"},
+                    "relevance_score": {"type": "number", "minimum": 0, "maximum": 1},
+                },
+            },
+        }
+    },
+}
+RESPONSE_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {"name": "rankings", "strict": True, "schema": RESPONSE_SCHEMA},
+}
+
+# parse_status values written to rank_call
+OK = "ok"
+PARSE_ERROR = "parse_error"
+SCHEMA_VIOLATION = "schema_violation"
+SCORE_OUT_OF_RANGE = "score_out_of_range"
+UNKNOWN_CANDIDATE = "unknown_candidate"
+TOO_MANY_RANKINGS = "too_many_rankings"
+HTTP_ERROR = "http_error"
+TIMEOUT = "timeout"
+CONNECTION_ERROR = "connection_error"
+
+
+@dataclass(frozen=True)
+class ResidueCandidate:
+    item_id: str
+    kind: str
+    signature: str
+
+
+@dataclass
+class RankOutcome:
+    """What the one call returned, ready for the audit row."""
+
+    model: str
+    base_url: str
+    request_body: dict
+    status: str
+    scores: dict[str, float] = field(default_factory=dict)
+    response_text: str | None = None
+    error: str | None = None
+    latency_ms: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+
+def build_request_body(
+    model: str,
+    obligation: str,
+    acceptance_criteria: tuple[str, ...],
+    decision_question: str | None,
+    residue: list[ResidueCandidate],
+) -> dict:
+    """The exact chat-completions body, in the spec's order, deterministic."""
+    user = {
+        "current_obligation": {
+            "obligation": obligation,
+            "acceptance_criteria": list(acceptance_criteria),
+        },
+        "decision_question": decision_question or "",
+        "residue": [{"id": c.item_id, "kind": c.kind, "signature": c.signature} for c in residue],
+    }
+    return {
+        "model": model,
+        "messages": [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            # sort_keys=False keeps the spec's order: obligation, question, residue
+            {"role": "user", "content": json.dumps(user, ensure_ascii=False, indent=1)},
+        ],
+        "temperature": RANK_TEMPERATURE,
+        "max_completion_tokens": RANK_MAX_COMPLETION_TOKENS,
+        "response_format": RESPONSE_FORMAT,
+    }
+
+
+def parse_rankings(text: str | None, residue_ids: set[str]) -> tuple[str, dict[str, float], str | None]:
+    """(status, scores, error) for a response text; scores only when status is OK."""
+    if text is None:
+        return PARSE_ERROR, {}, "the response had no message content"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return PARSE_ERROR, {}, f"not JSON: {exc}"
+    if not isinstance(data, dict) or set(data) != {"rankings"} or not isinstance(
+        data["rankings"], list
+    ):
+        return SCHEMA_VIOLATION, {}, "expected exactly {\"rankings\": [...]}"
+    rankings = data["rankings"]
+    if len(rankings) > RESIDUE_MAX:
+        return TOO_MANY_RANKINGS, {}, f"{len(rankings)} rankings > {RESIDUE_MAX}"
+    scores: dict[str, float] = {}
+    for number, entry in enumerate(rankings):
+        if not isinstance(entry, dict) or set(entry) != {"candidate_id", "relevance_score"}:
+            return SCHEMA_VIOLATION, {}, f"rankings[{number}]: expected candidate_id and relevance_score only"
+        candidate, score = entry["candidate_id"], entry["relevance_score"]
+        if not isinstance(candidate, str):
+            return SCHEMA_VIOLATION, {}, f"rankings[{number}].candidate_id: expected a string"
+        if candidate not in residue_ids:
+            return UNKNOWN_CANDIDATE, {}, f"rankings[{number}].candidate_id {candidate!r} is not in the residue"
+        if candidate in scores:
+            return SCHEMA_VIOLATION, {}, f"rankings[{number}]: {candidate} ranked twice"
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+            return SCHEMA_VIOLATION, {}, f"rankings[{number}].relevance_score: expected a number"
+        if not 0.0 <= float(score) <= 1.0:
+            return SCORE_OUT_OF_RANGE, {}, f"rankings[{number}].relevance_score {score} outside [0, 1]"
+        scores[candidate] = float(score)
+    return OK, scores, None
+
+
+def rank_residue(settings, obligation, acceptance_criteria, decision_question, residue) -> RankOutcome:
+    """Make the ONE call and parse it. Never raises for endpoint or model failures."""
+    import openai
+
+    body = build_request_body(
+        settings.rank_model, obligation, acceptance_criteria, decision_question, residue
+    )
+    outcome = RankOutcome(settings.rank_model, settings.rank_base_url, body, PARSE_ERROR)
+    client = openai.OpenAI(
+        base_url=settings.rank_base_url,
+        api_key=settings.rank_api_key or "unused",
+        timeout=settings.rank_timeout_seconds,
+        max_retries=0,  # §4: never a second call
+    )
+    start = time.perf_counter()
+    try:
+        response = client.chat.completions.create(**body)
+    except openai.APITimeoutError as exc:
+        outcome.status, outcome.error = TIMEOUT, str(exc)
+    except openai.APIStatusError as exc:
+        outcome.status = HTTP_ERROR
+        outcome.error = f"HTTP {exc.status_code}: {exc.message}"
+        outcome.response_text = exc.response.text if exc.response is not None else None
+    except openai.APIConnectionError as exc:
+        outcome.status, outcome.error = CONNECTION_ERROR, str(exc)
+    except openai.OpenAIError as exc:  # e.g. a body the client cannot decode
+        outcome.status, outcome.error = PARSE_ERROR, f"{type(exc).__name__}: {exc}"
+    else:
+        outcome.latency_ms = (time.perf_counter() - start) * 1000
+        usage = getattr(response, "usage", None)
+        if usage is not None:
+            outcome.prompt_tokens = usage.prompt_tokens
+            outcome.completion_tokens = usage.completion_tokens
+        choices = getattr(response, "choices", None) or []
+        text = choices[0].message.content if choices else None
+        outcome.response_text = text
+        outcome.status, outcome.scores, outcome.error = parse_rankings(
+            text, {c.item_id for c in residue}
+        )
+        return outcome
+    finally:
+        client.close()
+    outcome.latency_ms = (time.perf_counter() - start) * 1000
+    return outcome
+
+
+_announced_unavailable: set[tuple[str, str]] = set()
+
+
+def announce_unavailable(store_url: str, run_id: str) -> None:
+    """Say once per run (of this store, in this process) that ranking is off; never crash."""
+    if (store_url, run_id) not in _announced_unavailable:
+        _announced_unavailable.add((store_url, run_id))
+        log.warning(
+            "ctxdb: no ranking endpoint configured (CTXDB_RANK_BASE_URL / [rank].base_url): "
+            "run %s rejects the gate's residue with reason ranker_unavailable", run_id
+        )

@@ -1,0 +1,83 @@
+"""A scripted OpenAI-compatible chat-completions server on 127.0.0.1, for the rank tests.
+
+Speaks enough of the protocol for the official ``openai`` client: POST
+/v1/chat/completions with a JSON body, a chat.completion JSON reply. Each
+request takes the next scripted answer; every request body is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Answer:
+    content: str | None = None  # the assistant message's content
+    status: int = 200
+    delay_seconds: float = 0.0
+    raw_body: str | None = None  # send this body instead of a chat.completion
+
+
+def completion(content: str) -> str:
+    return json.dumps({
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "deepseek-v4-pro",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": 321, "completion_tokens": 45, "total_tokens": 366},
+    })
+
+
+class ChatServer:
+    def __init__(self) -> None:
+        self.answers: list[Answer] = []
+        self.requests: list[dict] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                server.requests.append({"path": self.path, "body": body})
+                answer = server.answers.pop(0) if server.answers else Answer(status=503)
+                if answer.delay_seconds:
+                    time.sleep(answer.delay_seconds)
+                payload = answer.raw_body
+                if payload is None:
+                    payload = (completion(answer.content) if answer.status == 200
+                               else json.dumps({"error": {"message": "scripted failure"}}))
+                data = payload.encode("utf-8")
+                try:
+                    self.send_response(answer.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> "ChatServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,205 @@
+"""§4, the one ranking call, against a real HTTP server on 127.0.0.1 driven by the
+official openai client — on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from chatserver import Answer, ChatServer  # noqa: E402
+from requests_data import edit_request  # noqa: E402
+
+from ctxdb import ContextStore  # noqa: E402
+from ctxdb.config import load_settings  # noqa: E402
+
+SECRET = "BODY_MUST_NOT_REACH_THE_RANKER"
+
+
+def residue_request(size: int, run_id: str = "rank-run") -> dict:
+    """The edit request plus `size` items that share terms with the obligation but have
+    no structural link: the gate's residue."""
+    request = edit_request(run_id=run_id)
+    request["evidence"] = request["evidence"] + [
+        {"source": "04", "kind": "retrieved_hit", "entity": f"shop/extra.py::apply_discount_{n}",
+         "content": f"def apply_discount_{n}(cart, tax):\n    return cart.{SECRET}_{n}\n",
+         "provenance": f"04: bm25 {2 - n / 100:.2f}"}
+        for n in range(size)
+    ]
+    return request
+
+
+def _store(url, server=None, timeout=5.0):
+    settings = load_settings()
+    if server is not None:
+        settings = replace(settings, rank_base_url=server.base_url, rank_timeout_seconds=timeout)
+    return ContextStore.open(url, settings=settings)
+
+
+def _residue_ids(size):
+    # E1-E3 plan node and criteria, E4-E8 the edit request's evidence, then the residue
+    return [f"E{9 + n}" for n in range(size)]
+
+
+def _rows(store, sql, **params):
+    with store.engine.connect() as connection:
+        return [tuple(r) for r in connection.execute(text(sql), params)]
+
+
+def _verdicts(store, decision_id, ids):
+    rows = dict((r[0], (r[1], r[2])) for r in _rows(
+        store, "SELECT item_id, verdict, driver FROM v_item_verdict WHERE decision_id = :d",
+        d=decision_id))
+    return [rows[i] for i in ids]
+
+
+def _rankings(ids_scores):
+    return json.dumps({"rankings": [{"candidate_id": i, "relevance_score": s}
+                                    for i, s in ids_scores]})
+
+
+def test_good_ranking_admits_at_threshold(store_url):
+    ids = _residue_ids(3)
+    with ChatServer() as server, _store(store_url, server) as store:
+        server.answers.append(Answer(_rankings(zip(ids, (0.9, 0.5, 0.2)))))
+        ctx = store.construct(residue_request(3))
+        assert store.verify() == {}
+        verdicts = _verdicts(store, ctx.decision_id, ids)
+        call = _rows(store, "SELECT parse_status, prompt_tokens, completion_tokens, model,"
+                            " response_text, request_json FROM rank_call WHERE decision_id = :d",
+                     d=ctx.decision_id)
+        scores = _rows(store, "SELECT s.item_id, s.relevance_score, s.verdict FROM rank_score s"
+                              " JOIN rank_call c ON c.rank_call_id = s.rank_call_id"
+                              " WHERE c.decision_id = :d ORDER BY s.item_id", d=ctx.decision_id)
+    assert len(server.requests) == 1
+    body = server.requests[0]["body"]
+    assert server.requests[0]["path"] == "/v1/chat/completions"
+    assert body["temperature"] == 0 and body["max_completion_tokens"] == 1024
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"]["properties"]["rankings"]["maxItems"] == 32
+    assert body["model"] == "deepseek-v4-pro"
+    prompt = json.loads(body["messages"][1]["content"])
+    assert list(prompt) == ["current_obligation", "decision_question", "residue"]
+    assert [r["id"] for r in prompt["residue"]] == ids
+    assert all(set(r) == {"id", "kind", "signature"} for r in prompt["residue"])
+    assert prompt["residue"][0]["signature"] == "def apply_discount_0(cart, tax):"
+    assert SECRET not in json.dumps(body)  # signatures only, never bodies
+    assert verdicts[0][0] == "in_window" and verdicts[1][0] == "in_window"
+    assert verdicts[2] == ("rejected", "rank: score 0.20 < 0.5")
+    assert call[0][:4] == ("ok", 321, 45, "deepseek-v4-pro")
+    assert json.loads(call[0][5]) == body  # the exact request, replayable
+    assert {s[0]: (s[1], s[2]) for s in scores} == {
+        ids[0]: (0.9, "admit"), ids[1]: (0.5, "admit"), ids[2]: (0.2, "reject")}
+    ranked = [e for e in ctx.window if e.item_id in ids[:2]]
+    assert all(e.role == "related_symbol" and e.rendering == "signature" for e in ranked)
+    assert all(SECRET not in e.text for e in ranked)  # still through render: signature only
+
+
+BAD_ANSWERS = {
+    "malformed_json": (Answer('{"rankings": [oops'), "parse_error"),
+    "out_of_range": (Answer(_rankings([("E9", 1.5)])), "score_out_of_range"),
+    "unknown_id": (Answer(_rankings([("E9", 0.9), ("E999", 0.9)])), "unknown_candidate"),
+    "thirty_three": (Answer(_rankings([("E9", 0.9)] * 33)), "too_many_rankings"),
+    "http_500": (Answer(status=500), "http_error"),
+    "extra_field": (Answer(json.dumps({"rankings": [], "note": "admit everything"})),
+                    "schema_violation"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ANSWERS))
+def test_bad_answers_reject_the_whole_residue_without_a_second_call(store_url, case):
+    answer, status = BAD_ANSWERS[case]
+    ids = _residue_ids(3)
+    with ChatServer() as server, _store(store_url, server) as store:
+        server.answers.append(answer)
+        server.answers.append(Answer(_rankings(zip(ids, (1, 1, 1)))))  # must never be asked for
+        ctx = store.construct(residue_request(3))
+        assert store.verify() == {}
+        verdicts = _verdicts(store, ctx.decision_id, ids)
+        call = _rows(store, "SELECT parse_status, error FROM rank_call WHERE decision_id = :d",
+                     d=ctx.decision_id)
+    assert len(server.requests) == 1
+    assert call[0][0] == status and call[0][1]
+    assert verdicts == [("rejected", f"rank_failed: {status}")] * 3
+
+
+def test_timeout_is_one_call_and_rejects(store_url):
+    ids = _residue_ids(2)
+    with ChatServer() as server, _store(store_url, server, timeout=0.5) as store:
+        server.answers.append(Answer(_rankings(zip(ids, (1, 1))), delay_seconds=2.0))
+        ctx = store.construct(residue_request(2))
+        verdicts = _verdicts(store, ctx.decision_id, ids)
+        call = _rows(store, "SELECT parse_status FROM rank_call WHERE decision_id = :d",
+                     d=ctx.decision_id)
+    assert len(server.requests) == 1
+    assert call == [("timeout",)]
+    assert verdicts == [("rejected", "rank_failed: timeout")] * 2
+
+
+def test_residue_over_32_folds_without_a_call(store_url):
+    with ChatServer() as server, _store(store_url, server) as store:
+        ctx = store.construct(residue_request(33))
+        assert store.verify() == {}
+        verdicts = _verdicts(store, ctx.decision_id, _residue_ids(33))
+        calls = _rows(store, "SELECT COUNT(*) FROM rank_call WHERE decision_id = :d",
+                      d=ctx.decision_id)
+    assert server.requests == [] and calls == [(0,)]
+    # no recon: nothing is a direct neighbour of an obligation link, so each is folded
+    # into its nearest bucket and dropped there
+    assert {v for v, _ in verdicts} == {"folded"}
+    assert all(d.startswith("residue > 32: link 1 (target_entity") for _, d in verdicts)
+
+
+def test_empty_residue_makes_no_call(store_url):
+    with ChatServer() as server, _store(store_url, server) as store:
+        ctx = store.construct(edit_request(run_id="no-residue"))
+        assert store.verify() == {}
+    assert server.requests == [] and ctx.token_count > 0
+
+
+def test_no_endpoint_rejects_as_unavailable_and_says_so_once(store_url, caplog):
+    with _store(store_url) as store, caplog.at_level(logging.WARNING, logger="ctxdb.rank"):
+        first = store.construct(residue_request(2, run_id="offline-run"))
+        store.construct(residue_request(2, run_id="offline-run"))
+        verdicts = _verdicts(store, first.decision_id, _residue_ids(2))
+    assert verdicts == [("rejected", "ranker_unavailable")] * 2
+    warnings = [r for r in caplog.records if "offline-run" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+def test_same_request_same_ranking_same_window(store_url):
+    ids = _residue_ids(2)
+    with ChatServer() as server, _store(store_url, server) as store:
+        server.answers += [Answer(_rankings(zip(ids, (0.8, 0.1))))] * 2
+        first = store.construct(residue_request(2))
+        second = store.construct(residue_request(2))
+    assert first.render() == second.render()
+    assert len(server.requests) == 2 and server.requests[0]["body"] == server.requests[1]["body"]
+
+
+def test_cli_summary_and_why_show_the_call(tmp_path, capsys, monkeypatch):
+    from ctxdb.cli import main
+
+    ids = _residue_ids(2)
+    request_file = tmp_path / "request.json"
+    request_file.write_text(json.dumps(residue_request(2)))
+    db = str(tmp_path / "c.db")
+    with ChatServer() as server:
+        server.answers.append(Answer(_rankings(zip(ids, (0.75, 0.25)))))
+        monkeypatch.setenv("CTXDB_RANK_BASE_URL", server.base_url)
+        assert main(["construct", str(request_file), "--db", db, "--summary"]) == 0
+    out = capsys.readouterr().out
+    assert "ranking: 1 call to deepseek-v4-pro — ok" in out
+    assert "2 candidates scored, 1 admitted" in out
+    assert main(["why", "1", ids[0], "--db", db]) == 0
+    assert "rank      admitted             rank: score 0.75 >= 0.5" in capsys.readouterr().out
+    monkeypatch.delenv("CTXDB_RANK_BASE_URL")
+    assert main(["construct", str(request_file), "--db", db, "--summary"]) == 0
+    assert "ranking: no call — residue rejected 2" in capsys.readouterr().out
