@@ -110,8 +110,8 @@ def construct(store, request: DecisionRequest | dict | str) -> DecisionContext:
     if request.arm == "ctx08" and settings.rank_base_url:
         # Find the residue in a transaction that is rolled back, then make the ONE call
         # with no transaction open: the write lock is never held across the network.
-        with store.preview_transaction() as connection:
-            prepared = _prepare(connection, store, request, settings, settings_json)
+        with store.preview_transaction() as connection, store.recon_connection(connection) as rc:
+            prepared = _prepare(connection, rc, store, request, settings, settings_json)
             residue = _residue_candidates(connection, prepared)
         if 1 <= len(residue) <= RESIDUE_MAX:
             node = request.plan_node
@@ -119,8 +119,8 @@ def construct(store, request: DecisionRequest | dict | str) -> DecisionContext:
                                    node.decision_question, residue)
     elif request.arm == "ctx08":
         announce_unavailable(store.url, request.run_id)
-    with store.write_transaction() as connection:
-        prepared = _prepare(connection, store, request, settings, settings_json)
+    with store.write_transaction() as connection, store.recon_connection(connection) as rc:
+        prepared = _prepare(connection, rc, store, request, settings, settings_json)
         return _construct(connection, prepared, request, settings, ranking)
 
 
@@ -144,10 +144,10 @@ def _residue_candidates(connection, prepared: _Prepared) -> list[ResidueCandidat
     ]
 
 
-def _prepare(connection, store, request, settings, settings_json) -> _Prepared:
+def _prepare(connection, recon_connection, store, request, settings, settings_json) -> _Prepared:
     """(a) assembly and the gate's inputs, written as the decision's own rows."""
     _ensure_run(connection, request, settings_json)
-    recon = ReconSql(connection) if store.recon_available else None
+    recon = ReconSql(recon_connection) if store.recon_available else None
     pool = assemble_pool(request, recon)
     links = compute_links(request, pool, recon)
 

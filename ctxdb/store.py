@@ -37,6 +37,10 @@ class ContextStore:
         self.recon = recon
         self.settings = settings
         self._recon_available: bool | None = None if recon is not None else False
+        # A PostgreSQL store may read a separate recon.db file (many repositories, one
+        # shared store: the A/B runner); assembly copies what it needs into the
+        # decision's own rows, so the two need not live in one database.
+        self._recon_engine: Engine | None = None
 
     @classmethod
     def open(
@@ -48,9 +52,13 @@ class ContextStore:
     ) -> "ContextStore":
         url = resolve_url(url_or_path)
         settings = settings or load_settings()
-        recon_path = None
+        recon_path = separate_recon = None
         if recon is not None and is_sqlite(url):
             recon_path = _recon_file(recon)
+        elif recon is not None and "://" not in os.fspath(recon):
+            separate_recon = _recon_file(recon)
+        elif recon is not None and os.fspath(recon) != url:
+            separate_recon = os.fspath(recon)
         engine = make_engine(url, recon_path=recon_path)
         try:
             with engine.connect() as connection:
@@ -71,6 +79,10 @@ class ContextStore:
             if recon is None and not is_sqlite(url):
                 recon_name = url  # PostgreSQL: the recon schema of the same database, if built
             store = cls(engine, url, recon_name, settings)
+            if separate_recon is not None:
+                from .recon.schema import create_recon_engine
+
+                store._recon_engine = create_recon_engine(separate_recon)
             if recon is not None:
                 store.check_recon()
                 store._recon_available = True
@@ -80,7 +92,19 @@ class ContextStore:
             raise
 
     def close(self) -> None:
+        if self._recon_engine is not None:
+            self._recon_engine.dispose()
         self.engine.dispose()
+
+    @contextmanager
+    def recon_connection(self, store_connection):
+        """Where ``recon.*`` is readable: the store's own connection (ATTACHed file, or
+        the schema recon of the same PostgreSQL database) or a separate recon file's."""
+        if self._recon_engine is None:
+            yield store_connection
+        else:
+            with self._recon_engine.connect() as connection:
+                yield connection
 
     def __enter__(self) -> "ContextStore":
         return self
@@ -130,6 +154,10 @@ class ContextStore:
         """Raise unless the recon index is present and of this ctxdb's version."""
         from .recon.schema import check_recon_version
 
+        if self._recon_engine is not None:
+            with self._recon_engine.connect() as connection:
+                check_recon_version(connection)
+            return
         with self.engine.connect() as connection:
             if self.dialect == "sqlite":
                 check_recon_version(connection)

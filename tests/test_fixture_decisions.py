@@ -101,3 +101,14 @@ def test_repair_decision(store):
     assert "TypeError: unsupported operand type(s)" in last.text  # the freshest failure, last
     patch = next(e for e in ctx.window if e.text.split("\n", 1)[0].endswith("patch · verbatim"))
     assert patch.block == "back"
+
+
+def test_postgresql_store_reads_a_separate_recon_file(pg_url, tmp_path):
+    """A shared PostgreSQL store with a per-repository recon.db beside it (the A/B runner)."""
+    recon = tmp_path / "recon.db"
+    index_repository(FIXTURES / "repos" / "shopcart", str(recon))
+    with ContextStore.open(pg_url, recon=str(recon)) as store:
+        ctx = store.construct(_request("edit"))
+        assert store.verify() == {}
+    target = next(e for e in ctx.window if e.role == "change_target")
+    assert "taxable = self.taxable_amount(items, exempt_categories)" in target.text
