@@ -161,7 +161,8 @@ class Budgeter:
             )
         # (b) evict supporting middle items, weakest role first, then largest
         middle = sorted(
-            (c for c in window if c.block == "middle" and c.item_id not in self.masked),
+            (c for c in window if not c.edge_critical and c.tier != "stable_core"
+             and c.item_id not in self.masked),
             key=lambda c: (-ROLE_STRENGTH.index(c.role), -c.tokens, c.item.item_no),
         )
         for candidate in middle:

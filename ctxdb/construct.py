@@ -40,6 +40,9 @@ from .request import DecisionRequest, RequestError
 from .spec import RESIDUE_MAX
 from .sqlfiles import load_sql
 from .tokens import count_cached
+from .variants import LITM_BURIED, NO_IMPACT_DIGEST
+
+SPEC_POLICY_SET = "spec"
 
 
 @dataclass
@@ -154,7 +157,9 @@ def _prepare(connection, recon_connection, store, request, settings, settings_js
     given_edges = [(e.head, e.tail, e.kind, e.depth, "06") for e in request.impact_edges]
     derived = derive_impact(links, recon) if (request.derive_impact and recon) else []
     edges = given_edges + [(e.head, e.tail, e.kind, e.depth, "recon") for e in derived]
-    digest = _digest_item(request, edges, len(pool) + 1)
+    digest = None
+    if request.variant != NO_IMPACT_DIGEST:
+        digest = _digest_item(request, edges, len(pool) + 1)
     if digest is not None:
         pool.append(digest)
         links.append(Link("impact_digest", digest.entity_key, None, None, None, "06 digest"))
@@ -181,7 +186,9 @@ def _prepare(connection, recon_connection, store, request, settings, settings_js
                 audit.final(item.item_id, "assemble", event.action, event.driver, detail=event.detail)
             else:
                 audit.add(item.item_id, "assemble", event.action, event.driver, detail=event.detail)
-    facts = DecisionFacts.from_request(decision_id, request, request_sha256)
+    policy_sets = connection.execute(text(load_sql("stages/policy_sets"))).scalars().all()
+    policy_set = request.variant if request.variant in policy_sets else SPEC_POLICY_SET
+    facts = DecisionFacts.from_request(decision_id, request, request_sha256, policy_set)
     return _Prepared(decision_id, pool, audit, facts)
 
 
@@ -286,7 +293,7 @@ def _pipeline(connection, prepared, request, settings, ranking, count):
     fact_keys = {c.item_id: fact_key(c.item.kind, c.item.entity_key, c.item.content, c.item_id)
                  for c in candidates}
     candidates = dedup(candidates, fact_keys, audit)
-    ordered = order(candidates, audit)
+    ordered = order(candidates, audit, bury_critical=request.variant == LITM_BURIED)
     budgeter = Budgeter(request.task, settings.token_ceiling, count, facts, audit)
     window, token_count = budgeter.fit(ordered)
     return _Outcome(window, token_count, budgeter.task, budgeter.steps, budgeter.flags,

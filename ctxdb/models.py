@@ -310,6 +310,9 @@ gold_fact = Table(
     Column("fact_kind", String(30), nullable=False),  # edited_entity | test_function | fail_to_pass
     Column("entity_key", Text, nullable=False),
     Column("detail", Text),
+    Column("path", Text),  # where the fact sits in the base commit (0004)
+    Column("start_line", Integer),
+    Column("end_line", Integer),
     PrimaryKeyConstraint("instance_id", "fact_no"),
 )
 

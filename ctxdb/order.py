@@ -60,7 +60,11 @@ def _back(candidates: list[Candidate]) -> list[Candidate]:
     return tests + patches + failures
 
 
-def order(candidates: list[Candidate], audit: AuditLog) -> list[Candidate]:
+def order(
+    candidates: list[Candidate], audit: AuditLog, *, bury_critical: bool = False
+) -> list[Candidate]:
+    """Place the working set; ``bury_critical`` is the §7.6 probe (variant litm_buried):
+    the edge items go to the middle of the supporting material instead."""
     for candidate in candidates:
         classify(candidate)
     front = _front(candidates)
@@ -70,6 +74,10 @@ def order(candidates: list[Candidate], audit: AuditLog) -> list[Candidate]:
         (c for c in candidates if id(c) not in placed),
         key=lambda c: (ROLE_STRENGTH.index(c.role), c.item.item_no),
     )
+    if bury_critical:
+        half = len(middle) // 2
+        middle = middle[:half] + front + back + middle[half:]
+        front, back = [], []
     for block, members in (("front", front), ("middle", middle), ("back", back)):
         for candidate in members:
             candidate.block = block

@@ -1,0 +1,168 @@
+"""Gold facts of a SWE-bench-style instance: what a decision truly needed (spec §7.2).
+
+Deterministic, from the instance alone and the recon index of its repository:
+
+* edited_entity — every symbol of the base commit whose span holds a line the gold
+  ``patch`` changes or deletes; a pure insertion goes to the smallest symbol that holds
+  the lines on both sides of it, else to the module (a new file is its module);
+* test_function — the test functions the ``test_patch`` adds or changes (their lines
+  on the new side, in the index of the tree with the test patch applied);
+* fail_to_pass — the ``FAIL_TO_PASS`` ids as entity keys (pytest node ids, or
+  Django-style ``test_name (pkg.module.Class)``).
+
+Gold facts are written to ``gold_fact`` and never shown to the constructor.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection, text
+
+from .facts import entity_key_of_test_id
+from .sqlfiles import load_sql
+
+_HUNK = re.compile(r"^@@ -(?P<old>\d+)(?:,(?P<old_len>\d+))? \+(?P<new>\d+)(?:,(?P<new_len>\d+))? @@")
+_DJANGO_TEST_ID = re.compile(r"^(?P<name>\w+) \((?P<dotted>[\w.]+)\)$")
+
+
+class PatchError(ValueError):
+    """A patch that is not a unified diff; the message names the line."""
+
+
+@dataclass
+class FileChange:
+    old_path: str | None  # None for a new file
+    new_path: str | None  # None for a deleted file
+    changed_old_lines: list[int] = field(default_factory=list)  # modified or deleted
+    insertions: list[tuple[int, int]] = field(default_factory=list)  # (old line before, after)
+    added_new_lines: list[int] = field(default_factory=list)
+
+
+def _strip_prefix(path: str) -> str | None:
+    path = path.split("\t", 1)[0].strip()
+    if path == "/dev/null":
+        return None
+    return path[2:] if path[:2] in ("a/", "b/") else path
+
+
+def parse_unified_diff(patch: str) -> list[FileChange]:
+    changes: list[FileChange] = []
+    current: FileChange | None = None
+    old = new = 0
+    pending_insert = False
+    lines = patch.splitlines()
+    for number, line in enumerate(lines, start=1):
+        if line.startswith("--- ") and number < len(lines) and lines[number].startswith("+++ "):
+            current = FileChange(_strip_prefix(line[4:]), _strip_prefix(lines[number][4:]))
+            changes.append(current)
+            continue
+        if line.startswith("+++ ") or line.startswith("diff ") or line.startswith("index "):
+            continue
+        hunk = _HUNK.match(line)
+        if hunk:
+            if current is None:
+                raise PatchError(f"patch line {number}: hunk before any file header")
+            old, new = int(hunk["old"]), int(hunk["new"])
+            pending_insert = False
+            continue
+        if current is None or not line or line.startswith("\\"):
+            continue
+        tag = line[0]
+        if tag == " ":
+            old += 1
+            new += 1
+            pending_insert = False
+        elif tag == "-":
+            current.changed_old_lines.append(old)
+            old += 1
+            pending_insert = False
+        elif tag == "+":
+            current.added_new_lines.append(new)
+            new += 1
+            previous = lines[number - 2][:1] if number >= 2 else ""
+            if previous != "-" and not pending_insert:
+                # a run of '+' lines not replacing anything: an insertion between
+                # old lines old-1 and old
+                current.insertions.append((old - 1, old))
+                pending_insert = True
+            elif previous == "-":
+                pending_insert = True  # part of a replacement, already counted
+    return changes
+
+
+@dataclass(frozen=True)
+class GoldFact:
+    fact_kind: str
+    entity_key: str
+    detail: str
+
+
+def _enclosing(connection: Connection, path: str, first: int, last: int):
+    return connection.execute(
+        text(load_sql("recon/enclosing_symbol_of_span")),
+        {"path": path, "first_line": first, "last_line": last},
+    ).first()
+
+
+def edited_entities(connection: Connection, patch: str) -> list[GoldFact]:
+    facts: dict[str, str] = {}
+    for change in parse_unified_diff(patch):
+        if change.old_path is None:  # a new file: its module
+            facts.setdefault(change.new_path, "new file")
+            continue
+        path = change.old_path
+        for line in change.changed_old_lines:
+            row = _enclosing(connection, path, line, line)
+            facts.setdefault(row.key if row else path, f"{path}:{line} changed")
+        for before, after in change.insertions:
+            row = _enclosing(connection, path, max(before, 1), max(after, 1))
+            facts.setdefault(row.key if row else path, f"{path}: insertion after line {before}")
+    return [GoldFact("edited_entity", key, detail) for key, detail in facts.items()]
+
+
+def changed_tests(connection: Connection, test_patch: str) -> list[GoldFact]:
+    facts: dict[str, str] = {}
+    for change in parse_unified_diff(test_patch):
+        if change.new_path is None:
+            continue
+        for line in change.added_new_lines:
+            row = _enclosing(connection, change.new_path, line, line)
+            while row is not None and not row.name.startswith("test"):
+                # a helper inside the test: the test function holding it, if any
+                row = _enclosing(connection, change.new_path, row.start_line - 1, row.end_line + 1) \
+                    if row.start_line > 1 else None
+            if row is not None and row.kind in ("function", "method"):
+                facts.setdefault(row.key, f"{change.new_path}:{line} added or changed")
+    return [GoldFact("test_function", key, detail) for key, detail in facts.items()]
+
+
+def fail_to_pass_keys(connection: Connection, test_ids: list[str]) -> list[GoldFact]:
+    out = []
+    for test_id in test_ids:
+        match = _DJANGO_TEST_ID.match(test_id)
+        if match is None:
+            out.append(GoldFact("fail_to_pass", entity_key_of_test_id(test_id), test_id))
+            continue
+        dotted = match["dotted"]
+        rows = connection.execute(text(load_sql("recon/test_symbols_named")),
+                                  {"name": match["name"]}).all()
+        key = next((r.key for r in rows if f"{r.module}.{r.qualname}".endswith(
+            f"{dotted}.{match['name']}") or f"{r.module}.{r.qualname}" == f"{dotted}.{match['name']}"),
+            None)
+        out.append(GoldFact("fail_to_pass", key or f"{dotted.replace('.', '/')}.py::{match['name']}",
+                            test_id))
+    return out
+
+
+def gold_facts(connection: Connection, patch: str, test_patch: str,
+               fail_to_pass: list[str]) -> list[GoldFact]:
+    facts = edited_entities(connection, patch) + changed_tests(connection, test_patch)
+    facts += fail_to_pass_keys(connection, fail_to_pass)
+    seen, unique = set(), []
+    for fact in facts:
+        if (fact.fact_kind, fact.entity_key) not in seen:
+            seen.add((fact.fact_kind, fact.entity_key))
+            unique.append(fact)
+    return unique
