@@ -1,0 +1,2 @@
+-- run_exists: one row if the run exists.
+SELECT run_id FROM run WHERE run_id = :run_id;
