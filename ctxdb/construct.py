@@ -64,17 +64,17 @@ def _now() -> str:
 
 
 def _ensure_run(connection: Connection, request: DecisionRequest, settings_json: str) -> None:
+    # Insert-if-absent, then read back: many workers may start the same run at once.
+    connection.execute(
+        models.insert_ignoring_duplicates(connection, models.run).values(
+            run_id=request.run_id, arm=request.arm, variant=request.variant,
+            created_at=_now(), settings_json=settings_json,
+        )
+    )
     row = connection.execute(
         select(models.run.c.arm, models.run.c.variant).where(models.run.c.run_id == request.run_id)
-    ).first()
-    if row is None:
-        connection.execute(
-            insert(models.run).values(
-                run_id=request.run_id, arm=request.arm, variant=request.variant,
-                created_at=_now(), settings_json=settings_json,
-            )
-        )
-    elif (row.arm, row.variant) != (request.arm, request.variant):
+    ).one()
+    if (row.arm, row.variant) != (request.arm, request.variant):
         raise RunArmMismatch(
             f"request.arm/variant: run {request.run_id!r} is arm {row.arm!r} variant "
             f"{row.variant!r}; expected the same, got {request.arm!r}/{request.variant!r}"

@@ -8,6 +8,7 @@ import html
 import io
 import json
 from dataclasses import dataclass
+from decimal import Decimal
 
 from sqlalchemy import Connection, text
 
@@ -40,7 +41,9 @@ def run_report(connection: Connection, name: str) -> Report:
         if line.startswith("--")
     )
     result = connection.execute(text(load_sql(f"reports/{name}")))
-    return Report(name, header, list(result.keys()), [tuple(r) for r in result])
+    # PostgreSQL answers NUMERIC for 1.0 * x / y; reports speak floats on both backends.
+    rows = [tuple(float(v) if isinstance(v, Decimal) else v for v in r) for r in result]
+    return Report(name, header, list(result.keys()), rows)
 
 
 def _cell(value) -> str:

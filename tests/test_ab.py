@@ -1,0 +1,353 @@
+"""The A/B protocol: instances, gold facts, the runner, and reports checked against
+hand-computed values — on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from ctxdb import ContextStore
+from ctxdb.ab import AbOptions, import_outcomes, load_instances, record_outcome, run_ab
+from ctxdb.db import resolve_url
+from ctxdb.gold import changed_tests, edited_entities, parse_unified_diff
+from ctxdb.recon import index_repository
+from ctxdb.recon.schema import create_recon_engine
+from ctxdb.reports import run_report
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+INSTANCES = FIXTURES / "swebench" / "instances.jsonl"
+SHOPCART = FIXTURES / "repos" / "shopcart"
+TARGET = "shopcart/pricing.py::PriceCalculator.total"
+
+
+# -- gold facts ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def shopcart_recon(tmp_path_factory):
+    path = tmp_path_factory.mktemp("recon") / "recon.db"
+    index_repository(SHOPCART, str(path))
+    engine = create_recon_engine(str(path))
+    with engine.connect() as connection:
+        yield connection
+    engine.dispose()
+
+
+def test_gold_facts_for_modify_delete_and_insert(shopcart_recon):
+    # line 64 of pricing.py is in PriceCalculator.total (47-68); line 74 in taxable_amount
+    patch = """--- a/shopcart/pricing.py
++++ b/shopcart/pricing.py
+@@ -63,3 +63,3 @@
+         discount = self.discount_total(subtotal, items, discounts)
+-        taxable = self.taxable_amount(items, exempt_categories)
++        taxable = self.taxable_amount(items, exempt_categories) - discount
+         tax = self.tax_policy.tax_for(taxable, region)
+@@ -72,4 +72,3 @@
+         amount = ZERO
+         for item in items:
+-            if item.product.taxable and item.product.category not in exempt_categories:
+                 amount += item.subtotal()
+@@ -1,2 +1,3 @@
+ \"\"\"Turning a cart into a priced quote: subtotal, discounts, tax, total.\"\"\"
++import logging
+ 
+--- /dev/null
++++ b/shopcart/audit.py
+@@ -0,0 +1 @@
++LOG = []
+"""
+    facts = {f.entity_key: f.detail for f in edited_entities(shopcart_recon, patch)}
+    assert set(facts) == {
+        TARGET,  # modified line
+        "shopcart/pricing.py::PriceCalculator.taxable_amount",  # deleted line
+        "shopcart/pricing.py",  # a pure insertion at module level goes to the module
+        "shopcart/audit.py",  # a new file is its module
+    }
+    assert facts[TARGET] == "shopcart/pricing.py:64 changed"
+
+
+def test_insertion_inside_a_function_goes_to_it(shopcart_recon):
+    patch = """--- a/shopcart/pricing.py
++++ b/shopcart/pricing.py
+@@ -64,2 +64,3 @@
+         taxable = self.taxable_amount(items, exempt_categories)
++        taxable = max(taxable - discount, ZERO)
+         tax = self.tax_policy.tax_for(taxable, region)
+"""
+    assert [f.entity_key for f in edited_entities(shopcart_recon, patch)] == [TARGET]
+    change = parse_unified_diff(patch)[0]
+    assert change.insertions == [(64, 65)] and change.changed_old_lines == []
+
+
+def test_changed_tests_are_test_functions(shopcart_recon):
+    patch = """--- a/tests/test_pricing.py
++++ b/tests/test_pricing.py
+@@ -26,3 +26,3 @@
+     assert quote.discount == Decimal("5.00")
+-    assert quote.tax == Decimal("3.80")
++    assert quote.tax == Decimal("3.81")
+     assert quote.total == Decimal("23.80")
+"""
+    assert [f.entity_key for f in changed_tests(shopcart_recon, patch)] == [
+        "tests/test_pricing.py::test_fixed_coupon_is_taken_before_tax"]
+
+
+# -- instances ------------------------------------------------------------------------------------
+
+def test_bad_lines_name_line_and_field(tmp_path):
+    good = json.loads(INSTANCES.read_text().splitlines()[0])
+    good["repo_path"] = str(SHOPCART)
+    lines = [
+        json.dumps(good),
+        "{not json",
+        json.dumps({**good, "instance_id": "x-2", "patch": None}),
+        json.dumps({k: v for k, v in good.items() if k != "FAIL_TO_PASS"} | {"instance_id": "x-3"}),
+        json.dumps({**good, "instance_id": "x-4", "repo_path": str(tmp_path / "missing")}),
+        json.dumps(good),
+    ]
+    path = tmp_path / "instances.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    instances, errors = load_instances(path)
+    assert [i.instance_id for i in instances] == ["shopcart__shopcart-1"]
+    assert errors[0] == f"{path} line 2: not valid JSON (Expecting property name enclosed in double quotes)"
+    assert errors[1] == f"{path} line 3: field 'patch': expected a unified diff as a string"
+    assert errors[2] == f"{path} line 4: field 'FAIL_TO_PASS': expected a value (the field is missing)"
+    assert errors[3].startswith(f"{path} line 5: field 'repo_path': expected a directory")
+    assert errors[4] == f"{path} line 6: field 'instance_id': 'shopcart__shopcart-1' appears twice"
+
+
+def _git_repo(tmp_path) -> tuple[Path, str]:
+    repo = tmp_path / "shopcart-git"
+    shutil.copytree(SHOPCART, repo)
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
+    for command in (["git", "init", "-q"], ["git", "add", "-A"],
+                    ["git", "commit", "-qm", "base"]):
+        subprocess.run(command, cwd=repo, check=True, env=env)
+    # a later commit the base must not see
+    (repo / "shopcart" / "later.py").write_text("def later():\n    return 1\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", "later"], cwd=repo, check=True, env=env)
+    base = subprocess.run(["git", "rev-parse", "HEAD~1"], cwd=repo, check=True,
+                          capture_output=True, text=True).stdout.strip()
+    return repo, base
+
+
+# -- the runner ------------------------------------------------------------------------------------
+
+def test_ab_run_both_arms_and_a_broken_line(store_url, tmp_path):
+    repo, base = _git_repo(tmp_path)
+    lines = INSTANCES.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["repo_path"] = str(SHOPCART)
+    second = json.loads(lines[1]) | {"repo_git": str(repo), "base_commit": base}
+    del second["repo_path"]
+    path = tmp_path / "instances.jsonl"
+    path.write_text("\n".join([json.dumps(first), '{"instance_id": "broken"}',
+                               json.dumps(second)]) + "\n")
+    summary = run_ab(resolve_url(store_url), path,
+                     AbOptions(workers=2, cache_dir=tmp_path / "cache"))
+    assert [r.error for r in summary.results] == [None, None]
+    assert summary.input_errors == [
+        f"{path} line 2: field 'repo': expected a value (the field is missing)"]
+    with ContextStore.open(store_url) as store:
+        assert store.verify() == {}
+        with store.engine.connect() as connection:
+            runs = connection.execute(text(
+                "SELECT run_id, COUNT(*) FROM decision GROUP BY run_id ORDER BY run_id")).all()
+            gold = connection.execute(text(
+                "SELECT fact_kind, entity_key FROM gold_fact WHERE instance_id = :i"
+                " ORDER BY fact_no"), {"i": "shopcart__shopcart-1"}).all()
+            arms = run_report(connection, "arms")
+    assert [tuple(r) for r in runs] == [("ab/ctx08/default", 4), ("ab/current/default", 4)]
+    assert [tuple(g) for g in gold] == [
+        ("edited_entity", TARGET),
+        ("test_function", "tests/test_pricing.py::test_percentage_coupon_reduces_the_tax"),
+        ("fail_to_pass", "tests/test_pricing.py::test_percentage_coupon_reduces_the_tax"),
+        ("fail_to_pass", "tests/test_pricing.py::test_fixed_coupon_is_taken_before_tax"),
+    ]
+    by_arm = {row[0]: dict(zip(arms.columns, row)) for row in arms.rows}
+    # the constructor beats stuffing on precision and on tokens, within its budget
+    assert by_arm["ctx08"]["precision_items"] > by_arm["current"]["precision_items"]
+    assert by_arm["ctx08"]["mean_tokens"] < by_arm["current"]["mean_tokens"]
+    assert by_arm["ctx08"]["budget_adherence"] == 1.0
+    # the base commit of the git instance does not hold the later file
+    homes = list((tmp_path / "cache").glob("ctxdb-fixtures_shopcart-*"))
+    assert homes and not any((h / "tree" / "shopcart" / "later.py").exists() for h in homes)
+
+
+def test_outcomes_import_reports_bad_lines(store_url, tmp_path):
+    with ContextStore.open(store_url) as store:
+        with store.write_transaction() as connection:
+            connection.execute(text("INSERT INTO run (run_id, arm, created_at)"
+                                    " VALUES ('ab/ctx08/default', 'ctx08', 'now')"))
+        path = tmp_path / "outcomes.jsonl"
+        path.write_text("\n".join([
+            json.dumps({"run_id": "ab/ctx08/default", "instance_id": "i1", "solved": True,
+                        "cost_usd": 0.12}),
+            json.dumps({"run_id": "ab/ctx08/default", "instance_id": "i2", "solved": "yes"}),
+            json.dumps({"run_id": "nope", "instance_id": "i3", "solved": False}),
+            json.dumps({"run_id": "ab/ctx08/default", "instance_id": "i1", "solved": False}),
+        ]) + "\n")
+        recorded, errors = import_outcomes(store, path)
+        with store.engine.connect() as connection:
+            rows = connection.execute(text("SELECT instance_id, solved FROM outcome")).all()
+    assert recorded == 2
+    assert errors == [
+        f"{path} line 2: solved: expected true or false, got 'yes'",
+        f"{path} line 3: run_id: no run 'nope' in this store (record outcomes after `ctxdb ab run`)",
+    ]
+    assert [tuple(r) for r in rows] == [("i1", False)]  # recorded again: the newest wins
+
+
+# -- reports on hand-made rows -----------------------------------------------------------------------
+
+def _decision(connection, decision_id, run_id, instance, seq, tokens, items):
+    """items: (item_id, entity_key, kind, tokens, rendering, block, edge_critical, path, s, e)"""
+    connection.execute(text(
+        "INSERT INTO decision (decision_id, run_id, instance_id, seq, decision_type, task_text,"
+        " request_json, request_sha256, tokenizer, token_ceiling, token_count, created_at)"
+        " VALUES (:d, :r, :i, :s, 'edit', 't', '{}', 'h', 'cl100k_base', 1000, :t, 'now')"),
+        {"d": decision_id, "r": run_id, "i": instance, "s": seq, "t": tokens})
+    for position, (item_id, key, kind, item_tokens, rendering, block, critical, path, start,
+                   end) in enumerate(items, start=1):
+        connection.execute(text(
+            "INSERT INTO evidence_item (decision_id, item_id, item_no, source, kind, entity_key,"
+            " content, content_sha256, provenance, path, start_line, end_line)"
+            " VALUES (:d, :item, :no, '04', :kind, :key, 'c', 'h', 'p', :path, :s, :e)"),
+            {"d": decision_id, "item": item_id, "no": position, "kind": kind, "key": key,
+             "path": path, "s": start, "e": end})
+        connection.execute(text(
+            "INSERT INTO window_item (decision_id, position, item_id, role, rendering, tier,"
+            " block, edge_critical, token_count, rendered_text)"
+            " VALUES (:d, :p, :item, 'related_symbol', :rendering, 'working_set', :block,"
+            " :critical, :t, 'x')"),
+            {"d": decision_id, "p": position, "item": item_id, "rendering": rendering,
+             "block": block, "critical": critical, "t": item_tokens})
+
+
+@pytest.fixture
+def report_store(store_url):
+    with ContextStore.open(store_url) as store:
+        with store.write_transaction() as connection:
+            for run_id, arm, variant in (("c", "ctx08", "default"), ("b", "current", "default"),
+                                         ("v", "ctx08", "no_signatures")):
+                connection.execute(text(
+                    "INSERT INTO run (run_id, arm, variant, created_at)"
+                    " VALUES (:r, :a, :v, 'now')"), {"r": run_id, "a": arm, "v": variant})
+            connection.execute(text(
+                "INSERT INTO gold_fact (instance_id, fact_no, fact_kind, entity_key, path,"
+                " start_line, end_line) VALUES ('i1', 1, 'edited_entity', 'a.py::C.f', 'a.py',"
+                " 10, 20), ('i1', 2, 'test_function', 't.py::test_f', 't.py', 1, 5)"))
+            plan = ("P", None, "plan_node", 50, "verbatim", "front", True, None, None, None)
+            # an older construction of the same decision: the reports must ignore it
+            _decision(connection, 1, "c", "i1", 1, 900, [plan])
+            # ctx08: 2 evidence items, 1 gold (a.py::C.f verbatim, 100 of 150 tokens)
+            _decision(connection, 2, "c", "i1", 1, 200, [
+                plan,
+                ("E1", "a.py::C.f", "retrieved_hit", 100, "verbatim", "front", True, "a.py", 10, 20),
+                ("E2", "b.py::g", "retrieved_hit", 50, "signature", "middle", False, "b.py", 1, 3),
+            ])
+            # baseline: 4 evidence items, 2 gold (the class holds C.f; the test verbatim)
+            _decision(connection, 3, "b", "i1", 1, 800, [
+                plan,
+                ("E1", "a.py::C", "source_code", 300, "verbatim", "middle", False, "a.py", 5, 40),
+                ("E2", "b.py::g", "retrieved_hit", 200, "verbatim", "middle", False, "b.py", 1, 3),
+                ("E3", "t.py::test_f", "source_code", 100, "verbatim", "middle", False, "t.py", 1, 5),
+                ("E4", "c.py::h", "retrieved_hit", 150, "verbatim", "middle", False, "c.py", 1, 9),
+            ])
+            _decision(connection, 4, "v", "i1", 1, 300, [
+                plan,
+                ("E1", "a.py::C.f", "retrieved_hit", 100, "verbatim", "front", True, "a.py", 10, 20),
+                ("E2", "b.py::g", "retrieved_hit", 150, "verbatim", "middle", False, "b.py", 1, 3),
+            ])
+        yield store
+
+
+def _report(store, name):
+    with store.engine.connect() as connection:
+        report = run_report(connection, name)
+    return [dict(zip(report.columns, row)) for row in report.rows]
+
+
+def test_precision_and_recall_by_hand(report_store):
+    precision = {(r["arm"], r["variant"]): r for r in _report(report_store, "precision")}
+    assert precision[("ctx08", "default")]["precision_items"] == pytest.approx(1 / 2)
+    assert precision[("ctx08", "default")]["precision_tokens"] == pytest.approx(100 / 150)
+    # baseline: gold items are t.py::test_f only (a.py::C is not itself a gold key)
+    assert precision[("current", "default")]["precision_items"] == pytest.approx(1 / 4)
+    assert precision[("current", "default")]["precision_tokens"] == pytest.approx(100 / 750)
+    recall = {(r["arm"], r["variant"]): r for r in _report(report_store, "gold_recall")}
+    assert recall[("ctx08", "default")]["gold_recall"] == pytest.approx(1 / 2)
+    # the class shown verbatim holds C.f; the test is verbatim: 2 of 2
+    assert recall[("current", "default")]["gold_recall"] == pytest.approx(1.0)
+
+
+def test_tokens_and_adherence_by_hand(report_store):
+    rows = {(r["arm"], r["variant"]): r for r in _report(report_store, "tokens")}
+    assert rows[("ctx08", "default")]["median_tokens"] == 200  # decision 1 is superseded
+    assert rows[("ctx08", "default")]["decisions"] == 1
+    assert rows[("current", "default")]["max_tokens"] == 800
+    assert rows[("ctx08", "default")]["budget_adherence"] == pytest.approx(1.0)
+
+
+def test_edge_placement_by_hand(report_store):
+    rows = {(r["arm"], r["variant"]): r for r in _report(report_store, "edge_placement")}
+    # ctx08: gold item E1 covers tokens 50-150 of 200, middle at 100/200 = 0.5: middle span
+    assert rows[("ctx08", "default")]["critical_at_edges"] == pytest.approx(0.0)
+    # baseline: gold E3 covers 550-650 of 800, middle 600/800 = 0.75: at the edge
+    assert rows[("current", "default")]["critical_at_edges"] == pytest.approx(1.0)
+    assert rows[("ctx08", "default")]["edge_critical_outside_middle"] == pytest.approx(1.0)
+
+
+def _outcomes(store, c_solved, b_solved, c_cost, b_cost):
+    for run_id, solved, cost in (("c", c_solved, c_cost), ("b", b_solved, b_cost)):
+        record_outcome(store, run_id, "i1", solved, cost_usd=cost)
+
+
+CLAUSE_CASES = {
+    # (ctx08 solved, baseline solved, ctx08 cost, baseline cost): clause verdicts 1-5, decision
+    "win": ((True, True, 0.10, 0.10), ["pass", "pass", "pass", "pass", "pass"], "WIN: adopt"),
+    "resolve regresses": ((False, True, 0.10, 0.10), ["fail", "pass", "fail", "pass", "pass"],
+                          "LOSE: keep the current path"),
+    "cost over 1.5x": ((True, True, 0.20, 0.10), ["pass", "pass", "pass", "fail", "pass"],
+                       "LOSE: keep the current path"),
+    "baseline never solves": ((True, False, 0.10, 0.10), ["pass", "pass", "pass", "pass", "pass"],
+                              "WIN: adopt"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CLAUSE_CASES))
+def test_decision_rule_clauses(report_store, case):
+    args, clauses, decision = CLAUSE_CASES[case]
+    _outcomes(report_store, *args)
+    rows = _report(report_store, "decision_rule")
+    assert [r["verdict"] for r in rows[:5]] == clauses
+    assert rows[5]["verdict"] == decision
+
+
+def test_decision_rule_tokens_and_precision_clauses_fail(report_store):
+    # make the candidate send more than 1.5x the baseline's tokens and lose on precision
+    with report_store.write_transaction() as connection:
+        connection.execute(text("UPDATE decision SET token_count = 5000 WHERE decision_id = 2"))
+        connection.execute(text("DELETE FROM gold_fact WHERE fact_no = 1"))
+    _outcomes(report_store, True, True, 0.1, 0.1)
+    rows = _report(report_store, "decision_rule")
+    verdicts = {r["clause_no"]: r["verdict"] for r in rows}
+    assert verdicts[1] == "fail"  # 5000 tokens per solved vs 800
+    assert verdicts[2] == "fail"  # precision 0/2 vs 1/4
+    assert verdicts[5] == "fail"  # 5000 > 1.5 x 800
+    assert verdicts[6] == "LOSE: keep the current path"
+
+
+def test_ablation_verdicts(report_store):
+    rows = {r["variant"]: r for r in _report(report_store, "ablation")}
+    # no_signatures: same items (precision by items Δ 0) but precision by tokens drops
+    # from 100/150 to 100/250: removing signatures degrades it, so signatures are KEPT
+    assert rows["no_signatures"]["d_precision_items"] == pytest.approx(0.0)
+    assert rows["no_signatures"]["d_precision_tokens"] == pytest.approx((0.4 - 2 / 3) / (2 / 3))
+    assert rows["no_signatures"]["verdict"] == "KEEP: removing it degrades"
