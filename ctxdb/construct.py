@@ -36,7 +36,7 @@ from .links import (
 from .order import order
 from .rank import ResidueCandidate, announce_unavailable, rank_residue
 from .render import load_policy, render, signature_of
-from .request import DecisionRequest, RequestError
+from .request import DecisionRequest, RequestError, has_nul, without_nul
 from .spec import RESIDUE_MAX
 from .sqlfiles import load_sql
 from .tokens import count_cached
@@ -104,6 +104,11 @@ def construct(store, request: DecisionRequest | dict | str) -> DecisionContext:
         raise RequestError(
             f"request: expected a DecisionRequest, a dict or JSON text, got {type(request).__name__}"
         )
+    request_json = request.to_json()  # as given: JSON escapes NUL as \u0000
+    flags = []
+    if has_nul(request):
+        request = without_nul(request)
+        flags.append("nul_replaced")
     settings = store.settings
     settings_json = json.dumps(
         {"token_ceiling": settings.token_ceiling, "tokenizer": settings.tokenizer,
@@ -114,7 +119,8 @@ def construct(store, request: DecisionRequest | dict | str) -> DecisionContext:
         # Find the residue in a transaction that is rolled back, then make the ONE call
         # with no transaction open: the write lock is never held across the network.
         with store.preview_transaction() as connection, store.recon_connection(connection) as rc:
-            prepared = _prepare(connection, rc, store, request, settings, settings_json)
+            prepared = _prepare(connection, rc, store, request, request_json, settings,
+                                settings_json)
             residue = _residue_candidates(connection, prepared)
         if 1 <= len(residue) <= RESIDUE_MAX:
             node = request.plan_node
@@ -123,8 +129,9 @@ def construct(store, request: DecisionRequest | dict | str) -> DecisionContext:
     elif request.arm == "ctx08":
         announce_unavailable(store.url, request.run_id)
     with store.write_transaction() as connection, store.recon_connection(connection) as rc:
-        prepared = _prepare(connection, rc, store, request, settings, settings_json)
-        return _construct(connection, prepared, request, settings, ranking)
+        prepared = _prepare(connection, rc, store, request, request_json, settings,
+                            settings_json)
+        return _construct(connection, prepared, request, settings, ranking, flags)
 
 
 @dataclass
@@ -147,7 +154,8 @@ def _residue_candidates(connection, prepared: _Prepared) -> list[ResidueCandidat
     ]
 
 
-def _prepare(connection, recon_connection, store, request, settings, settings_json) -> _Prepared:
+def _prepare(connection, recon_connection, store, request, request_json, settings,
+             settings_json) -> _Prepared:
     """(a) assembly and the gate's inputs, written as the decision's own rows."""
     _ensure_run(connection, request, settings_json)
     recon = ReconSql(recon_connection) if store.recon_available else None
@@ -165,7 +173,6 @@ def _prepare(connection, recon_connection, store, request, settings, settings_js
         links.append(Link("impact_digest", digest.entity_key, None, None, None, "06 digest"))
     nearness = compute_nearness(request, pool, links, recon)
 
-    request_json = request.to_json()
     request_sha256 = hashlib.sha256(request_json.encode("utf-8")).hexdigest()
     decision_id = connection.execute(
         insert(models.decision).values(
@@ -192,13 +199,15 @@ def _prepare(connection, recon_connection, store, request, settings, settings_js
     return _Prepared(decision_id, pool, audit, facts)
 
 
-def _construct(connection, prepared: _Prepared, request, settings, ranking) -> DecisionContext:
+def _construct(connection, prepared: _Prepared, request, settings, ranking,
+               flags) -> DecisionContext:
     decision_id, pool, audit = prepared.decision_id, prepared.pool, prepared.audit
     count = lambda texts: count_cached(connection, settings.tokenizer, texts)  # noqa: E731
     if request.arm == "current":
         outcome = _baseline(pool, request, audit, count)
     else:
         outcome = _pipeline(connection, prepared, request, settings, ranking, count)
+    outcome.flags = flags + outcome.flags
     return _persist(connection, decision_id, request, outcome, audit, settings)
 
 

@@ -7,6 +7,7 @@ Errors name the field by its JSON path and say what was expected.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from dataclasses import dataclass, field
@@ -284,3 +285,31 @@ def _check_dataclass(request: DecisionRequest) -> list[str]:
     for name in ("errors", "tracebacks", "tool_outputs", "test_outputs"):
         strings(f"request.live.{name}", getattr(live, name))
     return problems
+
+
+NUL = "\x00"
+# PostgreSQL text cannot hold NUL; every backend shows the same visible stand-in, so a
+# window is byte-identical on both. The request as given (request_json, where JSON
+# escapes it as \u0000) keeps the original.
+NUL_STAND_IN = "\u2400"
+
+
+def _without_nul(value):
+    if isinstance(value, str):
+        return value.replace(NUL, NUL_STAND_IN)
+    if isinstance(value, tuple):
+        return tuple(_without_nul(v) for v in value)
+    if dataclasses.is_dataclass(value):
+        return dataclasses.replace(
+            value, **{f.name: _without_nul(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        )
+    return value
+
+
+def has_nul(request: DecisionRequest) -> bool:
+    return _without_nul(request) != request
+
+
+def without_nul(request: DecisionRequest) -> DecisionRequest:
+    """The request with NUL characters replaced by a visible stand-in (U+2400)."""
+    return _without_nul(request)

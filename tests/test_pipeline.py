@@ -214,3 +214,16 @@ def test_decision_context_json(store_url):
     data = json.loads(ctx.to_json())
     assert data["rendered"] == ctx.render()
     assert data["ceiling"] == 24000 and data["current_obligation"].startswith("Apply")
+
+
+def test_nul_characters_are_replaced_visibly_and_kept_in_the_request(store_url):
+    request = edit_request()
+    request["live"]["tool_outputs"] = ["binary\x00output"]
+    with _store(store_url) as store:
+        ctx = store.construct(request)
+        assert store.verify() == {}
+        [(stored,)] = _rows(store, "SELECT request_json FROM decision WHERE decision_id = :d",
+                            d=ctx.decision_id)
+    assert "nul_replaced" in ctx.flags
+    assert "binary\u2400output" in ctx.render()
+    assert json.loads(stored)["live"]["tool_outputs"] == ["binary\x00output"]
