@@ -1,0 +1,57 @@
+# Two commands for a newcomer: `make demo` and `make test`. Both build the
+# virtual environment on first use (and again when pyproject.toml changes).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+PG_BIN ?= /usr/lib/postgresql/15/bin
+DEMO_DB ?= ctx08.db
+DEMO_RECON ?= recon.db
+DEMO_REPO := fixtures/repos/shopcart
+
+.PHONY: demo test lint bench postgres-server clean
+
+$(INSTALLED): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[deepseek,test]'
+	touch $@
+
+# The tests start their own throwaway PostgreSQL 15 cluster from these binaries.
+postgres-server:
+	@test -x $(PG_BIN)/initdb || { \
+	  echo "PostgreSQL server binaries missing in $(PG_BIN): installing the postgresql package"; \
+	  apt-get update -q && apt-get install -y -q postgresql; }
+
+test: $(INSTALLED) postgres-server
+	$(BIN)/pytest
+
+# The main job on the embedded default: index the fixture repository, construct its
+# three decisions (localize, edit, repair after a failing test) into ./ctx08.db.
+demo: $(INSTALLED)
+	$(BIN)/ctxdb recon index $(DEMO_REPO) --recon $(DEMO_RECON)
+	@for decision in localize edit repair; do \
+	  echo; echo "== $$decision: fixtures/decisions/$$decision.json"; \
+	  $(BIN)/ctxdb construct fixtures/decisions/$$decision.json --db $(DEMO_DB) --recon $(DEMO_RECON) --summary || exit 1; \
+	done
+	@echo; echo "== the edit decision's window, exactly as sent"
+	@$(BIN)/ctxdb show $$($(BIN)/python -c "import sqlite3; print(sqlite3.connect('$(DEMO_DB)').execute(\"SELECT MAX(decision_id) FROM decision WHERE decision_type = 'edit'\").fetchone()[0])") --db $(DEMO_DB)
+	$(BIN)/ctxdb verify --db $(DEMO_DB)
+	@echo; echo "== what an analyst runs next (sqlite3 $(DEMO_DB)):"
+	@for query in \
+	  "SELECT decision_id, decision_type, pool_items, window_items, token_count, token_ceiling FROM v_decision_overview ORDER BY decision_id DESC LIMIT 3;" \
+	  "SELECT decision_id, verdict, driver, COUNT(*) AS items FROM v_item_verdict GROUP BY decision_id, verdict, driver ORDER BY decision_id DESC, items DESC LIMIT 12;" \
+	  "SELECT stage, action, driver FROM v_why WHERE decision_id = (SELECT MAX(decision_id) FROM decision) AND item_id = 'E7' ORDER BY event_no;"; do \
+	  echo; echo "sqlite> $$query"; \
+	  $(BIN)/python -c "import sqlite3, sys; c = sqlite3.connect('$(DEMO_DB)'); cur = c.execute(sys.argv[1]); print(' | '.join(d[0] for d in cur.description)); [print(' | '.join(map(str, r))) for r in cur]" "$$query"; \
+	done
+
+lint: $(INSTALLED)
+	$(BIN)/ruff check ctxdb tests bench migrations
+
+bench: $(INSTALLED)
+	$(BIN)/python bench/recon_index.py
+
+clean:
+	rm -rf $(VENV) $(DEMO_DB) $(DEMO_DB)-wal $(DEMO_DB)-shm $(DEMO_RECON) $(DEMO_RECON)-wal $(DEMO_RECON)-shm

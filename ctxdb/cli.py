@@ -1,0 +1,429 @@
+"""The ``ctxdb`` command line.
+
+Exit status: 0 on success, 1 when a check finds violations, 2 on bad input
+(the message names the field or file and what was expected).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .config import ConfigError
+from .db import DB_URL_ENV, DEFAULT_DB_PATH
+from .migrate import StoreVersionError, head_revision, upgrade_engine
+from .store import ContextStore, ReconNotFound
+from .tokens import TOKENIZER_NAMES, TokenizerUnavailable
+
+EXIT_OK = 0
+EXIT_VIOLATIONS = 1
+EXIT_BAD_INPUT = 2
+
+
+def _add_db_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--db",
+        default=None,
+        help=f"store database: a file path or SQLAlchemy URL (default ${DB_URL_ENV} or ./{DEFAULT_DB_PATH})",
+    )
+
+
+def _add_recon_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--recon", default=None,
+        help="recon index to ATTACH (a recon.db path; on PostgreSQL the schema recon is used)",
+    )
+
+
+def _cmd_db_upgrade(args) -> int:
+    from .db import resolve_url
+
+    before, after = upgrade_engine(resolve_url(args.db), args.revision)
+    print(f"upgraded {before or '(empty)'} -> {after}")
+    return EXIT_OK
+
+
+def _cmd_db_current(args) -> int:
+    from .db import make_engine, resolve_url
+    from .migrate import current_revision
+
+    engine = make_engine(resolve_url(args.db))
+    try:
+        with engine.connect() as connection:
+            revision = current_revision(connection)
+    finally:
+        engine.dispose()
+    head = head_revision()
+    state = "head" if revision == head else f"behind head {head}; run `ctxdb db upgrade`"
+    print(f"{revision or '(empty)'} ({state})")
+    return EXIT_OK
+
+
+def _cmd_verify(args) -> int:
+    with ContextStore.open(args.db) as store:
+        violations = store.verify()
+    if not violations:
+        print("ok: every check in sql/checks/ returned no rows; views match sql/views/")
+        return EXIT_OK
+    for check, rows in violations.items():
+        print(f"{check}: {len(rows)} violating row(s)")
+        for row in rows[:20]:
+            print("  " + json.dumps(row, default=str, sort_keys=True))
+    return EXIT_VIOLATIONS
+
+
+def _open_store(args) -> ContextStore:
+    return ContextStore.open(args.db, recon=getattr(args, "recon", None))
+
+
+def _cmd_construct(args) -> int:
+    from dataclasses import replace
+
+    from . import inspect as inspect_
+    from .request import DecisionRequest
+
+    try:
+        with open(args.request, encoding="utf-8") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise FileNotFoundError(f"request file {args.request}: {exc.strerror}") from exc
+    request = DecisionRequest.from_json(raw)
+    if args.arm:
+        request = replace(request, arm=args.arm)
+    with _open_store(args) as store:
+        context = store.construct(request)
+        if args.json:
+            print(context.to_json())
+            return EXIT_OK
+        with store.engine.connect() as connection:
+            summary = inspect_.summary(connection, context.decision_id)
+    if not args.summary:
+        print(context.render(), end="")
+        print("─" * 72)
+    print(summary)
+    return EXIT_OK
+
+
+def _cmd_why(args) -> int:
+    from . import inspect as inspect_
+
+    with _open_store(args) as store, store.engine.connect() as connection:
+        decision_id = inspect_.resolve_decision(connection, args.decision)
+        rows = inspect_.why(connection, decision_id, args.item)
+    first = rows[0]
+    print(f"decision {decision_id} · {args.item} · {first['source']} {first['kind']}"
+          f" {first['entity_key'] or ''}".rstrip())
+    print(f"provenance: {first['provenance']}")
+    for row in rows:
+        mark = "■" if row["is_final"] else "·"
+        tokens = ""
+        if row["tokens_before"] is not None or row["tokens_after"] is not None:
+            tokens = f"  [{row['tokens_before']} -> {row['tokens_after']} tokens]"
+        detail = f"  ({row['detail']})" if row["detail"] else ""
+        print(f"  {mark} {row['stage']:<9} {row['action']:<20} {row['driver'] or ''}{tokens}{detail}")
+    if first["window_position"] is not None:
+        print(f"in the window at position {first['window_position']} ({first['window_block']},"
+              f" {first['window_rendering']})")
+    return EXIT_OK
+
+
+def _cmd_show(args) -> int:
+    from . import inspect as inspect_
+
+    with _open_store(args) as store, store.engine.connect() as connection:
+        decision_id = inspect_.resolve_decision(connection, args.decision)
+        if args.item is None:
+            print(inspect_.summary(connection, decision_id))
+            print("─" * 72)
+            print(inspect_.rendered_window(connection, decision_id), end="")
+            return EXIT_OK
+        row = inspect_.item(connection, decision_id, args.item)
+    where = f" {row['path']}:{row['start_line']}-{row['end_line']}" if row["start_line"] else ""
+    print(f"# decision {decision_id} · {row['item_id']} · {row['source']} {row['kind']}"
+          f" {row['entity_key'] or ''}{where}".rstrip())
+    print(f"# provenance: {row['provenance']}")
+    if row["original_content"] is not None:
+        print("# content was cut to 8 KB in the pool; the full text follows")
+    print(row["original_content"] if row["original_content"] is not None else row["content"])
+    return EXIT_OK
+
+
+def _cmd_diff(args) -> int:
+    from . import inspect as inspect_
+
+    with _open_store(args) as store, store.engine.connect() as connection:
+        a = inspect_.resolve_decision(connection, args.decision_a)
+        b = inspect_.resolve_decision(connection, args.decision_b)
+        result = inspect_.diff(connection, a, b)
+    print(f"window diff: decision {a} -> decision {b}")
+    for fact, item_id in result.entered:
+        print(f"  + {fact}  ({item_id})")
+    for fact, item_id in result.left:
+        print(f"  - {fact}  ({item_id})")
+    for fact, before, after in result.changed:
+        print(f"  ~ {fact}  {before} -> {after}")
+    if not (result.entered or result.left or result.changed):
+        print("  (same facts, same renderings)")
+    return EXIT_OK
+
+
+def _cmd_ab_run(args) -> int:
+    from pathlib import Path
+
+    from .ab import AbOptions, run_ab
+    from .db import resolve_url
+
+    options = AbOptions(
+        arms=tuple(args.arms.split(",")),
+        variants=tuple(args.variants.split(",")),
+        localization=args.localization,
+        workers=args.workers,
+        cache_dir=Path(args.cache),
+        run_prefix=args.run_prefix,
+    )
+    tty = sys.stderr.isatty()
+
+    def progress(done, total):
+        if tty:
+            width = 30
+            filled = width * done // max(total, 1)
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} instances")
+            if done == total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+    summary = run_ab(resolve_url(args.db), args.instances, options, progress=progress)
+    for error in summary.input_errors:
+        print(f"skipped: {error}", file=sys.stderr)
+    for result in summary.failed:
+        print(f"failed: {result.error}", file=sys.stderr)
+    done = [r for r in summary.results if not r.error]
+    print(f"ab run: {len(done)} instance(s) done, {sum(r.decisions for r in done)} decisions; "
+          f"{len(summary.failed)} failed, {len(summary.input_errors)} bad line(s)")
+    return EXIT_OK if done or not (summary.failed or summary.input_errors) else EXIT_VIOLATIONS
+
+
+def _cmd_ab_outcome(args) -> int:
+    from .ab import import_outcomes
+
+    with ContextStore.open(args.db) as store:
+        recorded, errors = import_outcomes(store, args.file)
+    for error in errors:
+        print(f"skipped: {error}", file=sys.stderr)
+    print(f"recorded {recorded} outcome(s); {len(errors)} bad line(s)")
+    return EXIT_OK if not errors else EXIT_BAD_INPUT
+
+
+def _cmd_report(args) -> int:
+    from . import reports
+
+    with ContextStore.open(args.db) as store, store.engine.connect() as connection:
+        if args.name == "ab":
+            if args.format == "html":
+                output = reports.ab_html(connection)
+            elif args.format == "table":
+                output = reports.ab_screen(connection)
+            else:
+                sections = {n: reports.run_report(connection, n) for n in reports.AB_SECTIONS}
+                if args.format == "json":
+                    output = "[" + ",\n".join(reports.as_json(r) for r in sections.values()) + "]"
+                else:
+                    output = "\n".join(f"# {n}\n{reports.as_csv(r)}" for n, r in sections.items())
+        else:
+            report = reports.run_report(connection, args.name)
+            if args.format == "html":
+                output = reports.single_html(report)
+            else:
+                output = {"table": reports.as_table, "csv": reports.as_csv,
+                          "json": reports.as_json}[args.format](report)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(output)
+        print(f"wrote {args.output}")
+    else:
+        print(output)
+    return EXIT_OK
+
+
+def _cmd_tokens_count(args) -> int:
+    from .tokens import get_counter
+
+    if args.file == "-":
+        text = sys.stdin.read()
+    else:
+        with open(args.file, encoding="utf-8") as fh:
+            text = fh.read()
+    for name in args.tokenizer or TOKENIZER_NAMES:
+        print(f"{name}\t{get_counter(name).count(text)}")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ctxdb",
+        description="Context construction for an LLM coding harness, as a SQL evidence store.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    db = commands.add_parser("db", help="operate on the store's schema", description="Schema operations.")
+    db_commands = db.add_subparsers(dest="db_command", metavar="SUBCOMMAND", required=True)
+    upgrade = db_commands.add_parser(
+        "upgrade", help="upgrade the store to the newest schema (views are recreated)",
+        description="Apply alembic migrations in one transaction; views are dropped and recreated.",
+    )
+    _add_db_option(upgrade)
+    upgrade.add_argument("--revision", default="head", help="target revision (default: head)")
+    upgrade.set_defaults(func=_cmd_db_upgrade)
+    current = db_commands.add_parser(
+        "current", help="print the store's schema revision",
+        description="Print the schema revision and whether it is the newest.",
+    )
+    _add_db_option(current)
+    current.set_defaults(func=_cmd_db_current)
+
+    construct = commands.add_parser(
+        "construct", help="build the window for one decision request (JSON)",
+        description="Construct, record and print the window for REQUEST.json, then a summary: "
+        "items by verdict, tokens by tier, eviction steps. A bad request exits 2, writing nothing.",
+    )
+    construct.add_argument("request", metavar="REQUEST.json", help="a DecisionRequest as JSON")
+    _add_db_option(construct)
+    _add_recon_option(construct)
+    construct.add_argument("--arm", choices=("ctx08", "current"),
+                           help="override the request's A/B arm")
+    construct.add_argument("--json", action="store_true",
+                           help="print the DecisionContext as JSON instead")
+    construct.add_argument("--summary", action="store_true",
+                           help="print only the summary, not the rendered window")
+    construct.set_defaults(func=_cmd_construct)
+
+    why = commands.add_parser(
+        "why", help="an item's whole path through the stages of a decision",
+        description="Every stage action on ITEM in DECISION, from v_why, final verdict marked ■.",
+    )
+    why.add_argument("decision", metavar="DECISION", help="decision id, or req-<hash> from a pointer")
+    why.add_argument("item", metavar="ITEM", help="pool item id, e.g. E12")
+    _add_db_option(why)
+    why.set_defaults(func=_cmd_why)
+
+    show = commands.add_parser(
+        "show", help="a decision's window, or one item's raw content (masked items too)",
+        description="Without ITEM: the decision's summary and the window exactly as sent. "
+        "With ITEM: the item's raw content, the full text if it was cut.",
+    )
+    show.add_argument("decision", metavar="DECISION", help="decision id, or req-<hash> from a pointer")
+    show.add_argument("item", metavar="ITEM", nargs="?", help="pool item id, e.g. E12")
+    _add_db_option(show)
+    show.set_defaults(func=_cmd_show)
+
+    diff = commands.add_parser(
+        "diff", help="what entered, left, or changed rendering between two windows",
+        description="Compare two decisions' windows by fact identity (the window is diffable).",
+    )
+    diff.add_argument("decision_a", metavar="DECISION_A", help="the earlier decision")
+    diff.add_argument("decision_b", metavar="DECISION_B", help="the later decision")
+    _add_db_option(diff)
+    diff.set_defaults(func=_cmd_diff)
+
+    verify = commands.add_parser(
+        "verify", help="run the invariant checks in sql/checks/ and the view check",
+        description="Each file in sql/checks/ returns the rows that break one rule; "
+        "exit 1 if any returns a row or a view differs from sql/views/.",
+    )
+    _add_db_option(verify)
+    verify.set_defaults(func=_cmd_verify)
+
+    ab = commands.add_parser(
+        "ab", help="the A/B protocol: run instances through both arms, record outcomes",
+        description="Spec §7: the constructor against the stuff-everything baseline.",
+    )
+    ab_commands = ab.add_subparsers(dest="ab_command", metavar="SUBCOMMAND", required=True)
+    ab_run = ab_commands.add_parser(
+        "run", help="construct every arm's and variant's decisions for SWE-bench-format instances",
+        description="Materialize each instance at its base commit with its test patch, index it, "
+        "store its gold facts, and construct localize and edit decisions per arm and variant.",
+    )
+    ab_run.add_argument("instances", metavar="INSTANCES.jsonl",
+                        help="SWE-bench-format lines with repo_path or repo_git")
+    _add_db_option(ab_run)
+    ab_run.add_argument("--arms", default="ctx08,current",
+                        help="comma-separated arms (default: ctx08,current)")
+    ab_run.add_argument("--variants", default="default",
+                        help="comma-separated ctx08 variants (default: default); see README")
+    ab_run.add_argument("--localization", choices=("oracle", "retrieval"), default="oracle",
+                        help="edit target: the first gold entity (oracle) or the top hit")
+    ab_run.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="worker processes (default: CPU count)")
+    ab_run.add_argument("--cache", default=str(Path.home() / ".cache" / "ctxdb" / "ab"),
+                        help="where materialized trees and their recon indexes are kept")
+    ab_run.add_argument("--run-prefix", default="ab", help="run ids are PREFIX/ARM/VARIANT")
+    ab_run.set_defaults(func=_cmd_ab_run)
+    ab_outcome = ab_commands.add_parser(
+        "outcome", help="record harness outcomes from a JSONL file",
+        description="Each line: {run_id, instance_id, solved, cost_usd?, model_tokens_in?, "
+        "model_tokens_out?}. Bad lines are reported; the others are recorded.",
+    )
+    ab_outcome.add_argument("file", metavar="FILE.jsonl", help="outcomes, one JSON object per line")
+    _add_db_option(ab_outcome)
+    ab_outcome.set_defaults(func=_cmd_ab_outcome)
+
+    report = commands.add_parser(
+        "report", help="an A/B report from sql/reports/ (or `ab` for all of it)",
+        description="Run sql/reports/NAME.sql and print it; `ab` is the whole A/B on one screen "
+        "(or one self-contained HTML page with --format html).",
+    )
+    report.add_argument("name", metavar="NAME",
+                        help="ab, arms, precision, gold_recall, tokens, edge_placement, "
+                        "outcomes, decision_rule, ablation")
+    _add_db_option(report)
+    report.add_argument("--format", choices=("table", "csv", "json", "html"), default="table",
+                        help="output format (default: table)")
+    report.add_argument("--output", help="write to this file instead of standard output")
+    report.set_defaults(func=_cmd_report)
+
+    tokens = commands.add_parser("tokens", help="count tokens offline", description="Token counting.")
+    token_commands = tokens.add_subparsers(dest="tokens_command", metavar="SUBCOMMAND", required=True)
+    count = token_commands.add_parser(
+        "count", help="count the tokens of a file with each tokenizer",
+        description="Print the exact token count of FILE (or - for stdin) per tokenizer.",
+    )
+    count.add_argument("file", metavar="FILE", help="a text file, or - for standard input")
+    count.add_argument(
+        "--tokenizer", action="append", choices=TOKENIZER_NAMES,
+        help="tokenizer to use (repeatable; default: all)",
+    )
+    count.set_defaults(func=_cmd_tokens_count)
+
+    from .recon import commands as recon_commands
+
+    recon_commands.register(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from .inspect import NotFound
+    from .recon import ReconVersionError
+
+    try:
+        return args.func(args)
+    except (
+        ConfigError,
+        StoreVersionError,
+        ReconNotFound,
+        ReconVersionError,
+        TokenizerUnavailable,
+        FileNotFoundError,
+        NotFound,
+        ValueError,
+    ) as exc:
+        print(f"ctxdb: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

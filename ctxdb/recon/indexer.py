@@ -1,0 +1,664 @@
+"""Build and refresh the recon index of a repository: `index_repository`.
+
+Phases: walk → compare content hashes with the index (one SELECT) → parse what changed
+(in a process pool when there is a lot) → write everything in one transaction.
+
+Incremental runs re-parse only files whose sha256 (or dotted module name) changed,
+delete the rows of changed and vanished files, insert the new rows, and then re-resolve
+*every* edge of the repository from the stored rows (`binding` keeps each module's
+imports so unchanged files need not be re-parsed) and update the ones whose destination
+moved. Re-resolving everything is the simple correct choice: a changed file can add,
+remove or shadow a name that edges anywhere resolve to (a new second ``helper`` makes
+the repo-wide unique ``helper`` ambiguous; a changed base list changes ``self.x`` in
+subclasses). It costs one read of the edge table; parsing is the expensive part.
+
+Change detection reads and hashes every file (no mtime shortcut: content decides); on
+Django's 2.7k files that is about 0.1 s, and a run that finds nothing changed writes
+nothing.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import multiprocessing
+import os
+import queue
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from ctxdb.recon import schema
+from ctxdb.recon.extract import count_lines, extract_file
+from ctxdb.recon.resolve import Resolver, module_names
+
+# Directory names never descended into (plus *.egg-info and any dir holding pyvenv.cfg).
+SKIP_DIRS = frozenset(
+    {".git", ".hg", ".svn", ".venv", "venv", "build", "dist", "__pycache__",
+     "node_modules", ".tox", ".nox"}
+)
+# Below this many files to parse, a process pool costs more than it saves.
+POOL_MIN_FILES = 200
+POOL_CHUNK = 16
+# Edges are resolved and handed to the database thread in batches of this many.
+EDGE_BATCH = 16384
+
+
+@dataclass
+class IndexStats:
+    """One indexing run. symbols/edges/files_flagged are totals in the index afterwards."""
+
+    files_seen: int
+    files_parsed: int
+    files_removed: int
+    files_flagged: int
+    symbols: int
+    edges: int
+    seconds: float
+
+
+# --- walking ------------------------------------------------------------------------------
+
+
+def is_test_path(path: str) -> bool:
+    parts = path.split("/")
+    name = parts[-1]
+    return (
+        any(p in ("tests", "test") for p in parts[:-1])
+        or name.startswith("test_")
+        or name.endswith("_test.py")
+        or name == "conftest.py"
+    )
+
+
+def walk_python_files(root: str | os.PathLike) -> list[tuple[str, str]]:
+    """(relative posix path, absolute path) of every Python file to index, sorted.
+
+    Skips SKIP_DIRS, ``*.egg-info``, virtualenvs (a dir holding ``pyvenv.cfg``),
+    directory symlinks, and file symlinks that resolve outside `root`.
+    """
+    root_real = os.path.realpath(root)
+    inside = root_real.rstrip(os.sep) + os.sep
+    out: list[tuple[str, str]] = []
+    pending = [(root_real, "")]
+    while pending:
+        directory, rel = pending.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            name = entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if (
+                        name in SKIP_DIRS
+                        or name.endswith(".egg-info")
+                        or os.path.exists(os.path.join(entry.path, "pyvenv.cfg"))
+                    ):
+                        continue
+                    pending.append((entry.path, f"{rel}{name}/"))
+                elif name.endswith(".py"):
+                    if entry.is_symlink():
+                        real = os.path.realpath(entry.path)
+                        if not real.startswith(inside) or not os.path.isfile(real):
+                            continue
+                    elif not entry.is_file(follow_symlinks=False):
+                        continue
+                    out.append((f"{rel}{name}", entry.path))
+            except OSError:
+                continue
+    out.sort()
+    return out
+
+
+# --- parsing ------------------------------------------------------------------------------
+
+
+def _parse_job(job: tuple[str, str, str]) -> tuple | None:
+    rel, full, module = job
+    try:
+        with open(full, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    is_package = rel.rsplit("/", 1)[-1] == "__init__.py"
+    try:
+        return extract_file(rel, data, module, is_package)
+    except Exception as exc:  # noqa: BLE001 - bad input must never abort an index run
+        print(f"recon: {rel}: extraction failed ({exc!r}); indexed as a bare module, "
+              "flagged syntax_error", file=sys.stderr)
+        source = data.decode("utf-8", "replace").replace("\x00", "\ufffd").encode("utf-8")
+        lines = count_lines(source.decode("utf-8"))
+        module_row = (0, -1, rel, "module", module.rsplit(".", 1)[-1], module, 1,
+                      max(lines, 1), 0, len(source), None, None)
+        return (hashlib.sha256(data).hexdigest(), len(data), lines, True, source != data,
+                source, [module_row], [], [])
+
+
+def _pool_size() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@contextmanager
+def _parser_pool(n_jobs: int) -> Iterator[Any]:
+    """A process pool when there is enough to parse, else None.
+
+    Created before the write connection is opened, so no worker inherits it.
+    """
+    workers = _pool_size()
+    if n_jobs < POOL_MIN_FILES or workers < 2:
+        yield None
+        return
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    with ctx.Pool(workers, initializer=gc.enable) as pool:  # forked with the GC paused
+        yield pool
+
+
+def _parse_results(pool: Any, jobs: list[tuple[str, str, str]]) -> Iterator[tuple | None]:
+    """Results of `_parse_job`, in job order."""
+    if pool is None:
+        return map(_parse_job, jobs)
+    return pool.imap(_parse_job, jobs, chunksize=POOL_CHUNK)
+
+
+class _Progress:
+    """A one-line progress bar on stderr, only when stderr is a terminal."""
+
+    def __init__(self, enabled: bool | None, total: int) -> None:
+        self.enabled = sys.stderr.isatty() if enabled is None else bool(enabled)
+        self.total = total
+        self.done = 0
+        self._last = 0.0
+
+    def step(self) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self._last >= 0.1 or self.done == self.total:
+            self._last = now
+            width = 30
+            filled = width * self.done // max(self.total, 1)
+            sys.stderr.write(
+                f"\rrecon: [{'#' * filled}{'.' * (width - filled)}] "
+                f"{self.done}/{self.total} files"
+            )
+            if self.done == self.total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+class _Writer:
+    """Raw DB-API access for bulk writes; statements use ? and are adapted per driver."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.dialect = engine.dialect
+        self.sqlite = self.dialect.name == "sqlite"
+        self.raw = engine.raw_connection()
+        self.con = self.raw.driver_connection
+        if self.sqlite:
+            self.con.isolation_level = None  # explicit BEGIN/COMMIT below
+        self.cur = self.con.cursor()
+
+    def q(self, sql: str) -> str:
+        return sql if self.sqlite else sql.replace("?", "%s")
+
+    def execute(self, sql: str, params: tuple = ()) -> Any:
+        self.cur.execute(self.q(sql), params)
+        return self.cur
+
+    def executemany(self, sql: str, rows: list[tuple]) -> None:
+        if rows:
+            self.cur.executemany(self.q(sql), rows)
+
+    def insert(self, table: sa.Table, rows: list[tuple], columns: tuple[str, ...] = ()) -> None:
+        if rows:
+            self.cur.executemany(schema.insert_sql(self.dialect, table, columns), rows)
+
+    def begin(self) -> None:
+        if self.sqlite:
+            self.cur.execute("PRAGMA recon.synchronous=NORMAL")
+            self.cur.execute("PRAGMA recon.cache_size=-65536")  # KiB: 64 MiB for the load
+            self.cur.execute("PRAGMA temp_store=MEMORY")  # index builds sort in memory
+            self.cur.execute(f"PRAGMA threads={_pool_size()}")  # ... with helper threads
+            self.cur.execute("BEGIN IMMEDIATE")
+
+    def commit(self) -> None:
+        if self.sqlite:
+            self.cur.execute("COMMIT")
+        else:
+            self.con.commit()
+
+    def rollback(self) -> None:
+        try:
+            if self.sqlite:
+                if self.con.in_transaction:
+                    self.cur.execute("ROLLBACK")
+            else:
+                self.con.rollback()
+        except Exception:  # noqa: BLE001 - keep the original error
+            pass
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def _create_tables(w: _Writer, drop: bool) -> None:
+    if not w.sqlite:
+        w.execute("CREATE SCHEMA IF NOT EXISTS recon")
+    if drop:
+        for stmt in schema.drop_statements(w.dialect):
+            w.execute(stmt)
+    for stmt in schema.table_ddl(w.dialect):
+        w.execute(stmt)
+
+
+def _create_indexes(w: _Writer, *, edges: bool) -> None:
+    for stmt in schema.index_ddl(w.dialect, edges=edges):
+        w.execute(stmt)
+    if not edges and w.sqlite:
+        w.execute("INSERT INTO recon.symbol_fts(symbol_fts) VALUES ('rebuild')")
+
+
+def _write_meta(w: _Writer) -> None:
+    w.execute("DELETE FROM recon.recon_meta")
+    w.insert(schema.recon_meta, sorted(schema.current_meta().items()))
+
+
+FILE_COLUMNS = ("id", "path", "module", "sha256", "size_bytes", "line_count", "is_test",
+                "syntax_error", "not_utf8")
+SYMBOL_COLUMNS = ("id", "file_id", "parent_id", "key", "kind", "name", "qualname",
+                  "start_line", "end_line", "start_byte", "end_byte", "signature", "doc")
+EDGE_COLUMNS = (
+    "id", "kind", "src_symbol_id", "dst_symbol_id", "dst_name", "typed_name", "line"
+)
+
+
+class _Loader:
+    """Streams freshly parsed files into the database, ids assigned in path order.
+
+    Keeps only what name resolution needs; source text and symbol details go to the
+    database in batches while the workers are still parsing.
+    """
+
+    FLUSH_FILES = 64
+
+    def __init__(self, w: _Writer, next_file: int, next_symbol: int) -> None:
+        self.w = w
+        self.next_file = next_file
+        self.next_symbol = next_symbol
+        self.files: list[tuple] = []  # (id, path, module, is_test) for the resolver
+        self.symbols: list[tuple] = []  # (id, file id, parent id, kind, name)
+        self.refs: list[tuple] = []  # (kind, src symbol id, dst_name, line, typed_name)
+        self.bindings: list[tuple] = []  # (file id, name, target)
+        self._file_rows: list[tuple] = []
+        self._source_rows: list[tuple] = []
+        self._symbol_rows: list[tuple] = []
+        self._binding_rows: list[tuple] = []
+
+    def add(self, rel: str, module: str, result: tuple) -> None:
+        sha, size, lines, syntax_error, not_utf8, source, syms, refs, binds = result
+        fid = self.next_file
+        self.next_file += 1
+        is_test = is_test_path(rel)
+        self._file_rows.append(
+            (fid, rel, module, sha, size, lines, is_test, syntax_error, not_utf8)
+        )
+        self.files.append((fid, rel, module, is_test))
+        self._source_rows.append((fid, source.decode("utf-8")))
+        base = self.next_symbol
+        self.next_symbol += len(syms)
+        rows = [
+            (base + idx, fid, base + parent if parent >= 0 else None, key, kind, name, qual,
+             sl, el, sb, eb, sig, doc)
+            for idx, parent, key, kind, name, qual, sl, el, sb, eb, sig, doc in syms
+        ]
+        self._symbol_rows += rows
+        self.symbols += [(r[0], fid, r[2], r[4], r[5]) for r in rows]
+        self.refs += [(kind, base + src, name, line, typed)
+                      for kind, src, name, line, typed in refs]
+        self._binding_rows += [(fid, name, target, line) for name, target, line in binds]
+        self.bindings += [(fid, name, target) for name, target, _ in binds]
+        if len(self._file_rows) >= self.FLUSH_FILES:
+            self.flush()
+
+    def flush(self) -> None:
+        w = self.w
+        w.insert(schema.file, self._file_rows, FILE_COLUMNS)
+        w.insert(schema.file_source, self._source_rows, ("file_id", "text"))
+        w.insert(schema.symbol, self._symbol_rows, SYMBOL_COLUMNS)
+        w.insert(schema.binding, self._binding_rows, ("file_id", "name", "target", "line"))
+        self._file_rows, self._source_rows = [], []
+        self._symbol_rows, self._binding_rows = [], []
+
+
+# --- the run ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Existing:
+    id: int
+    sha256: str
+    module: str
+
+
+def _read_state(engine: sa.Engine, target: Any, rebuild: bool) -> tuple[bool, dict, tuple]:
+    """(schema exists, path → _Existing, (next file id, next symbol id, next edge id))."""
+    with engine.connect() as conn:
+        meta = schema.read_meta(conn)
+        if meta is None:
+            if sa.inspect(conn).has_table("symbol", schema=schema.RECON_SCHEMA) and not rebuild:
+                raise schema.ReconVersionError(
+                    f"{schema.describe_target(target)} has recon tables but no version stamp. "
+                    f"Rebuild it: {schema.rebuild_hint(target)}"
+                )
+            return False, {}, (1, 1, 1)
+        if rebuild:
+            return True, {}, (1, 1, 1)
+        schema.check_meta(meta, target)
+        rows = conn.execute(sa.text("SELECT path, id, sha256, module FROM recon.file"))
+        existing = {p: _Existing(i, s, m) for p, i, s, m in rows}
+        nxt = conn.execute(
+            sa.text(
+                "SELECT (SELECT coalesce(max(id), 0) + 1 FROM recon.file),"
+                " (SELECT coalesce(max(id), 0) + 1 FROM recon.symbol),"
+                " (SELECT coalesce(max(id), 0) + 1 FROM recon.edge)"
+            )
+        ).one()
+        return True, existing, tuple(nxt)
+
+
+def _totals(engine: sa.Engine) -> tuple[int, int, int]:
+    with engine.connect() as conn:
+        row = conn.execute(
+            sa.text(
+                "SELECT (SELECT count(*) FROM recon.symbol), (SELECT count(*) FROM recon.edge),"
+                " (SELECT count(*) FROM recon.file WHERE syntax_error OR not_utf8)"
+            )
+        ).one()
+    return tuple(row)
+
+
+def _sha256_file(path: str) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def index_repository(
+    root: str | os.PathLike,
+    target: str | os.PathLike,
+    *,
+    rebuild: bool = False,
+    progress: bool | None = None,
+) -> IndexStats:
+    """Index the Python files under `root` into the recon index at `target`.
+
+    `target` is a SQLite file path or a SQLAlchemy URL (PostgreSQL: schema ``recon``).
+    A second run re-parses only changed files; `rebuild` drops and recreates the index.
+    `progress`: None shows a bar on stderr when it is a terminal; True/False force it.
+    Raises ReconVersionError if the index was written by another version (use rebuild).
+    """
+    started = time.perf_counter()
+    if not os.path.isdir(root):
+        raise NotADirectoryError(f"not a directory: {root}")
+    with _gc_paused():
+        return _index(root, target, rebuild, progress, started)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic GC off for the run: the rows built here hold no reference cycles, and
+    on a large repository the collector would re-scan them hundreds of times."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _index(
+    root: str | os.PathLike, target: Any, rebuild: bool, progress: bool | None, started: float
+) -> IndexStats:
+    walked = walk_python_files(root)
+    modules = module_names(rel for rel, _ in walked)
+    sqlite_path = schema.sqlite_path(target)
+    if sqlite_path is not None:
+        Path(sqlite_path).absolute().parent.mkdir(parents=True, exist_ok=True)
+    engine = schema.create_recon_engine(target)
+    try:
+        exists, existing, (next_file, next_symbol, next_edge) = _read_state(
+            engine, target, rebuild
+        )
+        # What changed: new paths, other content, or another dotted module name (a
+        # package gained or lost __init__.py: its relative imports mean other things).
+        if existing:
+            to_parse = [
+                (rel, full)
+                for rel, full in walked
+                if (old := existing.get(rel)) is None
+                or old.module != modules[rel]
+                or old.sha256 != _sha256_file(full)
+            ]
+            seen = {rel for rel, _ in walked}
+            removed = sorted(p for p in existing if p not in seen)
+        else:
+            to_parse, removed = list(walked), []
+        cold = not exists or rebuild
+        if not cold and not to_parse and not removed:
+            symbols, edges, flagged = _totals(engine)
+            return IndexStats(len(walked), 0, 0, flagged, symbols, edges,
+                              time.perf_counter() - started)
+
+        bar = _Progress(progress, len(to_parse))
+        jobs = [(rel, full, modules[rel]) for rel, full in to_parse]
+        with _parser_pool(len(jobs)) as pool:
+            w = _Writer(engine)
+            try:
+                w.begin()
+                if cold:
+                    _create_tables(w, drop=rebuild)
+                    _write_meta(w)
+                else:
+                    gone = [existing[p].id for p in removed]
+                    gone += [existing[rel].id for rel, _ in to_parse if rel in existing]
+                    _delete_files(w, sorted(gone))
+                loader = _Loader(w, next_file, next_symbol)
+                results = _parse_results(pool, jobs)
+                for (rel, _, module), result in zip(jobs, results, strict=True):
+                    if result is not None:
+                        loader.add(rel, module, result)
+                    bar.step()
+                loader.flush()
+                if cold:
+                    _write_edges_cold(w, loader, next_edge)
+                else:
+                    _write_edges_incremental(w, loader, next_edge)
+                w.commit()
+            except BaseException:
+                w.rollback()
+                raise
+            finally:
+                w.close()
+        symbols, edges, flagged = _totals(engine)
+        return IndexStats(len(walked), len(loader.files), len(removed), flagged, symbols, edges,
+                          time.perf_counter() - started)
+    finally:
+        engine.dispose()
+
+
+def _write_edges_cold(w: _Writer, loader: _Loader, next_edge: int) -> None:
+    """Resolve and insert every edge, and build the indexes.
+
+    The database work runs on a helper thread, overlapped with name resolution here:
+    SQLite releases the GIL while it builds indexes and inserts rows.
+    """
+    with _DatabaseThread() as db:
+        db.submit(_create_indexes, w, edges=False)  # symbol/file indexes, full-text index
+        resolver = Resolver(
+            loader.files,
+            loader.symbols,
+            sorted(loader.bindings),
+            [(src, name, typed) for kind, src, name, _, typed in loader.refs
+             if kind == "inherits"],
+        )
+        resolve = resolver.resolve
+        tests_from = resolver.test_functions()
+        tests = []
+        eid = next_edge
+        refs = loader.refs
+        for lo in range(0, len(refs), EDGE_BATCH):
+            edges = []
+            for kind, src, name, line, typed in refs[lo : lo + EDGE_BATCH]:
+                dst = resolve(src, name, kind, typed)
+                edges.append((eid, kind, src, dst, name, typed, line))
+                eid += 1
+                if dst is not None and kind == "calls" and src in tests_from:
+                    tests.append((src, dst, name, typed, line))
+            db.submit(w.insert, schema.edge, edges, EDGE_COLUMNS)
+        edges = []
+        for src, dst, name, typed, line in tests:
+            edges.append((eid, "tests", src, dst, name, typed, line))
+            eid += 1
+        db.submit(w.insert, schema.edge, edges, EDGE_COLUMNS)
+        db.submit(_create_indexes, w, edges=True)
+
+
+class _DatabaseThread:
+    """Runs submitted database calls in order on one helper thread.
+
+    The first error stops the remaining calls and is raised on exit.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue = queue.Queue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="recon-db", daemon=True)
+
+    def __enter__(self) -> _DatabaseThread:
+        self._thread.start()
+        return self
+
+    def submit(self, fn: Any, *args: Any, **kwargs: Any) -> None:
+        if self._error is not None:
+            raise self._error
+        self._jobs.put((fn, args, kwargs))
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            if self._error is None:
+                fn, args, kwargs = job
+                try:
+                    fn(*args, **kwargs)
+                except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
+                    self._error = exc
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._jobs.put(None)
+        self._thread.join()
+        if self._error is not None and exc_info[0] is None:
+            raise self._error
+
+
+def _delete_files(w: _Writer, gone: list[int]) -> None:
+    """Remove every row of these files (their symbols, edges out, bindings, text)."""
+    ids = [(i,) for i in gone]
+    if w.sqlite:  # external-content FTS5: remove index entries with the old values
+        w.executemany(
+            "INSERT INTO recon.symbol_fts(symbol_fts, rowid, name, qualname, signature, doc)"
+            " SELECT 'delete', id, name, qualname, signature, doc FROM recon.symbol"
+            " WHERE file_id = ?",
+            ids,
+        )
+    w.executemany(
+        "DELETE FROM recon.edge WHERE src_symbol_id IN"
+        " (SELECT id FROM recon.symbol WHERE file_id = ?)",
+        ids,
+    )
+    # Edges from other files into the deleted symbols keep a stale id here (PostgreSQL's
+    # foreign key sets it NULL); re-resolution afterwards points them at the new symbols.
+    w.executemany("DELETE FROM recon.binding WHERE file_id = ?", ids)
+    w.executemany("DELETE FROM recon.symbol WHERE file_id = ?", ids)
+    w.executemany("DELETE FROM recon.file_source WHERE file_id = ?", ids)
+    w.executemany("DELETE FROM recon.file WHERE id = ?", ids)
+
+
+def _write_edges_incremental(w: _Writer, loader: _Loader, next_edge: int) -> None:
+    new_edges = []
+    for kind, src, name, line, typed in loader.refs:
+        new_edges.append((next_edge, kind, src, None, name, typed, line))
+        next_edge += 1
+    w.insert(schema.edge, new_edges, EDGE_COLUMNS)
+    if w.sqlite:
+        w.executemany(
+            "INSERT INTO recon.symbol_fts(rowid, name, qualname, signature, doc)"
+            " SELECT id, name, qualname, signature, doc FROM recon.symbol WHERE file_id = ?",
+            [(f[0],) for f in loader.files],
+        )
+    _reresolve(w, next_edge)
+
+
+def _reresolve(w: _Writer, next_edge: int) -> None:
+    """Resolve every edge again from the stored rows; write only what changed."""
+    files = w.execute("SELECT id, path, module, is_test FROM recon.file ORDER BY id").fetchall()
+    symbols = w.execute(
+        "SELECT id, file_id, parent_id, kind, name FROM recon.symbol ORDER BY id"
+    ).fetchall()
+    # sorted here, not in SQL: collations differ between backends
+    bindings = sorted(w.execute("SELECT file_id, name, target FROM recon.binding").fetchall())
+    edges = w.execute(
+        "SELECT id, kind, src_symbol_id, dst_symbol_id, dst_name, typed_name, line"
+        " FROM recon.edge ORDER BY id"
+    ).fetchall()
+    resolver = Resolver(
+        files, symbols, bindings, [(e[2], e[4], e[5]) for e in edges if e[1] == "inherits"]
+    )
+    tests_from = resolver.test_functions()
+    updates = []
+    wanted_tests = {}  # (src, dst_name) → (dst, typed_name, line)
+    old_tests = []
+    for eid, kind, src, dst, name, typed, line in edges:
+        if kind == "tests":
+            old_tests.append((eid, src, dst, name))
+            continue
+        new = resolver.resolve(src, name, kind, typed)
+        if new != dst:
+            updates.append((new, eid))
+        if new is not None and kind == "calls" and src in tests_from:
+            wanted_tests[(src, name)] = (new, typed, line)
+    w.executemany("UPDATE recon.edge SET dst_symbol_id = ? WHERE id = ?", updates)
+
+    stale = []
+    moved = []
+    for eid, src, dst, name in old_tests:
+        want = wanted_tests.pop((src, name), None)
+        if want is None:
+            stale.append((eid,))
+        elif want[0] != dst:
+            moved.append((want[0], eid))
+    w.executemany("DELETE FROM recon.edge WHERE id = ?", stale)
+    w.executemany("UPDATE recon.edge SET dst_symbol_id = ? WHERE id = ?", moved)
+    fresh = []
+    for (src, name), (dst, typed, line) in wanted_tests.items():
+        fresh.append((next_edge, "tests", src, dst, name, typed, line))
+        next_edge += 1
+    w.insert(schema.edge, fresh, EDGE_COLUMNS)

@@ -1,0 +1,315 @@
+"""Name resolution: an edge's written name (``self.send``, ``models.Cart``) → a symbol id.
+
+Simple, deterministic rules; the only type information is the hint the extractor
+records as ``typed_name`` (a variable replaced by the class it was built from or
+annotated with), which is tried before the name as written:
+
+- ``self.x`` / ``cls.x``: member ``x`` of the enclosing class, else of its resolved
+  bases (depth-first, left to right; each class once).
+- ``super().x``: the same search, skipping the enclosing class itself.
+- a bare name: a definition nested in an enclosing function, then a top-level
+  definition of the same module, then a name the module imports (following
+  re-exports through ``__init__`` modules), then star imports, then — only for a
+  bare call/base name that is neither imported nor a builtin — the unique top-level
+  function or class of that name in the whole repository.
+- a dotted name ``a.b.c``: resolve ``a`` as above, then each part as a member of a
+  module (its definitions, its imports, its submodules) or of a class (with bases).
+- imports: the longest prefix of the absolute dotted name that is a module of the
+  repository (``pkg.models.Cart`` → module ``pkg.models``).
+
+Modules are known by their dotted name (walking up ``__init__.py`` packages) and, when
+that does not clash, by their path with dots (``tests/helpers.py`` → ``tests.helpers``).
+
+Inherits edges are resolved first (class members without bases), then calls and
+imports (class members with bases). Everything works from plain rows, so a cold build
+and an incremental one resolve through the same code.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+_BUILTINS = frozenset(dir(builtins))
+_AMBIGUOUS = -1
+
+
+def module_names(paths: Iterable[str]) -> dict[str, str]:
+    """Relative posix path → dotted module name, walking up ``__init__.py`` packages."""
+    paths = list(paths)
+    init_dirs = {p.rsplit("/", 1)[0] if "/" in p else "" for p in paths
+                 if p.rsplit("/", 1)[-1] == "__init__.py"}
+    out = {}
+    for p in paths:
+        parts = p.split("/")
+        stem = parts[-1][:-3] if parts[-1].endswith(".py") else parts[-1]
+        dirs = parts[:-1]
+        i = len(dirs)
+        while i > 0 and "/".join(dirs[:i]) in init_dirs:
+            i -= 1
+        names = dirs[i:] if stem == "__init__" else dirs[i:] + [stem]
+        out[p] = ".".join(names) or stem
+    return out
+
+
+def path_module(path: str) -> str:
+    """``tests/helpers.py`` → ``tests.helpers``; ``pkg/__init__.py`` → ``pkg``."""
+    stem = path[:-3] if path.endswith(".py") else path
+    if stem.endswith("/__init__"):
+        stem = stem[: -len("/__init__")]
+    return stem.replace("/", ".")
+
+
+def is_test_function(is_test_file: bool, kind: str, name: str) -> bool:
+    return is_test_file and kind in ("function", "method") and name.startswith("test")
+
+
+class Resolver:
+    """Resolve written names against one repository's files, symbols and bindings.
+
+    files:    (file_id, path, module, is_test) in id order
+    symbols:  (id, file_id, parent_id, kind, name) in id order
+    bindings: (file_id, name, target) sorted (one row per name; star imports: name "*")
+    inherits: (src class id, written base name, typed name or None) in edge id order
+    """
+
+    def __init__(self, files, symbols, bindings, inherits) -> None:
+        self.file_path: dict[int, str] = {}
+        self.file_module: dict[int, str] = {}
+        self.file_is_test: dict[int, bool] = {}
+        for fid, path, module, is_test in files:
+            self.file_path[fid] = path
+            self.file_module[fid] = module
+            self.file_is_test[fid] = bool(is_test)
+
+        self.sym_file: dict[int, int] = {}
+        self.sym_parent: dict[int, int | None] = {}
+        self.sym_kind: dict[int, str] = {}
+        self.sym_name: dict[int, str] = {}
+        self.children: dict[tuple[int, str], int] = {}
+        self.module_sym: dict[int, int] = {}
+        top: dict[str, int] = {}
+        for sid, fid, parent, kind, name in symbols:
+            self.sym_file[sid] = fid
+            self.sym_parent[sid] = parent
+            self.sym_kind[sid] = kind
+            self.sym_name[sid] = name
+            if kind == "module":
+                self.module_sym[fid] = sid
+                continue
+            self.children.setdefault((parent, name), sid)  # first definition wins
+            if kind in ("function", "class") and self.sym_kind.get(parent) == "module":
+                top[name] = sid if name not in top else _AMBIGUOUS
+        self.unique_top = {k: v for k, v in top.items() if v != _AMBIGUOUS}
+
+        # module name → module symbol; a name two files claim is not used
+        index: dict[str, int] = {}
+        for fid, module in self.file_module.items():
+            if fid in self.module_sym:
+                index[module] = self.module_sym[fid] if module not in index else _AMBIGUOUS
+        canonical = set(self.file_module.values())
+        for fid, path in self.file_path.items():
+            alias = path_module(path)
+            if fid in self.module_sym and alias not in canonical:
+                index[alias] = self.module_sym[fid] if alias not in index else _AMBIGUOUS
+        self.modules = {k: v for k, v in index.items() if v != _AMBIGUOUS}
+
+        self.bindings: dict[int, dict[str, str]] = {}
+        self.stars: dict[int, list[str]] = {}
+        for fid, name, target in bindings:
+            if name == "*":
+                self.stars.setdefault(fid, []).append(target)
+            else:
+                self.bindings.setdefault(fid, {}).setdefault(name, target)
+
+        # bases: resolved without class bases (a base named Outer.Inner finds Inner
+        # among Outer's own members only), so the result does not depend on order
+        self.bases: dict[int, list[int]] = {}
+        self._mro: dict[int, list[int]] = {}
+        self._absolute: dict[str, int | None] = {}
+        self._in_progress: set = set()
+        self._cycle = False
+        resolved_bases = [
+            (src, self.resolve(src, name, "inherits", typed)) for src, name, typed in inherits
+        ]
+        for src, dst in resolved_bases:
+            if dst is not None and self.sym_kind.get(dst) == "class" and dst != src:
+                self.bases.setdefault(src, []).append(dst)
+        self._mro.clear()
+        self._absolute.clear()
+
+    # -- entry point -----------------------------------------------------------------------
+
+    def resolve(self, src: int, name: str, kind: str, typed: str | None = None) -> int | None:
+        """The symbol `name` (as written in `src`) refers to, or None.
+
+        `typed` is the same name with a variable of known class replaced by the class;
+        it is tried first.
+        """
+        if kind == "imports":
+            return self.module_prefix(name)
+        if typed is not None:
+            found = self.resolve_name(src, typed)
+            if found is not None:
+                return found
+        return self.resolve_name(src, name)
+
+    def resolve_name(self, src: int, name: str) -> int | None:
+        parts = name.split(".")
+        head = parts[0]
+        if head in ("self", "cls", "super()"):
+            if len(parts) != 2:
+                return None
+            cls = self.enclosing_class(src)
+            if cls is None:
+                return None
+            mro = self.mro(cls)
+            for c in mro[1:] if head == "super()" else mro:
+                found = self.children.get((c, parts[1]))
+                if found is not None:
+                    return found
+            return None
+        ent = self.bare(src, head, len(parts) == 1)
+        for part in parts[1:]:
+            if ent is None:
+                return None
+            ent = self.member(ent, part)
+        return ent
+
+    def test_functions(self) -> set[int]:
+        """Ids of test functions: ``test*`` functions and methods in test files."""
+        return {
+            sid
+            for sid, fid in self.sym_file.items()
+            if is_test_function(self.file_is_test[fid], self.sym_kind[sid], self.sym_name[sid])
+        }
+
+    # -- rules -----------------------------------------------------------------------------
+
+    def enclosing_class(self, sid: int) -> int | None:
+        s = self.sym_parent.get(sid)
+        while s is not None:
+            if self.sym_kind[s] == "class":
+                return s
+            s = self.sym_parent.get(s)
+        return None
+
+    def mro(self, cls: int) -> list[int]:
+        """The class and its resolved bases, depth-first, left to right, each once."""
+        cached = self._mro.get(cls)
+        if cached is not None:
+            return cached
+        if cls in self._in_progress:  # an inheritance cycle (invalid code)
+            self._cycle = True
+            return [cls]
+        with self._guard(cls):
+            order = [cls]
+            seen = {cls}
+            for base in self.bases.get(cls, ()):
+                for c in self.mro(base):
+                    if c not in seen:
+                        seen.add(c)
+                        order.append(c)
+            if not self._cycle:
+                self._mro[cls] = order
+        return order
+
+    @contextmanager
+    def _guard(self, item: object) -> Iterator[None]:
+        """Cycle guard for the memoized lookups.
+
+        A result computed while a cycle was cut short depends on where the lookup
+        started, so it is not memoized; memoized results never depend on order.
+        """
+        outer = self._cycle
+        self._cycle = False
+        self._in_progress.add(item)
+        try:
+            yield
+        finally:
+            self._in_progress.discard(item)
+            self._cycle = self._cycle or outer
+
+    def bare(self, src: int, name: str, global_ok: bool) -> int | None:
+        s = src
+        kind = self.sym_kind
+        while s is not None and kind[s] != "module":
+            if kind[s] != "class" or s == src:  # class bodies do not enclose their methods
+                found = self.children.get((s, name))
+                if found is not None:
+                    return found
+            s = self.sym_parent.get(s)
+        fid = self.sym_file[src]
+        found = self.children.get((self.module_sym[fid], name))
+        if found is not None:
+            return found
+        target = self.bindings.get(fid, {}).get(name)
+        if target is not None:
+            return self.absolute(target)
+        for star in self.stars.get(fid, ()):
+            found = self.absolute(f"{star}.{name}")
+            if found is not None:
+                return found
+        if global_ok and name not in _BUILTINS:
+            return self.unique_top.get(name)
+        return None
+
+    def member(self, ent: int, name: str) -> int | None:
+        kind = self.sym_kind[ent]
+        if kind == "class":
+            for c in self.mro(ent):
+                found = self.children.get((c, name))
+                if found is not None:
+                    return found
+            return None
+        if kind != "module":
+            return None
+        found = self.children.get((ent, name))
+        if found is not None:
+            return found
+        fid = self.sym_file[ent]
+        target = self.bindings.get(fid, {}).get(name)
+        if target is not None:
+            found = self.absolute(target)
+            if found is not None:
+                return found
+        sub = self.modules.get(f"{self.file_module[fid]}.{name}")
+        if sub is not None:
+            return sub
+        for star in self.stars.get(fid, ()):
+            found = self.absolute(f"{star}.{name}")
+            if found is not None:
+                return found
+        return None
+
+    def absolute(self, dotted: str) -> int | None:
+        """An absolute dotted name (``pkg.mod.Class.method``) → symbol id."""
+        if dotted in self._absolute:
+            return self._absolute[dotted]
+        if dotted in self._in_progress:  # re-exports that import each other
+            self._cycle = True
+            return None
+        with self._guard(dotted):
+            parts = dotted.split(".")
+            ent = None
+            for i in range(len(parts), 0, -1):
+                ent = self.modules.get(".".join(parts[:i]))
+                if ent is not None:
+                    break
+            if ent is not None:
+                for part in parts[i:]:
+                    ent = self.member(ent, part)
+                    if ent is None:
+                        break
+            if not self._cycle:
+                self._absolute[dotted] = ent
+        return ent
+
+    def module_prefix(self, dotted: str) -> int | None:
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):
+            found = self.modules.get(".".join(parts[:i]))
+            if found is not None:
+                return found
+        return None

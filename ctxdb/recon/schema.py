@@ -1,0 +1,453 @@
+"""The recon index schema, written once for SQLite and PostgreSQL.
+
+Every table lives in schema ``recon``. On SQLite the recon file is ATTACHed to a
+connection as ``recon`` (the indexer and the CLI open it that way too), on PostgreSQL it
+is the schema ``recon`` of the database. So the same SQL text — ``SELECT … FROM
+recon.symbol`` — runs on both, in the main store and here.
+
+Tables (see `recon_tables`):
+
+- ``recon_meta``   key/value: schema version, parser name, tree-sitter versions.
+- ``file``         one row per indexed Python file.
+- ``file_source``  the file's full text (later stages read spans from here, not disk).
+- ``symbol``       module / class / function / method definitions.
+- ``edge``         calls / imports / inherits / tests, symbol → symbol.
+- ``binding``      names a module binds by import, resolved to absolute dotted names
+                   (kept so edges can be re-resolved without re-parsing unchanged files).
+- ``symbol_fts``   SQLite: FTS5 external-content index over symbol name, qualname,
+                   signature, doc. PostgreSQL: instead a generated ``tsvector`` column
+                   ``symbol.fts`` with a GIN index.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import (
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    event,
+)
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.pool import NullPool
+from sqlalchemy.schema import CreateIndex, CreateTable
+
+from ctxdb.recon.extract import PARSER_NAME
+
+# Bump when the tables, the extraction rules or the resolution rules change: an index
+# written under another version is refused until rebuilt.
+RECON_SCHEMA_VERSION = 1
+RECON_SCHEMA = "recon"
+DEFAULT_RECON = "recon.db"
+RECON_ENV = "CTXDB_RECON"
+
+SYMBOL_KINDS = ("module", "class", "function", "method")
+EDGE_KINDS = ("calls", "imports", "inherits", "tests")
+
+recon_tables = MetaData(schema=RECON_SCHEMA)
+
+recon_meta = Table(
+    "recon_meta",
+    recon_tables,
+    Column("key", Text, primary_key=True),
+    Column("value", Text, nullable=False),
+    comment="Versions the index was written with; checked on open.",
+)
+
+file = Table(
+    "file",
+    recon_tables,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("path", Text, nullable=False, comment="relative to the root, posix"),
+    Column("module", Text, nullable=False, comment="dotted module name, e.g. requests.sessions"),
+    Column("sha256", Text, nullable=False),
+    Column("size_bytes", Integer, nullable=False),
+    Column("line_count", Integer, nullable=False),
+    Column("is_test", Boolean, nullable=False),
+    Column("syntax_error", Boolean, nullable=False, comment="indexed from an error-tolerant tree"),
+    Column(
+        "not_utf8",
+        Boolean,
+        nullable=False,
+        comment="decoded with replacement characters (invalid UTF-8 or NUL bytes)",
+    ),
+    Index("file_path", "path", unique=True),
+)
+
+file_source = Table(
+    "file_source",
+    recon_tables,
+    Column(
+        "file_id", Integer, ForeignKey("recon.file.id", ondelete="CASCADE"), primary_key=True
+    ),
+    Column("text", Text, nullable=False, comment="symbol byte spans index its UTF-8 encoding"),
+)
+
+symbol = Table(
+    "symbol",
+    recon_tables,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column(
+        "file_id", Integer, ForeignKey("recon.file.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("parent_id", Integer, ForeignKey("recon.symbol.id", ondelete="CASCADE")),
+    Column("key", Text, nullable=False, comment="entity key: path::Qual.name (unique)"),
+    Column("kind", Text, nullable=False, comment="module | class | function | method"),
+    Column("name", Text, nullable=False),
+    Column("qualname", Text, nullable=False, comment="Class.method; a module's dotted name"),
+    Column("start_line", Integer, nullable=False, comment="1-based, inclusive, from decorators"),
+    Column("end_line", Integer, nullable=False, comment="1-based, inclusive"),
+    Column("start_byte", Integer, nullable=False),
+    Column("end_byte", Integer, nullable=False, comment="exclusive"),
+    Column("signature", Text, comment="decorators + def/class line(s) through the colon"),
+    Column("doc", Text, comment="first docstring line"),
+    Index("symbol_key", "key", unique=True),
+    Index("symbol_file_id", "file_id"),
+    Index("symbol_parent_id", "parent_id"),
+    Index("symbol_name", "name"),
+)
+
+edge = Table(
+    "edge",
+    recon_tables,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("kind", Text, nullable=False, comment="calls | imports | inherits | tests"),
+    Column(
+        "src_symbol_id",
+        Integer,
+        ForeignKey("recon.symbol.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column(
+        "dst_symbol_id",
+        Integer,
+        ForeignKey("recon.symbol.id", ondelete="SET NULL"),
+        comment="NULL when the name did not resolve to a symbol of this repository",
+    ),
+    Column("dst_name", Text, nullable=False, comment="callee/base as written; imports: absolute"),
+    Column(
+        "typed_name",
+        Text,
+        comment="dst_name with a variable of known class replaced by the class "
+        "(calc.total -> PriceCalculator.total); resolved first",
+    ),
+    Column("line", Integer, nullable=False, comment="first call/base/import site in the source"),
+    Index("edge_src_symbol_id", "src_symbol_id"),
+    Index("edge_dst_symbol_id", "dst_symbol_id"),
+)
+
+binding = Table(
+    "binding",
+    recon_tables,
+    Column(
+        "file_id", Integer, ForeignKey("recon.file.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("name", Text, nullable=False, comment="local name (one row each), or * per star import"),
+    Column("target", Text, nullable=False, comment="absolute dotted name imported"),
+    Column("line", Integer, nullable=False),
+    Index("binding_file_id", "file_id"),
+)
+
+TABLES = (recon_meta, file, file_source, symbol, edge, binding)
+
+# Full-text index DDL: a virtual table (SQLite) or a generated column (PostgreSQL).
+# The FTS5 table is external-content over recon.symbol: it stores only the index.
+_SQLITE_FTS = (
+    "CREATE VIRTUAL TABLE recon.symbol_fts USING fts5("
+    "name, qualname, signature, doc, content='symbol', content_rowid='id')"
+)
+_PG_FTS = (
+    "ALTER TABLE recon.symbol ADD COLUMN fts tsvector GENERATED ALWAYS AS (to_tsvector("
+    "'simple'::regconfig, regexp_replace(coalesce(name, '') || ' ' || coalesce(qualname, '')"
+    " || ' ' || coalesce(signature, '') || ' ' || coalesce(doc, ''),"
+    " '[^[:alnum:]]+', ' ', 'g'))) STORED",
+    "CREATE INDEX symbol_fts ON recon.symbol USING gin (fts)",
+)
+
+
+class ReconVersionError(RuntimeError):
+    """The recon index was written by another schema/parser version (or is missing)."""
+
+
+def current_meta() -> dict[str, str]:
+    """What `recon_meta` must hold for this code to read the index."""
+    return {
+        "schema_version": str(RECON_SCHEMA_VERSION),
+        "parser": PARSER_NAME,
+        "tree_sitter": version("tree-sitter"),
+        "tree_sitter_python": version("tree-sitter-python"),
+    }
+
+
+def default_target() -> str:
+    return os.environ.get(RECON_ENV) or DEFAULT_RECON
+
+
+# --- opening a target ---------------------------------------------------------------------
+
+_URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def sqlite_path(target: str | os.PathLike) -> str | None:
+    """The file path if `target` names a SQLite recon file, else None (a server URL)."""
+    if isinstance(target, os.PathLike) or not _URL_RE.match(str(target)):
+        return os.fspath(target)
+    url = make_url(str(target))
+    if url.get_backend_name() == "sqlite":
+        if not url.database or url.database == ":memory:":
+            raise ValueError("a recon index needs a file, not an in-memory SQLite database")
+        return url.database
+    return None
+
+
+def describe_target(target: str | os.PathLike) -> str:
+    """A target for messages, with any password hidden."""
+    path = sqlite_path(target)
+    if path is not None:
+        return path
+    return make_url(str(target)).render_as_string(hide_password=True)
+
+
+def create_recon_engine(target: str | os.PathLike) -> Engine:
+    """An engine whose connections see the recon tables as schema ``recon``.
+
+    SQLite: an in-memory main database with the recon file ATTACHed as ``recon``.
+    PostgreSQL (or any server URL): the database itself; the tables are in ``recon``.
+    """
+    path = sqlite_path(target)
+    if path is None:
+        return sa.create_engine(str(target), poolclass=NullPool)
+    path = str(Path(path).absolute())
+    # check_same_thread: the indexer hands bulk work to a helper thread (serially)
+    engine = sa.create_engine(
+        "sqlite://", poolclass=NullPool, connect_args={"check_same_thread": False}
+    )
+
+    @event.listens_for(engine, "connect")
+    def _attach(dbapi_conn, _record):
+        dbapi_conn.execute("ATTACH DATABASE ? AS recon", (path,))
+
+    return engine
+
+
+def is_sqlite(bind: Engine | Connection) -> bool:
+    return bind.dialect.name == "sqlite"
+
+
+# --- DDL ----------------------------------------------------------------------------------
+
+
+def table_ddl(dialect: sa.engine.Dialect) -> list[str]:
+    """CREATE TABLE statements. Indexes (the unique ones too) are separate: a bulk
+    load builds them after the rows are in, which is several times faster."""
+    return [str(CreateTable(table).compile(dialect=dialect)).strip() for table in TABLES]
+
+
+def index_ddl(dialect: sa.engine.Dialect, *, edges: bool | None = None) -> list[str]:
+    """CREATE INDEX statements and the full-text index.
+
+    `edges`: True for the edge table's indexes only, False for all the others (and
+    the full-text index), None for everything. A bulk load builds the two groups at
+    different moments.
+    """
+    out = [
+        str(CreateIndex(index).compile(dialect=dialect)).strip()
+        for table in TABLES
+        if edges is None or (table is edge) == edges
+        for index in sorted(table.indexes, key=lambda i: i.name)
+    ]
+    if not edges:
+        if dialect.name == "sqlite":
+            out.append(_SQLITE_FTS)
+        elif dialect.name == "postgresql":
+            out.extend(_PG_FTS)
+    return out
+
+
+def ddl_statements(dialect: sa.engine.Dialect) -> list[str]:
+    """Everything that creates the recon schema, in order."""
+    return table_ddl(dialect) + index_ddl(dialect)
+
+
+def drop_statements(dialect: sa.engine.Dialect) -> list[str]:
+    out = []
+    if dialect.name == "sqlite":
+        out.append("DROP TABLE IF EXISTS recon.symbol_fts")
+    cascade = " CASCADE" if dialect.name == "postgresql" else ""
+    for table in reversed(TABLES):
+        out.append(f"DROP TABLE IF EXISTS recon.{table.name}{cascade}")
+    return out
+
+
+def insert_sql(dialect: sa.engine.Dialect, table: Table, columns: tuple[str, ...] = ()) -> str:
+    """``INSERT INTO recon.t (c1, …) VALUES (?, …)`` in the DB-API's positional style."""
+    names = columns or tuple(c.name for c in table.columns)
+    placeholder = "?" if dialect.paramstyle == "qmark" else "%s"
+    quote = dialect.identifier_preparer.quote
+    cols = ", ".join(quote(n) for n in names)
+    marks = ", ".join([placeholder] * len(names))
+    return f"INSERT INTO recon.{quote(table.name)} ({cols}) VALUES ({marks})"
+
+
+# --- version check ------------------------------------------------------------------------
+
+
+def read_meta(conn: Connection) -> dict[str, str] | None:
+    """`recon_meta` as a dict, or None if the recon tables do not exist."""
+    if not sa.inspect(conn).has_table("recon_meta", schema=RECON_SCHEMA):
+        return None
+    rows = conn.execute(sa.text("SELECT key, value FROM recon.recon_meta ORDER BY key"))
+    return {k: v for k, v in rows}
+
+
+def rebuild_hint(target: str | os.PathLike | None = None) -> str:
+    where = describe_target(target) if target is not None else "FILE"
+    return f"ctxdb recon index PATH --recon {where} --rebuild"
+
+
+def check_meta(meta: dict[str, str] | None, target: Any = None) -> None:
+    want = current_meta()
+    where = describe_target(target) if isinstance(target, str | os.PathLike) else "the recon index"
+    if meta is None:
+        raise ReconVersionError(
+            f"{where} holds no recon index; build it with: {rebuild_hint(target)}"
+        )
+    diffs = [
+        f"{k} {meta.get(k, 'missing')} (this code: {v})"
+        for k, v in want.items()
+        if meta.get(k) != v
+    ]
+    if diffs:
+        raise ReconVersionError(
+            f"{where} was written with {'; '.join(diffs)}. "
+            f"Rebuild it: {rebuild_hint(target)}"
+        )
+
+
+def check_recon_version(target_or_connection: Any) -> dict[str, str]:
+    """Raise ReconVersionError unless the recon index matches this code's versions.
+
+    Accepts a recon path / SQLAlchemy URL, an Engine, or a Connection on which the
+    recon tables are visible as schema ``recon`` (ATTACHed on SQLite). Returns the meta.
+    """
+    obj = target_or_connection
+    if isinstance(obj, Connection):
+        meta = read_meta(obj)
+        check_meta(meta, None)
+        return meta
+    if isinstance(obj, Engine):
+        with obj.connect() as conn:
+            meta = read_meta(conn)
+        check_meta(meta, None)
+        return meta
+    if isinstance(obj, str | os.PathLike):
+        path = sqlite_path(obj)
+        if path is not None and not Path(path).exists():
+            check_meta(None, obj)
+        engine = create_recon_engine(obj)
+        try:
+            with engine.connect() as conn:
+                meta = read_meta(conn)
+        finally:
+            engine.dispose()
+        check_meta(meta, obj)
+        return meta
+    raise TypeError(f"expected a path, URL, Engine or Connection, not {type(obj).__name__}")
+
+
+@contextmanager
+def open_recon(target: str | os.PathLike | None = None) -> Iterator[Connection]:
+    """A read connection to a checked recon index (tables visible as ``recon.*``)."""
+    target = target if target is not None else default_target()
+    path = sqlite_path(target)
+    if path is not None and not Path(path).exists():
+        check_meta(None, target)
+    engine = create_recon_engine(target)
+    try:
+        with engine.connect() as conn:
+            check_meta(read_meta(conn), target)
+            yield conn
+    finally:
+        engine.dispose()
+
+
+# --- small read helpers -------------------------------------------------------------------
+
+_WORD = re.compile(r"\w+")
+
+
+def lookup_symbol(conn: Connection, entity_key: str) -> dict[str, Any] | None:
+    """The symbol row with this entity key (``path::Qual.name`` or ``path``), or None."""
+    row = conn.execute(
+        sa.text(
+            "SELECT s.id, s.key, s.kind, s.name, s.qualname, f.path, s.start_line, s.end_line,"
+            " s.start_byte, s.end_byte, s.signature, s.doc, s.parent_id"
+            " FROM recon.symbol s JOIN recon.file f ON f.id = s.file_id WHERE s.key = :key"
+        ),
+        {"key": entity_key},
+    ).mappings().first()
+    return dict(row) if row is not None else None
+
+
+def search_symbols(conn: Connection, query: str, limit: int = 20) -> list[dict[str, Any]]:
+    """Full-text search over symbol names, qualnames, signatures and doc lines.
+
+    Words of `query` are ANDed. Best match first (bm25 on SQLite, ts_rank on
+    PostgreSQL), ties by entity key. Punctuation in `query` is ignored.
+    """
+    words = _WORD.findall(query)
+    if not words:
+        return []
+    if is_sqlite(conn):
+        match = " ".join('"' + w.replace('"', "") + '"' for w in words)
+        sql = (
+            "SELECT s.key, s.kind, s.signature, s.doc, bm25(symbol_fts) AS score"
+            " FROM recon.symbol_fts JOIN recon.symbol s ON s.id = symbol_fts.rowid"
+            " WHERE symbol_fts MATCH :q ORDER BY score, s.key LIMIT :limit"
+        )
+    else:
+        match = " ".join(words)
+        sql = (
+            "SELECT s.key, s.kind, s.signature, s.doc,"
+            " -ts_rank(s.fts, plainto_tsquery('simple', :q)) AS score"
+            " FROM recon.symbol s WHERE s.fts @@ plainto_tsquery('simple', :q)"
+            " ORDER BY score, s.key LIMIT :limit"
+        )
+    rows = conn.execute(sa.text(sql), {"q": match, "limit": limit}).mappings()
+    return [dict(r) for r in rows]
+
+
+__all__ = [
+    "DEFAULT_RECON",
+    "EDGE_KINDS",
+    "RECON_ENV",
+    "RECON_SCHEMA",
+    "RECON_SCHEMA_VERSION",
+    "SYMBOL_KINDS",
+    "ReconVersionError",
+    "binding",
+    "check_recon_version",
+    "create_recon_engine",
+    "edge",
+    "file",
+    "file_source",
+    "lookup_symbol",
+    "open_recon",
+    "recon_meta",
+    "recon_tables",
+    "search_symbols",
+    "symbol",
+]

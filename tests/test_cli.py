@@ -1,0 +1,148 @@
+"""The command line: every command documents itself; operators' db commands work."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from ctxdb.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_VIOLATIONS, build_parser, main
+from ctxdb.migrate import head_revision
+
+
+def _walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                assert helps.get(name), f"`ctxdb {' '.join(path + (name,))}` has no help line"
+                yield from _walk(sub, path + (name,))
+
+
+def test_every_command_has_help_text():
+    commands = list(_walk(build_parser()))
+    assert len(commands) > 5
+    for path, parser in commands:
+        assert parser.description or parser.prog, path
+        for action in parser._actions:
+            if action.dest not in ("help",) and not isinstance(action, argparse._SubParsersAction):
+                assert action.help, f"option {action.dest} of `ctxdb {' '.join(path)}` has no help"
+
+
+def test_db_upgrade_and_current(tmp_path, capsys):
+    db = str(tmp_path / "ops.db")
+    assert main(["db", "current", "--db", db]) == EXIT_OK
+    assert "(empty)" in capsys.readouterr().out
+    assert main(["db", "upgrade", "--db", db]) == EXIT_OK
+    assert f"-> {head_revision()}" in capsys.readouterr().out
+    assert main(["db", "current", "--db", db]) == EXIT_OK
+    assert f"{head_revision()} (head)" in capsys.readouterr().out
+
+
+def test_verify_exit_status(tmp_path, capsys):
+    db = tmp_path / "v.db"
+    assert main(["verify", "--db", str(db)]) == EXIT_OK
+    import sqlite3
+
+    with sqlite3.connect(db) as connection:
+        connection.execute("DROP VIEW v_decision_overview")
+        connection.execute("CREATE VIEW v_decision_overview AS SELECT 1 AS x")
+    # the store repairs drifted views when it opens; verify sees the clean state
+    assert main(["verify", "--db", str(db)]) == EXIT_OK
+    with sqlite3.connect(db) as connection:
+        connection.execute(
+            "INSERT INTO run (run_id, arm, created_at) VALUES ('r', 'ctx08', 'now')"
+        )
+        connection.execute(
+            "INSERT INTO decision (run_id, instance_id, seq, decision_type, task_text,"
+            " request_json, request_sha256, tokenizer, token_ceiling, token_count, created_at)"
+            " VALUES ('r', 'i', 1, 'edit', 't', '{}', 'x', 'cl100k_base', 10, 11, 'now')"
+        )
+    capsys.readouterr()
+    assert main(["verify", "--db", str(db)]) == EXIT_VIOLATIONS
+    assert "window_over_ceiling: 1 violating row" in capsys.readouterr().out
+
+
+def test_bad_database_url_exits_2(capsys):
+    assert main(["db", "current", "--db", "mysql://nowhere/x"]) == EXIT_BAD_INPUT
+    assert "expected a sqlite:// or postgresql:// URL" in capsys.readouterr().err
+
+
+def test_tokens_count(tmp_path, capsys):
+    source = tmp_path / "a.py"
+    source.write_text("hello world")
+    assert main(["tokens", "count", str(source), "--tokenizer", "cl100k_base"]) == EXIT_OK
+    assert capsys.readouterr().out.strip() == "cl100k_base\t2"
+
+
+def test_unknown_command_exits_2():
+    with pytest.raises(SystemExit) as exit_info:
+        main(["no-such-command"])
+    assert exit_info.value.code == 2
+
+
+def _write_request(tmp_path, **changes):
+    import json
+
+    from requests_data import edit_request
+
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(edit_request(**changes)))
+    return str(path)
+
+
+def test_construct_why_show_diff(tmp_path, capsys):
+    db = str(tmp_path / "c.db")
+    request = _write_request(tmp_path)
+    assert main(["construct", request, "--db", db]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.startswith("TASK\nFix the discount")
+    assert "items by verdict: deduped 1, in_window 8, rejected 2" in out
+    assert "eviction steps: none" in out
+
+    assert main(["why", "1", "E5", "--db", db]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "gate      admitted             obligation:target_entity" in out
+    assert "■ dedup     deduped              same fact as E4" in out
+
+    assert main(["show", "1", "E7", "--db", db]) == EXIT_OK
+    assert "def slugify(s):" in capsys.readouterr().out  # rejected items stay readable
+    assert main(["show", "1", "--db", db]) == EXIT_OK
+    assert "[E4] change target · fault_entity" in capsys.readouterr().out
+
+    baseline = _write_request(tmp_path, run_id="baseline", arm="current")
+    assert main(["construct", baseline, "--db", db, "--json"]) == EXIT_OK
+    capsys.readouterr()
+    assert main(["diff", "1", "2", "--db", db]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "+ shop/util.py::slugify" in out  # the baseline sends what the gate rejected
+    assert "~ shop/report.py::render_report  signature -> verbatim" in out
+
+
+def test_construct_bad_request_exits_2_and_writes_nothing(tmp_path, capsys):
+    db = tmp_path / "c.db"
+    request = _write_request(tmp_path, seq=0)
+    assert main(["construct", request, "--db", str(db)]) == EXIT_BAD_INPUT
+    assert "request.seq: 0 is less than the minimum of 1" in capsys.readouterr().err
+    assert not db.exists()  # validated before the store is even opened
+    assert main(["construct", str(tmp_path / "missing.json"), "--db", str(db)]) == EXIT_BAD_INPUT
+    assert "missing.json" in capsys.readouterr().err
+
+
+def test_show_resolves_masking_pointer_names(tmp_path, capsys):
+    db = str(tmp_path / "c.db")
+    request = _write_request(tmp_path)
+    assert main(["construct", request, "--db", db, "--json"]) == EXIT_OK
+    import sqlite3
+
+    with sqlite3.connect(db) as connection:
+        sha = connection.execute("SELECT request_sha256 FROM decision").fetchone()[0]
+    capsys.readouterr()
+    assert main(["show", f"req-{sha[:12]}", "E9", "--db", db]) == EXIT_OK
+    assert "$ ls shop" in capsys.readouterr().out
+    assert main(["show", "req-00000000dead", "--db", db]) == EXIT_BAD_INPUT
