@@ -1,7 +1,18 @@
 """ctxdb: context construction for an LLM coding harness, as an evidence store."""
 
 from .config import Settings, load_settings
+from .context import DecisionContext
 from .migrate import StoreVersionError
+from .request import DecisionRequest, RequestError
 from .store import ContextStore, ReconNotFound
 
-__all__ = ["ContextStore", "Settings", "StoreVersionError", "ReconNotFound", "load_settings"]
+__all__ = [
+    "ContextStore",
+    "DecisionContext",
+    "DecisionRequest",
+    "ReconNotFound",
+    "RequestError",
+    "Settings",
+    "StoreVersionError",
+    "load_settings",
+]

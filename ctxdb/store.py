@@ -150,6 +150,14 @@ class ContextStore:
 
         return construct(self, request)
 
+    def record_outcome(self, run_id: str, instance_id: str, solved: bool, cost_usd=None,
+                       model_tokens_in=None, model_tokens_out=None) -> None:
+        """Record what the harness achieved on an instance in a run (the A/B's outcomes)."""
+        from .ab import record_outcome
+
+        record_outcome(self, run_id, instance_id, solved, cost_usd, model_tokens_in,
+                       model_tokens_out)
+
     def check_recon(self) -> None:
         """Raise unless the recon index is present and of this ctxdb's version."""
         from .recon.schema import check_recon_version

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import text
 
 from ctxdb import ContextStore
-from ctxdb.ab import AbOptions, import_outcomes, load_instances, record_outcome, run_ab
+from ctxdb.ab import AbOptions, import_outcomes, load_instances, run_ab
 from ctxdb.db import resolve_url
 from ctxdb.gold import changed_tests, edited_entities, parse_unified_diff
 from ctxdb.recon import index_repository
@@ -306,7 +306,7 @@ def test_edge_placement_by_hand(report_store):
 
 def _outcomes(store, c_solved, b_solved, c_cost, b_cost):
     for run_id, solved, cost in (("c", c_solved, c_cost), ("b", b_solved, b_cost)):
-        record_outcome(store, run_id, "i1", solved, cost_usd=cost)
+        store.record_outcome(run_id, "i1", solved, cost_usd=cost)
 
 
 CLAUSE_CASES = {
