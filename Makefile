@@ -52,6 +52,7 @@ lint: $(INSTALLED)
 
 bench: $(INSTALLED)
 	$(BIN)/python bench/recon_index.py
+	$(BIN)/python bench/construct.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_DB) $(DEMO_DB)-wal $(DEMO_DB)-shm $(DEMO_RECON) $(DEMO_RECON)-wal $(DEMO_RECON)-shm

@@ -24,6 +24,7 @@ from .compress import compress
 from .context import BudgetLogEntry, DecisionContext, WindowEntry
 from .dedup import dedup, fact_key
 from .facts import DecisionFacts
+from .gate import ADMIT, OUT_OF_POOL, RESIDUAL, gate_decision
 from .links import (
     DIGEST_KEY_SUFFIX,
     Link,
@@ -279,16 +280,15 @@ def _pipeline(connection, prepared, request, settings, ranking, count):
         prepared.decision_id, prepared.pool, prepared.audit, prepared.facts
     )
     by_id = {item.item_id: item for item in pool}
-    rows = connection.execute(text(load_sql("stages/gate_decision")), {"decision_id": decision_id})
     admitted: list[Candidate] = []
     residual: list[str] = []
-    for row in rows:
-        if row.gate_verdict == "out_of_pool":
+    for row in gate_decision(connection, decision_id):
+        if row.gate_verdict == OUT_OF_POOL:
             continue  # already final at assembly
-        if row.gate_verdict == "admit":
+        if row.gate_verdict == ADMIT:
             audit.add(row.item_id, "gate", "admitted", row.driver)
             admitted.append(Candidate(item=by_id[row.item_id], driver=row.driver))
-        elif row.gate_verdict == "residual":
+        elif row.gate_verdict == RESIDUAL:
             audit.add(row.item_id, "gate", "residual", row.driver)
             residual.append(row.item_id)
         else:
