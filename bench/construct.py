@@ -8,8 +8,9 @@ after that), then measures, side by side in one run:
 - construct latency for pools of 16, 64 and 256 items (entities only: assembly reads
   their text from recon), an edit decision with derive_impact, token cache cold (the
   cache table emptied before each call) and warm (every text already counted);
-- construct latency (256 items, warm) with 1k and with 100k prior decisions in the
-  store (prior decisions are copies of a real one, made in SQL).
+- construct latency (256 items, warm) in a store holding 1k decisions and in one
+  holding 100k, calls interleaved between the two (prior decisions are copies of a
+  real 16-item one, made in SQL: realistic rows without 100k copies of 256 bodies).
 
 Prints medians and p95. The LAST line is the figures as key=value pairs.
 """
@@ -155,8 +156,6 @@ def main() -> None:
             requests = {
                 n: DecisionRequest.from_dict(build_request(connection, n, n)) for n in POOL_SIZES
             }
-        template = store.construct(requests[256]).decision_id
-        add_prior_decisions(store, template, PRIOR_SMALL - 1)
         for size in POOL_SIZES:
             cold, warm = [], []
             for _ in range(args.runs):  # interleaved, so machine noise hits both alike
@@ -171,17 +170,28 @@ def main() -> None:
                   f" {figures[f'p50_ms_{size}_warm']:.1f} ms p95"
                   f" {figures[f'p95_ms_{size}_warm']:.1f}", flush=True)
 
-        small = [timed(store, requests[256], cold=False) for _ in range(args.runs)]
-        add_prior_decisions(store, template, args.prior_large - PRIOR_SMALL)
-        with store.engine.connect() as connection:
-            prior = connection.execute(text("SELECT COUNT(*) FROM decision")).scalar()
-        large = [timed(store, requests[256], cold=False) for _ in range(args.runs)]
+    # 1k against 100k prior decisions, side by side: two stores, calls interleaved.
+    with tempfile.TemporaryDirectory() as tmp, ContextStore.open(
+        Path(tmp) / "small.db", recon=str(recon_path)
+    ) as small_store, ContextStore.open(Path(tmp) / "large.db", recon=str(recon_path)) as large_store:
+        counts = {}
+        for store, prior in ((small_store, PRIOR_SMALL), (large_store, args.prior_large)):
+            template = store.construct(requests[16]).decision_id
+            add_prior_decisions(store, template, prior - 1)
+            store.construct(requests[256])  # warm the token cache
+            with store.engine.connect() as connection:
+                counts[prior] = connection.execute(text("SELECT COUNT(*) FROM decision")).scalar()
+        small, large = [], []
+        for _ in range(args.runs):
+            small.append(timed(small_store, requests[256], cold=False))
+            large.append(timed(large_store, requests[256], cold=False))
         figures["p50_ms_256_warm_prior_1k"] = statistics.median(small)
         figures["p50_ms_256_warm_prior_100k"] = statistics.median(large)
-        figures["prior_decisions_large"] = prior
+        figures["prior_decisions_large"] = counts[args.prior_large]
         figures["ratio_100k_to_1k"] = statistics.median(large) / statistics.median(small)
-        print(f"256 warm with ~1k prior decisions: p50 {statistics.median(small):.1f} ms;"
-              f" with {prior} prior: p50 {statistics.median(large):.1f} ms", flush=True)
+        print(f"256 warm, {counts[PRIOR_SMALL]} decisions in the store: p50"
+              f" {statistics.median(small):.1f} ms; {counts[args.prior_large]} decisions:"
+              f" p50 {statistics.median(large):.1f} ms", flush=True)
 
     print(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
                    for k, v in figures.items()))

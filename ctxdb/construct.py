@@ -107,7 +107,8 @@ def construct(store, request: DecisionRequest | dict | str) -> DecisionContext:
         )
     request_json = request.to_json()  # as given: JSON escapes NUL as \u0000
     flags = []
-    if has_nul(request):
+    # JSON writes NUL as \u0000: only then walk the request (the walk costs ~7 ms at 256 items).
+    if "\\u0000" in request_json and has_nul(request):
         request = without_nul(request)
         flags.append("nul_replaced")
     settings = store.settings

@@ -146,3 +146,41 @@ def test_show_resolves_masking_pointer_names(tmp_path, capsys):
     assert main(["show", f"req-{sha[:12]}", "E9", "--db", db]) == EXIT_OK
     assert "$ ls shop" in capsys.readouterr().out
     assert main(["show", "req-00000000dead", "--db", db]) == EXIT_BAD_INPUT
+
+
+def test_ab_run_outcome_and_reports(tmp_path, capsys):
+    import json
+
+    instances = tmp_path / "instances.jsonl"
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "swebench" / "instances.jsonl"
+    lines = []
+    for line in fixture.read_text().splitlines():
+        data = json.loads(line)
+        data["repo_path"] = str(fixture.parent / data["repo_path"])
+        lines.append(json.dumps(data))
+    instances.write_text("\n".join(lines) + "\n")
+    db = str(tmp_path / "ab.db")
+    assert main(["ab", "run", str(instances), "--db", db, "--workers", "1",
+                 "--cache", str(tmp_path / "cache"), "--variants", "default,litm_buried"]) == EXIT_OK
+    assert "ab run: 2 instance(s) done, 12 decisions; 0 failed" in capsys.readouterr().out
+    outcomes = tmp_path / "outcomes.jsonl"
+    outcomes.write_text("\n".join(json.dumps(o) for o in [
+        {"run_id": "ab/ctx08/default", "instance_id": "shopcart__shopcart-1", "solved": True,
+         "cost_usd": 0.02},
+        {"run_id": "ab/current/default", "instance_id": "shopcart__shopcart-1", "solved": True,
+         "cost_usd": 0.03},
+    ]) + "\n")
+    assert main(["ab", "outcome", str(outcomes), "--db", db]) == EXIT_OK
+    assert "recorded 2 outcome(s); 0 bad line(s)" in capsys.readouterr().out
+    assert main(["report", "ab", "--db", db]) == EXIT_OK
+    screen = capsys.readouterr().out
+    assert "§7.4 decision rule" in screen and "ctx08    default" in screen
+    assert "tokens-per-solved strictly beats the baseline (KEY)" in screen
+    html_file = tmp_path / "ab.html"
+    assert main(["report", "ab", "--db", db, "--format", "html", "--output", str(html_file)]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {html_file}"
+    page = html_file.read_text()
+    assert page.count("<svg") == 3 and "<script" not in page and "http" not in page
+    assert main(["report", "tokens", "--db", db, "--format", "csv"]) == EXIT_OK
+    assert capsys.readouterr().out.splitlines()[0].startswith("arm,variant,decision_type")
+    assert main(["report", "nope", "--db", db]) == EXIT_BAD_INPUT

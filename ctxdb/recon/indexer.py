@@ -271,8 +271,6 @@ def _create_tables(w: _Writer, drop: bool) -> None:
 def _create_indexes(w: _Writer, *, edges: bool) -> None:
     for stmt in schema.index_ddl(w.dialect, edges=edges):
         w.execute(stmt)
-    if not edges and w.sqlite:
-        w.execute("INSERT INTO recon.symbol_fts(symbol_fts) VALUES ('rebuild')")
 
 
 def _write_meta(w: _Writer) -> None:
@@ -306,6 +304,7 @@ class _Loader:
         self.symbols: list[tuple] = []  # (id, file id, parent id, kind, name)
         self.refs: list[tuple] = []  # (kind, src symbol id, dst_name, line, typed_name)
         self.bindings: list[tuple] = []  # (file id, name, target)
+        self.flagged = 0
         self._file_rows: list[tuple] = []
         self._source_rows: list[tuple] = []
         self._symbol_rows: list[tuple] = []
@@ -316,6 +315,7 @@ class _Loader:
         fid = self.next_file
         self.next_file += 1
         is_test = is_test_path(rel)
+        self.flagged += bool(syntax_error or not_utf8)
         self._file_rows.append(
             (fid, rel, module, sha, size, lines, is_test, syntax_error, not_utf8)
         )
@@ -342,6 +342,13 @@ class _Loader:
         w.insert(schema.file, self._file_rows, FILE_COLUMNS)
         w.insert(schema.file_source, self._source_rows, ("file_id", "text"))
         w.insert(schema.symbol, self._symbol_rows, SYMBOL_COLUMNS)
+        if w.sqlite and self._symbol_rows:  # external-content FTS5: index the new rows
+            w.execute(
+                "INSERT INTO recon.symbol_fts(rowid, name, qualname, signature, doc)"
+                " SELECT id, name, qualname, signature, doc FROM recon.symbol"
+                " WHERE id BETWEEN ? AND ?",
+                (self._symbol_rows[0][0], self._symbol_rows[-1][0]),
+            )
         w.insert(schema.binding, self._binding_rows, ("file_id", "name", "target", "line"))
         self._file_rows, self._source_rows = [], []
         self._symbol_rows, self._binding_rows = [], []
@@ -490,7 +497,7 @@ def _index(
                     bar.step()
                 loader.flush()
                 if cold:
-                    _write_edges_cold(w, loader, next_edge)
+                    n_edges = _write_edges_cold(w, loader, next_edge)
                 else:
                     _write_edges_incremental(w, loader, next_edge)
                 w.commit()
@@ -499,21 +506,24 @@ def _index(
                 raise
             finally:
                 w.close()
-        symbols, edges, flagged = _totals(engine)
+        if cold:
+            symbols, edges, flagged = len(loader.symbols), n_edges, loader.flagged
+        else:
+            symbols, edges, flagged = _totals(engine)
         return IndexStats(len(walked), len(loader.files), len(removed), flagged, symbols, edges,
                           time.perf_counter() - started)
     finally:
         engine.dispose()
 
 
-def _write_edges_cold(w: _Writer, loader: _Loader, next_edge: int) -> None:
-    """Resolve and insert every edge, and build the indexes.
+def _write_edges_cold(w: _Writer, loader: _Loader, next_edge: int) -> int:
+    """Resolve and insert every edge, and build the indexes. Returns the edge count.
 
     The database work runs on a helper thread, overlapped with name resolution here:
     SQLite releases the GIL while it builds indexes and inserts rows.
     """
     with _DatabaseThread() as db:
-        db.submit(_create_indexes, w, edges=False)  # symbol/file indexes, full-text index
+        db.submit(_create_indexes, w, edges=False)  # symbol, file, binding indexes
         resolver = Resolver(
             loader.files,
             loader.symbols,
@@ -541,6 +551,7 @@ def _write_edges_cold(w: _Writer, loader: _Loader, next_edge: int) -> None:
             eid += 1
         db.submit(w.insert, schema.edge, edges, EDGE_COLUMNS)
         db.submit(_create_indexes, w, edges=True)
+    return eid - next_edge
 
 
 class _DatabaseThread:
@@ -608,12 +619,6 @@ def _write_edges_incremental(w: _Writer, loader: _Loader, next_edge: int) -> Non
         new_edges.append((next_edge, kind, src, None, name, typed, line))
         next_edge += 1
     w.insert(schema.edge, new_edges, EDGE_COLUMNS)
-    if w.sqlite:
-        w.executemany(
-            "INSERT INTO recon.symbol_fts(rowid, name, qualname, signature, doc)"
-            " SELECT id, name, qualname, signature, doc FROM recon.symbol WHERE file_id = ?",
-            [(f[0],) for f in loader.files],
-        )
     _reresolve(w, next_edge)
 
 

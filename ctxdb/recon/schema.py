@@ -251,13 +251,17 @@ def is_sqlite(bind: Engine | Connection) -> bool:
 
 
 def table_ddl(dialect: sa.engine.Dialect) -> list[str]:
-    """CREATE TABLE statements. Indexes (the unique ones too) are separate: a bulk
-    load builds them after the rows are in, which is several times faster."""
-    return [str(CreateTable(table).compile(dialect=dialect)).strip() for table in TABLES]
+    """CREATE TABLE statements, and SQLite's full-text table. Indexes (the unique ones
+    too) are separate: a bulk load builds them after the rows are in, several times
+    faster than maintaining them row by row."""
+    out = [str(CreateTable(table).compile(dialect=dialect)).strip() for table in TABLES]
+    if dialect.name == "sqlite":
+        out.append(_SQLITE_FTS)
+    return out
 
 
 def index_ddl(dialect: sa.engine.Dialect, *, edges: bool | None = None) -> list[str]:
-    """CREATE INDEX statements and the full-text index.
+    """CREATE INDEX statements, and PostgreSQL's full-text column and index.
 
     `edges`: True for the edge table's indexes only, False for all the others (and
     the full-text index), None for everything. A bulk load builds the two groups at
@@ -269,11 +273,8 @@ def index_ddl(dialect: sa.engine.Dialect, *, edges: bool | None = None) -> list[
         if edges is None or (table is edge) == edges
         for index in sorted(table.indexes, key=lambda i: i.name)
     ]
-    if not edges:
-        if dialect.name == "sqlite":
-            out.append(_SQLITE_FTS)
-        elif dialect.name == "postgresql":
-            out.extend(_PG_FTS)
+    if not edges and dialect.name == "postgresql":
+        out.extend(_PG_FTS)
     return out
 
 
