@@ -19,8 +19,6 @@ DEFAULT_DB_PATH = "ctx08.db"
 DB_URL_ENV = "CTXDB_URL"
 # How long a SQLite writer waits for another writer before giving up.
 SQLITE_BUSY_TIMEOUT_MS = 10_000
-# Page cache per connection, in KiB (negative cache_size means KiB to SQLite).
-SQLITE_CACHE_KIB = 32 * 1024
 # Execution option naming the SQLite BEGIN mode for a connection's transactions.
 SQLITE_BEGIN_OPTION = "ctxdb_sqlite_begin"
 SQLITE_BEGIN_MODES = ("DEFERRED", "IMMEDIATE")
@@ -72,9 +70,6 @@ def make_engine(url: str, *, recon_path: str | None = None, foreign_keys: bool =
             # a committed decision; a power cut may roll back the last few commits.
             cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_MS)}")
-        # A decision touches a few pages of every index; with a large store the default
-        # 2 MB page cache re-reads them from the OS on every construction.
-        cursor.execute(f"PRAGMA cache_size=-{int(SQLITE_CACHE_KIB)}")
         cursor.execute(f"PRAGMA foreign_keys={'ON' if foreign_keys else 'OFF'}")
         if recon_path is not None:
             cursor.execute("ATTACH DATABASE ? AS recon", (recon_path,))
