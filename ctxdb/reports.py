@@ -50,7 +50,7 @@ def _cell(value) -> str:
     if value is None:
         return "–"
     if isinstance(value, float):
-        return f"{value:.3f}" if abs(value) < 1000 else f"{value:,.0f}"
+        return f"{value:.3f}" if abs(value) < 100 else f"{value:,.0f}"
     return str(value)
 
 
