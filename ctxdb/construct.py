@@ -64,14 +64,15 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _ensure_run(connection: Connection, request: DecisionRequest, settings_json: str) -> None:
+def _ensure_run(connection: Connection, request: DecisionRequest, settings_json: str) -> bool:
+    """Create the run if it is new (True) and check an existing one's arm and variant."""
     # Insert-if-absent, then read back: many workers may start the same run at once.
-    connection.execute(
+    inserted = connection.execute(
         models.insert_ignoring_duplicates(connection, models.run).values(
             run_id=request.run_id, arm=request.arm, variant=request.variant,
             created_at=_now(), settings_json=settings_json,
-        )
-    )
+        ).returning(models.run.c.run_id)
+    ).first()
     row = connection.execute(
         select(models.run.c.arm, models.run.c.variant).where(models.run.c.run_id == request.run_id)
     ).one()
@@ -80,6 +81,7 @@ def _ensure_run(connection: Connection, request: DecisionRequest, settings_json:
             f"request.arm/variant: run {request.run_id!r} is arm {row.arm!r} variant "
             f"{row.variant!r}; expected the same, got {request.arm!r}/{request.variant!r}"
         )
+    return inserted is not None  # no row back: another decision made the run first
 
 
 def _digest_item(request: DecisionRequest, edges, item_no: int) -> PoolItem | None:
@@ -128,12 +130,13 @@ def construct(store, request: DecisionRequest | dict | str) -> DecisionContext:
             node = request.plan_node
             ranking = rank_residue(settings, node.obligation, node.acceptance_criteria,
                                    node.decision_question, residue)
-    elif request.arm == "ctx08":
-        announce_unavailable(store.url, request.run_id)
     with store.write_transaction() as connection, store.recon_connection(connection) as rc:
         prepared = _prepare(connection, rc, store, request, request_json, settings,
                             settings_json)
-        return _construct(connection, prepared, request, settings, ranking, flags)
+        context = _construct(connection, prepared, request, settings, ranking, flags)
+    if request.arm == "ctx08" and not settings.rank_base_url and prepared.new_run:
+        announce_unavailable(store.url, request.run_id)  # once per run, when it starts
+    return context
 
 
 @dataclass
@@ -142,6 +145,7 @@ class _Prepared:
     pool: list[PoolItem]
     audit: AuditLog
     facts: DecisionFacts
+    new_run: bool  # this decision started its run
 
 
 def _residue_candidates(connection, prepared: _Prepared) -> list[ResidueCandidate]:
@@ -159,7 +163,7 @@ def _residue_candidates(connection, prepared: _Prepared) -> list[ResidueCandidat
 def _prepare(connection, recon_connection, store, request, request_json, settings,
              settings_json) -> _Prepared:
     """(a) assembly and the gate's inputs, written as the decision's own rows."""
-    _ensure_run(connection, request, settings_json)
+    new_run = _ensure_run(connection, request, settings_json)
     recon = ReconSql(recon_connection) if store.recon_available else None
     pool = assemble_pool(request, recon)
     links = compute_links(request, pool, recon)
@@ -198,7 +202,7 @@ def _prepare(connection, recon_connection, store, request, request_json, setting
     policy_sets = connection.execute(text(load_sql("stages/policy_sets"))).scalars().all()
     policy_set = request.variant if request.variant in policy_sets else SPEC_POLICY_SET
     facts = DecisionFacts.from_request(decision_id, request, request_sha256, policy_set)
-    return _Prepared(decision_id, pool, audit, facts)
+    return _Prepared(decision_id, pool, audit, facts, new_run)
 
 
 def _construct(connection, prepared: _Prepared, request, settings, ranking,
