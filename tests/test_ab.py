@@ -351,3 +351,18 @@ def test_ablation_verdicts(report_store):
     assert rows["no_signatures"]["d_precision_items"] == pytest.approx(0.0)
     assert rows["no_signatures"]["d_precision_tokens"] == pytest.approx((0.4 - 2 / 3) / (2 / 3))
     assert rows["no_signatures"]["verdict"] == "KEEP: removing it degrades"
+
+
+def test_outcomes_and_arms_by_hand(report_store):
+    _outcomes(report_store, True, True, 0.10, 0.30)
+    rows = {r["arm"]: r for r in _report(report_store, "outcomes")}
+    assert rows["ctx08"]["instances"] == 1 and rows["ctx08"]["solved"] == 1
+    assert rows["ctx08"]["resolve_rate"] == pytest.approx(1.0)
+    assert rows["ctx08"]["cost_per_instance"] == pytest.approx(0.10)
+    assert rows["ctx08"]["tokens_per_instance"] == pytest.approx(200)  # the newest decision only
+    assert rows["ctx08"]["tokens_per_solved"] == pytest.approx(200)
+    assert rows["current"]["tokens_per_solved"] == pytest.approx(800)
+    arms = {(r["arm"], r["variant"]): r for r in _report(report_store, "arms")}
+    assert arms[("ctx08", "default")]["mean_tokens"] == pytest.approx(200)
+    assert arms[("ctx08", "default")]["tokens_per_solved"] == pytest.approx(200)
+    assert arms[("current", "default")]["precision_items"] == pytest.approx(0.25)
