@@ -21,7 +21,7 @@ from .audit import AuditLog
 from .budget import Budgeter, render_window
 from .candidate import Candidate
 from .compress import compress
-from .context import BudgetLogEntry, DecisionContext, WindowEntry
+from .context import DecisionContext, WindowEntry
 from .dedup import dedup, fact_key
 from .facts import DecisionFacts
 from .gate import ADMIT, OUT_OF_POOL, RESIDUAL, gate_decision
@@ -429,7 +429,6 @@ def _persist(connection, decision_id, request, outcome, audit, settings):
         acceptance_criteria=request.plan_node.acceptance_criteria,
         current_obligation=request.plan_node.obligation, window=tuple(entries),
         token_count=token_count, ceiling=settings.token_ceiling, tokenizer=settings.tokenizer,
-        budget_log=tuple(BudgetLogEntry(s.step_no, s.ladder_step, s.item_id, s.tokens_before,
-                                        s.tokens_after, s.detail) for s in steps),
+        budget_log=tuple(steps),
         flags=tuple(flags), verdicts=dict(sorted(verdicts.items())),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-from .budget import TASK_HEADER
+from .budget import TASK_HEADER, BudgetStep
 
 
 @dataclass(frozen=True)
@@ -21,14 +21,8 @@ class WindowEntry:
     text: str  # exactly what this item adds to the rendered window
 
 
-@dataclass(frozen=True)
-class BudgetLogEntry:
-    step_no: int
-    ladder_step: str
-    item_id: str | None
-    tokens_before: int
-    tokens_after: int
-    detail: str | None = None
+# One eviction-ladder step as the budgeter logged it (also a budget_log row).
+BudgetLogEntry = BudgetStep
 
 
 @dataclass(frozen=True)

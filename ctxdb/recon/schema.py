@@ -314,9 +314,9 @@ def read_meta(conn: Connection) -> dict[str, str] | None:
     return {k: v for k, v in rows}
 
 
-def rebuild_hint(target: str | os.PathLike | None = None) -> str:
+def rebuild_hint(target: str | os.PathLike | None = None, *, rebuild: bool = True) -> str:
     where = describe_target(target) if target is not None else "FILE"
-    return f"ctxdb recon index PATH --recon {where} --rebuild"
+    return f"ctxdb recon index PATH --recon {where}" + (" --rebuild" if rebuild else "")
 
 
 def check_meta(meta: dict[str, str] | None, target: Any = None) -> None:
@@ -324,7 +324,8 @@ def check_meta(meta: dict[str, str] | None, target: Any = None) -> None:
     where = describe_target(target) if isinstance(target, str | os.PathLike) else "the recon index"
     if meta is None:
         raise ReconVersionError(
-            f"{where} holds no recon index; build it with: {rebuild_hint(target)}"
+            f"{where} holds no recon index; build it with: "
+            f"{rebuild_hint(target, rebuild=False)}"
         )
     diffs = [
         f"{k} {meta.get(k, 'missing')} (this code: {v})"
