@@ -219,8 +219,9 @@ def _resolve(item: PoolItem, recon: ReconReader | None, *, has_content: bool) ->
     item.path, item.start_line, item.end_line = resolved.path, resolved.start_line, resolved.end_line
     item.signature = resolved.signature
     if not has_content:
+        # No event: the row's span and signature columns record what recon supplied, and
+        # a per-item event here was a quarter of a 256-item decision's audit writes.
         item.content = resolved.text
-        item.events.append(AssemblyEvent("content_from_recon", item.entity_key))
 
 
 def _apply_caps(item: PoolItem) -> None:

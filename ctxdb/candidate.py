@@ -55,12 +55,18 @@ def _word_terms(word: str) -> frozenset[str]:
     )
 
 
-def terms(text: str) -> set[str]:
+def terms(text: str) -> frozenset[str]:
     """Identifier-like words of ``text``, lower-cased, split on snake_case and CamelCase."""
+    return _text_terms(text or "")
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _text_terms(text: str) -> frozenset[str]:
+    # Cached per text: a harness asks about the same symbols decision after decision.
     found: set[str] = set()
-    for word in set(_WORD.findall(text or "")):
+    for word in set(_WORD.findall(text)):
         found |= _word_terms(word)
-    return found
+    return frozenset(found)
 
 
 @dataclass

@@ -320,7 +320,7 @@ def _resolve_residue(connection, prepared, residual, settings, ranking) -> list[
     if not residual:
         return []
     if len(residual) > RESIDUE_MAX:
-        return _fold(connection, prepared, by_id)
+        return _fold(connection, prepared, by_id, residual)
     if ranking is None:
         for item_id in residual:
             audit.final(item_id, "rank", "rejected", "ranker_unavailable")
@@ -363,28 +363,31 @@ def _write_rank_call(connection, decision_id, ranking) -> int:
     ).scalar_one()
 
 
-def _fold(connection, prepared, by_id) -> list[Candidate]:
+def _fold(connection, prepared, by_id, residual) -> list[Candidate]:
     """A residue over 32 is not ranked (§4): each item goes to the obligation bucket it
     is nearest to, and is admitted under that link's driver only if it is a direct
     recon neighbour of the linked symbol; otherwise it is folded away, or rejected
     outright when no bucket is near it."""
     audit = prepared.audit
-    rows = connection.execute(
-        text(load_sql("stages/residue_of_decision")), {"decision_id": prepared.decision_id}
-    ).all()
+    near = {
+        row.item_id: row
+        for row in connection.execute(
+            text(load_sql("stages/nearness_of_decision")), {"decision_id": prepared.decision_id}
+        )
+    }
     admitted = []
-    for row in rows:
+    for item_id in residual:
+        row = near[item_id]
         if row.nearest_link_kind is None:
-            audit.final(row.item_id, "rank", "rejected",
+            audit.final(item_id, "rank", "rejected",
                         f"residue > {RESIDUE_MAX}: no obligation bucket to fold into")
             continue
         bucket = f"link {row.nearest_link_no} ({row.nearest_link_kind} {row.nearest_entity})"
         if row.recon_hops == 1:
-            audit.add(row.item_id, "rank", "folded_in", f"residue > {RESIDUE_MAX}: {bucket}")
-            admitted.append(Candidate(item=by_id[row.item_id],
-                                      driver=f"fold:{row.nearest_link_kind}"))
+            audit.add(item_id, "rank", "folded_in", f"residue > {RESIDUE_MAX}: {bucket}")
+            admitted.append(Candidate(item=by_id[item_id], driver=f"fold:{row.nearest_link_kind}"))
         else:
-            audit.final(row.item_id, "rank", "folded",
+            audit.final(item_id, "rank", "folded",
                         f"residue > {RESIDUE_MAX}: {bucket}, not a direct neighbour")
     return admitted
 

@@ -368,6 +368,17 @@ def test_incremental_reparses_only_changed_files(recon_target, shopcart_copy, tm
         recon_target, "calls"
     )
 
+    # the full-text index followed both changes
+    with open_recon(recon_target) as conn:
+        assert [h["key"] for h in search_symbols(conn, "exempt")][:1] == [
+            "shopcart/tax.py::TaxPolicy.exempt"
+        ]
+        assert not [h for h in search_symbols(conn, "reserve") if "inventory" in h["key"]]
+        if conn.dialect.name == "sqlite":  # external content: index and rows must agree
+            conn.execute(sa.text(
+                "INSERT INTO recon.symbol_fts(symbol_fts, rank) VALUES ('integrity-check', 1)"
+            ))
+
     # the incremental index equals a cold build of the same tree
     cold = str(tmp_path / "cold.db")
     index_repository(shopcart_copy, cold)
@@ -595,7 +606,7 @@ def test_cli_recon_defaults_to_env(tmp_path, capsys, monkeypatch):
 
 def test_cli_missing_index_exits_2(tmp_path, capsys):
     assert _cli("recon", "stats", "--recon", str(tmp_path / "nope.db")) == 2
-    assert "--rebuild" in capsys.readouterr().err
+    assert f"ctxdb recon index PATH --recon {tmp_path / 'nope.db'}" in capsys.readouterr().err
 
 
 def test_every_recon_command_has_help():
