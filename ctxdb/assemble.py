@@ -199,7 +199,7 @@ def assemble_pool(request: DecisionRequest, recon: ReconReader | None) -> list[P
         _resolve(item, recon, has_content=fields.get("content") is not None)
         _apply_caps(item)
         pool.append(item)
-    _apply_pool_cap(pool)
+    apply_pool_cap(pool)
     return pool
 
 
@@ -243,12 +243,20 @@ def _apply_caps(item: PoolItem) -> None:
         item.provenance = provenance
 
 
-def _apply_pool_cap(pool: list[PoolItem]) -> None:
-    """Keep POOL_MAX_ITEMS by source priority, then arrival order (§3.1)."""
-    if len(pool) <= POOL_MAX_ITEMS:
+def cap_rank(item: PoolItem) -> tuple[int, int]:
+    """Order for the §3.1 and §3.2 caps: source priority, then pool order — live state
+    newest first, so a long history loses its oldest outputs."""
+    if item.arrival_no is not None:
+        return (SOURCE_PRIORITY[item.source], -item.arrival_no)
+    return (SOURCE_PRIORITY[item.source], item.item_no)
+
+
+def apply_pool_cap(pool: list[PoolItem]) -> None:
+    """Keep POOL_MAX_ITEMS in the pool (§3.1); safe to call again after adding an item."""
+    in_pool = [item for item in pool if item.in_pool]
+    if len(in_pool) <= POOL_MAX_ITEMS:
         return
-    ranked = sorted(pool, key=lambda i: (SOURCE_PRIORITY[i.source], i.item_no))
-    for item in ranked[POOL_MAX_ITEMS:]:
+    for item in sorted(in_pool, key=cap_rank)[POOL_MAX_ITEMS:]:
         item.in_pool = False
         item.events.append(
             AssemblyEvent(

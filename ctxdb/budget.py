@@ -186,7 +186,7 @@ class Budgeter:
             if budget_bytes <= 0:
                 continue
             start, end = sliding_window(candidate.item.content, self.facts.decision_terms, budget_bytes)
-            lines = candidate.item.content.splitlines()
+            lines = candidate.item.content.split("\n")  # tree-sitter lines: \n only
             text = "# … cut to fit the budget\n" + "\n".join(lines[start : end + 1])
             total = self._replace_text(
                 candidate, text, "truncated", "2d_cut_change_target", total, "cut_to_window"
@@ -234,14 +234,24 @@ class Budgeter:
             if "task_truncated" not in self.flags:
                 self.flags.append("task_truncated")
         else:
-            # Pathological: the obligation alone is over the ceiling. Halve the largest
-            # stable-core text until it fits; the full text stays in the store.
-            largest = max(window, key=lambda c: (c.tokens, -c.item.item_no))
-            largest.text = largest.text[: len(largest.text) // 2]
-            largest.rendering = "truncated"
-            self._measure_items([largest])
+            # Pathological: the stable core alone is over the ceiling. Halve the largest
+            # stable-core text until it fits (the full text stays in the store); when no
+            # text is left to cut, drop items — criteria first, the obligation last.
             if "stable_core_truncated" not in self.flags:
                 self.flags.append("stable_core_truncated")
+            shrinkable = [c for c in window if c.text]
+            if shrinkable:
+                largest = max(shrinkable, key=lambda c: (c.tokens, -c.item.item_no))
+                largest.text = largest.text[: len(largest.text) // 2]
+                largest.rendering = "truncated"
+                self._measure_items([largest])
+            elif window:
+                victim = max(window, key=lambda c: (c.item.kind != "plan_node", c.item.item_no))
+                window, _ = self._evict(window, victim, "stable_core_overflow", exact)
+            else:
+                raise RuntimeError(
+                    f"an empty window counts {exact} tokens, over the ceiling {self.ceiling}"
+                )
         new_exact = self.count([render_window(self.task, window)])[0]
         self._log("exact_recount", None, exact, new_exact)
         return window, new_exact

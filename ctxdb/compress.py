@@ -50,7 +50,7 @@ def ast_slice(source: str, first_line: int, target_line: int, budget: int) -> tu
     not inside ``source`` or no enclosing statement fits.
     """
     relative = target_line - first_line
-    lines = source.splitlines()
+    lines = source.split("\n")  # tree-sitter counts rows by \n only
     if not 0 <= relative < len(lines):
         return None
     tree = _python_parser().parse(source.encode("utf-8"))
@@ -75,7 +75,7 @@ def sliding_window(text: str, decision_terms: frozenset[str], budget: int) -> tu
     Score = decision terms present in the window (RepoCoder's token overlap);
     ties go to the earliest window, so the choice is deterministic.
     """
-    lines = text.splitlines()
+    lines = text.split("\n")
     line_terms = [terms(line) & decision_terms for line in lines]
     sizes = [_size(line) + 1 for line in lines]
     best, best_score = (0, 0), -1
@@ -124,7 +124,7 @@ def compress(candidates: list[Candidate], facts: DecisionFacts, audit: AuditLog)
                 candidate.over_compress_target = True
                 audit.add(item.item_id, STAGE, "flagged_over_1kb", "the whole change target is needed")
                 continue
-            lines = item.content.splitlines()
+            lines = item.content.split("\n")
             start, end = span[0] - item.start_line, span[1] - item.start_line
             candidate.text = (
                 signature_of(candidate)
@@ -142,7 +142,7 @@ def compress(candidates: list[Candidate], facts: DecisionFacts, audit: AuditLog)
             audit.add(item.item_id, STAGE, "flagged_over_1kb", f"{candidate.role}: whole text needed")
             continue
         start, end = sliding_window(item.content, facts.decision_terms, COMPRESSED_TARGET_BYTES)
-        lines = item.content.splitlines()
+        lines = item.content.split("\n")
         first = (item.start_line or 1) + start
         last = (item.start_line or 1) + end
         candidate.text = f"# … lines {first}-{last} (sliding window on the decision's terms)\n" + (

@@ -8,6 +8,7 @@ Environment variables for the ranking endpoint (``CTXDB_RANK_BASE_URL``,
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ DEFAULTS_FILE = PACKAGE_DIR / "defaults.toml"
 USER_CONFIG_NAME = "ctxdb.toml"
 # Below this a window cannot hold the task header and one obligation line.
 MIN_TOKEN_CEILING = 256
+RESPONSE_FORMATS = ("json_schema", "json_object")
 
 
 class ConfigError(ValueError):
@@ -34,6 +36,7 @@ class Settings:
     rank_api_key: str
     rank_model: str
     rank_timeout_seconds: float
+    rank_response_format: str
     source: str  # which files were read, for the audit
 
 
@@ -79,19 +82,42 @@ def load_settings(config_path: str | os.PathLike | None = None) -> Settings:
             f"[budget].token_ceiling must be an integer >= {MIN_TOKEN_CEILING}, got {ceiling!r}"
         )
     threshold = rank["threshold"]
-    if not isinstance(threshold, (int, float)) or not 0.0 <= float(threshold) <= 1.0:
+    if (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+            or not 0.0 <= float(threshold) <= 1.0):
         raise ConfigError(f"[rank].threshold must be a number in [0, 1], got {threshold!r}")
-    timeout = float(os.environ.get("CTXDB_RANK_TIMEOUT", rank["timeout_seconds"]))
-    if timeout <= 0:
-        raise ConfigError(f"rank timeout must be positive seconds, got {timeout!r}")
+    timeout_source, timeout = "[rank].timeout_seconds", rank["timeout_seconds"]
+    if "CTXDB_RANK_TIMEOUT" in os.environ:
+        timeout_source, timeout = "CTXDB_RANK_TIMEOUT", os.environ["CTXDB_RANK_TIMEOUT"]
+    raw_timeout = timeout
+    try:
+        timeout = float(timeout) if not isinstance(timeout, bool) else math.nan
+    except (TypeError, ValueError):
+        timeout = math.nan
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise ConfigError(
+            f"{timeout_source} must be a positive number of seconds, got {raw_timeout!r}"
+        )
+    response_format = rank["response_format"]
+    if response_format not in RESPONSE_FORMATS:
+        raise ConfigError(f"[rank].response_format: expected one of {', '.join(RESPONSE_FORMATS)},"
+                          f" got {response_format!r}")
+    tokenizer = str(os.environ.get("CTXDB_TOKENIZER", budget["tokenizer"]))
+    from .tokens import TOKENIZER_NAMES
+
+    if tokenizer not in TOKENIZER_NAMES:
+        raise ConfigError(
+            f"[budget].tokenizer / CTXDB_TOKENIZER: expected one of {', '.join(TOKENIZER_NAMES)},"
+            f" got {tokenizer!r}"
+        )
 
     return Settings(
         token_ceiling=ceiling,
-        tokenizer=str(os.environ.get("CTXDB_TOKENIZER", budget["tokenizer"])),
+        tokenizer=tokenizer,
         rank_threshold=float(threshold),
         rank_base_url=os.environ.get("CTXDB_RANK_BASE_URL", rank["base_url"]),
         rank_api_key=os.environ.get("CTXDB_RANK_API_KEY", os.environ.get("OPENAI_API_KEY", "")),
         rank_model=os.environ.get("CTXDB_RANK_MODEL", rank["model"]),
         rank_timeout_seconds=timeout,
+        rank_response_format=response_format,
         source=" + ".join(sources),
     )

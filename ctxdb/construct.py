@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from sqlalchemy import Connection, insert, select, text, update
 
 from . import models
-from .assemble import PoolItem, assemble_pool
+from .assemble import PoolItem, apply_pool_cap, assemble_pool, cap_rank
 from .audit import AuditLog
 from .budget import Budgeter, render_window
 from .candidate import Candidate
@@ -35,10 +35,10 @@ from .links import (
     impact_digest,
 )
 from .order import order
-from .rank import ResidueCandidate, announce_unavailable, rank_residue
+from .rank import RESIDUE_CHANGED, ResidueCandidate, announce_unavailable, rank_residue
 from .render import load_policy, render, signature_of
 from .request import DecisionRequest, RequestError, has_nul, without_nul
-from .spec import RESIDUE_MAX
+from .spec import ADMITTED_MAX, RESIDUE_MAX
 from .sqlfiles import load_sql
 from .tokens import count_cached
 from .variants import LITM_BURIED, NO_IMPACT_DIGEST
@@ -176,6 +176,7 @@ def _prepare(connection, recon_connection, store, request, request_json, setting
         digest = _digest_item(request, edges, len(pool) + 1)
     if digest is not None:
         pool.append(digest)
+        apply_pool_cap(pool)  # the digest counts against the 256 like any item
         links.append(Link("impact_digest", digest.entity_key, None, None, None, "06 digest"))
     nearness = compute_nearness(request, pool, links, recon)
 
@@ -299,6 +300,14 @@ def _pipeline(connection, prepared, request, settings, ranking, count):
         else:
             audit.final(row.item_id, "gate", "rejected", row.driver)
     admitted += _resolve_residue(connection, prepared, residual, settings, ranking)
+    if len(admitted) > ADMITTED_MAX:
+        # §3.2's cap holds for the whole admitted set, ranked or folded items included.
+        admitted.sort(key=lambda c: cap_rank(c.item))
+        for candidate in admitted[ADMITTED_MAX:]:
+            audit.final(candidate.item_id, "gate", "rejected",
+                        f"admitted_cap_{ADMITTED_MAX}: lower source priority than "
+                        f"{ADMITTED_MAX} admitted items")
+        admitted = admitted[:ADMITTED_MAX]
     admitted.sort(key=lambda c: c.item.item_no)
 
     policy = load_policy(connection, facts.policy_set)
@@ -317,17 +326,24 @@ def _pipeline(connection, prepared, request, settings, ranking, count):
 def _resolve_residue(connection, prepared, residual, settings, ranking) -> list[Candidate]:
     """§4: rank a residue of 1..32, fold a larger one, reject it when ranking is off."""
     audit, by_id = prepared.audit, {item.item_id: item for item in prepared.pool}
+    call_id = None
+    if ranking is not None:
+        # A call that happened is always recorded, with what its answer came to mean.
+        ranked = json.loads(ranking.request_body["messages"][1]["content"])["residue"]
+        if [c["id"] for c in ranked] != residual:
+            ranking.status = RESIDUE_CHANGED
+            ranking.error = "the residue at write time differs from the one ranked"
+        call_id = _write_rank_call(connection, prepared.decision_id, ranking)
     if not residual:
         return []
     if len(residual) > RESIDUE_MAX:
         return _fold(connection, prepared, by_id, residual)
     if ranking is None:
+        reason = ("ranker_unavailable" if not settings.rank_base_url
+                  else "rank_not_called: the residue appeared after the call was prepared")
         for item_id in residual:
-            audit.final(item_id, "rank", "rejected", "ranker_unavailable")
+            audit.final(item_id, "rank", "rejected", reason)
         return []
-    call_id = _write_rank_call(connection, prepared.decision_id, ranking)
-    if [c["id"] for c in json.loads(ranking.request_body["messages"][1]["content"])["residue"]] != residual:
-        ranking.status, ranking.error = "residue_changed", "the residue differs from the one ranked"
     admitted, scores = [], []
     for item_id in residual:
         score = ranking.scores.get(item_id) if ranking.ok else None

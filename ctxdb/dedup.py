@@ -16,9 +16,9 @@ lower item number; every other member's id is listed on the survivor
 Class 4 (one item under several obligations) is one pool item already: the
 gate records the first link that reached it as its driver.
 
-Mid-relevance filler: a signature- or digest-rendered item whose span lies
-inside another window item rendered verbatim adds nothing the window does not
-already show; it is dropped as ``deduped`` with the container named.
+Mid-relevance filler: a signature-rendered item whose span lies inside a change
+target or test the window shows whole and verbatim adds nothing the window does
+not already show; it is dropped as ``deduped`` with the container named.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from .audit import AuditLog
 from .candidate import FAILURE_KINDS, ROLE_STRENGTH, Candidate
 
 STAGE = "dedup"
+CONTAINER_ROLES = frozenset({"change_target", "insertion_point", "test_reasoned_over"})
 CODE_KINDS = frozenset(
     {"source_code", "symbol", "retrieved_hit", "fault_entity", "changed_entity", "graph_edge",
      "downstream_obligation"}
@@ -91,7 +92,10 @@ def dedup(candidates: list[Candidate], fact_keys: dict[str, str], audit: AuditLo
             )
         survivors.append(keep)
 
-    verbatim = [c for c in survivors if c.rendering == "verbatim"]
+    # Containers show their whole text (not an AST slice or window compress cut) and hold
+    # roles the budgeter cuts last, so what they contain stays shown.
+    verbatim = [c for c in survivors if c.rendering == "verbatim"
+                and c.role in CONTAINER_ROLES and c.text == c.item.content]
     kept = []
     for candidate in survivors:
         container = None

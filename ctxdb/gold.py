@@ -52,7 +52,8 @@ def parse_unified_diff(patch: str) -> list[FileChange]:
     current: FileChange | None = None
     old = new = 0
     pending_insert = False
-    lines = patch.splitlines()
+    # A diff is \n-separated; a form feed inside a source line is not a line break.
+    lines = [line.rstrip("\r") for line in patch.split("\n")]
     for number, line in enumerate(lines, start=1):
         if line.startswith("--- ") and number < len(lines) and lines[number].startswith("+++ "):
             current = FileChange(_strip_prefix(line[4:]), _strip_prefix(lines[number][4:]))

@@ -109,7 +109,8 @@ class ReconSql:
         row = self.connection.execute(_query("recon/file_by_path"), {"path": path}).first()
         if row is None:
             return None
-        found = (row.line_count, row.text, row.text.splitlines(keepends=True))
+        # Line numbers are tree-sitter rows, counted by \n only (not by form feeds).
+        found = (row.line_count, row.text, row.text.split("\n"))
         if sha256 is not None:
             _FILE_TEXTS[(path, sha256)] = found
             while len(_FILE_TEXTS) > FILE_TEXT_CACHE_FILES:
@@ -144,7 +145,9 @@ class ReconSql:
         found = self._file(path)
         if found is None:
             return None
-        return "".join(found[2][start - 1 : end])
+        lines = found[2]
+        text = "\n".join(lines[start - 1 : end])
+        return text + "\n" if end < len(lines) else text
 
     def resolve(self, ref: EntityRef) -> ResolvedEntity | None:
         if ref.qualified_name is not None:

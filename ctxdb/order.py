@@ -26,7 +26,7 @@ def classify(candidate: Candidate) -> None:
     item = candidate.item
     if candidate.role in STABLE_CORE_ROLES:
         candidate.tier = "stable_core"
-    elif item.kind in ("error", "traceback", "tool_output", "test_output"):
+    elif item.kind in ("error", "traceback", "tool_output", "test_output") and item.source == "live":
         candidate.tier = "transient"
     else:
         candidate.tier = "working_set"
@@ -52,9 +52,10 @@ def _front(candidates: list[Candidate]) -> list[Candidate]:
 
 def _back(candidates: list[Candidate]) -> list[Candidate]:
     tests = sorted((c for c in candidates if c.role == "test_reasoned_over"), key=lambda c: c.item.item_no)
-    patches = [c for c in candidates if c.edge_critical and c.item.kind == "patch"]
+    live = [c for c in candidates if c.edge_critical and c.role == "live_current"]
+    patches = [c for c in live if c.item.kind == "patch"]
     failures = sorted(
-        (c for c in candidates if c.edge_critical and c.item.kind in FAILURE_KINDS),
+        (c for c in live if c.item.kind in FAILURE_KINDS),
         key=lambda c: (c.item.arrival_no or 0, c.item.item_no),
     )
     return tests + patches + failures
@@ -68,7 +69,8 @@ def order(
     for candidate in candidates:
         classify(candidate)
     front = _front(candidates)
-    back = _back(candidates)
+    in_front = {id(c) for c in front}
+    back = [c for c in _back(candidates) if id(c) not in in_front]
     placed = {id(c) for c in front + back}
     middle = sorted(
         (c for c in candidates if id(c) not in placed),

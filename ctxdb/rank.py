@@ -69,6 +69,7 @@ TOO_MANY_RANKINGS = "too_many_rankings"
 HTTP_ERROR = "http_error"
 TIMEOUT = "timeout"
 CONNECTION_ERROR = "connection_error"
+RESIDUE_CHANGED = "residue_changed"  # the store changed between the preview and the write
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ def build_request_body(
     acceptance_criteria: tuple[str, ...],
     decision_question: str | None,
     residue: list[ResidueCandidate],
+    response_format: str = "json_schema",
 ) -> dict:
     """The exact chat-completions body, in the spec's order, deterministic."""
     user = {
@@ -123,7 +125,8 @@ def build_request_body(
         ],
         "temperature": RANK_TEMPERATURE,
         "max_completion_tokens": RANK_MAX_COMPLETION_TOKENS,
-        "response_format": RESPONSE_FORMAT,
+        "response_format": RESPONSE_FORMAT if response_format == "json_schema"
+        else {"type": "json_object"},
     }
 
 
@@ -166,7 +169,8 @@ def rank_residue(settings, obligation, acceptance_criteria, decision_question, r
     import openai
 
     body = build_request_body(
-        settings.rank_model, obligation, acceptance_criteria, decision_question, residue
+        settings.rank_model, obligation, acceptance_criteria, decision_question, residue,
+        settings.rank_response_format,
     )
     outcome = RankOutcome(settings.rank_model, settings.rank_base_url, body, PARSE_ERROR)
     client = openai.OpenAI(

@@ -17,10 +17,13 @@ from sqlalchemy import Connection, text
 from .audit import AuditLog
 from .candidate import TRANSIENT_KINDS, Candidate
 from .facts import DecisionFacts
+from .spec import COMPRESSED_TARGET_BYTES
 from .sqlfiles import load_sql
 
 STAGE = "render"
 DEFAULT_RENDERING = "signature"  # §3.3 caps: "cheapest safe"
+# A signature is a header, not a body: a longer one is cut (and marked).
+SIGNATURE_MAX_CHARS = 400
 
 _DRIVER_ROLES = {
     "obligation:plan_node": "requirement",
@@ -67,9 +70,9 @@ def _is_test_entity(entity_key: str | None) -> bool:
 
 def derive_role(candidate: Candidate, facts: DecisionFacts, newest_arrival: dict[str, int]) -> str:
     item = candidate.item
-    if item.kind in ("plan_node", "acceptance_criteria"):
+    if item.kind in ("plan_node", "acceptance_criteria") and item.source == "07":
         return "requirement"
-    if item.kind in TRANSIENT_KINDS:
+    if item.kind in TRANSIENT_KINDS and item.source in ("live", "patch"):
         # P6: a test or tool output superseded by a newer one of its stream is stale;
         # errors and tracebacks of the current state are all current.
         newest = newest_arrival.get(item.kind)
@@ -92,20 +95,63 @@ def derive_role(candidate: Candidate, facts: DecisionFacts, newest_arrival: dict
     return role
 
 
+def _header_end(content: str, start: int) -> int:
+    """Index just past the colon that ends a def/class header starting at ``start``:
+    the first colon outside brackets and string literals (annotations and defaults
+    may hold colons and parentheses of their own)."""
+    depth, quote, index = 0, None, start
+    while index < len(content):
+        char = content[index]
+        if quote:
+            if char == "\\":
+                index += 1
+            elif content.startswith(quote, index):
+                index += len(quote) - 1
+                quote = None
+        elif char in "\"'":
+            quote = content[index : index + 3] if content[index : index + 3] in ('"""', "'''") \
+                else char
+            index += len(quote) - 1
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == ":" and depth == 0:
+            return index + 1
+        index += 1
+    return len(content)
+
+
+def truncated_head(content: str) -> str:
+    """The leading lines that fit COMPRESSED_TARGET_BYTES, marked when cut."""
+    lines, kept, used = content.split("\n"), [], 0
+    for line in lines:
+        size = len(line.encode("utf-8")) + 1
+        if kept and used + size > COMPRESSED_TARGET_BYTES:
+            break
+        kept.append(line)
+        used += size
+    if len(kept) < len(lines):
+        kept.append(f"# … truncated: {len(kept)} of {len(lines)} lines")
+    return "\n".join(kept)
+
+
 def signature_of(candidate: Candidate) -> str:
-    """Name, params, return and one-line doc; from recon when known, else from the text."""
+    """Name, params, return and one-line doc; from recon when known, else the def/class
+    header parsed from the text — never the body (it goes to the ranking prompt)."""
     item = candidate.item
     if item.signature:
         return item.signature
     content = item.content
     match = _DEF_LINE.search(content)
     if match:
-        start = match.start()
-        end = content.find(":\n", start)
-        head = content[start : end + 1 if end != -1 else len(content)]
-        return "\n".join(line.rstrip() for line in head.splitlines()).strip("\n")
-    first = content.strip().splitlines()[0] if content.strip() else ""
-    return first[:200]
+        head = content[match.start() : _header_end(content, match.end())]
+        text = "\n".join(line.rstrip() for line in head.split("\n")).strip("\n")
+    else:
+        text = content.strip().split("\n")[0] if content.strip() else ""
+    if len(text) > SIGNATURE_MAX_CHARS:
+        text = text[: SIGNATURE_MAX_CHARS - 1] + "…"
+    return text
 
 
 def _test_name_and_expectation(candidate: Candidate) -> str:
@@ -122,7 +168,7 @@ def _call_site_lines(candidate: Candidate, head_name: str | None) -> list[str]:
         return []
     lines = []
     start = candidate.item.start_line or 1
-    for offset, line in enumerate(candidate.item.content.splitlines()):
+    for offset, line in enumerate(candidate.item.content.split("\n")):
         if re.search(rf"\b{re.escape(head_name)}\b", line) and not _DEF_LINE.match(line):
             lines.append(f"    L{start + offset}: {line.strip()[:160]}")
     return lines
@@ -133,6 +179,8 @@ def rendered_text(candidate: Candidate, facts: DecisionFacts) -> str:
     item = candidate.item
     if rendering in ("verbatim", "digest"):
         return item.content
+    if rendering == "truncated":
+        return truncated_head(item.content)
     if candidate.role == "test_named":
         return _test_name_and_expectation(candidate)
     signature = signature_of(candidate)

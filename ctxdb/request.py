@@ -16,6 +16,8 @@ from typing import Any
 from .paths import PACKAGE_DIR
 
 SCHEMA_FILE = PACKAGE_DIR / "decision_request.schema.json"
+# The schema's maxLength for entity keys: they are printed in every item header.
+ENTITY_KEY_MAX_CHARS = 1000
 
 
 class RequestError(ValueError):
@@ -93,6 +95,14 @@ class DecisionRequest:
     @classmethod
     def from_dict(cls, data: Any) -> "DecisionRequest":
         validate_request(data)
+        request = cls._build(data)
+        problems = entity_key_problems(request)
+        if problems:
+            raise RequestError("invalid decision request:\n  " + "\n  ".join(problems[:10]))
+        return request
+
+    @classmethod
+    def _build(cls, data: dict) -> "DecisionRequest":
         node = dict(data["plan_node"])
         point = node.pop("insertion_point", None)
         live = data.get("live") or {}
@@ -209,6 +219,23 @@ def validate_request(data: Any) -> None:
         raise RequestError("invalid decision request:\n  " + "\n  ".join(lines))
 
 
+def entity_key_problems(request: DecisionRequest) -> list[str]:
+    """Entity keys that are not path::Qual.name, path:START-END or path, by JSON path."""
+    from .assemble import parse_entity_key
+
+    named = [("request.plan_node.target_entity", request.plan_node.target_entity)]
+    named += [(f"request.evidence[{n}].entity", item.entity)
+              for n, item in enumerate(request.evidence)]
+    problems = []
+    for path, key in named:
+        if isinstance(key, str) and key:
+            try:
+                parse_entity_key(key)
+            except ValueError as exc:
+                problems.append(f"{path}: {exc}")
+    return problems
+
+
 def _check_dataclass(request: DecisionRequest) -> list[str]:
     from .spec import (
         ARMS,
@@ -250,13 +277,17 @@ def _check_dataclass(request: DecisionRequest) -> list[str]:
     text("request.plan_node.obligation", node.obligation)
     if node.target_entity is not None and not isinstance(node.target_entity, str):
         problems.append("request.plan_node.target_entity: expected a string or null")
+    elif node.target_entity is not None and len(node.target_entity) > ENTITY_KEY_MAX_CHARS:
+        problems.append(f"request.plan_node.target_entity: expected at most "
+                        f"{ENTITY_KEY_MAX_CHARS} characters")
     for name in ("preconditions", "required_validation", "acceptance_criteria"):
         strings(f"request.plan_node.{name}", getattr(node, name))
     point = node.insertion_point
     if point is not None:
         text("request.plan_node.insertion_point.path", point.path)
-        if not isinstance(point.line, int) or point.line < 1:
+        if not isinstance(point.line, int) or isinstance(point.line, bool) or point.line < 1:
             problems.append("request.plan_node.insertion_point.line: expected an integer >= 1")
+    problems += entity_key_problems(request)
     for number, item in enumerate(request.evidence):
         path = f"request.evidence[{number}]"
         one_of(f"{path}.source", item.source, EVIDENCE_SOURCES)
@@ -265,7 +296,7 @@ def _check_dataclass(request: DecisionRequest) -> list[str]:
             problems.append(f"{path}.provenance: expected a string")
         if item.entity is None and item.content is None:
             problems.append(f"{path}: expected at least one of the fields entity, content")
-        text(f"{path}.entity", item.entity, optional=True)
+        text(f"{path}.entity", item.entity, optional=True, max_length=ENTITY_KEY_MAX_CHARS)
         if item.content is not None and not isinstance(item.content, str):
             problems.append(f"{path}.content: expected a string")
         if item.score is not None and (
@@ -277,7 +308,7 @@ def _check_dataclass(request: DecisionRequest) -> list[str]:
         text(f"{path}.head", edge.head)
         text(f"{path}.tail", edge.tail)
         one_of(f"{path}.kind", edge.kind, IMPACT_EDGE_KINDS)
-        if not isinstance(edge.depth, int) or edge.depth < 1:
+        if not isinstance(edge.depth, int) or isinstance(edge.depth, bool) or edge.depth < 1:
             problems.append(f"{path}.depth: expected an integer >= 1")
     live = request.live
     if live.patch is not None and not isinstance(live.patch, str):

@@ -112,3 +112,15 @@ def test_postgresql_store_reads_a_separate_recon_file(pg_url, tmp_path):
         assert store.verify() == {}
     target = next(e for e in ctx.window if e.role == "change_target")
     assert "taxable = self.taxable_amount(items, exempt_categories)" in target.text
+
+
+def test_sqlite_and_postgresql_send_the_same_window(pg_url, tmp_path):
+    recon = tmp_path / "recon.db"
+    index_repository(FIXTURES / "repos" / "shopcart", str(recon))
+    index_repository(FIXTURES / "repos" / "shopcart", pg_url)
+    windows = []
+    for url, recon_target in ((tmp_path / "ctx08.db", str(recon)), (pg_url, None)):
+        with ContextStore.open(url, recon=recon_target) as store:
+            windows.append([store.construct(_request(name)).render()
+                            for name in ("localize", "edit", "repair")])
+    assert windows[0] == windows[1]

@@ -203,3 +203,45 @@ def test_cli_summary_and_why_show_the_call(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("CTXDB_RANK_BASE_URL")
     assert main(["construct", str(request_file), "--db", db, "--summary"]) == 0
     assert "ranking: no call — residue rejected 2" in capsys.readouterr().out
+
+
+def test_the_write_lock_is_free_while_the_call_is_in_flight(tmp_path):
+    """Another writer commits while the ranking call waits: no lock is held across it."""
+    import sqlite3
+    import threading
+    import time
+
+    db = tmp_path / "lock.db"
+    ids = _residue_ids(2)
+    with ChatServer() as server, _store(str(db), server) as store:
+        server.answers.append(Answer(_rankings(zip(ids, (0.9, 0.1))), delay_seconds=1.5))
+        result = {}
+        worker = threading.Thread(
+            target=lambda: result.setdefault("ctx", store.construct(residue_request(2))))
+        worker.start()
+        deadline = time.monotonic() + 5
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.requests, "the ranking call never arrived"
+        other = sqlite3.connect(db, timeout=0.2, isolation_level=None)
+        started = time.monotonic()
+        other.execute("BEGIN IMMEDIATE")  # raises 'database is locked' if a writer holds it
+        other.execute("INSERT INTO run (run_id, arm, created_at) VALUES ('other', 'ctx08', 'x')")
+        other.execute("COMMIT")
+        other.close()
+        waited = time.monotonic() - started
+        worker.join(10)
+    assert waited < 0.5
+    assert result["ctx"].token_count > 0
+
+
+def test_json_object_mode_for_endpoints_without_json_schema(store_url):
+    ids = _residue_ids(1)
+    with ChatServer() as server:
+        settings = replace(load_settings(), rank_base_url=server.base_url,
+                           rank_response_format="json_object")
+        with ContextStore.open(store_url, settings=settings) as store:
+            server.answers.append(Answer(_rankings([(ids[0], 0.8)])))
+            ctx = store.construct(residue_request(1))
+    assert server.requests[0]["body"]["response_format"] == {"type": "json_object"}
+    assert ids[0] in [e.item_id for e in ctx.window]

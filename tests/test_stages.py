@@ -228,7 +228,13 @@ def test_fact_keys():
 def test_dedup_keeps_the_strongest_role_and_drops_contained_filler():
     audit = AuditLog()
     target = Candidate(_item(3, entity=TARGET, path="shop/cart.py", start_line=10, end_line=30),
-                       "x", role="change_target", rendering="verbatim")
+                       "x", role="change_target", rendering="verbatim", text="x")
+    sliced = Candidate(_item(6, entity="shop/cart.py::Cart", path="shop/cart.py", start_line=1,
+                             end_line=90, content="class Cart: ..."),
+                       "x", role="change_target", rendering="verbatim", text="# … AST slice")
+    inside_sliced = Candidate(_item(7, entity="shop/cart.py::Cart.add", path="shop/cart.py",
+                                    start_line=40, end_line=45), "x", role="related_symbol",
+                              rendering="signature")
     related = Candidate(_item(2, entity=TARGET), "x", role="related_symbol", rendering="signature")
     inner = Candidate(_item(4, entity="shop/cart.py::Cart.total.helper", path="shop/cart.py",
                             start_line=12, end_line=14), "x", role="related_symbol",
@@ -236,9 +242,10 @@ def test_dedup_keeps_the_strongest_role_and_drops_contained_filler():
     other = Candidate(_item(5, entity="shop/util.py::f"), "x", role="related_symbol",
                       rendering="signature")
     keys = {c.item_id: fact_key(c.item.kind, c.item.entity_key, "", c.item_id)
-            for c in (target, related, inner, other)}
-    kept = dedup([related, target, inner, other], keys, audit)
-    assert [c.item_id for c in kept] == ["E3", "E5"]
+            for c in (target, related, inner, other, sliced, inside_sliced)}
+    kept = dedup([related, target, inner, other, sliced, inside_sliced], keys, audit)
+    # E7 sits inside E6, but E6 shows only a slice: E7 stays
+    assert [c.item_id for c in kept] == ["E3", "E5", "E6", "E7"]
     assert target.also_stands_for == ["E2"]
     assert audit.verdict("E2") == "deduped" and audit.verdict("E4") == "deduped"
 

@@ -3,13 +3,14 @@
 --   obligation-driven  its entity is a structural link of the current obligation
 --                      (decision_link, filtered by gate_link_policy for the decision type),
 --                      a line span overlapping a linked symbol, the plan node or an
---                      acceptance criterion itself, a 05 change target, or live state
---                      (patch, errors, tracebacks, tool and test output);
+--                      acceptance criterion itself (source 07), a 05 change target, or
+--                      live state (patch, errors, tracebacks, tool and test output from
+--                      sources live/patch);
 --   impact-DAG-driven  its entity is the tail of a DIRECT (depth 1) impact edge whose
 --                      head is the change target.
 -- Otherwise it is residual when item_nearness says it is near the decision, else rejected.
--- Admitted items past the 64-item cap (ranked by source_priority, then pool order) are
--- rejected. `driver` names the link that decided; `admit_rank` is the item's place
+-- Admitted items past the 64-item cap (ranked by source_priority, then pool order; live
+-- state newest first) are rejected. `driver` names the link that decided; `admit_rank` is the item's place
 -- under the cap. Filter by decision_id: the view is written so the filter reaches the
 -- per-item subqueries.
 CREATE VIEW v_gate AS
@@ -36,7 +37,10 @@ FROM (
         CASE WHEN linked.verdict = 'admit' THEN
             ROW_NUMBER() OVER (
                 PARTITION BY linked.decision_id, linked.verdict
-                ORDER BY linked.priority, linked.item_no
+                -- live state keeps its newest items first (highest arrival number)
+                ORDER BY linked.priority,
+                         CASE WHEN linked.arrival_no IS NULL THEN linked.item_no
+                              ELSE -linked.arrival_no END
             )
         END AS admit_rank
     FROM (
@@ -47,11 +51,14 @@ FROM (
             e.source,
             e.kind,
             e.entity_key,
+            e.arrival_no,
             sp.priority,
             CASE
                 WHEN NOT e.in_pool THEN 'out_of_pool'
-                WHEN e.kind IN ('plan_node', 'acceptance_criteria') THEN 'admit'
-                WHEN e.kind IN ('patch', 'error', 'traceback', 'tool_output', 'test_output')
+                WHEN e.source = '07' AND e.kind IN ('plan_node', 'acceptance_criteria')
+                    THEN 'admit'
+                WHEN e.source IN ('live', 'patch')
+                 AND e.kind IN ('patch', 'error', 'traceback', 'tool_output', 'test_output')
                     THEN 'admit'
                 WHEN obligation_link.link_kind IS NOT NULL THEN 'admit'
                 WHEN e.kind IN ('fault_entity', 'changed_entity') AND change_policy.link_kind IS NOT NULL
@@ -62,8 +69,10 @@ FROM (
             END AS verdict,
             CASE
                 WHEN NOT e.in_pool THEN 'pool_cap_256'
-                WHEN e.kind IN ('plan_node', 'acceptance_criteria') THEN 'obligation:' || e.kind
-                WHEN e.kind IN ('patch', 'error', 'traceback', 'tool_output', 'test_output')
+                WHEN e.source = '07' AND e.kind IN ('plan_node', 'acceptance_criteria')
+                    THEN 'obligation:' || e.kind
+                WHEN e.source IN ('live', 'patch')
+                 AND e.kind IN ('patch', 'error', 'traceback', 'tool_output', 'test_output')
                     THEN 'obligation:live_state'
                 WHEN obligation_link.link_kind = 'impact_digest' THEN 'impact:transitive_digest'
                 WHEN obligation_link.link_kind IS NOT NULL
