@@ -12,7 +12,8 @@ measures, REPEAT times each and interleaved:
               peak RSS is its own; pool workers are reported separately);
 - nochange:   index_repository again with nothing changed (same subprocess).
 
-Prints medians. The LAST line is the figures as key=value pairs.
+Prints medians. The LAST line is the figures as key=value pairs. The figures move
+with whatever else runs on the machine: compare cold_s with floor_s of the same run.
 """
 
 from __future__ import annotations
@@ -132,8 +133,10 @@ def main() -> None:
     paths = [full for _, full in walk_python_files(root)]
     lines = sum(count_lines(Path(p).read_bytes().decode("utf-8", "replace")) for p in paths)
     workers = _pool_size()
-    print(f"{root}: {len(paths)} files, {lines} lines; {workers} CPUs; "
-          f"load average {os.getloadavg()[0]:.2f}")
+    load = os.getloadavg()[0]
+    print(f"{root}: {len(paths)} files, {lines} lines; {workers} CPUs; load average {load:.2f}")
+    if load > 0.5:
+        print("note: other processes are using the CPUs; the figures will be pessimistic")
 
     floors, pools, colds, nochanges, rss, worker_rss = [], [], [], [], [], []
     for i in range(args.repeat):
