@@ -173,7 +173,8 @@ class ReconSql:
 
     def innermost(self, path: str, line: int):
         return self.connection.execute(
-            _query("recon/innermost_symbol_at_line"), {"path": path, "line": line}
+            _query("recon/enclosing_symbol_of_span"),
+            {"path": path, "first_line": line, "last_line": line},
         ).first()
 
     def path_for(self, name: str) -> str | None:
