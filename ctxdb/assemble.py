@@ -9,6 +9,7 @@ the text and logged as an event; the uncut text is kept (``original_content``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ class EntityRef:
     end_line: int | None = None
 
 
+@functools.lru_cache(maxsize=1 << 14)  # a harness names the same entities decision after decision
 def parse_entity_key(key: str) -> EntityRef:
     """Split an entity key into its parts; raise ValueError naming the key if malformed."""
     if "::" in key:

@@ -18,6 +18,7 @@ own rows:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -77,7 +78,45 @@ class Nearness:
 FILE_TEXT_CACHE_FILES = 512
 _FILE_TEXTS: OrderedDict[tuple[str, str], tuple[int, str, list[str]]] = OrderedDict()
 
+# What this process has read from one recon snapshot, shared by every decision built over
+# it: an index run that changes anything writes a new `generation` into recon_meta (in
+# the same transaction as the change), so a snapshot's reads never go stale. An index
+# without a generation (written before it existed) gets a fresh snapshot per decision.
+RECON_SNAPSHOTS_KEPT = 4
+RECON_SNAPSHOT_MAX_ENTRIES = 100_000  # per map; a full map starts over
+_MISSING = object()  # "recon has no such row", remembered like a row
 
+
+class _Snapshot:
+    def __init__(self) -> None:
+        self.symbols: dict[str, object] = {}
+        self.hashes: dict[str, object] = {}  # path -> sha256, or _MISSING
+        self.resolved: dict[str, ResolvedEntity | None] = {}
+        self.queries: dict[tuple, tuple] = {}
+
+    def remember(self, table: dict, key, value) -> None:
+        if len(table) >= RECON_SNAPSHOT_MAX_ENTRIES:
+            table.clear()
+        table[key] = value
+
+
+_SNAPSHOTS: OrderedDict[str, _Snapshot] = OrderedDict()
+
+
+def _snapshot_for(generation: str | None) -> _Snapshot:
+    if generation is None:
+        return _Snapshot()
+    found = _SNAPSHOTS.get(generation)
+    if found is None:
+        found = _SNAPSHOTS[generation] = _Snapshot()
+        while len(_SNAPSHOTS) > RECON_SNAPSHOTS_KEPT:
+            _SNAPSHOTS.popitem(last=False)
+    else:
+        _SNAPSHOTS.move_to_end(generation)
+    return found
+
+
+@functools.lru_cache(maxsize=64)
 def _query(name: str, *expanding: str):
     statement = text(load_sql(name))
     if expanding:
@@ -93,53 +132,63 @@ class ReconSql:
 
     def __init__(self, connection: Connection):
         self.connection = connection
-        self._files: dict[str, tuple[int, str, list[str]] | None] = {}
-        self._symbols: dict[str, object] = {}
-        self._hashes: dict[str, str] = {}
+        generation = connection.execute(_query("recon/generation")).scalar()
+        self._snapshot = _snapshot_for(generation)
+
+    def rows(self, name: str, params: dict, *expanding: str) -> tuple:
+        """A recon query's rows, read once per snapshot (lists in params are IN lists)."""
+        key = (name, *sorted((k, tuple(v) if isinstance(v, list) else v)
+                             for k, v in params.items()))
+        found = self._snapshot.queries.get(key)
+        if found is None:
+            found = tuple(self.connection.execute(_query(name, *expanding), params))
+            self._snapshot.remember(self._snapshot.queries, key, found)
+        return found
 
     def _file(self, path: str) -> tuple[int, str, list[str]] | None:
-        if path not in self._files:
-            self._files[path] = self._read_file(path, self._hashes.get(path))
-        return self._files[path]
-
-    def _read_file(self, path: str, sha256: str | None):
+        sha256 = self._snapshot.hashes.get(path)
+        if sha256 is _MISSING:
+            return None
         if sha256 is not None and (path, sha256) in _FILE_TEXTS:
             _FILE_TEXTS.move_to_end((path, sha256))
             return _FILE_TEXTS[(path, sha256)]
         row = self.connection.execute(_query("recon/file_by_path"), {"path": path}).first()
+        self._snapshot.remember(self._snapshot.hashes, path, row.sha256 if row else _MISSING)
         if row is None:
             return None
         # Line numbers are tree-sitter rows, counted by \n only (not by form feeds).
         found = (row.line_count, row.text, row.text.split("\n"))
-        if sha256 is not None:
-            _FILE_TEXTS[(path, sha256)] = found
-            while len(_FILE_TEXTS) > FILE_TEXT_CACHE_FILES:
-                _FILE_TEXTS.popitem(last=False)
+        _FILE_TEXTS[(path, row.sha256)] = found
+        while len(_FILE_TEXTS) > FILE_TEXT_CACHE_FILES:
+            _FILE_TEXTS.popitem(last=False)
         return found
 
     def prefetch(self, keys) -> None:
         """Read many symbols and file hashes in a few queries (a whole pool at once)."""
+        snapshot = self._snapshot
         keys = [k for k in keys if k]
-        wanted = sorted({k for k in keys if "::" in k and k not in self._symbols})
+        wanted = sorted({k for k in keys if "::" in k and k not in snapshot.symbols})
         statement = _query("recon/symbols_by_keys", "entity_keys")
         for start in range(0, len(wanted), self.KEYS_PER_QUERY):
             chunk = wanted[start : start + self.KEYS_PER_QUERY]
+            found = {row.key: row for row in self.connection.execute(statement, {"entity_keys": chunk})}
             for key in chunk:
-                self._symbols[key] = None
-            for row in self.connection.execute(statement, {"entity_keys": chunk}):
-                self._symbols[row.key] = row
-        paths = sorted({k.split("::", 1)[0].split(":", 1)[0] for k in keys} - set(self._hashes))
+                snapshot.remember(snapshot.symbols, key, found.get(key))
+        paths = sorted({k.split("::", 1)[0].split(":", 1)[0] for k in keys} - set(snapshot.hashes))
         hashes = _query("recon/file_hashes", "paths")
         for start in range(0, len(paths), self.KEYS_PER_QUERY):
-            rows = self.connection.execute(hashes, {"paths": paths[start : start + self.KEYS_PER_QUERY]})
-            self._hashes.update({row.path: row.sha256 for row in rows})
+            chunk = paths[start : start + self.KEYS_PER_QUERY]
+            found = {row.path: row.sha256 for row in self.connection.execute(hashes, {"paths": chunk})}
+            for path in chunk:
+                snapshot.remember(snapshot.hashes, path, found.get(path, _MISSING))
 
     def symbol(self, key: str):
-        if key not in self._symbols:
-            self._symbols[key] = self.connection.execute(
-                _query("recon/symbol_by_key"), {"entity_key": key}
-            ).first()
-        return self._symbols[key]
+        symbols = self._snapshot.symbols
+        if key not in symbols:
+            row = self.connection.execute(_query("recon/symbol_by_key"), {"entity_key": key}).first()
+            self._snapshot.remember(symbols, key, row)
+            return row
+        return symbols[key]
 
     def _lines(self, path: str, start: int, end: int) -> str | None:
         found = self._file(path)
@@ -150,6 +199,14 @@ class ReconSql:
         return text + "\n" if end < len(lines) else text
 
     def resolve(self, ref: EntityRef) -> ResolvedEntity | None:
+        resolved = self._snapshot.resolved
+        if ref.key not in resolved:
+            found = self._resolve(ref)
+            self._snapshot.remember(resolved, ref.key, found)
+            return found
+        return resolved[ref.key]
+
+    def _resolve(self, ref: EntityRef) -> ResolvedEntity | None:
         if ref.qualified_name is not None:
             row = self.symbol(ref.key)
             if row is None:
@@ -172,14 +229,13 @@ class ReconSql:
         return ResolvedEntity(ref.path, 1, line_count, source, None)
 
     def innermost(self, path: str, line: int):
-        return self.connection.execute(
-            _query("recon/enclosing_symbol_of_span"),
-            {"path": path, "first_line": line, "last_line": line},
-        ).first()
+        rows = self.rows("recon/enclosing_symbol_of_span",
+                         {"path": path, "first_line": line, "last_line": line})
+        return rows[0] if rows else None
 
     def path_for(self, name: str) -> str | None:
-        row = self.connection.execute(_query("recon/paths_ending_with"), {"name": name}).first()
-        return row.path if row else None
+        rows = self.rows("recon/paths_ending_with", {"name": name})
+        return rows[0].path if rows else None
 
 
 def _link_for_key(recon: ReconSql, kind: str, key: str, detail: str | None = None) -> Link:
@@ -230,7 +286,7 @@ def compute_links(request: DecisionRequest, pool: list[PoolItem], recon: ReconSq
     for test_id in node.required_validation:
         test_key = entity_key_of_test_id(test_id)
         links.append(_link_for_key(recon, "validation_test", test_key, test_id))
-        for row in recon.connection.execute(_query("recon/tested_callees"), {"test_key": test_key}):
+        for row in recon.rows("recon/tested_callees", {"test_key": test_key}):
             links.append(Link("validation_callee", row.key, row.path, row.start_line, row.end_line,
                               test_id, row.id))
     live = request.live
@@ -243,9 +299,8 @@ def compute_links(request: DecisionRequest, pool: list[PoolItem], recon: ReconSq
                               f"{path}:{line}", row.id))
     named_text = " ".join([node.obligation, node.decision_question or "", *node.acceptance_criteria])
     for name in sorted(set(_CODE_NAME.findall(named_text))):
-        rows = recon.connection.execute(
-            _query("recon/symbols_named"), {"name": name, "last_part": name.rsplit(".", 1)[-1]}
-        ).all()
+        rows = recon.rows("recon/symbols_named",
+                          {"name": name, "last_part": name.rsplit(".", 1)[-1]})
         if len(rows) == 1:  # names exactly one symbol: a structural reference
             row = rows[0]
             links.append(Link("named_in_criteria", row.key, row.path, row.start_line, row.end_line,
@@ -270,14 +325,13 @@ def derive_impact(links: list[Link], recon: ReconSql) -> list[DerivedEdge]:
     heads = [link for link in links
              if link.link_kind in ("target_entity", "change_target") and link.symbol_id]
     edges: list[DerivedEdge] = []
-    statement = _query("recon/dependents_of", "symbol_ids")
     for head in heads:
         seen = {head.symbol_id}
         frontier = [head.symbol_id]
         for depth in range(1, MAX_DERIVED_DEPTH + 1):
             if not frontier:
                 break
-            rows = recon.connection.execute(statement, {"symbol_ids": frontier}).all()
+            rows = recon.rows("recon/dependents_of", {"symbol_ids": frontier}, "symbol_ids")
             next_frontier = []
             for row in rows:
                 if row.tail_id in seen:
@@ -348,10 +402,8 @@ def _recon_hops(recon, anchor_ids, item_ids) -> dict[int, tuple[int, int]]:
     """
     if recon is None or not anchor_ids or not item_ids:
         return {}
-    around = _query("recon/neighbours_of", "symbol_ids")
-    between = _query("recon/neighbours_between", "left_ids", "right_ids")
     neighbour_anchor: dict[int, int] = {}
-    for row in recon.connection.execute(around, {"symbol_ids": anchor_ids}):
+    for row in recon.rows("recon/neighbours_of", {"symbol_ids": anchor_ids}, "symbol_ids"):
         neighbour_anchor.setdefault(row.neighbour_id, row.via_id)
     hops: dict[int, tuple[int, int]] = {}
     anchor_set = set(anchor_ids)
@@ -365,10 +417,10 @@ def _recon_hops(recon, anchor_ids, item_ids) -> dict[int, tuple[int, int]]:
     step = ReconSql.KEYS_PER_QUERY
     for start in range(0, len(rest), step):
         for ring_start in range(0, len(ring), step):
-            rows = recon.connection.execute(between, {
+            rows = recon.rows("recon/neighbours_between", {
                 "left_ids": rest[start : start + step],
                 "right_ids": ring[ring_start : ring_start + step],
-            })
+            }, "left_ids", "right_ids")
             for row in rows:
                 if row.left_id not in hops:
                     hops[row.left_id] = (2, neighbour_anchor[row.right_id])

@@ -124,3 +124,27 @@ def test_sqlite_and_postgresql_send_the_same_window(pg_url, tmp_path):
             windows.append([store.construct(_request(name)).render()
                             for name in ("localize", "edit", "repair")])
     assert windows[0] == windows[1]
+
+
+def test_a_reindexed_repository_is_read_afresh(backend, recon_target, tmp_path):
+    """Recon reads are kept per index generation: a change to the code shows up in the
+    very next decision of the same process, never a stale copy."""
+    import shutil
+
+    repo = tmp_path / "shopcart"
+    shutil.copytree(FIXTURES / "repos" / "shopcart", repo)
+    index_repository(repo, recon_target)
+    url = tmp_path / "ctx08.db" if backend == "sqlite" else recon_target
+    recon = recon_target if backend == "sqlite" else None
+    with ContextStore.open(url, recon=recon) as store:
+        before = next(e for e in store.construct(_request("edit")).window
+                      if e.role == "change_target")
+        assert "taxable = self.taxable_amount(items, exempt_categories)" in before.text
+        pricing = repo / "shopcart" / "pricing.py"
+        pricing.write_text(pricing.read_text().replace(
+            "taxable = self.taxable_amount(items, exempt_categories)",
+            "taxable = self.taxable_amount(items, exempt_categories)  # reindexed"))
+        assert index_repository(repo, recon_target).files_parsed == 1
+        after = next(e for e in store.construct(_request("edit")).window
+                     if e.role == "change_target")
+    assert "exempt_categories)  # reindexed" in after.text

@@ -29,6 +29,7 @@ from ctxdb.recon import (
 )
 from ctxdb.recon import indexer as recon_indexer
 from ctxdb.recon.commands import register
+from ctxdb.recon.schema import GENERATION_KEY
 
 REPOS = Path(__file__).resolve().parent.parent / "fixtures" / "repos"
 SHOPCART = REPOS / "shopcart"
@@ -402,6 +403,35 @@ def test_incremental_reresolves_names_defined_elsewhere(recon_target, tmp_path):
     assert ("a.py::run", "b.py::unique_helper", "unique_helper") in edges(recon_target, "calls")
 
 
+def generation(target) -> str | None:
+    found = rows(target, "SELECT value FROM recon.recon_meta WHERE key = :key", key=GENERATION_KEY)
+    return found[0][0] if found else None
+
+
+def test_generation_changes_exactly_when_the_index_does(recon_target, shopcart_copy):
+    index_repository(shopcart_copy, recon_target)
+    first = generation(recon_target)
+    assert first
+    index_repository(shopcart_copy, recon_target)  # nothing changed
+    assert generation(recon_target) == first
+    tax = shopcart_copy / "shopcart" / "tax.py"
+    tax.write_text(tax.read_text() + "\n\ndef added():\n    return 1\n")
+    index_repository(shopcart_copy, recon_target)
+    changed = generation(recon_target)
+    assert changed and changed != first
+    index_repository(shopcart_copy, recon_target, rebuild=True)
+    assert generation(recon_target) not in (None, changed)
+
+    # an index written before generations existed gets one on its next (no-change) run
+    with open_recon(recon_target) as conn:
+        conn.execute(sa.text("DELETE FROM recon.recon_meta WHERE key = :key"),
+                     {"key": GENERATION_KEY})
+        conn.commit()
+    assert generation(recon_target) is None
+    assert index_repository(shopcart_copy, recon_target).files_parsed == 0
+    assert generation(recon_target)
+
+
 def test_rebuild_starts_over(recon_target, shopcart_copy):
     first = index_repository(shopcart_copy, recon_target)
     rebuilt = index_repository(shopcart_copy, recon_target, rebuild=True)
@@ -514,9 +544,10 @@ def test_progress_bar_only_when_asked_or_on_a_terminal(tmp_path, capfd):
 
 
 def _sqlite_dump(path) -> list[str]:
+    """The whole file as SQL, but for the snapshot generation (random by design)."""
     con = sqlite3.connect(path)
     try:
-        return list(con.iterdump())
+        return [line for line in con.iterdump() if f"'{GENERATION_KEY}'" not in line]
     finally:
         con.close()
 

@@ -27,6 +27,7 @@ import queue
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -278,6 +279,30 @@ def _write_meta(w: _Writer) -> None:
     w.insert(schema.recon_meta, sorted(schema.current_meta().items()))
 
 
+def _ensure_generation(engine: sa.Engine) -> None:
+    """Give an index written before generations existed its first one."""
+    w = _Writer(engine)
+    try:
+        w.begin()
+        row = w.execute("SELECT 1 FROM recon.recon_meta WHERE key = ?",
+                        (schema.GENERATION_KEY,)).fetchone()
+        if row is None:
+            _write_generation(w)
+        w.commit()
+    except BaseException:
+        w.rollback()
+        raise
+    finally:
+        w.close()
+
+
+def _write_generation(w: _Writer) -> None:
+    """A new snapshot identity, in the transaction that changes the index: readers may
+    keep what they read of one generation for as long as it is current."""
+    w.execute("DELETE FROM recon.recon_meta WHERE key = ?", (schema.GENERATION_KEY,))
+    w.insert(schema.recon_meta, [(schema.GENERATION_KEY, uuid.uuid4().hex)])
+
+
 FILE_COLUMNS = ("id", "path", "module", "sha256", "size_bytes", "line_count", "is_test",
                 "syntax_error", "not_utf8")
 SYMBOL_COLUMNS = ("id", "file_id", "parent_id", "key", "kind", "name", "qualname",
@@ -472,6 +497,7 @@ def _index(
             to_parse, removed = list(walked), []
         cold = not exists or rebuild
         if not cold and not to_parse and not removed:
+            _ensure_generation(engine)
             symbols, edges, flagged = _totals(engine)
             return IndexStats(len(walked), 0, 0, flagged, symbols, edges,
                               time.perf_counter() - started)
@@ -500,6 +526,7 @@ def _index(
                     n_edges = _write_edges_cold(w, loader, next_edge)
                 else:
                     _write_edges_incremental(w, loader, next_edge)
+                _write_generation(w)
                 w.commit()
             except BaseException:
                 w.rollback()

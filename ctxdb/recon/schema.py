@@ -7,7 +7,8 @@ recon.symbol`` — runs on both, in the main store and here.
 
 Tables (see `recon_tables`):
 
-- ``recon_meta``   key/value: schema version, parser name, tree-sitter versions.
+- ``recon_meta``   key/value: schema version, parser name, tree-sitter versions, and the
+                   snapshot ``generation``.
 - ``file``         one row per indexed Python file.
 - ``file_source``  the file's full text (later stages read spans from here, not disk).
 - ``symbol``       module / class / function / method definitions.
@@ -50,6 +51,9 @@ from ctxdb.recon.extract import PARSER_NAME
 # Bump when the tables, the extraction rules or the resolution rules change: an index
 # written under another version is refused until rebuilt.
 RECON_SCHEMA_VERSION = 1
+# recon_meta key of the snapshot identity (a new one per index run that changes anything);
+# not a version: readers never check it against current_meta().
+GENERATION_KEY = "generation"
 RECON_SCHEMA = "recon"
 DEFAULT_RECON = "recon.db"
 RECON_ENV = "CTXDB_RECON"
