@@ -94,8 +94,8 @@ def p95(values):
 def add_prior_decisions(store, template_id: int, count: int) -> None:
     """Copies of a real decision (all its rows), made in SQL in batches."""
     tables = {
-        "evidence_item": "item_id, item_no, source, kind, entity_key, content, content_sha256,"
-                         " original_content, provenance, score, arrival_no, path, start_line,"
+        "evidence_item": "item_id, item_no, source, kind, entity_key, content_sha256,"
+                         " original_sha256, provenance, score, arrival_no, path, start_line,"
                          " end_line, signature, in_pool, fact_key",
         "item_event": "item_id, event_no, stage, action, driver, tokens_before, tokens_after,"
                       " is_final, detail",

@@ -110,7 +110,7 @@ def cap_content(text: str) -> tuple[str, bool]:
         return text, False
     mark = (
         f"\n[ctxdb: content cut to {CONTENT_MAX_BYTES} bytes of {len(data)}; "
-        "the full text is kept in evidence_item.original_content]"
+        "the full text is kept in v_evidence_item.original_content]"
     )
     keep = CONTENT_MAX_BYTES - len(mark.encode("utf-8"))
     # errors="ignore" drops a multi-byte character split by the cut.

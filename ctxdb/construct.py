@@ -60,12 +60,21 @@ class RunArmMismatch(RequestError):
     """A run is one arm of the A/B; a request named the other."""
 
 
+def _sha256(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _ensure_run(connection: Connection, request: DecisionRequest, settings_json: str) -> bool:
+def _ensure_run(connection: Connection, store, request: DecisionRequest,
+                settings_json: str) -> bool:
     """Create the run if it is new (True) and check an existing one's arm and variant."""
+    known = store.runs_seen.get(request.run_id)
+    if known is not None:  # runs are never deleted: what this store saw committed stays
+        _check_arm(request, *known)
+        return False
     # Insert-if-absent, then read back: many workers may start the same run at once.
     inserted = connection.execute(
         models.insert_ignoring_duplicates(connection, models.run).values(
@@ -76,12 +85,16 @@ def _ensure_run(connection: Connection, request: DecisionRequest, settings_json:
     row = connection.execute(
         select(models.run.c.arm, models.run.c.variant).where(models.run.c.run_id == request.run_id)
     ).one()
-    if (row.arm, row.variant) != (request.arm, request.variant):
-        raise RunArmMismatch(
-            f"request.arm/variant: run {request.run_id!r} is arm {row.arm!r} variant "
-            f"{row.variant!r}; expected the same, got {request.arm!r}/{request.variant!r}"
-        )
+    _check_arm(request, row.arm, row.variant)
     return inserted is not None  # no row back: another decision made the run first
+
+
+def _check_arm(request: DecisionRequest, arm: str, variant: str) -> None:
+    if (arm, variant) != (request.arm, request.variant):
+        raise RunArmMismatch(
+            f"request.arm/variant: run {request.run_id!r} is arm {arm!r} variant "
+            f"{variant!r}; expected the same, got {request.arm!r}/{request.variant!r}"
+        )
 
 
 def _digest_item(request: DecisionRequest, edges, item_no: int) -> PoolItem | None:
@@ -134,6 +147,7 @@ def construct(store, request: DecisionRequest | dict | str) -> DecisionContext:
         prepared = _prepare(connection, rc, store, request, request_json, settings,
                             settings_json)
         context = _construct(connection, prepared, request, settings, ranking, flags)
+    store.runs_seen[request.run_id] = (request.arm, request.variant)  # committed
     if request.arm == "ctx08" and not settings.rank_base_url and prepared.new_run:
         announce_unavailable(store.url, request.run_id)  # once per run, when it starts
     return context
@@ -163,7 +177,7 @@ def _residue_candidates(connection, prepared: _Prepared) -> list[ResidueCandidat
 def _prepare(connection, recon_connection, store, request, request_json, settings,
              settings_json) -> _Prepared:
     """(a) assembly and the gate's inputs, written as the decision's own rows."""
-    new_run = _ensure_run(connection, request, settings_json)
+    new_run = _ensure_run(connection, store, request, settings_json)
     recon = ReconSql(recon_connection) if store.recon_available else None
     pool = assemble_pool(request, recon)
     links = compute_links(request, pool, recon)
@@ -229,19 +243,28 @@ def _write_inputs(connection, decision_id, request, pool, links, edges, nearness
         acceptance_criteria_json=json.dumps(list(node.acceptance_criteria)),
         insertion_path=point.path if point else None, insertion_line=point.line if point else None,
     ))
-    models.insert_many(connection, models.evidence_item, [
-        {
+    texts = {}  # sha256 -> text: each distinct text once, kept if the store has it already
+    rows = []
+    for i in pool:
+        content_sha256 = _sha256(i.content)
+        texts[content_sha256] = i.content
+        original_sha256 = None
+        if i.original_content is not None:
+            original_sha256 = _sha256(i.original_content)
+            texts[original_sha256] = i.original_content
+        rows.append({
             "decision_id": decision_id, "item_id": i.item_id, "item_no": i.item_no,
             "source": i.source, "kind": i.kind, "entity_key": i.entity_key,
-            "content": i.content, "content_sha256": i.content_sha256,
-            "original_content": i.original_content, "provenance": i.provenance,
-            "score": i.score, "arrival_no": i.arrival_no, "path": i.path,
-            "start_line": i.start_line, "end_line": i.end_line, "signature": i.signature,
-            "in_pool": i.in_pool,
+            "content_sha256": content_sha256, "original_sha256": original_sha256,
+            "provenance": i.provenance, "score": i.score, "arrival_no": i.arrival_no,
+            "path": i.path, "start_line": i.start_line, "end_line": i.end_line,
+            "signature": i.signature, "in_pool": i.in_pool,
             "fact_key": fact_key(i.kind, i.entity_key, i.content, i.item_id),
-        }
-        for i in pool
-    ])
+        })
+    models.insert_many(connection, models.evidence_text, [
+        {"content_sha256": digest, "content": content} for digest, content in texts.items()
+    ], keep_existing=True)
+    models.insert_many(connection, models.evidence_item, rows)
     if links:
         models.insert_many(connection, models.decision_link, [
             {"decision_id": decision_id, "link_no": n, "link_kind": link.link_kind,

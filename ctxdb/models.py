@@ -9,6 +9,8 @@ decision's pool in ``evidence_item``, every stage action in ``item_event``.
 
 from __future__ import annotations
 
+import operator
+
 from sqlalchemy import (
     Boolean,
     CheckConstraint,
@@ -28,7 +30,15 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.expression import false, true
 
+from .spec import EVIDENCE_KINDS, EVIDENCE_SOURCES
+
 metadata = MetaData()
+
+
+def _any_of(column: str, values) -> str:
+    """A CHECK rule `column = 'a' OR column = 'b' …` over a closed enum from spec.py."""
+    return " OR ".join(f"{column} = '{value}'" for value in values)
+
 
 run = Table(
     "run",
@@ -100,6 +110,17 @@ impact_edge = Table(
     ),
     CheckConstraint("depth >= 1", name="ck_impact_edge_depth"),
 )
+# the gate's lookup: direct impact edges into one pool item's entity
+Index("ix_impact_edge_tail", impact_edge.c.decision_id, impact_edge.c.tail_entity,
+      impact_edge.c.depth, impact_edge.c.edge_no)
+
+evidence_text = Table(
+    "evidence_text",
+    metadata,
+    Column("content_sha256", String(64), primary_key=True),
+    Column("content", Text, nullable=False),
+    comment="Each distinct pool text once; evidence_item rows refer to it by hash.",
+)
 
 evidence_item = Table(
     "evidence_item",
@@ -110,9 +131,10 @@ evidence_item = Table(
     Column("source", String(10), nullable=False),
     Column("kind", String(30), nullable=False),
     Column("entity_key", Text),
-    Column("content", Text, nullable=False),  # capped at CONTENT_MAX_BYTES, marked if cut
-    Column("content_sha256", String(64), nullable=False),
-    Column("original_content", Text),  # the full text when `content` was cut
+    # the text (capped at CONTENT_MAX_BYTES, marked if cut) is evidence_text's row
+    Column("content_sha256", String(64), ForeignKey("evidence_text.content_sha256",
+                                                    name="fk_evidence_item_content"),
+           nullable=False),
     Column("provenance", String(200), nullable=False),
     Column("score", Float),
     Column("arrival_no", Integer),  # live state: order of arrival
@@ -122,17 +144,15 @@ evidence_item = Table(
     Column("signature", Text),
     Column("in_pool", Boolean, nullable=False, server_default=true()),  # false past the 256 cap
     Column("fact_key", Text),  # §3.5 fact identity (dedup.fact_key)
+    # the full text when the content was cut at the cap
+    Column("original_sha256", String(64), ForeignKey("evidence_text.content_sha256",
+                                                     name="fk_evidence_item_original")),
     PrimaryKeyConstraint("decision_id", "item_id"),
     UniqueConstraint("decision_id", "item_no", name="uq_evidence_item_no"),
-    CheckConstraint(
-        "source IN ('03', '04', '05', '06', '07', 'patch', 'live')", name="ck_evidence_source"
-    ),
-    CheckConstraint(
-        "kind IN ('source_code', 'symbol', 'retrieved_hit', 'fault_entity', 'changed_entity',"
-        " 'graph_edge', 'config', 'downstream_obligation', 'plan_node', 'acceptance_criteria',"
-        " 'patch', 'error', 'traceback', 'tool_output', 'test_output')",
-        name="ck_evidence_kind",
-    ),
+    # OR chains, not IN lists: SQLite builds a temporary index per row for an IN list in a
+    # CHECK (migration 0005)
+    CheckConstraint(_any_of("source", EVIDENCE_SOURCES), name="ck_evidence_source"),
+    CheckConstraint(_any_of("kind", EVIDENCE_KINDS), name="ck_evidence_kind"),
 )
 Index("ix_evidence_item_entity", evidence_item.c.decision_id, evidence_item.c.entity_key)
 Index("ix_evidence_item_fact", evidence_item.c.decision_id, evidence_item.c.fact_key)
@@ -345,12 +365,14 @@ def insert_ignoring_duplicates(connection, table: Table):
     raise NotImplementedError(f"unsupported database dialect {dialect!r}")
 
 
-def insert_many(connection, table: Table, rows: list[dict]) -> None:
+def insert_many(connection, table: Table, rows: list[dict], *, keep_existing: bool = False) -> None:
     """INSERT many rows through the driver's executemany, skipping per-row statement work.
 
     A decision writes about a thousand audit rows; building them as SQLAlchemy bound
     parameters costs more than the rest of the pipeline. Values still travel as
     parameters; only the column names (from the table definition) are in the text.
+    ``keep_existing``: a row whose primary key is already there is skipped (content-
+    addressed rows, written by many decisions and workers).
     """
     if not rows:
         return
@@ -371,4 +393,11 @@ def insert_many(connection, table: Table, rows: list[dict]) -> None:
         f"INSERT INTO {quote(table.name)} ({', '.join(quote(c) for c in columns)})"
         f" VALUES ({marks})"
     )
-    connection.exec_driver_sql(statement, [tuple(row[c] for c in columns) for row in rows])
+    if keep_existing:
+        key = ", ".join(quote(c.name) for c in table.primary_key.columns)
+        statement += f" ON CONFLICT ({key}) DO NOTHING"
+    values = operator.itemgetter(*columns)
+    if len(columns) == 1:
+        connection.exec_driver_sql(statement, [(values(row),) for row in rows])
+    else:
+        connection.exec_driver_sql(statement, [values(row) for row in rows])

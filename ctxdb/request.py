@@ -180,12 +180,37 @@ class DecisionRequest:
         than the rest of a construct). tests/test_request.py holds the two to the
         same verdicts.
         """
+        if self.__dict__.get(_CHECKED):
+            return
         problems = _check_dataclass(self)
         if problems:
             raise RequestError("invalid decision request:\n  " + "\n  ".join(problems[:10]))
+        if _immutable(self):
+            # Frozen all the way down: the verdict cannot change, so a harness that sends
+            # the same request object again is not checked again.
+            object.__setattr__(self, _CHECKED, True)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False)
+        found = self.__dict__.get(_JSON)
+        if found is None:
+            found = json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False)
+            if _immutable(self):
+                object.__setattr__(self, _JSON, found)
+        return found
+
+
+# Memos kept on an immutable request object (not dataclass fields: equality ignores them).
+_CHECKED, _JSON = "_ctxdb_checked", "_ctxdb_json"
+
+
+def _immutable(request: DecisionRequest) -> bool:
+    """Every container in the request is a tuple (the dataclasses themselves are frozen)."""
+    node, live = request.plan_node, request.live
+    return all(isinstance(v, tuple) for v in (
+        request.evidence, request.impact_edges, node.preconditions, node.required_validation,
+        node.acceptance_criteria, live.errors, live.tracebacks, live.tool_outputs,
+        live.test_outputs,
+    ))
 
 
 @functools.cache

@@ -41,6 +41,8 @@ class ContextStore:
         # shared store: the A/B runner); assembly copies what it needs into the
         # decision's own rows, so the two need not live in one database.
         self._recon_engine: Engine | None = None
+        # run id -> (arm, variant) of runs this store has committed decisions to
+        self.runs_seen: dict[str, tuple[str, str]] = {}
 
     @classmethod
     def open(

@@ -216,9 +216,12 @@ def _decision(connection, decision_id, run_id, instance, seq, tokens, items):
     for position, (item_id, key, kind, item_tokens, rendering, block, critical, path, start,
                    end) in enumerate(items, start=1):
         connection.execute(text(
+            "INSERT INTO evidence_text (content_sha256, content) VALUES ('h', 'c')"
+            " ON CONFLICT (content_sha256) DO NOTHING"))
+        connection.execute(text(
             "INSERT INTO evidence_item (decision_id, item_id, item_no, source, kind, entity_key,"
-            " content, content_sha256, provenance, path, start_line, end_line)"
-            " VALUES (:d, :item, :no, '04', :kind, :key, 'c', 'h', 'p', :path, :s, :e)"),
+            " content_sha256, provenance, path, start_line, end_line)"
+            " VALUES (:d, :item, :no, '04', :kind, :key, 'h', 'p', :path, :s, :e)"),
             {"d": decision_id, "item": item_id, "no": position, "kind": kind, "key": key,
              "path": path, "s": start, "e": end})
         connection.execute(text(

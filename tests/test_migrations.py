@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from sqlalchemy import text
 
 from ctxdb import ContextStore
@@ -9,6 +11,13 @@ from ctxdb.db import make_engine, resolve_url
 from ctxdb.migrate import head_revision, script_directory, upgrade_engine
 
 FIRST_REVISION = "0001"
+# Tables whose rows are read back at head through a view (a table was split since 0001).
+READ_BACK_AT_HEAD = {"evidence_item": "v_evidence_item"}
+
+
+def _sha256(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
 
 # One row in every table of the first revision, written as an older ctxdb would.
 SEED_ROWS = [
@@ -24,8 +33,14 @@ SEED_ROWS = [
     ("impact_edge", "INSERT INTO impact_edge (decision_id, edge_no, head_entity, tail_entity,"
                     " edge_kind, depth, origin) VALUES (1, 1, 'a', 'b', 'CalledBy', 1, '06')"),
     ("evidence_item", "INSERT INTO evidence_item (decision_id, item_id, item_no, source, kind,"
-                      " content, content_sha256, provenance) VALUES (1, 'E1', 1, '04',"
-                      " 'retrieved_hit', 'def total(): ...', 'h', '04: bm25 0.8')"),
+                      " content, content_sha256, provenance, original_content) VALUES"
+                      " (1, 'E1', 1, '04',"
+                      f" 'retrieved_hit', 'def total(): ...', '{_sha256('def total(): ...')}',"
+                      " '04: bm25 0.8', NULL),"
+                      " (1, 'E2', 2, '04', 'retrieved_hit', 'def total(): ...',"
+                      f" '{_sha256('def total(): ...')}', '04: the same text again', NULL),"
+                      " (1, 'E3', 3, 'live', 'tool_output', 'long [cut]',"
+                      f" '{_sha256('long [cut]')}', 'live', 'long output, uncut')"),
     ("item_event", "INSERT INTO item_event (decision_id, item_id, event_no, stage, action, driver)"
                    " VALUES (1, 'E1', 1, 'gate', 'admit', 'obligation:target_entity')"),
     ("window_item", "INSERT INTO window_item (decision_id, position, item_id, role, rendering,"
@@ -48,11 +63,13 @@ SEED_ROWS = [
 ]
 
 
-def _dump(engine, tables):
+def _dump(engine, tables, read_back=None):
+    read_back = read_back or {}
     with engine.connect() as connection:
         return {
             table: sorted(
-                tuple(row) for row in connection.execute(text(f"SELECT * FROM {table}"))
+                tuple(row) for row in connection.execute(
+                    text(f"SELECT * FROM {read_back.get(table, table)}"))
             )
             for table in tables
         }
@@ -75,11 +92,12 @@ def test_upgrade_from_first_revision_keeps_every_row(store_url):
     tables = [table for table, _ in SEED_ROWS]
     seeded = _dump(engine, tables)
     engine.dispose()
-    assert all(len(rows) == 1 for rows in seeded.values())
+    assert all(rows for rows in seeded.values())
 
     with ContextStore.open(store_url) as store:  # upgrades to head
         assert store.revision() == head_revision()
-        upgraded = _dump(store.engine, tables)
+        upgraded = _dump(store.engine, tables, READ_BACK_AT_HEAD)
+        texts = _dump(store.engine, ["evidence_text"])["evidence_text"]
         with store.engine.connect() as connection:
             overview = connection.execute(
                 text("SELECT arm, variant, pool_items, window_items, token_count"
@@ -87,4 +105,7 @@ def test_upgrade_from_first_revision_keeps_every_row(store_url):
             ).one()
     for table in tables:
         assert [row[: len(seeded[table][0])] for row in upgraded[table]] == seeded[table], table
-    assert tuple(overview) == ("current", "baseline", 1, 1, 1234)
+    assert tuple(overview) == ("current", "baseline", 3, 1, 1234)
+    # each distinct text once: E1 and E2 share theirs; E3's cut and uncut texts both kept
+    assert sorted(content for _sha, content in texts) == [
+        "def total(): ...", "long [cut]", "long output, uncut"]

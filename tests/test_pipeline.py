@@ -227,3 +227,17 @@ def test_nul_characters_are_replaced_visibly_and_kept_in_the_request(store_url):
     assert "nul_replaced" in ctx.flags
     assert "binary\u2400output" in ctx.render()
     assert json.loads(stored)["live"]["tool_outputs"] == ["binary\x00output"]
+
+
+def test_a_run_keeps_its_arm(store_url):
+    """A run is one arm of the A/B: a request naming the other is refused, whether this
+    store made the run (remembered) or another process did (read from the table)."""
+    with _store(store_url) as store:
+        store.construct(edit_request(run_id="arm-run"))
+        with pytest.raises(RequestError, match="request.arm/variant: run 'arm-run' is arm"):
+            store.construct(edit_request(run_id="arm-run", arm="current"))
+        decisions = _rows(store, "SELECT COUNT(*) FROM decision WHERE run_id = 'arm-run'")
+    with _store(store_url) as other:
+        with pytest.raises(RequestError, match="variant 'default'; expected the same"):
+            other.construct(edit_request(run_id="arm-run", arm="current"))
+        assert _rows(other, "SELECT COUNT(*) FROM decision WHERE run_id = 'arm-run'") == decisions

@@ -58,6 +58,24 @@ def test_valid_request_passes_both():
     assert DecisionRequest.from_json(VALID.to_json()) == VALID
 
 
+def test_a_request_with_a_mutable_list_is_checked_every_time():
+    """Only a request frozen all the way down keeps its verdict (and its JSON)."""
+    evidence = list(VALID.evidence)
+    request_ = dataclasses.replace(VALID, evidence=evidence)
+    request_.check()
+    before = request_.to_json()
+    evidence[0] = dataclasses.replace(evidence[0], kind="overview")
+    with pytest.raises(RequestError, match=r"request\.evidence\[0\]\.kind"):
+        request_.check()
+    assert request_.to_json() != before
+
+    frozen = dataclasses.replace(VALID, evidence=tuple(evidence))
+    with pytest.raises(RequestError):
+        frozen.check()  # a failed check is never remembered as a pass
+    with pytest.raises(RequestError):
+        frozen.check()
+
+
 @pytest.mark.parametrize("field,request_", BROKEN, ids=[f for f, _ in BROKEN])
 def test_schema_and_dataclass_agree_on_broken_requests(field, request_):
     with pytest.raises(RequestError) as fast:

@@ -50,19 +50,20 @@ INSERT INTO decision_link (decision_id, link_no, link_kind, entity_key, path, st
 INSERT INTO impact_edge (decision_id, edge_no, head_entity, tail_entity, edge_kind, depth, origin)
   VALUES (7, 1, 'a.py::f', 'b.py::caller', 'CalledBy', 1, '06'),
          (7, 2, 'a.py::f', 'c.py::far', 'CalledBy', 2, '06');
-INSERT INTO evidence_item (decision_id, item_id, item_no, source, kind, entity_key, content,
+INSERT INTO evidence_text (content_sha256, content) VALUES ('h', 'c');
+INSERT INTO evidence_item (decision_id, item_id, item_no, source, kind, entity_key,
   content_sha256, provenance, path, start_line, end_line, in_pool) VALUES
-  (7, 'E1', 1, '07', 'plan_node', 'a.py::f', 'o', 'h', 'p', NULL, NULL, NULL, TRUE),
-  (7, 'E2', 2, '04', 'retrieved_hit', 'a.py::f', 'c', 'h', 'p', 'a.py', 10, 20, TRUE),
-  (7, 'E3', 3, '04', 'retrieved_hit', 'tests/t.py::test_f', 'c', 'h', 'p', NULL, NULL, NULL, TRUE),
-  (7, 'E4', 4, '03', 'symbol', 'a.py::helper', 'c', 'h', 'p', NULL, NULL, NULL, TRUE),
-  (7, 'E5', 5, '06', 'graph_edge', 'b.py::caller', 'c', 'h', 'p', NULL, NULL, NULL, TRUE),
-  (7, 'E6', 6, '06', 'graph_edge', 'c.py::far', 'c', 'h', 'p', NULL, NULL, NULL, TRUE),
-  (7, 'E7', 7, '04', 'retrieved_hit', 'a.py:32-33', 'c', 'h', 'p', 'a.py', 32, 33, TRUE),
-  (7, 'E8', 8, '04', 'retrieved_hit', 'z.py::near', 'c', 'h', 'p', NULL, NULL, NULL, TRUE),
-  (7, 'E9', 9, '04', 'retrieved_hit', 'z.py::far', 'c', 'h', 'p', NULL, NULL, NULL, TRUE),
-  (7, 'E10', 10, 'live', 'error', NULL, 'boom', 'h', 'p', NULL, NULL, NULL, TRUE),
-  (7, 'E11', 11, '03', 'symbol', 'a.py::f', 'c', 'h', 'p', NULL, NULL, NULL, FALSE);
+  (7, 'E1', 1, '07', 'plan_node', 'a.py::f', 'h', 'p', NULL, NULL, NULL, TRUE),
+  (7, 'E2', 2, '04', 'retrieved_hit', 'a.py::f', 'h', 'p', 'a.py', 10, 20, TRUE),
+  (7, 'E3', 3, '04', 'retrieved_hit', 'tests/t.py::test_f', 'h', 'p', NULL, NULL, NULL, TRUE),
+  (7, 'E4', 4, '03', 'symbol', 'a.py::helper', 'h', 'p', NULL, NULL, NULL, TRUE),
+  (7, 'E5', 5, '06', 'graph_edge', 'b.py::caller', 'h', 'p', NULL, NULL, NULL, TRUE),
+  (7, 'E6', 6, '06', 'graph_edge', 'c.py::far', 'h', 'p', NULL, NULL, NULL, TRUE),
+  (7, 'E7', 7, '04', 'retrieved_hit', 'a.py:32-33', 'h', 'p', 'a.py', 32, 33, TRUE),
+  (7, 'E8', 8, '04', 'retrieved_hit', 'z.py::near', 'h', 'p', NULL, NULL, NULL, TRUE),
+  (7, 'E9', 9, '04', 'retrieved_hit', 'z.py::far', 'h', 'p', NULL, NULL, NULL, TRUE),
+  (7, 'E10', 10, 'live', 'error', NULL, 'h', 'p', NULL, NULL, NULL, TRUE),
+  (7, 'E11', 11, '03', 'symbol', 'a.py::f', 'h', 'p', NULL, NULL, NULL, FALSE);
 INSERT INTO item_nearness (decision_id, item_id, shared_terms, recon_hops)
   VALUES (7, 'E8', 'total tax', NULL);
 """
