@@ -90,19 +90,14 @@ class AuditLog:
     def verdict(self, item_id: str) -> str | None:
         return self._final.get(item_id)
 
-    def rows(self, decision_id: int) -> list[dict]:
+    def rows(self, decision_id: int) -> list[tuple]:
+        """The ``item_event`` rows, values in ``EVENT_COLUMNS`` order."""
         return [
-            {
-                "decision_id": decision_id,
-                "item_id": e.item_id,
-                "event_no": e.event_no,
-                "stage": e.stage,
-                "action": e.action,
-                "driver": e.driver,
-                "tokens_before": e.tokens_before,
-                "tokens_after": e.tokens_after,
-                "is_final": e.is_final,
-                "detail": e.detail,
-            }
+            (decision_id, e.item_id, e.event_no, e.stage, e.action, e.driver, e.tokens_before,
+             e.tokens_after, e.is_final, e.detail)
             for e in self.events
         ]
+
+
+EVENT_COLUMNS = ("decision_id", "item_id", "event_no", "stage", "action", "driver",
+                 "tokens_before", "tokens_after", "is_final", "detail")

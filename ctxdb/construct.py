@@ -17,7 +17,7 @@ from sqlalchemy import Connection, insert, select, text, update
 
 from . import models
 from .assemble import PoolItem, apply_pool_cap, assemble_pool, cap_rank
-from .audit import AuditLog
+from .audit import EVENT_COLUMNS, AuditLog
 from .budget import Budgeter, render_window
 from .candidate import Candidate
 from .compress import compress
@@ -58,6 +58,13 @@ class _Outcome:
 
 class RunArmMismatch(RequestError):
     """A run is one arm of the A/B; a request named the other."""
+
+
+_EVIDENCE_COLUMNS = (
+    "decision_id", "item_id", "item_no", "source", "kind", "entity_key", "content_sha256",
+    "original_sha256", "provenance", "score", "arrival_no", "path", "start_line", "end_line",
+    "signature", "in_pool", "fact_key",
+)
 
 
 def _sha256(content: str) -> str:
@@ -252,19 +259,14 @@ def _write_inputs(connection, decision_id, request, pool, links, edges, nearness
         if i.original_content is not None:
             original_sha256 = _sha256(i.original_content)
             texts[original_sha256] = i.original_content
-        rows.append({
-            "decision_id": decision_id, "item_id": i.item_id, "item_no": i.item_no,
-            "source": i.source, "kind": i.kind, "entity_key": i.entity_key,
-            "content_sha256": content_sha256, "original_sha256": original_sha256,
-            "provenance": i.provenance, "score": i.score, "arrival_no": i.arrival_no,
-            "path": i.path, "start_line": i.start_line, "end_line": i.end_line,
-            "signature": i.signature, "in_pool": i.in_pool,
-            "fact_key": fact_key(i.kind, i.entity_key, i.content, i.item_id),
-        })
-    models.insert_many(connection, models.evidence_text, [
-        {"content_sha256": digest, "content": content} for digest, content in texts.items()
-    ], keep_existing=True)
-    models.insert_many(connection, models.evidence_item, rows)
+        rows.append((
+            decision_id, i.item_id, i.item_no, i.source, i.kind, i.entity_key, content_sha256,
+            original_sha256, i.provenance, i.score, i.arrival_no, i.path, i.start_line,
+            i.end_line, i.signature, i.in_pool, fact_key(i.kind, i.entity_key, i.content, i.item_id),
+        ))
+    models.insert_tuples(connection, models.evidence_text, ("content_sha256", "content"),
+                         list(texts.items()), keep_existing=True)
+    models.insert_tuples(connection, models.evidence_item, _EVIDENCE_COLUMNS, rows)
     if links:
         models.insert_many(connection, models.decision_link, [
             {"decision_id": decision_id, "link_no": n, "link_kind": link.link_kind,
@@ -452,7 +454,7 @@ def _persist(connection, decision_id, request, outcome, audit, settings):
              "rendered_text": e.text}
             for e in entries
         ])
-    models.insert_many(connection, models.item_event, audit.rows(decision_id))
+    models.insert_tuples(connection, models.item_event, EVENT_COLUMNS, audit.rows(decision_id))
     if steps:
         models.insert_many(connection, models.budget_log, [
             {"decision_id": decision_id, "step_no": s.step_no, "ladder_step": s.ladder_step,

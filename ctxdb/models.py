@@ -366,17 +366,26 @@ def insert_ignoring_duplicates(connection, table: Table):
 
 
 def insert_many(connection, table: Table, rows: list[dict], *, keep_existing: bool = False) -> None:
-    """INSERT many rows through the driver's executemany, skipping per-row statement work.
+    """INSERT many rows (dicts with the same keys) through the driver's executemany."""
+    if rows:
+        columns = tuple(rows[0])
+        values = operator.itemgetter(*columns)
+        tuples = [(values(row),) for row in rows] if len(columns) == 1 else list(map(values, rows))
+        insert_tuples(connection, table, columns, tuples, keep_existing=keep_existing)
 
-    A decision writes about a thousand audit rows; building them as SQLAlchemy bound
-    parameters costs more than the rest of the pipeline. Values still travel as
+
+def insert_tuples(connection, table: Table, columns: tuple[str, ...], rows: list[tuple], *,
+                  keep_existing: bool = False) -> None:
+    """INSERT many rows, values in ``columns`` order, through the driver's executemany.
+
+    A decision writes about a thousand pool and audit rows; building them as SQLAlchemy
+    bound parameters costs more than the rest of the pipeline. Values still travel as
     parameters; only the column names (from the table definition) are in the text.
     ``keep_existing``: a row whose primary key is already there is skipped (content-
     addressed rows, written by many decisions and workers).
     """
     if not rows:
         return
-    columns = list(rows[0])
     quote = connection.dialect.identifier_preparer.quote
     style = connection.dialect.paramstyle
     if style == "qmark":
@@ -385,8 +394,7 @@ def insert_many(connection, table: Table, rows: list[dict], *, keep_existing: bo
         marks = ", ".join("%s" for _ in columns)
     else:
         raise NotImplementedError(f"unsupported DB-API paramstyle {style!r}")
-    known = set(table.columns.keys())
-    unknown = [c for c in columns if c not in known]
+    unknown = [c for c in columns if c not in table.columns]
     if unknown:
         raise ValueError(f"table {table.name} has no column(s) {unknown}")
     statement = (
@@ -396,8 +404,4 @@ def insert_many(connection, table: Table, rows: list[dict], *, keep_existing: bo
     if keep_existing:
         key = ", ".join(quote(c.name) for c in table.primary_key.columns)
         statement += f" ON CONFLICT ({key}) DO NOTHING"
-    values = operator.itemgetter(*columns)
-    if len(columns) == 1:
-        connection.exec_driver_sql(statement, [(values(row),) for row in rows])
-    else:
-        connection.exec_driver_sql(statement, [values(row) for row in rows])
+    connection.exec_driver_sql(statement, rows)

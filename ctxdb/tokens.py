@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
@@ -150,8 +151,13 @@ def count_cached(connection: Connection, tokenizer: str, texts: Iterable[str]) -
 
     texts = list(texts)
     digests = [content_sha256(t) for t in texts]
-    unique = sorted(set(digests))
     known: dict[str, int] = {}
+    seen = _COUNTED.setdefault(connection.engine, {})
+    for digest in digests:
+        count = seen.get((tokenizer, digest))
+        if count is not None:
+            known[digest] = count
+    unique = sorted(set(digests) - set(known))
     lookup = select(cache.c.content_sha256, cache.c.token_count).where(
         cache.c.tokenizer == bindparam("tokenizer"),
         cache.c.content_sha256.in_(bindparam("digests", expanding=True)),
@@ -180,4 +186,19 @@ def count_cached(connection: Connection, tokenizer: str, texts: Iterable[str]) -
             ],
         )
         known.update(missing)
+    if len(seen) + len(known) > COUNTED_IN_PROCESS_MAX:
+        seen.clear()
+    seen.update({(tokenizer, digest): count for digest, count in known.items()})
     return [known[d] for d in digests]
+
+
+# Counts this process has read from or written to a store's cache table, per store
+# engine (a count never changes for a tokenizer and a text): a window's texts, counted
+# decision after decision, skip the table's round trip.
+COUNTED_IN_PROCESS_MAX = 1 << 16
+_COUNTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def forget_counts_in_process() -> None:
+    """Empty the in-process counts (a benchmark's cold start; tests)."""
+    _COUNTED.clear()

@@ -173,13 +173,6 @@ def test_failure_mid_decision_leaves_no_rows(store_url, monkeypatch):
             assert _rows(store, f"SELECT COUNT(*) FROM {table}") == [(0,)], table
 
 
-def test_run_is_one_arm(store_url):
-    with _store(store_url) as store:
-        store.construct(edit_request())
-        with pytest.raises(RequestError, match="run 'run-edit' is arm 'ctx08'"):
-            store.construct(edit_request(arm="current"))
-
-
 def test_why_view_tells_the_path(store_url):
     with _store(store_url) as store:
         ctx = store.construct(edit_request())
