@@ -10,7 +10,6 @@ the text and logged as an event; the uncut text is kept (``original_content``).
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -94,13 +93,10 @@ class PoolItem:
     in_pool: bool = True
     events: list[AssemblyEvent] = field(default_factory=list)
 
-    @property
-    def item_id(self) -> str:
-        return f"E{self.item_no}"
+    item_id: str = field(init=False)  # 'E<item_no>', read by every stage
 
-    @property
-    def content_sha256(self) -> str:
-        return hashlib.sha256(self.content.encode("utf-8")).hexdigest()
+    def __post_init__(self) -> None:
+        self.item_id = f"E{self.item_no}"
 
 
 def cap_content(text: str) -> tuple[str, bool]:

@@ -8,7 +8,8 @@ decision; no model is consulted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from typing import NamedTuple
 
 from sqlalchemy import Connection, text
 
@@ -17,8 +18,7 @@ from .sqlfiles import load_sql
 ADMIT, RESIDUAL, REJECT, OUT_OF_POOL = "admit", "residual", "reject", "out_of_pool"
 
 
-@dataclass(frozen=True)
-class GateVerdict:
+class GateVerdict(NamedTuple):  # a tuple: a 256-item pool makes 256 of them per decision
     item_id: str
     item_no: int
     gate_verdict: str
@@ -28,5 +28,10 @@ class GateVerdict:
 
 def gate_decision(connection: Connection, decision_id: int) -> list[GateVerdict]:
     """The gate's verdict on every item of one decision, in pool order."""
-    rows = connection.execute(text(load_sql("stages/gate_decision")), {"decision_id": decision_id})
-    return [GateVerdict(r.item_id, r.item_no, r.gate_verdict, r.driver, r.admit_rank) for r in rows]
+    rows = connection.execute(_gate_query(), {"decision_id": decision_id}).fetchall()
+    return list(map(GateVerdict._make, rows))
+
+
+@functools.cache
+def _gate_query():
+    return text(load_sql("stages/gate_decision"))
