@@ -18,6 +18,7 @@ from .request import DecisionRequest
 from .spec import CONTENT_MAX_BYTES, POOL_MAX_ITEMS, PROVENANCE_MAX_CHARS, SOURCE_PRIORITY
 
 STAGE = "assemble"
+UTF8_MAX_BYTES_PER_CHAR = 4
 PROVENANCE_CUT_MARK = "…"
 
 # Entity keys (DESIGN.md "Identities"): path::Qual.name | path:START-END | path
@@ -101,6 +102,8 @@ class PoolItem:
 
 def cap_content(text: str) -> tuple[str, bool]:
     """Cut ``text`` to CONTENT_MAX_BYTES of UTF-8, marker included; (text, was_cut)."""
+    if len(text) * UTF8_MAX_BYTES_PER_CHAR <= CONTENT_MAX_BYTES:
+        return text, False  # fits whatever its characters are, no need to encode
     data = text.encode("utf-8")
     if len(data) <= CONTENT_MAX_BYTES:
         return text, False

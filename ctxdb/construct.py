@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from sqlalchemy import Connection, insert, select, text, update
+from sqlalchemy import Connection, bindparam, insert, select, text, update
 
 from . import models
 from .assemble import PoolItem, apply_pool_cap, assemble_pool, cap_rank
@@ -64,6 +64,14 @@ _EVIDENCE_COLUMNS = (
     "decision_id", "item_id", "item_no", "source", "kind", "entity_key", "content_sha256",
     "original_sha256", "provenance", "score", "arrival_no", "path", "start_line", "end_line",
     "signature", "in_pool", "fact_key",
+)
+
+
+# Statements built once: building a Core statement per decision costs more than running it.
+_INSERT_DECISION = insert(models.decision).returning(models.decision.c.decision_id)
+_INSERT_OBLIGATION = insert(models.obligation)
+_FINISH_DECISION = update(models.decision).where(
+    models.decision.c.decision_id == bindparam("finished_id")
 )
 
 
@@ -202,16 +210,14 @@ def _prepare(connection, recon_connection, store, request, request_json, setting
     nearness = compute_nearness(request, pool, links, recon)
 
     request_sha256 = hashlib.sha256(request_json.encode("utf-8")).hexdigest()
-    decision_id = connection.execute(
-        insert(models.decision).values(
-            run_id=request.run_id, instance_id=request.instance_id, seq=request.seq,
-            decision_type=request.decision_type, task_text=request.task,
-            decision_question=request.plan_node.decision_question,
-            request_json=request_json,
-            request_sha256=request_sha256,
-            tokenizer=settings.tokenizer, token_ceiling=settings.token_ceiling, created_at=_now(),
-        ).returning(models.decision.c.decision_id)
-    ).scalar_one()
+    decision_id = connection.execute(_INSERT_DECISION, {
+        "run_id": request.run_id, "instance_id": request.instance_id, "seq": request.seq,
+        "decision_type": request.decision_type, "task_text": request.task,
+        "decision_question": request.plan_node.decision_question,
+        "request_json": request_json, "request_sha256": request_sha256,
+        "tokenizer": settings.tokenizer, "token_ceiling": settings.token_ceiling,
+        "created_at": _now(),
+    }).scalar_one()
     _write_inputs(connection, decision_id, request, pool, links, edges, nearness)
 
     audit = AuditLog()
@@ -242,14 +248,16 @@ def _construct(connection, prepared: _Prepared, request, settings, ranking,
 def _write_inputs(connection, decision_id, request, pool, links, edges, nearness) -> None:
     node = request.plan_node
     point = node.insertion_point
-    connection.execute(insert(models.obligation).values(
-        decision_id=decision_id, obligation_no=1, source="07", node_id=node.node_id,
-        obligation_text=node.obligation, target_entity=node.target_entity,
-        preconditions_json=json.dumps(list(node.preconditions)),
-        required_validation_json=json.dumps(list(node.required_validation)),
-        acceptance_criteria_json=json.dumps(list(node.acceptance_criteria)),
-        insertion_path=point.path if point else None, insertion_line=point.line if point else None,
-    ))
+    connection.execute(_INSERT_OBLIGATION, {
+        "decision_id": decision_id, "obligation_no": 1, "source": "07",
+        "node_id": node.node_id, "obligation_text": node.obligation,
+        "target_entity": node.target_entity,
+        "preconditions_json": json.dumps(list(node.preconditions)),
+        "required_validation_json": json.dumps(list(node.required_validation)),
+        "acceptance_criteria_json": json.dumps(list(node.acceptance_criteria)),
+        "insertion_path": point.path if point else None,
+        "insertion_line": point.line if point else None,
+    })
     texts = {}  # sha256 -> text: each distinct text once, kept if the store has it already
     rows = []
     for i in pool:
@@ -462,11 +470,9 @@ def _persist(connection, decision_id, request, outcome, audit, settings):
              "tokens_after": s.tokens_after, "detail": s.detail}
             for s in steps
         ])
-    connection.execute(
-        update(models.decision).where(models.decision.c.decision_id == decision_id).values(
-            token_count=token_count, flags=",".join(flags),
-        )
-    )
+    connection.execute(_FINISH_DECISION, {
+        "finished_id": decision_id, "token_count": token_count, "flags": ",".join(flags),
+    })
     verdicts = Counter(e.action for e in audit.events if e.is_final)
     return DecisionContext(
         decision_id=decision_id, arm=request.arm, task=outcome.window_task,
