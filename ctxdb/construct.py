@@ -422,7 +422,7 @@ def _fold(connection, prepared, by_id, residual) -> list[Candidate]:
         row.item_id: row
         for row in connection.execute(
             text(load_sql("stages/nearness_of_decision")), {"decision_id": prepared.decision_id}
-        )
+        ).fetchall()
     }
     admitted = []
     for item_id in residual:

@@ -94,23 +94,30 @@ FROM (
         LEFT JOIN gate_link_policy change_policy
             ON change_policy.decision_type = d.decision_type
            AND change_policy.link_kind = 'change_target'
-        -- the first (lowest link_no) admitting link of the obligation that reaches the item
+        -- the first (lowest link_no) admitting link of the obligation that reaches the item:
+        -- one naming the item's own entity, or (for a line span) one whose symbol it overlaps
         LEFT JOIN decision_link obligation_link
             ON obligation_link.decision_id = e.decision_id
            AND obligation_link.link_no = (
-                SELECT MIN(l.link_no)
-                FROM decision_link l
-                JOIN gate_link_policy p
-                    ON p.decision_type = d.decision_type AND p.link_kind = l.link_kind
-                WHERE l.decision_id = e.decision_id
-                  AND (
-                        l.entity_key = e.entity_key
-                     OR (e.entity_key NOT LIKE '%::%'
-                         AND e.path = l.path
-                         AND e.start_line IS NOT NULL AND l.start_line IS NOT NULL
-                         AND e.start_line <= l.end_line AND l.start_line <= e.end_line
-                         AND e.entity_key <> e.path)
-                  )
+                SELECT MIN(reaching.link_no) FROM (
+                    SELECT l.link_no
+                    FROM decision_link l
+                    JOIN gate_link_policy p
+                        ON p.decision_type = d.decision_type AND p.link_kind = l.link_kind
+                    WHERE l.decision_id = e.decision_id AND l.entity_key = e.entity_key
+                    UNION ALL
+                    SELECT l.link_no
+                    FROM decision_link l
+                    JOIN gate_link_policy p
+                        ON p.decision_type = d.decision_type AND p.link_kind = l.link_kind
+                    WHERE e.entity_key NOT LIKE '%::%'
+                      AND e.start_line IS NOT NULL
+                      AND e.entity_key <> e.path
+                      AND l.decision_id = e.decision_id
+                      AND l.path = e.path
+                      AND l.start_line IS NOT NULL
+                      AND e.start_line <= l.end_line AND l.start_line <= e.end_line
+                ) reaching
            )
         -- the first direct impact edge from a change target to the item
         LEFT JOIN impact_edge impact
