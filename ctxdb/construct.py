@@ -40,7 +40,7 @@ from .render import load_policy, render, signature_of
 from .request import DecisionRequest, RequestError, has_nul, without_nul
 from .spec import ADMITTED_MAX, RESIDUE_MAX
 from .sqlfiles import load_sql
-from .tokens import count_cached
+from .tokens import content_sha256, count_cached
 from .variants import LITM_BURIED, NO_IMPACT_DIGEST
 
 SPEC_POLICY_SET = "spec"
@@ -73,10 +73,6 @@ _INSERT_OBLIGATION = insert(models.obligation)
 _FINISH_DECISION = update(models.decision).where(
     models.decision.c.decision_id == bindparam("finished_id")
 )
-
-
-def _sha256(content: str) -> str:
-    return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
 
 def _now() -> str:
@@ -261,14 +257,14 @@ def _write_inputs(connection, decision_id, request, pool, links, edges, nearness
     texts = {}  # sha256 -> text: each distinct text once, kept if the store has it already
     rows = []
     for i in pool:
-        content_sha256 = _sha256(i.content)
-        texts[content_sha256] = i.content
+        digest = content_sha256(i.content)
+        texts[digest] = i.content
         original_sha256 = None
         if i.original_content is not None:
-            original_sha256 = _sha256(i.original_content)
+            original_sha256 = content_sha256(i.original_content)
             texts[original_sha256] = i.original_content
         rows.append((
-            decision_id, i.item_id, i.item_no, i.source, i.kind, i.entity_key, content_sha256,
+            decision_id, i.item_id, i.item_no, i.source, i.kind, i.entity_key, digest,
             original_sha256, i.provenance, i.score, i.arrival_no, i.path, i.start_line,
             i.end_line, i.signature, i.in_pool, fact_key(i.kind, i.entity_key, i.content, i.item_id),
         ))

@@ -380,18 +380,26 @@ def compute_nearness(
     hops = _recon_hops(recon, sorted(anchors), sorted(set(item_symbols.values())))
 
     near: dict[str, Nearness] = {}
+    first_link = 1 if links else None
     for item in candidates:
-        item_terms = terms(" ".join(filter(None, [item.entity_key, item.signature,
-                                                  item.content[:NEAR_CONTENT_CHARS]])))
-        shared = sorted(item_terms & decision_terms)
-        recon_hops, nearest = None, (1 if links else None)
+        shared = decision_terms.intersection(
+            _item_terms(item.entity_key, item.signature, item.content)
+        )
         found = hops.get(item_symbols.get(item.item_id))
         if found is not None:
             recon_hops, anchor = found
-            nearest = anchors.get(anchor, nearest)
-        if recon_hops is not None or len(shared) >= NEAR_MIN_SHARED_TERMS:
-            near[item.item_id] = Nearness(shared, recon_hops, nearest)
+            near[item.item_id] = Nearness(sorted(shared), recon_hops,
+                                          anchors.get(anchor, first_link))
+        elif len(shared) >= NEAR_MIN_SHARED_TERMS:
+            near[item.item_id] = Nearness(sorted(shared), None, first_link)
     return near
+
+
+@functools.lru_cache(maxsize=4096)  # keys hold texts of up to 8 KB: a bounded few MB
+def _item_terms(entity_key: str | None, signature: str | None, content: str) -> frozenset[str]:
+    """The terms the shared-terms test reads from an item (cached: the same symbols come
+    back decision after decision)."""
+    return terms(" ".join(filter(None, [entity_key, signature, content[:NEAR_CONTENT_CHARS]])))
 
 
 def _recon_hops(recon, anchor_ids, item_ids) -> dict[int, tuple[int, int]]:

@@ -16,6 +16,7 @@ Counts are cached by (tokenizer, sha256 of the text) in the store's
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import threading
@@ -137,7 +138,14 @@ def get_counter(name: str = CL100K_BASE) -> TokenCounter:
         return _loaded[name]
 
 
+# Texts hashed lately: a harness sends the same symbols decision after decision, and a
+# memo hit costs a dict lookup on the (already hashed) string.
+HASHED_TEXTS_KEPT = 4096
+
+
+@functools.lru_cache(maxsize=HASHED_TEXTS_KEPT)
 def content_sha256(text: str) -> str:
+    """The hex sha256 of a text's UTF-8: its identity in evidence_text and the token cache."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
