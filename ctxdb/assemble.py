@@ -143,61 +143,29 @@ def _live_items(request: DecisionRequest) -> list[tuple[str, str, str, str]]:
 def assemble_pool(request: DecisionRequest, recon: ReconReader | None) -> list[PoolItem]:
     """The decision's pool, every input accounted for (over-cap items marked out of pool)."""
     node = request.plan_node
-    raw: list[dict] = [
-        {
-            "source": "07",
-            "kind": "plan_node",
-            "content": node.obligation,
-            "provenance": f"07: plan node {node.node_id}",
-            "entity_key": node.target_entity,
-        }
+    # (source, kind, content or None, provenance, entity_key, score, arrival_no)
+    raw: list[tuple] = [
+        ("07", "plan_node", node.obligation, f"07: plan node {node.node_id}",
+         node.target_entity, None, None)
     ]
     for number, criterion in enumerate(node.acceptance_criteria, start=1):
-        raw.append(
-            {
-                "source": "07",
-                "kind": "acceptance_criteria",
-                "content": criterion,
-                "provenance": f"07: acceptance criterion {number} of plan node {node.node_id}",
-            }
-        )
-    for given in request.evidence:
-        raw.append(
-            {
-                "source": given.source,
-                "kind": given.kind,
-                "content": given.content,
-                "provenance": given.provenance,
-                "entity_key": given.entity,
-                "score": given.score,
-            }
-        )
+        raw.append(("07", "acceptance_criteria", criterion,
+                    f"07: acceptance criterion {number} of plan node {node.node_id}",
+                    None, None, None))
+    raw += [(given.source, given.kind, given.content, given.provenance, given.entity,
+             given.score, None) for given in request.evidence]
     for arrival_no, (source, kind, content, provenance) in enumerate(_live_items(request), 1):
-        raw.append(
-            {
-                "source": source,
-                "kind": kind,
-                "content": content,
-                "provenance": provenance,
-                "arrival_no": arrival_no,
-            }
-        )
+        raw.append((source, kind, content, provenance, None, None, arrival_no))
 
     if recon is not None and hasattr(recon, "prefetch"):
-        recon.prefetch(fields.get("entity_key") for fields in raw)
+        recon.prefetch(fields[4] for fields in raw)
     pool = []
-    for item_no, fields in enumerate(raw, start=1):
-        item = PoolItem(
-            item_no=item_no,
-            source=fields["source"],
-            kind=fields["kind"],
-            content=fields.get("content") or "",
-            provenance=fields["provenance"],
-            entity_key=fields.get("entity_key"),
-            score=fields.get("score"),
-            arrival_no=fields.get("arrival_no"),
-        )
-        _resolve(item, recon, has_content=fields.get("content") is not None)
+    for item_no, (source, kind, content, provenance, entity_key, score, arrival_no) in enumerate(
+        raw, start=1
+    ):
+        item = PoolItem(item_no, source, kind, content or "", provenance, entity_key,
+                        score=score, arrival_no=arrival_no)
+        _resolve(item, recon, has_content=content is not None)
         _apply_caps(item)
         pool.append(item)
     apply_pool_cap(pool)

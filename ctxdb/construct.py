@@ -159,6 +159,7 @@ def construct(store, request: DecisionRequest | dict | str) -> DecisionContext:
                             settings_json)
         context = _construct(connection, prepared, request, settings, ranking, flags)
     store.runs_seen[request.run_id] = (request.arm, request.variant)  # committed
+    store.remember_texts(prepared.text_digests)  # committed too
     if request.arm == "ctx08" and not settings.rank_base_url and prepared.new_run:
         announce_unavailable(store.url, request.run_id)  # once per run, when it starts
     return context
@@ -171,6 +172,7 @@ class _Prepared:
     audit: AuditLog
     facts: DecisionFacts
     new_run: bool  # this decision started its run
+    text_digests: set[str]  # the evidence_text rows the decision refers to
 
 
 def _residue_candidates(connection, prepared: _Prepared) -> list[ResidueCandidate]:
@@ -214,7 +216,8 @@ def _prepare(connection, recon_connection, store, request, request_json, setting
         "tokenizer": settings.tokenizer, "token_ceiling": settings.token_ceiling,
         "created_at": _now(),
     }).scalar_one()
-    _write_inputs(connection, decision_id, request, pool, links, edges, nearness)
+    text_digests = _write_inputs(connection, store, decision_id, request, pool, links, edges,
+                                 nearness)
 
     audit = AuditLog()
     for item in pool:
@@ -226,7 +229,7 @@ def _prepare(connection, recon_connection, store, request, request_json, setting
     policy_sets = connection.execute(text(load_sql("stages/policy_sets"))).scalars().all()
     policy_set = request.variant if request.variant in policy_sets else SPEC_POLICY_SET
     facts = DecisionFacts.from_request(decision_id, request, request_sha256, policy_set)
-    return _Prepared(decision_id, pool, audit, facts, new_run)
+    return _Prepared(decision_id, pool, audit, facts, new_run, text_digests)
 
 
 def _construct(connection, prepared: _Prepared, request, settings, ranking,
@@ -241,7 +244,9 @@ def _construct(connection, prepared: _Prepared, request, settings, ranking,
     return _persist(connection, decision_id, request, outcome, audit, settings)
 
 
-def _write_inputs(connection, decision_id, request, pool, links, edges, nearness) -> None:
+def _write_inputs(connection, store, decision_id, request, pool, links, edges,
+                  nearness) -> set[str]:
+    """The decision's inputs as its own rows; returns the digests of its texts."""
     node = request.plan_node
     point = node.insertion_point
     connection.execute(_INSERT_OBLIGATION, {
@@ -269,7 +274,8 @@ def _write_inputs(connection, decision_id, request, pool, links, edges, nearness
             i.end_line, i.signature, i.in_pool, fact_key(i.kind, i.entity_key, i.content, i.item_id),
         ))
     models.insert_tuples(connection, models.evidence_text, ("content_sha256", "content"),
-                         list(texts.items()), keep_existing=True)
+                         [row for row in texts.items() if row[0] not in store.texts_stored],
+                         keep_existing=True)
     models.insert_tuples(connection, models.evidence_item, _EVIDENCE_COLUMNS, rows)
     if links:
         models.insert_many(connection, models.decision_link, [
@@ -291,6 +297,7 @@ def _write_inputs(connection, decision_id, request, pool, links, edges, nearness
              "nearest_link_no": n.nearest_link_no}
             for item_id, n in sorted(nearness.items(), key=lambda kv: int(kv[0][1:]))
         ])
+    return set(texts)
 
 
 def _baseline(pool, request, audit, count):

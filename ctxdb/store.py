@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from .context import DecisionContext
 
 
+# Text digests a store remembers as committed (64 hex chars each: a few MB at most).
+TEXTS_REMEMBERED_MAX = 1 << 16
+
+
 class ReconNotFound(FileNotFoundError):
     """The recon index named for the store does not exist."""
 
@@ -43,6 +47,9 @@ class ContextStore:
         self._recon_engine: Engine | None = None
         # run id -> (arm, variant) of runs this store has committed decisions to
         self.runs_seen: dict[str, tuple[str, str]] = {}
+        # evidence_text digests this store has committed (texts are never deleted: a
+        # decision refers to them), so a repeated text is not even offered again
+        self.texts_stored: set[str] = set()
 
     @classmethod
     def open(
@@ -107,6 +114,11 @@ class ContextStore:
         else:
             with self._recon_engine.connect() as connection:
                 yield connection
+
+    def remember_texts(self, digests: set[str]) -> None:
+        if len(self.texts_stored) + len(digests) > TEXTS_REMEMBERED_MAX:
+            self.texts_stored.clear()
+        self.texts_stored |= digests
 
     def __enter__(self) -> "ContextStore":
         return self

@@ -168,9 +168,16 @@ def test_failure_mid_decision_leaves_no_rows(store_url, monkeypatch):
     with _store(store_url) as store:
         with pytest.raises(RuntimeError, match="simulated crash"):
             store.construct(edit_request())
-        for table in ("run", "decision", "evidence_item", "item_event", "decision_link",
-                      "impact_edge", "token_count_cache"):
+        for table in ("run", "decision", "evidence_item", "evidence_text", "item_event",
+                      "decision_link", "impact_edge", "token_count_cache"):
             assert _rows(store, f"SELECT COUNT(*) FROM {table}") == [(0,)], table
+        # nothing of the failed decision is remembered as stored: the same request now
+        # writes its texts (and its run) afresh
+        monkeypatch.undo()
+        context = store.construct(edit_request())
+        assert store.verify() == {}
+        assert _rows(store, "SELECT COUNT(*) FROM v_evidence_item WHERE decision_id = :d",
+                     d=context.decision_id) == [(11,)]
 
 
 def test_why_view_tells_the_path(store_url):
