@@ -148,13 +148,13 @@ evidence_item = Table(
     Column("original_sha256", String(64), ForeignKey("evidence_text.content_sha256",
                                                      name="fk_evidence_item_original")),
     PrimaryKeyConstraint("decision_id", "item_id"),
-    UniqueConstraint("decision_id", "item_no", name="uq_evidence_item_no"),
+    # with the primary key: item numbers unique per decision, without another index
+    CheckConstraint("item_id = 'E' || item_no", name="ck_evidence_item_id"),
     # OR chains, not IN lists: SQLite builds a temporary index per row for an IN list in a
     # CHECK (migration 0005)
     CheckConstraint(_any_of("source", EVIDENCE_SOURCES), name="ck_evidence_source"),
     CheckConstraint(_any_of("kind", EVIDENCE_KINDS), name="ck_evidence_kind"),
 )
-Index("ix_evidence_item_entity", evidence_item.c.decision_id, evidence_item.c.entity_key)
 Index("ix_evidence_item_fact", evidence_item.c.decision_id, evidence_item.c.fact_key)
 
 decision_link = Table(
