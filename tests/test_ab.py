@@ -222,7 +222,7 @@ def _decision(connection, decision_id, run_id, instance, seq, tokens, items):
             "INSERT INTO evidence_item (decision_id, item_id, item_no, source, kind, entity_key,"
             " content_sha256, provenance, path, start_line, end_line)"
             " VALUES (:d, :item, :no, '04', :kind, :key, 'h', 'p', :path, :s, :e)"),
-            {"d": decision_id, "item": item_id, "no": position, "kind": kind, "key": key,
+            {"d": decision_id, "item": item_id, "no": int(item_id[1:]), "kind": kind, "key": key,
              "path": path, "s": start, "e": end})
         connection.execute(text(
             "INSERT INTO window_item (decision_id, position, item_id, role, rendering, tier,"
@@ -246,7 +246,7 @@ def report_store(store_url):
                 "INSERT INTO gold_fact (instance_id, fact_no, fact_kind, entity_key, path,"
                 " start_line, end_line) VALUES ('i1', 1, 'edited_entity', 'a.py::C.f', 'a.py',"
                 " 10, 20), ('i1', 2, 'test_function', 't.py::test_f', 't.py', 1, 5)"))
-            plan = ("P", None, "plan_node", 50, "verbatim", "front", True, None, None, None)
+            plan = ("E9", None, "plan_node", 50, "verbatim", "front", True, None, None, None)
             # an older construction of the same decision: the reports must ignore it
             _decision(connection, 1, "c", "i1", 1, 900, [plan])
             # ctx08: 2 evidence items, 1 gold (a.py::C.f verbatim, 100 of 150 tokens)
