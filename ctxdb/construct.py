@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from sqlalchemy import Connection, bindparam, insert, select, text, update
 
 from . import models
-from .assemble import PoolItem, apply_pool_cap, assemble_pool, cap_rank
+from .assemble import PoolItem, apply_pool_cap, assemble_pool
 from .audit import EVENT_COLUMNS, AuditLog
 from .budget import Budgeter, render_window
 from .candidate import Candidate
@@ -24,7 +24,7 @@ from .compress import compress
 from .context import DecisionContext, WindowEntry
 from .dedup import dedup, fact_key
 from .facts import DecisionFacts
-from .gate import ADMIT, OUT_OF_POOL, RESIDUAL, gate_decision
+from .gate import ADMIT, OUT_OF_POOL, RESIDUAL, cap_admitted, gate_decision
 from .links import (
     DIGEST_KEY_SUFFIX,
     Link,
@@ -38,7 +38,7 @@ from .order import order
 from .rank import RESIDUE_CHANGED, ResidueCandidate, announce_unavailable, rank_residue
 from .render import load_policy, render, signature_of
 from .request import DecisionRequest, RequestError, has_nul, without_nul
-from .spec import ADMITTED_MAX, RESIDUE_MAX
+from .spec import RESIDUE_MAX
 from .sqlfiles import load_sql
 from .tokens import content_sha256, count_cached
 from .variants import LITM_BURIED, NO_IMPACT_DIGEST
@@ -336,15 +336,7 @@ def _pipeline(connection, prepared, request, settings, ranking, count):
         else:
             audit.final(row.item_id, "gate", "rejected", row.driver)
     admitted += _resolve_residue(connection, prepared, residual, settings, ranking)
-    if len(admitted) > ADMITTED_MAX:
-        # §3.2's cap holds for the whole admitted set, ranked or folded items included.
-        admitted.sort(key=lambda c: cap_rank(c.item))
-        for candidate in admitted[ADMITTED_MAX:]:
-            audit.final(candidate.item_id, "gate", "rejected",
-                        f"admitted_cap_{ADMITTED_MAX}: lower source priority than "
-                        f"{ADMITTED_MAX} admitted items")
-        admitted = admitted[:ADMITTED_MAX]
-    admitted.sort(key=lambda c: c.item.item_no)
+    admitted = cap_admitted(admitted, audit)
 
     policy = load_policy(connection, facts.policy_set)
     candidates = render(admitted, facts, policy, audit)

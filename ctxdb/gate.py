@@ -1,9 +1,11 @@
-"""(b) The hard relevance gate, spec §3.2 — the rule itself is SQL (``v_gate``).
+"""(b) The hard relevance gate, spec §3.2 — the rule itself is SQL.
 
-The view reads only the decision's own rows (pool, structural links, impact edges,
-nearness, link policy, source priority), so the same rule answers in a ``sqlite3``
-shell: ``SELECT * FROM v_gate WHERE decision_id = 42``. This module runs it for one
-decision; no model is consulted.
+``v_gate_rule`` decides each pool item (admit / residual / reject) from the decision's own
+rows (pool, structural links, impact edges, nearness, link policy, source priority), so
+the same rule answers in a ``sqlite3`` shell; ``v_gate`` adds the 64-item cap for the
+reader: ``SELECT * FROM v_gate WHERE decision_id = 42``. The pipeline runs the rule for
+one decision and caps the admitted set once ranking has added to it, in the same order
+as ``v_gate`` (a test holds the two to the same verdicts); no model is consulted.
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ from typing import NamedTuple
 
 from sqlalchemy import Connection, text
 
+from .assemble import cap_rank
+from .audit import AuditLog
+from .candidate import Candidate
+from .spec import ADMITTED_MAX
 from .sqlfiles import load_sql
 
 ADMIT, RESIDUAL, REJECT, OUT_OF_POOL = "admit", "residual", "reject", "out_of_pool"
@@ -23,11 +29,10 @@ class GateVerdict(NamedTuple):  # a tuple: a 256-item pool makes 256 of them per
     item_no: int
     gate_verdict: str
     driver: str
-    admit_rank: int | None
 
 
 def gate_decision(connection: Connection, decision_id: int) -> list[GateVerdict]:
-    """The gate's verdict on every item of one decision, in pool order."""
+    """The gate rule's verdict on every item of one decision, in pool order."""
     rows = connection.execute(_gate_query(), {"decision_id": decision_id}).fetchall()
     return list(map(GateVerdict._make, rows))
 
@@ -35,3 +40,17 @@ def gate_decision(connection: Connection, decision_id: int) -> list[GateVerdict]
 @functools.cache
 def _gate_query():
     return text(load_sql("stages/gate_decision"))
+
+
+def cap_admitted(admitted: list[Candidate], audit: AuditLog) -> list[Candidate]:
+    """§3.2's cap on the whole admitted set (ranked or folded items included): the
+    ADMITTED_MAX first by source priority, then pool order — live state newest first —
+    as ``v_gate`` ranks them; the rest rejected at the gate. Returns pool order."""
+    if len(admitted) > ADMITTED_MAX:
+        admitted = sorted(admitted, key=lambda c: cap_rank(c.item))
+        for candidate in admitted[ADMITTED_MAX:]:
+            audit.final(candidate.item_id, "gate", "rejected",
+                        f"admitted_cap_{ADMITTED_MAX}: lower source priority than "
+                        f"{ADMITTED_MAX} admitted items")
+        admitted = admitted[:ADMITTED_MAX]
+    return sorted(admitted, key=lambda c: c.item.item_no)

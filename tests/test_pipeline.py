@@ -200,12 +200,23 @@ def test_gate_cap_keeps_64_by_source_priority(store_url):
     request = edit_request(evidence=evidence, impact_edges=edges, live={})
     with _store(store_url) as store:
         ctx = store.construct(request)
-        capped = _rows(store, "SELECT COUNT(*) FROM v_item_verdict WHERE decision_id = :d"
-                              " AND driver LIKE 'admitted_cap_64%'", d=ctx.decision_id)
+        capped = _rows(store, "SELECT item_id FROM v_item_verdict WHERE decision_id = :d"
+                              " AND driver LIKE 'admitted_cap_64%' ORDER BY item_no",
+                       d=ctx.decision_id)
         admitted = _rows(store, "SELECT COUNT(*) FROM item_event WHERE decision_id = :d"
                                 " AND stage = 'gate' AND action = 'admitted'", d=ctx.decision_id)
-    # 3 requirement items + 80 impact consequences = 83 admitted; 19 cut by the cap
-    assert admitted == [(64,)] and capped == [(19,)]
+        # the reader's view of the cap (v_gate) cuts the same items the pipeline did
+        view_capped = _rows(store, "SELECT item_id FROM v_gate WHERE decision_id = :d"
+                                   " AND gate_verdict = 'reject'"
+                                   " AND driver LIKE 'admitted_cap_64%' ORDER BY item_no",
+                            d=ctx.decision_id)
+        ranks = _rows(store, "SELECT MAX(admit_rank) FROM v_gate WHERE decision_id = :d",
+                      d=ctx.decision_id)
+    # 3 requirement items + 80 impact consequences = 83 admitted by the rule; the 19
+    # lowest in source priority (the 03 symbols last in the pool) cut by the cap
+    assert admitted == [(83,)] and len(capped) == 19
+    assert capped == view_capped and capped[-1] == (f"E{3 + 80}",)
+    assert ranks == [(83,)]
 
 
 def test_decision_context_json(store_url):

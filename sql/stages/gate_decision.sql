@@ -1,5 +1,6 @@
--- gate_decision: the gate's verdict on every item of one decision, in pool order.
-SELECT item_id, item_no, gate_verdict, driver, admit_rank
-FROM v_gate
+-- gate_decision: the gate rule's verdict on every item of one decision, in pool order
+-- (the pipeline applies the 64-item cap to the whole admitted set, ranked items included).
+SELECT item_id, item_no, gate_verdict, driver
+FROM v_gate_rule
 WHERE decision_id = :decision_id
 ORDER BY item_no;
