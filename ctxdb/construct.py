@@ -276,7 +276,8 @@ def _write_inputs(connection, store, decision_id, request, pool, links, edges,
     models.insert_tuples(connection, models.evidence_text, ("content_sha256", "content"),
                          [row for row in texts.items() if row[0] not in store.texts_stored],
                          keep_existing=True)
-    models.insert_tuples(connection, models.evidence_item, _EVIDENCE_COLUMNS, rows)
+    models.insert_tuples(connection, models.evidence_item, _EVIDENCE_COLUMNS, rows,
+                         sparse=("original_sha256", "arrival_no"))
     if links:
         models.insert_many(connection, models.decision_link, [
             {"decision_id": decision_id, "link_no": n, "link_kind": link.link_kind,
@@ -457,7 +458,8 @@ def _persist(connection, decision_id, request, outcome, audit, settings):
              "rendered_text": e.text}
             for e in entries
         ])
-    models.insert_tuples(connection, models.item_event, EVENT_COLUMNS, audit.rows(decision_id))
+    models.insert_tuples(connection, models.item_event, EVENT_COLUMNS, audit.rows(decision_id),
+                         sparse=("tokens_before", "tokens_after", "detail"))
     if steps:
         models.insert_many(connection, models.budget_log, [
             {"decision_id": decision_id, "step_no": s.step_no, "ladder_step": s.ladder_step,

@@ -103,3 +103,34 @@ def test_check_rows_are_reported(store_url):
 def test_bad_url_is_a_clear_error():
     with pytest.raises(ValueError, match="mysql"):
         ContextStore.open("mysql://localhost/x")
+
+
+def test_insert_tuples_writes_sparse_rows_exactly(store_url):
+    """Rows whose usually-NULL columns are NULL go through a narrower statement; every
+    row reads back as given, whichever statement wrote it."""
+    from ctxdb import models
+
+    columns = ("decision_id", "step_no", "ladder_step", "item_id", "tokens_before",
+               "tokens_after", "detail")
+    rows = [
+        (1, 1, "fits", None, 10, 10, None),
+        (1, 2, "transient", "E3", 10, 7, "masked"),
+        (1, 3, "fits", None, 7, 7, None),
+        (1, 4, "working_set", "E4", 7, 5, None),
+    ]
+    with ContextStore.open(store_url) as store, store.write_transaction() as connection:
+        connection.execute(text(
+            "INSERT INTO run (run_id, arm, variant, created_at) VALUES ('r', 'ctx08', 'v', 'now')"))
+        connection.execute(text(
+            "INSERT INTO decision (decision_id, run_id, instance_id, seq, decision_type,"
+            " task_text, request_json, request_sha256, tokenizer, token_ceiling, created_at)"
+            " VALUES (1, 'r', 'i', 1, 'edit', 't', '{}', 'h', 'cl100k_base', 100, 'now')"))
+        models.insert_tuples(connection, models.budget_log, columns, rows,
+                             sparse=("item_id", "detail"))
+        back = [tuple(r) for r in connection.execute(text(
+            f"SELECT {', '.join(columns)} FROM budget_log ORDER BY step_no"))]
+        with pytest.raises(ValueError, match="sparse columns"):
+            models.insert_tuples(connection, models.item_nearness,
+                                 ("decision_id", "item_id", "shared_terms"), [(1, "E1", "")],
+                                 sparse=("shared_terms",))  # has a default: not NULL if left out
+    assert back == rows
