@@ -25,13 +25,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import text
 
 from . import models
 from .candidate import terms
 from .facts import entity_key_of_test_id
 from .request import DecisionRequest, EvidenceInput, PlanNode
-from .sqlfiles import load_sql
+from .sqlfiles import sql_statement
 from .variants import DEFAULT, VARIANTS, apply_variant
 
 REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "patch",
@@ -202,13 +201,13 @@ def _fts_query(connection, problem: str):
     dialect = connection.dialect.name
     query = " OR ".join(f'"{w}"' for w in words) if dialect == "sqlite" else " | ".join(words)
     return connection.execute(
-        text(load_sql(f"recon/fts_any_terms.{dialect}")),
+        sql_statement(f"recon/fts_any_terms.{dialect}"),
         {"query": query, "limit": RETRIEVAL_TOP_K},
     ).mappings().all()
 
 
 def _skeleton(connection, path: str) -> str:
-    rows = connection.execute(text(load_sql("recon/module_skeleton")), {"path": path}).all()
+    rows = connection.execute(sql_statement("recon/module_skeleton"), {"path": path}).all()
     lines = [f"# {path}: module skeleton"]
     for row in rows[:SKELETON_MAX_SYMBOLS]:
         head = (row.signature or row.qualname).splitlines()[0]
@@ -257,7 +256,7 @@ def build_decisions(recon_connection, instance: Instance, gold_edited: list[str]
     reaching = []
     if target:
         reaching = recon_connection.execute(
-            text(load_sql("recon/tests_reaching")), {"entity_key": target}
+            sql_statement("recon/tests_reaching"), {"entity_key": target}
         ).scalars().all()
     edit_evidence = list(hit_items)
     if target:
@@ -344,12 +343,12 @@ def store_gold_facts(store, instance: Instance, recon_connection) -> list[str]:
                        list(instance.fail_to_pass))
     spans = {}
     for fact in facts:
-        row = recon_connection.execute(text(load_sql("recon/symbol_by_key")),
+        row = recon_connection.execute(sql_statement("recon/symbol_by_key"),
                                        {"entity_key": fact.entity_key}).first()
         spans[fact.entity_key] = (row.path, row.start_line, row.end_line) if row else (
             fact.entity_key.split("::", 1)[0], None, None)
     with store.write_transaction() as connection:
-        connection.execute(text(load_sql("ab/delete_gold_facts")),
+        connection.execute(sql_statement("ab/delete_gold_facts"),
                            {"instance_id": instance.instance_id})
         models.insert_many(connection, models.gold_fact, [
             {"instance_id": instance.instance_id, "fact_no": number, "fact_kind": f.fact_kind,
@@ -437,10 +436,10 @@ def record_outcome(store, run_id: str, instance_id: str, solved: bool, cost_usd=
                                   or value < 0):
             raise ValueError(f"{name}: expected a non-negative number or null, got {value!r}")
     with store.write_transaction() as connection:
-        if connection.execute(text(load_sql("ab/run_exists")), {"run_id": run_id}).first() is None:
+        if connection.execute(sql_statement("ab/run_exists"), {"run_id": run_id}).first() is None:
             raise ValueError(f"run_id: no run {run_id!r} in this store (record outcomes after "
                              "`ctxdb ab run`)")
-        connection.execute(text(load_sql("ab/delete_outcome")),
+        connection.execute(sql_statement("ab/delete_outcome"),
                            {"run_id": run_id, "instance_id": instance_id})
         models.insert_many(connection, models.outcome, [{
             "run_id": run_id, "instance_id": instance_id, "solved": solved,

@@ -69,7 +69,7 @@ def _text_terms(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
     item: PoolItem
     driver: str

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from sqlalchemy import Connection, bindparam, insert, select, text, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 
 from . import models
 from .assemble import PoolItem, apply_pool_cap, assemble_pool
@@ -39,7 +39,7 @@ from .rank import RESIDUE_CHANGED, ResidueCandidate, announce_unavailable, rank_
 from .render import load_policy, render, signature_of
 from .request import DecisionRequest, RequestError, has_nul, without_nul
 from .spec import RESIDUE_MAX
-from .sqlfiles import load_sql
+from .sqlfiles import sql_statement
 from .tokens import content_sha256, count_cached
 from .variants import LITM_BURIED, NO_IMPACT_DIGEST
 
@@ -178,7 +178,7 @@ class _Prepared:
 def _residue_candidates(connection, prepared: _Prepared) -> list[ResidueCandidate]:
     by_id = {item.item_id: item for item in prepared.pool}
     rows = connection.execute(
-        text(load_sql("stages/residue_of_decision")), {"decision_id": prepared.decision_id}
+        sql_statement("stages/residue_of_decision"), {"decision_id": prepared.decision_id}
     ).all()
     return [
         ResidueCandidate(row.item_id, row.kind,
@@ -226,7 +226,7 @@ def _prepare(connection, recon_connection, store, request, request_json, setting
                 audit.final(item.item_id, "assemble", event.action, event.driver, detail=event.detail)
             else:
                 audit.add(item.item_id, "assemble", event.action, event.driver, detail=event.detail)
-    policy_sets = connection.execute(text(load_sql("stages/policy_sets"))).scalars().all()
+    policy_sets = connection.execute(sql_statement("stages/policy_sets")).scalars().all()
     policy_set = request.variant if request.variant in policy_sets else SPEC_POLICY_SET
     facts = DecisionFacts.from_request(decision_id, request, request_sha256, policy_set)
     return _Prepared(decision_id, pool, audit, facts, new_run, text_digests)
@@ -417,7 +417,7 @@ def _fold(connection, prepared, by_id, residual) -> list[Candidate]:
     near = {
         row.item_id: row
         for row in connection.execute(
-            text(load_sql("stages/nearness_of_decision")), {"decision_id": prepared.decision_id}
+            sql_statement("stages/nearness_of_decision"), {"decision_id": prepared.decision_id}
         ).fetchall()
     }
     admitted = []

@@ -10,16 +10,15 @@ as ``v_gate`` (a test holds the two to the same verdicts); no model is consulted
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
 from .assemble import cap_rank
 from .audit import AuditLog
 from .candidate import Candidate
 from .spec import ADMITTED_MAX
-from .sqlfiles import load_sql
+from .sqlfiles import sql_statement
 
 ADMIT, RESIDUAL, REJECT, OUT_OF_POOL = "admit", "residual", "reject", "out_of_pool"
 
@@ -33,13 +32,9 @@ class GateVerdict(NamedTuple):  # a tuple: a 256-item pool makes 256 of them per
 
 def gate_decision(connection: Connection, decision_id: int) -> list[GateVerdict]:
     """The gate rule's verdict on every item of one decision, in pool order."""
-    rows = connection.execute(_gate_query(), {"decision_id": decision_id}).fetchall()
+    rows = connection.execute(sql_statement("stages/gate_decision"),
+                              {"decision_id": decision_id}).fetchall()
     return list(map(GateVerdict._make, rows))
-
-
-@functools.cache
-def _gate_query():
-    return text(load_sql("stages/gate_decision"))
 
 
 def cap_admitted(admitted: list[Candidate], audit: AuditLog) -> list[Candidate]:

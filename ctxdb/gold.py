@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
 from .facts import entity_key_of_test_id
-from .sqlfiles import load_sql
+from .sqlfiles import sql_statement
 
 _HUNK = re.compile(r"^@@ -(?P<old>\d+)(?:,(?P<old_len>\d+))? \+(?P<new>\d+)(?:,(?P<new_len>\d+))? @@")
 _DJANGO_TEST_ID = re.compile(r"^(?P<name>\w+) \((?P<dotted>[\w.]+)\)$")
@@ -102,7 +102,7 @@ class GoldFact:
 
 def _enclosing(connection: Connection, path: str, first: int, last: int):
     return connection.execute(
-        text(load_sql("recon/enclosing_symbol_of_span")),
+        sql_statement("recon/enclosing_symbol_of_span"),
         {"path": path, "first_line": first, "last_line": last},
     ).first()
 
@@ -147,7 +147,7 @@ def fail_to_pass_keys(connection: Connection, test_ids: list[str]) -> list[GoldF
             out.append(GoldFact("fail_to_pass", entity_key_of_test_id(test_id), test_id))
             continue
         dotted = match["dotted"]
-        rows = connection.execute(text(load_sql("recon/test_symbols_named")),
+        rows = connection.execute(sql_statement("recon/test_symbols_named"),
                                   {"name": match["name"]}).all()
         key = next((r.key for r in rows if f"{r.module}.{r.qualname}".endswith(
             f"{dotted}.{match['name']}") or f"{r.module}.{r.qualname}" == f"{dotted}.{match['name']}"),

@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
 from .budget import TASK_HEADER
 from .facts import DECISION_REF_PREFIX
-from .sqlfiles import load_sql
+from .sqlfiles import sql_statement
 
 _REF = re.compile(rf"^{DECISION_REF_PREFIX}(?P<hex>[0-9a-f]{{8,64}})$")
 
@@ -22,7 +22,7 @@ class NotFound(LookupError):
 
 
 def _rows(connection: Connection, name: str, **params):
-    return connection.execute(text(load_sql(f"inspect/{name}")), params).mappings().all()
+    return connection.execute(sql_statement(f"inspect/{name}"), params).mappings().all()
 
 
 def resolve_decision(connection: Connection, ref: str | int) -> int:

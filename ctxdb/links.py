@@ -23,13 +23,13 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, bindparam, text
+from sqlalchemy import Connection, bindparam
 
 from .assemble import EntityRef, PoolItem, ResolvedEntity, parse_entity_key
 from .candidate import terms
 from .facts import entity_key_of_test_id
 from .request import DecisionRequest
-from .sqlfiles import load_sql
+from .sqlfiles import sql_statement
 
 NEAR_MIN_SHARED_TERMS = 2
 NEAR_MAX_RECON_HOPS = 2
@@ -66,7 +66,7 @@ class DerivedEdge:
     depth: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Nearness:
     shared_terms: list[str] = field(default_factory=list)
     recon_hops: int | None = None
@@ -118,7 +118,7 @@ def _snapshot_for(generation: str | None) -> _Snapshot:
 
 @functools.lru_cache(maxsize=64)
 def _query(name: str, *expanding: str):
-    statement = text(load_sql(name))
+    statement = sql_statement(name)
     if expanding:
         statement = statement.bindparams(*(bindparam(n, expanding=True) for n in expanding))
     return statement

@@ -9,6 +9,7 @@ decision's pool in ``evidence_item``, every stage action in ``item_event``.
 
 from __future__ import annotations
 
+import functools
 import operator
 
 from sqlalchemy import (
@@ -414,10 +415,16 @@ def insert_tuples(connection, table: Table, columns: tuple[str, ...], rows: list
 
 def _execute_insert(connection, table: Table, columns: tuple[str, ...], rows: list[tuple],
                     keep_existing: bool) -> None:
-    if not rows:
-        return
-    quote = connection.dialect.identifier_preparer.quote
-    style = connection.dialect.paramstyle
+    if rows:
+        connection.exec_driver_sql(
+            _insert_statement(connection.dialect, table, columns, keep_existing), rows
+        )
+
+
+@functools.lru_cache(maxsize=256)
+def _insert_statement(dialect, table: Table, columns: tuple[str, ...], keep_existing: bool) -> str:
+    quote = dialect.identifier_preparer.quote
+    style = dialect.paramstyle
     if style == "qmark":
         marks = ", ".join("?" for _ in columns)
     elif style in ("format", "pyformat"):
@@ -434,4 +441,4 @@ def _execute_insert(connection, table: Table, columns: tuple[str, ...], rows: li
     if keep_existing:
         key = ", ".join(quote(c.name) for c in table.primary_key.columns)
         statement += f" ON CONFLICT ({key}) DO NOTHING"
-    connection.exec_driver_sql(statement, rows)
+    return statement

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import re
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
 from .audit import AuditLog
 from .candidate import TRANSIENT_KINDS, Candidate
 from .facts import DecisionFacts
 from .spec import COMPRESSED_TARGET_BYTES
-from .sqlfiles import load_sql
+from .sqlfiles import sql_statement
 
 STAGE = "render"
 DEFAULT_RENDERING = "signature"  # §3.3 caps: "cheapest safe"
@@ -53,7 +53,7 @@ _DEF_LINE = re.compile(r"^\s*(?:@.*\n\s*)*(?:async\s+)?(?:def|class)\s", re.MULT
 
 
 def load_policy(connection: Connection, policy_set: str) -> dict[str, str]:
-    rows = connection.execute(text(load_sql("stages/policy_for_set")), {"policy_set": policy_set})
+    rows = connection.execute(sql_statement("stages/policy_for_set"), {"policy_set": policy_set})
     policy = dict(rows.all())
     if not policy:
         raise ValueError(f"representation policy set {policy_set!r} has no rows")

@@ -10,10 +10,10 @@ import json
 from dataclasses import dataclass
 from decimal import Decimal
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
 from .paths import SQL_DIR
-from .sqlfiles import load_sql
+from .sqlfiles import sql_statement
 
 REPORTS_DIR = SQL_DIR / "reports"
 FORMATS = ("table", "csv", "json", "html")
@@ -40,7 +40,7 @@ def run_report(connection: Connection, name: str) -> Report:
         line[2:].strip() for line in path.read_text(encoding="utf-8").splitlines()
         if line.startswith("--")
     )
-    result = connection.execute(text(load_sql(f"reports/{name}")))
+    result = connection.execute(sql_statement(f"reports/{name}"))
     # PostgreSQL answers NUMERIC for 1.0 * x / y; reports speak floats on both backends.
     rows = [tuple(float(v) if isinstance(v, Decimal) else v for v in r) for r in result]
     return Report(name, header, list(result.keys()), rows)
@@ -178,14 +178,14 @@ def ab_html(connection: Connection) -> str:
     rule = run_report(connection, "decision_rule")
     ablation = run_report(connection, "ablation")
     edges = run_report(connection, "edge_placement")
-    positions = connection.execute(text(load_sql("reports_support/critical_positions"))).all()
+    positions = connection.execute(sql_statement("reports_support/critical_positions")).all()
 
     a = {c: i for i, c in enumerate(arms.columns)}
     labels = [f"{r[a['arm']]}/{r[a['variant']]}" for r in arms.rows]
     tokens = [float(r[a["mean_tokens"]] or 0) for r in arms.rows]
     colors = [_PALETTE.get(r[a["arm"]], "#718096") for r in arms.rows]
     p = {c: i for i, c in enumerate(precision.columns)}
-    tokens_by_decision = dict(connection.execute(text(load_sql("reports_support/decision_tokens"))).all())
+    tokens_by_decision = dict(connection.execute(sql_statement("reports_support/decision_tokens")).all())
     points = [
         (float(tokens_by_decision.get(r[p["decision_id"]], 0)), r[p["precision_items"]],
          _PALETTE.get(r[p["arm"]], "#718096"),

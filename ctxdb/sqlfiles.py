@@ -55,6 +55,14 @@ def load_sql(relative_name: str) -> str:
     return _read(path, relative_name).sql
 
 
+@functools.cache
+def sql_statement(relative_name: str):
+    """``sql/<relative_name>.sql`` as a SQLAlchemy text statement, built once per process."""
+    from sqlalchemy import text
+
+    return text(load_sql(relative_name))
+
+
 def view_files() -> list[SqlFile]:
     """``sql/views/*.sql`` in file-name order (a view may read one named before it)."""
     files = []
