@@ -28,6 +28,7 @@ from .gate import ADMIT, OUT_OF_POOL, RESIDUAL, cap_admitted, gate_decision
 from .links import (
     DIGEST_KEY_SUFFIX,
     Link,
+    Nearness,
     ReconSql,
     compute_links,
     compute_nearness,
@@ -173,6 +174,8 @@ class _Prepared:
     facts: DecisionFacts
     new_run: bool  # this decision started its run
     text_digests: set[str]  # the evidence_text rows the decision refers to
+    links: list[Link]  # as written to decision_link (link_no = position + 1)
+    nearness: dict[str, Nearness]  # as written to item_nearness
 
 
 def _residue_candidates(connection, prepared: _Prepared) -> list[ResidueCandidate]:
@@ -229,7 +232,7 @@ def _prepare(connection, recon_connection, store, request, request_json, setting
     policy_sets = connection.execute(sql_statement("stages/policy_sets")).scalars().all()
     policy_set = request.variant if request.variant in policy_sets else SPEC_POLICY_SET
     facts = DecisionFacts.from_request(decision_id, request, request_sha256, policy_set)
-    return _Prepared(decision_id, pool, audit, facts, new_run, text_digests)
+    return _Prepared(decision_id, pool, audit, facts, new_run, text_digests, links, nearness)
 
 
 def _construct(connection, prepared: _Prepared, request, settings, ranking,
@@ -366,7 +369,7 @@ def _resolve_residue(connection, prepared, residual, settings, ranking) -> list[
     if not residual:
         return []
     if len(residual) > RESIDUE_MAX:
-        return _fold(connection, prepared, by_id, residual)
+        return _fold(prepared, by_id, residual)
     if ranking is None:
         reason = ("ranker_unavailable" if not settings.rank_base_url
                   else "rank_not_called: the residue appeared after the call was prepared")
@@ -408,29 +411,26 @@ def _write_rank_call(connection, decision_id, ranking) -> int:
     ).scalar_one()
 
 
-def _fold(connection, prepared, by_id, residual) -> list[Candidate]:
+def _fold(prepared, by_id, residual) -> list[Candidate]:
     """A residue over 32 is not ranked (§4): each item goes to the obligation bucket it
     is nearest to, and is admitted under that link's driver only if it is a direct
     recon neighbour of the linked symbol; otherwise it is folded away, or rejected
     outright when no bucket is near it."""
-    audit = prepared.audit
-    near = {
-        row.item_id: row
-        for row in connection.execute(
-            sql_statement("stages/nearness_of_decision"), {"decision_id": prepared.decision_id}
-        ).fetchall()
-    }
+    # The decision's item_nearness and decision_link rows, as written moments ago
+    # (sql/stages/nearness_of_decision.sql reads the same from the store).
+    audit, links = prepared.audit, prepared.links
     admitted = []
     for item_id in residual:
-        row = near[item_id]
-        if row.nearest_link_kind is None:
+        near = prepared.nearness[item_id]
+        if near.nearest_link_no is None:
             audit.final(item_id, "rank", "rejected",
                         f"residue > {RESIDUE_MAX}: no obligation bucket to fold into")
             continue
-        bucket = f"link {row.nearest_link_no} ({row.nearest_link_kind} {row.nearest_entity})"
-        if row.recon_hops == 1:
+        link = links[near.nearest_link_no - 1]
+        bucket = f"link {near.nearest_link_no} ({link.link_kind} {link.entity_key})"
+        if near.recon_hops == 1:
             audit.add(item_id, "rank", "folded_in", f"residue > {RESIDUE_MAX}: {bucket}")
-            admitted.append(Candidate(item=by_id[item_id], driver=f"fold:{row.nearest_link_kind}"))
+            admitted.append(Candidate(item=by_id[item_id], driver=f"fold:{link.link_kind}"))
         else:
             audit.final(item_id, "rank", "folded",
                         f"residue > {RESIDUE_MAX}: {bucket}, not a direct neighbour")

@@ -19,6 +19,7 @@ from requests_data import edit_request  # noqa: E402
 
 from ctxdb import ContextStore  # noqa: E402
 from ctxdb.config import load_settings  # noqa: E402
+from ctxdb.sqlfiles import sql_statement  # noqa: E402
 
 SECRET = "BODY_MUST_NOT_REACH_THE_RANKER"
 
@@ -150,11 +151,21 @@ def test_residue_over_32_folds_without_a_call(store_url):
         verdicts = _verdicts(store, ctx.decision_id, _residue_ids(33))
         calls = _rows(store, "SELECT COUNT(*) FROM rank_call WHERE decision_id = :d",
                       d=ctx.decision_id)
+        with store.engine.connect() as connection:
+            buckets = {
+                row.item_id: f"residue > 32: link {row.nearest_link_no}"
+                             f" ({row.nearest_link_kind} {row.nearest_entity})"
+                for row in connection.execute(sql_statement("stages/nearness_of_decision"),
+                                              {"decision_id": ctx.decision_id})
+            }
     assert server.requests == [] and calls == [(0,)]
     # no recon: nothing is a direct neighbour of an obligation link, so each is folded
     # into its nearest bucket and dropped there
     assert {v for v, _ in verdicts} == {"folded"}
     assert all(d.startswith("residue > 32: link 1 (target_entity") for _, d in verdicts)
+    # the bucket each names is the one the stored nearness rows give
+    assert [d.split(", not a direct")[0] for _, d in verdicts] == [
+        buckets[i] for i in _residue_ids(33)]
 
 
 def test_empty_residue_makes_no_call(store_url):
