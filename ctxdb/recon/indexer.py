@@ -280,13 +280,17 @@ def _write_meta(w: _Writer) -> None:
 
 
 def _ensure_generation(engine: sa.Engine) -> None:
-    """Give an index written before generations existed its first one."""
+    """Give an index written before generations existed its first one (a read, and a
+    write only then: a no-change run of a current index takes no write lock)."""
+    with engine.connect() as connection:
+        if read_generation(connection) is not None:
+            return
     w = _Writer(engine)
     try:
         w.begin()
         row = w.execute("SELECT 1 FROM recon.recon_meta WHERE key = ?",
                         (schema.GENERATION_KEY,)).fetchone()
-        if row is None:
+        if row is None:  # another indexer may have written one meanwhile
             _write_generation(w)
         w.commit()
     except BaseException:
@@ -294,6 +298,12 @@ def _ensure_generation(engine: sa.Engine) -> None:
         raise
     finally:
         w.close()
+
+
+def read_generation(connection: sa.Connection) -> str | None:
+    from ..sqlfiles import sql_statement
+
+    return connection.execute(sql_statement("recon/generation")).scalar()
 
 
 def _write_generation(w: _Writer) -> None:
