@@ -40,6 +40,11 @@ def resolve_url(url_or_path: str | os.PathLike | None = None) -> str:
     return f"sqlite:///{Path(value).expanduser().resolve()}"
 
 
+def read_only_uri(path: str) -> str:
+    """A SQLite URI filename that opens ``path`` read-only."""
+    return Path(path).absolute().as_uri() + "?mode=ro"
+
+
 def is_sqlite(url: str) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
 
@@ -55,7 +60,8 @@ def make_engine(url: str, *, recon_path: str | None = None, foreign_keys: bool =
         url,
         # One shared connection for an in-memory database, or each would be empty.
         poolclass=StaticPool if in_memory else None,
-        connect_args={"check_same_thread": False} if in_memory else {},
+        # uri: the recon file is attached by a read-only URI filename
+        connect_args={"check_same_thread": False, "uri": True} if in_memory else {"uri": True},
     )
 
     @event.listens_for(engine, "connect")
@@ -72,7 +78,10 @@ def make_engine(url: str, *, recon_path: str | None = None, foreign_keys: bool =
         cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_MS)}")
         cursor.execute(f"PRAGMA foreign_keys={'ON' if foreign_keys else 'OFF'}")
         if recon_path is not None:
-            cursor.execute("ATTACH DATABASE ? AS recon", (recon_path,))
+            # Read-only: a decision's BEGIN IMMEDIATE would otherwise write-lock the recon
+            # file too, and its commit would wait on anyone reading recon (a rollback-
+            # journal file), or stall an index run for as long as a decision lasts.
+            cursor.execute("ATTACH DATABASE ? AS recon", (read_only_uri(recon_path),))
         cursor.close()
 
     @event.listens_for(engine, "begin")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -28,6 +29,7 @@ from sqlalchemy import Connection, bindparam
 from .assemble import EntityRef, PoolItem, ResolvedEntity, parse_entity_key
 from .candidate import terms
 from .facts import entity_key_of_test_id
+from .recon.schema import GENERATION_KEY
 from .request import DecisionRequest
 from .sqlfiles import sql_statement
 
@@ -77,14 +79,21 @@ class Nearness:
 # constructs many decisions over one repository, and a changed file has a new hash.
 FILE_TEXT_CACHE_FILES = 512
 _FILE_TEXTS: OrderedDict[tuple[str, str], tuple[int, str, list[str]]] = OrderedDict()
+_FILE_TEXTS_LOCK = threading.Lock()  # harness threads may construct at once
 
 # What this process has read from one recon snapshot, shared by every decision built over
-# it: an index run that changes anything writes a new `generation` into recon_meta (in
-# the same transaction as the change), so a snapshot's reads never go stale. An index
-# without a generation (written before it existed) gets a fresh snapshot per decision.
+# it. A snapshot is named by recon_meta's `generation` — new whenever an index run changes
+# anything, written in the same transaction — together with the highest file id and the
+# file count, which also move when an indexer that predates generations changes the index
+# (it re-inserts a changed file under a new id). An index without a generation gets a
+# fresh snapshot per decision.
 RECON_SNAPSHOTS_KEPT = 4
-RECON_SNAPSHOT_MAX_ENTRIES = 100_000  # per map; a full map starts over
+# A snapshot holds symbol rows, query results and entity texts; past this estimate of
+# its size it starts over (a few generations at most: a bounded ~100 MB worst case).
+RECON_SNAPSHOT_BUDGET_BYTES = 24 << 20
+_ROW_BYTES, _ID_BYTES = 256, 32  # rough sizes for the budget
 _MISSING = object()  # "recon has no such row", remembered like a row
+_ABSENT = object()  # "not looked up yet"
 
 
 class _Snapshot:
@@ -93,27 +102,40 @@ class _Snapshot:
         self.hashes: dict[str, object] = {}  # path -> sha256, or _MISSING
         self.resolved: dict[str, ResolvedEntity | None] = {}
         self.queries: dict[tuple, tuple] = {}
+        self.neighbours: dict[int, tuple[int, ...]] = {}
+        self.size = 0
 
-    def remember(self, table: dict, key, value) -> None:
-        if len(table) >= RECON_SNAPSHOT_MAX_ENTRIES:
-            table.clear()
+    def remember(self, table: dict, key, value, size: int = _ROW_BYTES) -> None:
+        self.size += size
+        if self.size > RECON_SNAPSHOT_BUDGET_BYTES:
+            for each in (self.symbols, self.hashes, self.resolved, self.queries,
+                         self.neighbours):
+                each.clear()
+            self.size = size
         table[key] = value
 
 
-_SNAPSHOTS: OrderedDict[str, _Snapshot] = OrderedDict()
+_SNAPSHOTS: OrderedDict[tuple, _Snapshot] = OrderedDict()
+_SNAPSHOTS_LOCK = threading.Lock()
 
 
-def _snapshot_for(generation: str | None) -> _Snapshot:
-    if generation is None:
+def _snapshot_for(identity: tuple) -> _Snapshot:
+    if identity[0] is None:  # no generation: nothing may be kept across decisions
         return _Snapshot()
-    found = _SNAPSHOTS.get(generation)
-    if found is None:
-        found = _SNAPSHOTS[generation] = _Snapshot()
-        while len(_SNAPSHOTS) > RECON_SNAPSHOTS_KEPT:
-            _SNAPSHOTS.popitem(last=False)
-    else:
-        _SNAPSHOTS.move_to_end(generation)
-    return found
+    with _SNAPSHOTS_LOCK:
+        found = _SNAPSHOTS.get(identity)
+        if found is None:
+            found = _SNAPSHOTS[identity] = _Snapshot()
+            while len(_SNAPSHOTS) > RECON_SNAPSHOTS_KEPT:
+                _SNAPSHOTS.popitem(last=False)
+        else:
+            _SNAPSHOTS.move_to_end(identity)
+        return found
+
+
+def _forget_snapshot(identity: tuple) -> None:
+    with _SNAPSHOTS_LOCK:
+        _SNAPSHOTS.pop(identity, None)
 
 
 @functools.lru_cache(maxsize=64)
@@ -124,6 +146,11 @@ def _query(name: str, *expanding: str):
     return statement
 
 
+def _snapshot_identity(connection: Connection) -> tuple:
+    return tuple(connection.execute(_query("recon/snapshot_identity"),
+                                     {"generation_key": GENERATION_KEY}).one())
+
+
 class ReconSql:
     """Reads recon through the store's connection (``recon.*`` on both backends)."""
 
@@ -132,35 +159,51 @@ class ReconSql:
 
     def __init__(self, connection: Connection):
         self.connection = connection
-        generation = connection.execute(_query("recon/generation")).scalar()
-        self._snapshot = _snapshot_for(generation)
+        self._identity = _snapshot_identity(connection)
+        self._snapshot = _snapshot_for(self._identity)
 
-    def rows(self, name: str, params: dict, *expanding: str) -> tuple:
-        """A recon query's rows, read once per snapshot (lists in params are IN lists)."""
+    def confirm_snapshot(self) -> None:
+        """After a decision's reads: if the index changed meanwhile (reads on a separate
+        recon connection, or PostgreSQL's read committed, need not be one snapshot), the
+        shared reads are dropped, so the next decision reads afresh."""
+        if self._identity[0] is not None and _snapshot_identity(self.connection) != self._identity:
+            _forget_snapshot(self._identity)
+
+    def rows(self, name: str, params: dict, *expanding: str, keep: bool = True) -> tuple:
+        """A recon query's rows, read once per snapshot (lists in params are IN lists);
+        ``keep=False`` for queries whose parameters rarely repeat."""
+        if not keep:
+            return tuple(self.connection.execute(_query(name, *expanding), params))
         key = (name, *sorted((k, tuple(v) if isinstance(v, list) else v)
                              for k, v in params.items()))
         found = self._snapshot.queries.get(key)
         if found is None:
             found = tuple(self.connection.execute(_query(name, *expanding), params))
-            self._snapshot.remember(self._snapshot.queries, key, found)
+            size = _ROW_BYTES * len(found) + _ID_BYTES * sum(
+                len(v) for v in params.values() if isinstance(v, list))
+            self._snapshot.remember(self._snapshot.queries, key, found, size)
         return found
 
     def _file(self, path: str) -> tuple[int, str, list[str]] | None:
         sha256 = self._snapshot.hashes.get(path)
         if sha256 is _MISSING:
             return None
-        if sha256 is not None and (path, sha256) in _FILE_TEXTS:
-            _FILE_TEXTS.move_to_end((path, sha256))
-            return _FILE_TEXTS[(path, sha256)]
+        if sha256 is not None:
+            with _FILE_TEXTS_LOCK:
+                found = _FILE_TEXTS.get((path, sha256))
+                if found is not None:
+                    _FILE_TEXTS.move_to_end((path, sha256))
+                    return found
         row = self.connection.execute(_query("recon/file_by_path"), {"path": path}).first()
         self._snapshot.remember(self._snapshot.hashes, path, row.sha256 if row else _MISSING)
         if row is None:
             return None
         # Line numbers are tree-sitter rows, counted by \n only (not by form feeds).
         found = (row.line_count, row.text, row.text.split("\n"))
-        _FILE_TEXTS[(path, row.sha256)] = found
-        while len(_FILE_TEXTS) > FILE_TEXT_CACHE_FILES:
-            _FILE_TEXTS.popitem(last=False)
+        with _FILE_TEXTS_LOCK:
+            _FILE_TEXTS[(path, row.sha256)] = found
+            while len(_FILE_TEXTS) > FILE_TEXT_CACHE_FILES:
+                _FILE_TEXTS.popitem(last=False)
         return found
 
     def prefetch(self, keys) -> None:
@@ -183,12 +226,11 @@ class ReconSql:
                 snapshot.remember(snapshot.hashes, path, found.get(path, _MISSING))
 
     def symbol(self, key: str):
-        symbols = self._snapshot.symbols
-        if key not in symbols:
+        row = self._snapshot.symbols.get(key, _ABSENT)
+        if row is _ABSENT:
             row = self.connection.execute(_query("recon/symbol_by_key"), {"entity_key": key}).first()
-            self._snapshot.remember(symbols, key, row)
-            return row
-        return symbols[key]
+            self._snapshot.remember(self._snapshot.symbols, key, row)
+        return row
 
     def _lines(self, path: str, start: int, end: int) -> str | None:
         found = self._file(path)
@@ -199,12 +241,12 @@ class ReconSql:
         return text + "\n" if end < len(lines) else text
 
     def resolve(self, ref: EntityRef) -> ResolvedEntity | None:
-        resolved = self._snapshot.resolved
-        if ref.key not in resolved:
+        found = self._snapshot.resolved.get(ref.key, _ABSENT)
+        if found is _ABSENT:
             found = self._resolve(ref)
-            self._snapshot.remember(resolved, ref.key, found)
-            return found
-        return resolved[ref.key]
+            size = _ROW_BYTES + (len(found.text) if found is not None else 0)
+            self._snapshot.remember(self._snapshot.resolved, ref.key, found, size)
+        return found
 
     def _resolve(self, ref: EntityRef) -> ResolvedEntity | None:
         if ref.qualified_name is not None:
@@ -227,6 +269,23 @@ class ReconSql:
             return ResolvedEntity(ref.path, ref.start_line, end,
                                   self._lines(ref.path, ref.start_line, end) or "", None)
         return ResolvedEntity(ref.path, 1, line_count, source, None)
+
+    def neighbours(self, symbol_ids) -> dict[int, tuple[int, ...]]:
+        """symbol id -> the ids one recon edge away (calls/inherits/tests, either way)."""
+        known = self._snapshot.neighbours
+        found = {i: known.get(i) for i in symbol_ids}
+        wanted = sorted(i for i, n in found.items() if n is None)
+        for start in range(0, len(wanted), self.KEYS_PER_QUERY):
+            chunk = wanted[start : start + self.KEYS_PER_QUERY]
+            read: dict[int, list[int]] = {i: [] for i in chunk}
+            for row in self.connection.execute(_query("recon/neighbours_of", "symbol_ids"),
+                                               {"symbol_ids": chunk}):
+                read[row.via_id].append(row.neighbour_id)
+            for symbol_id, ids in read.items():
+                found[symbol_id] = tuple(ids)
+                self._snapshot.remember(known, symbol_id, found[symbol_id],
+                                        _ID_BYTES * (len(ids) + 1))
+        return found
 
     def innermost(self, path: str, line: int):
         rows = self.rows("recon/enclosing_symbol_of_span",
@@ -403,33 +462,30 @@ def _item_terms(entity_key: str | None, signature: str | None, content: str) -> 
 
 
 def _recon_hops(recon, anchor_ids, item_ids) -> dict[int, tuple[int, int]]:
-    """symbol id -> (hops, anchor id) for pool symbols within 2 recon edges of an anchor.
+    """symbol id -> (hops, anchor id) for pool symbols within 2 recon edges of an anchor
+    (the lowest-numbered anchor, and for 2 hops the lowest-numbered middle symbol).
 
-    Bounded by the pool, not a walk of the graph: the anchors' neighbours (few), then
-    only the edges that join a pool symbol to an anchor or to one of those neighbours.
+    Bounded by the pool, not a walk of the graph: the anchors' neighbours (the ring),
+    then each pool symbol's own neighbours — read per symbol and kept per snapshot, as
+    the same symbols come back decision after decision.
     """
     if recon is None or not anchor_ids or not item_ids:
         return {}
+    anchors = sorted(anchor_ids)
+    neighbours = recon.neighbours(anchors + list(item_ids))
     neighbour_anchor: dict[int, int] = {}
-    for row in recon.rows("recon/neighbours_of", {"symbol_ids": anchor_ids}, "symbol_ids"):
-        neighbour_anchor.setdefault(row.neighbour_id, row.via_id)
+    for anchor in anchors:
+        for neighbour in neighbours[anchor]:
+            neighbour_anchor.setdefault(neighbour, anchor)
     hops: dict[int, tuple[int, int]] = {}
-    anchor_set = set(anchor_ids)
+    anchor_set = set(anchors)
     for item_id in item_ids:
-        if item_id in neighbour_anchor and item_id not in anchor_set:
+        if item_id in anchor_set:
+            continue
+        if item_id in neighbour_anchor:
             hops[item_id] = (1, neighbour_anchor[item_id])
-    if NEAR_MAX_RECON_HOPS < 2 or not neighbour_anchor:
-        return hops
-    rest = [i for i in item_ids if i not in hops and i not in anchor_set]
-    ring = sorted(neighbour_anchor)
-    step = ReconSql.KEYS_PER_QUERY
-    for start in range(0, len(rest), step):
-        for ring_start in range(0, len(ring), step):
-            rows = recon.rows("recon/neighbours_between", {
-                "left_ids": rest[start : start + step],
-                "right_ids": ring[ring_start : ring_start + step],
-            }, "left_ids", "right_ids")
-            for row in rows:
-                if row.left_id not in hops:
-                    hops[row.left_id] = (2, neighbour_anchor[row.right_id])
+        elif NEAR_MAX_RECON_HOPS >= 2:
+            middle = [n for n in neighbours[item_id] if n in neighbour_anchor]
+            if middle:
+                hops[item_id] = (2, neighbour_anchor[min(middle)])
     return hops

@@ -148,3 +148,17 @@ def test_a_reindexed_repository_is_read_afresh(backend, recon_target, tmp_path):
         after = next(e for e in store.construct(_request("edit")).window
                      if e.role == "change_target")
     assert "exempt_categories)  # reindexed" in after.text
+
+
+def test_reading_recon_elsewhere_does_not_block_a_decision(tmp_path):
+    """recon.db is attached read-only: a decision takes no lock on it, so a reader
+    holding recon open (another connection, mid-transaction) does not stall the commit."""
+    recon = tmp_path / "recon.db"
+    index_repository(FIXTURES / "repos" / "shopcart", str(recon))
+    with ContextStore.open(tmp_path / "ctx08.db", recon=str(recon)) as store:
+        store.construct(_request("edit"))
+        with store.engine.connect() as reader:
+            reader.execute(text("SELECT COUNT(*) FROM recon.symbol")).all()  # holds a read
+            assert store.construct(_request("edit")).token_count > 0
+            with pytest.raises(Exception, match="(?i)readonly|read-only"):
+                reader.execute(text("DELETE FROM recon.recon_meta"))

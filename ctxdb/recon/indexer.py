@@ -303,7 +303,8 @@ def _ensure_generation(engine: sa.Engine) -> None:
 def read_generation(connection: sa.Connection) -> str | None:
     from ..sqlfiles import sql_statement
 
-    return connection.execute(sql_statement("recon/generation")).scalar()
+    return connection.execute(sql_statement("recon/snapshot_identity"),
+                              {"generation_key": schema.GENERATION_KEY}).one().generation
 
 
 def _write_generation(w: _Writer) -> None:
