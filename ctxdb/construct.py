@@ -209,6 +209,8 @@ def _prepare(connection, recon_connection, store, request, request_json, setting
         apply_pool_cap(pool)  # the digest counts against the 256 like any item
         links.append(Link("impact_digest", digest.entity_key, None, None, None, "06 digest"))
     nearness = compute_nearness(request, pool, links, recon)
+    if recon is not None:
+        recon.confirm_snapshot()
 
     request_sha256 = hashlib.sha256(request_json.encode("utf-8")).hexdigest()
     decision_id = connection.execute(_INSERT_DECISION, {
