@@ -330,7 +330,9 @@ def _pipeline(connection, prepared, request, settings, ranking, count):
     by_id = {item.item_id: item for item in pool}
     admitted: list[Candidate] = []
     residual: list[str] = []
+    priority: dict[str, int] = {}
     for row in gate_decision(connection, decision_id):
+        priority[row.item_id] = row.priority
         if row.gate_verdict == OUT_OF_POOL:
             continue  # already final at assembly
         if row.gate_verdict == ADMIT:
@@ -342,7 +344,7 @@ def _pipeline(connection, prepared, request, settings, ranking, count):
         else:
             audit.final(row.item_id, "gate", "rejected", row.driver)
     admitted += _resolve_residue(connection, prepared, residual, settings, ranking)
-    admitted = cap_admitted(admitted, audit)
+    admitted = cap_admitted(admitted, audit, priority)
 
     policy = load_policy(connection, facts.policy_set)
     candidates = render(admitted, facts, policy, audit)

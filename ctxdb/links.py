@@ -442,7 +442,7 @@ def compute_nearness(
     first_link = 1 if links else None
     for item in candidates:
         shared = decision_terms.intersection(
-            _item_terms(item.entity_key, item.signature, item.content)
+            _item_terms(item.entity_key, item.signature, item.content[:NEAR_CONTENT_CHARS])
         )
         found = hops.get(item_symbols.get(item.item_id))
         if found is not None:
@@ -454,11 +454,11 @@ def compute_nearness(
     return near
 
 
-@functools.lru_cache(maxsize=4096)  # keys hold texts of up to 8 KB: a bounded few MB
-def _item_terms(entity_key: str | None, signature: str | None, content: str) -> frozenset[str]:
-    """The terms the shared-terms test reads from an item (cached: the same symbols come
-    back decision after decision)."""
-    return terms(" ".join(filter(None, [entity_key, signature, content[:NEAR_CONTENT_CHARS]])))
+@functools.lru_cache(maxsize=4096)  # keys hold the first 400 characters: a few MB at most
+def _item_terms(entity_key: str | None, signature: str | None, head: str) -> frozenset[str]:
+    """The terms the shared-terms test reads from an item: its entity, signature and the
+    head of its text (cached: the same symbols come back decision after decision)."""
+    return terms(" ".join(filter(None, [entity_key, signature, head])))
 
 
 def _recon_hops(recon, anchor_ids, item_ids) -> dict[int, tuple[int, int]]:

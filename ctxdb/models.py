@@ -400,6 +400,8 @@ def insert_tuples(connection, table: Table, columns: tuple[str, ...], rows: list
         kept = tuple(i for i in range(len(columns)) if i not in positions)
         sparse_values = operator.itemgetter(*positions)
         all_null = None if len(positions) == 1 else (None,) * len(positions)
+        if not kept:
+            raise ValueError(f"table {table.name}: every column is sparse")
         project = operator.itemgetter(*kept)
         thin, full = [], []
         for row in rows:
@@ -407,6 +409,8 @@ def insert_tuples(connection, table: Table, columns: tuple[str, ...], rows: list
                 thin.append(project(row))
             else:
                 full.append(row)
+        if len(kept) == 1:  # itemgetter of one index gives the value, not a 1-tuple
+            thin = [(value,) for value in thin]
         _execute_insert(connection, table, tuple(columns[i] for i in kept), thin, keep_existing)
         _execute_insert(connection, table, columns, full, keep_existing)
     else:

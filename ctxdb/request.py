@@ -204,13 +204,22 @@ _CHECKED, _JSON = "_ctxdb_checked", "_ctxdb_json"
 
 
 def _immutable(request: DecisionRequest) -> bool:
-    """Every container in the request is a tuple (the dataclasses themselves are frozen)."""
-    node, live = request.plan_node, request.live
-    return all(isinstance(v, tuple) for v in (
-        request.evidence, request.impact_edges, node.preconditions, node.required_validation,
-        node.acceptance_criteria, live.errors, live.tracebacks, live.tool_outputs,
-        live.test_outputs,
-    ))
+    """The request is built of this module's frozen classes (exactly: not look-alikes or
+    subclasses) and tuples all the way down, so nothing in it can change."""
+    node, live, point = request.plan_node, request.live, request.plan_node.insertion_point
+    return (
+        type(request) is DecisionRequest
+        and type(node) is PlanNode
+        and type(live) is LiveState
+        and (point is None or type(point) is InsertionPoint)
+        and all(type(v) is tuple for v in (
+            request.evidence, request.impact_edges, node.preconditions,
+            node.required_validation, node.acceptance_criteria, live.errors, live.tracebacks,
+            live.tool_outputs, live.test_outputs,
+        ))
+        and all(type(item) is EvidenceInput for item in request.evidence)
+        and all(type(edge) is ImpactEdgeInput for edge in request.impact_edges)
+    )
 
 
 @functools.cache

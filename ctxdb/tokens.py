@@ -27,6 +27,8 @@ from typing import Callable, Iterable
 
 from sqlalchemy import Connection, bindparam, select
 
+from .spec import CONTENT_MAX_BYTES
+
 CL100K_BASE = "cl100k_base"
 DEEPSEEK_V4 = "deepseek-v4"
 
@@ -139,14 +141,24 @@ def get_counter(name: str = CL100K_BASE) -> TokenCounter:
 
 
 # Texts hashed lately: a harness sends the same symbols decision after decision, and a
-# memo hit costs a dict lookup on the (already hashed) string.
+# memo hit costs a dict lookup on the (already hashed) string. Only texts up to the pool's
+# content cap are kept (a whole rendered window is not): a bounded ~32 MB at most.
 HASHED_TEXTS_KEPT = 4096
+HASHED_TEXT_KEPT_MAX_CHARS = CONTENT_MAX_BYTES
 
 
-@functools.lru_cache(maxsize=HASHED_TEXTS_KEPT)
 def content_sha256(text: str) -> str:
     """The hex sha256 of a text's UTF-8: its identity in evidence_text and the token cache."""
+    if len(text) > HASHED_TEXT_KEPT_MAX_CHARS:
+        return _sha256(text)
+    return _sha256_kept(text)
+
+
+def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_sha256_kept = functools.lru_cache(maxsize=HASHED_TEXTS_KEPT)(_sha256)
 
 
 def count_cached(connection: Connection, tokenizer: str, texts: Iterable[str]) -> list[int]:

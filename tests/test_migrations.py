@@ -40,7 +40,10 @@ SEED_ROWS = [
                       " (1, 'E2', 2, '04', 'retrieved_hit', 'def total(): ...',"
                       f" '{_sha256('def total(): ...')}', '04: the same text again', NULL),"
                       " (1, 'E3', 3, 'live', 'tool_output', 'long [cut]',"
-                      f" '{_sha256('long [cut]')}', 'live', 'long output, uncut')"),
+                      f" '{_sha256('long [cut]')}', 'live', 'long output, uncut'),"
+                      # hand-made rows: one made-up hash for two different texts
+                      " (1, 'E4', 4, '04', 'retrieved_hit', 'text four', 'h', '04', NULL),"
+                      " (1, 'E5', 5, '04', 'retrieved_hit', 'text five', 'h', '04', NULL)"),
     ("item_event", "INSERT INTO item_event (decision_id, item_id, event_no, stage, action, driver)"
                    " VALUES (1, 'E1', 1, 'gate', 'admit', 'obligation:target_entity')"),
     ("window_item", "INSERT INTO window_item (decision_id, position, item_id, role, rendering,"
@@ -103,9 +106,57 @@ def test_upgrade_from_first_revision_keeps_every_row(store_url):
                 text("SELECT arm, variant, pool_items, window_items, token_count"
                      " FROM v_decision_overview WHERE decision_id = 1")
             ).one()
+    # a hash shared by two texts is replaced by each text's own; every other value is kept
+    rehashed = {("E4", "text four"), ("E5", "text five")}
+    for row in upgraded["evidence_item"]:
+        if (row[1], row[6]) in rehashed:
+            assert row[7] == _sha256(row[6])
     for table in tables:
-        assert [row[: len(seeded[table][0])] for row in upgraded[table]] == seeded[table], table
-    assert tuple(overview) == ("current", "baseline", 3, 1, 1234)
+        width = len(seeded[table][0])
+        if table == "evidence_item":
+            keep = [c for c in range(width) if c != 7]  # content_sha256 checked above
+            got = [tuple(row[c] for c in keep) for row in upgraded[table]]
+            want = [tuple(row[c] for c in keep) for row in seeded[table]]
+            assert got == want, table
+            continue
+        assert [row[:width] for row in upgraded[table]] == seeded[table], table
+    assert tuple(overview) == ("current", "baseline", 5, 1, 1234)
     # each distinct text once: E1 and E2 share theirs; E3's cut and uncut texts both kept
     assert sorted(content for _sha, content in texts) == [
-        "def total(): ...", "long [cut]", "long output, uncut"]
+        "def total(): ...", "long [cut]", "long output, uncut", "text five", "text four"]
+
+
+def test_downgrade_to_0004_and_back_keeps_every_text(store_url):
+    """Texts moved into evidence_text (0005) go back into the pool rows on downgrade,
+    cut items' uncut originals included, and forward again."""
+    from alembic import command
+
+    from ctxdb.migrate import alembic_config
+    from ctxdb.views import drop_views
+
+    url = resolve_url(store_url)
+    upgrade_engine(url, FIRST_REVISION)
+    engine = make_engine(url)
+    with engine.begin() as connection:
+        for _table, statement in SEED_ROWS:
+            connection.execute(text(statement))
+    engine.dispose()
+    upgrade_engine(url)  # head
+    engine = make_engine(url, foreign_keys=False)
+    with engine.begin() as connection:
+        drop_views(connection)
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0004")
+        down = sorted(tuple(r) for r in connection.execute(text(
+            "SELECT item_id, content, original_content FROM evidence_item")))
+    engine.dispose()
+    with ContextStore.open(store_url) as store:  # up again, views recreated
+        assert store.revision() == head_revision() and store.view_drift() == []
+        with store.engine.connect() as connection:
+            up = sorted(tuple(r) for r in connection.execute(text(
+                "SELECT item_id, content, original_content FROM v_evidence_item")))
+    expected = [("E1", "def total(): ...", None), ("E2", "def total(): ...", None),
+                ("E3", "long [cut]", "long output, uncut"), ("E4", "text four", None),
+                ("E5", "text five", None)]
+    assert down == expected and up == expected

@@ -256,3 +256,39 @@ def test_json_object_mode_for_endpoints_without_json_schema(store_url):
             ctx = store.construct(residue_request(1))
     assert server.requests[0]["body"]["response_format"] == {"type": "json_object"}
     assert ids[0] in [e.item_id for e in ctx.window]
+
+
+def test_cap_counts_ranked_items_in_the_store_priority_order(store_url):
+    """Ranking can push the admitted set over 64: the cap then cuts by the store's
+    source_priority (live state newest first), ranked items included — which v_gate,
+    seeing only the rule's admissions, cannot know (v_item_verdict records the cut)."""
+    ids = _residue_ids(3)
+    request = residue_request(3, run_id="cap-run")
+    symbols = [f"shop/cart.py::Helper{n}.run" for n in range(62)]
+    request["evidence"] += [{"source": "03", "kind": "symbol", "entity": key,
+                             "content": f"def run(self): return {n}", "provenance": "03"}
+                            for n, key in enumerate(symbols)]
+    request["impact_edges"] = [{"head": "shop/cart.py::Cart.total", "tail": key,
+                                "kind": "CalledBy", "depth": 1} for key in symbols]
+    with ChatServer() as server, _store(store_url, server) as store:
+        server.answers.append(Answer(_rankings(zip(ids, (0.9, 0.9, 0.9)))))
+        ctx = store.construct(request)
+        assert store.verify() == {}
+        admitted = _rows(store, """
+            SELECT e.item_id, sp.priority, e.arrival_no, e.item_no
+            FROM evidence_item e JOIN source_priority sp ON sp.source = e.source
+            WHERE e.decision_id = :d AND EXISTS (
+                SELECT 1 FROM item_event ev WHERE ev.decision_id = e.decision_id
+                  AND ev.item_id = e.item_id AND ev.action = 'admitted'
+                  AND ev.stage IN ('gate', 'rank'))""", d=ctx.decision_id)
+        cut = {r[0] for r in _rows(store, "SELECT item_id FROM v_item_verdict WHERE"
+                                          " decision_id = :d AND driver LIKE 'admitted_cap_64%'",
+                                   d=ctx.decision_id)}
+        view_cut = {r[0] for r in _rows(store, "SELECT item_id FROM v_gate WHERE decision_id = :d"
+                                               " AND driver LIKE 'admitted_cap_64%'",
+                                        d=ctx.decision_id)}
+    in_order = sorted(admitted, key=lambda r: (r[1], -r[2] if r[2] is not None else r[3]))
+    assert len(in_order) > 64 and set(ids) <= {r[0] for r in admitted}
+    assert cut == {r[0] for r in in_order[64:]}
+    assert not cut & set(ids)  # 04 hits rank above the 03 symbols and the live state
+    assert view_cut < cut  # the view cuts fewer: it does not count the 3 ranked items

@@ -69,6 +69,19 @@ def test_a_request_with_a_mutable_list_is_checked_every_time():
         request_.check()
     assert request_.to_json() != before
 
+    # a look-alike evidence object (not the frozen class) can change after the check
+    class Mutable:
+        def __init__(self, source):
+            self.source, self.kind, self.entity, self.content = source, "symbol", None, "x"
+            self.provenance, self.score = "p", None
+
+    loose = Mutable("04")
+    request_ = dataclasses.replace(VALID, evidence=(loose,))
+    request_.check()
+    loose.source = "99"
+    with pytest.raises(RequestError, match=r"request\.evidence\[0\]\.source"):
+        request_.check()
+
     frozen = dataclasses.replace(VALID, evidence=tuple(evidence))
     with pytest.raises(RequestError):
         frozen.check()  # a failed check is never remembered as a pass

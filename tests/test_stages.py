@@ -305,3 +305,33 @@ def test_budget_ladder_order_and_exact_fit():
 def test_test_ids_to_entity_keys():
     assert entity_key_of_test_id("tests/t.py::TestA::test_b[1-2]") == "tests/t.py::TestA.test_b"
     assert entity_key_of_test_id("tests/t.py::test_c") == "tests/t.py::test_c"
+
+
+# -- §4 folding a residue over 32 -------------------------------------------------------
+
+
+def test_fold_admits_direct_neighbours_of_their_bucket_only():
+    from ctxdb.construct import _fold, _Prepared
+    from ctxdb.links import Link, Nearness
+
+    pool = [PoolItem(n, "04", "retrieved_hit", f"def f{n}(): ...", "04", f"a.py::f{n}")
+            for n in range(1, 5)]
+    links = [Link("target_entity", "a.py::target", "a.py", 1, 9),
+             Link("validation_callee", "a.py::helper", "a.py", 20, 29)]
+    nearness = {
+        "E1": Nearness(["total"], 1, 2),  # a direct neighbour of link 2: folded in
+        "E2": Nearness(["total"], 2, 1),  # two hops from link 1: folded away
+        "E3": Nearness(["total", "tax"], None, 1),  # shared terms only: folded away
+        "E4": Nearness(["total"], None, None),  # no link at all: no bucket
+    }
+    audit = AuditLog()
+    prepared = _Prepared(1, pool, audit, None, False, set(), links, nearness)
+    admitted = _fold(prepared, {i.item_id: i for i in pool}, ["E1", "E2", "E3", "E4"])
+    assert [(c.item_id, c.driver) for c in admitted] == [("E1", "fold:validation_callee")]
+    events = {e.item_id: (e.action, e.driver, e.is_final) for e in audit.events}
+    assert events["E1"] == ("folded_in", "residue > 32: link 2 (validation_callee a.py::helper)",
+                            False)
+    assert events["E2"] == ("folded", "residue > 32: link 1 (target_entity a.py::target),"
+                                      " not a direct neighbour", True)
+    assert events["E3"][0] == "folded"
+    assert events["E4"] == ("rejected", "residue > 32: no obligation bucket to fold into", True)

@@ -134,3 +134,21 @@ def test_insert_tuples_writes_sparse_rows_exactly(store_url):
                                  ("decision_id", "item_id", "shared_terms"), [(1, "E1", "")],
                                  sparse=("shared_terms",))  # has a default: not NULL if left out
     assert back == rows
+
+
+def test_insert_tuples_with_one_column_left():
+    """Once the sparse columns are out only one is left: each row still goes in whole."""
+    from sqlalchemy import Column, Integer, MetaData, Table, Text, create_engine
+
+    from ctxdb import models
+
+    pair = Table("pair", MetaData(), Column("a", Integer), Column("b", Text))
+    engine = create_engine("sqlite://")
+    with engine.begin() as connection:
+        pair.create(connection)
+        models.insert_tuples(connection, pair, ("a", "b"), [(1, None), (2, "x"), (3, None)],
+                             sparse=("b",))
+        back = sorted(tuple(r) for r in connection.execute(text("SELECT a, b FROM pair")))
+        with pytest.raises(ValueError, match="every column is sparse"):
+            models.insert_tuples(connection, pair, ("b",), [(None,)], sparse=("b",))
+    assert back == [(1, None), (2, "x"), (3, None)]

@@ -39,6 +39,10 @@ KINDS = (
 )
 
 
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def _any_of(column: str, values) -> str:
     return " OR ".join(f"{column} = '{value}'" for value in values)
 
@@ -55,7 +59,21 @@ def upgrade() -> None:
         sa.Column("content", sa.Text, nullable=False),
         comment="Each distinct pool text once; evidence_item rows refer to it by hash.",
     )
-    # content_sha256 was always sha256(content), written by ctxdb alongside the content.
+    # ctxdb always wrote content_sha256 = sha256(content). Where one hash stands for two
+    # different texts (hand-made rows), those rows get the hash of their own text, so no
+    # text is lost when each hash keeps one.
+    conflicting = connection.execute(sa.text(
+        "SELECT content_sha256 FROM evidence_item GROUP BY content_sha256"
+        " HAVING COUNT(DISTINCT content) > 1"
+    )).scalars().all()
+    for shared in conflicting:
+        rows = connection.execute(sa.text(
+            "SELECT decision_id, item_id, content FROM evidence_item WHERE content_sha256 = :h"
+        ), {"h": shared}).all()
+        connection.execute(sa.text(
+            "UPDATE evidence_item SET content_sha256 = :digest"
+            " WHERE decision_id = :decision_id AND item_id = :item_id"
+        ), [{"digest": _sha256(content), "decision_id": d, "item_id": i} for d, i, content in rows])
     connection.execute(sa.text(
         "INSERT INTO evidence_text (content_sha256, content)"
         " SELECT content_sha256, MIN(content) FROM evidence_item GROUP BY content_sha256"
@@ -65,16 +83,16 @@ def upgrade() -> None:
         "SELECT decision_id, item_id, original_content FROM evidence_item"
         " WHERE original_content IS NOT NULL"
     )).all()
-    for decision_id, item_id, original in originals:
-        digest = hashlib.sha256(original.encode("utf-8")).hexdigest()
+    if originals:
+        digests = [(d, i, _sha256(original), original) for d, i, original in originals]
         connection.execute(sa.text(
             "INSERT INTO evidence_text (content_sha256, content) VALUES (:digest, :original)"
             " ON CONFLICT (content_sha256) DO NOTHING"
-        ), {"digest": digest, "original": original})
+        ), [{"digest": h, "original": o} for _d, _i, h, o in digests])
         connection.execute(sa.text(
             "UPDATE evidence_item SET original_sha256 = :digest"
             " WHERE decision_id = :decision_id AND item_id = :item_id"
-        ), {"digest": digest, "decision_id": decision_id, "item_id": item_id})
+        ), [{"digest": h, "decision_id": d, "item_id": i} for d, i, h, _o in digests])
     with op.batch_alter_table("evidence_item") as batch:
         batch.drop_constraint("ck_evidence_source", type_="check")
         batch.drop_constraint("ck_evidence_kind", type_="check")
