@@ -6,8 +6,12 @@ Indexes the Django 5.0.6 sdist once (cached beside the sdist; a no-change re-ind
 after that), then measures, side by side in one run:
 
 - construct latency for pools of 16, 64 and 256 items (entities only: assembly reads
-  their text from recon), an edit decision with derive_impact, token cache cold (the
-  cache table emptied before each call) and warm (every text already counted);
+  their text from recon), an edit decision with derive_impact, each call with a new
+  request object (so it is validated and serialized afresh), in three states:
+  warm — a harness process's steady state: every text already counted, this recon
+  generation already read; cold — the token cache emptied (table and process) before
+  each call; fresh process — everything the process keeps across decisions dropped
+  too (recon reads, hashes, term sets): the first decision over a repository;
 - construct latency (256 items, warm) in a store holding 1k decisions and in one
   holding 100k, calls interleaved between the two (prior decisions are copies of a
   real 16-item one, made in SQL: realistic rows without 100k copies of 256 bodies).
@@ -18,6 +22,7 @@ Prints medians and p95. The LAST line is the figures as key=value pairs.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import statistics
 import sys
@@ -32,6 +37,7 @@ from sqlalchemy import text  # noqa: E402
 
 from ctxdb import ContextStore  # noqa: E402
 from ctxdb.request import DecisionRequest  # noqa: E402
+from ctxdb.caches import forget_process_caches  # noqa: E402
 from ctxdb.tokens import forget_counts_in_process  # noqa: E402
 from ctxdb.recon import index_repository, search_symbols  # noqa: E402
 
@@ -78,11 +84,14 @@ def build_request(connection, size: int, seq: int) -> dict:
     }
 
 
-def timed(store, request, *, cold: bool) -> float:
-    if cold:
+def timed(store, request, *, cold: bool = False, fresh_process: bool = False) -> float:
+    if cold or fresh_process:
         with store.write_transaction() as connection:
             connection.execute(text("DELETE FROM token_count_cache"))
         forget_counts_in_process()
+    if fresh_process:
+        forget_process_caches()
+    request = dataclasses.replace(request)  # a new object, as each harness decision is
     start = time.perf_counter()
     store.construct(request)
     return (time.perf_counter() - start) * 1000
@@ -159,18 +168,19 @@ def main() -> None:
                 n: DecisionRequest.from_dict(build_request(connection, n, n)) for n in POOL_SIZES
             }
         for size in POOL_SIZES:
-            cold, warm = [], []
-            for _ in range(args.runs):  # interleaved, so machine noise hits both alike
+            fresh, cold, warm = [], [], []
+            for _ in range(args.runs):  # interleaved, so machine noise hits all alike
+                fresh.append(timed(store, requests[size], fresh_process=True))
                 cold.append(timed(store, requests[size], cold=True))
-                warm.append(timed(store, requests[size], cold=False))
-            figures[f"p50_ms_{size}_cold"] = statistics.median(cold)
-            figures[f"p95_ms_{size}_cold"] = p95(cold)
-            figures[f"p50_ms_{size}_warm"] = statistics.median(warm)
-            figures[f"p95_ms_{size}_warm"] = p95(warm)
-            print(f"pool {size:>3}: cold p50 {figures[f'p50_ms_{size}_cold']:.1f} ms"
-                  f" p95 {figures[f'p95_ms_{size}_cold']:.1f} · warm p50"
-                  f" {figures[f'p50_ms_{size}_warm']:.1f} ms p95"
-                  f" {figures[f'p95_ms_{size}_warm']:.1f}", flush=True)
+                warm.append(timed(store, requests[size]))
+            for state, values in (("warm", warm), ("cold", cold), ("fresh_process", fresh)):
+                figures[f"p50_ms_{size}_{state}"] = statistics.median(values)
+                figures[f"p95_ms_{size}_{state}"] = p95(values)
+            print(f"pool {size:>3}: p50 / p95 ms — warm {figures[f'p50_ms_{size}_warm']:.1f}"
+                  f" / {figures[f'p95_ms_{size}_warm']:.1f} · cold"
+                  f" {figures[f'p50_ms_{size}_cold']:.1f} / {figures[f'p95_ms_{size}_cold']:.1f}"
+                  f" · fresh process {figures[f'p50_ms_{size}_fresh_process']:.1f} /"
+                  f" {figures[f'p95_ms_{size}_fresh_process']:.1f}", flush=True)
 
     # 1k against 100k prior decisions, side by side: two stores, calls interleaved.
     with tempfile.TemporaryDirectory() as tmp, ContextStore.open(
@@ -185,8 +195,8 @@ def main() -> None:
                 counts[prior] = connection.execute(text("SELECT COUNT(*) FROM decision")).scalar()
         small, large = [], []
         for _ in range(args.runs):
-            small.append(timed(small_store, requests[256], cold=False))
-            large.append(timed(large_store, requests[256], cold=False))
+            small.append(timed(small_store, requests[256]))
+            large.append(timed(large_store, requests[256]))
         figures["p50_ms_256_warm_prior_1k"] = statistics.median(small)
         figures["p50_ms_256_warm_prior_100k"] = statistics.median(large)
         figures["prior_decisions_large"] = counts[args.prior_large]

@@ -133,6 +133,14 @@ def _snapshot_for(identity: tuple) -> _Snapshot:
         return found
 
 
+def forget_recon_reads() -> None:
+    """Drop every recon snapshot and source text this process keeps."""
+    with _SNAPSHOTS_LOCK:
+        _SNAPSHOTS.clear()
+    with _FILE_TEXTS_LOCK:
+        _FILE_TEXTS.clear()
+
+
 def _forget_snapshot(identity: tuple) -> None:
     with _SNAPSHOTS_LOCK:
         _SNAPSHOTS.pop(identity, None)

@@ -222,3 +222,7 @@ _COUNTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def forget_counts_in_process() -> None:
     """Empty the in-process counts (a benchmark's cold start; tests)."""
     _COUNTED.clear()
+
+
+def forget_hashes_in_process() -> None:
+    _sha256_kept.cache_clear()

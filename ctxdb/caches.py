@@ -1,0 +1,21 @@
+"""What a process keeps across decisions, and how to drop it.
+
+A harness constructs many decisions over one repository in one process, so ctxdb keeps,
+per process: what it read of each recon snapshot (links.py), source texts by content
+hash, text hashes, identifier-term sets and parsed entity keys, and the token counts it
+has seen in each store (tokens.py). None of it can go stale (see each module). This
+drops all of it: the state of a fresh process, for benchmarks and tests.
+"""
+
+from __future__ import annotations
+
+from . import assemble, candidate, links, tokens
+
+
+def forget_process_caches() -> None:
+    links.forget_recon_reads()
+    tokens.forget_counts_in_process()
+    tokens.forget_hashes_in_process()
+    for memo in (assemble.parse_entity_key, candidate._text_terms, candidate._word_terms,
+                 links._item_terms):
+        memo.cache_clear()
