@@ -168,3 +168,13 @@ def test_reading_recon_elsewhere_does_not_block_a_decision(tmp_path):
             assert store.construct(_request("edit")).token_count > 0
             with pytest.raises(Exception, match="(?i)readonly|read-only"):
                 reader.execute(text("DELETE FROM recon.recon_meta"))
+
+
+def test_process_caches_change_nothing_but_speed(store):
+    """Every in-process cache dropped between two constructions of one request: the same
+    window, byte for byte (the caches only save reads and recomputation)."""
+    from ctxdb.caches import forget_process_caches
+
+    first = store.construct(_request("repair")).render()
+    forget_process_caches()
+    assert store.construct(_request("repair")).render() == first
