@@ -285,13 +285,20 @@ def _ensure_generation(engine: sa.Engine) -> None:
     with engine.connect() as connection:
         if read_generation(connection) is not None:
             return
-    w = _Writer(engine)
-    try:
-        w.begin()
+    with _write_transaction(engine) as w:
         row = w.execute("SELECT 1 FROM recon.recon_meta WHERE key = ?",
                         (schema.GENERATION_KEY,)).fetchone()
         if row is None:  # another indexer may have written one meanwhile
             _write_generation(w)
+
+
+@contextmanager
+def _write_transaction(engine: sa.Engine):
+    """A _Writer in one transaction: committed on success, rolled back on any error."""
+    w = _Writer(engine)
+    try:
+        w.begin()
+        yield w
         w.commit()
     except BaseException:
         w.rollback()
@@ -515,35 +522,26 @@ def _index(
 
         bar = _Progress(progress, len(to_parse))
         jobs = [(rel, full, modules[rel]) for rel, full in to_parse]
-        with _parser_pool(len(jobs)) as pool:
-            w = _Writer(engine)
-            try:
-                w.begin()
-                if cold:
-                    _create_tables(w, drop=rebuild)
-                    _write_meta(w)
-                else:
-                    gone = [existing[p].id for p in removed]
-                    gone += [existing[rel].id for rel, _ in to_parse if rel in existing]
-                    _delete_files(w, sorted(gone))
-                loader = _Loader(w, next_file, next_symbol)
-                results = _parse_results(pool, jobs)
-                for (rel, _, module), result in zip(jobs, results, strict=True):
-                    if result is not None:
-                        loader.add(rel, module, result)
-                    bar.step()
-                loader.flush()
-                if cold:
-                    n_edges = _write_edges_cold(w, loader, next_edge)
-                else:
-                    _write_edges_incremental(w, loader, next_edge)
-                _write_generation(w)
-                w.commit()
-            except BaseException:
-                w.rollback()
-                raise
-            finally:
-                w.close()
+        with _parser_pool(len(jobs)) as pool, _write_transaction(engine) as w:
+            if cold:
+                _create_tables(w, drop=rebuild)
+                _write_meta(w)
+            else:
+                gone = [existing[p].id for p in removed]
+                gone += [existing[rel].id for rel, _ in to_parse if rel in existing]
+                _delete_files(w, sorted(gone))
+            loader = _Loader(w, next_file, next_symbol)
+            results = _parse_results(pool, jobs)
+            for (rel, _, module), result in zip(jobs, results, strict=True):
+                if result is not None:
+                    loader.add(rel, module, result)
+                bar.step()
+            loader.flush()
+            if cold:
+                n_edges = _write_edges_cold(w, loader, next_edge)
+            else:
+                _write_edges_incremental(w, loader, next_edge)
+            _write_generation(w)
         if cold:
             symbols, edges, flagged = len(loader.symbols), n_edges, loader.flagged
         else:
