@@ -213,7 +213,8 @@ def count_cached(connection: Connection, tokenizer: str, texts: Iterable[str]) -
 
 
 # Counts this process has read from or written to a store's cache table, per store
-# engine (a count never changes for a tokenizer and a text): a window's texts, counted
+# engine (a count never changes for a tokenizer and a text, so one written by a decision
+# that rolled back is still right; the table just lacks it): a window's texts, counted
 # decision after decision, skip the table's round trip.
 COUNTED_IN_PROCESS_MAX = 1 << 16
 _COUNTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
