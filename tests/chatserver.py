@@ -35,7 +35,8 @@ def completion(content: str) -> str:
 
 
 class ChatServer:
-    def __init__(self) -> None:
+    def __init__(self, responder=None) -> None:
+        """``responder``: request body -> Answer, used once the scripted answers run out."""
         self.answers: list[Answer] = []
         self.requests: list[dict] = []
         server = self
@@ -48,7 +49,12 @@ class ChatServer:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 server.requests.append({"path": self.path, "body": body})
-                answer = server.answers.pop(0) if server.answers else Answer(status=503)
+                if server.answers:
+                    answer = server.answers.pop(0)
+                elif responder is not None:
+                    answer = responder(body)
+                else:
+                    answer = Answer(status=503)
                 if answer.delay_seconds:
                     time.sleep(answer.delay_seconds)
                 payload = answer.raw_body
