@@ -27,10 +27,10 @@ from pathlib import Path
 
 
 from . import models
-from .candidate import terms
-from .facts import entity_key_of_test_id
+from .entities import entity_key_of_test_id
 from .request import DecisionRequest, EvidenceInput, PlanNode
 from .sqlfiles import sql_statement
+from .terms import terms
 from .variants import DEFAULT, VARIANTS, apply_variant
 
 REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "patch",

@@ -9,49 +9,16 @@ the text and logged as an event; the uncut text is kept (``original_content``).
 
 from __future__ import annotations
 
-import functools
-import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from .entities import EntityRef, parse_entity_key
 from .request import DecisionRequest
 from .spec import CONTENT_MAX_BYTES, POOL_MAX_ITEMS, PROVENANCE_MAX_CHARS, SOURCE_PRIORITY
 
 STAGE = "assemble"
 UTF8_MAX_BYTES_PER_CHAR = 4
 PROVENANCE_CUT_MARK = "…"
-
-# Entity keys (DESIGN.md "Identities"): path::Qual.name | path:START-END | path
-_SPAN_KEY = re.compile(r"^(?P<path>[^:]+):(?P<start>\d+)-(?P<end>\d+)$")
-
-
-@dataclass(frozen=True)
-class EntityRef:
-    key: str
-    path: str
-    qualified_name: str | None = None
-    start_line: int | None = None
-    end_line: int | None = None
-
-
-@functools.lru_cache(maxsize=1 << 14)  # a harness names the same entities decision after decision
-def parse_entity_key(key: str) -> EntityRef:
-    """Split an entity key into its parts; raise ValueError naming the key if malformed."""
-    if "::" in key:
-        path, _, qualified_name = key.partition("::")
-        if not path or not qualified_name or "::" in qualified_name:
-            raise ValueError(f"entity {key!r}: expected path::Qual.name")
-        return EntityRef(key, path, qualified_name=qualified_name)
-    span = _SPAN_KEY.match(key)
-    if span:
-        start, end = int(span["start"]), int(span["end"])
-        if start < 1 or end < start:
-            raise ValueError(f"entity {key!r}: expected path:START-END with 1 <= START <= END")
-        return EntityRef(key, span["path"], start_line=start, end_line=end)
-    if ":" in key:
-        raise ValueError(f"entity {key!r}: expected path::Qual.name, path:START-END or path")
-    return EntityRef(key, key)
-
 
 @dataclass(frozen=True)
 class ResolvedEntity:

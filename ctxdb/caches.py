@@ -9,13 +9,13 @@ drops all of it: the state of a fresh process, for benchmarks and tests.
 
 from __future__ import annotations
 
-from . import assemble, candidate, links, tokens
+from . import entities, links, terms, tokens
 
 
 def forget_process_caches() -> None:
     links.forget_recon_reads()
     tokens.forget_counts_in_process()
     tokens.forget_hashes_in_process()
-    for memo in (assemble.parse_entity_key, candidate._text_terms, candidate._word_terms,
-                 links._item_terms):
+    terms.forget_terms()
+    for memo in (entities.parse_entity_key, links._item_terms):
         memo.cache_clear()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import re
 from dataclasses import dataclass, field
 
 from .assemble import PoolItem
@@ -31,43 +29,6 @@ ROLE_STRENGTH = (
     "transitive_impact",
     "stale",
 )
-
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Words too common in code and prose to say two texts are about the same thing.
-_STOP_TERMS = frozenset(
-    """
-    a an and are as at be by def class for from if in is it not of on or return self the
-    this to with none true false test tests should must when then that into cls args kwargs
-    """.split()
-)
-MIN_TERM_LENGTH = 3
-
-
-_CAMEL_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _word_terms(word: str) -> frozenset[str]:
-    parts = [word, *word.split("_"), *_CAMEL_PART.findall(word)]
-    return frozenset(
-        p for p in (part.lower() for part in parts)
-        if len(p) >= MIN_TERM_LENGTH and p not in _STOP_TERMS
-    )
-
-
-def terms(text: str) -> frozenset[str]:
-    """Identifier-like words of ``text``, lower-cased, split on snake_case and CamelCase."""
-    return _text_terms(text or "")
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _text_terms(text: str) -> frozenset[str]:
-    # Cached per text: a harness asks about the same symbols decision after decision.
-    found: set[str] = set()
-    for word in set(_WORD.findall(text)):
-        found |= _word_terms(word)
-    return frozenset(found)
-
 
 @dataclass(slots=True)
 class Candidate:

@@ -174,6 +174,7 @@ def _cmd_ab_run(args) -> int:
     from pathlib import Path
 
     from .ab import AbOptions, run_ab
+    from .progress import ProgressBar
     from .db import resolve_url
 
     options = AbOptions(
@@ -184,16 +185,12 @@ def _cmd_ab_run(args) -> int:
         cache_dir=Path(args.cache),
         run_prefix=args.run_prefix,
     )
-    tty = sys.stderr.isatty()
+    bars: list[ProgressBar] = []
 
     def progress(done, total):
-        if tty:
-            width = 30
-            filled = width * done // max(total, 1)
-            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} instances")
-            if done == total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
+        if not bars:
+            bars.append(ProgressBar("ab run", total, "instances"))
+        bars[0].step(done)
 
     summary = run_ab(resolve_url(args.db), args.instances, options, progress=progress)
     for error in summary.input_errors:

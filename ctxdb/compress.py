@@ -20,10 +20,11 @@ from __future__ import annotations
 import functools
 
 from .audit import AuditLog
-from .candidate import Candidate, terms
+from .candidate import Candidate
 from .facts import DecisionFacts
 from .render import signature_of
 from .spec import COMPRESSED_TARGET_BYTES
+from .terms import terms
 
 STAGE = "compress"
 

@@ -4,17 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .candidate import terms
+from .entities import entity_key_of_test_id
 from .request import DecisionRequest
-
-
-def entity_key_of_test_id(test_id: str) -> str:
-    """``tests/test_a.py::TestX::test_y[param]`` → ``tests/test_a.py::TestX.test_y``."""
-    path, sep, rest = test_id.partition("::")
-    if not sep:
-        return path
-    rest = rest.split("[", 1)[0]
-    return f"{path}::{rest.replace('::', '.')}"
+from .terms import terms
 
 
 # A window must be byte-identical for the same request, so what it prints to name

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Connection
 
-from .facts import entity_key_of_test_id
+from .entities import entity_key_of_test_id
 from .sqlfiles import sql_statement
 
 _HUNK = re.compile(r"^@@ -(?P<old>\d+)(?:,(?P<old_len>\d+))? \+(?P<new>\d+)(?:,(?P<new_len>\d+))? @@")

@@ -16,6 +16,7 @@ from sqlalchemy import Connection
 
 from .audit import AuditLog
 from .candidate import TRANSIENT_KINDS, Candidate
+from .entities import is_test_entity
 from .facts import DecisionFacts
 from .spec import COMPRESSED_TARGET_BYTES
 from .sqlfiles import sql_statement
@@ -60,14 +61,6 @@ def load_policy(connection: Connection, policy_set: str) -> dict[str, str]:
     return policy
 
 
-def _is_test_entity(entity_key: str | None) -> bool:
-    if not entity_key:
-        return False
-    path = entity_key.split("::", 1)[0]
-    name = path.rsplit("/", 1)[-1]
-    return "tests/" in f"/{path}" or name.startswith("test_") or name.endswith("_test.py")
-
-
 def derive_role(candidate: Candidate, facts: DecisionFacts, newest_arrival: dict[str, int]) -> str:
     item = candidate.item
     if item.kind in ("plan_node", "acceptance_criteria") and item.source == "07":
@@ -87,8 +80,8 @@ def derive_role(candidate: Candidate, facts: DecisionFacts, newest_arrival: dict
     if role is None and candidate.driver.startswith("impact:"):
         role = "direct_impact"
     if role is None:
-        role = "test_named" if _is_test_entity(item.entity_key) else "related_symbol"
-    if role == "related_symbol" and _is_test_entity(item.entity_key):
+        role = "test_named" if is_test_entity(item.entity_key) else "related_symbol"
+    if role == "related_symbol" and is_test_entity(item.entity_key):
         role = (
             "test_reasoned_over" if item.entity_key in facts.validation_tests else "test_named"
         )

@@ -255,7 +255,7 @@ def validate_request(data: Any) -> None:
 
 def entity_key_problems(request: DecisionRequest) -> list[str]:
     """Entity keys that are not path::Qual.name, path:START-END or path, by JSON path."""
-    from .assemble import parse_entity_key
+    from .entities import parse_entity_key
 
     named = [("request.plan_node.target_entity", request.plan_node.target_entity)]
     named += [(f"request.evidence[{n}].entity", item.entity)

@@ -11,7 +11,8 @@ from ctxdb.budget import Budgeter
 from ctxdb.candidate import Candidate
 from ctxdb.compress import ast_slice, compress, sliding_window
 from ctxdb.dedup import dedup, fact_key, normalize_failure
-from ctxdb.facts import DecisionFacts, entity_key_of_test_id
+from ctxdb.entities import entity_key_of_test_id
+from ctxdb.facts import DecisionFacts
 from ctxdb.order import order
 from ctxdb.render import render
 from ctxdb.sqlfiles import load_sql
@@ -335,3 +336,20 @@ def test_fold_admits_direct_neighbours_of_their_bucket_only():
                                       " not a direct neighbour", True)
     assert events["E3"][0] == "folded"
     assert events["E4"] == ("rejected", "residue > 32: no obligation bucket to fold into", True)
+
+
+def test_the_renderer_and_the_indexer_agree_on_what_a_test_is():
+    """One rule (ctxdb.entities.is_test_path): the renderer once missed conftest.py and
+    ``test/`` directories, and took ``mytests/`` for a test directory."""
+    from ctxdb.entities import is_test_entity, is_test_path
+    from ctxdb.render import derive_role
+
+    cases = {"tests/conftest.py": True, "conftest.py": True, "pkg/test/helpers.py": True,
+             "pkg/tests/unit/util.py": True, "pkg/test_util.py": True, "pkg/util_test.py": True,
+             "mytests/helpers.py": False, "pkg/testing.py": False, "pkg/util.py": False}
+    for path, expected in cases.items():
+        assert is_test_path(path) is expected, path
+        assert is_test_entity(f"{path}::helper") is expected, path
+        candidate = Candidate(item=_item(1, entity=f"{path}::helper"), driver="rank:admitted")
+        role = derive_role(candidate, _facts(), {})
+        assert role == ("test_named" if expected else "related_symbol"), path

@@ -36,6 +36,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ctxdb.entities import is_test_path
+from ctxdb.progress import ProgressBar
 from ctxdb.recon import schema
 from ctxdb.recon.extract import count_lines, extract_file
 from ctxdb.recon.resolve import Resolver, module_names
@@ -66,17 +68,6 @@ class IndexStats:
 
 
 # --- walking ------------------------------------------------------------------------------
-
-
-def is_test_path(path: str) -> bool:
-    parts = path.split("/")
-    name = parts[-1]
-    return (
-        any(p in ("tests", "test") for p in parts[:-1])
-        or name.startswith("test_")
-        or name.endswith("_test.py")
-        or name == "conftest.py"
-    )
 
 
 def walk_python_files(root: str | os.PathLike) -> list[tuple[str, str]]:
@@ -172,33 +163,6 @@ def _parse_results(pool: Any, jobs: list[tuple[str, str, str]]) -> Iterator[tupl
     if pool is None:
         return map(_parse_job, jobs)
     return pool.imap(_parse_job, jobs, chunksize=POOL_CHUNK)
-
-
-class _Progress:
-    """A one-line progress bar on stderr, only when stderr is a terminal."""
-
-    def __init__(self, enabled: bool | None, total: int) -> None:
-        self.enabled = sys.stderr.isatty() if enabled is None else bool(enabled)
-        self.total = total
-        self.done = 0
-        self._last = 0.0
-
-    def step(self) -> None:
-        self.done += 1
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if now - self._last >= 0.1 or self.done == self.total:
-            self._last = now
-            width = 30
-            filled = width * self.done // max(self.total, 1)
-            sys.stderr.write(
-                f"\rrecon: [{'#' * filled}{'.' * (width - filled)}] "
-                f"{self.done}/{self.total} files"
-            )
-            if self.done == self.total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
 
 
 # --- writing ------------------------------------------------------------------------------
@@ -520,7 +484,7 @@ def _index(
             return IndexStats(len(walked), 0, 0, flagged, symbols, edges,
                               time.perf_counter() - started)
 
-        bar = _Progress(progress, len(to_parse))
+        bar = ProgressBar("recon", len(to_parse), "files", enabled=progress)
         jobs = [(rel, full, modules[rel]) for rel, full in to_parse]
         with _parser_pool(len(jobs)) as pool, _write_transaction(engine) as w:
             if cold:
