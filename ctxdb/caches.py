@@ -9,7 +9,8 @@ drops all of it: the state of a fresh process, for benchmarks and tests.
 
 from __future__ import annotations
 
-from . import entities, links, terms, tokens
+from . import entities, terms, tokens
+from .pipeline import links
 
 
 def forget_process_caches() -> None:

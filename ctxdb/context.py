@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-from .budget import TASK_HEADER, BudgetStep
+from .pipeline.budget import TASK_HEADER, BudgetStep
 
 
 @dataclass(frozen=True)

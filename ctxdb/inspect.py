@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from .budget import TASK_HEADER
-from .facts import DECISION_REF_PREFIX
+from .pipeline.budget import TASK_HEADER
+from .pipeline.facts import DECISION_REF_PREFIX
 from .sqlfiles import sql_statement
 
 _REF = re.compile(rf"^{DECISION_REF_PREFIX}(?P<hex>[0-9a-f]{{8,64}})$")

@@ -160,7 +160,7 @@ class ContextStore:
 
     def construct(self, request) -> "DecisionContext":
         """Build, record and return the window for one decision (one transaction)."""
-        from .construct import construct
+        from .pipeline.construct import construct
 
         return construct(self, request)
 

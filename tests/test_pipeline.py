@@ -159,7 +159,7 @@ def test_bad_request_writes_nothing(store_url):
 
 
 def test_failure_mid_decision_leaves_no_rows(store_url, monkeypatch):
-    import ctxdb.construct as construct_module
+    import ctxdb.pipeline.construct as construct_module
 
     def explode(*args, **kwargs):
         raise RuntimeError("simulated crash in (f) ordering")

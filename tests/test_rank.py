@@ -176,7 +176,7 @@ def test_empty_residue_makes_no_call(store_url):
 
 
 def test_no_endpoint_rejects_as_unavailable_and_says_so_once(store_url, caplog):
-    with _store(store_url) as store, caplog.at_level(logging.WARNING, logger="ctxdb.rank"):
+    with _store(store_url) as store, caplog.at_level(logging.WARNING, logger="ctxdb.pipeline.rank"):
         first = store.construct(residue_request(2, run_id="offline-run"))
         store.construct(residue_request(2, run_id="offline-run"))
         verdicts = _verdicts(store, first.decision_id, _residue_ids(2))

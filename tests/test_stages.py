@@ -5,16 +5,16 @@ from __future__ import annotations
 from sqlalchemy import text
 
 from ctxdb import ContextStore
-from ctxdb.assemble import PoolItem
-from ctxdb.audit import AuditLog
-from ctxdb.budget import Budgeter
-from ctxdb.candidate import Candidate
-from ctxdb.compress import ast_slice, compress, sliding_window
-from ctxdb.dedup import dedup, fact_key, normalize_failure
+from ctxdb.pipeline.assemble import PoolItem
+from ctxdb.pipeline.audit import AuditLog
+from ctxdb.pipeline.budget import Budgeter
+from ctxdb.pipeline.candidate import Candidate
+from ctxdb.pipeline.compress import ast_slice, compress, sliding_window
+from ctxdb.pipeline.dedup import dedup, fact_key, normalize_failure
 from ctxdb.entities import entity_key_of_test_id
-from ctxdb.facts import DecisionFacts
-from ctxdb.order import order
-from ctxdb.render import render
+from ctxdb.pipeline.facts import DecisionFacts
+from ctxdb.pipeline.order import order
+from ctxdb.pipeline.render import render
 from ctxdb.sqlfiles import load_sql
 from ctxdb.tokens import get_counter
 
@@ -312,8 +312,8 @@ def test_test_ids_to_entity_keys():
 
 
 def test_fold_admits_direct_neighbours_of_their_bucket_only():
-    from ctxdb.construct import _fold, _Prepared
-    from ctxdb.links import Link, Nearness
+    from ctxdb.pipeline.construct import _fold, _Prepared
+    from ctxdb.pipeline.links import Link, Nearness
 
     pool = [PoolItem(n, "04", "retrieved_hit", f"def f{n}(): ...", "04", f"a.py::f{n}")
             for n in range(1, 5)]
@@ -342,7 +342,7 @@ def test_the_renderer_and_the_indexer_agree_on_what_a_test_is():
     """One rule (ctxdb.entities.is_test_path): the renderer once missed conftest.py and
     ``test/`` directories, and took ``mytests/`` for a test directory."""
     from ctxdb.entities import is_test_entity, is_test_path
-    from ctxdb.render import derive_role
+    from ctxdb.pipeline.render import derive_role
 
     cases = {"tests/conftest.py": True, "conftest.py": True, "pkg/test/helpers.py": True,
              "pkg/tests/unit/util.py": True, "pkg/test_util.py": True, "pkg/util_test.py": True,

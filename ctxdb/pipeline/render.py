@@ -16,10 +16,10 @@ from sqlalchemy import Connection
 
 from .audit import AuditLog
 from .candidate import TRANSIENT_KINDS, Candidate
-from .entities import is_test_entity
+from ..entities import is_test_entity
 from .facts import DecisionFacts
-from .spec import COMPRESSED_TARGET_BYTES
-from .sqlfiles import sql_statement
+from ..spec import COMPRESSED_TARGET_BYTES
+from ..sqlfiles import sql_statement
 
 STAGE = "render"
 DEFAULT_RENDERING = "signature"  # §3.3 caps: "cheapest safe"

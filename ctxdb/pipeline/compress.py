@@ -23,8 +23,8 @@ from .audit import AuditLog
 from .candidate import Candidate
 from .facts import DecisionFacts
 from .render import signature_of
-from .spec import COMPRESSED_TARGET_BYTES
-from .terms import terms
+from ..spec import COMPRESSED_TARGET_BYTES
+from ..terms import terms
 
 STAGE = "compress"
 

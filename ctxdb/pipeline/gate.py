@@ -17,8 +17,8 @@ from sqlalchemy import Connection
 
 from .audit import AuditLog
 from .candidate import Candidate
-from .spec import ADMITTED_MAX
-from .sqlfiles import sql_statement
+from ..spec import ADMITTED_MAX
+from ..sqlfiles import sql_statement
 
 ADMIT, RESIDUAL, REJECT, OUT_OF_POOL = "admit", "residual", "reject", "out_of_pool"
 

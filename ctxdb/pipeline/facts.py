@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .entities import entity_key_of_test_id
-from .request import DecisionRequest
-from .terms import terms
+from ..entities import entity_key_of_test_id
+from ..request import DecisionRequest
+from ..terms import terms
 
 
 # A window must be byte-identical for the same request, so what it prints to name

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .entities import EntityRef, parse_entity_key
-from .request import DecisionRequest
-from .spec import CONTENT_MAX_BYTES, POOL_MAX_ITEMS, PROVENANCE_MAX_CHARS, SOURCE_PRIORITY
+from ..entities import EntityRef, parse_entity_key
+from ..request import DecisionRequest
+from ..spec import CONTENT_MAX_BYTES, POOL_MAX_ITEMS, PROVENANCE_MAX_CHARS, SOURCE_PRIORITY
 
 STAGE = "assemble"
 UTF8_MAX_BYTES_PER_CHAR = 4

@@ -24,7 +24,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from .spec import RANK_MAX_COMPLETION_TOKENS, RANK_TEMPERATURE, RESIDUE_MAX
+from ..spec import RANK_MAX_COMPLETION_TOKENS, RANK_TEMPERATURE, RESIDUE_MAX
 
 log = logging.getLogger(__name__)
 

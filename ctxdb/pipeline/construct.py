@@ -15,13 +15,13 @@ from datetime import datetime, timezone
 
 from sqlalchemy import Connection, bindparam, insert, select, update
 
-from . import models
+from .. import models
 from .assemble import PoolItem, apply_pool_cap, assemble_pool
 from .audit import EVENT_COLUMNS, AuditLog
 from .budget import Budgeter, render_window
 from .candidate import Candidate
 from .compress import compress
-from .context import DecisionContext, WindowEntry
+from ..context import DecisionContext, WindowEntry
 from .dedup import dedup, fact_key
 from .facts import DecisionFacts
 from .gate import ADMIT, OUT_OF_POOL, RESIDUAL, cap_admitted, gate_decision
@@ -38,11 +38,11 @@ from .links import (
 from .order import order
 from .rank import RESIDUE_CHANGED, ResidueCandidate, announce_unavailable, rank_residue
 from .render import load_policy, render, signature_of
-from .request import DecisionRequest, RequestError, has_nul, without_nul
-from .spec import RESIDUE_MAX
-from .sqlfiles import sql_statement
-from .tokens import content_sha256, count_cached
-from .variants import LITM_BURIED, NO_IMPACT_DIGEST
+from ..request import DecisionRequest, RequestError, has_nul, without_nul
+from ..spec import RESIDUE_MAX
+from ..sqlfiles import sql_statement
+from ..tokens import content_sha256, count_cached
+from ..variants import LITM_BURIED, NO_IMPACT_DIGEST
 
 SPEC_POLICY_SET = "spec"
 

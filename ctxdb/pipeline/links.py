@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from sqlalchemy import Connection, bindparam
 
 from .assemble import PoolItem, ResolvedEntity
-from .entities import EntityRef, entity_key_of_test_id, parse_entity_key
-from .recon.schema import GENERATION_KEY
-from .request import DecisionRequest
-from .sqlfiles import sql_statement
-from .terms import terms
+from ..entities import EntityRef, entity_key_of_test_id, parse_entity_key
+from ..recon.schema import GENERATION_KEY
+from ..request import DecisionRequest
+from ..sqlfiles import sql_statement
+from ..terms import terms
 
 NEAR_MIN_SHARED_TERMS = 2
 NEAR_MAX_RECON_HOPS = 2
