@@ -1,22 +1,24 @@
 """What a process keeps across decisions, and how to drop it.
 
 A harness constructs many decisions over one repository in one process, so ctxdb keeps,
-per process: what it read of each recon snapshot (links.py), source texts by content
-hash, text hashes, identifier-term sets and parsed entity keys, and the token counts it
-has seen in each store (tokens.py). None of it can go stale (see each module). This
-drops all of it: the state of a fresh process, for benchmarks and tests.
+per process: what it read of each recon snapshot and source texts by content hash
+(recon/reader.py), text hashes, identifier-term sets, item term sets and parsed entity
+keys, and the token counts it has seen in each store (tokens.py). None of it can go
+stale (see each module). This drops all of it: the state of a fresh process, for
+benchmarks and tests.
 """
 
 from __future__ import annotations
 
 from . import entities, terms, tokens
-from .pipeline import links
+from .pipeline import gate_inputs
+from .recon import reader
 
 
 def forget_process_caches() -> None:
-    links.forget_recon_reads()
+    reader.forget_recon_reads()
     tokens.forget_counts_in_process()
     tokens.forget_hashes_in_process()
     terms.forget_terms()
-    for memo in (entities.parse_entity_key, links._item_terms):
+    for memo in (entities.parse_entity_key, gate_inputs._item_terms):
         memo.cache_clear()

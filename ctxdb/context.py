@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-from .pipeline.budget import TASK_HEADER, BudgetStep
+from .pipeline.state import BudgetStep
+from .pipeline.window_text import task_block
 
 
 @dataclass(frozen=True)
@@ -21,10 +22,6 @@ class WindowEntry:
     text: str  # exactly what this item adds to the rendered window
 
 
-# One eviction-ladder step as the budgeter logged it (also a budget_log row).
-BudgetLogEntry = BudgetStep
-
-
 @dataclass(frozen=True)
 class DecisionContext:
     decision_id: int
@@ -36,13 +33,13 @@ class DecisionContext:
     token_count: int
     ceiling: int
     tokenizer: str
-    budget_log: tuple[BudgetLogEntry, ...] = ()
+    budget_log: tuple[BudgetStep, ...] = ()  # the eviction ladder's steps
     flags: tuple[str, ...] = ()
     verdicts: dict[str, int] = field(default_factory=dict)  # final verdict -> item count
 
     def render(self) -> str:
         """The exact text to send."""
-        return TASK_HEADER.format(task=self.task) + "".join(e.text for e in self.window)
+        return task_block(self.task) + "".join(e.text for e in self.window)
 
     def to_dict(self) -> dict:
         data = asdict(self)

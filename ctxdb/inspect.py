@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from .pipeline.budget import TASK_HEADER
-from .pipeline.facts import DECISION_REF_PREFIX
+from .pipeline.window_text import DECISION_REF_PREFIX, TASK_HEADER
 from .sqlfiles import sql_statement
 
 _REF = re.compile(rf"^{DECISION_REF_PREFIX}(?P<hex>[0-9a-f]{{8,64}})$")

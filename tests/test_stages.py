@@ -2,39 +2,53 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from sqlalchemy import text
 
-from ctxdb import ContextStore
-from ctxdb.pipeline.assemble import PoolItem
-from ctxdb.pipeline.audit import AuditLog
-from ctxdb.pipeline.budget import Budgeter
-from ctxdb.pipeline.candidate import Candidate
+from ctxdb import ContextStore, DecisionRequest, load_settings
+from ctxdb.entities import entity_key_of_test_id
+from ctxdb.pipeline.budget import fit_budget
 from ctxdb.pipeline.compress import ast_slice, compress, sliding_window
 from ctxdb.pipeline.dedup import dedup, fact_key, normalize_failure
-from ctxdb.entities import entity_key_of_test_id
-from ctxdb.pipeline.facts import DecisionFacts
+from ctxdb.pipeline.gate_inputs import Link, Nearness
 from ctxdb.pipeline.order import order
+from ctxdb.pipeline.rank import resolve_residue
 from ctxdb.pipeline.render import render
+from ctxdb.pipeline.state import Candidate, Decision, PoolItem, new_decision
 from ctxdb.sqlfiles import load_sql
 from ctxdb.tokens import get_counter
 
 TARGET = "shop/cart.py::Cart.total"
 
 
-def _facts(**overrides):
-    values = dict(
-        decision_id=1, decision_ref="req-000000000000", decision_type="edit",
-        target_entity=TARGET, validation_tests=frozenset({"tests/test_cart.py::test_total"}),
-        insertion_path=None, insertion_line=None,
-        decision_terms=frozenset({"discount", "tax", "total"}),
-    )
-    values.update(overrides)
-    return DecisionFacts(**values)
+def _decision(candidates=(), *, target_entity=TARGET, insertion=None, ceiling=None,
+              terms=("discount", "tax", "total"), **state) -> Decision:
+    """The one way these tests build a stage's input: a Decision as construct makes it,
+    from a request naming the target, validation test and insertion point, with the
+    given candidates (and any other state fields) set."""
+    node = {"node_id": "n1", "obligation": " ".join(terms), "target_entity": target_entity,
+            "required_validation": ["tests/test_cart.py::test_total"]}
+    if insertion is not None:
+        node["insertion_point"] = {"path": insertion[0], "line": insertion[1]}
+    request = DecisionRequest.from_dict({
+        "run_id": "r", "instance_id": "i", "seq": 1, "decision_type": "edit",
+        "task": "Fix it.", "plan_node": node})
+    settings = load_settings()
+    if ceiling is not None:
+        settings = dataclasses.replace(settings, token_ceiling=ceiling)
+    decision = new_decision(request, request.to_json(), "0" * 64, settings)
+    decision.candidates = list(candidates)
+    for name, value in state.items():
+        setattr(decision, name, value)
+    return decision
 
 
 def _item(no, kind="symbol", source="04", entity=None, content="x", **extra):
-    return PoolItem(item_no=no, source=source, kind=kind, content=content,
+    item = PoolItem(item_no=no, source=source, kind=kind, content=content,
                     provenance=f"{source}: test", entity_key=entity, **extra)
+    item.fact_key = fact_key(kind, entity, content, item.item_id)
+    return item
 
 
 # -- (b) the gate view ---------------------------------------------------------------
@@ -124,7 +138,6 @@ BODY = 'def f(a, b):\n    """Add."""\n    return a + b\n'
 
 
 def test_render_roles_and_renderings():
-    audit = AuditLog()
     cases = [
         (Candidate(_item(1, "plan_node", "07"), "obligation:plan_node"), "requirement", "verbatim"),
         (Candidate(_item(2, entity=TARGET, content=BODY), "obligation:target_entity"),
@@ -147,7 +160,9 @@ def test_render_roles_and_renderings():
         (Candidate(_item(10, "config", "06", entity="c.toml"), "impact:ConfigConsumer"),
          "config_consumer", "signature"),
     ]
-    kept = render([c for c, _, _ in cases], _facts(), SPEC_POLICY, audit)
+    decision = _decision([c for c, _, _ in cases])
+    render(decision, SPEC_POLICY)
+    kept, audit = decision.candidates, decision.audit
     for candidate, role, rendering in cases:
         assert (candidate.item_id, candidate.role, candidate.rendering) == (
             candidate.item_id, role, rendering)
@@ -159,19 +174,18 @@ def test_render_roles_and_renderings():
 
 
 def test_render_table_miss_defaults_to_signature_and_is_logged():
-    audit = AuditLog()
     policy = {k: v for k, v in SPEC_POLICY.items() if k != "direct_impact"}
     candidate = Candidate(_item(1, entity="b.py::h", content=BODY), "impact:CalledBy")
-    render([candidate], _facts(target_entity=None), policy, audit)
+    decision = _decision([candidate], target_entity=None)
+    render(decision, policy)
     assert candidate.rendering == "signature"
-    assert [(e.action, e.driver) for e in audit.events][0] == (
+    assert [(e.action, e.driver) for e in decision.audit.events][0] == (
         "table_miss", "role direct_impact not in policy")
 
 
 def test_render_expansion_only_for_the_obligation_target():
-    audit = AuditLog()
     related = Candidate(_item(1, entity="a.py::g", content=BODY), "obligation:named_in_criteria")
-    render([related], _facts(target_entity="a.py::g"), SPEC_POLICY, audit)
+    render(_decision([related], target_entity="a.py::g"), SPEC_POLICY)
     assert related.role == "change_target" and related.rendering == "verbatim"
 
 
@@ -189,13 +203,23 @@ def test_ast_slice_around_the_edit():
 
 
 def test_sliding_window_prefers_the_decision_terms():
+    lines = BIG_FUNCTION.split("\n")
     start, end = sliding_window(BIG_FUNCTION, frozenset({"discount", "taxed"}), 120)
-    window = BIG_FUNCTION.splitlines()[start : end + 1]
-    assert any("discount" in line for line in window)
+    # Every window holding the `taxed = … discount` line scores 2; the earliest of them
+    # starts at step_59 and runs to `return taxed` (37 + 22 + 44 + 17 = 120 bytes).
+    assert (start, end) == (lines.index("    step_59 = compute_59(self.lines)"),
+                            lines.index("    return taxed"))
+
+
+def test_sliding_window_takes_the_earliest_of_equal_windows():
+    text = "alpha discount\nfiller one\nfiller two\nbeta discount\nfiller three"
+    assert sliding_window(text, frozenset({"discount"}), 15) == (0, 0)
+    assert sliding_window(text, frozenset({"beta"}), 15) == (3, 3)
+    # a single line over the budget is taken alone
+    assert sliding_window("x" * 50 + " discount\nend", frozenset({"discount"}), 10) == (0, 0)
 
 
 def test_compress_flags_what_cannot_shrink_and_slices_what_can():
-    audit = AuditLog()
     target = Candidate(_item(1, entity=TARGET, content=BIG_FUNCTION, path="shop/cart.py",
                              start_line=100, end_line=163), "obligation:target_entity",
                        role="change_target", rendering="verbatim", text=BIG_FUNCTION)
@@ -205,14 +229,15 @@ def test_compress_flags_what_cannot_shrink_and_slices_what_can():
     related = Candidate(_item(3, entity="x.py::big", content=BIG_FUNCTION, start_line=1),
                         "obligation:named_in_criteria", role="related_symbol",
                         rendering="verbatim", text=BIG_FUNCTION)
-    facts = _facts(insertion_path="shop/cart.py", insertion_line=162)
-    compress([target], facts, audit)
-    compress([whole], _facts(), audit)
-    compress([related], facts, audit)
+    at_the_edit = _decision([target, related], insertion=("shop/cart.py", 162))
+    no_insertion_point = _decision([whole])
+    compress(at_the_edit)
+    compress(no_insertion_point)
     assert "AST slice: lines 161-162" in target.text and len(target.text.encode()) < 1024
     assert whole.over_compress_target and whole.text == BIG_FUNCTION
     assert related.text.startswith("# … lines ") and len(related.text.encode()) < 1100
-    assert [e.action for e in audit.events] == ["ast_slice", "flagged_over_1kb", "sliding_window"]
+    assert [e.action for e in at_the_edit.audit.events] == ["ast_slice", "sliding_window"]
+    assert [e.action for e in no_insertion_point.audit.events] == ["flagged_over_1kb"]
 
 
 # -- (e) dedup ----------------------------------------------------------------------------
@@ -228,7 +253,6 @@ def test_fact_keys():
 
 
 def test_dedup_keeps_the_strongest_role_and_drops_contained_filler():
-    audit = AuditLog()
     target = Candidate(_item(3, entity=TARGET, path="shop/cart.py", start_line=10, end_line=30),
                        "x", role="change_target", rendering="verbatim", text="x")
     sliced = Candidate(_item(6, entity="shop/cart.py::Cart", path="shop/cart.py", start_line=1,
@@ -243,9 +267,9 @@ def test_dedup_keeps_the_strongest_role_and_drops_contained_filler():
                       rendering="signature")
     other = Candidate(_item(5, entity="shop/util.py::f"), "x", role="related_symbol",
                       rendering="signature")
-    keys = {c.item_id: fact_key(c.item.kind, c.item.entity_key, "", c.item_id)
-            for c in (target, related, inner, other, sliced, inside_sliced)}
-    kept = dedup([related, target, inner, other, sliced, inside_sliced], keys, audit)
+    decision = _decision([related, target, inner, other, sliced, inside_sliced])
+    dedup(decision)
+    kept, audit = decision.candidates, decision.audit
     # E7 sits inside E6, but E6 shows only a slice: E7 stays
     assert [c.item_id for c in kept] == ["E3", "E5", "E6", "E7"]
     assert target.also_stands_for == ["E2"]
@@ -256,7 +280,6 @@ def test_dedup_keeps_the_strongest_role_and_drops_contained_filler():
 
 
 def test_order_pins_critical_items_to_the_edges():
-    audit = AuditLog()
     items = [
         Candidate(_item(1, "plan_node", "07"), "x", role="requirement"),
         Candidate(_item(2, entity="a.py::g", path="a.py"), "x", role="related_symbol"),
@@ -268,7 +291,9 @@ def test_order_pins_critical_items_to_the_edges():
         Candidate(_item(7, "tool_output", "live", arrival_no=3), "x", role="live_current"),
         Candidate(_item(8, "graph_edge", "06"), "x", role="transitive_impact"),
     ]
-    placed = order(items, audit)
+    decision = _decision(items)
+    order(decision)
+    placed = decision.candidates
     assert [(c.item_id, c.block) for c in placed] == [
         ("E1", "front"), ("E3", "front"), ("E6", "front"),  # insertion point next to its target
         ("E7", "middle"), ("E2", "middle"), ("E8", "middle"),  # strongest role first
@@ -282,7 +307,6 @@ def test_order_pins_critical_items_to_the_edges():
 
 def test_budget_ladder_order_and_exact_fit():
     count = get_counter("cl100k_base").count
-    audit = AuditLog()
     big = "\n".join(f"log line {n} with words" for n in range(300))
     window = [
         Candidate(_item(1, "plan_node", "07", content="Fix total"), "x", role="requirement",
@@ -296,10 +320,11 @@ def test_budget_ladder_order_and_exact_fit():
                   role="live_current", rendering="verbatim", text="FAILED x", tier="transient",
                   block="back", edge_critical=True),
     ]
-    budgeter = Budgeter("Fix it.", 256, lambda texts: [count(t) for t in texts], _facts(), audit)
-    fitted, exact = budgeter.fit(window)
+    decision = _decision(window, ceiling=256)
+    fit_budget(decision, lambda texts: [count(t) for t in texts])
+    fitted, exact = decision.candidates, decision.token_count
     assert exact <= 256
-    assert [s.ladder_step for s in budgeter.steps] == ["measured", "1_mask_transient"]
+    assert [s.ladder_step for s in decision.budget_steps] == ["measured", "1_mask_transient"]
     assert fitted[1].masked and fitted[3].text == "FAILED x"  # the freshest failure is kept
 
 
@@ -312,9 +337,6 @@ def test_test_ids_to_entity_keys():
 
 
 def test_fold_admits_direct_neighbours_of_their_bucket_only():
-    from ctxdb.pipeline.construct import _fold, _Prepared
-    from ctxdb.pipeline.links import Link, Nearness
-
     pool = [PoolItem(n, "04", "retrieved_hit", f"def f{n}(): ...", "04", f"a.py::f{n}")
             for n in range(1, 5)]
     links = [Link("target_entity", "a.py::target", "a.py", 1, 9),
@@ -325,11 +347,14 @@ def test_fold_admits_direct_neighbours_of_their_bucket_only():
         "E3": Nearness(["total", "tax"], None, 1),  # shared terms only: folded away
         "E4": Nearness(["total"], None, None),  # no link at all: no bucket
     }
-    audit = AuditLog()
-    prepared = _Prepared(1, pool, audit, None, False, set(), links, nearness)
-    admitted = _fold(prepared, {i.item_id: i for i in pool}, ["E1", "E2", "E3", "E4"])
-    assert [(c.item_id, c.driver) for c in admitted] == [("E1", "fold:validation_callee")]
-    events = {e.item_id: (e.action, e.driver, e.is_final) for e in audit.events}
+    residue = [f"E{n}" for n in range(1, 34)]  # over 32: folded, never ranked
+    pool += [_item(n, "retrieved_hit", entity=f"a.py::g{n}") for n in range(5, 34)]
+    nearness.update({f"E{n}": Nearness(["total"], None, None) for n in range(5, 34)})
+    decision = _decision(pool=pool, links=links, nearness=nearness, residue=residue)
+    resolve_residue(decision)
+    assert [(c.item_id, c.driver) for c in decision.candidates] == [
+        ("E1", "fold:validation_callee")]
+    events = {e.item_id: (e.action, e.driver, e.is_final) for e in decision.audit.events}
     assert events["E1"] == ("folded_in", "residue > 32: link 2 (validation_callee a.py::helper)",
                             False)
     assert events["E2"] == ("folded", "residue > 32: link 1 (target_entity a.py::target),"
@@ -351,5 +376,5 @@ def test_the_renderer_and_the_indexer_agree_on_what_a_test_is():
         assert is_test_path(path) is expected, path
         assert is_test_entity(f"{path}::helper") is expected, path
         candidate = Candidate(item=_item(1, entity=f"{path}::helper"), driver="rank:admitted")
-        role = derive_role(candidate, _facts(), {})
+        role = derive_role(candidate, _decision(), {})
         assert role == ("test_named" if expected else "related_symbol"), path

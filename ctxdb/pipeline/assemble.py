@@ -9,62 +9,26 @@ the text and logged as an event; the uncut text is kept (``original_content``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..entities import EntityRef, parse_entity_key
+from ..recon.reader import ResolvedEntity
 from ..request import DecisionRequest
 from ..spec import CONTENT_MAX_BYTES, POOL_MAX_ITEMS, PROVENANCE_MAX_CHARS, SOURCE_PRIORITY
+from .dedup import fact_key
+from .gate import cap_order
+from .state import AssemblyEvent, PoolItem
+from .vocabulary import ASSEMBLE, REJECTED
 
-STAGE = "assemble"
+STAGE = ASSEMBLE
 UTF8_MAX_BYTES_PER_CHAR = 4
 PROVENANCE_CUT_MARK = "…"
 
-@dataclass(frozen=True)
-class ResolvedEntity:
-    """What recon knows of an entity, copied into the decision's own rows."""
 
-    path: str
-    start_line: int
-    end_line: int
-    text: str
-    signature: str | None
+class EntityResolver(Protocol):
+    """What assembly needs of recon (``ctxdb.recon.reader.ReconReader``, or a test's)."""
 
-
-class ReconReader(Protocol):
     def resolve(self, ref: EntityRef) -> ResolvedEntity | None: ...
-
-
-@dataclass
-class AssemblyEvent:
-    action: str
-    driver: str
-    detail: str | None = None
-    is_final: bool = False
-
-
-@dataclass(slots=True)  # 256 per decision: slots make them cheaper to build and read
-class PoolItem:
-    item_no: int
-    source: str
-    kind: str
-    content: str
-    provenance: str
-    entity_key: str | None = None
-    original_content: str | None = None
-    score: float | None = None
-    arrival_no: int | None = None
-    path: str | None = None
-    start_line: int | None = None
-    end_line: int | None = None
-    signature: str | None = None
-    in_pool: bool = True
-    events: list[AssemblyEvent] = field(default_factory=list)
-
-    item_id: str = field(init=False)  # 'E<item_no>', read by every stage
-
-    def __post_init__(self) -> None:
-        self.item_id = f"E{self.item_no}"
 
 
 def cap_content(text: str) -> tuple[str, bool]:
@@ -107,7 +71,7 @@ def _live_items(request: DecisionRequest) -> list[tuple[str, str, str, str]]:
     return items
 
 
-def assemble_pool(request: DecisionRequest, recon: ReconReader | None) -> list[PoolItem]:
+def assemble_pool(request: DecisionRequest, recon: EntityResolver | None) -> list[PoolItem]:
     """The decision's pool, every input accounted for (over-cap items marked out of pool)."""
     node = request.plan_node
     # (source, kind, content or None, provenance, entity_key, score, arrival_no)
@@ -134,12 +98,13 @@ def assemble_pool(request: DecisionRequest, recon: ReconReader | None) -> list[P
                         score=score, arrival_no=arrival_no)
         _resolve(item, recon, has_content=content is not None)
         _apply_caps(item)
+        item.fact_key = fact_key(item.kind, item.entity_key, item.content, item.item_id)
         pool.append(item)
     apply_pool_cap(pool)
     return pool
 
 
-def _resolve(item: PoolItem, recon: ReconReader | None, *, has_content: bool) -> None:
+def _resolve(item: PoolItem, recon: EntityResolver | None, *, has_content: bool) -> None:
     if item.entity_key is None or item.kind in ("plan_node",):
         return
     ref = parse_entity_key(item.entity_key)
@@ -179,23 +144,17 @@ def _apply_caps(item: PoolItem) -> None:
         item.provenance = provenance
 
 
-def cap_rank(item: PoolItem) -> tuple[int, int]:
-    """Order for the §3.1 and §3.2 caps: source priority, then pool order — live state
-    newest first, so a long history loses its oldest outputs."""
-    if item.arrival_no is not None:
-        return (SOURCE_PRIORITY[item.source], -item.arrival_no)
-    return (SOURCE_PRIORITY[item.source], item.item_no)
-
-
 def apply_pool_cap(pool: list[PoolItem]) -> None:
     """Keep POOL_MAX_ITEMS in the pool (§3.1); safe to call again after adding an item."""
     in_pool = [item for item in pool if item.in_pool]
     if len(in_pool) <= POOL_MAX_ITEMS:
         return
-    for item in sorted(in_pool, key=cap_rank)[POOL_MAX_ITEMS:]:
+    # the gate's one cap order, with the spec's source priority (the store's
+    # source_priority rows hold the same numbers: tests/test_contract.py)
+    for item in sorted(in_pool, key=lambda i: cap_order(SOURCE_PRIORITY[i.source], i))[POOL_MAX_ITEMS:]:
         item.in_pool = False
         item.events.append(
             AssemblyEvent(
-                "rejected", f"pool_cap: pool > {POOL_MAX_ITEMS} items (§3.1)", is_final=True
+                REJECTED, f"pool_cap: pool > {POOL_MAX_ITEMS} items (§3.1)", is_final=True
             )
         )

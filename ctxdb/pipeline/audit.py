@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-# The final verdicts an item can end with (issue 3's audit contract).
-FINAL_VERDICTS = ("in_window", "rejected", "deduped", "masked", "evicted", "folded")
+from .vocabulary import FINAL_VERDICTS
 
 
 class Event(NamedTuple):  # a tuple: a 256-item decision logs about 400 of them

@@ -21,54 +21,43 @@ is cut and flagged ``task_truncated`` — no window over the ceiling is emitted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
-from .audit import AuditLog
-from .candidate import FAILURE_KINDS, ROLE_STRENGTH, Candidate
-from .compress import mask_pointer, sliding_window
-from .facts import DecisionFacts
+from .compress import sliding_window
 from .render import signature_of
+from .state import STABLE_CORE, TRANSIENT, WORKING_SET, BudgetStep, Candidate, Decision
+from .vocabulary import BUDGET, EVICTED, FAILURE_KINDS, ROLE_STRENGTH
+from .window_text import mask_pointer, task_block, window_text
 
-STAGE = "budget"
-TASK_HEADER = "TASK\n{task}\n\n"
+STAGE = BUDGET
 # A conservative bytes-per-token ratio to size a cut before re-measuring exactly.
 BYTES_PER_TOKEN_FLOOR = 2
 TASK_CUT_MARK = "\n[ctxdb: task cut to fit the ceiling]"
 TASK_CUT_MARGIN_CHARS = 64
 
 
-@dataclass(frozen=True)
-class BudgetStep:
-    step_no: int
-    ladder_step: str
-    item_id: str | None
-    tokens_before: int
-    tokens_after: int
-    detail: str | None = None
-
-
-def render_window(task: str, ordered: list[Candidate]) -> str:
-    return TASK_HEADER.format(task=task) + "".join(c.block_text() for c in ordered)
+def fit_budget(decision: Decision, count: Callable[[list[str]], list[int]]) -> None:
+    """The window that fits becomes the decision's candidates, with its exact count."""
+    window, decision.token_count = Budgeter(decision, count).fit(decision.candidates)
+    decision.candidates = window
 
 
 class Budgeter:
-    def __init__(
-        self,
-        task: str,
-        ceiling: int,
-        count: Callable[[list[str]], list[int]],
-        facts: DecisionFacts,
-        audit: AuditLog,
-    ):
-        self.task = task
-        self.ceiling = ceiling
+    def __init__(self, decision: Decision, count: Callable[[list[str]], list[int]]):
+        self.decision = decision
+        self.ceiling = decision.settings.token_ceiling
         self.count = count
-        self.facts = facts
-        self.audit = audit
-        self.steps: list[BudgetStep] = []
-        self.flags: list[str] = []
-        self.masked: set[str] = set()
+        self.audit = decision.audit
+        self.steps = decision.budget_steps
+        self.flags = decision.flags  # after the request's own (nul_replaced)
+
+    @property
+    def task(self) -> str:
+        return self.decision.window_task
+
+    @task.setter
+    def task(self, text: str) -> None:
+        self.decision.window_task = text
 
     # -- measuring -----------------------------------------------------------
     def _measure_items(self, items: list[Candidate]) -> None:
@@ -77,7 +66,7 @@ class Budgeter:
             candidate.tokens = tokens
 
     def _header_tokens(self) -> int:
-        return self.count([TASK_HEADER.format(task=self.task)])[0]
+        return self.count([task_block(self.task)])[0]
 
     def _total(self, window: list[Candidate]) -> int:
         return self._header_tokens() + sum(c.tokens for c in window)
@@ -98,7 +87,7 @@ class Budgeter:
             window, total = action(window, total)
         if total > self.ceiling:
             window, total = self._stable_core_only(window, total)
-        exact = self.count([render_window(self.task, window)])[0]
+        exact = self.count([window_text(self.task, window)])[0]
         while exact > self.ceiling:
             # Token boundaries between blocks made the whole longer than its parts:
             # keep evicting the weakest evictable item, or cut the task as a last resort.
@@ -122,13 +111,13 @@ class Budgeter:
         after = total - candidate.tokens
         self._log(ladder_step, candidate, total, after)
         self.audit.final(
-            candidate.item_id, STAGE, "evicted", ladder_step, tokens_after=0,
+            candidate.item_id, STAGE, EVICTED, ladder_step, tokens_after=0,
             detail=f"{candidate.tokens} tokens freed",
         )
         return window, after
 
     def _mask_transient(self, window, total):
-        transient = [c for c in window if c.tier == "transient"]
+        transient = [c for c in window if c.tier == TRANSIENT]
         failures = [c for c in transient if c.item.kind in FAILURE_KINDS]
         freshest = max(failures, key=lambda c: (c.item.arrival_no or 0, c.item.item_no), default=None)
         oldest_first = sorted(transient, key=lambda c: (c.item.arrival_no or 0, c.item.item_no))
@@ -137,19 +126,18 @@ class Budgeter:
                 break
             if candidate is freshest:
                 continue
-            pointer = mask_pointer(candidate, self.facts.decision_ref)
+            pointer = mask_pointer(candidate, self.decision.ref)
             candidate.masked = True
             total = self._replace_text(
                 candidate, pointer, "truncated", "1_mask_transient", total, "masked_to_pointer"
             )
-            self.masked.add(candidate.item_id)
         return window, total
 
     def _shrink_working_set(self, window, total):
         # (a) supporting verbatim bodies → signatures, largest first
         supporting_verbatim = sorted(
             (c for c in window if c.rendering == "verbatim" and not c.edge_critical
-             and c.tier == "working_set" and c.item.kind != "patch"),
+             and c.tier == WORKING_SET and c.item.kind != "patch"),
             key=lambda c: (-c.tokens, c.item.item_no),
         )
         for candidate in supporting_verbatim:
@@ -161,8 +149,8 @@ class Budgeter:
             )
         # (b) evict supporting middle items, weakest role first, then largest
         middle = sorted(
-            (c for c in window if not c.edge_critical and c.tier != "stable_core"
-             and c.item_id not in self.masked),
+            (c for c in window if not c.edge_critical and c.tier != STABLE_CORE
+             and not c.masked),
             key=lambda c: (-ROLE_STRENGTH.index(c.role), -c.tokens, c.item.item_no),
         )
         for candidate in middle:
@@ -185,7 +173,7 @@ class Budgeter:
             budget_bytes = max(spare_tokens, 0) * BYTES_PER_TOKEN_FLOOR
             if budget_bytes <= 0:
                 continue
-            start, end = sliding_window(candidate.item.content, self.facts.decision_terms, budget_bytes)
+            start, end = sliding_window(candidate.item.content, self.decision.terms, budget_bytes)
             lines = candidate.item.content.split("\n")  # tree-sitter lines: \n only
             text = "# … cut to fit the budget\n" + "\n".join(lines[start : end + 1])
             total = self._replace_text(
@@ -215,17 +203,17 @@ class Budgeter:
         return window, total
 
     def _stable_core_only(self, window, total):
-        for candidate in [c for c in window if c.tier != "stable_core"]:
+        for candidate in [c for c in window if c.tier != STABLE_CORE]:
             window, total = self._evict(window, candidate, "stable_core_only", total)
         self.flags.append("stable_core_only")
         return window, total
 
     def _evict_for_exactness(self, window, exact):
-        evictable = [c for c in window if c.tier != "stable_core"]
+        evictable = [c for c in window if c.tier != STABLE_CORE]
         if evictable:
             weakest = max(evictable, key=lambda c: (ROLE_STRENGTH.index(c.role), c.item.item_no))
             window, _ = self._evict(window, weakest, "exact_recount", exact)
-            if not [c for c in window if c.tier != "stable_core"]:
+            if not [c for c in window if c.tier != STABLE_CORE]:
                 self.flags.append("stable_core_only")
         elif self.task:
             # Only the stable core is left and it is over: cut the task text first.
@@ -252,6 +240,6 @@ class Budgeter:
                 raise RuntimeError(
                     f"an empty window counts {exact} tokens, over the ceiling {self.ceiling}"
                 )
-        new_exact = self.count([render_window(self.task, window)])[0]
+        new_exact = self.count([window_text(self.task, window)])[0]
         self._log("exact_recount", None, exact, new_exact)
         return window, new_exact

@@ -7,8 +7,9 @@
 3. Sliding-window contiguous-line extraction (RepoCoder): a large verbatim item
    the decision needs only part of is cut to the contiguous run of lines, up to
    1 KB, with the most token overlap with the decision's own terms.
-4. Masking to a pointer, used by the budgeter under pressure: the raw text stays
-   in ``evidence_item`` and the pointer names the command that shows it.
+4. Masking to a pointer, used by the budgeter under pressure (budget.py): the raw
+   text stays in ``evidence_text`` and the pointer (window_text.py) names the command
+   that shows it.
 
 An item that cannot go under 1 KB while keeping what the decision needs (a
 change target with no insertion point, a test the decision reasons over, the
@@ -19,14 +20,13 @@ from __future__ import annotations
 
 import functools
 
-from .audit import AuditLog
-from .candidate import Candidate
-from .facts import DecisionFacts
-from .render import signature_of
 from ..spec import COMPRESSED_TARGET_BYTES
 from ..terms import terms
+from .render import signature_of
+from .state import Decision
+from .vocabulary import COMPRESS
 
-STAGE = "compress"
+STAGE = COMPRESS
 
 # Roles whose whole text is the decision's predicate: flagged, never cut here.
 KEEP_WHOLE_ROLES = frozenset({"test_reasoned_over", "live_current", "requirement"})
@@ -99,14 +99,9 @@ def sliding_window(text: str, decision_terms: frozenset[str], budget: int) -> tu
     return best
 
 
-def mask_pointer(candidate: Candidate, decision_ref: str) -> str:
-    """A short pointer that names the item and how to read its raw text back."""
-    item = candidate.item
-    return f"[{item.item_id} {item.kind} masked — ctxdb show {decision_ref} {item.item_id}]"
-
-
-def compress(candidates: list[Candidate], facts: DecisionFacts, audit: AuditLog) -> None:
-    for candidate in candidates:
+def compress(decision: Decision) -> None:
+    audit = decision.audit
+    for candidate in decision.candidates:
         before = _size(candidate.text)
         if before <= COMPRESSED_TARGET_BYTES or candidate.rendering != "verbatim":
             continue
@@ -114,12 +109,12 @@ def compress(candidates: list[Candidate], facts: DecisionFacts, audit: AuditLog)
         if candidate.role in ("change_target", "insertion_point"):
             span = None
             if (
-                facts.insertion_line is not None
-                and item.path == facts.insertion_path
+                decision.insertion_line is not None
+                and item.path == decision.insertion_path
                 and item.start_line is not None
             ):
                 span = ast_slice(
-                    item.content, item.start_line, facts.insertion_line, COMPRESSED_TARGET_BYTES
+                    item.content, item.start_line, decision.insertion_line, COMPRESSED_TARGET_BYTES
                 )
             if span is None:
                 candidate.over_compress_target = True
@@ -130,7 +125,7 @@ def compress(candidates: list[Candidate], facts: DecisionFacts, audit: AuditLog)
             candidate.text = (
                 signature_of(candidate)
                 + f"\n    # … AST slice: lines {span[0]}-{span[1]} around the edit at line"
-                f" {facts.insertion_line}\n"
+                f" {decision.insertion_line}\n"
                 + "\n".join(lines[start : end + 1])
             )
             audit.add(
@@ -142,7 +137,7 @@ def compress(candidates: list[Candidate], facts: DecisionFacts, audit: AuditLog)
             candidate.over_compress_target = True
             audit.add(item.item_id, STAGE, "flagged_over_1kb", f"{candidate.role}: whole text needed")
             continue
-        start, end = sliding_window(item.content, facts.decision_terms, COMPRESSED_TARGET_BYTES)
+        start, end = sliding_window(item.content, decision.terms, COMPRESSED_TARGET_BYTES)
         lines = item.content.split("\n")
         first = (item.start_line or 1) + start
         last = (item.start_line or 1) + end

@@ -26,12 +26,17 @@ from __future__ import annotations
 import hashlib
 import re
 
-from .audit import AuditLog
-from .candidate import FAILURE_KINDS, ROLE_STRENGTH, Candidate
+from typing import TYPE_CHECKING
 
-STAGE = "dedup"
+from .vocabulary import DEDUP, DEDUPED, FAILURE_KINDS, ROLE_STRENGTH
+
+if TYPE_CHECKING:  # assembly imports fact_key from here: no runtime import of the state
+    from .state import Candidate, Decision
+
+STAGE = DEDUP
 CONTAINER_ROLES = frozenset({"change_target", "insertion_point", "test_reasoned_over"})
-CODE_KINDS = frozenset(
+# the kinds whose fact is the symbol they name (classes 1 and 3)
+SYMBOL_FACT_KINDS = frozenset(
     {"source_code", "symbol", "retrieved_hit", "fault_entity", "changed_entity", "graph_edge",
      "downstream_obligation"}
 )
@@ -48,7 +53,7 @@ def normalize_failure(text: str) -> str:
 
 
 def fact_key(kind: str, entity_key: str | None, content: str, item_id: str) -> str:
-    if kind in CODE_KINDS and entity_key:
+    if kind in SYMBOL_FACT_KINDS and entity_key:
         return f"symbol:{entity_key}"
     if kind in FAILURE_KINDS:
         digest = hashlib.sha256(normalize_failure(content).encode("utf-8")).hexdigest()
@@ -77,10 +82,11 @@ def _inside(inner: Candidate, outer: Candidate) -> bool:
     )
 
 
-def dedup(candidates: list[Candidate], fact_keys: dict[str, str], audit: AuditLog) -> list[Candidate]:
+def dedup(decision: Decision) -> None:
+    audit = decision.audit
     groups: dict[str, list[Candidate]] = {}
-    for candidate in candidates:
-        groups.setdefault(fact_keys[candidate.item_id], []).append(candidate)
+    for candidate in decision.candidates:
+        groups.setdefault(candidate.item.fact_key, []).append(candidate)
     survivors = []
     for key in sorted(groups, key=lambda k: min(c.item.item_no for c in groups[k])):
         members = sorted(groups[key], key=_strength)
@@ -88,7 +94,7 @@ def dedup(candidates: list[Candidate], fact_keys: dict[str, str], audit: AuditLo
         for duplicate in members[1:]:
             keep.also_stands_for.append(duplicate.item_id)
             audit.final(
-                duplicate.item_id, STAGE, "deduped", f"same fact as {keep.item_id}", detail=key
+                duplicate.item_id, STAGE, DEDUPED, f"same fact as {keep.item_id}", detail=key
             )
         survivors.append(keep)
 
@@ -103,10 +109,10 @@ def dedup(candidates: list[Candidate], fact_keys: dict[str, str], audit: AuditLo
             container = next((v for v in verbatim if _inside(candidate, v)), None)
         if container is not None:
             audit.final(
-                candidate.item_id, STAGE, "deduped",
+                candidate.item_id, STAGE, DEDUPED,
                 f"filler: inside {container.item_id}, shown verbatim",
             )
             continue
         kept.append(candidate)
     kept.sort(key=lambda c: c.item.item_no)
-    return kept
+    decision.candidates = kept

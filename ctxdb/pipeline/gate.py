@@ -4,9 +4,11 @@
 rows (pool, structural links, impact edges, nearness, link policy, source priority), so
 the same rule answers in a ``sqlite3`` shell; ``v_gate`` adds the 64-item cap for the
 reader: ``SELECT * FROM v_gate WHERE decision_id = 42``. The pipeline runs the rule for
-one decision and caps the admitted set once ranking has added to it, in ``v_gate``'s
-order: when nothing was ranked or folded in, the two cut the same items (tested); when
-something was, ``v_item_verdict`` records what the pipeline cut. No model is consulted.
+one decision (``run_gate``) and caps the admitted set once ranking has added to it
+(``cap_admitted``), in ``v_gate``'s order (``cap_order``, which the 256-item pool cap
+uses too): when nothing was ranked or folded in, the two cut the same items (tested);
+when something was, ``v_item_verdict`` records what the pipeline cut. No model is
+consulted.
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ from typing import NamedTuple
 
 from sqlalchemy import Connection
 
-from .audit import AuditLog
-from .candidate import Candidate
 from ..spec import ADMITTED_MAX
 from ..sqlfiles import sql_statement
+from .state import Candidate, Decision, PoolItem
+from .vocabulary import ADMIT, GATE, OUT_OF_POOL, REJECTED, RESIDUAL
 
-ADMIT, RESIDUAL, REJECT, OUT_OF_POOL = "admit", "residual", "reject", "out_of_pool"
+STAGE = GATE
 
 
 class GateVerdict(NamedTuple):  # a tuple: a 256-item pool makes 256 of them per decision
@@ -31,30 +33,49 @@ class GateVerdict(NamedTuple):  # a tuple: a 256-item pool makes 256 of them per
     priority: int  # the item's source in the store's source_priority table (§3.1)
 
 
-def gate_decision(connection: Connection, decision_id: int) -> list[GateVerdict]:
+def cap_order(source_priority: int, item: PoolItem) -> tuple[int, int]:
+    """The order of §3.1's and §3.2's caps: source priority, then pool order — live
+    state newest first, so a long history loses its oldest outputs first."""
+    return (source_priority, -item.arrival_no if item.arrival_no is not None else item.item_no)
+
+
+def gate_verdicts(connection: Connection, decision_id: int) -> list[GateVerdict]:
     """The gate rule's verdict on every item of one decision, in pool order."""
     rows = connection.execute(sql_statement("stages/gate_decision"),
                               {"decision_id": decision_id}).fetchall()
     return list(map(GateVerdict._make, rows))
 
 
-def cap_admitted(admitted: list[Candidate], audit: AuditLog,
-                 priority: dict[str, int]) -> list[Candidate]:
+def run_gate(connection: Connection, decision: Decision) -> None:
+    """Admitted items become the decision's candidates, residual ones its residue; the
+    rejected get their final verdict here."""
+    by_id, audit = decision.by_id, decision.audit
+    admitted: list[Candidate] = []
+    for row in gate_verdicts(connection, decision.decision_id):
+        decision.priority[row.item_id] = row.priority
+        if row.gate_verdict == OUT_OF_POOL:
+            continue  # already final at assembly
+        if row.gate_verdict == ADMIT:
+            audit.add(row.item_id, STAGE, "admitted", row.driver)
+            admitted.append(Candidate(item=by_id[row.item_id], driver=row.driver))
+        elif row.gate_verdict == RESIDUAL:
+            audit.add(row.item_id, STAGE, "residual", row.driver)
+            decision.residue.append(row.item_id)
+        else:
+            audit.final(row.item_id, STAGE, REJECTED, row.driver)
+    decision.candidates = admitted
+
+
+def cap_admitted(decision: Decision) -> None:
     """§3.2's cap on the whole admitted set (ranked or folded items included): the
-    ADMITTED_MAX first by source priority (``priority``: item id -> the store's
-    source_priority), then pool order — live state newest first — as ``v_gate`` ranks
-    the rule-admitted items; the rest rejected at the gate. Returns pool order."""
+    ADMITTED_MAX first in cap order by the store's source_priority; the rest rejected
+    at the gate. Leaves the candidates in pool order."""
+    admitted, priority = decision.candidates, decision.priority
     if len(admitted) > ADMITTED_MAX:
-        admitted = sorted(admitted, key=lambda c: _cap_order(c, priority))
+        admitted = sorted(admitted, key=lambda c: cap_order(priority[c.item_id], c.item))
         for candidate in admitted[ADMITTED_MAX:]:
-            audit.final(candidate.item_id, "gate", "rejected",
-                        f"admitted_cap_{ADMITTED_MAX}: lower source priority than "
-                        f"{ADMITTED_MAX} admitted items")
+            decision.audit.final(candidate.item_id, STAGE, REJECTED,
+                                 f"admitted_cap_{ADMITTED_MAX}: lower source priority than "
+                                 f"{ADMITTED_MAX} admitted items")
         admitted = admitted[:ADMITTED_MAX]
-    return sorted(admitted, key=lambda c: c.item.item_no)
-
-
-def _cap_order(candidate: Candidate, priority: dict[str, int]) -> tuple[int, int]:
-    item = candidate.item
-    return (priority[item.item_id],
-            -item.arrival_no if item.arrival_no is not None else item.item_no)
+    decision.candidates = sorted(admitted, key=lambda c: c.item.item_no)

@@ -10,26 +10,28 @@ first. Tiers (§3.7) are set here too, from the same roles.
 
 from __future__ import annotations
 
-from .audit import AuditLog
-from .candidate import (
+from ..variants import LITM_BURIED
+from .state import BACK, FRONT, MIDDLE, STABLE_CORE, TRANSIENT, WORKING_SET, Candidate, Decision
+from .vocabulary import (
     EDGE_CRITICAL_ROLES,
     FAILURE_KINDS,
+    ORDER,
     ROLE_STRENGTH,
     STABLE_CORE_ROLES,
-    Candidate,
 )
 
-STAGE = "order"
+STAGE = ORDER
+LIVE_OUTPUT_KINDS = frozenset({"error", "traceback", "tool_output", "test_output"})
 
 
 def classify(candidate: Candidate) -> None:
     item = candidate.item
     if candidate.role in STABLE_CORE_ROLES:
-        candidate.tier = "stable_core"
-    elif item.kind in ("error", "traceback", "tool_output", "test_output") and item.source == "live":
-        candidate.tier = "transient"
+        candidate.tier = STABLE_CORE
+    elif item.kind in LIVE_OUTPUT_KINDS and item.source == "live":
+        candidate.tier = TRANSIENT
     else:
-        candidate.tier = "working_set"
+        candidate.tier = WORKING_SET
     candidate.edge_critical = candidate.role in EDGE_CRITICAL_ROLES and item.kind != "tool_output"
 
 
@@ -61,11 +63,10 @@ def _back(candidates: list[Candidate]) -> list[Candidate]:
     return tests + patches + failures
 
 
-def order(
-    candidates: list[Candidate], audit: AuditLog, *, bury_critical: bool = False
-) -> list[Candidate]:
-    """Place the working set; ``bury_critical`` is the §7.6 probe (variant litm_buried):
-    the edge items go to the middle of the supporting material instead."""
+def order(decision: Decision) -> None:
+    """Place the working set. The §7.6 probe (variant litm_buried) puts the edge items in
+    the middle of the supporting material instead."""
+    candidates, audit = decision.candidates, decision.audit
     for candidate in candidates:
         classify(candidate)
     front = _front(candidates)
@@ -76,11 +77,11 @@ def order(
         (c for c in candidates if id(c) not in placed),
         key=lambda c: (ROLE_STRENGTH.index(c.role), c.item.item_no),
     )
-    if bury_critical:
+    if decision.request.variant == LITM_BURIED:
         half = len(middle) // 2
         middle = middle[:half] + front + back + middle[half:]
         front, back = [], []
-    for block, members in (("front", front), ("middle", middle), ("back", back)):
+    for block, members in ((FRONT, front), (MIDDLE, middle), (BACK, back)):
         for candidate in members:
             candidate.block = block
     ordered = front + middle + back
@@ -89,4 +90,4 @@ def order(
             candidate.item_id, STAGE, "placed", f"{candidate.block} #{position}",
             detail="edge-critical" if candidate.edge_critical else "supporting",
         )
-    return ordered
+    decision.candidates = ordered

@@ -13,7 +13,9 @@ rankings, HTTP error or timeout rejects the whole residue: no second call.
 Model output is data: only the admit/reject verdicts it yields reach the window.
 
 The call is made by :func:`rank_residue` before the decision's write transaction
-opens (construct.py), so the store's write lock is never held across it.
+opens (construct.py), so the store's write lock is never held across it; in the write
+transaction :func:`resolve_residue` turns its answer — or, for a residue the step may not
+rank (over 32), the fold rule — into verdicts, and the call is recorded (persist.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ import time
 from dataclasses import dataclass, field
 
 from ..spec import RANK_MAX_COMPLETION_TOKENS, RANK_TEMPERATURE, RESIDUE_MAX
+from .render import signature_of
+from .state import Candidate, Decision, RankScore
+from .vocabulary import FOLD, FOLDED, RANK, RANK_ADMITTED, REJECTED
+
+STAGE = RANK
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +94,7 @@ class RankOutcome:
     base_url: str
     request_body: dict
     status: str
+    residue_ids: tuple[str, ...] = ()  # what was ranked, in the prompt's order
     scores: dict[str, float] = field(default_factory=dict)
     response_text: str | None = None
     error: str | None = None
@@ -172,7 +180,8 @@ def rank_residue(settings, obligation, acceptance_criteria, decision_question, r
         settings.rank_model, obligation, acceptance_criteria, decision_question, residue,
         settings.rank_response_format,
     )
-    outcome = RankOutcome(settings.rank_model, settings.rank_base_url, body, PARSE_ERROR)
+    outcome = RankOutcome(settings.rank_model, settings.rank_base_url, body, PARSE_ERROR,
+                          tuple(c.item_id for c in residue))
     client = openai.OpenAI(
         base_url=settings.rank_base_url,
         api_key=settings.rank_api_key or "unused",
@@ -222,3 +231,75 @@ def announce_unavailable(store_url: str, run_id: str) -> None:
             "ctxdb: no ranking endpoint configured (CTXDB_RANK_BASE_URL / [rank].base_url): "
             "run %s rejects the gate's residue with reason ranker_unavailable", run_id
         )
+
+
+def residue_candidates(decision: Decision) -> list[ResidueCandidate]:
+    """The gate's residue as the ranking prompt shows it: id, kind, signature."""
+    by_id = decision.by_id
+    return [
+        ResidueCandidate(item_id, by_id[item_id].kind,
+                         signature_of(Candidate(item=by_id[item_id], driver="residual")))
+        for item_id in decision.residue
+    ]
+
+
+def resolve_residue(decision: Decision) -> None:
+    """§4: the ranked residue's verdicts; a residue over 32 folded; with no call, the
+    residue rejected. Admitted items join the decision's candidates."""
+    ranking, residue, audit = decision.ranking, decision.residue, decision.audit
+    if ranking is not None and list(ranking.residue_ids) != residue:
+        # A call that happened is always recorded, with what its answer came to mean.
+        ranking.status = RESIDUE_CHANGED
+        ranking.error = "the residue at write time differs from the one ranked"
+    if not residue:
+        return
+    if len(residue) > RESIDUE_MAX:
+        decision.candidates += _fold(decision)
+        return
+    if ranking is None:
+        reason = ("ranker_unavailable" if not decision.settings.rank_base_url
+                  else "rank_not_called: the residue appeared after the call was prepared")
+        for item_id in residue:
+            audit.final(item_id, STAGE, REJECTED, reason)
+        return
+    by_id, threshold = decision.by_id, decision.settings.rank_threshold
+    for item_id in residue:
+        score = ranking.scores.get(item_id) if ranking.ok else None
+        if not ranking.ok:
+            verdict, reason = "reject", f"rank_failed: {ranking.status}"
+        elif score is None:
+            verdict, reason = "reject", "rank: not scored by the model"
+        elif score >= threshold:
+            verdict, reason = "admit", f"rank: score {score:.2f} >= {threshold}"
+        else:
+            verdict, reason = "reject", f"rank: score {score:.2f} < {threshold}"
+        decision.rank_scores.append(RankScore(item_id, score, verdict))
+        if verdict == "admit":
+            audit.add(item_id, STAGE, "admitted", reason)
+            decision.candidates.append(Candidate(item=by_id[item_id], driver=RANK_ADMITTED))
+        else:
+            audit.final(item_id, STAGE, REJECTED, reason)
+
+
+def _fold(decision: Decision) -> list[Candidate]:
+    """A residue over 32 is not ranked (§4): each item goes to the obligation bucket it
+    is nearest to, and is admitted under that link's driver only if it is a direct
+    recon neighbour of the linked symbol; otherwise it is folded away, or rejected
+    outright when no bucket is near it."""
+    audit, links, by_id = decision.audit, decision.links, decision.by_id
+    admitted = []
+    for item_id in decision.residue:
+        near = decision.nearness[item_id]
+        if near.nearest_link_no is None:
+            audit.final(item_id, STAGE, REJECTED,
+                        f"residue > {RESIDUE_MAX}: no obligation bucket to fold into")
+            continue
+        link = links[near.nearest_link_no - 1]
+        bucket = f"link {near.nearest_link_no} ({link.link_kind} {link.entity_key})"
+        if near.recon_hops == 1:
+            audit.add(item_id, STAGE, "folded_in", f"residue > {RESIDUE_MAX}: {bucket}")
+            admitted.append(Candidate(item=by_id[item_id], driver=FOLD + link.link_kind))
+        else:
+            audit.final(item_id, STAGE, FOLDED,
+                        f"residue > {RESIDUE_MAX}: {bucket}, not a direct neighbour")
+    return admitted

@@ -14,42 +14,25 @@ import re
 
 from sqlalchemy import Connection
 
-from .audit import AuditLog
-from .candidate import TRANSIENT_KINDS, Candidate
 from ..entities import is_test_entity
-from .facts import DecisionFacts
 from ..spec import COMPRESSED_TARGET_BYTES
 from ..sqlfiles import sql_statement
+from .state import Candidate, Decision
+from .vocabulary import (
+    CHANGE_TARGET_KINDS,
+    DRIVER_ROLES,
+    IMPACT,
+    RENDER,
+    REJECTED,
+    REQUIREMENT_KINDS,
+    TRANSIENT_KINDS,
+)
 
-STAGE = "render"
+STAGE = RENDER
 DEFAULT_RENDERING = "signature"  # §3.3 caps: "cheapest safe"
 # A signature is a header, not a body: a longer one is cut (and marked).
 SIGNATURE_MAX_CHARS = 400
 
-_DRIVER_ROLES = {
-    "obligation:plan_node": "requirement",
-    "obligation:acceptance_criteria": "requirement",
-    "obligation:target_entity": "change_target",
-    "obligation:change_target": "change_target",
-    "obligation:insertion_point": "insertion_point",
-    "obligation:validation_test": "test_reasoned_over",
-    "obligation:validation_callee": "related_symbol",
-    "obligation:traceback_frame": "related_symbol",
-    "obligation:named_in_criteria": "related_symbol",
-    "impact:CalledBy": "direct_impact",
-    "impact:PreserveObligation": "direct_impact",
-    "impact:ConfigConsumer": "config_consumer",
-    "impact:SchemaConsumer": "config_consumer",
-    "impact:transitive_digest": "transitive_impact",
-    "rank:admitted": "related_symbol",
-    "fold:validation_callee": "related_symbol",
-    "fold:traceback_frame": "related_symbol",
-    "fold:named_in_criteria": "related_symbol",
-    "fold:target_entity": "related_symbol",
-    "fold:change_target": "related_symbol",
-    "fold:insertion_point": "related_symbol",
-    "fold:validation_test": "related_symbol",
-}
 _DEF_LINE = re.compile(r"^\s*(?:@.*\n\s*)*(?:async\s+)?(?:def|class)\s", re.MULTILINE)
 
 
@@ -61,9 +44,9 @@ def load_policy(connection: Connection, policy_set: str) -> dict[str, str]:
     return policy
 
 
-def derive_role(candidate: Candidate, facts: DecisionFacts, newest_arrival: dict[str, int]) -> str:
+def derive_role(candidate: Candidate, decision: Decision, newest_arrival: dict[str, int]) -> str:
     item = candidate.item
-    if item.kind in ("plan_node", "acceptance_criteria") and item.source == "07":
+    if item.kind in REQUIREMENT_KINDS and item.source == "07":
         return "requirement"
     if item.kind in TRANSIENT_KINDS and item.source in ("live", "patch"):
         # P6: a test or tool output superseded by a newer one of its stream is stale;
@@ -72,18 +55,18 @@ def derive_role(candidate: Candidate, facts: DecisionFacts, newest_arrival: dict
         if item.kind == "test_output" and newest is not None and item.arrival_no != newest:
             return "stale"
         return "live_current"
-    if item.kind in ("fault_entity", "changed_entity"):
+    if item.kind in CHANGE_TARGET_KINDS:
         return "change_target"
-    if item.entity_key and item.entity_key == facts.target_entity:
+    if item.entity_key and item.entity_key == decision.target_entity:
         return "change_target"
-    role = _DRIVER_ROLES.get(candidate.driver)
-    if role is None and candidate.driver.startswith("impact:"):
+    role = DRIVER_ROLES.get(candidate.driver)
+    if role is None and candidate.driver.startswith(IMPACT):
         role = "direct_impact"
     if role is None:
         role = "test_named" if is_test_entity(item.entity_key) else "related_symbol"
     if role == "related_symbol" and is_test_entity(item.entity_key):
         role = (
-            "test_reasoned_over" if item.entity_key in facts.validation_tests else "test_named"
+            "test_reasoned_over" if item.entity_key in decision.validation_tests else "test_named"
         )
     return role
 
@@ -167,7 +150,7 @@ def _call_site_lines(candidate: Candidate, head_name: str | None) -> list[str]:
     return lines
 
 
-def rendered_text(candidate: Candidate, facts: DecisionFacts) -> str:
+def rendered_text(candidate: Candidate, decision: Decision) -> str:
     rendering = candidate.rendering
     item = candidate.item
     if rendering in ("verbatim", "digest"):
@@ -177,45 +160,41 @@ def rendered_text(candidate: Candidate, facts: DecisionFacts) -> str:
     if candidate.role == "test_named":
         return _test_name_and_expectation(candidate)
     signature = signature_of(candidate)
-    if candidate.role in ("direct_impact", "config_consumer") and facts.target_entity:
+    if candidate.role in ("direct_impact", "config_consumer") and decision.target_entity:
         # §3.3: signatures + only the call sites / binding line, never consumer bodies
-        head_name = facts.target_entity.rsplit("::", 1)[-1].rsplit(".", 1)[-1]
+        head_name = decision.target_entity.rsplit("::", 1)[-1].rsplit(".", 1)[-1]
         sites = _call_site_lines(candidate, head_name)
         if sites:
             return signature + "\n" + "\n".join(sites)
     return signature
 
 
-def render(
-    candidates: list[Candidate],
-    facts: DecisionFacts,
-    policy: dict[str, str],
-    audit: AuditLog,
-) -> list[Candidate]:
-    """Assign role and rendering; returns the candidates that stay (stale ones are dropped)."""
+def render(decision: Decision, policy: dict[str, str]) -> None:
+    """Assign role and rendering; the candidates that stay (stale ones are dropped)."""
+    candidates, audit = decision.candidates, decision.audit
     newest: dict[str, int] = {}
     for c in candidates:
         if c.item.arrival_no is not None:
             newest[c.item.kind] = max(newest.get(c.item.kind, 0), c.item.arrival_no)
     kept = []
     for candidate in candidates:
-        candidate.role = derive_role(candidate, facts, newest)
+        candidate.role = derive_role(candidate, decision, newest)
         rendering = policy.get(candidate.role)
         if rendering is None:
             rendering = DEFAULT_RENDERING
             audit.add(candidate.item_id, STAGE, "table_miss", f"role {candidate.role} not in policy")
         if (
             rendering in ("signature", "digest")
-            and facts.target_entity
-            and candidate.item.entity_key == facts.target_entity
+            and decision.target_entity
+            and candidate.item.entity_key == decision.target_entity
         ):
             audit.add(candidate.item_id, STAGE, "expanded", "obligation target is the entity itself")
             rendering = "verbatim"
         candidate.rendering = rendering
         if rendering == "omitted":
-            audit.final(candidate.item_id, STAGE, "rejected", f"{candidate.role}: omitted (§3.3, P6)")
+            audit.final(candidate.item_id, STAGE, REJECTED, f"{candidate.role}: omitted (§3.3, P6)")
             continue
-        candidate.text = rendered_text(candidate, facts)
+        candidate.text = rendered_text(candidate, decision)
         audit.add(candidate.item_id, STAGE, "rendered", f"{candidate.role} -> {rendering}")
         kept.append(candidate)
-    return kept
+    decision.candidates = kept

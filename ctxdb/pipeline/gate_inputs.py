@@ -1,0 +1,318 @@
+"""The gate's inputs: what the current obligation structurally reaches, read from recon.
+
+Derived at assembly and written as the decision's own rows (``decision_link``,
+``impact_edge``, ``item_nearness``) so the gate view runs on them (DESIGN.md, "what
+required to discharge the obligation can mean, deterministically"):
+
+* links — the target, 05's change targets, the symbol at the insertion point,
+  the required-validation tests and what they call, traceback frames, and
+  identifiers in the obligation/criteria/question that name exactly one symbol;
+* derived impact edges (``derive_impact``) — direct dependents of the change
+  target (callers: CalledBy; tests that exercise it: PreserveObligation;
+  subclasses: SchemaConsumer) and their dependents up to ``MAX_DERIVED_DEPTH``;
+  deeper reach is summarized by the one-line impact digest item;
+* nearness — an unlinked pool item is near when it shares at least
+  ``NEAR_MIN_SHARED_TERMS`` identifier terms with the decision's text, or sits
+  within ``NEAR_MAX_RECON_HOPS`` recon edges of a linked symbol.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from ..entities import entity_key_of_test_id, parse_entity_key
+from ..recon.reader import ReconReader
+from ..request import DecisionRequest
+from ..spec import PROVENANCE_MAX_CHARS
+from ..terms import terms
+from ..variants import NO_IMPACT_DIGEST
+from .assemble import apply_pool_cap
+from .dedup import fact_key
+from .state import Decision, PoolItem
+from .vocabulary import (
+    CHANGE_TARGET,
+    CHANGE_TARGET_KINDS,
+    CHANGE_TARGET_LINKS,
+    IMPACT_DIGEST,
+    INSERTION_POINT,
+    NAMED_IN_CRITERIA,
+    TARGET_ENTITY,
+    TRACEBACK_FRAME,
+    VALIDATION_CALLEE,
+    VALIDATION_TEST,
+)
+
+NEAR_MIN_SHARED_TERMS = 2
+NEAR_MAX_RECON_HOPS = 2
+NEAR_CONTENT_CHARS = 400  # how much of an item's text the shared-terms test reads
+MAX_DERIVED_DEPTH = 3
+# the kinds nearness is judged for: code an obligation link could have reached
+NEAR_TESTED_KINDS = frozenset({"source_code", "symbol", "retrieved_hit", "config", "graph_edge",
+                               "downstream_obligation"})
+GIVEN_EDGE_ORIGIN, DERIVED_EDGE_ORIGIN = "06", "recon"  # impact_edge.origin
+# `File "path", line N, in name` (Python) and `path:N: in name` (pytest --tb=short)
+_PY_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
+_PYTEST_FRAME = re.compile(r"^(?P<path>[\w./-]+\.py):(?P<line>\d+):", re.MULTILINE)
+# identifiers that look like code: dotted, snake_case, CamelCase, or called
+_CODE_NAME = re.compile(
+    r"\b(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*\b|\b[a-z]\w*_\w+\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b|\b\w+(?=\()"
+)
+DIGEST_KEY_SUFFIX = "#impact"
+
+
+@dataclass(frozen=True)
+class Link:
+    link_kind: str
+    entity_key: str
+    path: str | None
+    start_line: int | None
+    end_line: int | None
+    detail: str | None = None
+    symbol_id: int | None = None
+
+
+class ImpactEdge(NamedTuple):  # an impact_edge row (edge_no = position + 1)
+    head: str
+    tail: str
+    kind: str
+    depth: int
+    origin: str
+
+
+@dataclass(slots=True)
+class Nearness:
+    shared_terms: list[str] = field(default_factory=list)
+    recon_hops: int | None = None
+    nearest_link_no: int | None = None
+
+
+def _link_for_key(recon: ReconReader, kind: str, key: str, detail: str | None = None) -> Link:
+    try:
+        ref = parse_entity_key(key)
+    except ValueError:
+        return Link(kind, key, None, None, None, detail)
+    if ref.qualified_name is not None:
+        row = recon.symbol(key)
+        if row is not None:
+            return Link(kind, key, row.path, row.start_line, row.end_line, detail, row.id)
+        return Link(kind, key, ref.path, None, None, detail)
+    return Link(kind, key, ref.path, ref.start_line, ref.end_line, detail)
+
+
+def traceback_frames(texts: list[str]) -> list[tuple[str, int]]:
+    frames = []
+    for chunk in texts:
+        for match in list(_PY_FRAME.finditer(chunk)) + list(_PYTEST_FRAME.finditer(chunk)):
+            frames.append((match["path"], int(match["line"])))
+    return frames
+
+
+def compute_links(request: DecisionRequest, pool: list[PoolItem], recon: ReconReader | None) -> list[Link]:
+    node = request.plan_node
+    links: list[Link] = []
+    if recon is None:
+        if node.target_entity:
+            links.append(Link(TARGET_ENTITY, node.target_entity, None, None, None))
+        for item in pool:
+            if item.kind in CHANGE_TARGET_KINDS and item.entity_key:
+                links.append(Link(CHANGE_TARGET, item.entity_key, item.path, None, None))
+        for test_id in node.required_validation:
+            links.append(Link(VALIDATION_TEST, entity_key_of_test_id(test_id), None, None, None, test_id))
+        return _unique(links)
+
+    if node.target_entity:
+        links.append(_link_for_key(recon, TARGET_ENTITY, node.target_entity))
+    for item in pool:
+        if item.kind in CHANGE_TARGET_KINDS and item.entity_key:
+            links.append(_link_for_key(recon, CHANGE_TARGET, item.entity_key, item.item_id))
+    point = node.insertion_point
+    if point is not None:
+        row = recon.innermost(point.path, point.line)
+        if row is not None:
+            links.append(Link(INSERTION_POINT, row.key, row.path, row.start_line, row.end_line,
+                              f"{point.path}:{point.line}", row.id))
+    for test_id in node.required_validation:
+        test_key = entity_key_of_test_id(test_id)
+        links.append(_link_for_key(recon, VALIDATION_TEST, test_key, test_id))
+        for row in recon.rows("recon/tested_callees", {"test_key": test_key}):
+            links.append(Link(VALIDATION_CALLEE, row.key, row.path, row.start_line, row.end_line,
+                              test_id, row.id))
+    live = request.live
+    failure_texts = [*live.tracebacks, *live.test_outputs, *live.errors, request.task]
+    for name, line in traceback_frames(failure_texts):
+        path = recon.path_for(name)
+        row = recon.innermost(path, line) if path else None
+        if row is not None:
+            links.append(Link(TRACEBACK_FRAME, row.key, row.path, row.start_line, row.end_line,
+                              f"{path}:{line}", row.id))
+    named_text = " ".join([node.obligation, node.decision_question or "", *node.acceptance_criteria])
+    for name in sorted(set(_CODE_NAME.findall(named_text))):
+        rows = recon.rows("recon/symbols_named",
+                          {"name": name, "last_part": name.rsplit(".", 1)[-1]})
+        if len(rows) == 1:  # names exactly one symbol: a structural reference
+            row = rows[0]
+            links.append(Link(NAMED_IN_CRITERIA, row.key, row.path, row.start_line, row.end_line,
+                              name, row.id))
+    return _unique(links)
+
+
+def _unique(links: list[Link]) -> list[Link]:
+    seen, out = set(), []
+    for link in links:
+        if (link.link_kind, link.entity_key) not in seen:
+            seen.add((link.link_kind, link.entity_key))
+            out.append(link)
+    return out
+
+
+_DEPENDENT_KIND = {"calls": "CalledBy", "tests": "PreserveObligation", "inherits": "SchemaConsumer"}
+
+
+def derive_impact(links: list[Link], recon: ReconReader) -> list[ImpactEdge]:
+    """Direct and transitive dependents of the change targets, breadth first."""
+    heads = [link for link in links
+             if link.link_kind in CHANGE_TARGET_LINKS and link.symbol_id]
+    edges: list[ImpactEdge] = []
+    for head in heads:
+        seen = {head.symbol_id}
+        frontier = [head.symbol_id]
+        for depth in range(1, MAX_DERIVED_DEPTH + 1):
+            if not frontier:
+                break
+            rows = recon.rows("recon/dependents_of", {"symbol_ids": frontier}, "symbol_ids")
+            next_frontier = []
+            for row in rows:
+                if row.tail_id in seen:
+                    continue
+                seen.add(row.tail_id)
+                next_frontier.append(row.tail_id)
+                kind = _DEPENDENT_KIND[row.kind]
+                if row.tail_is_test and kind == "CalledBy":
+                    kind = "PreserveObligation"
+                edges.append(ImpactEdge(head.entity_key, row.tail_key, kind, depth,
+                                        DERIVED_EDGE_ORIGIN))
+            frontier = sorted(next_frontier)
+    return edges
+
+
+def impact_digest(target: str, edges: list[ImpactEdge]) -> str:
+    """§3.3's fixed one-line digest of the wider impact DAG, with real counts."""
+    from_target = [e for e in edges if e.head == target]
+    direct_callers = sum(1 for e in from_target if e.depth == 1 and e.kind == "CalledBy")
+    consumers = sum(1 for e in from_target if e.kind in ("ConfigConsumer", "SchemaConsumer"))
+    indirect = sum(1 for e in from_target if e.depth > 1 and e.kind != "PreserveObligation")
+    tests = sum(1 for e in from_target if e.kind == "PreserveObligation")
+    return (
+        f"{target}: {direct_callers} callers, {consumers} config/schema consumers, "
+        f"{indirect} indirect dependents, {tests} tests — "
+        "no direct evidence requires source expansion yet"
+    )
+
+
+def compute_nearness(
+    request: DecisionRequest, pool: list[PoolItem], links: list[Link], recon: ReconReader | None
+) -> dict[str, Nearness]:
+    node = request.plan_node
+    decision_terms = terms(" ".join(
+        [request.task, node.obligation, node.decision_question or "", *node.acceptance_criteria]
+    ))
+    anchors = {link.symbol_id: number for number, link in enumerate(links, start=1)
+               if link.symbol_id is not None}
+    candidates = [i for i in pool if i.in_pool and i.kind in NEAR_TESTED_KINDS]
+    item_symbols: dict[str, int] = {}
+    if recon is not None:
+        for item in candidates:
+            if item.entity_key and "::" in item.entity_key:
+                row = recon.symbol(item.entity_key)
+                if row is not None:
+                    item_symbols[item.item_id] = row.id
+    hops = _recon_hops(recon, sorted(anchors), sorted(set(item_symbols.values())))
+
+    near: dict[str, Nearness] = {}
+    first_link = 1 if links else None
+    for item in candidates:
+        shared = decision_terms.intersection(
+            _item_terms(item.entity_key, item.signature, item.content[:NEAR_CONTENT_CHARS])
+        )
+        found = hops.get(item_symbols.get(item.item_id))
+        if found is not None:
+            recon_hops, anchor = found
+            near[item.item_id] = Nearness(sorted(shared), recon_hops,
+                                          anchors.get(anchor, first_link))
+        elif len(shared) >= NEAR_MIN_SHARED_TERMS:
+            near[item.item_id] = Nearness(sorted(shared), None, first_link)
+    return near
+
+
+@functools.lru_cache(maxsize=4096)  # keys hold the first 400 characters: a few MB at most
+def _item_terms(entity_key: str | None, signature: str | None, head: str) -> frozenset[str]:
+    """The terms the shared-terms test reads from an item: its entity, signature and the
+    head of its text (cached: the same symbols come back decision after decision)."""
+    return terms(" ".join(filter(None, [entity_key, signature, head])))
+
+
+def _recon_hops(recon, anchor_ids, item_ids) -> dict[int, tuple[int, int]]:
+    """symbol id -> (hops, anchor id) for pool symbols within 2 recon edges of an anchor
+    (the lowest-numbered anchor, and for 2 hops the lowest-numbered middle symbol).
+
+    Bounded by the pool, not a walk of the graph: the anchors' neighbours (the ring),
+    then each pool symbol's own neighbours — read per symbol and kept per snapshot, as
+    the same symbols come back decision after decision.
+    """
+    if recon is None or not anchor_ids or not item_ids:
+        return {}
+    anchors = sorted(anchor_ids)
+    neighbours = recon.neighbours(anchors + list(item_ids))
+    neighbour_anchor: dict[int, int] = {}
+    for anchor in anchors:
+        for neighbour in neighbours[anchor]:
+            neighbour_anchor.setdefault(neighbour, anchor)
+    hops: dict[int, tuple[int, int]] = {}
+    anchor_set = set(anchors)
+    for item_id in item_ids:
+        if item_id in anchor_set:
+            continue
+        if item_id in neighbour_anchor:
+            hops[item_id] = (1, neighbour_anchor[item_id])
+        elif NEAR_MAX_RECON_HOPS >= 2:
+            middle = [n for n in neighbours[item_id] if n in neighbour_anchor]
+            if middle:
+                hops[item_id] = (2, neighbour_anchor[min(middle)])
+    return hops
+
+
+def derive_gate_inputs(decision: Decision, recon: ReconReader | None) -> None:
+    """The decision's links, impact edges (given by 06 and derived from recon), the
+    digest item of the wider impact (§3.3), and the nearness of unlinked code."""
+    request, pool = decision.request, decision.pool
+    links = compute_links(request, pool, recon)
+    edges = [ImpactEdge(e.head, e.tail, e.kind, e.depth, GIVEN_EDGE_ORIGIN)
+             for e in request.impact_edges]
+    if request.derive_impact and recon is not None:
+        edges += derive_impact(links, recon)
+    digest = None
+    if request.variant != NO_IMPACT_DIGEST:
+        digest = _digest_item(request, edges, len(pool) + 1)
+    if digest is not None:
+        pool.append(digest)
+        apply_pool_cap(pool)  # the digest counts against the 256 like any item
+        links.append(Link(IMPACT_DIGEST, digest.entity_key, None, None, None, "06 digest"))
+    decision.links, decision.edges = links, edges
+    decision.nearness = compute_nearness(request, pool, links, recon)
+
+
+def _digest_item(request: DecisionRequest, edges: list[ImpactEdge], item_no: int) -> PoolItem | None:
+    target = request.plan_node.target_entity
+    if not target or not any(e.head == target and e.depth > 1 for e in edges):
+        return None
+    item = PoolItem(
+        item_no=item_no, source="06", kind="graph_edge",
+        content=impact_digest(target, edges),
+        provenance=f"06: digest of the transitive impact of {target}"[:PROVENANCE_MAX_CHARS],
+        entity_key=target + DIGEST_KEY_SUFFIX,
+    )
+    item.fact_key = fact_key(item.kind, item.entity_key, item.content, item.item_id)
+    return item

@@ -1,0 +1,236 @@
+"""Every write of a decision, inside its one transaction.
+
+``write_inputs`` writes what the gate view reads (the run if new, the decision row, its
+obligation, pool, texts, links, impact edges and nearness); ``write_outcome`` writes what
+the stages decided (the ranking call and its scores, window rows, the audit events, the
+budget log) and finishes the decision row. Any error rolls all of it back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import datetime, timezone
+
+from sqlalchemy import Connection, bindparam, insert, select, update
+
+from .. import models
+from ..context import DecisionContext, WindowEntry
+from ..request import RequestError
+from ..sqlfiles import sql_statement
+from ..tokens import content_sha256
+from .audit import EVENT_COLUMNS
+from .state import Decision
+from .vocabulary import BUDGET, IN_WINDOW, MASKED
+
+_EVIDENCE_COLUMNS = (
+    "decision_id", "item_id", "item_no", "source", "kind", "entity_key", "content_sha256",
+    "original_sha256", "provenance", "score", "arrival_no", "path", "start_line", "end_line",
+    "signature", "in_pool", "fact_key",
+)
+SPEC_POLICY_SET = "spec"  # the representation_policy rows of the spec (§3.3)
+
+# Statements built once: building a Core statement per decision costs more than running it.
+_INSERT_DECISION = insert(models.decision).returning(models.decision.c.decision_id)
+_INSERT_OBLIGATION = insert(models.obligation)
+_INSERT_RANK_CALL = insert(models.rank_call).returning(models.rank_call.c.rank_call_id)
+_FINISH_DECISION = update(models.decision).where(
+    models.decision.c.decision_id == bindparam("finished_id")
+)
+
+
+class RunArmMismatch(RequestError):
+    """A run is one arm of the A/B; a request named the other."""
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def settings_json(settings) -> str:
+    """What the run records of the settings its decisions were built with."""
+    return json.dumps(
+        {"token_ceiling": settings.token_ceiling, "tokenizer": settings.tokenizer,
+         "rank_threshold": settings.rank_threshold}, sort_keys=True,
+    )
+
+
+def write_inputs(connection: Connection, store, decision: Decision) -> None:
+    """The decision row and everything the gate reads, then the state begun for it."""
+    request, settings = decision.request, decision.settings
+    new_run = _ensure_run(connection, store, decision)
+    decision_id = connection.execute(_INSERT_DECISION, {
+        "run_id": request.run_id, "instance_id": request.instance_id, "seq": request.seq,
+        "decision_type": request.decision_type, "task_text": request.task,
+        "decision_question": request.plan_node.decision_question,
+        "request_json": decision.request_json, "request_sha256": decision.request_sha256,
+        "tokenizer": settings.tokenizer, "token_ceiling": settings.token_ceiling,
+        "created_at": _now(),
+    }).scalar_one()
+    policy_sets = connection.execute(sql_statement("stages/policy_sets")).scalars().all()
+    policy_set = request.variant if request.variant in policy_sets else SPEC_POLICY_SET
+    decision.begin_write(decision_id, new_run, policy_set)
+    _write_obligation(connection, decision)
+    decision.text_digests = _write_pool(connection, store, decision)
+    _write_gate_inputs(connection, decision)
+
+
+def _ensure_run(connection: Connection, store, decision: Decision) -> bool:
+    """Create the run if it is new (True) and check an existing one's arm and variant."""
+    request = decision.request
+    known = store.runs_seen.get(request.run_id)
+    if known is not None:  # runs are never deleted: what this store saw committed stays
+        _check_arm(request, *known)
+        return False
+    # Insert-if-absent, then read back: many workers may start the same run at once.
+    inserted = connection.execute(
+        models.insert_ignoring_duplicates(connection, models.run).values(
+            run_id=request.run_id, arm=request.arm, variant=request.variant,
+            created_at=_now(), settings_json=settings_json(decision.settings),
+        ).returning(models.run.c.run_id)
+    ).first()
+    row = connection.execute(
+        select(models.run.c.arm, models.run.c.variant).where(models.run.c.run_id == request.run_id)
+    ).one()
+    _check_arm(request, row.arm, row.variant)
+    return inserted is not None  # no row back: another decision made the run first
+
+
+def _check_arm(request, arm: str, variant: str) -> None:
+    if (arm, variant) != (request.arm, request.variant):
+        raise RunArmMismatch(
+            f"request.arm/variant: run {request.run_id!r} is arm {arm!r} variant "
+            f"{variant!r}; expected the same, got {request.arm!r}/{request.variant!r}"
+        )
+
+
+def _write_obligation(connection: Connection, decision: Decision) -> None:
+    node = decision.request.plan_node
+    point = node.insertion_point
+    connection.execute(_INSERT_OBLIGATION, {
+        "decision_id": decision.decision_id, "obligation_no": 1, "source": "07",
+        "node_id": node.node_id, "obligation_text": node.obligation,
+        "target_entity": node.target_entity,
+        "preconditions_json": json.dumps(list(node.preconditions)),
+        "required_validation_json": json.dumps(list(node.required_validation)),
+        "acceptance_criteria_json": json.dumps(list(node.acceptance_criteria)),
+        "insertion_path": point.path if point else None,
+        "insertion_line": point.line if point else None,
+    })
+
+
+def _write_pool(connection: Connection, store, decision: Decision) -> set[str]:
+    """The pool rows, each distinct text once by hash; returns the digests it refers to."""
+    decision_id = decision.decision_id
+    texts = {}  # sha256 -> text: each distinct text once, kept if the store has it already
+    rows = []
+    for i in decision.pool:
+        digest = content_sha256(i.content)
+        texts[digest] = i.content
+        original_sha256 = None
+        if i.original_content is not None:
+            original_sha256 = content_sha256(i.original_content)
+            texts[original_sha256] = i.original_content
+        rows.append((
+            decision_id, i.item_id, i.item_no, i.source, i.kind, i.entity_key, digest,
+            original_sha256, i.provenance, i.score, i.arrival_no, i.path, i.start_line,
+            i.end_line, i.signature, i.in_pool, i.fact_key,
+        ))
+    models.insert_tuples(connection, models.evidence_text, ("content_sha256", "content"),
+                         [row for row in texts.items() if row[0] not in store.texts_stored],
+                         keep_existing=True)
+    models.insert_tuples(connection, models.evidence_item, _EVIDENCE_COLUMNS, rows,
+                         sparse=("original_sha256", "arrival_no"))
+    return set(texts)
+
+
+def _write_gate_inputs(connection: Connection, decision: Decision) -> None:
+    decision_id = decision.decision_id
+    if decision.links:
+        models.insert_many(connection, models.decision_link, [
+            {"decision_id": decision_id, "link_no": n, "link_kind": link.link_kind,
+             "entity_key": link.entity_key, "path": link.path, "start_line": link.start_line,
+             "end_line": link.end_line, "detail": link.detail}
+            for n, link in enumerate(decision.links, start=1)
+        ])
+    if decision.edges:
+        models.insert_many(connection, models.impact_edge, [
+            {"decision_id": decision_id, "edge_no": n, "head_entity": e.head,
+             "tail_entity": e.tail, "edge_kind": e.kind, "depth": e.depth, "origin": e.origin}
+            for n, e in enumerate(decision.edges, start=1)
+        ])
+    if decision.nearness:
+        models.insert_many(connection, models.item_nearness, [
+            {"decision_id": decision_id, "item_id": item_id,
+             "shared_terms": " ".join(n.shared_terms), "recon_hops": n.recon_hops,
+             "nearest_link_no": n.nearest_link_no}
+            for item_id, n in sorted(decision.nearness.items(), key=lambda kv: int(kv[0][1:]))
+        ])
+
+
+def write_outcome(connection: Connection, decision: Decision) -> DecisionContext:
+    """The stages' verdicts, the window and the audit; returns the context to send."""
+    decision_id, audit, request = decision.decision_id, decision.audit, decision.request
+    _write_ranking(connection, decision)
+    entries = []
+    for position, candidate in enumerate(decision.candidates, start=1):
+        audit.final(candidate.item_id, BUDGET, MASKED if candidate.masked else IN_WINDOW,
+                    candidate.driver, tokens_after=candidate.tokens,
+                    detail=f"position {position}, {candidate.block}")
+        entries.append(WindowEntry(
+            position, candidate.item_id, candidate.role, candidate.rendering, candidate.tier,
+            candidate.block, candidate.edge_critical, candidate.tokens, candidate.block_text(),
+        ))
+    if entries:
+        models.insert_many(connection, models.window_item, [
+            {"decision_id": decision_id, "position": e.position, "item_id": e.item_id,
+             "role": e.role, "rendering": e.rendering, "tier": e.tier, "block": e.block,
+             "edge_critical": e.edge_critical, "token_count": e.token_count,
+             "rendered_text": e.text}
+            for e in entries
+        ])
+    models.insert_tuples(connection, models.item_event, EVENT_COLUMNS, audit.rows(decision_id),
+                         sparse=("tokens_before", "tokens_after", "detail"))
+    steps = decision.budget_steps
+    if steps:
+        models.insert_many(connection, models.budget_log, [
+            {"decision_id": decision_id, "step_no": s.step_no, "ladder_step": s.ladder_step,
+             "item_id": s.item_id, "tokens_before": s.tokens_before,
+             "tokens_after": s.tokens_after, "detail": s.detail}
+            for s in steps
+        ])
+    connection.execute(_FINISH_DECISION, {
+        "finished_id": decision_id, "token_count": decision.token_count,
+        "flags": ",".join(decision.flags),
+    })
+    verdicts = Counter(e.action for e in audit.events if e.is_final)
+    return DecisionContext(
+        decision_id=decision_id, arm=request.arm, task=decision.window_task,
+        acceptance_criteria=request.plan_node.acceptance_criteria,
+        current_obligation=request.plan_node.obligation, window=tuple(entries),
+        token_count=decision.token_count, ceiling=decision.settings.token_ceiling,
+        tokenizer=decision.settings.tokenizer, budget_log=tuple(steps),
+        flags=tuple(decision.flags), verdicts=dict(sorted(verdicts.items())),
+    )
+
+
+def _write_ranking(connection: Connection, decision: Decision) -> None:
+    """A call that happened is always recorded, with what its answer came to mean."""
+    ranking = decision.ranking
+    if ranking is None:
+        return
+    call_id = connection.execute(_INSERT_RANK_CALL, {
+        "decision_id": decision.decision_id, "model": ranking.model,
+        "base_url": ranking.base_url,
+        "request_json": json.dumps(ranking.request_body, ensure_ascii=False),
+        "response_text": ranking.response_text, "parse_status": ranking.status,
+        "error": ranking.error, "latency_ms": ranking.latency_ms,
+        "prompt_tokens": ranking.prompt_tokens, "completion_tokens": ranking.completion_tokens,
+        "created_at": _now(),
+    }).scalar_one()
+    if decision.rank_scores:
+        models.insert_many(connection, models.rank_score, [
+            {"rank_call_id": call_id, "item_id": s.item_id,
+             "relevance_score": s.relevance_score, "verdict": s.verdict}
+            for s in decision.rank_scores
+        ])

@@ -1,0 +1,184 @@
+"""One decision's state, as the stages read and extend it.
+
+``Decision`` is made from the request (``new_decision``), filled by assembly with the
+pool and the gate's inputs — which stay as they are for the rest of the decision, so a
+preview before the ranking call and the write after it share them — and then, inside
+the write transaction (``begin_write``), by the gate, the ranking step and the stages
+(c)–(g), each taking the candidates the previous one left. ``persist`` writes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+from ..config import Settings
+from ..entities import entity_key_of_test_id
+from ..request import DecisionRequest
+from ..terms import terms
+from .audit import AuditLog
+from .vocabulary import ASSEMBLE
+from .window_text import decision_ref, item_block, item_header
+
+if TYPE_CHECKING:
+    from .gate_inputs import ImpactEdge, Link, Nearness
+    from .rank import RankOutcome
+
+WORKING_SET, TRANSIENT, STABLE_CORE = "working_set", "transient", "stable_core"  # §3.7 tiers
+FRONT, MIDDLE, BACK = "front", "middle", "back"  # §3.6 blocks
+
+
+class AssemblyEvent(NamedTuple):
+    action: str
+    driver: str
+    detail: str | None = None
+    is_final: bool = False
+
+
+@dataclass(slots=True)  # 256 per decision: slots make them cheaper to build and read
+class PoolItem:
+    """One input of the decision, normalized and capped (spec §3.1)."""
+
+    item_no: int
+    source: str
+    kind: str
+    content: str
+    provenance: str
+    entity_key: str | None = None
+    original_content: str | None = None
+    score: float | None = None
+    arrival_no: int | None = None
+    path: str | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+    signature: str | None = None
+    in_pool: bool = True
+    events: list[AssemblyEvent] = field(default_factory=list)
+    fact_key: str = ""  # §3.5's fact identity (dedup.fact_key), set once at assembly
+
+    item_id: str = field(init=False)  # 'E<item_no>', read by every stage
+
+    def __post_init__(self) -> None:
+        self.item_id = f"E{self.item_no}"
+
+
+@dataclass(slots=True)
+class Candidate:
+    """An admitted item's working state as it travels render → budget."""
+
+    item: PoolItem
+    driver: str
+    role: str = ""
+    rendering: str = ""
+    text: str = ""  # the rendered body, without the item header
+    edge_critical: bool = False
+    tier: str = WORKING_SET
+    block: str = MIDDLE
+    tokens: int = 0
+    over_compress_target: bool = False  # §3.4: could not go under 1 KB, flagged for (g)
+    also_stands_for: list[str] = field(default_factory=list)  # ids deduped into this one
+    masked: bool = False  # §3.4 step 4: the text is a pointer, the raw text stays in the store
+
+    @property
+    def item_id(self) -> str:
+        return self.item.item_id
+
+    def header(self) -> str:
+        return item_header(self)
+
+    def block_text(self) -> str:
+        return item_block(self)
+
+
+@dataclass(frozen=True)  # a dataclass: DecisionContext.to_dict shows it as a mapping
+class BudgetStep:
+    """One eviction-ladder step as the budgeter logged it (a budget_log row)."""
+
+    step_no: int
+    ladder_step: str
+    item_id: str | None
+    tokens_before: int
+    tokens_after: int
+    detail: str | None = None
+
+
+class RankScore(NamedTuple):
+    """One ranked residue item's score and verdict (a rank_score row)."""
+
+    item_id: str
+    relevance_score: float | None
+    verdict: str
+
+
+@dataclass
+class Decision:
+    request: DecisionRequest
+    request_json: str  # as given (JSON escapes NUL as \u0000)
+    request_sha256: str
+    settings: Settings
+    flags: list[str]
+    # What the stages read about the decision itself
+    ref: str  # content-addressed name, stable across re-constructions (masking pointers)
+    target_entity: str | None
+    validation_tests: frozenset[str]  # entity keys of required_validation
+    insertion_path: str | None
+    insertion_line: int | None
+    terms: frozenset[str]  # obligation + criteria + question: the sliding window's terms
+    # (a) assembly and the gate's inputs: fixed once made
+    pool: list[PoolItem] = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)  # link_no = position + 1
+    edges: list[ImpactEdge] = field(default_factory=list)  # edge_no = position + 1
+    nearness: dict[str, Nearness] = field(default_factory=dict)  # item id -> why near
+    # Per write (a preview before the ranking call is rolled back and begun again)
+    decision_id: int | None = None
+    new_run: bool = False  # this decision started its run
+    policy_set: str = "spec"
+    text_digests: set[str] = field(default_factory=set)  # the evidence_text rows it uses
+    audit: AuditLog = field(default_factory=AuditLog)
+    # (b) gate and (L) ranking
+    residue: list[str] = field(default_factory=list)  # residual item ids, pool order
+    priority: dict[str, int] = field(default_factory=dict)  # item id -> source priority
+    ranking: RankOutcome | None = None  # the one call, when it was made
+    rank_scores: list[RankScore] = field(default_factory=list)
+    # (c)–(g): the working set each stage leaves for the next, then the window
+    candidates: list[Candidate] = field(default_factory=list)
+    token_count: int = 0
+    window_task: str = ""  # the task as the window shows it (cut only when pathological)
+    budget_steps: list[BudgetStep] = field(default_factory=list)
+
+    @property
+    def by_id(self) -> dict[str, PoolItem]:
+        return {item.item_id: item for item in self.pool}
+
+    def begin_write(self, decision_id: int, new_run: bool, policy_set: str) -> None:
+        """Start the stages afresh for a decision row: the assembly events are its first."""
+        self.decision_id, self.new_run, self.policy_set = decision_id, new_run, policy_set
+        self.audit = AuditLog()
+        self.residue, self.priority, self.rank_scores = [], {}, []
+        self.candidates, self.budget_steps = [], []
+        self.token_count, self.window_task = 0, self.request.task
+        for item in self.pool:
+            for event in item.events:
+                if event.is_final:
+                    self.audit.final(item.item_id, ASSEMBLE, event.action, event.driver,
+                                     detail=event.detail)
+                else:
+                    self.audit.add(item.item_id, ASSEMBLE, event.action, event.driver,
+                                   detail=event.detail)
+
+
+def new_decision(request: DecisionRequest, request_json: str, request_sha256: str,
+                 settings: Settings, flags: list[str] | None = None) -> Decision:
+    node = request.plan_node
+    point = node.insertion_point
+    return Decision(
+        request=request, request_json=request_json, request_sha256=request_sha256,
+        settings=settings, flags=list(flags or ()), ref=decision_ref(request_sha256),
+        target_entity=node.target_entity,
+        validation_tests=frozenset(entity_key_of_test_id(t) for t in node.required_validation),
+        insertion_path=point.path if point else None,
+        insertion_line=point.line if point else None,
+        terms=terms(" ".join(
+            [node.obligation, node.decision_question or "", *node.acceptance_criteria])),
+        window_task=request.task,
+    )

@@ -1,0 +1,99 @@
+"""The pipeline's words, named once: stages, verdicts, drivers and roles.
+
+These strings are what the audit tables hold (``item_event.stage``, ``.action``,
+``.driver``; ``window_item.role``) and what the SQL views emit, so an analyst reads the
+same words in a ``sqlite3`` shell as a reader of the code. Where SQL or a migration must
+spell one out, ``tests/test_contract.py`` holds the two equal.
+"""
+
+from __future__ import annotations
+
+# spec §5's stages, as item_event.stage
+ASSEMBLE = "assemble"
+GATE = "gate"
+RANK = "rank"  # the one learned step (L), and the fold rule that stands in for it
+RENDER = "render"
+COMPRESS = "compress"
+DEDUP = "dedup"
+ORDER = "order"
+BUDGET = "budget"
+STAGES = (ASSEMBLE, GATE, RANK, RENDER, COMPRESS, DEDUP, ORDER, BUDGET)
+
+# v_gate_rule.gate_verdict
+ADMIT, RESIDUAL, REJECT, OUT_OF_POOL = "admit", "residual", "reject", "out_of_pool"
+GATE_VERDICTS = (ADMIT, RESIDUAL, REJECT, OUT_OF_POOL)
+
+# An item's one final verdict (item_event.action where is_final)
+IN_WINDOW, REJECTED, DEDUPED, MASKED, EVICTED, FOLDED = (
+    "in_window", "rejected", "deduped", "masked", "evicted", "folded")
+FINAL_VERDICTS = (IN_WINDOW, REJECTED, DEDUPED, MASKED, EVICTED, FOLDED)
+
+# Drivers: what admitted an item, as prefix + link kind / edge kind
+OBLIGATION = "obligation:"  # a structural link of the current obligation (v_gate_rule)
+IMPACT = "impact:"  # a direct impact edge from the change target (v_gate_rule)
+FOLD = "fold:"  # folded into an obligation bucket (§4's rule for a residue over 32)
+RANKED = "rank:"  # admitted by the ranking call's score
+RANK_ADMITTED = RANKED + "admitted"
+BASELINE_DRIVER = "baseline:no_gate"  # the `current` arm admits everything
+
+# Structural link kinds (decision_link.link_kind; gate_link_policy's rows)
+TARGET_ENTITY = "target_entity"
+CHANGE_TARGET = "change_target"
+INSERTION_POINT = "insertion_point"
+VALIDATION_TEST = "validation_test"
+VALIDATION_CALLEE = "validation_callee"
+TRACEBACK_FRAME = "traceback_frame"
+NAMED_IN_CRITERIA = "named_in_criteria"
+IMPACT_DIGEST = "impact_digest"
+LINK_KINDS = (TARGET_ENTITY, CHANGE_TARGET, INSERTION_POINT, VALIDATION_TEST,
+              VALIDATION_CALLEE, TRACEBACK_FRAME, NAMED_IN_CRITERIA, IMPACT_DIGEST)
+CHANGE_TARGET_LINKS = (TARGET_ENTITY, CHANGE_TARGET)  # the heads of derived impact
+
+# Roles (§3.3), strongest first: which one survives when two items state the same
+# fact (§3.5), and which supporting item the budget evicts first (the weakest).
+ROLE_STRENGTH = (
+    "change_target",
+    "insertion_point",
+    "requirement",
+    "test_reasoned_over",
+    "live_current",
+    "direct_impact",
+    "config_consumer",
+    "related_symbol",
+    "test_named",
+    "transitive_impact",
+    "stale",
+)
+# Roles the §3.6 placement rule calls decision-critical: pinned to the edges.
+EDGE_CRITICAL_ROLES = frozenset(
+    {"requirement", "change_target", "insertion_point", "test_reasoned_over", "live_current"}
+)
+STABLE_CORE_ROLES = frozenset({"requirement"})  # §3.7: never evicted
+
+# Evidence kinds by what the stages do with them
+TRANSIENT_KINDS = frozenset({"patch", "error", "traceback", "tool_output", "test_output"})
+FAILURE_KINDS = frozenset({"error", "traceback", "test_output"})
+REQUIREMENT_KINDS = frozenset({"plan_node", "acceptance_criteria"})
+CHANGE_TARGET_KINDS = frozenset({"fault_entity", "changed_entity"})
+
+# The role each driver gives an admitted item (render.derive_role); a driver the gate
+# view can emit that is missing here is a contract failure (tests/test_contract.py).
+DRIVER_ROLES = {
+    OBLIGATION + "plan_node": "requirement",
+    OBLIGATION + "acceptance_criteria": "requirement",
+    OBLIGATION + "live_state": "live_current",
+    OBLIGATION + TARGET_ENTITY: "change_target",
+    OBLIGATION + CHANGE_TARGET: "change_target",
+    OBLIGATION + INSERTION_POINT: "insertion_point",
+    OBLIGATION + VALIDATION_TEST: "test_reasoned_over",
+    OBLIGATION + VALIDATION_CALLEE: "related_symbol",
+    OBLIGATION + TRACEBACK_FRAME: "related_symbol",
+    OBLIGATION + NAMED_IN_CRITERIA: "related_symbol",
+    IMPACT + "CalledBy": "direct_impact",
+    IMPACT + "PreserveObligation": "direct_impact",
+    IMPACT + "ConfigConsumer": "config_consumer",
+    IMPACT + "SchemaConsumer": "config_consumer",
+    IMPACT + "transitive_digest": "transitive_impact",
+    RANK_ADMITTED: "related_symbol",
+    **{FOLD + kind: "related_symbol" for kind in LINK_KINDS if kind != IMPACT_DIGEST},
+}

@@ -1,0 +1,63 @@
+"""The window's text format: the task header, each item's header and block, pointers.
+
+What the model reads is exactly ``TASK_HEADER`` with the task, then each window item's
+block in order (``window_text``). ``ctxdb show`` and ``DecisionContext.render`` print the
+same bytes from the stored rows.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..entities import is_symbol_key
+
+if TYPE_CHECKING:
+    from .state import Candidate
+
+TASK_HEADER = "TASK\n{task}\n\n"
+HEADER_SEPARATOR = " · "
+
+# A window must be byte-identical for the same request, so what it prints to name its
+# own decision (the masking pointer) is the request's hash, not the row id.
+DECISION_REF_PREFIX = "req-"
+DECISION_REF_HEX_CHARS = 12
+
+
+def decision_ref(request_sha256: str) -> str:
+    return DECISION_REF_PREFIX + request_sha256[:DECISION_REF_HEX_CHARS]
+
+
+def task_block(task: str) -> str:
+    return TASK_HEADER.format(task=task)
+
+
+def item_header(candidate: Candidate) -> str:
+    """``[E5] change target · fault_entity · a.py::f · L10-20 · verbatim · also E7``."""
+    item = candidate.item
+    parts = [candidate.role.replace("_", " "), item.kind]
+    if item.entity_key:
+        parts.append(item.entity_key)
+    if item.start_line is not None and is_symbol_key(item.entity_key):
+        parts.append(f"L{item.start_line}-{item.end_line}")
+    parts.append(candidate.rendering)
+    if candidate.also_stands_for:
+        parts.append("also " + ", ".join(candidate.also_stands_for))
+    return f"[{item.item_id}] " + HEADER_SEPARATOR.join(parts)
+
+
+def item_block(candidate: Candidate) -> str:
+    """The exact text one item adds to the window (header, body, blank line)."""
+    body = candidate.text.rstrip("\n")
+    if candidate.masked:
+        return f"{body}\n\n"  # the pointer names the item itself
+    return f"{item_header(candidate)}\n{body}\n\n"
+
+
+def mask_pointer(candidate: Candidate, ref: str) -> str:
+    """A short pointer that names the item and how to read its raw text back."""
+    item = candidate.item
+    return f"[{item.item_id} {item.kind} masked — ctxdb show {ref} {item.item_id}]"
+
+
+def window_text(task: str, ordered: list[Candidate]) -> str:
+    return task_block(task) + "".join(c.block_text() for c in ordered)

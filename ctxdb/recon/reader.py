@@ -1,0 +1,263 @@
+"""Reading recon for decisions: one caching reader, keyed on the index generation.
+
+A harness constructs many decisions over one repository in one process, so what a
+process has read of one recon *snapshot* (symbol rows, file hashes, resolved entities,
+query results, neighbours) is kept and shared by every decision built over it. A
+snapshot is named by ``recon_meta``'s generation (written by the indexer in the same
+transaction as any change), the highest file id and the file count; it is re-checked
+after each decision's reads and dropped if it moved.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, bindparam
+
+from ..entities import EntityRef, path_of_key
+from ..sqlfiles import sql_statement
+from .schema import GENERATION_KEY
+
+
+@dataclass(frozen=True)
+class ResolvedEntity:
+    """What recon knows of an entity, copied into the decision's own rows."""
+
+    path: str
+    start_line: int
+    end_line: int
+    text: str
+    signature: str | None
+
+
+# Source texts already read by this process, keyed by (path, content sha256): a harness
+# constructs many decisions over one repository, and a changed file has a new hash.
+FILE_TEXT_CACHE_FILES = 512
+_FILE_TEXTS: OrderedDict[tuple[str, str], tuple[int, str, list[str]]] = OrderedDict()
+_FILE_TEXTS_LOCK = threading.Lock()  # harness threads may construct at once
+
+# What this process has read from one recon snapshot, shared by every decision built over
+# it. A snapshot is named by recon_meta's `generation` — new whenever an index run changes
+# anything, written in the same transaction — together with the highest file id and the
+# file count, which also move when an indexer that predates generations changes the index
+# (it re-inserts a changed file under a new id). An index without a generation gets a
+# fresh snapshot per decision.
+RECON_SNAPSHOTS_KEPT = 4
+# A snapshot holds symbol rows, query results and entity texts; past this estimate of
+# its size it starts over (a few generations at most: a bounded ~100 MB worst case).
+RECON_SNAPSHOT_BUDGET_BYTES = 24 << 20
+_ROW_BYTES, _ID_BYTES = 256, 32  # rough sizes for the budget
+_MISSING = object()  # "recon has no such row", remembered like a row
+_ABSENT = object()  # "not looked up yet"
+
+
+class _Snapshot:
+    def __init__(self) -> None:
+        self.symbols: dict[str, object] = {}
+        self.hashes: dict[str, object] = {}  # path -> sha256, or _MISSING
+        self.resolved: dict[str, ResolvedEntity | None] = {}
+        self.queries: dict[tuple, tuple] = {}
+        self.neighbours: dict[int, tuple[int, ...]] = {}
+        self.size = 0
+
+    def remember(self, table: dict, key, value, size: int = _ROW_BYTES) -> None:
+        self.size += size
+        if self.size > RECON_SNAPSHOT_BUDGET_BYTES:
+            for each in (self.symbols, self.hashes, self.resolved, self.queries,
+                         self.neighbours):
+                each.clear()
+            self.size = size
+        table[key] = value
+
+
+_SNAPSHOTS: OrderedDict[tuple, _Snapshot] = OrderedDict()
+_SNAPSHOTS_LOCK = threading.Lock()
+
+
+def _snapshot_for(identity: tuple) -> _Snapshot:
+    if identity[0] is None:  # no generation: nothing may be kept across decisions
+        return _Snapshot()
+    with _SNAPSHOTS_LOCK:
+        found = _SNAPSHOTS.get(identity)
+        if found is None:
+            found = _SNAPSHOTS[identity] = _Snapshot()
+            while len(_SNAPSHOTS) > RECON_SNAPSHOTS_KEPT:
+                _SNAPSHOTS.popitem(last=False)
+        else:
+            _SNAPSHOTS.move_to_end(identity)
+        return found
+
+
+def forget_recon_reads() -> None:
+    """Drop every recon snapshot and source text this process keeps."""
+    with _SNAPSHOTS_LOCK:
+        _SNAPSHOTS.clear()
+    with _FILE_TEXTS_LOCK:
+        _FILE_TEXTS.clear()
+
+
+def _forget_snapshot(identity: tuple) -> None:
+    with _SNAPSHOTS_LOCK:
+        _SNAPSHOTS.pop(identity, None)
+
+
+@functools.lru_cache(maxsize=64)
+def _query(name: str, *expanding: str):
+    statement = sql_statement(name)
+    if expanding:
+        statement = statement.bindparams(*(bindparam(n, expanding=True) for n in expanding))
+    return statement
+
+
+def _snapshot_identity(connection: Connection) -> tuple:
+    return tuple(connection.execute(_query("recon/snapshot_identity"),
+                                     {"generation_key": GENERATION_KEY}).one())
+
+
+class ReconReader:
+    """Reads recon through the store's connection (``recon.*`` on both backends)."""
+
+    # Stay well under SQLite's bound-parameter limit in IN lists.
+    KEYS_PER_QUERY = 500
+
+    def __init__(self, connection: Connection):
+        self.connection = connection
+        self._identity = _snapshot_identity(connection)
+        self._snapshot = _snapshot_for(self._identity)
+
+    def confirm_snapshot(self) -> None:
+        """After a decision's reads: if the index changed meanwhile (reads on a separate
+        recon connection, or PostgreSQL's read committed, need not be one snapshot), the
+        shared reads are dropped, so the next decision reads afresh."""
+        if self._identity[0] is not None and _snapshot_identity(self.connection) != self._identity:
+            _forget_snapshot(self._identity)
+
+    def rows(self, name: str, params: dict, *expanding: str, keep: bool = True) -> tuple:
+        """A recon query's rows, read once per snapshot (lists in params are IN lists);
+        ``keep=False`` for queries whose parameters rarely repeat."""
+        if not keep:
+            return tuple(self.connection.execute(_query(name, *expanding), params))
+        key = (name, *sorted((k, tuple(v) if isinstance(v, list) else v)
+                             for k, v in params.items()))
+        found = self._snapshot.queries.get(key)
+        if found is None:
+            found = tuple(self.connection.execute(_query(name, *expanding), params))
+            size = _ROW_BYTES * len(found) + _ID_BYTES * sum(
+                len(v) for v in params.values() if isinstance(v, list))
+            self._snapshot.remember(self._snapshot.queries, key, found, size)
+        return found
+
+    def _file(self, path: str) -> tuple[int, str, list[str]] | None:
+        sha256 = self._snapshot.hashes.get(path)
+        if sha256 is _MISSING:
+            return None
+        if sha256 is not None:
+            with _FILE_TEXTS_LOCK:
+                found = _FILE_TEXTS.get((path, sha256))
+                if found is not None:
+                    _FILE_TEXTS.move_to_end((path, sha256))
+                    return found
+        row = self.connection.execute(_query("recon/file_by_path"), {"path": path}).first()
+        self._snapshot.remember(self._snapshot.hashes, path, row.sha256 if row else _MISSING)
+        if row is None:
+            return None
+        # Line numbers are tree-sitter rows, counted by \n only (not by form feeds).
+        found = (row.line_count, row.text, row.text.split("\n"))
+        with _FILE_TEXTS_LOCK:
+            _FILE_TEXTS[(path, row.sha256)] = found
+            while len(_FILE_TEXTS) > FILE_TEXT_CACHE_FILES:
+                _FILE_TEXTS.popitem(last=False)
+        return found
+
+    def prefetch(self, keys) -> None:
+        """Read many symbols and file hashes in a few queries (a whole pool at once)."""
+        snapshot = self._snapshot
+        keys = [k for k in keys if k]
+        wanted = sorted({k for k in keys if "::" in k and k not in snapshot.symbols})
+        statement = _query("recon/symbols_by_keys", "entity_keys")
+        for start in range(0, len(wanted), self.KEYS_PER_QUERY):
+            chunk = wanted[start : start + self.KEYS_PER_QUERY]
+            found = {row.key: row for row in self.connection.execute(statement, {"entity_keys": chunk})}
+            for key in chunk:
+                snapshot.remember(snapshot.symbols, key, found.get(key))
+        paths = sorted({path_of_key(k) for k in keys} - set(snapshot.hashes))
+        hashes = _query("recon/file_hashes", "paths")
+        for start in range(0, len(paths), self.KEYS_PER_QUERY):
+            chunk = paths[start : start + self.KEYS_PER_QUERY]
+            found = {row.path: row.sha256 for row in self.connection.execute(hashes, {"paths": chunk})}
+            for path in chunk:
+                snapshot.remember(snapshot.hashes, path, found.get(path, _MISSING))
+
+    def symbol(self, key: str):
+        row = self._snapshot.symbols.get(key, _ABSENT)
+        if row is _ABSENT:
+            row = self.connection.execute(_query("recon/symbol_by_key"), {"entity_key": key}).first()
+            self._snapshot.remember(self._snapshot.symbols, key, row)
+        return row
+
+    def _lines(self, path: str, start: int, end: int) -> str | None:
+        found = self._file(path)
+        if found is None:
+            return None
+        lines = found[2]
+        text = "\n".join(lines[start - 1 : end])
+        return text + "\n" if end < len(lines) else text
+
+    def resolve(self, ref: EntityRef) -> ResolvedEntity | None:
+        found = self._snapshot.resolved.get(ref.key, _ABSENT)
+        if found is _ABSENT:
+            found = self._resolve(ref)
+            size = _ROW_BYTES + (len(found.text) if found is not None else 0)
+            self._snapshot.remember(self._snapshot.resolved, ref.key, found, size)
+        return found
+
+    def _resolve(self, ref: EntityRef) -> ResolvedEntity | None:
+        if ref.qualified_name is not None:
+            row = self.symbol(ref.key)
+            if row is None:
+                return None
+            signature = row.signature
+            if signature and row.doc:
+                signature = f'{signature}\n    """{row.doc}"""'
+            return ResolvedEntity(
+                row.path, row.start_line, row.end_line,
+                self._lines(row.path, row.start_line, row.end_line) or "", signature,
+            )
+        found = self._file(ref.path)
+        if found is None:
+            return None
+        line_count, source, _lines = found
+        if ref.start_line is not None:
+            end = min(ref.end_line, line_count)
+            return ResolvedEntity(ref.path, ref.start_line, end,
+                                  self._lines(ref.path, ref.start_line, end) or "", None)
+        return ResolvedEntity(ref.path, 1, line_count, source, None)
+
+    def neighbours(self, symbol_ids) -> dict[int, tuple[int, ...]]:
+        """symbol id -> the ids one recon edge away (calls/inherits/tests, either way)."""
+        known = self._snapshot.neighbours
+        found = {i: known.get(i) for i in symbol_ids}
+        wanted = sorted(i for i, n in found.items() if n is None)
+        for start in range(0, len(wanted), self.KEYS_PER_QUERY):
+            chunk = wanted[start : start + self.KEYS_PER_QUERY]
+            read: dict[int, list[int]] = {i: [] for i in chunk}
+            for row in self.connection.execute(_query("recon/neighbours_of", "symbol_ids"),
+                                               {"symbol_ids": chunk}):
+                read[row.via_id].append(row.neighbour_id)
+            for symbol_id, ids in read.items():
+                found[symbol_id] = tuple(ids)
+                self._snapshot.remember(known, symbol_id, found[symbol_id],
+                                        _ID_BYTES * (len(ids) + 1))
+        return found
+
+    def innermost(self, path: str, line: int):
+        rows = self.rows("recon/enclosing_symbol_of_span",
+                         {"path": path, "first_line": line, "last_line": line})
+        return rows[0] if rows else None
+
+    def path_for(self, name: str) -> str | None:
+        rows = self.rows("recon/paths_ending_with", {"name": name})
+        return rows[0].path if rows else None
