@@ -55,8 +55,12 @@ RENDERINGS = ("verbatim", "signature", "digest", "truncated", "omitted")
 # DESIGN.md: the decision types a harness asks about
 DECISION_TYPES = ("localize", "edit", "repair", "other")
 
-# §8: the A/B arms
-ARMS = ("ctx08", "current")
+# §8: the A/B arms: the constructor, and "stuff everything"
+ARM_CTX08, ARM_CURRENT = "ctx08", "current"
+ARMS = (ARM_CTX08, ARM_CURRENT)
 
 # §3.7 tiers
 TIERS = ("stable_core", "working_set", "transient")
+
+# §3.6 the window's blocks: critical content at the edges
+BLOCKS = ("front", "middle", "back")

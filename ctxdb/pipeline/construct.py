@@ -14,7 +14,7 @@ import hashlib
 from ..context import DecisionContext
 from ..recon.reader import ReconReader
 from ..request import DecisionRequest, RequestError, has_nul, without_nul
-from ..spec import RESIDUE_MAX
+from ..spec import ARM_CTX08, ARM_CURRENT, RESIDUE_MAX
 from ..tokens import count_cached
 from . import persist
 from .assemble import assemble_pool
@@ -29,14 +29,12 @@ from .rank import announce_unavailable, rank_residue, residue_candidates, resolv
 from .render import load_policy, render
 from .state import Decision, new_decision
 
-CTX08, CURRENT = "ctx08", "current"  # spec §8's arms
-
 
 def construct(store, request: DecisionRequest | dict | str) -> DecisionContext:
     decision = normalise(request, store.settings)
     with store.engine.connect() as connection, store.recon_connection(connection) as rc:
         assemble(decision, ReconReader(rc) if store.recon_available else None)
-    ranking_on = decision.request.arm == CTX08 and bool(store.settings.rank_base_url)
+    ranking_on = decision.request.arm == ARM_CTX08 and bool(store.settings.rank_base_url)
     if ranking_on:
         # Find the residue in a transaction that is rolled back, then make the ONE call
         # with no transaction open: the write lock is never held across the network.
@@ -52,14 +50,14 @@ def construct(store, request: DecisionRequest | dict | str) -> DecisionContext:
     with store.write_transaction() as connection:
         persist.write_inputs(connection, store, decision)
         count = lambda texts: count_cached(connection, decision.settings.tokenizer, texts)  # noqa: E731
-        if decision.request.arm == CURRENT:
+        if decision.request.arm == ARM_CURRENT:
             stuff_everything(decision, count)
         else:
             run_stages(connection, decision, count)
         context = persist.write_outcome(connection, decision)
     store.runs_seen[decision.request.run_id] = (decision.request.arm, decision.request.variant)
     store.remember_texts(decision.text_digests)  # committed, so never offered again
-    if decision.request.arm == CTX08 and not ranking_on and decision.new_run:
+    if decision.request.arm == ARM_CTX08 and not ranking_on and decision.new_run:
         announce_unavailable(store.url, decision.request.run_id)  # once per run, as it starts
     return context
 

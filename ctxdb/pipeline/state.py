@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..config import Settings
 from ..entities import entity_key_of_test_id
 from ..request import DecisionRequest
+from ..spec import BLOCKS, TIERS
 from ..terms import terms
 from .audit import AuditLog
 from .vocabulary import ASSEMBLE
@@ -24,8 +25,8 @@ if TYPE_CHECKING:
     from .gate_inputs import ImpactEdge, Link, Nearness
     from .rank import RankOutcome
 
-WORKING_SET, TRANSIENT, STABLE_CORE = "working_set", "transient", "stable_core"  # §3.7 tiers
-FRONT, MIDDLE, BACK = "front", "middle", "back"  # §3.6 blocks
+STABLE_CORE, WORKING_SET, TRANSIENT = TIERS  # §3.7
+FRONT, MIDDLE, BACK = BLOCKS  # §3.6
 
 
 class AssemblyEvent(NamedTuple):
