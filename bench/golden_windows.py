@@ -5,8 +5,9 @@
 
 The same requests as bench/construct.py (pools of 16, 64 and 256 over the Django 5.0.6
 recon index), constructed on both arms and under a tight ceiling. Each decision is kept
-as the sha256 of everything it wrote (tests/window_snapshots.py), so the file holds no
-Django source. A refactor that changes no behaviour leaves every digest as it is.
+as the sha256 of each part of what it wrote (tests/window_snapshots.py: the rendered
+window, each table's rows), so the file holds no Django source and a change names the
+part that moved. A refactor that changes no behaviour leaves every digest as it is.
 
 The LAST line is the figures as key=value pairs.
 """
@@ -35,7 +36,7 @@ GOLDEN = BENCH.parent / "tests" / "golden" / "django_windows.json"
 TIGHT_CEILING = 2_000
 
 
-def snapshots(cache: Path) -> dict[str, str]:
+def snapshots(cache: Path) -> dict[str, dict[str, str]]:
     root = ensure_sdist(cache)
     recon_path = str(cache / "django-5.0.6-recon.db")
     index_repository(root, recon_path)
@@ -51,7 +52,8 @@ def snapshots(cache: Path) -> dict[str, str]:
                 for arm in ("ctx08", "current"):
                     name = f"{label}-{size}-{arm}"
                     context = store.construct(dict(request, arm=arm, run_id=f"golden-{arm}"))
-                    found[name] = digest(decision_snapshot(store, context))
+                    snapshot = decision_snapshot(store, context)
+                    found[name] = {part: digest({part: rows}) for part, rows in snapshot.items()}
     return found
 
 
@@ -70,7 +72,9 @@ def main() -> None:
     golden = json.loads(GOLDEN.read_text())
     changed = sorted(name for name in golden if found.get(name) != golden[name])
     for name in changed:
-        print(f"changed: {name}")
+        parts = sorted(part for part in golden[name]
+                       if found.get(name, {}).get(part) != golden[name][part])
+        print(f"changed: {name}: {', '.join(parts)}")
     print(f"decisions={len(golden)} changed={len(changed)}")
     if changed:
         sys.exit(1)

@@ -378,3 +378,26 @@ def test_the_renderer_and_the_indexer_agree_on_what_a_test_is():
         candidate = Candidate(item=_item(1, entity=f"{path}::helper"), driver="rank:admitted")
         role = derive_role(candidate, _decision(), {})
         assert role == ("test_named" if expected else "related_symbol"), path
+
+
+def test_nearness_names_the_lowest_numbered_link_of_its_anchor():
+    """Several links can share a symbol (the target is also named in the criteria): the
+    bucket is the first of them, as the gate view takes the first link that reaches."""
+    from types import SimpleNamespace
+
+    from ctxdb.pipeline.gate_inputs import compute_nearness
+
+    class Recon:  # the two reads nearness makes of recon
+        def symbol(self, key):
+            return SimpleNamespace(id={"a.py::caller": 7}.get(key))
+
+        def neighbours(self, ids):
+            graph = {5: (7,), 7: (5,)}
+            return {i: graph.get(i, ()) for i in ids}
+
+    links = [Link("target_entity", "a.py::f", "a.py", 1, 9, None, 5),
+             Link("validation_test", "tests/t.py::test_f", "tests/t.py", 1, 3, None, 9),
+             Link("named_in_criteria", "a.py::f", "a.py", 1, 9, "f", 5)]
+    caller = _item(4, "retrieved_hit", entity="a.py::caller")
+    near = compute_nearness(_decision().request, [caller], links, Recon())
+    assert (near["E4"].recon_hops, near["E4"].nearest_link_no) == (1, 1)

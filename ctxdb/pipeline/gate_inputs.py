@@ -219,8 +219,12 @@ def compute_nearness(
     decision_terms = terms(" ".join(
         [request.task, node.obligation, node.decision_question or "", *node.acceptance_criteria]
     ))
-    anchors = {link.symbol_id: number for number, link in enumerate(links, start=1)
-               if link.symbol_id is not None}
+    # symbol id -> the first link on it: the bucket is the lowest-numbered link, as the
+    # gate view takes the first link that reaches an item
+    anchors: dict[int, int] = {}
+    for number, link in enumerate(links, start=1):
+        if link.symbol_id is not None:
+            anchors.setdefault(link.symbol_id, number)
     candidates = [i for i in pool if i.in_pool and i.kind in NEAR_TESTED_KINDS]
     item_symbols: dict[str, int] = {}
     if recon is not None:
