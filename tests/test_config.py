@@ -65,3 +65,24 @@ def test_missing_config_file_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXDB_CONFIG", str(tmp_path / "nope.toml"))
     with pytest.raises(ConfigError, match="nope.toml does not exist"):
         load_settings()
+
+
+def test_a_run_records_the_settings_and_the_files_they_came_from(tmp_path, fixtures_dir):
+    """Settings.source is for the audit: the run row's settings_json holds it."""
+    import json
+
+    from sqlalchemy import text
+
+    from ctxdb import ContextStore
+
+    config = tmp_path / "ctx.toml"
+    config.write_text("[budget]\ntoken_ceiling = 9000\n")
+    request = json.loads((fixtures_dir / "decisions" / "edit.json").read_text())
+    with ContextStore.open(tmp_path / "ctx08.db", settings=load_settings(config)) as store:
+        store.construct(request)
+        with store.engine.connect() as connection:
+            recorded = json.loads(connection.execute(
+                text("SELECT settings_json FROM run WHERE run_id = :run"),
+                {"run": request["run_id"]}).scalar_one())
+    assert recorded["token_ceiling"] == 9000
+    assert recorded["source"].endswith(f" + {config}")

@@ -19,7 +19,10 @@ from requests_data import edit_request  # noqa: E402
 
 from ctxdb import ContextStore  # noqa: E402
 from ctxdb.config import load_settings  # noqa: E402
-from ctxdb.sqlfiles import sql_statement  # noqa: E402
+
+# what the store says of each near item's bucket, to hold the fold's events to it
+NEARNESS_OF_DECISION = text(
+    (Path(__file__).parent / "sql" / "nearness_of_decision.sql").read_text())
 
 SECRET = "BODY_MUST_NOT_REACH_THE_RANKER"
 
@@ -155,7 +158,7 @@ def test_residue_over_32_folds_without_a_call(store_url):
             buckets = {
                 row.item_id: f"residue > 32: link {row.nearest_link_no}"
                              f" ({row.nearest_link_kind} {row.nearest_entity})"
-                for row in connection.execute(sql_statement("stages/nearness_of_decision"),
+                for row in connection.execute(NEARNESS_OF_DECISION,
                                               {"decision_id": ctx.decision_id})
             }
     assert server.requests == [] and calls == [(0,)]

@@ -48,10 +48,11 @@ def _now() -> str:
 
 
 def settings_json(settings) -> str:
-    """What the run records of the settings its decisions were built with."""
+    """What the run records of the settings its decisions were built with, and which
+    config files they came from."""
     return json.dumps(
         {"token_ceiling": settings.token_ceiling, "tokenizer": settings.tokenizer,
-         "rank_threshold": settings.rank_threshold}, sort_keys=True,
+         "rank_threshold": settings.rank_threshold, "source": settings.source}, sort_keys=True,
     )
 
 
