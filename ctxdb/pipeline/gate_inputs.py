@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from ..entities import entity_key_of_test_id, parse_entity_key
 from ..recon.reader import ReconReader
@@ -31,7 +29,7 @@ from ..terms import terms
 from ..variants import NO_IMPACT_DIGEST
 from .assemble import apply_pool_cap
 from .dedup import fact_key
-from .state import Decision, PoolItem
+from .state import Decision, ImpactEdge, Link, Nearness, PoolItem
 from .vocabulary import (
     CHANGE_TARGET,
     CHANGE_TARGET_KINDS,
@@ -61,32 +59,6 @@ _CODE_NAME = re.compile(
     r"\b(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*\b|\b[a-z]\w*_\w+\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b|\b\w+(?=\()"
 )
 DIGEST_KEY_SUFFIX = "#impact"
-
-
-@dataclass(frozen=True)
-class Link:
-    link_kind: str
-    entity_key: str
-    path: str | None
-    start_line: int | None
-    end_line: int | None
-    detail: str | None = None
-    symbol_id: int | None = None
-
-
-class ImpactEdge(NamedTuple):  # an impact_edge row (edge_no = position + 1)
-    head: str
-    tail: str
-    kind: str
-    depth: int
-    origin: str
-
-
-@dataclass(slots=True)
-class Nearness:
-    shared_terms: list[str] = field(default_factory=list)
-    recon_hops: int | None = None
-    nearest_link_no: int | None = None
 
 
 def _link_for_key(recon: ReconReader, kind: str, key: str, detail: str | None = None) -> Link:

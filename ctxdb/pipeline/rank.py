@@ -24,11 +24,11 @@ import json
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..spec import RANK_MAX_COMPLETION_TOKENS, RANK_TEMPERATURE, RESIDUE_MAX
 from .render import signature_of
-from .state import Candidate, Decision, RankScore
+from .state import RANK_OK, Candidate, Decision, RankOutcome, RankScore
 from .vocabulary import FOLD, FOLDED, RANK, RANK_ADMITTED, REJECTED
 
 STAGE = RANK
@@ -67,7 +67,7 @@ RESPONSE_FORMAT = {
 }
 
 # parse_status values written to rank_call
-OK = "ok"
+OK = RANK_OK
 PARSE_ERROR = "parse_error"
 SCHEMA_VIOLATION = "schema_violation"
 SCORE_OUT_OF_RANGE = "score_out_of_range"
@@ -84,27 +84,6 @@ class ResidueCandidate:
     item_id: str
     kind: str
     signature: str
-
-
-@dataclass
-class RankOutcome:
-    """What the one call returned, ready for the audit row."""
-
-    model: str
-    base_url: str
-    request_body: dict
-    status: str
-    residue_ids: tuple[str, ...] = ()  # what was ranked, in the prompt's order
-    scores: dict[str, float] = field(default_factory=dict)
-    response_text: str | None = None
-    error: str | None = None
-    latency_ms: float | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == OK
 
 
 def build_request_body(

@@ -10,7 +10,7 @@ the write transaction (``begin_write``), by the gate, the ranking step and the s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from ..config import Settings
 from ..entities import entity_key_of_test_id
@@ -20,10 +20,6 @@ from ..terms import terms
 from .audit import AuditLog
 from .vocabulary import ASSEMBLE
 from .window_text import decision_ref, item_block, item_header
-
-if TYPE_CHECKING:
-    from .gate_inputs import ImpactEdge, Link, Nearness
-    from .rank import RankOutcome
 
 STABLE_CORE, WORKING_SET, TRANSIENT = TIERS  # §3.7
 FRONT, MIDDLE, BACK = BLOCKS  # §3.6
@@ -101,6 +97,58 @@ class BudgetStep:
     tokens_before: int
     tokens_after: int
     detail: str | None = None
+
+
+# The gate's inputs (gate_inputs.py), written as decision_link, impact_edge and
+# item_nearness rows.
+@dataclass(frozen=True)
+class Link:
+    link_kind: str
+    entity_key: str
+    path: str | None
+    start_line: int | None
+    end_line: int | None
+    detail: str | None = None
+    symbol_id: int | None = None
+
+
+class ImpactEdge(NamedTuple):  # an impact_edge row (edge_no = position + 1)
+    head: str
+    tail: str
+    kind: str
+    depth: int
+    origin: str
+
+
+@dataclass(slots=True)
+class Nearness:
+    shared_terms: list[str] = field(default_factory=list)
+    recon_hops: int | None = None
+    nearest_link_no: int | None = None
+
+
+RANK_OK = "ok"  # rank_call.parse_status of a call whose answer was used
+
+
+@dataclass
+class RankOutcome:
+    """What the one call returned, ready for the audit row."""
+
+    model: str
+    base_url: str
+    request_body: dict
+    status: str
+    residue_ids: tuple[str, ...] = ()  # what was ranked, in the prompt's order
+    scores: dict[str, float] = field(default_factory=dict)
+    response_text: str | None = None
+    error: str | None = None
+    latency_ms: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == RANK_OK
 
 
 class RankScore(NamedTuple):

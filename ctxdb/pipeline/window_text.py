@@ -7,12 +7,30 @@ same bytes from the stored rows.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..entities import is_symbol_key
 
-if TYPE_CHECKING:
-    from .state import Candidate
+
+class _Item(Protocol):
+    item_id: str
+    kind: str
+    entity_key: str | None
+    start_line: int | None
+    end_line: int | None
+
+
+class Candidate(Protocol):
+    """What the format reads of a window item (``state.Candidate`` has it)."""
+
+    item: _Item
+    role: str
+    rendering: str
+    text: str
+    masked: bool
+    also_stands_for: list[str]
+
+    def block_text(self) -> str: ...
 
 TASK_HEADER = "TASK\n{task}\n\n"
 HEADER_SEPARATOR = " · "
