@@ -173,7 +173,7 @@ def _cmd_diff(args) -> int:
 def _cmd_ab_run(args) -> int:
     from pathlib import Path
 
-    from .ab import AbOptions, run_ab
+    from .ab.runner import AbOptions, run_ab
     from .progress import ProgressBar
     from .db import resolve_url
 
@@ -204,7 +204,7 @@ def _cmd_ab_run(args) -> int:
 
 
 def _cmd_ab_outcome(args) -> int:
-    from .ab import import_outcomes
+    from .ab.outcomes import import_outcomes
 
     with ContextStore.open(args.db) as store:
         recorded, errors = import_outcomes(store, args.file)
@@ -215,7 +215,7 @@ def _cmd_ab_outcome(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from . import reports
+    from .ab import reports
 
     with ContextStore.open(args.db) as store, store.engine.connect() as connection:
         if args.name == "ab":

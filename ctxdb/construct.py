@@ -42,7 +42,7 @@ from .request import DecisionRequest, RequestError, has_nul, without_nul
 from .spec import RESIDUE_MAX
 from .sqlfiles import sql_statement
 from .tokens import content_sha256, count_cached
-from .variants import LITM_BURIED, NO_IMPACT_DIGEST
+from .ab.variants import LITM_BURIED, NO_IMPACT_DIGEST
 
 SPEC_POLICY_SET = "spec"
 

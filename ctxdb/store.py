@@ -167,7 +167,7 @@ class ContextStore:
     def record_outcome(self, run_id: str, instance_id: str, solved: bool, cost_usd=None,
                        model_tokens_in=None, model_tokens_out=None) -> None:
         """Record what the harness achieved on an instance in a run (the A/B's outcomes)."""
-        from .ab import record_outcome
+        from .ab.outcomes import record_outcome
 
         record_outcome(self, run_id, instance_id, solved, cost_usd, model_tokens_in,
                        model_tokens_out)

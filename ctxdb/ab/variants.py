@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .request import DecisionRequest, LiveState
+from ..request import DecisionRequest, LiveState
 
 DEFAULT = "default"
 NO_IMPACT_DIGEST = "no_impact_digest"
