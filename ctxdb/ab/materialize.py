@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from ..recon import index_repository
 from .instances import Instance
 
 RECON_FILE = "recon.db"
@@ -57,8 +58,6 @@ def materialize(instance: Instance, cache_dir: Path) -> Path:
             if applied.returncode != 0:
                 raise RuntimeError("the test_patch does not apply at the base commit: "
                                    + applied.stderr.decode(errors="replace").strip())
-        from ..recon import index_repository
-
         index_repository(tree, str(staging / RECON_FILE))
         (staging / READY_MARK).write_text(instance.base_commit + "\n")
         try:

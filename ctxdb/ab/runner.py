@@ -13,6 +13,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..recon.schema import create_recon_engine
+from ..store import ContextStore
 from .decisions import LOCALIZATIONS, build_decisions
 from .gold import store_gold_facts
 from .instances import Instance, load_instances
@@ -77,15 +79,11 @@ class AbSummary:
 
 def run_instance(db_url: str, instance: Instance, options: AbOptions) -> InstanceResult:
     """Everything for one instance; errors are caught and reported, never raised."""
-    from ..store import ContextStore
-
     result = InstanceResult(instance.instance_id)
     try:
         home = materialize(instance, Path(options.cache_dir))
         recon = str(home / RECON_FILE)
         with ContextStore.open(db_url, recon=recon) as store:
-            from ..recon.schema import create_recon_engine
-
             engine = create_recon_engine(recon)
             try:
                 with engine.connect() as recon_connection:
@@ -112,8 +110,6 @@ def _worker(db_url: str, instance: Instance, options: AbOptions) -> InstanceResu
 
 
 def run_ab(db_url: str, instances_path, options: AbOptions, progress=None) -> AbSummary:
-    from ..store import ContextStore
-
     options.validate()
     instances, errors = load_instances(instances_path)
     summary = AbSummary(input_errors=errors)
