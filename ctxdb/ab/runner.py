@@ -105,10 +105,6 @@ def run_instance(db_url: str, instance: Instance, options: AbOptions) -> Instanc
     return result
 
 
-def _worker(db_url: str, instance: Instance, options: AbOptions) -> InstanceResult:
-    return run_instance(db_url, instance, options)
-
-
 def run_ab(db_url: str, instances_path, options: AbOptions, progress=None) -> AbSummary:
     options.validate()
     instances, errors = load_instances(instances_path)
@@ -126,7 +122,7 @@ def run_ab(db_url: str, instances_path, options: AbOptions, progress=None) -> Ab
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     with ProcessPoolExecutor(max_workers=options.workers, mp_context=context) as pool:
-        futures = [pool.submit(_worker, db_url, i, options) for i in instances]
+        futures = [pool.submit(run_instance, db_url, i, options) for i in instances]
         for future in as_completed(futures):
             summary.results.append(future.result())
             if progress:
