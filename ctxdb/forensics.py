@@ -1,6 +1,6 @@
 """Reading decisions back: summaries, an item's path, raw content, window diffs.
 
-Everything here is a query in ``sql/inspect/``; the CLI prints what it returns.
+Everything here is a query in ``sql/forensics/``; the CLI prints what it returns.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class NotFound(LookupError):
 
 
 def _rows(connection: Connection, name: str, **params):
-    return connection.execute(sql_statement(f"inspect/{name}"), params).mappings().all()
+    return connection.execute(sql_statement(f"forensics/{name}"), params).mappings().all()
 
 
 def resolve_decision(connection: Connection, ref: str | int) -> int:
