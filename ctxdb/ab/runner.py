@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..recon.schema import create_recon_engine
+from ..spec import ARMS
 from ..store import ContextStore
 from .decisions import LOCALIZATIONS, build_decisions
 from .gold import store_gold_facts
@@ -21,7 +22,6 @@ from .instances import Instance, load_instances
 from .materialize import RECON_FILE, materialize
 from .variants import DEFAULT, VARIANTS, apply_variant
 
-ARMS = ("ctx08", "current")
 DEFAULT_CACHE = Path.home() / ".cache" / "ctxdb" / "ab"
 
 
