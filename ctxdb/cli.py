@@ -82,7 +82,7 @@ def _open_store(args) -> ContextStore:
 def _cmd_construct(args) -> int:
     from dataclasses import replace
 
-    from . import inspect as inspect_
+    from . import forensics
     from .request import DecisionRequest
 
     try:
@@ -99,7 +99,7 @@ def _cmd_construct(args) -> int:
             print(context.to_json())
             return EXIT_OK
         with store.engine.connect() as connection:
-            summary = inspect_.summary(connection, context.decision_id)
+            summary = forensics.summary(connection, context.decision_id)
     if not args.summary:
         print(context.render(), end="")
         print("─" * 72)
@@ -108,11 +108,11 @@ def _cmd_construct(args) -> int:
 
 
 def _cmd_why(args) -> int:
-    from . import inspect as inspect_
+    from . import forensics
 
     with _open_store(args) as store, store.engine.connect() as connection:
-        decision_id = inspect_.resolve_decision(connection, args.decision)
-        rows = inspect_.why(connection, decision_id, args.item)
+        decision_id = forensics.resolve_decision(connection, args.decision)
+        rows = forensics.why(connection, decision_id, args.item)
     first = rows[0]
     print(f"decision {decision_id} · {args.item} · {first['source']} {first['kind']}"
           f" {first['entity_key'] or ''}".rstrip())
@@ -131,16 +131,16 @@ def _cmd_why(args) -> int:
 
 
 def _cmd_show(args) -> int:
-    from . import inspect as inspect_
+    from . import forensics
 
     with _open_store(args) as store, store.engine.connect() as connection:
-        decision_id = inspect_.resolve_decision(connection, args.decision)
+        decision_id = forensics.resolve_decision(connection, args.decision)
         if args.item is None:
-            print(inspect_.summary(connection, decision_id))
+            print(forensics.summary(connection, decision_id))
             print("─" * 72)
-            print(inspect_.rendered_window(connection, decision_id), end="")
+            print(forensics.rendered_window(connection, decision_id), end="")
             return EXIT_OK
-        row = inspect_.item(connection, decision_id, args.item)
+        row = forensics.item(connection, decision_id, args.item)
     where = f" {row['path']}:{row['start_line']}-{row['end_line']}" if row["start_line"] else ""
     print(f"# decision {decision_id} · {row['item_id']} · {row['source']} {row['kind']}"
           f" {row['entity_key'] or ''}{where}".rstrip())
@@ -152,12 +152,12 @@ def _cmd_show(args) -> int:
 
 
 def _cmd_diff(args) -> int:
-    from . import inspect as inspect_
+    from . import forensics
 
     with _open_store(args) as store, store.engine.connect() as connection:
-        a = inspect_.resolve_decision(connection, args.decision_a)
-        b = inspect_.resolve_decision(connection, args.decision_b)
-        result = inspect_.diff(connection, a, b)
+        a = forensics.resolve_decision(connection, args.decision_a)
+        b = forensics.resolve_decision(connection, args.decision_b)
+        result = forensics.diff(connection, a, b)
     print(f"window diff: decision {a} -> decision {b}")
     for fact, item_id in result.entered:
         print(f"  + {fact}  ({item_id})")
@@ -173,7 +173,7 @@ def _cmd_diff(args) -> int:
 def _cmd_ab_run(args) -> int:
     from pathlib import Path
 
-    from .ab import AbOptions, run_ab
+    from .ab.runner import AbOptions, run_ab
     from .progress import ProgressBar
     from .db import resolve_url
 
@@ -204,7 +204,7 @@ def _cmd_ab_run(args) -> int:
 
 
 def _cmd_ab_outcome(args) -> int:
-    from .ab import import_outcomes
+    from .ab.outcomes import import_outcomes
 
     with ContextStore.open(args.db) as store:
         recorded, errors = import_outcomes(store, args.file)
@@ -215,7 +215,7 @@ def _cmd_ab_outcome(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from . import reports
+    from .ab import reports
 
     with ContextStore.open(args.db) as store, store.engine.connect() as connection:
         if args.name == "ab":
@@ -403,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from .inspect import NotFound
+    from .forensics import NotFound
     from .recon import ReconVersionError
 
     try:

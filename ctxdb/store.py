@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from sqlalchemy import Engine, inspect, text
 
+from .ab.outcomes import record_outcome
 from .config import Settings, load_settings
 from .db import SQLITE_BEGIN_OPTION, is_sqlite, make_engine, resolve_url
 from .migrate import _check_known, current_revision, head_revision, upgrade_engine
@@ -167,8 +168,6 @@ class ContextStore:
     def record_outcome(self, run_id: str, instance_id: str, solved: bool, cost_usd=None,
                        model_tokens_in=None, model_tokens_out=None) -> None:
         """Record what the harness achieved on an instance in a run (the A/B's outcomes)."""
-        from .ab import record_outcome
-
         record_outcome(self, run_id, instance_id, solved, cost_usd, model_tokens_in,
                        model_tokens_out)
 

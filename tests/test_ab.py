@@ -12,12 +12,14 @@ import pytest
 from sqlalchemy import text
 
 from ctxdb import ContextStore
-from ctxdb.ab import AbOptions, import_outcomes, load_instances, run_ab
+from ctxdb.ab.gold import changed_tests, edited_entities, parse_unified_diff
+from ctxdb.ab.instances import load_instances
+from ctxdb.ab.outcomes import import_outcomes
+from ctxdb.ab.reports import run_report
+from ctxdb.ab.runner import AbOptions, run_ab
 from ctxdb.db import resolve_url
-from ctxdb.gold import changed_tests, edited_entities, parse_unified_diff
 from ctxdb.recon import index_repository
 from ctxdb.recon.schema import create_recon_engine
-from ctxdb.reports import run_report
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 INSTANCES = FIXTURES / "swebench" / "instances.jsonl"

@@ -36,6 +36,14 @@ TASK_CUT_MARK = "\n[ctxdb: task cut to fit the ceiling]"
 TASK_CUT_MARGIN_CHARS = 64
 
 
+def cut_task(task: str, ceiling: int, exact: int) -> str:
+    """The last resort's cut: the task in proportion to how far the window (``exact``
+    tokens) is over the ceiling, less a margin, marked. ``ctxdb show`` replays it from
+    the recounts in budget_log, as the store keeps the task uncut."""
+    keep = max(len(task) * ceiling // max(exact, 1) - TASK_CUT_MARGIN_CHARS, 0)
+    return (task[:keep] + TASK_CUT_MARK) if keep else ""
+
+
 def fit_budget(decision: Decision, count: Callable[[list[str]], list[int]]) -> None:
     """The window that fits becomes the decision's candidates, with its exact count."""
     window, decision.token_count = Budgeter(decision, count).fit(decision.candidates)
@@ -217,8 +225,7 @@ class Budgeter:
                 self.flags.append("stable_core_only")
         elif self.task:
             # Only the stable core is left and it is over: cut the task text first.
-            keep = max(len(self.task) * self.ceiling // max(exact, 1) - TASK_CUT_MARGIN_CHARS, 0)
-            self.task = (self.task[:keep] + TASK_CUT_MARK) if keep else ""
+            self.task = cut_task(self.task, self.ceiling, exact)
             if "task_truncated" not in self.flags:
                 self.flags.append("task_truncated")
         else:

@@ -26,7 +26,7 @@ from ..recon.reader import ReconReader
 from ..request import DecisionRequest
 from ..spec import PROVENANCE_MAX_CHARS
 from ..terms import terms
-from ..variants import NO_IMPACT_DIGEST
+from ..ab.variants import NO_IMPACT_DIGEST
 from .assemble import apply_pool_cap
 from .dedup import fact_key
 from .state import Decision, ImpactEdge, Link, Nearness, PoolItem

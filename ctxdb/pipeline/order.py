@@ -10,7 +10,7 @@ first. Tiers (§3.7) are set here too, from the same roles.
 
 from __future__ import annotations
 
-from ..variants import LITM_BURIED
+from ..ab.variants import LITM_BURIED
 from .state import BACK, FRONT, MIDDLE, STABLE_CORE, TRANSIENT, WORKING_SET, Candidate, Decision
 from .vocabulary import (
     EDGE_CRITICAL_ROLES,

@@ -10,7 +10,8 @@ Deterministic, from the instance alone and the recon index of its repository:
 * fail_to_pass — the ``FAIL_TO_PASS`` ids as entity keys (pytest node ids, or
   Django-style ``test_name (pkg.module.Class)``).
 
-Gold facts are written to ``gold_fact`` and never shown to the constructor.
+Gold facts are written to ``gold_fact`` (``store_gold_facts``) and never shown to
+the constructor.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Connection
 
-from .entities import entity_key_of_test_id
-from .sqlfiles import sql_statement
+from .. import models
+from ..entities import entity_key_of_test_id
+from ..sqlfiles import sql_statement
+from .instances import Instance
 
 _HUNK = re.compile(r"^@@ -(?P<old>\d+)(?:,(?P<old_len>\d+))? \+(?P<new>\d+)(?:,(?P<new_len>\d+))? @@")
 _DJANGO_TEST_ID = re.compile(r"^(?P<name>\w+) \((?P<dotted>[\w.]+)\)$")
@@ -167,3 +170,26 @@ def gold_facts(connection: Connection, patch: str, test_patch: str,
             seen.add((fact.fact_kind, fact.entity_key))
             unique.append(fact)
     return unique
+
+
+def store_gold_facts(store, instance: Instance, recon_connection) -> list[str]:
+    """Write an instance's gold facts, replacing earlier ones; returns its edited
+    entities. ``store`` is anything with ``write_transaction()`` (a ``ContextStore``)."""
+    facts = gold_facts(recon_connection, instance.patch, instance.test_patch,
+                       list(instance.fail_to_pass))
+    spans = {}
+    for fact in facts:
+        row = recon_connection.execute(sql_statement("recon/symbol_by_key"),
+                                       {"entity_key": fact.entity_key}).first()
+        spans[fact.entity_key] = (row.path, row.start_line, row.end_line) if row else (
+            fact.entity_key.split("::", 1)[0], None, None)
+    with store.write_transaction() as connection:
+        connection.execute(sql_statement("ab/delete_gold_facts"),
+                           {"instance_id": instance.instance_id})
+        models.insert_many(connection, models.gold_fact, [
+            {"instance_id": instance.instance_id, "fact_no": number, "fact_kind": f.fact_kind,
+             "entity_key": f.entity_key, "detail": f.detail, "path": spans[f.entity_key][0],
+             "start_line": spans[f.entity_key][1], "end_line": spans[f.entity_key][2]}
+            for number, f in enumerate(facts, start=1)
+        ])
+    return [f.entity_key for f in facts if f.fact_kind == "edited_entity"]

@@ -1,6 +1,6 @@
 """Reading decisions back: summaries, an item's path, raw content, window diffs.
 
-Everything here is a query in ``sql/inspect/``; the CLI prints what it returns.
+Everything here is a query in ``sql/forensics/``; the CLI prints what it returns.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
+from .pipeline.budget import cut_task
 from .pipeline.window_text import DECISION_REF_PREFIX, TASK_HEADER
 from .sqlfiles import sql_statement
 
@@ -21,7 +22,7 @@ class NotFound(LookupError):
 
 
 def _rows(connection: Connection, name: str, **params):
-    return connection.execute(sql_statement(f"inspect/{name}"), params).mappings().all()
+    return connection.execute(sql_statement(f"forensics/{name}"), params).mappings().all()
 
 
 def resolve_decision(connection: Connection, ref: str | int) -> int:
@@ -52,9 +53,31 @@ def rendered_window(connection: Connection, decision_id: int) -> str:
     window = _rows(connection, "window_of_decision", decision_id=decision_id)
     task = head["task_text"]
     if "task_truncated" in (head["flags"] or "").split(","):
-        task = None  # the cut task is only in the rendered window; show the stored rows
+        steps = _rows(connection, "budget_steps", decision_id=decision_id)
+        task = _cut_task(task, head["token_ceiling"], steps)
     body = "".join(row["rendered_text"] for row in window)
-    return (TASK_HEADER.format(task=task) if task is not None else "") + body
+    return TASK_HEADER.format(task=task) + body
+
+
+def _cut_task(task: str, ceiling: int, steps) -> str:
+    """The task as a window flagged ``task_truncated`` showed it.
+
+    The store keeps the task uncut; the budgeter's last resort (``Budgeter.
+    _evict_for_exactness``) cuts it from the exact count it logs on each recount, so
+    the cut is replayed from ``budget_log`` here. tests/test_forensics.py holds the two
+    together.
+    """
+    for previous, step in zip([None, *steps], steps):
+        bare_recount = step["ladder_step"] == "exact_recount" and step["item_id"] is None
+        # an eviction for exactness logs the evicted item's row just before its recount
+        after_eviction = (previous is not None and previous["ladder_step"] == "exact_recount"
+                          and previous["item_id"] is not None)
+        if not bare_recount or after_eviction:
+            continue
+        if not task:
+            break  # later recounts cut the rest of the stable core, not the task
+        task = cut_task(task, ceiling, step["tokens_before"])
+    return task
 
 
 def summary(connection: Connection, decision_id: int) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .request import DecisionRequest, LiveState
+from ..request import DecisionRequest, LiveState
 
 DEFAULT = "default"
 NO_IMPACT_DIGEST = "no_impact_digest"
@@ -39,9 +39,6 @@ VARIANTS = {
     NO_DIGESTS: "§7.5 representation: no digests",
     LITM_BURIED: "§7.6 probe: decision-critical items buried mid-window",
 }
-SOURCE_ABLATIONS = (NO_IMPACT_DIGEST, NO_RETRIEVED_CODE, NO_HISTORY, NO_CONSTRAINTS,
-                    NO_PLAN_OBLIGATION)
-REPRESENTATION_ABLATIONS = (ALL_VERBATIM, NO_SIGNATURES, NO_DIGESTS)
 
 
 def apply_variant(request: DecisionRequest, variant: str) -> DecisionRequest:

@@ -12,11 +12,10 @@ from decimal import Decimal
 
 from sqlalchemy import Connection
 
-from .paths import SQL_DIR
-from .sqlfiles import sql_statement
+from ..paths import SQL_DIR
+from ..sqlfiles import sql_statement
 
 REPORTS_DIR = SQL_DIR / "reports"
-FORMATS = ("table", "csv", "json", "html")
 AB_SECTIONS = ("arms", "decision_rule", "ablation", "edge_placement", "tokens")
 
 

@@ -1,0 +1,110 @@
+"""The decisions a harness would make on an instance: localize, then edit.
+
+Localize gets the BM25 hits for the problem statement over the recon full-text index
+(the component-04 stand-in), the failing tests' source and module skeletons of the hit
+files; edit gets a target — the first gold entity (``oracle``) or the top hit
+(``retrieval``) — with derived impact and the tests that reach it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..entities import entity_key_of_test_id
+from ..request import DecisionRequest, EvidenceInput, PlanNode
+from ..sqlfiles import sql_statement
+from ..terms import terms
+from .instances import Instance
+
+LOCALIZATIONS = ("oracle", "retrieval")
+RETRIEVAL_TOP_K = 30  # the component-04 stand-in: top 30 symbols by BM25
+QUERY_MAX_TERMS = 40
+SKELETON_MAX_SYMBOLS = 60
+
+
+def _fts_query(connection, problem: str):
+    words = sorted(terms(problem))[:QUERY_MAX_TERMS]
+    words = [w for w in words if re.fullmatch(r"[a-z0-9_]+", w)]
+    if not words:
+        return []
+    dialect = connection.dialect.name
+    query = " OR ".join(f'"{w}"' for w in words) if dialect == "sqlite" else " | ".join(words)
+    return connection.execute(
+        sql_statement(f"recon/fts_any_terms.{dialect}"),
+        {"query": query, "limit": RETRIEVAL_TOP_K},
+    ).mappings().all()
+
+
+def _skeleton(connection, path: str) -> str:
+    rows = connection.execute(sql_statement("recon/module_skeleton"), {"path": path}).all()
+    lines = [f"# {path}: module skeleton"]
+    for row in rows[:SKELETON_MAX_SYMBOLS]:
+        head = (row.signature or row.qualname).splitlines()[0]
+        indent = "    " * row.qualname.count(".")
+        lines.append(f"{indent}{head.strip()}  # L{row.start_line}")
+    if len(rows) > SKELETON_MAX_SYMBOLS:
+        lines.append(f"# … {len(rows) - SKELETON_MAX_SYMBOLS} more symbols")
+    return "\n".join(lines)
+
+
+def build_decisions(recon_connection, instance: Instance, gold_edited: list[str],
+                    localization: str, run_for_arm) -> list[DecisionRequest]:
+    hits = [h for h in _fts_query(recon_connection, instance.problem_statement)
+            if h["kind"] != "module"]
+    tests = [entity_key_of_test_id(t) for t in instance.fail_to_pass]
+    hit_items = [
+        EvidenceInput(source="04", kind="retrieved_hit", entity=h["key"],
+                      score=round(-float(h["score"]), 4),
+                      provenance=f"04: BM25 rank {rank} for the problem statement")
+        for rank, h in enumerate(hits, start=1)
+    ]
+    test_items = [EvidenceInput(source="03", kind="source_code", entity=key,
+                                provenance="03: source of a FAIL_TO_PASS test")
+                  for key in tests]
+    paths = sorted({h["key"].split("::", 1)[0] for h in hits})
+    skeletons = [EvidenceInput(source="03", kind="symbol", entity=path,
+                               content=_skeleton(recon_connection, path),
+                               provenance="03: module skeleton of a file the hits fall in")
+                 for path in paths]
+    criterion = ("The FAIL_TO_PASS tests pass: " + ", ".join(instance.fail_to_pass)
+                 if instance.fail_to_pass else "The issue in the task is resolved")
+    localize = DecisionRequest(
+        run_id=run_for_arm, instance_id=instance.instance_id, seq=1, decision_type="localize",
+        task=instance.problem_statement,
+        plan_node=PlanNode(
+            node_id="localize", obligation="Find the code to change to resolve the issue",
+            required_validation=instance.fail_to_pass, acceptance_criteria=(criterion,),
+            decision_question="Which functions must change to resolve the issue?",
+        ),
+        evidence=tuple(hit_items + test_items + skeletons),
+    )
+    if localization == "oracle" and gold_edited:
+        target = gold_edited[0]
+    else:
+        target = hits[0]["key"] if hits else None
+    reaching = []
+    if target:
+        reaching = recon_connection.execute(
+            sql_statement("recon/tests_reaching"), {"entity_key": target}
+        ).scalars().all()
+    edit_evidence = list(hit_items)
+    if target:
+        edit_evidence.insert(0, EvidenceInput(
+            source="05", kind="fault_entity", entity=target,
+            provenance=f"05: {localization} localization"))
+    edit_evidence += [EvidenceInput(source="03", kind="source_code", entity=key,
+                                    provenance="03: a test that calls the target")
+                      for key in sorted(set(reaching) | set(tests))]
+    edit = DecisionRequest(
+        run_id=run_for_arm, instance_id=instance.instance_id, seq=2, decision_type="edit",
+        task=instance.problem_statement,
+        plan_node=PlanNode(
+            node_id="edit", obligation=f"Change {target or 'the localized code'} to resolve the issue",
+            target_entity=target, required_validation=instance.fail_to_pass,
+            acceptance_criteria=(criterion, instance.problem_statement.strip().splitlines()[0][:300]),
+            decision_question="What change to the target makes the failing tests pass?",
+        ),
+        evidence=tuple(edit_evidence),
+        derive_impact=True,
+    )
+    return [localize, edit]

@@ -1,0 +1,101 @@
+"""SWE-bench-format instance lines, checked field by field (one error per bad line)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "patch",
+                   "test_patch", "FAIL_TO_PASS")
+
+
+class InstanceError(ValueError):
+    """A bad instance line; the message names the file, the line and the field."""
+
+
+@dataclass(frozen=True)
+class Instance:
+    instance_id: str
+    repo: str
+    base_commit: str
+    problem_statement: str
+    patch: str
+    test_patch: str
+    fail_to_pass: tuple[str, ...]
+    repo_path: Path | None
+    repo_git: Path | None
+    line_no: int
+
+
+def _field_error(source: str, line_no: int, field_name: str, expected: str) -> InstanceError:
+    return InstanceError(f"{source} line {line_no}: field {field_name!r}: expected {expected}")
+
+
+def parse_instance(data, source: str, line_no: int, base_dir: Path) -> Instance:
+    if not isinstance(data, dict):
+        raise InstanceError(f"{source} line {line_no}: expected a JSON object")
+    for name in REQUIRED_FIELDS:
+        if name not in data:
+            raise _field_error(source, line_no, name, "a value (the field is missing)")
+    for name in ("instance_id", "repo", "base_commit", "problem_statement"):
+        if not isinstance(data[name], str) or not data[name].strip():
+            raise _field_error(source, line_no, name, "a non-empty string")
+    for name in ("patch", "test_patch"):
+        if not isinstance(data[name], str):
+            raise _field_error(source, line_no, name, "a unified diff as a string")
+    fail_to_pass = data["FAIL_TO_PASS"]
+    if isinstance(fail_to_pass, str):  # SWE-bench stores it JSON-encoded
+        try:
+            fail_to_pass = json.loads(fail_to_pass)
+        except json.JSONDecodeError:
+            raise _field_error(source, line_no, "FAIL_TO_PASS", "a list of test ids") from None
+    if not isinstance(fail_to_pass, list) or not all(isinstance(t, str) for t in fail_to_pass):
+        raise _field_error(source, line_no, "FAIL_TO_PASS", "a list of test ids")
+    repo_path = data.get("repo_path")
+    repo_git = data.get("repo_git")
+    if (repo_path is None) == (repo_git is None):
+        raise _field_error(source, line_no, "repo_path",
+                           "exactly one of repo_path (a tree at the base commit) or repo_git")
+    resolved_path = resolved_git = None
+    if repo_path is not None:
+        resolved_path = (base_dir / repo_path).resolve()
+        if not resolved_path.is_dir():
+            raise _field_error(source, line_no, "repo_path", f"a directory ({resolved_path})")
+    else:
+        resolved_git = (base_dir / repo_git).resolve()
+        if not (resolved_git / ".git").exists() and not (resolved_git / "HEAD").exists():
+            raise _field_error(source, line_no, "repo_git", f"a git directory ({resolved_git})")
+    return Instance(
+        data["instance_id"], data["repo"], data["base_commit"], data["problem_statement"],
+        data["patch"], data["test_patch"], tuple(fail_to_pass), resolved_path, resolved_git,
+        line_no,
+    )
+
+
+def load_instances(path: str | os.PathLike) -> tuple[list[Instance], list[str]]:
+    """Instances of a JSONL file, and one clear error per bad line (the others still run)."""
+    path = Path(path)
+    instances, errors, seen = [], [], set()
+    with path.open(encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                errors.append(f"{path} line {line_no}: not valid JSON ({exc.msg})")
+                continue
+            try:
+                instance = parse_instance(data, str(path), line_no, path.parent)
+            except InstanceError as exc:
+                errors.append(str(exc))
+                continue
+            if instance.instance_id in seen:
+                errors.append(f"{path} line {line_no}: field 'instance_id': "
+                              f"{instance.instance_id!r} appears twice")
+                continue
+            seen.add(instance.instance_id)
+            instances.append(instance)
+    return instances, errors

@@ -1,0 +1,159 @@
+"""The package's shape: no import cycle between ctxdb modules.
+
+The graph is read from the source with ``ast``, so an import inside a function (a
+"lazy" import) counts like one at the top: it only hides a cycle until the function
+runs. Imports under ``if TYPE_CHECKING:`` never run and are left out.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = "ctxdb"
+PACKAGE_DIR = Path(__file__).resolve().parent.parent / PACKAGE
+
+
+def module_name(path: Path, package_dir: Path) -> str:
+    parts = path.relative_to(package_dir.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def all_modules(package_dir: Path) -> dict[str, Path]:
+    return {module_name(p, package_dir): p for p in sorted(package_dir.rglob("*.py"))}
+
+
+def _is_type_checking_block(node: ast.AST) -> bool:
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_nodes(tree: ast.AST):
+    """Every Import/ImportFrom, at any depth, outside ``if TYPE_CHECKING:`` blocks."""
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        for child in ast.iter_child_nodes(node):
+            if _is_type_checking_block(child):
+                pending.extend(child.orelse)  # the else branch does run
+            else:
+                pending.append(child)
+
+
+def _ancestors(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:n]) for n in range(1, len(parts))]
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The ctxdb modules that importing ``name`` runs, directly.
+
+    Importing ``a.b.c`` also runs the packages ``a`` and ``a.b``; those count unless
+    the importer is inside them (then they are already being initialised). The root
+    package is always already initialised, so it never counts.
+    """
+    is_package = path.name == "__init__.py"
+    package = name if is_package else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in _import_nodes(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+            continue
+        if node.level:
+            base_parts = package.split(".")
+            base_parts = base_parts[: len(base_parts) - (node.level - 1)]
+            base = ".".join(base_parts + ([node.module] if node.module else []))
+        else:
+            base = node.module or ""
+        targets.add(base)
+        # `from pkg import mod` imports the submodule pkg.mod
+        targets.update(f"{base}.{alias.name}" for alias in node.names
+                       if f"{base}.{alias.name}" in modules)
+    own_packages = set(_ancestors(name)) | ({name} if is_package else set())
+    runs: set[str] = set()
+    for target in targets:
+        if target not in modules:
+            continue  # the standard library or a third-party package
+        for module in _ancestors(target) + [target]:
+            if module != PACKAGE and module not in own_packages and module != name:
+                runs.add(module)
+    return runs
+
+
+def import_graph(package_dir: Path = PACKAGE_DIR) -> dict[str, set[str]]:
+    modules = all_modules(package_dir)
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(graph[node]):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(frozenset(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _describe(component: frozenset[str], graph: dict[str, set[str]]) -> str:
+    edges = sorted(f"{a} -> {b}" for a in component for b in graph[a] if b in component)
+    return "{" + ", ".join(sorted(component)) + "}: " + "; ".join(edges)
+
+
+def test_no_import_cycle_between_ctxdb_modules():
+    graph = import_graph()
+    found = cycles(graph)
+    assert not found, "import cycles between ctxdb modules:\n" + "\n".join(
+        _describe(c, graph) for c in found)
+
+
+def test_the_graph_sees_lazy_relative_and_package_imports(tmp_path):
+    # The reader of the graph, on a package of its own: a cycle closed only by an
+    # import inside a function, through a package __init__, is still found.
+    root = tmp_path / PACKAGE
+    (root / "sub").mkdir(parents=True)
+    (root / "__init__.py").write_text("from .a import A\n")
+    (root / "a.py").write_text("from .sub.leaf import LEAF\nA = 1\n")
+    (root / "sub" / "__init__.py").write_text("from . import heavy\n")
+    (root / "sub" / "leaf.py").write_text("LEAF = 1\n")
+    (root / "sub" / "heavy.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from ..b import B\n"
+        "def later():\n    from .. import a\n    return a\n")
+    (root / "b.py").write_text("B = 1\n")
+    graph = import_graph(root)
+    assert graph[f"{PACKAGE}.a"] == {f"{PACKAGE}.sub", f"{PACKAGE}.sub.leaf"}
+    assert graph[f"{PACKAGE}.sub"] == {f"{PACKAGE}.sub.heavy"}
+    assert graph[f"{PACKAGE}.sub.heavy"] == {f"{PACKAGE}.a"}  # TYPE_CHECKING left out
+    assert cycles(graph) == [frozenset({f"{PACKAGE}.a", f"{PACKAGE}.sub", f"{PACKAGE}.sub.heavy"})]
