@@ -93,7 +93,8 @@ def test_good_ranking_admits_at_threshold(store_url):
     assert list(prompt) == ["current_obligation", "decision_question", "residue"]
     assert [r["id"] for r in prompt["residue"]] == ids
     assert all(set(r) == {"id", "kind", "signature"} for r in prompt["residue"])
-    assert prompt["residue"][0]["signature"] == "def apply_discount_0(cart, tax):"
+    assert prompt["residue"][0]["signature"] == (
+        "shop/extra.py::apply_discount_0\ndef apply_discount_0(cart, tax):")
     assert SECRET not in json.dumps(body)  # signatures only, never bodies
     assert verdicts[0][0] == "in_window" and verdicts[1][0] == "in_window"
     assert verdicts[2] == ("rejected", "rank: score 0.20 < 0.5")
@@ -165,6 +166,7 @@ def test_residue_over_32_folds_without_a_call(store_url):
     # no recon: nothing is a direct neighbour of an obligation link, so each is folded
     # into its nearest bucket and dropped there
     assert {v for v, _ in verdicts} == {"folded"}
+    assert "residue_folded_over_32" in ctx.flags
     assert all(d.startswith("residue > 32: link 1 (target_entity") for _, d in verdicts)
     # the bucket each names is the one the stored nearness rows give
     assert [d.split(", not a direct")[0] for _, d in verdicts] == [
@@ -178,12 +180,19 @@ def test_empty_residue_makes_no_call(store_url):
     assert server.requests == [] and ctx.token_count > 0
 
 
-def test_no_endpoint_rejects_as_unavailable_and_says_so_once(store_url, caplog):
+def test_no_endpoint_folds_the_residue_flags_it_and_says_so_once(store_url, caplog):
+    """§4's deterministic rule stands in for a ranking step that cannot fire: the residue
+    is folded (not rejected as if a call had failed), and the context says so."""
     with _store(store_url) as store, caplog.at_level(logging.WARNING, logger="ctxdb.pipeline.rank"):
         first = store.construct(residue_request(2, run_id="offline-run"))
         store.construct(residue_request(2, run_id="offline-run"))
         verdicts = _verdicts(store, first.decision_id, _residue_ids(2))
-    assert verdicts == [("rejected", "ranker_unavailable")] * 2
+        calls = _rows(store, "SELECT COUNT(*) FROM rank_call WHERE decision_id = :d",
+                      d=first.decision_id)
+    assert "residue_folded_no_ranker" in first.flags and calls == [(0,)]
+    # no recon here: no residue item is a recon neighbour of its bucket, so each is folded
+    assert [v for v, _ in verdicts] == ["folded"] * 2
+    assert all(d.startswith("no ranker: link 1 (target_entity") for _, d in verdicts)
     warnings = [r for r in caplog.records if "offline-run" in r.getMessage()]
     assert len(warnings) == 1
 
@@ -216,7 +225,7 @@ def test_cli_summary_and_why_show_the_call(tmp_path, capsys, monkeypatch):
     assert "rank      admitted             rank: score 0.75 >= 0.5" in capsys.readouterr().out
     monkeypatch.delenv("CTXDB_RANK_BASE_URL")
     assert main(["construct", str(request_file), "--db", db, "--summary"]) == 0
-    assert "ranking: no call — residue rejected 2" in capsys.readouterr().out
+    assert "ranking: no call — residue folded 2" in capsys.readouterr().out
 
 
 def test_the_write_lock_is_free_while_the_call_is_in_flight(tmp_path):

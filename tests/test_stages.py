@@ -401,3 +401,25 @@ def test_nearness_names_the_lowest_numbered_link_of_its_anchor():
     caller = _item(4, "retrieved_hit", entity="a.py::caller")
     near = compute_nearness(_decision().request, [caller], links, Recon())
     assert (near["E4"].recon_hops, near["E4"].nearest_link_no) == (1, 1)
+
+
+def test_the_residue_is_shown_to_the_ranker_under_its_entity_key():
+    """Two `def raw_amount(self, …)` of two classes must read apart in the prompt."""
+    from ctxdb.pipeline.rank import residue_candidates
+
+    pool = [_item(1, "retrieved_hit", entity="d.py::Fixed.raw_amount",
+                  content="def raw_amount(self, subtotal):\n    return self.value\n"),
+            _item(2, "retrieved_hit", entity="d.py::Percent.raw_amount",
+                  content="def raw_amount(self, subtotal):\n    return subtotal * self.rate\n")]
+    shown = residue_candidates(_decision(pool=pool, residue=["E1", "E2"]))
+    assert [c.signature for c in shown] == [
+        "d.py::Fixed.raw_amount\ndef raw_amount(self, subtotal):",
+        "d.py::Percent.raw_amount\ndef raw_amount(self, subtotal):"]
+
+
+def test_private_identifiers_in_the_obligation_are_named_identifiers():
+    from ctxdb.pipeline.gate_inputs import _CODE_NAME
+
+    named = set(_CODE_NAME.findall(
+        "Make _make_repr quote keys; Model._cache and __init__ stay; call fit() once"))
+    assert {"_make_repr", "Model._cache", "__init__", "fit"} <= named

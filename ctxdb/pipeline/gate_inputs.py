@@ -54,9 +54,11 @@ GIVEN_EDGE_ORIGIN, DERIVED_EDGE_ORIGIN = "06", "recon"  # impact_edge.origin
 # `File "path", line N, in name` (Python) and `path:N: in name` (pytest --tb=short)
 _PY_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
 _PYTEST_FRAME = re.compile(r"^(?P<path>[\w./-]+\.py):(?P<line>\d+):", re.MULTILINE)
-# identifiers that look like code: dotted, snake_case, CamelCase, or called
+# identifiers that look like code: dotted, snake_case, CamelCase, private (`_make_repr`),
+# or called
 _CODE_NAME = re.compile(
-    r"\b(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*\b|\b[a-z]\w*_\w+\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b|\b\w+(?=\()"
+    r"\b(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*\b|\b[a-z]\w*_\w+\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b"
+    r"|(?<![\w.])_+[A-Za-z]\w*\b|\b\w+(?=\()"
 )
 DIGEST_KEY_SUFFIX = "#impact"
 

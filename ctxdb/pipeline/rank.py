@@ -32,6 +32,12 @@ from .state import RANK_OK, Candidate, Decision, RankOutcome, RankScore
 from .vocabulary import FOLD, FOLDED, RANK, RANK_ADMITTED, REJECTED
 
 STAGE = RANK
+# The fold rule admits an item this many recon edges from its bucket's symbol at most:
+# a direct neighbour (a caller, a callee, a test of it, a subclass).
+FOLD_MAX_RECON_HOPS = 1
+# context flags: the residue went through the fold rule, and why
+FOLDED_OVER_CAP = "residue_folded_over_32"
+FOLDED_NO_RANKER = "residue_folded_no_ranker"
 
 log = logging.getLogger(__name__)
 
@@ -208,23 +214,33 @@ def announce_unavailable(store_url: str, run_id: str) -> None:
         _announced_unavailable.add((store_url, run_id))
         log.warning(
             "ctxdb: no ranking endpoint configured (CTXDB_RANK_BASE_URL / [rank].base_url): "
-            "run %s rejects the gate's residue with reason ranker_unavailable", run_id
+            "run %s folds the gate's residue instead (flag %s)", run_id, FOLDED_NO_RANKER
         )
 
 
 def residue_candidates(decision: Decision) -> list[ResidueCandidate]:
-    """The gate's residue as the ranking prompt shows it: id, kind, signature."""
+    """The gate's residue as the ranking prompt shows it: id, kind, signature — the
+    signature under its entity key, so two `def raw_amount(self, …)` of two classes
+    read apart."""
     by_id = decision.by_id
     return [
-        ResidueCandidate(item_id, by_id[item_id].kind,
-                         signature_of(Candidate(item=by_id[item_id], driver="residual")))
+        ResidueCandidate(item_id, by_id[item_id].kind, _named_signature(by_id[item_id]))
         for item_id in decision.residue
     ]
 
 
+def _named_signature(item) -> str:
+    signature = signature_of(Candidate(item=item, driver="residual"))
+    if item.entity_key and item.entity_key not in signature:
+        return f"{item.entity_key}\n{signature}"
+    return signature
+
+
 def resolve_residue(decision: Decision) -> None:
-    """§4: the ranked residue's verdicts; a residue over 32 folded; with no call, the
-    residue rejected. Admitted items join the decision's candidates."""
+    """§4: the ranked residue's verdicts. A residue the step may not rank — over 32, or
+    no endpoint configured — goes through the fold rule, flagged on the context; a call
+    that was made and failed rejects the whole residue. Admitted items join the
+    decision's candidates."""
     ranking, residue, audit = decision.ranking, decision.residue, decision.audit
     if ranking is not None and list(ranking.residue_ids) != residue:
         # A call that happened is always recorded, with what its answer came to mean.
@@ -233,13 +249,17 @@ def resolve_residue(decision: Decision) -> None:
     if not residue:
         return
     if len(residue) > RESIDUE_MAX:
-        decision.candidates += _fold(decision)
+        decision.flags.append(FOLDED_OVER_CAP)
+        decision.candidates += _fold(decision, f"residue > {RESIDUE_MAX}")
+        return
+    if ranking is None and not decision.settings.rank_base_url:
+        decision.flags.append(FOLDED_NO_RANKER)
+        decision.candidates += _fold(decision, "no ranker")
         return
     if ranking is None:
-        reason = ("ranker_unavailable" if not decision.settings.rank_base_url
-                  else "rank_not_called: the residue appeared after the call was prepared")
         for item_id in residue:
-            audit.final(item_id, STAGE, REJECTED, reason)
+            audit.final(item_id, STAGE, REJECTED,
+                        "rank_not_called: the residue appeared after the call was prepared")
         return
     by_id, threshold = decision.by_id, decision.settings.rank_threshold
     for item_id in residue:
@@ -260,25 +280,24 @@ def resolve_residue(decision: Decision) -> None:
             audit.final(item_id, STAGE, REJECTED, reason)
 
 
-def _fold(decision: Decision) -> list[Candidate]:
-    """A residue over 32 is not ranked (§4): each item goes to the obligation bucket it
-    is nearest to, and is admitted under that link's driver only if it is a direct
-    recon neighbour of the linked symbol; otherwise it is folded away, or rejected
-    outright when no bucket is near it."""
+def _fold(decision: Decision, why: str) -> list[Candidate]:
+    """§4's deterministic rule for a residue the step may not rank: each item goes to
+    the obligation bucket (link) it is nearest to, and is admitted under that link's
+    driver — rendered as its role's cheapest form, a signature in the spec's policy —
+    only if it is within FOLD_MAX_RECON_HOPS recon edges of the linked symbol;
+    otherwise it is folded away, or rejected outright when no bucket is near it."""
     audit, links, by_id = decision.audit, decision.links, decision.by_id
     admitted = []
     for item_id in decision.residue:
         near = decision.nearness[item_id]
         if near.nearest_link_no is None:
-            audit.final(item_id, STAGE, REJECTED,
-                        f"residue > {RESIDUE_MAX}: no obligation bucket to fold into")
+            audit.final(item_id, STAGE, REJECTED, f"{why}: no obligation bucket to fold into")
             continue
         link = links[near.nearest_link_no - 1]
         bucket = f"link {near.nearest_link_no} ({link.link_kind} {link.entity_key})"
-        if near.recon_hops == 1:
-            audit.add(item_id, STAGE, "folded_in", f"residue > {RESIDUE_MAX}: {bucket}")
+        if near.recon_hops is not None and near.recon_hops <= FOLD_MAX_RECON_HOPS:
+            audit.add(item_id, STAGE, "folded_in", f"{why}: {bucket}")
             admitted.append(Candidate(item=by_id[item_id], driver=FOLD + link.link_kind))
         else:
-            audit.final(item_id, STAGE, FOLDED,
-                        f"residue > {RESIDUE_MAX}: {bucket}, not a direct neighbour")
+            audit.final(item_id, STAGE, FOLDED, f"{why}: {bucket}, not a direct neighbour")
     return admitted
