@@ -234,6 +234,11 @@ def test_compress_flags_what_cannot_shrink_and_slices_what_can():
     compress(at_the_edit)
     compress(no_insertion_point)
     assert "AST slice: lines 161-162" in target.text and len(target.text.encode()) < 1024
+    # the label names the lines the body shows, not the symbol's whole span
+    assert " · L161-162 · " in target.header() and " · L100-163 · " in whole.header()
+    first, last = related.shown_lines
+    assert f" · L{first}-{last} · " in related.header() and related.text.startswith(
+        f"# … lines {first}-{last} ")
     assert whole.over_compress_target and whole.text == BIG_FUNCTION
     assert related.text.startswith("# … lines ") and len(related.text.encode()) < 1100
     assert [e.action for e in at_the_edit.audit.events] == ["ast_slice", "sliding_window"]

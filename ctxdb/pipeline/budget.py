@@ -102,9 +102,11 @@ class Budgeter:
             window, exact = self._evict_for_exactness(window, exact)
         return window, exact
 
-    def _replace_text(self, candidate, text, rendering, ladder_step, total, verdict_action):
+    def _replace_text(self, candidate, text, rendering, ladder_step, total, verdict_action,
+                      shown_lines=None):
         before_tokens = candidate.tokens
         candidate.text, candidate.rendering = text, rendering
+        candidate.shown_lines = shown_lines  # a signature or pointer labels the whole span
         self._measure_items([candidate])
         after = total - before_tokens + candidate.tokens
         self._log(ladder_step, candidate, total, after)
@@ -184,8 +186,10 @@ class Budgeter:
             start, end = sliding_window(candidate.item.content, self.decision.terms, budget_bytes)
             lines = candidate.item.content.split("\n")  # tree-sitter lines: \n only
             text = "# … cut to fit the budget\n" + "\n".join(lines[start : end + 1])
+            first = candidate.item.start_line
             total = self._replace_text(
-                candidate, text, "truncated", "2d_cut_change_target", total, "cut_to_window"
+                candidate, text, "truncated", "2d_cut_change_target", total, "cut_to_window",
+                shown_lines=(first + start, first + end) if first is not None else None,
             )
         return window, total
 

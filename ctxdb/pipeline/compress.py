@@ -122,6 +122,7 @@ def compress(decision: Decision) -> None:
                 continue
             lines = item.content.split("\n")
             start, end = span[0] - item.start_line, span[1] - item.start_line
+            candidate.shown_lines = span
             candidate.text = (
                 signature_of(candidate)
                 + f"\n    # … AST slice: lines {span[0]}-{span[1]} around the edit at line"
@@ -141,6 +142,7 @@ def compress(decision: Decision) -> None:
         lines = item.content.split("\n")
         first = (item.start_line or 1) + start
         last = (item.start_line or 1) + end
+        candidate.shown_lines = (first, last)
         candidate.text = f"# … lines {first}-{last} (sliding window on the decision's terms)\n" + (
             "\n".join(lines[start : end + 1])
         )

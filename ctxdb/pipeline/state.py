@@ -75,6 +75,7 @@ class Candidate:
     over_compress_target: bool = False  # §3.4: could not go under 1 KB, flagged for (g)
     also_stands_for: list[str] = field(default_factory=list)  # ids deduped into this one
     masked: bool = False  # §3.4 step 4: the text is a pointer, the raw text stays in the store
+    shown_lines: tuple[int, int] | None = None  # file lines of a cut body, for its label
 
     @property
     def item_id(self) -> str:

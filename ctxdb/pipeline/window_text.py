@@ -29,6 +29,7 @@ class Candidate(Protocol):
     text: str
     masked: bool
     also_stands_for: list[str]
+    shown_lines: tuple[int, int] | None
 
     def block_text(self) -> str: ...
 
@@ -56,7 +57,9 @@ def item_header(candidate: Candidate) -> str:
     if item.entity_key:
         parts.append(item.entity_key)
     if item.start_line is not None and is_symbol_key(item.entity_key):
-        parts.append(f"L{item.start_line}-{item.end_line}")
+        # the lines the body shows: a slice or window of a cut item, else its whole span
+        first, last = candidate.shown_lines or (item.start_line, item.end_line)
+        parts.append(f"L{first}-{last}")
     parts.append(candidate.rendering)
     if candidate.also_stands_for:
         parts.append("also " + ", ".join(candidate.also_stands_for))
