@@ -132,3 +132,42 @@ def test_pool_cap_keeps_by_source_priority():
     assert all(i.source == "03" for i in dropped)  # 07 and 06 outrank 03
     assert dropped[-1].item_no == len(pool) - 1  # the latest 03 items go first
     assert dropped[0].events[-1].is_final
+
+
+BIG_CLASS = "class Cart:\n" + "".join(
+    f"    def method_{n}(self):\n        return self.lines[{n}] * {n}  # padding padding\n"
+    for n in range(200)) + "    def total(self):\n        return self.subtotal() * (1 - self.discount)\n"
+BIG_CLASS_LINES = BIG_CLASS.count("\n")
+
+
+def _big_class_request(insertion_line=None):
+    node = {"node_id": "n1", "obligation": "Apply the discount in total",
+            "target_entity": "shopcart/cart.py::Cart"}
+    if insertion_line is not None:
+        node["insertion_point"] = {"path": "shopcart/cart.py", "line": insertion_line}
+    return _request(plan_node=node, live={}, evidence=[
+        {"source": "05", "kind": "fault_entity", "entity": "shopcart/cart.py::Cart",
+         "provenance": "05: localized"}])
+
+
+def _big_class_recon():
+    return FakeRecon({"shopcart/cart.py::Cart": ResolvedEntity(
+        "shopcart/cart.py", 10, 10 + BIG_CLASS_LINES - 1, BIG_CLASS, "class Cart:")})
+
+
+def test_code_over_the_cap_is_cut_around_the_insertion_point_not_its_head():
+    edit_line = 10 + 150 * 2 + 1  # inside method_150
+    item = assemble_pool(_big_class_request(edit_line), _big_class_recon())[1]
+    assert len(item.content.encode("utf-8")) <= CONTENT_MAX_BYTES
+    assert item.original_content == BIG_CLASS and "class Cart:" not in item.content
+    assert "method_150(self)" in item.content and item.start_line < edit_line < item.end_line
+    kept = item.content.split("\n[ctxdb: content cut to lines ")[0].split("\n")
+    assert kept == BIG_CLASS.split("\n")[item.start_line - 10 : item.end_line - 10 + 1]
+    assert f"cut to lines {item.start_line}-{item.end_line} of 10-" in item.content
+    assert item.events[0].action == "content_cut"
+
+
+def test_code_over_the_cap_without_an_insertion_point_keeps_the_lines_it_names():
+    item = assemble_pool(_big_class_request(), _big_class_recon())[1]
+    assert "def total(self):" in item.content and "self.discount" in item.content
+    assert item.end_line == 10 + BIG_CLASS_LINES - 1

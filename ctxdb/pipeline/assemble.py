@@ -15,13 +15,17 @@ from ..entities import EntityRef, parse_entity_key
 from ..recon.reader import ResolvedEntity
 from ..request import DecisionRequest
 from ..spec import CONTENT_MAX_BYTES, POOL_MAX_ITEMS, PROVENANCE_MAX_CHARS, SOURCE_PRIORITY
+from .compress import sliding_window
 from .dedup import fact_key
 from .gate import cap_order
-from .state import AssemblyEvent, PoolItem
+from .state import AssemblyEvent, PoolItem, obligation_terms
 from .vocabulary import ASSEMBLE, REJECTED
 
 STAGE = ASSEMBLE
 UTF8_MAX_BYTES_PER_CHAR = 4
+# Code whose lines are known (a recon span): cut around the edit site, not by its head.
+CODE_KINDS = frozenset({"source_code", "symbol", "retrieved_hit", "fault_entity",
+                        "changed_entity", "config", "downstream_obligation"})
 PROVENANCE_CUT_MARK = "…"
 
 
@@ -45,6 +49,50 @@ def cap_content(text: str) -> tuple[str, bool]:
     keep = CONTENT_MAX_BYTES - len(mark.encode("utf-8"))
     # errors="ignore" drops a multi-byte character split by the cut.
     return data[:keep].decode("utf-8", errors="ignore") + mark, True
+
+
+def cap_code_around(text: str, first_line: int, focus_line: int | None,
+                    decision_terms: frozenset[str]) -> tuple[str, int, int] | None:
+    """Code over CONTENT_MAX_BYTES cut to whole lines around what the decision touches:
+    centred on ``focus_line`` (the insertion point) when it is inside, else the window
+    of lines with the most decision terms (§3.4's sliding window) — never its head.
+    Returns (text with a mark naming the lines, first kept line, last kept line), or
+    None when the text fits. ``first_line`` is the file line ``text`` starts at."""
+    size = len(text.encode("utf-8"))
+    if size <= CONTENT_MAX_BYTES:
+        return None
+    lines = text.split("\n")  # tree-sitter lines: \n only
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line starts no line of its own
+    last_line = first_line + len(lines) - 1
+    # the mark's longest form, so the kept lines plus the mark always fit
+    mark_room = len(_code_cut_mark(last_line, last_line, first_line, last_line, size).encode())
+    budget = CONTENT_MAX_BYTES - mark_room
+    if focus_line is not None and first_line <= focus_line <= last_line:
+        start = end = focus_line - first_line
+        used = len(lines[start].encode("utf-8")) + 1
+        while True:  # grow one line at a time, after then before, while it fits
+            grown = False
+            for step in (end + 1, start - 1):
+                if 0 <= step < len(lines) and not start <= step <= end:
+                    cost = len(lines[step].encode("utf-8")) + 1
+                    if used + cost <= budget:
+                        used += cost
+                        start, end = min(start, step), max(end, step)
+                        grown = True
+            if not grown:
+                break
+    else:
+        start, end = sliding_window("\n".join(lines), decision_terms, budget)
+    kept = "\n".join(lines[start : end + 1])
+    kept = kept.encode("utf-8")[:budget].decode("utf-8", errors="ignore")  # one huge line
+    mark = _code_cut_mark(first_line + start, first_line + end, first_line, last_line, size)
+    return kept + mark, first_line + start, first_line + end
+
+
+def _code_cut_mark(start: int, end: int, first: int, last: int, size: int) -> str:
+    return (f"\n[ctxdb: content cut to lines {start}-{end} of {first}-{last} ({size} bytes)"
+            " around the edit site; the full text is kept in v_evidence_item.original_content]")
 
 
 def cap_provenance(text: str) -> tuple[str, bool]:
@@ -88,6 +136,7 @@ def assemble_pool(request: DecisionRequest, recon: EntityResolver | None) -> lis
     for arrival_no, (source, kind, content, provenance) in enumerate(_live_items(request), 1):
         raw.append((source, kind, content, provenance, None, None, arrival_no))
 
+    decision_terms = obligation_terms(node)
     if recon is not None and hasattr(recon, "prefetch"):
         recon.prefetch(fields[4] for fields in raw)
     pool = []
@@ -97,7 +146,7 @@ def assemble_pool(request: DecisionRequest, recon: EntityResolver | None) -> lis
         item = PoolItem(item_no, source, kind, content or "", provenance, entity_key,
                         score=score, arrival_no=arrival_no)
         _resolve(item, recon, has_content=content is not None)
-        _apply_caps(item)
+        _apply_caps(item, request, decision_terms)
         item.fact_key = fact_key(item.kind, item.entity_key, item.content, item.item_id)
         pool.append(item)
     apply_pool_cap(pool)
@@ -125,7 +174,17 @@ def _resolve(item: PoolItem, recon: EntityResolver | None, *, has_content: bool)
         item.content = resolved.text
 
 
-def _apply_caps(item: PoolItem) -> None:
+def _apply_caps(item: PoolItem, request: DecisionRequest, decision_terms) -> None:
+    if item.kind in CODE_KINDS and item.start_line is not None:
+        point = request.plan_node.insertion_point
+        focus = point.line if point is not None and point.path == item.path else None
+        around = cap_code_around(item.content, item.start_line, focus, decision_terms)
+        if around is not None:
+            item.original_content = item.content
+            item.content, item.start_line, item.end_line = around
+            item.events.append(AssemblyEvent(
+                "content_cut", f"content > {CONTENT_MAX_BYTES} bytes (§3.1 cap)",
+                detail=f"kept lines {item.start_line}-{item.end_line} around the edit site"))
     capped, cut = cap_content(item.content)
     if cut:
         item.original_content, item.content = item.content, capped

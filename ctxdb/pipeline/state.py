@@ -217,6 +217,12 @@ class Decision:
                                    detail=event.detail)
 
 
+def obligation_terms(node) -> frozenset[str]:
+    """The decision's own terms: what the obligation, its question and criteria name."""
+    return terms(" ".join([node.obligation, node.decision_question or "",
+                           *node.acceptance_criteria]))
+
+
 def new_decision(request: DecisionRequest, request_json: str, request_sha256: str,
                  settings: Settings, flags: list[str] | None = None) -> Decision:
     node = request.plan_node
@@ -228,7 +234,6 @@ def new_decision(request: DecisionRequest, request_json: str, request_sha256: st
         validation_tests=frozenset(entity_key_of_test_id(t) for t in node.required_validation),
         insertion_path=point.path if point else None,
         insertion_line=point.line if point else None,
-        terms=terms(" ".join(
-            [node.obligation, node.decision_question or "", *node.acceptance_criteria])),
+        terms=obligation_terms(node),
         window_task=request.task,
     )
