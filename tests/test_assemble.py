@@ -7,6 +7,7 @@ import pytest
 from ctxdb.pipeline.assemble import ResolvedEntity, assemble_pool, cap_content, cap_provenance
 from ctxdb.entities import EntityRef, parse_entity_key
 from ctxdb.request import DecisionRequest
+from ctxdb.config import load_settings
 from ctxdb.spec import CONTENT_MAX_BYTES, POOL_MAX_ITEMS, PROVENANCE_MAX_CHARS
 
 
@@ -171,3 +172,23 @@ def test_code_over_the_cap_without_an_insertion_point_keeps_the_lines_it_names()
     item = assemble_pool(_big_class_request(), _big_class_recon())[1]
     assert "def total(self):" in item.content and "self.discount" in item.content
     assert item.end_line == 10 + BIG_CLASS_LINES - 1
+
+
+def test_later_cuts_count_file_lines_only_not_the_cap_mark():
+    """The 8 KB cut's mark is no file line: a window cut from the cut text stays inside
+    the kept lines (and its terms never pull the window toward the mark)."""
+    from ctxdb.pipeline.compress import compress
+    from ctxdb.pipeline.state import Candidate, new_decision
+
+    request = _big_class_request()
+    item = assemble_pool(request, _big_class_recon())[1]
+    related = Candidate(item=item, driver="rank:admitted", role="related_symbol",
+                        rendering="verbatim", text=item.content)
+    # a decision whose own words are the mark's: only the mark could draw the window
+    words = _request(plan_node={"node_id": "n1", "obligation": "the full original content text"})
+    decision = new_decision(words, words.to_json(), "0" * 64, load_settings())
+    decision.candidates = [related]
+    compress(decision)
+    first, last = related.shown_lines
+    assert item.start_line <= first <= last <= item.end_line
+    assert "[ctxdb: content cut" not in related.text

@@ -19,13 +19,10 @@ from .compress import sliding_window
 from .dedup import fact_key
 from .gate import cap_order
 from .state import AssemblyEvent, PoolItem, obligation_terms
-from .vocabulary import ASSEMBLE, REJECTED
+from .vocabulary import REJECTED, SPAN_CUT_KINDS
+from .window_text import CONTENT_CUT_MARK_START
 
-STAGE = ASSEMBLE
 UTF8_MAX_BYTES_PER_CHAR = 4
-# Code whose lines are known (a recon span): cut around the edit site, not by its head.
-CODE_KINDS = frozenset({"source_code", "symbol", "retrieved_hit", "fault_entity",
-                        "changed_entity", "config", "downstream_obligation"})
 PROVENANCE_CUT_MARK = "…"
 
 
@@ -43,7 +40,7 @@ def cap_content(text: str) -> tuple[str, bool]:
     if len(data) <= CONTENT_MAX_BYTES:
         return text, False
     mark = (
-        f"\n[ctxdb: content cut to {CONTENT_MAX_BYTES} bytes of {len(data)}; "
+        f"{CONTENT_CUT_MARK_START} to {CONTENT_MAX_BYTES} bytes of {len(data)}; "
         "the full text is kept in v_evidence_item.original_content]"
     )
     keep = CONTENT_MAX_BYTES - len(mark.encode("utf-8"))
@@ -65,10 +62,12 @@ def cap_code_around(text: str, first_line: int, focus_line: int | None,
     if len(lines) > 1 and lines[-1] == "":
         lines.pop()  # the newline that ends the last line starts no line of its own
     last_line = first_line + len(lines) - 1
+    around_focus = focus_line is not None and first_line <= focus_line <= last_line
     # the mark's longest form, so the kept lines plus the mark always fit
-    mark_room = len(_code_cut_mark(last_line, last_line, first_line, last_line, size).encode())
+    mark_room = len(_code_cut_mark(last_line, last_line, first_line, last_line, size,
+                                   around_focus).encode())
     budget = CONTENT_MAX_BYTES - mark_room
-    if focus_line is not None and first_line <= focus_line <= last_line:
+    if around_focus:
         start = end = focus_line - first_line
         used = len(lines[start].encode("utf-8")) + 1
         while True:  # grow one line at a time, after then before, while it fits
@@ -86,13 +85,20 @@ def cap_code_around(text: str, first_line: int, focus_line: int | None,
         start, end = sliding_window("\n".join(lines), decision_terms, budget)
     kept = "\n".join(lines[start : end + 1])
     kept = kept.encode("utf-8")[:budget].decode("utf-8", errors="ignore")  # one huge line
-    mark = _code_cut_mark(first_line + start, first_line + end, first_line, last_line, size)
+    mark = _code_cut_mark(first_line + start, first_line + end, first_line, last_line, size,
+                          around_focus)
     return kept + mark, first_line + start, first_line + end
 
 
-def _code_cut_mark(start: int, end: int, first: int, last: int, size: int) -> str:
-    return (f"\n[ctxdb: content cut to lines {start}-{end} of {first}-{last} ({size} bytes)"
-            " around the edit site; the full text is kept in v_evidence_item.original_content]")
+def _code_cut_mark(start: int, end: int, first: int, last: int, size: int,
+                   around_focus: bool) -> str:
+    how = "around the insertion point" if around_focus else "with the most decision terms"
+    return (f"{CONTENT_CUT_MARK_START} to lines {start}-{end} of {first}-{last} ({size} bytes),"
+            f" {how}; the full text is kept in v_evidence_item.original_content]")
+
+
+def _is_span_key(key: str | None) -> bool:
+    return bool(key) and parse_entity_key(key).start_line is not None
 
 
 def cap_provenance(text: str) -> tuple[str, bool]:
@@ -146,7 +152,7 @@ def assemble_pool(request: DecisionRequest, recon: EntityResolver | None) -> lis
         item = PoolItem(item_no, source, kind, content or "", provenance, entity_key,
                         score=score, arrival_no=arrival_no)
         _resolve(item, recon, has_content=content is not None)
-        _apply_caps(item, request, decision_terms)
+        _apply_caps(item, request, decision_terms, from_recon=content is None)
         item.fact_key = fact_key(item.kind, item.entity_key, item.content, item.item_id)
         pool.append(item)
     apply_pool_cap(pool)
@@ -174,8 +180,12 @@ def _resolve(item: PoolItem, recon: EntityResolver | None, *, has_content: bool)
         item.content = resolved.text
 
 
-def _apply_caps(item: PoolItem, request: DecisionRequest, decision_terms) -> None:
-    if item.kind in CODE_KINDS and item.start_line is not None:
+def _apply_caps(item: PoolItem, request: DecisionRequest, decision_terms, *,
+                from_recon: bool) -> None:
+    # Only text read from recon has file lines to cut by; a line-span key keeps its span,
+    # which the gate matches against the linked symbols.
+    if (from_recon and item.kind in SPAN_CUT_KINDS and item.start_line is not None
+            and not _is_span_key(item.entity_key)):
         point = request.plan_node.insertion_point
         focus = point.line if point is not None and point.path == item.path else None
         around = cap_code_around(item.content, item.start_line, focus, decision_terms)
@@ -184,7 +194,7 @@ def _apply_caps(item: PoolItem, request: DecisionRequest, decision_terms) -> Non
             item.content, item.start_line, item.end_line = around
             item.events.append(AssemblyEvent(
                 "content_cut", f"content > {CONTENT_MAX_BYTES} bytes (§3.1 cap)",
-                detail=f"kept lines {item.start_line}-{item.end_line} around the edit site"))
+                detail=f"kept lines {item.start_line}-{item.end_line}"))
     capped, cut = cap_content(item.content)
     if cut:
         item.original_content, item.content = item.content, capped

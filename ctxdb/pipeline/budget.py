@@ -27,7 +27,7 @@ from .compress import sliding_window
 from .render import signature_of
 from .state import STABLE_CORE, TRANSIENT, WORKING_SET, BudgetStep, Candidate, Decision
 from .vocabulary import BUDGET, EVICTED, FAILURE_KINDS, ROLE_STRENGTH
-from .window_text import mask_pointer, task_block, window_text
+from .window_text import mask_pointer, task_block, window_text, without_cut_mark
 
 STAGE = BUDGET
 # A conservative bytes-per-token ratio to size a cut before re-measuring exactly.
@@ -183,8 +183,9 @@ class Budgeter:
             budget_bytes = max(spare_tokens, 0) * BYTES_PER_TOKEN_FLOOR
             if budget_bytes <= 0:
                 continue
-            start, end = sliding_window(candidate.item.content, self.decision.terms, budget_bytes)
-            lines = candidate.item.content.split("\n")  # tree-sitter lines: \n only
+            body = without_cut_mark(candidate.item.content)  # file lines only
+            start, end = sliding_window(body, self.decision.terms, budget_bytes)
+            lines = body.split("\n")  # tree-sitter lines: \n only
             text = "# … cut to fit the budget\n" + "\n".join(lines[start : end + 1])
             first = candidate.item.start_line
             total = self._replace_text(
@@ -242,7 +243,7 @@ class Budgeter:
             if shrinkable:
                 largest = max(shrinkable, key=lambda c: (c.tokens, -c.item.item_no))
                 largest.text = largest.text[: len(largest.text) // 2]
-                largest.rendering = "truncated"
+                largest.rendering, largest.shown_lines = "truncated", None
                 self._measure_items([largest])
             elif window:
                 victim = max(window, key=lambda c: (c.item.kind != "plan_node", c.item.item_no))

@@ -25,6 +25,7 @@ from ..terms import terms
 from .render import signature_of
 from .state import Decision
 from .vocabulary import COMPRESS
+from .window_text import without_cut_mark
 
 STAGE = COMPRESS
 
@@ -106,6 +107,7 @@ def compress(decision: Decision) -> None:
         if before <= COMPRESSED_TARGET_BYTES or candidate.rendering != "verbatim":
             continue
         item = candidate.item
+        body = without_cut_mark(item.content)  # file lines only: the 8 KB cut's mark is not one
         if candidate.role in ("change_target", "insertion_point"):
             span = None
             if (
@@ -114,13 +116,13 @@ def compress(decision: Decision) -> None:
                 and item.start_line is not None
             ):
                 span = ast_slice(
-                    item.content, item.start_line, decision.insertion_line, COMPRESSED_TARGET_BYTES
+                    body, item.start_line, decision.insertion_line, COMPRESSED_TARGET_BYTES
                 )
             if span is None:
                 candidate.over_compress_target = True
                 audit.add(item.item_id, STAGE, "flagged_over_1kb", "the whole change target is needed")
                 continue
-            lines = item.content.split("\n")
+            lines = body.split("\n")
             start, end = span[0] - item.start_line, span[1] - item.start_line
             candidate.shown_lines = span
             candidate.text = (
@@ -138,8 +140,8 @@ def compress(decision: Decision) -> None:
             candidate.over_compress_target = True
             audit.add(item.item_id, STAGE, "flagged_over_1kb", f"{candidate.role}: whole text needed")
             continue
-        start, end = sliding_window(item.content, decision.terms, COMPRESSED_TARGET_BYTES)
-        lines = item.content.split("\n")
+        start, end = sliding_window(body, decision.terms, COMPRESSED_TARGET_BYTES)
+        lines = body.split("\n")
         first = (item.start_line or 1) + start
         last = (item.start_line or 1) + end
         candidate.shown_lines = (first, last)

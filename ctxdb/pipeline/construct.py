@@ -1,6 +1,7 @@
 """One decision, end to end (DESIGN.md "One decision, end to end").
 
-normalise the request → (a) assemble the pool and the gate's inputs, reading recon →
+normalise the request → (a) assemble the pool and the gate's inputs, reading recon
+before the write transaction →
 when a ranking endpoint is configured, find the residue in a rolled-back preview and
 make the ONE call with no transaction open → one write transaction: persist the inputs,
 (b) gate, (L) resolve the residue, cap, (c) render, (d) compress, (e) dedup, (f) order,
@@ -85,7 +86,8 @@ def normalise(request: DecisionRequest | dict | str, settings) -> Decision:
 
 
 def assemble(decision: Decision, recon: ReconReader | None) -> None:
-    """(a) The pool and the gate's inputs; recon read once, before any transaction."""
+    """(a) The pool and the gate's inputs; recon read once, in a read transaction of its
+    own (one snapshot on SQLite), before the write transaction."""
     decision.pool = assemble_pool(decision.request, recon)
     derive_gate_inputs(decision, recon)
     if recon is not None:

@@ -26,21 +26,11 @@ from __future__ import annotations
 import hashlib
 import re
 
-from typing import TYPE_CHECKING
-
-from .vocabulary import DEDUP, DEDUPED, FAILURE_KINDS, ROLE_STRENGTH
-
-if TYPE_CHECKING:  # assembly imports fact_key from here: no runtime import of the state
-    from .state import Candidate, Decision
+from .state import Candidate, Decision
+from .vocabulary import DEDUP, DEDUPED, FAILURE_KINDS, ROLE_STRENGTH, SYMBOL_FACT_KINDS
 
 STAGE = DEDUP
 CONTAINER_ROLES = frozenset({"change_target", "insertion_point", "test_reasoned_over"})
-# the kinds whose fact is the symbol they name (classes 1 and 3)
-SYMBOL_FACT_KINDS = frozenset(
-    {"source_code", "symbol", "retrieved_hit", "fault_entity", "changed_entity", "graph_edge",
-     "downstream_obligation"}
-)
-
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 _TIMING = re.compile(r"\b\d+(?:\.\d+)?\s*(?:s|ms|sec|seconds)\b")
 _SPACE = re.compile(r"\s+")

@@ -37,6 +37,7 @@ from .vocabulary import (
     IMPACT_DIGEST,
     INSERTION_POINT,
     NAMED_IN_CRITERIA,
+    NEAR_TESTED_KINDS,
     TARGET_ENTITY,
     TRACEBACK_FRAME,
     VALIDATION_CALLEE,
@@ -47,9 +48,6 @@ NEAR_MIN_SHARED_TERMS = 2
 NEAR_MAX_RECON_HOPS = 2
 NEAR_CONTENT_CHARS = 400  # how much of an item's text the shared-terms test reads
 MAX_DERIVED_DEPTH = 3
-# the kinds nearness is judged for: code an obligation link could have reached
-NEAR_TESTED_KINDS = frozenset({"source_code", "symbol", "retrieved_hit", "config", "graph_edge",
-                               "downstream_obligation"})
 GIVEN_EDGE_ORIGIN, DERIVED_EDGE_ORIGIN = "06", "recon"  # impact_edge.origin
 # `File "path", line N, in name` (Python) and `path:N: in name` (pytest --tb=short)
 _PY_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')

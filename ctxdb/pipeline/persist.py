@@ -21,14 +21,13 @@ from ..sqlfiles import sql_statement
 from ..tokens import content_sha256
 from .audit import EVENT_COLUMNS
 from .state import Decision
-from .vocabulary import BUDGET, IN_WINDOW, MASKED
+from .vocabulary import BUDGET, IN_WINDOW, MASKED, SPEC_POLICY_SET
 
 _EVIDENCE_COLUMNS = (
     "decision_id", "item_id", "item_no", "source", "kind", "entity_key", "content_sha256",
     "original_sha256", "provenance", "score", "arrival_no", "path", "start_line", "end_line",
     "signature", "in_pool", "fact_key",
 )
-SPEC_POLICY_SET = "spec"  # the representation_policy rows of the spec (§3.3)
 
 # Statements built once: building a Core statement per decision costs more than running it.
 _INSERT_DECISION = insert(models.decision).returning(models.decision.c.decision_id)

@@ -14,8 +14,9 @@ Model output is data: only the admit/reject verdicts it yields reach the window.
 
 The call is made by :func:`rank_residue` before the decision's write transaction
 opens (construct.py), so the store's write lock is never held across it; in the write
-transaction :func:`resolve_residue` turns its answer — or, for a residue the step may not
-rank (over 32), the fold rule — into verdicts, and the call is recorded (persist.py).
+transaction :func:`resolve_residue` turns its answer into verdicts — or, for a residue
+the step may not rank (over 32, or no endpoint configured), applies the fold rule — and
+the call is recorded (persist.py).
 """
 
 from __future__ import annotations
@@ -82,7 +83,10 @@ TOO_MANY_RANKINGS = "too_many_rankings"
 HTTP_ERROR = "http_error"
 TIMEOUT = "timeout"
 CONNECTION_ERROR = "connection_error"
-RESIDUE_CHANGED = "residue_changed"  # the store changed between the preview and the write
+# The residue at write time is not the one ranked: the gate reads only the decision's own
+# rows (the same in preview and write) and the store's policy tables, so only a change of
+# those between the two can do it.
+RESIDUE_CHANGED = "residue_changed"
 
 
 @dataclass(frozen=True)
@@ -250,6 +254,8 @@ def resolve_residue(decision: Decision) -> None:
         return
     if len(residue) > RESIDUE_MAX:
         decision.flags.append(FOLDED_OVER_CAP)
+        if not decision.settings.rank_base_url:
+            decision.flags.append(FOLDED_NO_RANKER)  # it could not have ranked any residue
         decision.candidates += _fold(decision, f"residue > {RESIDUE_MAX}")
         return
     if ranking is None and not decision.settings.rank_base_url:

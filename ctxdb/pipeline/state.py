@@ -2,9 +2,10 @@
 
 ``Decision`` is made from the request (``new_decision``), filled by assembly with the
 pool and the gate's inputs — which stay as they are for the rest of the decision, so a
-preview before the ranking call and the write after it share them — and then, inside
-the write transaction (``begin_write``), by the gate, the ranking step and the stages
-(c)–(g), each taking the candidates the previous one left. ``persist`` writes it.
+preview before the ranking call and the write after it share them — and then, for each
+transaction that writes its rows (``begin_write``: the rolled-back preview, then the
+write), by the gate, the ranking step and the stages (c)–(g), each taking the
+candidates the previous one left. ``persist`` writes it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ..request import DecisionRequest
 from ..spec import BLOCKS, TIERS
 from ..terms import terms
 from .audit import AuditLog
-from .vocabulary import ASSEMBLE
+from .vocabulary import ASSEMBLE, SPEC_POLICY_SET
 from .window_text import decision_ref, item_block, item_header
 
 STABLE_CORE, WORKING_SET, TRANSIENT = TIERS  # §3.7
@@ -166,7 +167,7 @@ class Decision:
     request_json: str  # as given (JSON escapes NUL as \u0000)
     request_sha256: str
     settings: Settings
-    flags: list[str]
+    request_flags: tuple[str, ...]  # what normalising the request found (nul_replaced)
     # What the stages read about the decision itself
     ref: str  # content-addressed name, stable across re-constructions (masking pointers)
     target_entity: str | None
@@ -180,9 +181,10 @@ class Decision:
     edges: list[ImpactEdge] = field(default_factory=list)  # edge_no = position + 1
     nearness: dict[str, Nearness] = field(default_factory=dict)  # item id -> why near
     # Per write (a preview before the ranking call is rolled back and begun again)
+    flags: list[str] = field(default_factory=list)  # the context's flags, request's first
     decision_id: int | None = None
     new_run: bool = False  # this decision started its run
-    policy_set: str = "spec"
+    policy_set: str = SPEC_POLICY_SET
     text_digests: set[str] = field(default_factory=set)  # the evidence_text rows it uses
     audit: AuditLog = field(default_factory=AuditLog)
     # (b) gate and (L) ranking
@@ -203,6 +205,7 @@ class Decision:
     def begin_write(self, decision_id: int, new_run: bool, policy_set: str) -> None:
         """Start the stages afresh for a decision row: the assembly events are its first."""
         self.decision_id, self.new_run, self.policy_set = decision_id, new_run, policy_set
+        self.flags = list(self.request_flags)
         self.audit = AuditLog()
         self.residue, self.priority, self.rank_scores = [], {}, []
         self.candidates, self.budget_steps = [], []
@@ -229,7 +232,8 @@ def new_decision(request: DecisionRequest, request_json: str, request_sha256: st
     point = node.insertion_point
     return Decision(
         request=request, request_json=request_json, request_sha256=request_sha256,
-        settings=settings, flags=list(flags or ()), ref=decision_ref(request_sha256),
+        settings=settings, request_flags=tuple(flags or ()), flags=list(flags or ()),
+        ref=decision_ref(request_sha256),
         target_entity=node.target_entity,
         validation_tests=frozenset(entity_key_of_test_id(t) for t in node.required_validation),
         insertion_path=point.path if point else None,

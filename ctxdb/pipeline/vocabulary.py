@@ -31,7 +31,7 @@ FINAL_VERDICTS = (IN_WINDOW, REJECTED, DEDUPED, MASKED, EVICTED, FOLDED)
 # Drivers: what admitted an item, as prefix + link kind / edge kind
 OBLIGATION = "obligation:"  # a structural link of the current obligation (v_gate_rule)
 IMPACT = "impact:"  # a direct impact edge from the change target (v_gate_rule)
-FOLD = "fold:"  # folded into an obligation bucket (§4's rule for a residue over 32)
+FOLD = "fold:"  # folded into an obligation bucket (§4's rule for a residue the step may not rank)
 RANKED = "rank:"  # admitted by the ranking call's score
 RANK_ADMITTED = RANKED + "admitted"
 BASELINE_DRIVER = "baseline:no_gate"  # the `current` arm admits everything
@@ -75,6 +75,18 @@ TRANSIENT_KINDS = frozenset({"patch", "error", "traceback", "tool_output", "test
 FAILURE_KINDS = frozenset({"error", "traceback", "test_output"})
 REQUIREMENT_KINDS = frozenset({"plan_node", "acceptance_criteria"})
 CHANGE_TARGET_KINDS = frozenset({"fault_entity", "changed_entity"})
+# code whose fact is the symbol it names (dedup, §3.5 classes 1 and 3)
+SYMBOL_FACT_KINDS = frozenset({"source_code", "symbol", "retrieved_hit", "fault_entity",
+                               "changed_entity", "graph_edge", "downstream_obligation"})
+# code an obligation link could have reached: what nearness is judged for (the change
+# targets are linked already)
+NEAR_TESTED_KINDS = frozenset({"source_code", "symbol", "retrieved_hit", "config", "graph_edge",
+                               "downstream_obligation"})
+# code read from recon whose lines are file lines: cut around the edit site at the 8 KB cap
+SPAN_CUT_KINDS = frozenset({"source_code", "symbol", "retrieved_hit", "fault_entity",
+                            "changed_entity", "config", "downstream_obligation"})
+
+SPEC_POLICY_SET = "spec"  # the representation_policy rows of the spec (§3.3)
 
 # The role each driver gives an admitted item (render.derive_role); a driver the gate
 # view can emit that is missing here is a contract failure (tests/test_contract.py).

@@ -20,7 +20,7 @@ class _Item(Protocol):
     end_line: int | None
 
 
-class Candidate(Protocol):
+class WindowItem(Protocol):
     """What the format reads of a window item (``state.Candidate`` has it)."""
 
     item: _Item
@@ -34,6 +34,8 @@ class Candidate(Protocol):
     def block_text(self) -> str: ...
 
 TASK_HEADER = "TASK\n{task}\n\n"
+# How a text cut at the pool's 8 KB cap ends (assemble.py): later cuts leave it out.
+CONTENT_CUT_MARK_START = "\n[ctxdb: content cut"
 HEADER_SEPARATOR = " · "
 
 # A window must be byte-identical for the same request, so what it prints to name its
@@ -46,11 +48,17 @@ def decision_ref(request_sha256: str) -> str:
     return DECISION_REF_PREFIX + request_sha256[:DECISION_REF_HEX_CHARS]
 
 
+def without_cut_mark(text: str) -> str:
+    """A pool text without the mark its 8 KB cut left, so line windows count file lines."""
+    at = text.rfind(CONTENT_CUT_MARK_START)
+    return text[:at] if at >= 0 else text
+
+
 def task_block(task: str) -> str:
     return TASK_HEADER.format(task=task)
 
 
-def item_header(candidate: Candidate) -> str:
+def item_header(candidate: WindowItem) -> str:
     """``[E5] change target · fault_entity · a.py::f · L10-20 · verbatim · also E7``."""
     item = candidate.item
     parts = [candidate.role.replace("_", " "), item.kind]
@@ -66,7 +74,7 @@ def item_header(candidate: Candidate) -> str:
     return f"[{item.item_id}] " + HEADER_SEPARATOR.join(parts)
 
 
-def item_block(candidate: Candidate) -> str:
+def item_block(candidate: WindowItem) -> str:
     """The exact text one item adds to the window (header, body, blank line)."""
     body = candidate.text.rstrip("\n")
     if candidate.masked:
@@ -74,11 +82,11 @@ def item_block(candidate: Candidate) -> str:
     return f"{item_header(candidate)}\n{body}\n\n"
 
 
-def mask_pointer(candidate: Candidate, ref: str) -> str:
+def mask_pointer(candidate: WindowItem, ref: str) -> str:
     """A short pointer that names the item and how to read its raw text back."""
     item = candidate.item
     return f"[{item.item_id} {item.kind} masked — ctxdb show {ref} {item.item_id}]"
 
 
-def window_text(task: str, ordered: list[Candidate]) -> str:
+def window_text(task: str, ordered: list[WindowItem]) -> str:
     return task_block(task) + "".join(c.block_text() for c in ordered)
