@@ -173,6 +173,7 @@ def _cmd_diff(args) -> int:
 def _cmd_ab_run(args) -> int:
     from pathlib import Path
 
+    from .ab.materialize import describe_skipped
     from .ab.runner import AbOptions, run_ab
     from .progress import ProgressBar
     from .db import resolve_url
@@ -195,6 +196,10 @@ def _cmd_ab_run(args) -> int:
     summary = run_ab(resolve_url(args.db), args.instances, options, progress=progress)
     for error in summary.input_errors:
         print(f"skipped: {error}", file=sys.stderr)
+    for result in summary.results:
+        if result.skipped:
+            print(f"materialized {result.instance_id} without "
+                  f"{describe_skipped(result.skipped)}")
     for result in summary.failed:
         print(f"failed: {result.error}", file=sys.stderr)
     done = [r for r in summary.results if not r.error]

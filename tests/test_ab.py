@@ -14,9 +14,11 @@ from sqlalchemy import text
 from ctxdb import ContextStore
 from ctxdb.ab.gold import changed_tests, edited_entities, parse_unified_diff
 from ctxdb.ab.instances import load_instances
+from ctxdb.ab.materialize import SkippedBlob, materialize
 from ctxdb.ab.outcomes import import_outcomes
 from ctxdb.ab.reports import run_report
 from ctxdb.ab.runner import AbOptions, run_ab
+from ctxdb.cli import main
 from ctxdb.db import resolve_url
 from ctxdb.recon import index_repository
 from ctxdb.recon.schema import create_recon_engine
@@ -125,8 +127,7 @@ def test_bad_lines_name_line_and_field(tmp_path):
 def _git_repo(tmp_path) -> tuple[Path, str]:
     repo = tmp_path / "shopcart-git"
     shutil.copytree(SHOPCART, repo)
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
+    env = GIT_ENV
     for command in (["git", "init", "-q"], ["git", "add", "-A"],
                     ["git", "commit", "-qm", "base"]):
         subprocess.run(command, cwd=repo, check=True, env=env)
@@ -137,6 +138,83 @@ def _git_repo(tmp_path) -> tuple[Path, str]:
     base = subprocess.run(["git", "rev-parse", "HEAD~1"], cwd=repo, check=True,
                           capture_output=True, text=True).stdout.strip()
     return repo, base
+
+
+# -- materialisation -------------------------------------------------------------------------------
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
+TINY_TEST_PATCH = """--- a/tests/test_scale.py
++++ b/tests/test_scale.py
+@@ -1,4 +1,8 @@
+ from tiny.scale import double
+ 
+ def test_double():
+     assert double(2) == 4
++
++
++def test_double_negative():
++    assert double(-2) == -4
+"""
+
+
+def _git_repo_without_a_blob(tmp_path) -> tuple[Path, str, str]:
+    """A real repository whose one data file's blob is deleted from .git/objects, as in a
+    snapshot that left out its largest blobs: (repository, commit, the absent blob)."""
+    repo = tmp_path / "tiny"
+    (repo / "tiny" / "data").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "tiny" / "__init__.py").write_text("")
+    (repo / "tiny" / "scale.py").write_text("def double(x):\n    return 2 * x\n")
+    (repo / "tiny" / "data" / "table.dat").write_bytes(b"\x00\x01" * 4096)
+    (repo / "tests" / "test_scale.py").write_text(
+        "from tiny.scale import double\n\ndef test_double():\n    assert double(2) == 4\n")
+    (repo / "run.sh").write_text("#!/bin/sh\n")
+    (repo / "run.sh").chmod(0o755)
+    for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "base"]):
+        subprocess.run(command, cwd=repo, check=True, env=GIT_ENV)
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    commit, blob = git("rev-parse", "HEAD"), git("rev-parse", "HEAD:tiny/data/table.dat")
+    (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # commits leave loose objects
+    return repo, commit, blob
+
+
+def _tiny_instance_line(repo: Path, commit: str) -> dict:
+    return {"instance_id": "tiny__tiny-1", "repo": "tiny/tiny", "base_commit": commit,
+            "problem_statement": "double(-2) should be -4", "patch": "",
+            "test_patch": TINY_TEST_PATCH,
+            "FAIL_TO_PASS": ["tests/test_scale.py::test_double_negative"], "repo_git": str(repo)}
+
+
+def test_materialize_leaves_out_an_absent_blob_and_says_so(tmp_path, capsys):
+    repo, commit, blob = _git_repo_without_a_blob(tmp_path)
+    archive = subprocess.run(["git", "archive", commit], cwd=repo, capture_output=True)
+    assert archive.returncode != 0  # what the runner used to do fails here
+    path = tmp_path / "instances.jsonl"
+    path.write_text(json.dumps(_tiny_instance_line(repo, commit)) + "\n")
+    [instance], errors = load_instances(path)
+    assert errors == []
+
+    made = materialize(instance, tmp_path / "cache")
+    assert made.skipped == (SkippedBlob("tiny/data/table.dat", blob),)
+    assert (made.tree / "tiny" / "scale.py").read_text() == "def double(x):\n    return 2 * x\n"
+    assert not (made.tree / "tiny" / "data" / "table.dat").exists()
+    assert "test_double_negative" in (made.tree / "tests" / "test_scale.py").read_text()
+    assert (made.tree / "run.sh").stat().st_mode & 0o111
+    assert made.recon.exists()
+    assert materialize(instance, tmp_path / "cache") == made  # the cached tree says it too
+
+    db = str(tmp_path / "ab.db")
+    assert main(["ab", "run", str(path), "--db", db, "--workers", "1",
+                 "--cache", str(tmp_path / "cache")]) == 0
+    out = capsys.readouterr().out
+    assert ("materialized tiny__tiny-1 without 1 file(s) whose blob is absent from the git "
+            "directory (size unknown): tiny/data/table.dat") in out
+    assert "ab run: 1 instance(s) done, 4 decisions; 0 failed" in out
 
 
 # -- the runner ------------------------------------------------------------------------------------

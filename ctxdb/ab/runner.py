@@ -19,7 +19,7 @@ from ..store import ContextStore
 from .decisions import LOCALIZATIONS, build_decisions
 from .gold import store_gold_facts
 from .instances import Instance, load_instances
-from .materialize import RECON_FILE, materialize
+from .materialize import SkippedBlob, materialize
 from .variants import DEFAULT, VARIANTS, apply_variant
 
 DEFAULT_CACHE = Path.home() / ".cache" / "ctxdb" / "ab"
@@ -65,6 +65,7 @@ class InstanceResult:
     instance_id: str
     decisions: int = 0
     error: str | None = None
+    skipped: tuple[SkippedBlob, ...] = ()  # files of the commit left out of the tree
 
 
 @dataclass
@@ -81,8 +82,9 @@ def run_instance(db_url: str, instance: Instance, options: AbOptions) -> Instanc
     """Everything for one instance; errors are caught and reported, never raised."""
     result = InstanceResult(instance.instance_id)
     try:
-        home = materialize(instance, Path(options.cache_dir))
-        recon = str(home / RECON_FILE)
+        tree = materialize(instance, Path(options.cache_dir))
+        result.skipped = tree.skipped
+        recon = str(tree.recon)
         with ContextStore.open(db_url, recon=recon) as store:
             engine = create_recon_engine(recon)
             try:
