@@ -3,6 +3,7 @@ hand-computed values — on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -15,11 +16,14 @@ from ctxdb import ContextStore
 from ctxdb.ab.gold import changed_tests, edited_entities, parse_unified_diff
 from ctxdb.ab.instances import load_instances
 from ctxdb.ab.materialize import SkippedBlob, materialize
+from ctxdb.ab.oracle_ranker import OracleRanker
 from ctxdb.ab.outcomes import import_outcomes
-from ctxdb.ab.reports import run_report
+from ctxdb.ab.reports import ORACLE_LEGEND, ab_screen, run_report
 from ctxdb.ab.runner import AbOptions, run_ab
 from ctxdb.cli import main
+from ctxdb.config import load_settings
 from ctxdb.db import resolve_url
+from ctxdb.pipeline.rank import ResidueCandidate, rank_residue
 from ctxdb.recon import index_repository
 from ctxdb.recon.schema import create_recon_engine
 
@@ -229,8 +233,10 @@ def test_ab_run_both_arms_and_a_broken_line(store_url, tmp_path):
     path = tmp_path / "instances.jsonl"
     path.write_text("\n".join([json.dumps(first), '{"instance_id": "broken"}',
                                json.dumps(second)]) + "\n")
+    # an endpoint in the settings must not be called with --ranker none
+    settings = dataclasses.replace(load_settings(), rank_base_url="http://127.0.0.1:9/v1")
     summary = run_ab(resolve_url(store_url), path,
-                     AbOptions(workers=2, cache_dir=tmp_path / "cache"))
+                     AbOptions(workers=2, cache_dir=tmp_path / "cache", settings=settings))
     assert [r.error for r in summary.results] == [None, None]
     assert summary.input_errors == [
         f"{path} line 2: field 'repo': expected a value (the field is missing)"]
@@ -243,7 +249,12 @@ def test_ab_run_both_arms_and_a_broken_line(store_url, tmp_path):
                 "SELECT fact_kind, entity_key FROM gold_fact WHERE instance_id = :i"
                 " ORDER BY fact_no"), {"i": "shopcart__shopcart-1"}).all()
             arms = run_report(connection, "arms")
+            rank_calls = connection.execute(text("SELECT COUNT(*) FROM rank_call")).scalar_one()
+            notes = connection.execute(text("SELECT run_id, note FROM run ORDER BY run_id")).all()
     assert [tuple(r) for r in runs] == [("ab/ctx08/default", 4), ("ab/current/default", 4)]
+    assert rank_calls == 0  # --ranker none: no endpoint, whatever the settings say
+    assert [tuple(n) for n in notes] == [("ab/ctx08/default", "ranker: none"),
+                                         ("ab/current/default", None)]
     assert [tuple(g) for g in gold] == [
         ("edited_entity", TARGET),
         ("test_function", "tests/test_pricing.py::test_percentage_coupon_reduces_the_tax"),
@@ -258,6 +269,85 @@ def test_ab_run_both_arms_and_a_broken_line(store_url, tmp_path):
     # the base commit of the git instance does not hold the later file
     homes = list((tmp_path / "cache").glob("ctxdb-fixtures_shopcart-*"))
     assert homes and not any((h / "tree" / "shopcart" / "later.py").exists() for h in homes)
+
+
+def test_oracle_ranker_through_the_openai_client():
+    residue = [ResidueCandidate("E3", "retrieved_hit", "def f():"),
+               ResidueCandidate("E4", "retrieved_hit", "def g():"),
+               ResidueCandidate("E5", "source_code", "def test_f():")]
+    pool = {"E1": ("plan_node", "a.py::f"), "E3": ("retrieved_hit", "a.py::f"),
+            "E4": ("retrieved_hit", "a.py::g"), "E5": ("source_code", "t.py::test_f")}
+    with OracleRanker() as oracle:
+        settings = dataclasses.replace(load_settings(), rank_base_url=oracle.base_url)
+
+        def rank(candidates):
+            return rank_residue(settings, "Change a.py::f", ("t.py::test_f passes",), None,
+                                candidates)
+
+        assert oracle.base_url.startswith("http://127.0.0.1:")
+        unregistered = rank(residue)
+        oracle.expect(pool, {"a.py::f", "t.py::test_f"})
+        answered = rank(residue)
+        unknown = rank(residue + [ResidueCandidate("E9", "retrieved_hit", "def h():")])
+        other_kind = rank([ResidueCandidate("E4", "symbol", "def g():")])
+    assert answered.status == "ok", answered.error
+    assert answered.scores == {"E3": 1.0, "E4": 0.0, "E5": 1.0}
+    assert oracle.calls_answered == 1
+    for outcome, says in ((unregistered, "no decision registered"),
+                          (unknown, "'E9' is not in the registered pool"),
+                          (other_kind, "E4 is 'symbol' in the request but 'retrieved_hit'")):
+        assert outcome.status == "http_error" and says in outcome.error
+
+
+@pytest.mark.parametrize("ranker", ["", "orcale", "ftp://127.0.0.1/v1", "http://"])
+def test_a_ranker_is_none_oracle_or_an_http_url(ranker):
+    with pytest.raises(ValueError, match="--ranker: expected none, oracle or the http"):
+        AbOptions(ranker=ranker).validate()
+    AbOptions(ranker="http://127.0.0.1:8000/v1").validate()
+
+
+def _fixture_instances(tmp_path) -> Path:
+    path = tmp_path / "instances.jsonl"
+    lines = []
+    for line in INSTANCES.read_text().splitlines():
+        data = json.loads(line)
+        data["repo_path"] = str((INSTANCES.parent / data["repo_path"]).resolve())
+        lines.append(json.dumps(data))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_ab_run_with_the_oracle_ranker(store_url, tmp_path):
+    path = _fixture_instances(tmp_path)
+    url = resolve_url(store_url)
+    summary = run_ab(url, path, AbOptions(workers=2, cache_dir=tmp_path / "cache",
+                                          ranker="oracle"))
+    assert [r.error for r in summary.results] == [None, None]
+    with ContextStore.open(store_url) as store:
+        assert store.verify() == {}
+        with store.engine.connect() as connection:
+            runs = connection.execute(text("SELECT run_id, note FROM run ORDER BY run_id")).all()
+            calls = connection.execute(text(
+                "SELECT c.parse_status, d.run_id FROM rank_call c"
+                " JOIN decision d ON d.decision_id = c.decision_id")).all()
+            scores = connection.execute(text(
+                "SELECT s.relevance_score, s.verdict, e.entity_key,"
+                " CASE WHEN EXISTS (SELECT 1 FROM gold_fact g WHERE g.instance_id = d.instance_id"
+                "                   AND g.entity_key = e.entity_key) THEN 1 ELSE 0 END AS is_gold"
+                " FROM rank_score s JOIN rank_call c ON c.rank_call_id = s.rank_call_id"
+                " JOIN decision d ON d.decision_id = c.decision_id"
+                " JOIN evidence_item e ON e.decision_id = d.decision_id AND e.item_id = s.item_id"
+            )).all()
+            screen = ab_screen(connection)
+    assert [tuple(r) for r in runs] == [("ab/ctx08/default@oracle", "ranker: oracle"),
+                                        ("ab/current/default", None)]
+    assert calls and all(c == ("ok", "ab/ctx08/default@oracle") for c in calls)
+    assert scores and all(s.relevance_score == (1.0 if s.is_gold else 0.0) for s in scores)
+    assert any(s.is_gold and s.verdict == "admit" for s in scores)  # a gold fact was ranked in
+    assert ORACLE_LEGEND in screen and "ab/ctx08/default@oracle  oracle" in screen
+    # the reports group by arm and variant: another ranker's runs need another store
+    with pytest.raises(ValueError, match="already holds run ab/ctx08/default@oracle"):
+        run_ab(url, path, AbOptions(workers=1, cache_dir=tmp_path / "cache"))
 
 
 def test_outcomes_import_reports_bad_lines(store_url, tmp_path):
