@@ -71,12 +71,21 @@ def _safe_name(value: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", value)[:80]
 
 
-def materialize(instance: Instance, cache_dir: Path) -> Materialized:
-    """A cached directory holding the tree (base commit + test patch) and its recon.db."""
+def cache_home(instance: Instance, cache_dir: Path) -> Path:
+    """Where the instance's tree and recon.db are cached (by repository, commit, test patch)."""
     key = hashlib.sha256(
         "\0".join([instance.repo, instance.base_commit, instance.test_patch]).encode()
     ).hexdigest()[:16]
-    home = cache_dir / f"{_safe_name(instance.repo)}-{key}"
+    return cache_dir / f"{_safe_name(instance.repo)}-{key}"
+
+
+def is_cached(instance: Instance, cache_dir: Path) -> bool:
+    return (cache_home(instance, cache_dir) / READY_MARK).exists()
+
+
+def materialize(instance: Instance, cache_dir: Path) -> Materialized:
+    """A cached directory holding the tree (base commit + test patch) and its recon.db."""
+    home = cache_home(instance, cache_dir)
     if (home / READY_MARK).exists():
         return Materialized(home, _read_manifest(home))
     cache_dir.mkdir(parents=True, exist_ok=True)
