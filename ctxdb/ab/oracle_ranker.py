@@ -40,6 +40,7 @@ from ..recon.reader import ReconReader
 ORACLE_MODEL = "ctxdb-oracle"
 GOLD_SCORE, OTHER_SCORE = 1.0, 0.0
 COMPLETIONS_PATH = "/v1/chat/completions"
+SHUTDOWN_POLL_SECONDS = 0.02
 
 
 class OracleRefusal(ValueError):
@@ -134,8 +135,11 @@ class OracleRanker:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True,
-                                        name="ctxdb-oracle-ranker")
+        # shutdown() waits for the serving loop's next poll: a server per instance must
+        # not cost the default half second each
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS},
+                                        daemon=True, name="ctxdb-oracle-ranker")
 
     @property
     def base_url(self) -> str:
