@@ -173,6 +173,7 @@ def _cmd_diff(args) -> int:
 def _cmd_ab_run(args) -> int:
     from pathlib import Path
 
+    from .ab.materialize import describe_skipped
     from .ab.runner import AbOptions, run_ab
     from .progress import ProgressBar
     from .db import resolve_url
@@ -184,6 +185,7 @@ def _cmd_ab_run(args) -> int:
         workers=args.workers,
         cache_dir=Path(args.cache),
         run_prefix=args.run_prefix,
+        ranker=args.ranker,
     )
     bars: list[ProgressBar] = []
 
@@ -195,11 +197,16 @@ def _cmd_ab_run(args) -> int:
     summary = run_ab(resolve_url(args.db), args.instances, options, progress=progress)
     for error in summary.input_errors:
         print(f"skipped: {error}", file=sys.stderr)
+    for result in summary.results:
+        if result.skipped:
+            print(f"materialized {result.instance_id} without "
+                  f"{describe_skipped(result.skipped)}")
     for result in summary.failed:
         print(f"failed: {result.error}", file=sys.stderr)
     done = [r for r in summary.results if not r.error]
     print(f"ab run: {len(done)} instance(s) done, {sum(r.decisions for r in done)} decisions; "
-          f"{len(summary.failed)} failed, {len(summary.input_errors)} bad line(s)")
+          f"{len(summary.failed)} failed, {len(summary.input_errors)} bad line(s); "
+          f"ranker {options.ranker}")
     return EXIT_OK if done or not (summary.failed or summary.input_errors) else EXIT_VIOLATIONS
 
 
@@ -357,6 +364,11 @@ def build_parser() -> argparse.ArgumentParser:
     ab_run.add_argument("--cache", default=str(Path.home() / ".cache" / "ctxdb" / "ab"),
                         help="where materialized trees and their recon indexes are kept")
     ab_run.add_argument("--run-prefix", default="ab", help="run ids are PREFIX/ARM/VARIANT")
+    ab_run.add_argument("--ranker", default="none", metavar="none|oracle|URL",
+                        help="the ranking step's endpoint: none (default; no endpoint, whatever "
+                        "the settings say), oracle (a server on 127.0.0.1 scoring the "
+                        "instance's gold facts 1.0, the others 0.0: an upper bound, labelled "
+                        "in the run ids and reports) or an OpenAI-compatible URL")
     ab_run.set_defaults(func=_cmd_ab_run)
     ab_outcome = ab_commands.add_parser(
         "outcome", help="record harness outcomes from a JSONL file",
@@ -373,7 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(or one self-contained HTML page with --format html).",
     )
     report.add_argument("name", metavar="NAME",
-                        help="ab, arms, precision, gold_recall, tokens, edge_placement, "
+                        help="ab, runs, arms, precision, gold_recall, tokens, edge_placement, "
                         "outcomes, decision_rule, ablation")
     _add_db_option(report)
     report.add_argument("--format", choices=("table", "csv", "json", "html"), default="table",

@@ -3,6 +3,7 @@ hand-computed values — on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -14,10 +15,15 @@ from sqlalchemy import text
 from ctxdb import ContextStore
 from ctxdb.ab.gold import changed_tests, edited_entities, parse_unified_diff
 from ctxdb.ab.instances import load_instances
+from ctxdb.ab.materialize import SkippedBlob, materialize
+from ctxdb.ab.oracle_ranker import OracleRanker
 from ctxdb.ab.outcomes import import_outcomes
-from ctxdb.ab.reports import run_report
+from ctxdb.ab.reports import ORACLE_LEGEND, ab_screen, run_report
 from ctxdb.ab.runner import AbOptions, run_ab
+from ctxdb.cli import main
+from ctxdb.config import load_settings
 from ctxdb.db import resolve_url
+from ctxdb.pipeline.rank import ResidueCandidate, rank_residue
 from ctxdb.recon import index_repository
 from ctxdb.recon.schema import create_recon_engine
 
@@ -125,8 +131,7 @@ def test_bad_lines_name_line_and_field(tmp_path):
 def _git_repo(tmp_path) -> tuple[Path, str]:
     repo = tmp_path / "shopcart-git"
     shutil.copytree(SHOPCART, repo)
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
+    env = GIT_ENV
     for command in (["git", "init", "-q"], ["git", "add", "-A"],
                     ["git", "commit", "-qm", "base"]):
         subprocess.run(command, cwd=repo, check=True, env=env)
@@ -137,6 +142,83 @@ def _git_repo(tmp_path) -> tuple[Path, str]:
     base = subprocess.run(["git", "rev-parse", "HEAD~1"], cwd=repo, check=True,
                           capture_output=True, text=True).stdout.strip()
     return repo, base
+
+
+# -- materialisation -------------------------------------------------------------------------------
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
+TINY_TEST_PATCH = """--- a/tests/test_scale.py
++++ b/tests/test_scale.py
+@@ -1,4 +1,8 @@
+ from tiny.scale import double
+ 
+ def test_double():
+     assert double(2) == 4
++
++
++def test_double_negative():
++    assert double(-2) == -4
+"""
+
+
+def _git_repo_without_a_blob(tmp_path) -> tuple[Path, str, str]:
+    """A real repository whose one data file's blob is deleted from .git/objects, as in a
+    snapshot that left out its largest blobs: (repository, commit, the absent blob)."""
+    repo = tmp_path / "tiny"
+    (repo / "tiny" / "data").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "tiny" / "__init__.py").write_text("")
+    (repo / "tiny" / "scale.py").write_text("def double(x):\n    return 2 * x\n")
+    (repo / "tiny" / "data" / "table.dat").write_bytes(b"\x00\x01" * 4096)
+    (repo / "tests" / "test_scale.py").write_text(
+        "from tiny.scale import double\n\ndef test_double():\n    assert double(2) == 4\n")
+    (repo / "run.sh").write_text("#!/bin/sh\n")
+    (repo / "run.sh").chmod(0o755)
+    for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "base"]):
+        subprocess.run(command, cwd=repo, check=True, env=GIT_ENV)
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    commit, blob = git("rev-parse", "HEAD"), git("rev-parse", "HEAD:tiny/data/table.dat")
+    (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # commits leave loose objects
+    return repo, commit, blob
+
+
+def _tiny_instance_line(repo: Path, commit: str) -> dict:
+    return {"instance_id": "tiny__tiny-1", "repo": "tiny/tiny", "base_commit": commit,
+            "problem_statement": "double(-2) should be -4", "patch": "",
+            "test_patch": TINY_TEST_PATCH,
+            "FAIL_TO_PASS": ["tests/test_scale.py::test_double_negative"], "repo_git": str(repo)}
+
+
+def test_materialize_leaves_out_an_absent_blob_and_says_so(tmp_path, capsys):
+    repo, commit, blob = _git_repo_without_a_blob(tmp_path)
+    archive = subprocess.run(["git", "archive", commit], cwd=repo, capture_output=True)
+    assert archive.returncode != 0  # what the runner used to do fails here
+    path = tmp_path / "instances.jsonl"
+    path.write_text(json.dumps(_tiny_instance_line(repo, commit)) + "\n")
+    [instance], errors = load_instances(path)
+    assert errors == []
+
+    made = materialize(instance, tmp_path / "cache")
+    assert made.skipped == (SkippedBlob("tiny/data/table.dat", blob),)
+    assert (made.tree / "tiny" / "scale.py").read_text() == "def double(x):\n    return 2 * x\n"
+    assert not (made.tree / "tiny" / "data" / "table.dat").exists()
+    assert "test_double_negative" in (made.tree / "tests" / "test_scale.py").read_text()
+    assert (made.tree / "run.sh").stat().st_mode & 0o111
+    assert made.recon.exists()
+    assert materialize(instance, tmp_path / "cache") == made  # the cached tree says it too
+
+    db = str(tmp_path / "ab.db")
+    assert main(["ab", "run", str(path), "--db", db, "--workers", "1",
+                 "--cache", str(tmp_path / "cache")]) == 0
+    out = capsys.readouterr().out
+    assert ("materialized tiny__tiny-1 without 1 file(s) whose blob is absent from the git "
+            "directory (size unknown): tiny/data/table.dat") in out
+    assert "ab run: 1 instance(s) done, 4 decisions; 0 failed" in out
 
 
 # -- the runner ------------------------------------------------------------------------------------
@@ -151,8 +233,10 @@ def test_ab_run_both_arms_and_a_broken_line(store_url, tmp_path):
     path = tmp_path / "instances.jsonl"
     path.write_text("\n".join([json.dumps(first), '{"instance_id": "broken"}',
                                json.dumps(second)]) + "\n")
+    # an endpoint in the settings must not be called with --ranker none
+    settings = dataclasses.replace(load_settings(), rank_base_url="http://127.0.0.1:9/v1")
     summary = run_ab(resolve_url(store_url), path,
-                     AbOptions(workers=2, cache_dir=tmp_path / "cache"))
+                     AbOptions(workers=2, cache_dir=tmp_path / "cache", settings=settings))
     assert [r.error for r in summary.results] == [None, None]
     assert summary.input_errors == [
         f"{path} line 2: field 'repo': expected a value (the field is missing)"]
@@ -165,7 +249,12 @@ def test_ab_run_both_arms_and_a_broken_line(store_url, tmp_path):
                 "SELECT fact_kind, entity_key FROM gold_fact WHERE instance_id = :i"
                 " ORDER BY fact_no"), {"i": "shopcart__shopcart-1"}).all()
             arms = run_report(connection, "arms")
+            rank_calls = connection.execute(text("SELECT COUNT(*) FROM rank_call")).scalar_one()
+            notes = connection.execute(text("SELECT run_id, note FROM run ORDER BY run_id")).all()
     assert [tuple(r) for r in runs] == [("ab/ctx08/default", 4), ("ab/current/default", 4)]
+    assert rank_calls == 0  # --ranker none: no endpoint, whatever the settings say
+    assert [tuple(n) for n in notes] == [("ab/ctx08/default", "ranker: none"),
+                                         ("ab/current/default", None)]
     assert [tuple(g) for g in gold] == [
         ("edited_entity", TARGET),
         ("test_function", "tests/test_pricing.py::test_percentage_coupon_reduces_the_tax"),
@@ -180,6 +269,85 @@ def test_ab_run_both_arms_and_a_broken_line(store_url, tmp_path):
     # the base commit of the git instance does not hold the later file
     homes = list((tmp_path / "cache").glob("ctxdb-fixtures_shopcart-*"))
     assert homes and not any((h / "tree" / "shopcart" / "later.py").exists() for h in homes)
+
+
+def test_oracle_ranker_through_the_openai_client():
+    residue = [ResidueCandidate("E3", "retrieved_hit", "def f():"),
+               ResidueCandidate("E4", "retrieved_hit", "def g():"),
+               ResidueCandidate("E5", "source_code", "def test_f():")]
+    pool = {"E1": ("plan_node", "a.py::f"), "E3": ("retrieved_hit", "a.py::f"),
+            "E4": ("retrieved_hit", "a.py::g"), "E5": ("source_code", "t.py::test_f")}
+    with OracleRanker() as oracle:
+        settings = dataclasses.replace(load_settings(), rank_base_url=oracle.base_url)
+
+        def rank(candidates):
+            return rank_residue(settings, "Change a.py::f", ("t.py::test_f passes",), None,
+                                candidates)
+
+        assert oracle.base_url.startswith("http://127.0.0.1:")
+        unregistered = rank(residue)
+        oracle.expect(pool, {"a.py::f", "t.py::test_f"})
+        answered = rank(residue)
+        unknown = rank(residue + [ResidueCandidate("E9", "retrieved_hit", "def h():")])
+        other_kind = rank([ResidueCandidate("E4", "symbol", "def g():")])
+    assert answered.status == "ok", answered.error
+    assert answered.scores == {"E3": 1.0, "E4": 0.0, "E5": 1.0}
+    assert oracle.calls_answered == 1
+    for outcome, says in ((unregistered, "no decision registered"),
+                          (unknown, "'E9' is not in the registered pool"),
+                          (other_kind, "E4 is 'symbol' in the request but 'retrieved_hit'")):
+        assert outcome.status == "http_error" and says in outcome.error
+
+
+@pytest.mark.parametrize("ranker", ["", "orcale", "ftp://127.0.0.1/v1", "http://"])
+def test_a_ranker_is_none_oracle_or_an_http_url(ranker):
+    with pytest.raises(ValueError, match="--ranker: expected none, oracle or the http"):
+        AbOptions(ranker=ranker).validate()
+    AbOptions(ranker="http://127.0.0.1:8000/v1").validate()
+
+
+def _fixture_instances(tmp_path) -> Path:
+    path = tmp_path / "instances.jsonl"
+    lines = []
+    for line in INSTANCES.read_text().splitlines():
+        data = json.loads(line)
+        data["repo_path"] = str((INSTANCES.parent / data["repo_path"]).resolve())
+        lines.append(json.dumps(data))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_ab_run_with_the_oracle_ranker(store_url, tmp_path):
+    path = _fixture_instances(tmp_path)
+    url = resolve_url(store_url)
+    summary = run_ab(url, path, AbOptions(workers=2, cache_dir=tmp_path / "cache",
+                                          ranker="oracle"))
+    assert [r.error for r in summary.results] == [None, None]
+    with ContextStore.open(store_url) as store:
+        assert store.verify() == {}
+        with store.engine.connect() as connection:
+            runs = connection.execute(text("SELECT run_id, note FROM run ORDER BY run_id")).all()
+            calls = connection.execute(text(
+                "SELECT c.parse_status, d.run_id FROM rank_call c"
+                " JOIN decision d ON d.decision_id = c.decision_id")).all()
+            scores = connection.execute(text(
+                "SELECT s.relevance_score, s.verdict, e.entity_key,"
+                " CASE WHEN EXISTS (SELECT 1 FROM gold_fact g WHERE g.instance_id = d.instance_id"
+                "                   AND g.entity_key = e.entity_key) THEN 1 ELSE 0 END AS is_gold"
+                " FROM rank_score s JOIN rank_call c ON c.rank_call_id = s.rank_call_id"
+                " JOIN decision d ON d.decision_id = c.decision_id"
+                " JOIN evidence_item e ON e.decision_id = d.decision_id AND e.item_id = s.item_id"
+            )).all()
+            screen = ab_screen(connection)
+    assert [tuple(r) for r in runs] == [("ab/ctx08/default@oracle", "ranker: oracle"),
+                                        ("ab/current/default", None)]
+    assert calls and all(c == ("ok", "ab/ctx08/default@oracle") for c in calls)
+    assert scores and all(s.relevance_score == (1.0 if s.is_gold else 0.0) for s in scores)
+    assert any(s.is_gold and s.verdict == "admit" for s in scores)  # a gold fact was ranked in
+    assert ORACLE_LEGEND in screen and "ab/ctx08/default@oracle  oracle" in screen
+    # the reports group by arm and variant: another ranker's runs need another store
+    with pytest.raises(ValueError, match="already holds run ab/ctx08/default@oracle"):
+        run_ab(url, path, AbOptions(workers=1, cache_dir=tmp_path / "cache"))
 
 
 def test_outcomes_import_reports_bad_lines(store_url, tmp_path):

@@ -16,7 +16,13 @@ from ..paths import SQL_DIR
 from ..sqlfiles import sql_statement
 
 REPORTS_DIR = SQL_DIR / "reports"
-AB_SECTIONS = ("arms", "decision_rule", "ablation", "edge_placement", "tokens")
+AB_SECTIONS = ("runs", "arms", "decision_rule", "ablation", "edge_placement", "tokens")
+ORACLE = "oracle"
+ORACLE_LEGEND = (
+    "ranker oracle: each residue candidate scored 1.0 if it is one of the instance's gold "
+    "facts, else 0.0, through the real HTTP path — the upper bound of any ranking model, "
+    "not a model"
+)
 
 
 @dataclass(frozen=True)
@@ -78,31 +84,63 @@ def as_json(report: Report) -> str:
                       indent=2, default=str)
 
 
+def rankers_by_arm(runs: Report) -> dict[tuple[str, str], str]:
+    """(arm, variant) -> the ranker(s) of its runs, from the ``runs`` report."""
+    c = {name: n for n, name in enumerate(runs.columns)}
+    found: dict[tuple[str, str], set[str]] = {}
+    for row in runs.rows:
+        found.setdefault((row[c["arm"]], row[c["variant"]]), set()).add(row[c["ranker"]] or "–")
+    return {key: ", ".join(sorted(names)) for key, names in found.items()}
+
+
+def with_ranker(report: Report, rankers: dict[tuple[str, str], str]) -> Report:
+    """The report with a ``ranker`` column after ``variant`` (rows without an arm column
+    are ctx08's: the ablation compares ctx08 variants)."""
+    v = report.columns.index("variant")
+    a = report.columns.index("arm") if "arm" in report.columns else None
+    rows = [row[:v + 1] + (rankers.get((row[a] if a is not None else "ctx08", row[v])),)
+            + row[v + 1:] for row in report.rows]
+    return Report(report.name, report.header,
+                  report.columns[:v + 1] + ["ranker"] + report.columns[v + 1:], rows)
+
+
+def _oracle_ranked(rankers: dict[tuple[str, str], str]) -> bool:
+    return any(ORACLE in names.split(", ") for names in rankers.values())
+
+
 def ab_screen(connection: Connection) -> str:
     """The whole A/B on one screen: both arms side by side, §7.4 and §7.5 verdicts."""
-    arms = run_report(connection, "arms")
+    runs = run_report(connection, "runs")
+    rankers = rankers_by_arm(runs)
+    arms = with_ranker(run_report(connection, "arms"), rankers)
     rule = run_report(connection, "decision_rule")
-    ablation = run_report(connection, "ablation")
-    edges = run_report(connection, "edge_placement")
-    parts = [
-        "A/B: ctx08 (constructed window) vs current (stuff everything)",
+    ablation = with_ranker(run_report(connection, "ablation"), rankers)
+    edges = with_ranker(run_report(connection, "edge_placement"), rankers)
+    candidate = rankers.get(("ctx08", "default"))
+    parts = ["A/B: ctx08 (constructed window) vs current (stuff everything)"]
+    if _oracle_ranked(rankers):
+        parts.append(ORACLE_LEGEND)
+    parts += [
         "",
-        as_table(arms, ["arm", "variant", "decisions", "precision_items", "precision_tokens",
-                        "gold_recall", "mean_tokens", "max_tokens", "budget_adherence",
-                        "resolve_rate", "tokens_per_solved"]),
+        as_table(runs, ["run_id", "ranker", "decisions", "rank_calls", "rank_calls_ok"]),
         "",
-        "§7.4 decision rule",
+        as_table(arms, ["arm", "variant", "ranker", "decisions", "precision_items",
+                        "precision_tokens", "gold_recall", "mean_tokens", "max_tokens",
+                        "budget_adherence", "resolve_rate", "tokens_per_solved"]),
+        "",
+        "§7.4 decision rule" + (f" (candidate ctx08/default, ranker {candidate})"
+                                if candidate else ""),
         as_table(rule, ["clause_no", "clause", "candidate", "baseline", "verdict"]),
         "",
         "§7.6 placement of critical items (share at the window's edges)",
-        as_table(edges, ["arm", "variant", "critical_items", "critical_at_edges",
+        as_table(edges, ["arm", "variant", "ranker", "critical_items", "critical_at_edges",
                          "edge_critical_outside_middle"]),
     ]
     if ablation.rows:
         parts += ["", "§7.5 ablation (Δ relative to ctx08/default)",
-                  as_table(ablation, ["variant", "d_precision_items", "d_precision_tokens",
-                                      "d_gold_recall", "d_mean_tokens", "d_resolve_rate",
-                                      "verdict"])]
+                  as_table(ablation, ["variant", "ranker", "d_precision_items",
+                                      "d_precision_tokens", "d_gold_recall", "d_mean_tokens",
+                                      "d_resolve_rate", "verdict"])]
     return "\n".join(parts)
 
 
@@ -172,15 +210,18 @@ def single_html(report: Report) -> str:
 
 def ab_html(connection: Connection) -> str:
     """One self-contained page (inline SVG, no scripts, no network) for the A/B."""
-    arms = run_report(connection, "arms")
+    runs = run_report(connection, "runs")
+    rankers = rankers_by_arm(runs)
+    arms = with_ranker(run_report(connection, "arms"), rankers)
     precision = run_report(connection, "precision")
     rule = run_report(connection, "decision_rule")
-    ablation = run_report(connection, "ablation")
-    edges = run_report(connection, "edge_placement")
+    ablation = with_ranker(run_report(connection, "ablation"), rankers)
+    edges = with_ranker(run_report(connection, "edge_placement"), rankers)
     positions = connection.execute(sql_statement("reports_support/critical_positions")).all()
 
     a = {c: i for i, c in enumerate(arms.columns)}
-    labels = [f"{r[a['arm']]}/{r[a['variant']]}" for r in arms.rows]
+    labels = [f"{r[a['arm']]}/{r[a['variant']]}"
+              + (f" ({ORACLE} ranker)" if r[a["ranker"]] == ORACLE else "") for r in arms.rows]
     tokens = [float(r[a["mean_tokens"]] or 0) for r in arms.rows]
     colors = [_PALETTE.get(r[a["arm"]], "#718096") for r in arms.rows]
     p = {c: i for i, c in enumerate(precision.columns)}
@@ -200,6 +241,7 @@ def ab_html(connection: Connection) -> str:
         "<h1>ctxdb A/B report</h1>",
         "<p>ctxdb (constructed window, spec 08) against the “stuff everything” baseline. "
         "Every figure is SQL over the store: <code>sql/reports/</code>.</p>",
+        f"<p><strong>{html.escape(ORACLE_LEGEND)}</strong></p>" if _oracle_ranked(rankers) else "",
         "<h2>Tokens per decision, by arm</h2>",
         _svg_bars("mean tokens per decision", labels, tokens, colors),
         "<h2>Relevance precision against tokens (default variants)</h2>",
@@ -209,6 +251,7 @@ def ab_html(connection: Connection) -> str:
         _svg_scatter("critical item positions", position_points,
                      "relative position in the window (gold facts high, other items low)",
                      "gold fact"),
+        "<h2>Runs and their rankers</h2>", _html_table(runs),
         "<h2>Arms side by side</h2>", _html_table(arms),
         "<h2>§7.4 decision rule</h2>", _html_table(rule),
         "<h2>§7.5 ablation</h2>", _html_table(ablation),

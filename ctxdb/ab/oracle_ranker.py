@@ -1,0 +1,165 @@
+"""The oracle ranker: an instance's gold facts behind the ranking step's real HTTP path.
+
+``ctxdb ab run --ranker oracle`` bounds the ranking step (§4) from above (DESIGN.md,
+"What the window must keep"): an OpenAI-compatible chat-completions server on
+127.0.0.1 that scores each residue candidate 1.0 if its item is one of the instance's
+gold facts — its entity key is a ``gold_fact`` entity key of the instance, exactly —
+and 0.0 otherwise. That is what a perfect ranking model would answer; the call goes
+through the same ``openai`` client, prompt, parse, threshold and ``rank_call`` /
+``rank_score`` rows as a real model's. It is not a model, and the reports say so.
+
+How it knows which candidate is gold: the prompt shows a candidate as ``{id, kind,
+signature}`` only (``pipeline/rank.py`` ``build_request_body``), and the pool's rows
+are not committed when the call is made (it happens before the decision's write
+transaction). Matching on the signature text was rejected: a signature does not name
+its symbol uniquely (two ``def raw_amount(self, ...)`` read alike), and its format is
+the pipeline's to change. Instead, before each decision the runner registers
+(:meth:`OracleRanker.expect`) the decision's pool as the pipeline's own assembly builds
+it from the very request about to be sent (:func:`pool_entities`) — item id → (kind,
+entity key) — with the instance's gold entity keys. Assembly is deterministic, so the
+ids the server is asked about are the registered ones; each candidate's kind is checked
+against the registration too. A candidate not registered, a kind that differs, or a
+call with nothing registered is answered HTTP 409, which the ranking step records as a
+failed call (``parse_status`` ``http_error``) instead of a guess.
+
+One server per instance, started by the worker process running it on a free loopback
+port: no two workers share one, and within a worker decisions are constructed one at
+a time, so the registration a call finds is always its own decision's.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from ..pipeline.construct import assemble, normalise
+from ..recon.reader import ReconReader
+
+ORACLE_MODEL = "ctxdb-oracle"
+GOLD_SCORE, OTHER_SCORE = 1.0, 0.0
+COMPLETIONS_PATH = "/v1/chat/completions"
+SHUTDOWN_POLL_SECONDS = 0.02
+
+
+class OracleRefusal(ValueError):
+    """A ranking request the oracle cannot answer truthfully (answered HTTP 409)."""
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The decision the next ranking call belongs to."""
+
+    items: dict[str, tuple[str, str | None]]  # item id -> (kind, entity key)
+    gold_keys: frozenset[str]
+
+
+def pool_entities(store, request) -> dict[str, tuple[str, str | None]]:
+    """Item id -> (kind, entity key) of the pool ``store.construct(request)`` will build:
+    the pipeline's own normalisation and assembly, over the store's recon."""
+    decision = normalise(request, store.settings)
+    with store.engine.connect() as connection, store.recon_connection(connection) as rc:
+        assemble(decision, ReconReader(rc) if store.recon_available else None)
+    return {item.item_id: (item.kind, item.entity_key) for item in decision.pool}
+
+
+def oracle_scores(body: dict, expected: Expected | None) -> list[dict]:
+    """The rankings for one chat-completions request body, in the residue's order."""
+    if expected is None:
+        raise OracleRefusal("oracle: no decision registered for this call")
+    try:
+        user = next(m["content"] for m in body["messages"] if m.get("role") == "user")
+        residue = json.loads(user)["residue"]
+        if not isinstance(residue, list) or not all(isinstance(c, dict) for c in residue):
+            raise TypeError("residue is not a list of objects")
+    except (KeyError, TypeError, AttributeError, StopIteration, json.JSONDecodeError) as exc:
+        raise OracleRefusal(f"oracle: not a ranking prompt ({type(exc).__name__})") from None
+    rankings = []
+    for candidate in residue:
+        item_id, kind = candidate.get("id"), candidate.get("kind")
+        if item_id not in expected.items:
+            raise OracleRefusal(f"oracle: candidate {item_id!r} is not in the registered pool")
+        registered_kind, entity_key = expected.items[item_id]
+        if kind != registered_kind:
+            raise OracleRefusal(f"oracle: candidate {item_id} is {kind!r} in the request but "
+                                f"{registered_kind!r} in the registered pool")
+        score = GOLD_SCORE if entity_key in expected.gold_keys else OTHER_SCORE
+        rankings.append({"candidate_id": item_id, "relevance_score": score})
+    return rankings
+
+
+def _completion(content: str) -> bytes:
+    return json.dumps({
+        "id": "chatcmpl-ctxdb-oracle", "object": "chat.completion", "created": 0,
+        "model": ORACLE_MODEL,
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": content}}],
+    }).encode("utf-8")
+
+
+class OracleRanker:
+    """The oracle's HTTP server on 127.0.0.1 (a free port), in a thread of this process."""
+
+    def __init__(self) -> None:
+        self._expected: Expected | None = None
+        self._lock = threading.Lock()
+        self.calls_answered = 0
+        oracle = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # the ab run's output is its summary, not an access log
+                pass
+
+            def do_POST(self):
+                if self.path.rstrip("/") != COMPLETIONS_PATH:
+                    self._reply(404, {"error": {"message": f"oracle: no route {self.path}"}})
+                    return
+                try:
+                    body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                    with oracle._lock:
+                        rankings = oracle_scores(body, oracle._expected)
+                        oracle.calls_answered += 1
+                except ValueError as exc:  # a refusal, or a body that is not JSON
+                    self._reply(409, {"error": {"message": str(exc)}})
+                    return
+                self._reply(200, _completion(json.dumps({"rankings": rankings})))
+
+            def _reply(self, status: int, payload) -> None:
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        # shutdown() waits for the serving loop's next poll: a server per instance must
+        # not cost the default half second each
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS},
+                                        daemon=True, name="ctxdb-oracle-ranker")
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def expect(self, items: dict[str, tuple[str, str | None]], gold_keys) -> None:
+        """Register the decision whose ranking call comes next."""
+        with self._lock:
+            self._expected = Expected(dict(items), frozenset(gold_keys))
+
+    def forget(self) -> None:
+        with self._lock:
+            self._expected = None
+
+    def __enter__(self) -> OracleRanker:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
