@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 from sqlalchemy import text
 
@@ -78,9 +79,23 @@ def _dump(engine, tables, read_back=None):
         }
 
 
-def test_there_is_more_than_one_revision():
-    revisions = [s.revision for s in script_directory().walk_revisions()]
-    assert FIRST_REVISION in revisions and len(revisions) >= 2
+def test_the_revisions_form_one_line_from_the_first_to_the_newest_file():
+    """One base, one head, each revision's parent the one before it; the head is the
+    newest file in migrations/versions (numbered names, so the order is the number)."""
+    scripts = script_directory()
+    by_revision = {s.revision: s for s in scripts.walk_revisions()}
+    assert scripts.get_bases() == [FIRST_REVISION]
+    assert scripts.get_heads() == [head_revision()]
+    chain, revision = [], head_revision()
+    while revision is not None:
+        chain.append(revision)
+        parent = by_revision[revision].down_revision
+        assert parent is None or isinstance(parent, str), f"{revision} merges {parent}"
+        revision = parent
+    assert chain[::-1] == sorted(by_revision)  # linear, and every revision on the line
+    files = sorted(p.name for p in (Path(scripts.dir) / "versions").glob("[0-9]*.py"))
+    assert files[-1].startswith(head_revision() + "_")
+    assert [name.split("_", 1)[0] for name in files] == chain[::-1]
 
 
 def test_upgrade_from_first_revision_keeps_every_row(store_url):

@@ -36,7 +36,7 @@ def requests_root(tmp_path_factory):
 def requests_recon(requests_root, tmp_path_factory):
     target = str(tmp_path_factory.mktemp("requests-recon") / "recon.db")
     stats = index_repository(requests_root, target)
-    assert stats.files_parsed == stats.files_seen > 30
+    assert (stats.files_seen, stats.files_parsed, stats.files_flagged) == (34, 34, 0)
     return target
 
 
@@ -81,4 +81,33 @@ def test_tests_edges_reach_the_library(requests_recon):
                 " WHERE e.kind = 'tests' AND d.key LIKE 'src/requests/%'"
             )
         ).scalar()
-    assert n > 50
+    assert n == 508
+    assert _edge(requests_recon, "tests",
+                 "tests/test_requests.py::TestRequests.test_HTTP_200_OK_GET_ALTERNATIVE",
+                 "src/requests/sessions.py::Session.send")
+
+
+# What a real index of requests 2.32.3 holds, exactly: a change of extraction shows here.
+SYMBOLS_BY_KIND = {"class": 85, "function": 174, "method": 493, "module": 34}
+EDGES_BY_KIND = {"calls": 1829, "imports": 453, "inherits": 57, "tests": 703}
+SPANS = {
+    "src/requests/api.py::get": ("function", 62, 73),
+    "src/requests/models.py::PreparedRequest": ("class", 313, 637),
+    "src/requests/sessions.py::Session": ("class", 356, 816),
+    "src/requests/sessions.py::Session.send": ("method", 673, 748),
+}
+
+
+def test_the_index_holds_exactly_what_requests_defines(requests_recon):
+    with open_recon(requests_recon) as conn:
+        symbols = dict(conn.execute(sa.text(
+            "SELECT kind, count(*) FROM recon.symbol GROUP BY kind")).all())
+        edges = dict(conn.execute(sa.text(
+            "SELECT kind, count(*) FROM recon.edge GROUP BY kind")).all())
+        spans = {row.key: (row.kind, row.start_line, row.end_line) for row in conn.execute(
+            sa.text("SELECT key, kind, start_line, end_line FROM recon.symbol"
+                    " WHERE key IN :keys").bindparams(sa.bindparam("keys", expanding=True)),
+            {"keys": sorted(SPANS)})}
+    assert symbols == SYMBOLS_BY_KIND
+    assert edges == EDGES_BY_KIND
+    assert spans == SPANS

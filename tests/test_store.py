@@ -59,19 +59,29 @@ def test_view_tampering_is_reported_and_repaired_on_open(store_url):
         assert store.view_drift() == []
 
 
-def test_models_match_migrations(store_url):
-    """ctxdb.models mirrors head: autogenerate finds nothing to change."""
+def _model_differences(connection) -> list:
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
+    # Every difference counts: views are not tables to autogenerate, and alembic leaves
+    # its own alembic_version out, so a table a migration makes that models.py lacks
+    # shows as a remove_table here.
+    context = MigrationContext.configure(connection, opts={"compare_type": True})
+    return compare_metadata(context, metadata)
+
+
+def test_models_match_migrations(store_url):
+    """ctxdb.models mirrors head: autogenerate finds nothing to change."""
     with ContextStore.open(store_url) as store, store.engine.connect() as connection:
-        context = MigrationContext.configure(connection, opts={"compare_type": True})
-        differences = [
-            d for d in compare_metadata(context, metadata)
-            # views are not in the metadata, and alembic_version is alembic's
-            if not (isinstance(d, tuple) and d[0] == "remove_table")
-        ]
-    assert differences == []
+        assert _model_differences(connection) == []
+
+
+def test_a_table_the_models_lack_is_a_difference(store_url):
+    """The check above can fail: a table in the database but not in models.py shows."""
+    with ContextStore.open(store_url) as store, store.engine.begin() as connection:
+        connection.execute(text("CREATE TABLE made_by_a_migration (x INTEGER)"))
+        differences = _model_differences(connection)
+    assert [(d[0], d[1].name) for d in differences] == [("remove_table", "made_by_a_migration")]
 
 
 def test_sqlite_connection_settings(tmp_path):
@@ -152,3 +162,22 @@ def test_insert_tuples_with_one_column_left():
         with pytest.raises(ValueError, match="every column is sparse"):
             models.insert_tuples(connection, pair, ("b",), [(None,)], sparse=("b",))
     assert back == [(1, None), (2, "x"), (3, None)]
+
+
+def test_a_separate_recon_file_of_a_postgresql_store_is_read_only(pg_url, tmp_path,
+                                                                    fixtures_dir):
+    """A shared PostgreSQL store reading a recon.db file never writes it (nor takes its
+    write lock), as the SQLite store's read-only ATTACH does not."""
+    import sqlalchemy as sa
+
+    from ctxdb.recon import index_repository
+
+    recon = tmp_path / "recon.db"
+    index_repository(fixtures_dir / "repos" / "shopcart", str(recon))
+    before = recon.read_bytes()
+    with ContextStore.open(pg_url, recon=str(recon)) as store:
+        with store.recon_connection(None) as connection:
+            assert connection.execute(text("SELECT count(*) FROM recon.symbol")).scalar() > 0
+            with pytest.raises(sa.exc.OperationalError, match="readonly"):
+                connection.execute(text("DELETE FROM recon.symbol"))
+    assert recon.read_bytes() == before

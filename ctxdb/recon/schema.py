@@ -46,6 +46,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import NullPool
 from sqlalchemy.schema import CreateIndex, CreateTable
 
+from ctxdb.db import read_only_uri
 from ctxdb.recon.extract import PARSER_NAME
 
 # Bump when the tables, the extraction rules or the resolution rules change: an index
@@ -225,11 +226,13 @@ def describe_target(target: str | os.PathLike) -> str:
     return make_url(str(target)).render_as_string(hide_password=True)
 
 
-def create_recon_engine(target: str | os.PathLike) -> Engine:
+def create_recon_engine(target: str | os.PathLike, *, read_only: bool = False) -> Engine:
     """An engine whose connections see the recon tables as schema ``recon``.
 
-    SQLite: an in-memory main database with the recon file ATTACHed as ``recon``.
-    PostgreSQL (or any server URL): the database itself; the tables are in ``recon``.
+    SQLite: an in-memory main database with the recon file ATTACHed as ``recon`` —
+    read-only for a reader (``read_only``: a store's separate recon file), so it never
+    takes the file's write lock. PostgreSQL (or any server URL): the database itself;
+    the tables are in ``recon``.
     """
     path = sqlite_path(target)
     if path is None:
@@ -237,12 +240,13 @@ def create_recon_engine(target: str | os.PathLike) -> Engine:
     path = str(Path(path).absolute())
     # check_same_thread: the indexer hands bulk work to a helper thread (serially)
     engine = sa.create_engine(
-        "sqlite://", poolclass=NullPool, connect_args={"check_same_thread": False}
+        "sqlite://", poolclass=NullPool, connect_args={"check_same_thread": False, "uri": True}
     )
+    attached = read_only_uri(path) if read_only else path
 
     @event.listens_for(engine, "connect")
     def _attach(dbapi_conn, _record):
-        dbapi_conn.execute("ATTACH DATABASE ? AS recon", (path,))
+        dbapi_conn.execute("ATTACH DATABASE ? AS recon", (attached,))
 
     return engine
 
@@ -280,11 +284,6 @@ def index_ddl(dialect: sa.engine.Dialect, *, edges: bool | None = None) -> list[
     if not edges and dialect.name == "postgresql":
         out.extend(_PG_FTS)
     return out
-
-
-def ddl_statements(dialect: sa.engine.Dialect) -> list[str]:
-    """Everything that creates the recon schema, in order."""
-    return table_ddl(dialect) + index_ddl(dialect)
 
 
 def drop_statements(dialect: sa.engine.Dialect) -> list[str]:
