@@ -19,6 +19,7 @@ current failure) is flagged for the budgeter, never silently dropped.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 
 from ..spec import COMPRESSED_TARGET_BYTES
 from ..terms import terms
@@ -75,28 +76,35 @@ def sliding_window(text: str, decision_terms: frozenset[str], budget: int) -> tu
     """0-based (start, end) line indexes of the best contiguous window within ``budget`` bytes.
 
     Score = decision terms present in the window (RepoCoder's token overlap);
-    ties go to the earliest window, so the choice is deterministic.
+    ties go to the earliest window, so the choice is deterministic. One pass: the
+    window's terms are counted as lines enter and leave it (the 8 KB cut runs this on
+    files of thousands of lines).
     """
     lines = text.split("\n")
     line_terms = [terms(line) & decision_terms for line in lines]
     sizes = [_size(line) + 1 for line in lines]
     best, best_score = (0, 0), -1
+    in_window: Counter[str] = Counter()  # the terms of lines [start, end)
     end, used = 0, 0
     for start in range(len(lines)):
         if end < start:
             end, used = start, 0
         while end < len(lines) and used + sizes[end] <= budget:
             used += sizes[end]
+            in_window.update(line_terms[end])
             end += 1
         if end == start:  # a single line over budget: take it alone
-            window = (start, start)
+            window, score = (start, start), len(line_terms[start])
         else:
-            window = (start, end - 1)
-        covered = set().union(*line_terms[window[0] : window[1] + 1]) if lines else set()
-        if len(covered) > best_score:
-            best, best_score = window, len(covered)
+            window, score = (start, end - 1), len(in_window)
+        if score > best_score:
+            best, best_score = window, score
         if end > start:
             used -= sizes[start]
+            in_window.subtract(line_terms[start])
+            for term in line_terms[start]:
+                if in_window[term] <= 0:
+                    del in_window[term]
     return best
 
 
