@@ -2,16 +2,16 @@
 
 A harness constructs many decisions over one repository in one process, so ctxdb keeps,
 per process: what it read of each recon snapshot and source texts by content hash
-(recon/reader.py), text hashes, identifier-term sets, item term sets and parsed entity
-keys, and the token counts it has seen in each store (tokens.py). None of it can go
-stale (see each module). This drops all of it: the state of a fresh process, for
+(recon/reader.py), text hashes, identifier-term sets, item term sets, parsed entity
+keys, the 8 KB cuts of large entities, and the token counts it has seen in each store
+(tokens.py). None of it can go stale (see each module). This drops all of it: the state of a fresh process, for
 benchmarks and tests.
 """
 
 from __future__ import annotations
 
 from . import entities, terms, tokens
-from .pipeline import gate_inputs
+from .pipeline import assemble, gate_inputs
 from .recon import reader
 
 
@@ -20,5 +20,6 @@ def forget_process_caches() -> None:
     tokens.forget_counts_in_process()
     tokens.forget_hashes_in_process()
     terms.forget_terms()
-    for memo in (entities.parse_entity_key, gate_inputs._item_terms):
+    for memo in (entities.parse_entity_key, gate_inputs._item_terms,
+                 assemble._cut_code_around):
         memo.cache_clear()

@@ -9,6 +9,7 @@ the text and logged as an event; the uncut text is kept (``original_content``).
 
 from __future__ import annotations
 
+import functools
 from typing import Protocol
 
 from ..entities import EntityRef, parse_entity_key
@@ -48,8 +49,21 @@ def cap_content(text: str) -> tuple[str, bool]:
     return data[:keep].decode("utf-8", errors="ignore") + mark, True
 
 
+# The same large entities come back decision after decision (their texts are one object
+# from recon's snapshot, so the key hashes once): keep the cuts of the last few.
+CODE_CUTS_REMEMBERED = 256
+
+
 def cap_code_around(text: str, first_line: int, focus_line: int | None,
                     decision_terms: frozenset[str]) -> tuple[str, int, int] | None:
+    if len(text) * UTF8_MAX_BYTES_PER_CHAR <= CONTENT_MAX_BYTES:
+        return None  # fits whatever its characters are, no need to encode
+    return _cut_code_around(text, first_line, focus_line, decision_terms)
+
+
+@functools.lru_cache(maxsize=CODE_CUTS_REMEMBERED)
+def _cut_code_around(text: str, first_line: int, focus_line: int | None,
+                     decision_terms: frozenset[str]) -> tuple[str, int, int] | None:
     """Code over CONTENT_MAX_BYTES cut to whole lines around what the decision touches:
     centred on ``focus_line`` (the insertion point) when it is inside, else the window
     of lines with the most decision terms (§3.4's sliding window) — never its head.
