@@ -5,19 +5,8 @@ tree-sitter's Python API (building the language, parser and query; how captures 
 back) is confined to `language`, `_parser`, `load_query` and `sorted_captures`; the rest
 works on byte offsets and the stable Node attributes.
 
-Output rows (plain tuples, cheap to pickle back from a worker):
-
-- symbol:  (index, parent_index, key, kind, name, qualname,
-            start_line, end_line, start_byte, end_byte, signature, doc)
-  index 0 is the module symbol; parent_index is -1 for it.
-- reference: (kind, src_index, dst_name, line, typed_name) with kind in calls / inherits /
-  imports; one row per (kind, src_index, dst_name), at the first line it occurs.
-  typed_name is dst_name with a variable of known class replaced by the class
-  (``calc.total`` → ``PriceCalculator.total`` after ``calc = PriceCalculator(...)``;
-  ``self.tax.rate`` → ``TaxPolicy.rate`` after ``self.tax = TaxPolicy()`` or
-  ``self.tax = tax`` with ``tax: TaxPolicy``), else None.
-- binding: (name, target, line): a name the module binds by import, with the absolute
-  dotted name it refers to ("*" for a star import, once per module starred).
+Output: a `ParsedFile` holding `Symbol`, `Reference` and `Binding` records (named
+tuples: they travel back from a worker process as pickled tuples).
 """
 
 from __future__ import annotations
@@ -25,9 +14,10 @@ from __future__ import annotations
 import builtins
 import hashlib
 import re
-from functools import cache
+from functools import cache, partial
 from importlib import resources
-from operator import itemgetter
+from operator import attrgetter
+from typing import NamedTuple
 
 import tree_sitter
 import tree_sitter_python
@@ -41,8 +31,131 @@ _DOC_PREFIX = re.compile(r"[rRuU]?(\"\"\"|'''|\"|')")
 
 DOC_LINE_MAX = 300
 
-_SPAN = itemgetter(0, 1)
+_BY_SPAN = attrgetter("start_byte", "end_byte")
 _BUILTINS = frozenset(name for name in dir(builtins) if not name.startswith("_"))
+
+
+class Symbol(NamedTuple):
+    """A definition of one file. Indexes count the file's symbols; 0 is the module."""
+
+    index: int
+    parent_index: int  # -1 for the module symbol
+    key: str  # entity key path::Qual.name, "#2" on a second definition in one scope
+    kind: str  # module | class | function | method
+    name: str
+    qualname: str
+    start_line: int  # 1-based, from the first decorator
+    end_line: int  # 1-based, inclusive
+    start_byte: int
+    end_byte: int  # exclusive
+    signature: str | None  # decorators + the def/class line(s) through the colon
+    doc: str | None  # first docstring line
+
+
+class Reference(NamedTuple):
+    """A name a symbol uses: one per (kind, src_index, dst_name), at its first line."""
+
+    kind: str  # calls | inherits | imports
+    src_index: int  # the Symbol.index of the innermost enclosing definition
+    dst_name: str  # as written; imports: the absolute dotted name
+    line: int
+    # dst_name with a variable of known class replaced by the class, else None:
+    # ``calc.total`` → ``PriceCalculator.total`` after ``calc = PriceCalculator(...)``;
+    # ``self.tax.rate`` → ``TaxPolicy.rate`` after ``self.tax = TaxPolicy()`` or
+    # ``self.tax = tax`` with ``tax: TaxPolicy``
+    typed_name: str | None
+
+
+class Binding(NamedTuple):
+    """A name the module binds by import ("*" for a star import, once per module starred)."""
+
+    name: str
+    target: str  # the absolute dotted name it refers to
+    line: int
+
+
+class ParsedFile(NamedTuple):
+    """Everything the index keeps of one file."""
+
+    sha256: str
+    size_bytes: int
+    line_count: int
+    syntax_error: bool
+    not_utf8: bool
+    # the UTF-8 text as bytes (re-encoded after replacement when the file was not
+    # UTF-8): bytes travel between processes far cheaper than str
+    source: bytes
+    symbols: list[Symbol]
+    references: list[Reference]
+    bindings: list[Binding]
+
+    def __reduce__(self):
+        # How a worker sends it back. Pickle saves each record of a list through a
+        # Python-level __getnewargs__ call (Django's sdist: ~4x the time of plain
+        # tuples); as plain tuples, rebuilt by C calls, the cost is a tuple's.
+        return _unpickle_parsed_file, (
+            tuple(self[:6]),
+            list(map(tuple, self.symbols)),
+            list(map(tuple, self.references)),
+            list(map(tuple, self.bindings)),
+        )
+
+
+_as_symbol = partial(tuple.__new__, Symbol)
+_as_reference = partial(tuple.__new__, Reference)
+_as_binding = partial(tuple.__new__, Binding)
+
+
+def _unpickle_parsed_file(head: tuple, symbols: list, references: list, bindings: list):
+    return ParsedFile(
+        *head,
+        list(map(_as_symbol, symbols)),
+        list(map(_as_reference, references)),
+        list(map(_as_binding, bindings)),
+    )
+
+
+class _Definition(NamedTuple):
+    """A function or class definition as captured, before it becomes a Symbol."""
+
+    start_byte: int  # of the first decorator, when decorated
+    end_byte: int
+    kind: str  # function | class
+    outer: tree_sitter.Node  # the decorated definition, else the definition itself
+    node: tree_sitter.Node
+    name: tree_sitter.Node
+    colon: tree_sitter.Node
+
+
+class _Scopes:
+    """The byte spans of a file's symbols, by symbol index, to find the innermost symbol
+    around a position. Added in start order, properly nested, the module first."""
+
+    def __init__(self, end_of_file: int) -> None:
+        self.starts = [0]
+        self.ends = [end_of_file]
+
+    def add(self, start: int, end: int) -> None:
+        self.starts.append(start)
+        self.ends.append(end)
+
+    def owners(self, positions: list[int]) -> list[int]:
+        """For each position (ascending), the index of the innermost symbol holding it."""
+        starts, ends = self.starts, self.ends
+        n_scopes = len(starts)
+        out = []
+        holding = [0]  # the symbols holding the current position, innermost last
+        following = 1
+        for position in positions:
+            while following < n_scopes and starts[following] <= position:
+                while len(holding) > 1 and ends[holding[-1]] <= starts[following]:
+                    holding.pop()
+                holding.append(following)
+                following += 1
+            while len(holding) > 1 and ends[holding[-1]] <= position:
+                holding.pop()
+            out.append(holding[-1])
+        return out
 
 
 @cache
@@ -62,8 +175,10 @@ def load_query(name: str) -> tree_sitter.Query:
     return tree_sitter.Query(language(), path.read_text("utf-8"))
 
 
-def sorted_captures(query: tree_sitter.Query, node: tree_sitter.Node) -> dict[str, list]:
-    """Captures by name: lists of (start_byte, end_byte, node) sorted by (start_byte, end_byte).
+def sorted_captures(
+    query: tree_sitter.Query, node: tree_sitter.Node
+) -> dict[str, list[tree_sitter.Node]]:
+    """Captured nodes by capture name, each list sorted by (start_byte, end_byte).
 
     The one function that knows tree-sitter's capture API: 0.25 returns a dict from
     `QueryCursor.captures`, in an order that changes from call to call.
@@ -71,9 +186,9 @@ def sorted_captures(query: tree_sitter.Query, node: tree_sitter.Node) -> dict[st
     raw = tree_sitter.QueryCursor(query).captures(node)
     out = {}
     for name in sorted(raw):
-        spans = [(n.start_byte, n.end_byte, n) for n in raw[name]]
-        spans.sort(key=_SPAN)
-        out[name] = spans
+        nodes = list(raw[name])
+        nodes.sort(key=_BY_SPAN)
+        out[name] = nodes
     return out
 
 
@@ -116,12 +231,8 @@ def count_lines(text: str) -> int:
     return text.count("\n") + (0 if text.endswith("\n") else 1)
 
 
-def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> tuple:
-    """Parse one file. Returns (sha256, size_bytes, line_count, syntax_error, not_utf8,
-    source, symbols, refs, bindings); `source` is the UTF-8 text as bytes (re-encoded
-    after replacement when the file was not UTF-8) — bytes travel between processes
-    far cheaper than str.
-    """
+def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> ParsedFile:
+    """Parse one file into its symbols, references and import bindings."""
     sha = hashlib.sha256(data).hexdigest()
     size = len(data)
     try:
@@ -147,19 +258,19 @@ def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> tu
         return data[start:end].decode("utf-8", "replace")
 
     module_doc = None
-    for s, e, _ in get("docstring.module", ()):
-        module_doc = doc_line(text_of(s, e))
+    for literal in get("docstring.module", ()):
+        module_doc = doc_line(text_of(literal.start_byte, literal.end_byte))
 
     # -- decorated definitions start at their first decorator ------------------------------
     outer_start = {
-        inner[0]: outer[2]
+        inner.start_byte: outer
         for inner, outer in zip(
             get("decorated.inner", ()), get("decorated.outer", ()), strict=True
         )
     }
 
     # -- definitions -----------------------------------------------------------------------
-    defs = []  # (span start, span end, kind, outer node, definition node, name, colon)
+    defs = []
     for kind in ("function", "class"):
         for d, nm, colon in zip(
             get(f"{kind}.definition", ()),
@@ -167,27 +278,27 @@ def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> tu
             get(f"{kind}.colon", ()),
             strict=True,
         ):
-            outer = outer_start.get(d[0])
+            outer = outer_start.get(d.start_byte)
             if outer is None:
-                outer = d[2]
-            defs.append((outer.start_byte, d[1], kind, outer, d[2], nm, colon))
-    defs.sort(key=lambda t: (t[0], -t[1]))
+                outer = d
+            defs.append(_Definition(outer.start_byte, d.end_byte, kind, outer, d, nm, colon))
+    defs.sort(key=lambda d: (d.start_byte, -d.end_byte))  # outer before inner
 
     symbols = [
-        (0, -1, relpath, "module", module.rsplit(".", 1)[-1], module, 1, max(line_count, 1),
-         0, len(data), None, module_doc)
+        Symbol(0, -1, relpath, "module", module.rsplit(".", 1)[-1], module, 1,
+               max(line_count, 1), 0, len(data), None, module_doc)
     ]
-    scopes = [(0, len(data), 0)]  # (start_byte, end_byte, symbol index), in start order
+    scopes = _Scopes(len(data))
     kinds = ["module"]
     quals = [module]
     def_names: set[str] = set()
     keys_seen: dict[str, int] = {}
-    stack = [scopes[0]]
+    holding = [0]  # the symbols holding this definition, innermost last
     for start, end, kind, outer, d, nm, colon in defs:
-        while len(stack) > 1 and stack[-1][1] <= start:
-            stack.pop()
-        parent = stack[-1][2]
-        name = text_of(nm[0], nm[1])
+        while len(holding) > 1 and scopes.ends[holding[-1]] <= start:
+            holding.pop()
+        parent = holding[-1]
+        name = text_of(nm.start_byte, nm.end_byte)
         def_names.add(name)
         qual = name if parent == 0 else f"{quals[parent]}.{name}"
         if kind == "function" and kinds[parent] == "class":
@@ -202,28 +313,31 @@ def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> tu
         end_line = max(end_row + 1 if end_col else end_row, start_line)
         index = len(symbols)
         symbols.append(
-            (index, parent, key, kind, name, qual, start_line, end_line, start, end,
-             text_of(start, colon[1]), None)
+            Symbol(index, parent, key, kind, name, qual, start_line, end_line, start, end,
+                   text_of(start, colon.end_byte), None)
         )
         kinds.append(kind)
         quals.append(qual)
-        scope = (start, end, index)
-        scopes.append(scope)
-        stack.append(scope)
+        scopes.add(start, end)
+        holding.append(index)
 
     # -- docstrings: the owner of a definition's first-statement string is that definition
     docs = get("docstring.definition", [])
-    for (s, e, _), owner in zip(docs, _owners(scopes, [d[0] for d in docs]), strict=True):
+    owners = scopes.owners([literal.start_byte for literal in docs])
+    for literal, owner in zip(docs, owners, strict=True):
         if owner > 0:
-            symbols[owner] = symbols[owner][:-1] + (doc_line(text_of(s, e)),)
+            doc = doc_line(text_of(literal.start_byte, literal.end_byte))
+            symbols[owner] = symbols[owner]._replace(doc=doc)
 
     # -- local types: x = Class(...), x: Class, self.x = Class(...) ------------------------
-    parents = [sym[1] for sym in symbols]
+    parents = [sym.parent_index for sym in symbols]
     var_types: dict[int, dict[str, str]] = {}  # scope index → variable → class as written
     pairs = list(zip(get("type.var", ()), get("type.var_class", ()), strict=True))
-    owners = _owners(scopes, [p[0][0] for p in pairs])
-    for ((s, e, _), (cs, ce, _)), owner in zip(pairs, owners, strict=True):
-        var_types.setdefault(owner, {}).setdefault(text_of(s, e), text_of(cs, ce))
+    owners = scopes.owners([var.start_byte for var, _ in pairs])
+    for (var, var_class), owner in zip(pairs, owners, strict=True):
+        var_types.setdefault(owner, {}).setdefault(
+            text_of(var.start_byte, var.end_byte), text_of(var_class.start_byte, var_class.end_byte)
+        )
 
     def var_type(owner: int, var: str) -> str | None:
         scope = owner
@@ -245,17 +359,17 @@ def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> tu
     triples = list(
         zip(get("type.self", ()), get("type.attr", ()), get("type.attr_class", ()), strict=True)
     )
-    owners = _owners(scopes, [t[0][0] for t in triples])
+    owners = scopes.owners([slf.start_byte for slf, _, _ in triples])
     for (slf, attr, value), owner in zip(triples, owners, strict=True):
-        if data[slf[0] : slf[1]] != b"self" or kinds[owner] != "method":
+        if data[slf.start_byte : slf.end_byte] != b"self" or kinds[owner] != "method":
             continue
-        text = text_of(value[0], value[1])
-        if value[2].parent.type != "call":  # self.x = x: the class of x, when known
+        text = text_of(value.start_byte, value.end_byte)
+        if value.parent.type != "call":  # self.x = x: the class of x, when known
             text = var_type(owner, text)
             if text is None:
                 continue
         attr_types.setdefault(enclosing_class(owner), {}).setdefault(
-            text_of(attr[0], attr[1]), text
+            text_of(attr.start_byte, attr.end_byte), text
         )
 
     def typed_name(owner: int, name: str) -> str | None:
@@ -284,9 +398,10 @@ def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> tu
         ("inherits", get("reference.base", ())),
     ):
         line, line_pos = 1, 0
-        owners = _owners(scopes, [f[0] for f in found])
-        for (start, end, _), owner in zip(found, owners, strict=True):
-            raw = data[start:end]
+        owners = scopes.owners([f.start_byte for f in found])
+        for node, owner in zip(found, owners, strict=True):
+            start = node.start_byte
+            raw = data[start : node.end_byte]
             if _ASCII_DOTTED.match(raw):
                 name = raw.decode("ascii")
             else:
@@ -302,34 +417,32 @@ def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> tu
             seen.add(ident)
             line += data.count(b"\n", line_pos, start)
             line_pos = start
-            refs.append((kind, owner, name, line, typed_name(owner, name)))
+            refs.append(Reference(kind, owner, name, line, typed_name(owner, name)))
 
     # -- imports: module → module edges and the names they bind ----------------------------
-    bindings: dict[tuple[str, str], tuple[str, str, int]] = {}
+    bindings: dict[tuple[str, str], Binding] = {}  # by (name, target)
     bound_names: set = set()
 
     def bind(name: str, target: str, line: int) -> None:
         if name == "*":
-            bindings.setdefault(("*", target), ("*", target, line))
+            bindings.setdefault(("*", target), Binding("*", target, line))
         elif name not in bound_names:  # the first binding of a name wins
             bound_names.add(name)
-            bindings[(name, target)] = (name, target, line)
+            bindings[(name, target)] = Binding(name, target, line)
 
     def add_import(target: str, line: int) -> None:
         ident = ("imports", 0, target)
         if ident not in seen:
             seen.add(ident)
-            refs.append(("imports", 0, target, line, None))
+            refs.append(Reference("imports", 0, target, line, None))
 
     def node_text(node) -> str:
         return data[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
-    imports = [(s, 0, n) for s, _, n in get("import.plain", ())]
-    imports += [(s, 1, n) for s, _, n in get("import.from", ())]
-    imports.sort(key=_SPAN)
-    for _, is_from, node in imports:
+    imports = _merge(get("import.plain", []), get("import.from", []))
+    for node in imports:
         line = node.start_point[0] + 1
-        if not is_from:
+        if node.type == "import_statement":
             for child in node.named_children:
                 if child.type == "dotted_name":
                     target = node_text(child)
@@ -368,10 +481,10 @@ def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> tu
     # not recorded: they never resolve to repository code.
     refs = [
         r for r in refs
-        if not (r[2] in _BUILTINS and r[0] == "calls" and r[2] not in def_names
-                and r[2] not in bound_names)
+        if not (r.dst_name in _BUILTINS and r.kind == "calls" and r.dst_name not in def_names
+                and r.dst_name not in bound_names)
     ]
-    return (
+    return ParsedFile(
         sha, size, line_count, syntax_error, not_utf8, data,
         symbols, refs, list(bindings.values()),
     )
@@ -382,28 +495,5 @@ def _merge(a: list, b: list) -> list:
     if not b:
         return a
     merged = a + b
-    merged.sort(key=_SPAN)
+    merged.sort(key=_BY_SPAN)
     return merged
-
-
-def _owners(scopes: list[tuple[int, int, int]], starts: list[int]) -> list[int]:
-    """For each position (ascending), the index of the innermost scope containing it.
-
-    `scopes` are (start_byte, end_byte, symbol index) in start order, properly nested,
-    the module first.
-    """
-    out = []
-    stack = [scopes[0]]
-    si = 1
-    n_scopes = len(scopes)
-    for start in starts:
-        while si < n_scopes and scopes[si][0] <= start:
-            scope = scopes[si]
-            while len(stack) > 1 and stack[-1][1] <= scope[0]:
-                stack.pop()
-            stack.append(scope)
-            si += 1
-        while len(stack) > 1 and stack[-1][1] <= start:
-            stack.pop()
-        out.append(stack[-1][2])
-    return out
