@@ -232,9 +232,34 @@ def count_lines(text: str) -> int:
 
 
 def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> ParsedFile:
-    """Parse one file into its symbols, references and import bindings."""
-    sha = hashlib.sha256(data).hexdigest()
-    size = len(data)
+    """Parse one file into its symbols, references and import bindings.
+
+    One job after another, each reading what the ones before found: definitions (the
+    symbols and their spans), docstrings, local types, references, imports.
+    """
+    sha256 = hashlib.sha256(data).hexdigest()
+    size_bytes = len(data)
+    text, not_utf8 = _decode(data)
+    if not_utf8:
+        data = text.encode("utf-8")  # byte offsets always index the stored text's UTF-8
+    line_count = count_lines(text)
+    root = _parser().parse(data).root_node
+    found = _Captured(data, sorted_captures(load_query("python"), root))
+
+    symbols, scopes = _definitions(found, relpath, module, line_count)
+    _attach_docstrings(found, symbols, scopes)
+    local_types = _LocalTypes(found, symbols, scopes)
+    references = _references(found, scopes, local_types)
+    imports = _Imports(found, module, is_package)
+    references += imports.references
+    defined_names = {symbol.name for symbol in symbols[1:]}
+    references = _without_builtin_calls(references, defined_names, imports.bound_names)
+    return ParsedFile(sha256, size_bytes, line_count, root.has_error, not_utf8, data,
+                      symbols, references, imports.bindings)
+
+
+def _decode(data: bytes) -> tuple[str, bool]:
+    """The file's text, and whether it had to be repaired (invalid UTF-8 or NUL bytes)."""
     try:
         text = data.decode("utf-8")
         not_utf8 = False
@@ -244,164 +269,195 @@ def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> Pa
     if "\x00" in text:  # not Python source either, and PostgreSQL text cannot hold it
         text = text.replace("\x00", "\ufffd")
         not_utf8 = True
-    if not_utf8:
-        data = text.encode("utf-8")  # byte offsets always index the stored text's UTF-8
-    line_count = count_lines(text)
+    return text, not_utf8
 
-    tree = _parser().parse(data)
-    root = tree.root_node
-    syntax_error = root.has_error
-    caps = sorted_captures(load_query("python"), root)
-    get = caps.get
 
-    def text_of(start: int, end: int) -> str:
-        return data[start:end].decode("utf-8", "replace")
+class _Captured:
+    """One file's UTF-8 bytes and the nodes the query captured in them."""
 
-    module_doc = None
-    for literal in get("docstring.module", ()):
-        module_doc = doc_line(text_of(literal.start_byte, literal.end_byte))
+    def __init__(self, data: bytes, captures: dict[str, list[tree_sitter.Node]]) -> None:
+        self.data = data
+        self._captures = captures
 
-    # -- decorated definitions start at their first decorator ------------------------------
-    outer_start = {
-        inner.start_byte: outer
-        for inner, outer in zip(
-            get("decorated.inner", ()), get("decorated.outer", ()), strict=True
-        )
-    }
+    def __getitem__(self, name: str) -> list[tree_sitter.Node]:
+        """The nodes of one capture name, in span order (none: an empty list)."""
+        return self._captures.get(name, [])
 
-    # -- definitions -----------------------------------------------------------------------
-    defs = []
-    for kind in ("function", "class"):
-        for d, nm, colon in zip(
-            get(f"{kind}.definition", ()),
-            get(f"{kind}.name", ()),
-            get(f"{kind}.colon", ()),
-            strict=True,
-        ):
-            outer = outer_start.get(d.start_byte)
-            if outer is None:
-                outer = d
-            defs.append(_Definition(outer.start_byte, d.end_byte, kind, outer, d, nm, colon))
-    defs.sort(key=lambda d: (d.start_byte, -d.end_byte))  # outer before inner
+    def text(self, node: tree_sitter.Node) -> str:
+        return self.data[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
+
+def _definitions(
+    found: _Captured, relpath: str, module: str, line_count: int
+) -> tuple[list[Symbol], _Scopes]:
+    """The module symbol, then a Symbol per class, function and method in source order
+    (key, qualname, parent, span from the first decorator, signature; no docstring
+    yet), and each symbol's scope."""
+    end_of_file = len(found.data)
     symbols = [
         Symbol(0, -1, relpath, "module", module.rsplit(".", 1)[-1], module, 1,
-               max(line_count, 1), 0, len(data), None, module_doc)
+               max(line_count, 1), 0, end_of_file, None, None)
     ]
-    scopes = _Scopes(len(data))
-    kinds = ["module"]
-    quals = [module]
-    def_names: set[str] = set()
+    scopes = _Scopes(end_of_file)
     keys_seen: dict[str, int] = {}
-    holding = [0]  # the symbols holding this definition, innermost last
-    for start, end, kind, outer, d, nm, colon in defs:
-        while len(holding) > 1 and scopes.ends[holding[-1]] <= start:
+    holding = [symbols[0]]  # the symbols holding this definition, innermost last
+    for definition in _captured_definitions(found):
+        start, end = definition.start_byte, definition.end_byte
+        while len(holding) > 1 and holding[-1].end_byte <= start:
             holding.pop()
         parent = holding[-1]
-        name = text_of(nm.start_byte, nm.end_byte)
-        def_names.add(name)
-        qual = name if parent == 0 else f"{quals[parent]}.{name}"
-        if kind == "function" and kinds[parent] == "class":
+        name = found.text(definition.name)
+        qual = name if parent.index == 0 else f"{parent.qualname}.{name}"
+        kind = definition.kind
+        if kind == "function" and parent.kind == "class":
             kind = "method"
         key = f"{relpath}::{qual}"
         n_seen = keys_seen.get(key, 0) + 1
         keys_seen[key] = n_seen
         if n_seen > 1:  # redefinition in one scope (property setter, if/else variants)
             key = f"{key}#{n_seen}"
-        start_line = outer.start_point[0] + 1
-        end_row, end_col = d.end_point
+        start_line = definition.outer.start_point[0] + 1
+        end_row, end_col = definition.node.end_point
         end_line = max(end_row + 1 if end_col else end_row, start_line)
         index = len(symbols)
-        symbols.append(
-            Symbol(index, parent, key, kind, name, qual, start_line, end_line, start, end,
-                   text_of(start, colon.end_byte), None)
-        )
-        kinds.append(kind)
-        quals.append(qual)
+        signature = found.data[start : definition.colon.end_byte].decode("utf-8", "replace")
+        symbol = Symbol(index, parent.index, key, kind, name, qual, start_line, end_line,
+                        start, end, signature, None)
+        symbols.append(symbol)
         scopes.add(start, end)
-        holding.append(index)
+        holding.append(symbol)
+    return symbols, scopes
 
-    # -- docstrings: the owner of a definition's first-statement string is that definition
-    docs = get("docstring.definition", [])
-    owners = scopes.owners([literal.start_byte for literal in docs])
-    for literal, owner in zip(docs, owners, strict=True):
+
+def _captured_definitions(found: _Captured) -> list[_Definition]:
+    """Every function and class definition, outer before inner; a decorated one starts
+    at its first decorator."""
+    decorated = {
+        inner.start_byte: outer
+        for inner, outer in zip(found["decorated.inner"], found["decorated.outer"], strict=True)
+    }
+    definitions = []
+    for kind in ("function", "class"):
+        for definition, name, colon in zip(
+            found[f"{kind}.definition"], found[f"{kind}.name"], found[f"{kind}.colon"],
+            strict=True,
+        ):
+            outer = decorated.get(definition.start_byte)
+            if outer is None:
+                outer = definition
+            definitions.append(_Definition(outer.start_byte, definition.end_byte, kind, outer,
+                                           definition, name, colon))
+    definitions.sort(key=lambda d: (d.start_byte, -d.end_byte))
+    return definitions
+
+
+def _attach_docstrings(found: _Captured, symbols: list[Symbol], scopes: _Scopes) -> None:
+    """Each symbol's first docstring line: the module's, and a definition's from the
+    string that is the first statement of its body (its owner is that definition)."""
+    for literal in found["docstring.module"]:
+        symbols[0] = symbols[0]._replace(doc=doc_line(found.text(literal)))
+    literals = found["docstring.definition"]
+    owners = scopes.owners([literal.start_byte for literal in literals])
+    for literal, owner in zip(literals, owners, strict=True):
         if owner > 0:
-            doc = doc_line(text_of(literal.start_byte, literal.end_byte))
-            symbols[owner] = symbols[owner]._replace(doc=doc)
+            symbols[owner] = symbols[owner]._replace(doc=doc_line(found.text(literal)))
 
-    # -- local types: x = Class(...), x: Class, self.x = Class(...) ------------------------
-    parents = [sym.parent_index for sym in symbols]
-    var_types: dict[int, dict[str, str]] = {}  # scope index → variable → class as written
-    pairs = list(zip(get("type.var", ()), get("type.var_class", ()), strict=True))
-    owners = scopes.owners([var.start_byte for var, _ in pairs])
-    for (var, var_class), owner in zip(pairs, owners, strict=True):
-        var_types.setdefault(owner, {}).setdefault(
-            text_of(var.start_byte, var.end_byte), text_of(var_class.start_byte, var_class.end_byte)
-        )
 
-    def var_type(owner: int, var: str) -> str | None:
-        scope = owner
-        while scope >= 0:
-            if kinds[scope] != "class" or scope == owner:  # class bodies do not enclose
-                found = var_types.get(scope, {}).get(var)
-                if found is not None:
-                    return found
-            scope = parents[scope]
-        return None
+class _LocalTypes:
+    """The classes of local names, so a call on a name can be resolved through its class.
 
-    def enclosing_class(owner: int) -> int:
-        scope = parents[owner]
-        while scope > 0 and kinds[scope] != "class":
-            scope = parents[scope]
-        return scope  # 0 (the module) when there is none
+    Variables: ``x = Class(...)`` and a parameter annotated ``x: Class``, per scope.
+    Attributes: ``self.x = Class(...)``, or ``self.x = x`` with x of known class, in a
+    method: per class. The first assignment of a name wins.
+    """
 
-    attr_types: dict[int, dict[str, str]] = {}  # class index → attribute → class
-    triples = list(
-        zip(get("type.self", ()), get("type.attr", ()), get("type.attr_class", ()), strict=True)
-    )
-    owners = scopes.owners([slf.start_byte for slf, _, _ in triples])
-    for (slf, attr, value), owner in zip(triples, owners, strict=True):
-        if data[slf.start_byte : slf.end_byte] != b"self" or kinds[owner] != "method":
-            continue
-        text = text_of(value.start_byte, value.end_byte)
-        if value.parent.type != "call":  # self.x = x: the class of x, when known
-            text = var_type(owner, text)
-            if text is None:
+    def __init__(self, found: _Captured, symbols: list[Symbol], scopes: _Scopes) -> None:
+        self._kinds = [symbol.kind for symbol in symbols]
+        self._parents = [symbol.parent_index for symbol in symbols]
+        self._variables: dict[int, dict[str, str]] = {}  # scope → variable → class as written
+        self._attributes: dict[int, dict[str, str]] = {}  # class → attribute → class
+        self._collect_variables(found, scopes)
+        self._collect_attributes(found, scopes)
+
+    def _collect_variables(self, found: _Captured, scopes: _Scopes) -> None:
+        pairs = list(zip(found["type.var"], found["type.var_class"], strict=True))
+        owners = scopes.owners([variable.start_byte for variable, _ in pairs])
+        for (variable, variable_class), owner in zip(pairs, owners, strict=True):
+            self._variables.setdefault(owner, {}).setdefault(
+                found.text(variable), found.text(variable_class)
+            )
+
+    def _collect_attributes(self, found: _Captured, scopes: _Scopes) -> None:
+        triples = list(zip(found["type.self"], found["type.attr"], found["type.attr_class"],
+                           strict=True))
+        owners = scopes.owners([receiver.start_byte for receiver, _, _ in triples])
+        for (receiver, attribute, value), owner in zip(triples, owners, strict=True):
+            if found.text(receiver) != "self" or self._kinds[owner] != "method":
                 continue
-        attr_types.setdefault(enclosing_class(owner), {}).setdefault(
-            text_of(attr.start_byte, attr.end_byte), text
-        )
+            value_class = found.text(value)
+            if value.parent.type != "call":  # self.x = x: the class of x, when known
+                value_class = self._variable_class(owner, value_class)
+                if value_class is None:
+                    continue
+            self._attributes.setdefault(self._enclosing_class(owner), {}).setdefault(
+                found.text(attribute), value_class
+            )
 
-    def typed_name(owner: int, name: str) -> str | None:
-        """`name` with a variable of known class replaced by that class, else None."""
+    def typed_name(self, owner: int, name: str) -> str | None:
+        """`name` (used in symbol `owner`) with a variable of known class replaced by
+        that class, else None."""
         head, _, rest = name.partition(".")
         if not rest:
             return None
         if head == "self":
-            attr, _, rest = rest.partition(".")
-            if rest and attr_types:
-                found = attr_types.get(enclosing_class(owner), {}).get(attr)
+            attribute, _, rest = rest.partition(".")
+            if rest and self._attributes:
+                found = self._attributes.get(self._enclosing_class(owner), {}).get(attribute)
                 if found is not None:
                     return f"{found}.{rest}"
             return None
-        if var_types:
-            found = var_type(owner, head)
+        if self._variables:
+            found = self._variable_class(owner, head)
             if found is not None:
                 return f"{found}.{rest}"
         return None
 
-    # -- references: calls, decorators, bases → owner = innermost enclosing symbol ---------
-    refs = []
-    seen: set = set()
-    for kind, found in (
-        ("calls", _merge(get("reference.call", []), get("reference.decorator", []))),
-        ("inherits", get("reference.base", ())),
+    def _variable_class(self, owner: int, variable: str) -> str | None:
+        scope = owner
+        while scope >= 0:
+            if self._kinds[scope] != "class" or scope == owner:  # class bodies do not enclose
+                found = self._variables.get(scope, {}).get(variable)
+                if found is not None:
+                    return found
+            scope = self._parents[scope]
+        return None
+
+    def _enclosing_class(self, owner: int) -> int:
+        scope = self._parents[owner]
+        while scope > 0 and self._kinds[scope] != "class":
+            scope = self._parents[scope]
+        return scope  # 0 (the module) when there is none
+
+
+def _references(
+    found: _Captured, scopes: _Scopes, local_types: _LocalTypes
+) -> list[Reference]:
+    """Calls (a bare decorator too) and base classes written as dotted names (or
+    ``super().name``), each owned by the innermost enclosing symbol: calls first, then
+    inherits, each in source order, once per (kind, owner, name)."""
+    data = found.data
+    typed_name = local_types.typed_name
+    references = []
+    seen: set[tuple[str, int, str]] = set()
+    for kind, captures in (
+        ("calls", _merge(found["reference.call"], found["reference.decorator"])),
+        ("inherits", found["reference.base"]),
     ):
         line, line_pos = 1, 0
-        owners = scopes.owners([f.start_byte for f in found])
-        for node, owner in zip(found, owners, strict=True):
-            start = node.start_byte
-            raw = data[start : node.end_byte]
+        owners = scopes.owners([capture.start_byte for capture in captures])
+        for capture, owner in zip(captures, owners, strict=True):
+            start = capture.start_byte
+            raw = data[start : capture.end_byte]
             if _ASCII_DOTTED.match(raw):
                 name = raw.decode("ascii")
             else:
@@ -417,77 +473,100 @@ def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> Pa
             seen.add(ident)
             line += data.count(b"\n", line_pos, start)
             line_pos = start
-            refs.append(Reference(kind, owner, name, line, typed_name(owner, name)))
+            references.append(Reference(kind, owner, name, line, typed_name(owner, name)))
+    return references
 
-    # -- imports: module → module edges and the names they bind ----------------------------
-    bindings: dict[tuple[str, str], Binding] = {}  # by (name, target)
-    bound_names: set = set()
 
-    def bind(name: str, target: str, line: int) -> None:
-        if name == "*":
-            bindings.setdefault(("*", target), Binding("*", target, line))
-        elif name not in bound_names:  # the first binding of a name wins
-            bound_names.add(name)
-            bindings[(name, target)] = Binding(name, target, line)
+class _Imports:
+    """The import statements: one imports reference (from the module symbol) per module
+    or name imported, at its first line, and the names the module binds (the first
+    binding of a name wins; a star import once per module starred)."""
 
-    def add_import(target: str, line: int) -> None:
-        ident = ("imports", 0, target)
-        if ident not in seen:
-            seen.add(ident)
-            refs.append(Reference("imports", 0, target, line, None))
+    def __init__(self, found: _Captured, module: str, is_package: bool) -> None:
+        self.references: list[Reference] = []
+        self.bound_names: set[str] = set()
+        self._found = found
+        self._module = module
+        self._is_package = is_package
+        self._targets: set[str] = set()
+        self._bindings: dict[tuple[str, str], Binding] = {}  # by (name, target)
+        for node in _merge(found["import.plain"], found["import.from"]):
+            line = node.start_point[0] + 1
+            if node.type == "import_statement":
+                self._read_import(node, line)
+            else:
+                self._read_from_import(node, line)
 
-    def node_text(node) -> str:
-        return data[node.start_byte : node.end_byte].decode("utf-8", "replace")
+    @property
+    def bindings(self) -> list[Binding]:
+        return list(self._bindings.values())
 
-    imports = _merge(get("import.plain", []), get("import.from", []))
-    for node in imports:
-        line = node.start_point[0] + 1
-        if node.type == "import_statement":
-            for child in node.named_children:
-                if child.type == "dotted_name":
-                    target = node_text(child)
-                    add_import(target, line)
-                    bind(target.split(".", 1)[0], target.split(".", 1)[0], line)
-                elif child.type == "aliased_import":
-                    nm = child.child_by_field_name("name")
-                    alias = child.child_by_field_name("alias")
-                    if nm is not None and alias is not None:
-                        add_import(node_text(nm), line)
-                        bind(node_text(alias), node_text(nm), line)
-            continue
-        mod_node = node.child_by_field_name("module_name")
-        if mod_node is None:
-            continue
-        base = absolute_module(node_text(mod_node), module, is_package)
+    def _read_import(self, node: tree_sitter.Node, line: int) -> None:
+        """``import a.b`` binds a; ``import a.b as c`` binds c to a.b."""
+        text = self._found.text
+        for child in node.named_children:
+            if child.type == "dotted_name":
+                target = text(child)
+                self._add(target, line)
+                top = target.split(".", 1)[0]
+                self._bind(top, top, line)
+            elif child.type == "aliased_import":
+                name = child.child_by_field_name("name")
+                alias = child.child_by_field_name("alias")
+                if name is not None and alias is not None:
+                    self._add(text(name), line)
+                    self._bind(text(alias), text(name), line)
+
+    def _read_from_import(self, node: tree_sitter.Node, line: int) -> None:
+        """``from m import x [as y]`` binds x (or y) to m.x, m made absolute; ``from m
+        import *`` imports m."""
+        text = self._found.text
+        module_node = node.child_by_field_name("module_name")
+        if module_node is None:
+            return
+        base = absolute_module(text(module_node), self._module, self._is_package)
         names = node.children_by_field_name("name")
         if not names:
             if any(c.type == "wildcard_import" for c in node.named_children):
-                add_import(base, line)
-                bind("*", base, line)
-            continue
+                self._add(base, line)
+                self._bind("*", base, line)
+            return
         for child in names:
             if child.type == "aliased_import":
-                nm, alias = child.child_by_field_name("name"), child.child_by_field_name("alias")
-                if nm is None or alias is None:
+                name = child.child_by_field_name("name")
+                alias = child.child_by_field_name("alias")
+                if name is None or alias is None:
                     continue
-                local, imported = node_text(alias), node_text(nm)
+                local, imported = text(alias), text(name)
             else:
-                local = imported = node_text(child)
+                local = imported = text(child)
             target = f"{base}.{imported}" if base else imported
-            add_import(target, line)
-            bind(local, target, line)
+            self._add(target, line)
+            self._bind(local, target, line)
 
-    # Calls to Python builtins (a bare name the file neither defines nor imports) are
-    # not recorded: they never resolve to repository code.
-    refs = [
-        r for r in refs
-        if not (r.dst_name in _BUILTINS and r.kind == "calls" and r.dst_name not in def_names
+    def _add(self, target: str, line: int) -> None:
+        if target not in self._targets:
+            self._targets.add(target)
+            self.references.append(Reference("imports", 0, target, line, None))
+
+    def _bind(self, name: str, target: str, line: int) -> None:
+        if name == "*":
+            self._bindings.setdefault(("*", target), Binding("*", target, line))
+        elif name not in self.bound_names:
+            self.bound_names.add(name)
+            self._bindings[(name, target)] = Binding(name, target, line)
+
+
+def _without_builtin_calls(
+    references: list[Reference], defined_names: set[str], bound_names: set[str]
+) -> list[Reference]:
+    """Calls to Python builtins (a bare name the file neither defines nor imports) are
+    not recorded: they never resolve to repository code."""
+    return [
+        r for r in references
+        if not (r.dst_name in _BUILTINS and r.kind == "calls" and r.dst_name not in defined_names
                 and r.dst_name not in bound_names)
     ]
-    return ParsedFile(
-        sha, size, line_count, syntax_error, not_utf8, data,
-        symbols, refs, list(bindings.values()),
-    )
 
 
 def _merge(a: list, b: list) -> list:
