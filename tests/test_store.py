@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from sqlalchemy import inspect, text
+from sqlalchemy.exc import OperationalError
 
 from ctxdb import ContextStore
 from ctxdb.migrate import StoreVersionError, head_revision
 from ctxdb.models import metadata
+from ctxdb.recon import index_repository
+
+SHOPCART = Path(__file__).resolve().parent.parent / "fixtures" / "repos" / "shopcart"
 
 
 def test_open_creates_database_at_head(store_url):
@@ -79,6 +85,23 @@ def test_sqlite_connection_settings(tmp_path):
         assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 1000
+
+
+def test_a_separate_recon_file_is_opened_read_only(pg_url, tmp_path):
+    """A PostgreSQL store reading a recon.db file beside it never writes to it, as the
+    SQLite store's ATTACH never does: a write through its recon connection fails and
+    the file is left as it was, with no journal beside it."""
+    recon = tmp_path / "recon.db"
+    index_repository(SHOPCART, str(recon))
+    before = recon.read_bytes()
+    with ContextStore.open(pg_url, recon=str(recon)) as store:
+        with store.engine.connect() as connection, \
+                store.recon_connection(connection) as recon_connection:
+            assert recon_connection.execute(text("SELECT count(*) FROM recon.symbol")).scalar()
+            with pytest.raises(OperationalError, match="readonly"):
+                recon_connection.execute(text("DELETE FROM recon.symbol"))
+    assert recon.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["recon.db"]
 
 
 def test_check_rows_are_reported(store_url):

@@ -40,12 +40,12 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
-    event,
 )
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import NullPool
 from sqlalchemy.schema import CreateIndex, CreateTable
 
+from ctxdb.db import sqlite_engine
 from ctxdb.recon.extract import PARSER_NAME
 
 # Bump when the tables, the extraction rules or the resolution rules change: an index
@@ -225,26 +225,21 @@ def describe_target(target: str | os.PathLike) -> str:
     return make_url(str(target)).render_as_string(hide_password=True)
 
 
-def create_recon_engine(target: str | os.PathLike) -> Engine:
+def create_recon_engine(target: str | os.PathLike, *, read_only: bool = False) -> Engine:
     """An engine whose connections see the recon tables as schema ``recon``.
 
-    SQLite: an in-memory main database with the recon file ATTACHed as ``recon``.
+    SQLite: an in-memory main database with the recon file ATTACHed as ``recon``,
+    read-only if `read_only` (a server URL is opened as given: what it may write is
+    up to the database role).
     PostgreSQL (or any server URL): the database itself; the tables are in ``recon``.
     """
     path = sqlite_path(target)
     if path is None:
         return sa.create_engine(str(target), poolclass=NullPool)
-    path = str(Path(path).absolute())
-    # check_same_thread: the indexer hands bulk work to a helper thread (serially)
-    engine = sa.create_engine(
-        "sqlite://", poolclass=NullPool, connect_args={"check_same_thread": False}
-    )
-
-    @event.listens_for(engine, "connect")
-    def _attach(dbapi_conn, _record):
-        dbapi_conn.execute("ATTACH DATABASE ? AS recon", (path,))
-
-    return engine
+    # the sqlite3 driver's own settings; cross_thread: the indexer hands bulk work to a
+    # helper thread (serially)
+    return sqlite_engine("sqlite://", recon_path=path, recon_read_only=read_only,
+                         store_settings=False, poolclass=NullPool, cross_thread=True)
 
 
 def is_sqlite(bind: Engine | Connection) -> bool:
