@@ -1,6 +1,7 @@
 """Engines for the store: SQLite (the embedded default) or PostgreSQL.
 
-`sqlite_engine` makes every SQLite engine, the store's and the recon index's. The
+`sqlite_engine` makes every SQLite engine, the store's and the recon index's;
+`insert_statement` builds every bulk INSERT, the store's and the recon indexer's. The
 store's connections get WAL (readers never block the writer) with synchronous=NORMAL,
 foreign keys on, and a busy timeout; transactions are begun explicitly so that one
 decision is one transaction, DDL included, and a writer can ask for ``BEGIN IMMEDIATE``
@@ -9,11 +10,12 @@ to take the write lock up front instead of failing on a lock upgrade.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine, Table, create_engine, event
+from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.pool import Pool, StaticPool
 
 DEFAULT_DB_PATH = "ctx08.db"
@@ -123,3 +125,36 @@ def sqlite_engine(
             connection.exec_driver_sql(f"BEGIN {mode}")
 
     return engine
+
+
+@functools.lru_cache(maxsize=256)
+def insert_statement(dialect: Dialect, table: Table, columns: tuple[str, ...],
+                     keep_existing: bool = False) -> str:
+    """``INSERT INTO [schema.]table (c1, …) VALUES (?, …)`` in the driver's positional
+    style, for executemany with rows in `columns` order.
+
+    Values always travel as parameters; only names from the table definition are in the
+    text. `keep_existing`: a row whose primary key is already there is skipped.
+    """
+    preparer = dialect.identifier_preparer
+    style = dialect.paramstyle
+    if style == "qmark":
+        mark = "?"
+    elif style in ("format", "pyformat"):
+        mark = "%s"
+    else:
+        raise NotImplementedError(f"unsupported DB-API paramstyle {style!r}")
+    unknown = [c for c in columns if c not in table.columns]
+    if unknown:
+        raise ValueError(f"table {table.name} has no column(s) {unknown}")
+    name = preparer.quote(table.name)
+    if table.schema is not None:
+        name = f"{preparer.quote_schema(table.schema)}.{name}"
+    statement = (
+        f"INSERT INTO {name} ({', '.join(preparer.quote(c) for c in columns)})"
+        f" VALUES ({', '.join([mark] * len(columns))})"
+    )
+    if keep_existing:
+        key = ", ".join(preparer.quote(c.name) for c in table.primary_key.columns)
+        statement += f" ON CONFLICT ({key}) DO NOTHING"
+    return statement

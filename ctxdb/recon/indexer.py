@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
+from ctxdb.db import insert_statement
 from ctxdb.entities import is_test_path
 from ctxdb.progress import ProgressBar
 from ctxdb.recon import schema
@@ -205,8 +206,10 @@ class _Writer:
             self.cur.executemany(self.q(sql), rows)
 
     def insert(self, table: sa.Table, rows: list[tuple], columns: tuple[str, ...] = ()) -> None:
+        """Rows in `columns` order (default: all of the table's)."""
         if rows:
-            self.cur.executemany(schema.insert_sql(self.dialect, table, columns), rows)
+            columns = columns or tuple(table.columns.keys())
+            self.cur.executemany(insert_statement(self.dialect, table, columns), rows)
 
     def begin(self) -> None:
         if self.sqlite:

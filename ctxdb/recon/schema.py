@@ -292,16 +292,6 @@ def drop_statements(dialect: sa.engine.Dialect) -> list[str]:
     return out
 
 
-def insert_sql(dialect: sa.engine.Dialect, table: Table, columns: tuple[str, ...] = ()) -> str:
-    """``INSERT INTO recon.t (c1, …) VALUES (?, …)`` in the DB-API's positional style."""
-    names = columns or tuple(c.name for c in table.columns)
-    placeholder = "?" if dialect.paramstyle == "qmark" else "%s"
-    quote = dialect.identifier_preparer.quote
-    cols = ", ".join(quote(n) for n in names)
-    marks = ", ".join([placeholder] * len(names))
-    return f"INSERT INTO recon.{quote(table.name)} ({cols}) VALUES ({marks})"
-
-
 # --- version check ------------------------------------------------------------------------
 
 
