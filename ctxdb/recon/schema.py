@@ -259,27 +259,21 @@ def table_ddl(dialect: sa.engine.Dialect) -> list[str]:
     return out
 
 
-def index_ddl(dialect: sa.engine.Dialect, *, edges: bool | None = None) -> list[str]:
+def index_ddl(dialect: sa.engine.Dialect, *, edges: bool) -> list[str]:
     """CREATE INDEX statements, and PostgreSQL's full-text column and index.
 
     `edges`: True for the edge table's indexes only, False for all the others (and
-    the full-text index), None for everything. A bulk load builds the two groups at
-    different moments.
+    the full-text index). A bulk load builds the two groups at different moments.
     """
     out = [
         str(CreateIndex(index).compile(dialect=dialect)).strip()
         for table in TABLES
-        if edges is None or (table is edge) == edges
+        if (table is edge) == edges
         for index in sorted(table.indexes, key=lambda i: i.name)
     ]
     if not edges and dialect.name == "postgresql":
         out.extend(_PG_FTS)
     return out
-
-
-def ddl_statements(dialect: sa.engine.Dialect) -> list[str]:
-    """Everything that creates the recon schema, in order."""
-    return table_ddl(dialect) + index_ddl(dialect)
 
 
 def drop_statements(dialect: sa.engine.Dialect) -> list[str]:
