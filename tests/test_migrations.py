@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
 from sqlalchemy import text
 
 from ctxdb import ContextStore
 from ctxdb.db import make_engine, resolve_url
 from ctxdb.migrate import head_revision, script_directory, upgrade_engine
+from ctxdb.models import metadata
+from ctxdb.paths import MIGRATIONS_DIR
+from ctxdb.recon import index_repository
+from ctxdb.recon.schema import RECON_SCHEMA
 
 FIRST_REVISION = "0001"
+SHOPCART = Path(__file__).resolve().parent.parent / "fixtures" / "repos" / "shopcart"
+# What a store's database holds that ctxdb/models.py rightly does not describe: alembic's
+# own version table (autogenerate leaves it out by itself), and the recon index, schema
+# "recon" in the same PostgreSQL database or the ATTACHed recon.db on SQLite (its tables
+# are ctxdb/recon/schema.py's, on SQLite with FTS5's). Views are not tables.
+NOT_MODELLED_TABLES = {"alembic_version"}
+NOT_MODELLED_SCHEMAS = {RECON_SCHEMA}
 # Tables whose rows are read back at head through a view (a table was split since 0001).
 READ_BACK_AT_HEAD = {"evidence_item": "v_evidence_item"}
 
@@ -78,9 +92,51 @@ def _dump(engine, tables, read_back=None):
         }
 
 
-def test_there_is_more_than_one_revision():
-    revisions = [s.revision for s in script_directory().walk_revisions()]
-    assert FIRST_REVISION in revisions and len(revisions) >= 2
+def _model_differences(connection) -> list:
+    """What autogenerate would change to make the database match ctxdb/models.py, in
+    every schema the database has but those named above."""
+
+    def include_name(name, type_, _parent_names) -> bool:
+        if type_ == "schema":
+            return name not in NOT_MODELLED_SCHEMAS
+        if type_ == "table":
+            return name not in NOT_MODELLED_TABLES
+        return True
+
+    context = MigrationContext.configure(connection, opts={
+        "compare_type": True, "include_schemas": True, "include_name": include_name,
+    })
+    return compare_metadata(context, metadata)
+
+
+def test_models_match_migrations(backend, store_url, tmp_path):
+    """ctxdb.models mirrors head, in a store with a recon index beside it: autogenerate
+    finds nothing to change; a table a migration made but models.py lacks, it finds."""
+    if backend == "sqlite":
+        recon = str(tmp_path / "recon.db")
+        index_repository(SHOPCART, recon)
+    else:
+        recon = None  # the schema recon of the same database
+        index_repository(SHOPCART, store_url)
+    with ContextStore.open(store_url, recon=recon) as store, store.engine.connect() as connection:
+        assert _model_differences(connection) == []
+        connection.execute(text("CREATE TABLE unmodelled (id INTEGER PRIMARY KEY)"))
+        found = [(d[0], d[1].name) for d in _model_differences(connection)]
+        connection.rollback()
+    assert found == [("remove_table", "unmodelled")]
+
+
+def test_the_revision_chain_is_linear_and_ends_at_the_newest_file():
+    scripts = script_directory()
+    chain = list(reversed(list(scripts.walk_revisions())))  # base first
+    assert scripts.get_bases() == [FIRST_REVISION] == [chain[0].revision]
+    assert scripts.get_heads() == [head_revision()] == [chain[-1].revision]
+    assert chain[0].down_revision is None
+    for previous, revision in zip(chain, chain[1:]):
+        assert revision.down_revision == previous.revision, revision.path
+    # each numbered file in versions/ is one link, in order: the head is the newest file
+    files = sorted(path.name for path in (MIGRATIONS_DIR / "versions").glob("*.py"))
+    assert [Path(revision.path).name for revision in chain] == files
 
 
 def test_upgrade_from_first_revision_keeps_every_row(store_url):

@@ -65,21 +65,6 @@ def test_view_tampering_is_reported_and_repaired_on_open(store_url):
         assert store.view_drift() == []
 
 
-def test_models_match_migrations(store_url):
-    """ctxdb.models mirrors head: autogenerate finds nothing to change."""
-    from alembic.autogenerate import compare_metadata
-    from alembic.runtime.migration import MigrationContext
-
-    with ContextStore.open(store_url) as store, store.engine.connect() as connection:
-        context = MigrationContext.configure(connection, opts={"compare_type": True})
-        differences = [
-            d for d in compare_metadata(context, metadata)
-            # views are not in the metadata, and alembic_version is alembic's
-            if not (isinstance(d, tuple) and d[0] == "remove_table")
-        ]
-    assert differences == []
-
-
 def test_sqlite_connection_settings(tmp_path):
     with ContextStore.open(tmp_path / "s.db") as store, store.engine.connect() as connection:
         assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
