@@ -319,7 +319,7 @@ class EdgeRecord(NamedTuple):
 
 
 # The rows the indexer inserts are plain tuples in these columns' order: Django's sdist
-# writes 260k of them, and a NamedTuple is built ~4x slower than a tuple and bound
+# writes ~220k of them, and a NamedTuple is built ~4x slower than a tuple and bound
 # ~40% slower by the sqlite3 driver (through the sequence protocol).
 FILE_COLUMNS = ("id", "path", "module", "sha256", "size_bytes", "line_count", "is_test",
                 "syntax_error", "not_utf8")

@@ -104,8 +104,6 @@ class Resolver:
     symbols:  ResolverSymbol rows in symbol id order
     bindings: ModuleBinding rows, sorted (one per name; star imports: name "*")
     inherits: WrittenBase rows in edge id order
-    Fields are read by name: any record with these fields serves (the indexer's rows of
-    the file, symbol and binding tables do).
     """
 
     def __init__(
