@@ -1,19 +1,22 @@
 """Engines for the store: SQLite (the embedded default) or PostgreSQL.
 
-SQLite connections get WAL (readers never block the writer) with
-synchronous=NORMAL, foreign keys on, and a busy timeout; transactions are begun explicitly so that one decision is
-one transaction, DDL included, and a writer can ask for ``BEGIN IMMEDIATE``
+`sqlite_engine` makes every SQLite engine, the store's and the recon index's;
+`insert_statement` builds every bulk INSERT, the store's and the recon indexer's. The
+store's connections get WAL (readers never block the writer) with synchronous=NORMAL,
+foreign keys on, and a busy timeout; transactions are begun explicitly so that one
+decision is one transaction, DDL included, and a writer can ask for ``BEGIN IMMEDIATE``
 to take the write lock up front instead of failing on a lock upgrade.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
-from sqlalchemy.pool import StaticPool
+from sqlalchemy import Engine, Table, create_engine, event
+from sqlalchemy.engine import Dialect, make_url
+from sqlalchemy.pool import Pool, StaticPool
 
 DEFAULT_DB_PATH = "ctx08.db"
 DB_URL_ENV = "CTXDB_URL"
@@ -51,44 +54,107 @@ def is_sqlite(url: str) -> bool:
 
 def make_engine(url: str, *, recon_path: str | None = None, foreign_keys: bool = True) -> Engine:
     """An engine on ``url``; on SQLite, ``recon_path`` is ATTACHed as schema ``recon``."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "postgresql":
+    if make_url(url).get_backend_name() == "postgresql":
         return create_engine(url, pool_pre_ping=True)
+    return sqlite_engine(url, recon_path=recon_path, foreign_keys=foreign_keys)
 
-    in_memory = parsed.database in (None, "", ":memory:")
-    engine = create_engine(
-        url,
-        # One shared connection for an in-memory database, or each would be empty.
-        poolclass=StaticPool if in_memory else None,
-        # uri: the recon file is attached by a read-only URI filename
-        connect_args={"check_same_thread": False, "uri": True} if in_memory else {"uri": True},
-    )
+
+def sqlite_engine(
+    url: str,
+    *,
+    recon_path: str | os.PathLike | None = None,
+    recon_read_only: bool = True,
+    store_settings: bool = True,
+    foreign_keys: bool = True,
+    poolclass: type[Pool] | None = None,
+    cross_thread: bool = False,
+) -> Engine:
+    """A SQLite engine on ``url`` (``sqlite://`` is an in-memory database).
+
+    - `recon_path`: a recon index file ATTACHed to every connection as schema
+      ``recon``, read-only unless `recon_read_only` is false (the indexer's engine).
+    - `store_settings`: the store's connection settings (module docstring), foreign
+      keys per `foreign_keys`; without them, the sqlite3 driver's defaults.
+    - `poolclass`: by default an in-memory database is one connection the pool shares
+      (each new connection would be another, empty database).
+    - `cross_thread`: connections may be used by a thread other than their creator's.
+    """
+    in_memory = make_url(url).database in (None, "", ":memory:")
+    if poolclass is None and in_memory:
+        poolclass = StaticPool
+    # uri: a read-only recon file is attached by a URI filename
+    connect_args: dict = {"uri": True}
+    if cross_thread or poolclass is StaticPool:
+        connect_args["check_same_thread"] = False
+    engine = create_engine(url, poolclass=poolclass, connect_args=connect_args)
+    if recon_path is None:
+        attach = None
+    elif recon_read_only:
+        # Read-only: a decision's BEGIN IMMEDIATE would otherwise write-lock the recon
+        # file too, and its commit would wait on anyone reading recon (a rollback-
+        # journal file), or stall an index run for as long as a decision lasts.
+        attach = read_only_uri(os.fspath(recon_path))
+    else:
+        attach = str(Path(recon_path).absolute())
 
     @event.listens_for(engine, "connect")
     def _configure_sqlite(dbapi_connection, _record):
-        # Let SQLAlchemy's "begin" event below issue BEGIN itself (pysqlite's own
-        # implicit transactions do not cover DDL or SELECT).
-        dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        if not in_memory:
-            cursor.execute("PRAGMA journal_mode=WAL")
-            # WAL's recommended setting: a crash of the process never loses or corrupts
-            # a committed decision; a power cut may roll back the last few commits.
-            cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_MS)}")
-        cursor.execute(f"PRAGMA foreign_keys={'ON' if foreign_keys else 'OFF'}")
-        if recon_path is not None:
-            # Read-only: a decision's BEGIN IMMEDIATE would otherwise write-lock the recon
-            # file too, and its commit would wait on anyone reading recon (a rollback-
-            # journal file), or stall an index run for as long as a decision lasts.
-            cursor.execute("ATTACH DATABASE ? AS recon", (read_only_uri(recon_path),))
+        if store_settings:
+            # Let SQLAlchemy's "begin" event below issue BEGIN itself (pysqlite's own
+            # implicit transactions do not cover DDL or SELECT).
+            dbapi_connection.isolation_level = None
+            if not in_memory:
+                cursor.execute("PRAGMA journal_mode=WAL")
+                # WAL's recommended setting: a crash of the process never loses or
+                # corrupts a committed decision; a power cut may roll back the last few
+                # commits.
+                cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_MS)}")
+            cursor.execute(f"PRAGMA foreign_keys={'ON' if foreign_keys else 'OFF'}")
+        if attach is not None:
+            cursor.execute("ATTACH DATABASE ? AS recon", (attach,))
         cursor.close()
 
-    @event.listens_for(engine, "begin")
-    def _begin(connection):
-        mode = connection.get_execution_options().get(SQLITE_BEGIN_OPTION, "DEFERRED")
-        if mode not in SQLITE_BEGIN_MODES:
-            raise ValueError(f"{SQLITE_BEGIN_OPTION} must be one of {SQLITE_BEGIN_MODES}")
-        connection.exec_driver_sql(f"BEGIN {mode}")
+    if store_settings:
+        @event.listens_for(engine, "begin")
+        def _begin(connection):
+            mode = connection.get_execution_options().get(SQLITE_BEGIN_OPTION, "DEFERRED")
+            if mode not in SQLITE_BEGIN_MODES:
+                raise ValueError(f"{SQLITE_BEGIN_OPTION} must be one of {SQLITE_BEGIN_MODES}")
+            connection.exec_driver_sql(f"BEGIN {mode}")
 
     return engine
+
+
+@functools.lru_cache(maxsize=256)
+def insert_statement(dialect: Dialect, table: Table, columns: tuple[str, ...],
+                     keep_existing: bool = False) -> str:
+    """``INSERT INTO [schema.]table (c1, …) VALUES (?, …)`` in the driver's positional
+    style, for executemany with rows in `columns` order.
+
+    Values always travel as parameters; only names from the table definition are in the
+    text. `keep_existing`: a row whose primary key is already there is skipped.
+    """
+    preparer = dialect.identifier_preparer
+    style = dialect.paramstyle
+    if style == "qmark":
+        mark = "?"
+    elif style in ("format", "pyformat"):
+        mark = "%s"
+    else:
+        raise NotImplementedError(f"unsupported DB-API paramstyle {style!r}")
+    unknown = [c for c in columns if c not in table.columns]
+    if unknown:
+        raise ValueError(f"table {table.name} has no column(s) {unknown}")
+    name = preparer.quote(table.name)
+    if table.schema is not None:
+        name = f"{preparer.quote_schema(table.schema)}.{name}"
+    statement = (
+        f"INSERT INTO {name} ({', '.join(preparer.quote(c) for c in columns)})"
+        f" VALUES ({', '.join([mark] * len(columns))})"
+    )
+    if keep_existing:
+        key = ", ".join(preparer.quote(c.name) for c in table.primary_key.columns)
+        statement += f" ON CONFLICT ({key}) DO NOTHING"
+    return statement

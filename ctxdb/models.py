@@ -9,7 +9,6 @@ decision's pool in ``evidence_item``, every stage action in ``item_event``.
 
 from __future__ import annotations
 
-import functools
 import operator
 
 from sqlalchemy import (
@@ -31,6 +30,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.expression import false, true
 
+from .db import insert_statement
 from .spec import EVIDENCE_KINDS, EVIDENCE_SOURCES
 
 metadata = MetaData()
@@ -421,28 +421,5 @@ def _execute_insert(connection, table: Table, columns: tuple[str, ...], rows: li
                     keep_existing: bool) -> None:
     if rows:
         connection.exec_driver_sql(
-            _insert_statement(connection.dialect, table, columns, keep_existing), rows
+            insert_statement(connection.dialect, table, columns, keep_existing), rows
         )
-
-
-@functools.lru_cache(maxsize=256)
-def _insert_statement(dialect, table: Table, columns: tuple[str, ...], keep_existing: bool) -> str:
-    quote = dialect.identifier_preparer.quote
-    style = dialect.paramstyle
-    if style == "qmark":
-        marks = ", ".join("?" for _ in columns)
-    elif style in ("format", "pyformat"):
-        marks = ", ".join("%s" for _ in columns)
-    else:
-        raise NotImplementedError(f"unsupported DB-API paramstyle {style!r}")
-    unknown = [c for c in columns if c not in table.columns]
-    if unknown:
-        raise ValueError(f"table {table.name} has no column(s) {unknown}")
-    statement = (
-        f"INSERT INTO {quote(table.name)} ({', '.join(quote(c) for c in columns)})"
-        f" VALUES ({marks})"
-    )
-    if keep_existing:
-        key = ", ".join(quote(c.name) for c in table.primary_key.columns)
-        statement += f" ON CONFLICT ({key}) DO NOTHING"
-    return statement

@@ -92,6 +92,7 @@ class ContextStore:
             if separate_recon is not None:
                 from .recon.schema import create_recon_engine
 
+                # read-only, as the SQLite store's ATTACH is: a store never writes recon
                 store._recon_engine = create_recon_engine(separate_recon, read_only=True)
             if recon is not None:
                 store.check_recon()

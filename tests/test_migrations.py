@@ -5,13 +5,26 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
 from sqlalchemy import text
 
 from ctxdb import ContextStore
 from ctxdb.db import make_engine, resolve_url
 from ctxdb.migrate import head_revision, script_directory, upgrade_engine
+from ctxdb.models import metadata
+from ctxdb.paths import MIGRATIONS_DIR
+from ctxdb.recon import index_repository
+from ctxdb.recon.schema import RECON_SCHEMA
 
 FIRST_REVISION = "0001"
+SHOPCART = Path(__file__).resolve().parent.parent / "fixtures" / "repos" / "shopcart"
+# What a store's database holds that ctxdb/models.py rightly does not describe: alembic's
+# own version table (autogenerate leaves it out by itself), and the recon index, schema
+# "recon" in the same PostgreSQL database or the ATTACHed recon.db on SQLite (its tables
+# are ctxdb/recon/schema.py's, on SQLite with FTS5's). Views are not tables.
+NOT_MODELLED_TABLES = {"alembic_version"}
+NOT_MODELLED_SCHEMAS = {RECON_SCHEMA}
 # Tables whose rows are read back at head through a view (a table was split since 0001).
 READ_BACK_AT_HEAD = {"evidence_item": "v_evidence_item"}
 
@@ -79,23 +92,51 @@ def _dump(engine, tables, read_back=None):
         }
 
 
-def test_the_revisions_form_one_line_from_the_first_to_the_newest_file():
-    """One base, one head, each revision's parent the one before it; the head is the
-    newest file in migrations/versions (numbered names, so the order is the number)."""
+def _model_differences(connection) -> list:
+    """What autogenerate would change to make the database match ctxdb/models.py, in
+    every schema the database has but those named above."""
+
+    def include_name(name, type_, _parent_names) -> bool:
+        if type_ == "schema":
+            return name not in NOT_MODELLED_SCHEMAS
+        if type_ == "table":
+            return name not in NOT_MODELLED_TABLES
+        return True
+
+    context = MigrationContext.configure(connection, opts={
+        "compare_type": True, "include_schemas": True, "include_name": include_name,
+    })
+    return compare_metadata(context, metadata)
+
+
+def test_models_match_migrations(backend, store_url, tmp_path):
+    """ctxdb.models mirrors head, in a store with a recon index beside it: autogenerate
+    finds nothing to change; a table a migration made but models.py lacks, it finds."""
+    if backend == "sqlite":
+        recon = str(tmp_path / "recon.db")
+        index_repository(SHOPCART, recon)
+    else:
+        recon = None  # the schema recon of the same database
+        index_repository(SHOPCART, store_url)
+    with ContextStore.open(store_url, recon=recon) as store, store.engine.connect() as connection:
+        assert _model_differences(connection) == []
+        connection.execute(text("CREATE TABLE unmodelled (id INTEGER PRIMARY KEY)"))
+        found = [(d[0], d[1].name) for d in _model_differences(connection)]
+        connection.rollback()
+    assert found == [("remove_table", "unmodelled")]
+
+
+def test_the_revision_chain_is_linear_and_ends_at_the_newest_file():
     scripts = script_directory()
-    by_revision = {s.revision: s for s in scripts.walk_revisions()}
-    assert scripts.get_bases() == [FIRST_REVISION]
-    assert scripts.get_heads() == [head_revision()]
-    chain, revision = [], head_revision()
-    while revision is not None:
-        chain.append(revision)
-        parent = by_revision[revision].down_revision
-        assert parent is None or isinstance(parent, str), f"{revision} merges {parent}"
-        revision = parent
-    assert chain[::-1] == sorted(by_revision)  # linear, and every revision on the line
-    files = sorted(p.name for p in (Path(scripts.dir) / "versions").glob("[0-9]*.py"))
-    assert files[-1].startswith(head_revision() + "_")
-    assert [name.split("_", 1)[0] for name in files] == chain[::-1]
+    chain = list(reversed(list(scripts.walk_revisions())))  # base first
+    assert scripts.get_bases() == [FIRST_REVISION] == [chain[0].revision]
+    assert scripts.get_heads() == [head_revision()] == [chain[-1].revision]
+    assert chain[0].down_revision is None
+    for previous, revision in zip(chain, chain[1:]):
+        assert revision.down_revision == previous.revision, revision.path
+    # each numbered file in versions/ is one link, in order: the head is the newest file
+    files = sorted(path.name for path in (MIGRATIONS_DIR / "versions").glob("*.py"))
+    assert [Path(revision.path).name for revision in chain] == files
 
 
 def test_upgrade_from_first_revision_keeps_every_row(store_url):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import shutil
 import sqlite3
 import subprocess
@@ -29,6 +30,7 @@ from ctxdb.recon import (
 )
 from ctxdb.recon import indexer as recon_indexer
 from ctxdb.recon.commands import register
+from ctxdb.recon.extract import Binding, ParsedFile, Reference, Symbol, extract_file
 from ctxdb.recon.schema import GENERATION_KEY
 
 REPOS = Path(__file__).resolve().parent.parent / "fixtures" / "repos"
@@ -578,6 +580,18 @@ def test_deterministic_across_runs_hash_seeds_and_pool(tmp_path, monkeypatch):
     pooled = tmp_path / "pooled.db"
     index_repository(SHOPCART, pooled)
     assert _sqlite_dump(pooled) == reference
+
+
+def test_a_parsed_file_comes_back_from_a_worker_as_the_same_records():
+    data = (SHOPCART / "shopcart" / "pricing.py").read_bytes()
+    parsed = extract_file("shopcart/pricing.py", data, "shopcart.pricing", False)
+    assert parsed.symbols and parsed.references and parsed.bindings
+    back = pickle.loads(pickle.dumps(parsed, protocol=pickle.HIGHEST_PROTOCOL))
+    assert back == parsed and type(back) is ParsedFile
+    assert {type(s) for s in back.symbols} == {Symbol}
+    assert {type(r) for r in back.references} == {Reference}
+    assert {type(b) for b in back.bindings} == {Binding}
+    assert back.symbols[1].key == parsed.symbols[1].key
 
 
 def test_same_index_on_both_backends(recon_target, tmp_path):

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from sqlalchemy import inspect, text
+from sqlalchemy.exc import OperationalError
 
 from ctxdb import ContextStore
 from ctxdb.migrate import StoreVersionError, head_revision
 from ctxdb.models import metadata
+from ctxdb.recon import index_repository
+
+SHOPCART = Path(__file__).resolve().parent.parent / "fixtures" / "repos" / "shopcart"
 
 
 def test_open_creates_database_at_head(store_url):
@@ -59,36 +65,28 @@ def test_view_tampering_is_reported_and_repaired_on_open(store_url):
         assert store.view_drift() == []
 
 
-def _model_differences(connection) -> list:
-    from alembic.autogenerate import compare_metadata
-    from alembic.runtime.migration import MigrationContext
-
-    # Every difference counts: views are not tables to autogenerate, and alembic leaves
-    # its own alembic_version out, so a table a migration makes that models.py lacks
-    # shows as a remove_table here.
-    context = MigrationContext.configure(connection, opts={"compare_type": True})
-    return compare_metadata(context, metadata)
-
-
-def test_models_match_migrations(store_url):
-    """ctxdb.models mirrors head: autogenerate finds nothing to change."""
-    with ContextStore.open(store_url) as store, store.engine.connect() as connection:
-        assert _model_differences(connection) == []
-
-
-def test_a_table_the_models_lack_is_a_difference(store_url):
-    """The check above can fail: a table in the database but not in models.py shows."""
-    with ContextStore.open(store_url) as store, store.engine.begin() as connection:
-        connection.execute(text("CREATE TABLE made_by_a_migration (x INTEGER)"))
-        differences = _model_differences(connection)
-    assert [(d[0], d[1].name) for d in differences] == [("remove_table", "made_by_a_migration")]
-
-
 def test_sqlite_connection_settings(tmp_path):
     with ContextStore.open(tmp_path / "s.db") as store, store.engine.connect() as connection:
         assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 1000
+
+
+def test_a_separate_recon_file_is_opened_read_only(pg_url, tmp_path):
+    """A PostgreSQL store reading a recon.db file beside it never writes to it, as the
+    SQLite store's ATTACH never does: a write through its recon connection fails and
+    the file is left as it was, with no journal beside it."""
+    recon = tmp_path / "recon.db"
+    index_repository(SHOPCART, str(recon))
+    before = recon.read_bytes()
+    with ContextStore.open(pg_url, recon=str(recon)) as store:
+        with store.engine.connect() as connection, \
+                store.recon_connection(connection) as recon_connection:
+            assert recon_connection.execute(text("SELECT count(*) FROM recon.symbol")).scalar()
+            with pytest.raises(OperationalError, match="readonly"):
+                recon_connection.execute(text("DELETE FROM recon.symbol"))
+    assert recon.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["recon.db"]
 
 
 def test_check_rows_are_reported(store_url):

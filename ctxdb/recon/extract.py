@@ -5,19 +5,8 @@ tree-sitter's Python API (building the language, parser and query; how captures 
 back) is confined to `language`, `_parser`, `load_query` and `sorted_captures`; the rest
 works on byte offsets and the stable Node attributes.
 
-Output rows (plain tuples, cheap to pickle back from a worker):
-
-- symbol:  (index, parent_index, key, kind, name, qualname,
-            start_line, end_line, start_byte, end_byte, signature, doc)
-  index 0 is the module symbol; parent_index is -1 for it.
-- reference: (kind, src_index, dst_name, line, typed_name) with kind in calls / inherits /
-  imports; one row per (kind, src_index, dst_name), at the first line it occurs.
-  typed_name is dst_name with a variable of known class replaced by the class
-  (``calc.total`` → ``PriceCalculator.total`` after ``calc = PriceCalculator(...)``;
-  ``self.tax.rate`` → ``TaxPolicy.rate`` after ``self.tax = TaxPolicy()`` or
-  ``self.tax = tax`` with ``tax: TaxPolicy``), else None.
-- binding: (name, target, line): a name the module binds by import, with the absolute
-  dotted name it refers to ("*" for a star import, once per module starred).
+Output: a `ParsedFile` holding `Symbol`, `Reference` and `Binding` records (named
+tuples: they travel back from a worker process as pickled tuples).
 """
 
 from __future__ import annotations
@@ -25,9 +14,10 @@ from __future__ import annotations
 import builtins
 import hashlib
 import re
-from functools import cache
+from functools import cache, partial
 from importlib import resources
-from operator import itemgetter
+from operator import attrgetter
+from typing import NamedTuple
 
 import tree_sitter
 import tree_sitter_python
@@ -41,8 +31,131 @@ _DOC_PREFIX = re.compile(r"[rRuU]?(\"\"\"|'''|\"|')")
 
 DOC_LINE_MAX = 300
 
-_SPAN = itemgetter(0, 1)
+_BY_SPAN = attrgetter("start_byte", "end_byte")
 _BUILTINS = frozenset(name for name in dir(builtins) if not name.startswith("_"))
+
+
+class Symbol(NamedTuple):
+    """A definition of one file. Indexes count the file's symbols; 0 is the module."""
+
+    index: int
+    parent_index: int  # -1 for the module symbol
+    key: str  # entity key path::Qual.name, "#2" on a second definition in one scope
+    kind: str  # module | class | function | method
+    name: str
+    qualname: str
+    start_line: int  # 1-based, from the first decorator
+    end_line: int  # 1-based, inclusive
+    start_byte: int
+    end_byte: int  # exclusive
+    signature: str | None  # decorators + the def/class line(s) through the colon
+    doc: str | None  # first docstring line
+
+
+class Reference(NamedTuple):
+    """A name a symbol uses: one per (kind, src_index, dst_name), at its first line."""
+
+    kind: str  # calls | inherits | imports
+    src_index: int  # the Symbol.index of the innermost enclosing definition
+    dst_name: str  # as written; imports: the absolute dotted name
+    line: int
+    # dst_name with a variable of known class replaced by the class, else None:
+    # ``calc.total`` → ``PriceCalculator.total`` after ``calc = PriceCalculator(...)``;
+    # ``self.tax.rate`` → ``TaxPolicy.rate`` after ``self.tax = TaxPolicy()`` or
+    # ``self.tax = tax`` with ``tax: TaxPolicy``
+    typed_name: str | None
+
+
+class Binding(NamedTuple):
+    """A name the module binds by import ("*" for a star import, once per module starred)."""
+
+    name: str
+    target: str  # the absolute dotted name it refers to
+    line: int
+
+
+class ParsedFile(NamedTuple):
+    """Everything the index keeps of one file."""
+
+    sha256: str
+    size_bytes: int
+    line_count: int
+    syntax_error: bool
+    not_utf8: bool
+    # the UTF-8 text as bytes (re-encoded after replacement when the file was not
+    # UTF-8): bytes travel between processes far cheaper than str
+    source: bytes
+    symbols: list[Symbol]
+    references: list[Reference]
+    bindings: list[Binding]
+
+    def __reduce__(self):
+        # How a worker sends it back. Pickle saves each record of a list through a
+        # Python-level __getnewargs__ call (Django's sdist: ~4x the time of plain
+        # tuples); as plain tuples, rebuilt by C calls, the cost is a tuple's.
+        return _unpickle_parsed_file, (
+            tuple(self[:6]),
+            list(map(tuple, self.symbols)),
+            list(map(tuple, self.references)),
+            list(map(tuple, self.bindings)),
+        )
+
+
+_as_symbol = partial(tuple.__new__, Symbol)
+_as_reference = partial(tuple.__new__, Reference)
+_as_binding = partial(tuple.__new__, Binding)
+
+
+def _unpickle_parsed_file(head: tuple, symbols: list, references: list, bindings: list):
+    return ParsedFile(
+        *head,
+        list(map(_as_symbol, symbols)),
+        list(map(_as_reference, references)),
+        list(map(_as_binding, bindings)),
+    )
+
+
+class _Definition(NamedTuple):
+    """A function or class definition as captured, before it becomes a Symbol."""
+
+    start_byte: int  # of the first decorator, when decorated
+    end_byte: int
+    kind: str  # function | class
+    outer: tree_sitter.Node  # the decorated definition, else the definition itself
+    node: tree_sitter.Node
+    name: tree_sitter.Node
+    colon: tree_sitter.Node
+
+
+class _Scopes:
+    """The byte spans of a file's symbols, by symbol index, to find the innermost symbol
+    around a position. Added in start order, properly nested, the module first."""
+
+    def __init__(self, end_of_file: int) -> None:
+        self.starts = [0]
+        self.ends = [end_of_file]
+
+    def add(self, start: int, end: int) -> None:
+        self.starts.append(start)
+        self.ends.append(end)
+
+    def owners(self, positions: list[int]) -> list[int]:
+        """For each position (ascending), the index of the innermost symbol holding it."""
+        starts, ends = self.starts, self.ends
+        n_scopes = len(starts)
+        out = []
+        holding = [0]  # the symbols holding the current position, innermost last
+        following = 1
+        for position in positions:
+            while following < n_scopes and starts[following] <= position:
+                while len(holding) > 1 and ends[holding[-1]] <= starts[following]:
+                    holding.pop()
+                holding.append(following)
+                following += 1
+            while len(holding) > 1 and ends[holding[-1]] <= position:
+                holding.pop()
+            out.append(holding[-1])
+        return out
 
 
 @cache
@@ -62,8 +175,10 @@ def load_query(name: str) -> tree_sitter.Query:
     return tree_sitter.Query(language(), path.read_text("utf-8"))
 
 
-def sorted_captures(query: tree_sitter.Query, node: tree_sitter.Node) -> dict[str, list]:
-    """Captures by name: lists of (start_byte, end_byte, node) sorted by (start_byte, end_byte).
+def sorted_captures(
+    query: tree_sitter.Query, node: tree_sitter.Node
+) -> dict[str, list[tree_sitter.Node]]:
+    """Captured nodes by capture name, each list sorted by (start_byte, end_byte).
 
     The one function that knows tree-sitter's capture API: 0.25 returns a dict from
     `QueryCursor.captures`, in an order that changes from call to call.
@@ -71,9 +186,9 @@ def sorted_captures(query: tree_sitter.Query, node: tree_sitter.Node) -> dict[st
     raw = tree_sitter.QueryCursor(query).captures(node)
     out = {}
     for name in sorted(raw):
-        spans = [(n.start_byte, n.end_byte, n) for n in raw[name]]
-        spans.sort(key=_SPAN)
-        out[name] = spans
+        nodes = list(raw[name])
+        nodes.sort(key=_BY_SPAN)
+        out[name] = nodes
     return out
 
 
@@ -116,14 +231,35 @@ def count_lines(text: str) -> int:
     return text.count("\n") + (0 if text.endswith("\n") else 1)
 
 
-def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> tuple:
-    """Parse one file. Returns (sha256, size_bytes, line_count, syntax_error, not_utf8,
-    source, symbols, refs, bindings); `source` is the UTF-8 text as bytes (re-encoded
-    after replacement when the file was not UTF-8) — bytes travel between processes
-    far cheaper than str.
+def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> ParsedFile:
+    """Parse one file into its symbols, references and import bindings.
+
+    One job after another, each reading what the ones before found: definitions (the
+    symbols and their spans), docstrings, local types, references, imports.
     """
-    sha = hashlib.sha256(data).hexdigest()
-    size = len(data)
+    sha256 = hashlib.sha256(data).hexdigest()
+    size_bytes = len(data)
+    text, not_utf8 = _decode(data)
+    if not_utf8:
+        data = text.encode("utf-8")  # byte offsets always index the stored text's UTF-8
+    line_count = count_lines(text)
+    root = _parser().parse(data).root_node
+    found = _Captured(data, sorted_captures(load_query("python"), root))
+
+    symbols, scopes = _definitions(found, relpath, module, line_count)
+    _attach_docstrings(found, symbols, scopes)
+    local_types = _LocalTypes(found, symbols, scopes)
+    references = _references(found, scopes, local_types)
+    imports = _Imports(found, module, is_package)
+    references += imports.references
+    defined_names = {symbol.name for symbol in symbols[1:]}
+    references = _without_builtin_calls(references, defined_names, imports.bound_names)
+    return ParsedFile(sha256, size_bytes, line_count, root.has_error, not_utf8, data,
+                      symbols, references, imports.bindings)
+
+
+def _decode(data: bytes) -> tuple[str, bool]:
+    """The file's text, and whether it had to be repaired (invalid UTF-8 or NUL bytes)."""
     try:
         text = data.decode("utf-8")
         not_utf8 = False
@@ -133,160 +269,195 @@ def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> tu
     if "\x00" in text:  # not Python source either, and PostgreSQL text cannot hold it
         text = text.replace("\x00", "\ufffd")
         not_utf8 = True
-    if not_utf8:
-        data = text.encode("utf-8")  # byte offsets always index the stored text's UTF-8
-    line_count = count_lines(text)
+    return text, not_utf8
 
-    tree = _parser().parse(data)
-    root = tree.root_node
-    syntax_error = root.has_error
-    caps = sorted_captures(load_query("python"), root)
-    get = caps.get
 
-    def text_of(start: int, end: int) -> str:
-        return data[start:end].decode("utf-8", "replace")
+class _Captured:
+    """One file's UTF-8 bytes and the nodes the query captured in them."""
 
-    module_doc = None
-    for s, e, _ in get("docstring.module", ()):
-        module_doc = doc_line(text_of(s, e))
+    def __init__(self, data: bytes, captures: dict[str, list[tree_sitter.Node]]) -> None:
+        self.data = data
+        self._captures = captures
 
-    # -- decorated definitions start at their first decorator ------------------------------
-    outer_start = {
-        inner[0]: outer[2]
-        for inner, outer in zip(
-            get("decorated.inner", ()), get("decorated.outer", ()), strict=True
-        )
-    }
+    def __getitem__(self, name: str) -> list[tree_sitter.Node]:
+        """The nodes of one capture name, in span order (none: an empty list)."""
+        return self._captures.get(name, [])
 
-    # -- definitions -----------------------------------------------------------------------
-    defs = []  # (span start, span end, kind, outer node, definition node, name, colon)
-    for kind in ("function", "class"):
-        for d, nm, colon in zip(
-            get(f"{kind}.definition", ()),
-            get(f"{kind}.name", ()),
-            get(f"{kind}.colon", ()),
-            strict=True,
-        ):
-            outer = outer_start.get(d[0])
-            if outer is None:
-                outer = d[2]
-            defs.append((outer.start_byte, d[1], kind, outer, d[2], nm, colon))
-    defs.sort(key=lambda t: (t[0], -t[1]))
+    def text(self, node: tree_sitter.Node) -> str:
+        return self.data[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
+
+def _definitions(
+    found: _Captured, relpath: str, module: str, line_count: int
+) -> tuple[list[Symbol], _Scopes]:
+    """The module symbol, then a Symbol per class, function and method in source order
+    (key, qualname, parent, span from the first decorator, signature; no docstring
+    yet), and each symbol's scope."""
+    end_of_file = len(found.data)
     symbols = [
-        (0, -1, relpath, "module", module.rsplit(".", 1)[-1], module, 1, max(line_count, 1),
-         0, len(data), None, module_doc)
+        Symbol(0, -1, relpath, "module", module.rsplit(".", 1)[-1], module, 1,
+               max(line_count, 1), 0, end_of_file, None, None)
     ]
-    scopes = [(0, len(data), 0)]  # (start_byte, end_byte, symbol index), in start order
-    kinds = ["module"]
-    quals = [module]
-    def_names: set[str] = set()
+    scopes = _Scopes(end_of_file)
     keys_seen: dict[str, int] = {}
-    stack = [scopes[0]]
-    for start, end, kind, outer, d, nm, colon in defs:
-        while len(stack) > 1 and stack[-1][1] <= start:
-            stack.pop()
-        parent = stack[-1][2]
-        name = text_of(nm[0], nm[1])
-        def_names.add(name)
-        qual = name if parent == 0 else f"{quals[parent]}.{name}"
-        if kind == "function" and kinds[parent] == "class":
+    holding = [symbols[0]]  # the symbols holding this definition, innermost last
+    for definition in _captured_definitions(found):
+        start, end = definition.start_byte, definition.end_byte
+        while len(holding) > 1 and holding[-1].end_byte <= start:
+            holding.pop()
+        parent = holding[-1]
+        name = found.text(definition.name)
+        qual = name if parent.index == 0 else f"{parent.qualname}.{name}"
+        kind = definition.kind
+        if kind == "function" and parent.kind == "class":
             kind = "method"
         key = f"{relpath}::{qual}"
         n_seen = keys_seen.get(key, 0) + 1
         keys_seen[key] = n_seen
         if n_seen > 1:  # redefinition in one scope (property setter, if/else variants)
             key = f"{key}#{n_seen}"
-        start_line = outer.start_point[0] + 1
-        end_row, end_col = d.end_point
+        start_line = definition.outer.start_point[0] + 1
+        end_row, end_col = definition.node.end_point
         end_line = max(end_row + 1 if end_col else end_row, start_line)
         index = len(symbols)
-        symbols.append(
-            (index, parent, key, kind, name, qual, start_line, end_line, start, end,
-             text_of(start, colon[1]), None)
-        )
-        kinds.append(kind)
-        quals.append(qual)
-        scope = (start, end, index)
-        scopes.append(scope)
-        stack.append(scope)
+        signature = found.data[start : definition.colon.end_byte].decode("utf-8", "replace")
+        symbol = Symbol(index, parent.index, key, kind, name, qual, start_line, end_line,
+                        start, end, signature, None)
+        symbols.append(symbol)
+        scopes.add(start, end)
+        holding.append(symbol)
+    return symbols, scopes
 
-    # -- docstrings: the owner of a definition's first-statement string is that definition
-    docs = get("docstring.definition", [])
-    for (s, e, _), owner in zip(docs, _owners(scopes, [d[0] for d in docs]), strict=True):
+
+def _captured_definitions(found: _Captured) -> list[_Definition]:
+    """Every function and class definition, outer before inner; a decorated one starts
+    at its first decorator."""
+    decorated = {
+        inner.start_byte: outer
+        for inner, outer in zip(found["decorated.inner"], found["decorated.outer"], strict=True)
+    }
+    definitions = []
+    for kind in ("function", "class"):
+        for definition, name, colon in zip(
+            found[f"{kind}.definition"], found[f"{kind}.name"], found[f"{kind}.colon"],
+            strict=True,
+        ):
+            outer = decorated.get(definition.start_byte)
+            if outer is None:
+                outer = definition
+            definitions.append(_Definition(outer.start_byte, definition.end_byte, kind, outer,
+                                           definition, name, colon))
+    definitions.sort(key=lambda d: (d.start_byte, -d.end_byte))
+    return definitions
+
+
+def _attach_docstrings(found: _Captured, symbols: list[Symbol], scopes: _Scopes) -> None:
+    """Each symbol's first docstring line: the module's, and a definition's from the
+    string that is the first statement of its body (its owner is that definition)."""
+    for literal in found["docstring.module"]:
+        symbols[0] = symbols[0]._replace(doc=doc_line(found.text(literal)))
+    literals = found["docstring.definition"]
+    owners = scopes.owners([literal.start_byte for literal in literals])
+    for literal, owner in zip(literals, owners, strict=True):
         if owner > 0:
-            symbols[owner] = symbols[owner][:-1] + (doc_line(text_of(s, e)),)
+            symbols[owner] = symbols[owner]._replace(doc=doc_line(found.text(literal)))
 
-    # -- local types: x = Class(...), x: Class, self.x = Class(...) ------------------------
-    parents = [sym[1] for sym in symbols]
-    var_types: dict[int, dict[str, str]] = {}  # scope index → variable → class as written
-    pairs = list(zip(get("type.var", ()), get("type.var_class", ()), strict=True))
-    owners = _owners(scopes, [p[0][0] for p in pairs])
-    for ((s, e, _), (cs, ce, _)), owner in zip(pairs, owners, strict=True):
-        var_types.setdefault(owner, {}).setdefault(text_of(s, e), text_of(cs, ce))
 
-    def var_type(owner: int, var: str) -> str | None:
-        scope = owner
-        while scope >= 0:
-            if kinds[scope] != "class" or scope == owner:  # class bodies do not enclose
-                found = var_types.get(scope, {}).get(var)
-                if found is not None:
-                    return found
-            scope = parents[scope]
-        return None
+class _LocalTypes:
+    """The classes of local names, so a call on a name can be resolved through its class.
 
-    def enclosing_class(owner: int) -> int:
-        scope = parents[owner]
-        while scope > 0 and kinds[scope] != "class":
-            scope = parents[scope]
-        return scope  # 0 (the module) when there is none
+    Variables: ``x = Class(...)`` and a parameter annotated ``x: Class``, per scope.
+    Attributes: ``self.x = Class(...)``, or ``self.x = x`` with x of known class, in a
+    method: per class. The first assignment of a name wins.
+    """
 
-    attr_types: dict[int, dict[str, str]] = {}  # class index → attribute → class
-    triples = list(
-        zip(get("type.self", ()), get("type.attr", ()), get("type.attr_class", ()), strict=True)
-    )
-    owners = _owners(scopes, [t[0][0] for t in triples])
-    for (slf, attr, value), owner in zip(triples, owners, strict=True):
-        if data[slf[0] : slf[1]] != b"self" or kinds[owner] != "method":
-            continue
-        text = text_of(value[0], value[1])
-        if value[2].parent.type != "call":  # self.x = x: the class of x, when known
-            text = var_type(owner, text)
-            if text is None:
+    def __init__(self, found: _Captured, symbols: list[Symbol], scopes: _Scopes) -> None:
+        self._kinds = [symbol.kind for symbol in symbols]
+        self._parents = [symbol.parent_index for symbol in symbols]
+        self._variables: dict[int, dict[str, str]] = {}  # scope → variable → class as written
+        self._attributes: dict[int, dict[str, str]] = {}  # class → attribute → class
+        self._collect_variables(found, scopes)
+        self._collect_attributes(found, scopes)
+
+    def _collect_variables(self, found: _Captured, scopes: _Scopes) -> None:
+        pairs = list(zip(found["type.var"], found["type.var_class"], strict=True))
+        owners = scopes.owners([variable.start_byte for variable, _ in pairs])
+        for (variable, variable_class), owner in zip(pairs, owners, strict=True):
+            self._variables.setdefault(owner, {}).setdefault(
+                found.text(variable), found.text(variable_class)
+            )
+
+    def _collect_attributes(self, found: _Captured, scopes: _Scopes) -> None:
+        triples = list(zip(found["type.self"], found["type.attr"], found["type.attr_class"],
+                           strict=True))
+        owners = scopes.owners([receiver.start_byte for receiver, _, _ in triples])
+        for (receiver, attribute, value), owner in zip(triples, owners, strict=True):
+            if found.text(receiver) != "self" or self._kinds[owner] != "method":
                 continue
-        attr_types.setdefault(enclosing_class(owner), {}).setdefault(
-            text_of(attr[0], attr[1]), text
-        )
+            value_class = found.text(value)
+            if value.parent.type != "call":  # self.x = x: the class of x, when known
+                value_class = self._variable_class(owner, value_class)
+                if value_class is None:
+                    continue
+            self._attributes.setdefault(self._enclosing_class(owner), {}).setdefault(
+                found.text(attribute), value_class
+            )
 
-    def typed_name(owner: int, name: str) -> str | None:
-        """`name` with a variable of known class replaced by that class, else None."""
+    def typed_name(self, owner: int, name: str) -> str | None:
+        """`name` (used in symbol `owner`) with a variable of known class replaced by
+        that class, else None."""
         head, _, rest = name.partition(".")
         if not rest:
             return None
         if head == "self":
-            attr, _, rest = rest.partition(".")
-            if rest and attr_types:
-                found = attr_types.get(enclosing_class(owner), {}).get(attr)
+            attribute, _, rest = rest.partition(".")
+            if rest and self._attributes:
+                found = self._attributes.get(self._enclosing_class(owner), {}).get(attribute)
                 if found is not None:
                     return f"{found}.{rest}"
             return None
-        if var_types:
-            found = var_type(owner, head)
+        if self._variables:
+            found = self._variable_class(owner, head)
             if found is not None:
                 return f"{found}.{rest}"
         return None
 
-    # -- references: calls, decorators, bases → owner = innermost enclosing symbol ---------
-    refs = []
-    seen: set = set()
-    for kind, found in (
-        ("calls", _merge(get("reference.call", []), get("reference.decorator", []))),
-        ("inherits", get("reference.base", ())),
+    def _variable_class(self, owner: int, variable: str) -> str | None:
+        scope = owner
+        while scope >= 0:
+            if self._kinds[scope] != "class" or scope == owner:  # class bodies do not enclose
+                found = self._variables.get(scope, {}).get(variable)
+                if found is not None:
+                    return found
+            scope = self._parents[scope]
+        return None
+
+    def _enclosing_class(self, owner: int) -> int:
+        scope = self._parents[owner]
+        while scope > 0 and self._kinds[scope] != "class":
+            scope = self._parents[scope]
+        return scope  # 0 (the module) when there is none
+
+
+def _references(
+    found: _Captured, scopes: _Scopes, local_types: _LocalTypes
+) -> list[Reference]:
+    """Calls (a bare decorator too) and base classes written as dotted names (or
+    ``super().name``), each owned by the innermost enclosing symbol: calls first, then
+    inherits, each in source order, once per (kind, owner, name)."""
+    data = found.data
+    typed_name = local_types.typed_name
+    references = []
+    seen: set[tuple[str, int, str]] = set()
+    for kind, captures in (
+        ("calls", _merge(found["reference.call"], found["reference.decorator"])),
+        ("inherits", found["reference.base"]),
     ):
         line, line_pos = 1, 0
-        owners = _owners(scopes, [f[0] for f in found])
-        for (start, end, _), owner in zip(found, owners, strict=True):
-            raw = data[start:end]
+        owners = scopes.owners([capture.start_byte for capture in captures])
+        for capture, owner in zip(captures, owners, strict=True):
+            start = capture.start_byte
+            raw = data[start : capture.end_byte]
             if _ASCII_DOTTED.match(raw):
                 name = raw.decode("ascii")
             else:
@@ -302,79 +473,100 @@ def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> tu
             seen.add(ident)
             line += data.count(b"\n", line_pos, start)
             line_pos = start
-            refs.append((kind, owner, name, line, typed_name(owner, name)))
+            references.append(Reference(kind, owner, name, line, typed_name(owner, name)))
+    return references
 
-    # -- imports: module → module edges and the names they bind ----------------------------
-    bindings: dict[tuple[str, str], tuple[str, str, int]] = {}
-    bound_names: set = set()
 
-    def bind(name: str, target: str, line: int) -> None:
-        if name == "*":
-            bindings.setdefault(("*", target), ("*", target, line))
-        elif name not in bound_names:  # the first binding of a name wins
-            bound_names.add(name)
-            bindings[(name, target)] = (name, target, line)
+class _Imports:
+    """The import statements: one imports reference (from the module symbol) per module
+    or name imported, at its first line, and the names the module binds (the first
+    binding of a name wins; a star import once per module starred)."""
 
-    def add_import(target: str, line: int) -> None:
-        ident = ("imports", 0, target)
-        if ident not in seen:
-            seen.add(ident)
-            refs.append(("imports", 0, target, line, None))
+    def __init__(self, found: _Captured, module: str, is_package: bool) -> None:
+        self.references: list[Reference] = []
+        self.bound_names: set[str] = set()
+        self._found = found
+        self._module = module
+        self._is_package = is_package
+        self._targets: set[str] = set()
+        self._bindings: dict[tuple[str, str], Binding] = {}  # by (name, target)
+        for node in _merge(found["import.plain"], found["import.from"]):
+            line = node.start_point[0] + 1
+            if node.type == "import_statement":
+                self._read_import(node, line)
+            else:
+                self._read_from_import(node, line)
 
-    def node_text(node) -> str:
-        return data[node.start_byte : node.end_byte].decode("utf-8", "replace")
+    @property
+    def bindings(self) -> list[Binding]:
+        return list(self._bindings.values())
 
-    imports = [(s, 0, n) for s, _, n in get("import.plain", ())]
-    imports += [(s, 1, n) for s, _, n in get("import.from", ())]
-    imports.sort(key=_SPAN)
-    for _, is_from, node in imports:
-        line = node.start_point[0] + 1
-        if not is_from:
-            for child in node.named_children:
-                if child.type == "dotted_name":
-                    target = node_text(child)
-                    add_import(target, line)
-                    bind(target.split(".", 1)[0], target.split(".", 1)[0], line)
-                elif child.type == "aliased_import":
-                    nm = child.child_by_field_name("name")
-                    alias = child.child_by_field_name("alias")
-                    if nm is not None and alias is not None:
-                        add_import(node_text(nm), line)
-                        bind(node_text(alias), node_text(nm), line)
-            continue
-        mod_node = node.child_by_field_name("module_name")
-        if mod_node is None:
-            continue
-        base = absolute_module(node_text(mod_node), module, is_package)
+    def _read_import(self, node: tree_sitter.Node, line: int) -> None:
+        """``import a.b`` binds a; ``import a.b as c`` binds c to a.b."""
+        text = self._found.text
+        for child in node.named_children:
+            if child.type == "dotted_name":
+                target = text(child)
+                self._add(target, line)
+                top = target.split(".", 1)[0]
+                self._bind(top, top, line)
+            elif child.type == "aliased_import":
+                name = child.child_by_field_name("name")
+                alias = child.child_by_field_name("alias")
+                if name is not None and alias is not None:
+                    self._add(text(name), line)
+                    self._bind(text(alias), text(name), line)
+
+    def _read_from_import(self, node: tree_sitter.Node, line: int) -> None:
+        """``from m import x [as y]`` binds x (or y) to m.x, m made absolute; ``from m
+        import *`` imports m."""
+        text = self._found.text
+        module_node = node.child_by_field_name("module_name")
+        if module_node is None:
+            return
+        base = absolute_module(text(module_node), self._module, self._is_package)
         names = node.children_by_field_name("name")
         if not names:
             if any(c.type == "wildcard_import" for c in node.named_children):
-                add_import(base, line)
-                bind("*", base, line)
-            continue
+                self._add(base, line)
+                self._bind("*", base, line)
+            return
         for child in names:
             if child.type == "aliased_import":
-                nm, alias = child.child_by_field_name("name"), child.child_by_field_name("alias")
-                if nm is None or alias is None:
+                name = child.child_by_field_name("name")
+                alias = child.child_by_field_name("alias")
+                if name is None or alias is None:
                     continue
-                local, imported = node_text(alias), node_text(nm)
+                local, imported = text(alias), text(name)
             else:
-                local = imported = node_text(child)
+                local = imported = text(child)
             target = f"{base}.{imported}" if base else imported
-            add_import(target, line)
-            bind(local, target, line)
+            self._add(target, line)
+            self._bind(local, target, line)
 
-    # Calls to Python builtins (a bare name the file neither defines nor imports) are
-    # not recorded: they never resolve to repository code.
-    refs = [
-        r for r in refs
-        if not (r[2] in _BUILTINS and r[0] == "calls" and r[2] not in def_names
-                and r[2] not in bound_names)
+    def _add(self, target: str, line: int) -> None:
+        if target not in self._targets:
+            self._targets.add(target)
+            self.references.append(Reference("imports", 0, target, line, None))
+
+    def _bind(self, name: str, target: str, line: int) -> None:
+        if name == "*":
+            self._bindings.setdefault(("*", target), Binding("*", target, line))
+        elif name not in self.bound_names:
+            self.bound_names.add(name)
+            self._bindings[(name, target)] = Binding(name, target, line)
+
+
+def _without_builtin_calls(
+    references: list[Reference], defined_names: set[str], bound_names: set[str]
+) -> list[Reference]:
+    """Calls to Python builtins (a bare name the file neither defines nor imports) are
+    not recorded: they never resolve to repository code."""
+    return [
+        r for r in references
+        if not (r.dst_name in _BUILTINS and r.kind == "calls" and r.dst_name not in defined_names
+                and r.dst_name not in bound_names)
     ]
-    return (
-        sha, size, line_count, syntax_error, not_utf8, data,
-        symbols, refs, list(bindings.values()),
-    )
 
 
 def _merge(a: list, b: list) -> list:
@@ -382,28 +574,5 @@ def _merge(a: list, b: list) -> list:
     if not b:
         return a
     merged = a + b
-    merged.sort(key=_SPAN)
+    merged.sort(key=_BY_SPAN)
     return merged
-
-
-def _owners(scopes: list[tuple[int, int, int]], starts: list[int]) -> list[int]:
-    """For each position (ascending), the index of the innermost scope containing it.
-
-    `scopes` are (start_byte, end_byte, symbol index) in start order, properly nested,
-    the module first.
-    """
-    out = []
-    stack = [scopes[0]]
-    si = 1
-    n_scopes = len(scopes)
-    for start in starts:
-        while si < n_scopes and scopes[si][0] <= start:
-            scope = scopes[si]
-            while len(stack) > 1 and stack[-1][1] <= scope[0]:
-                stack.pop()
-            stack.append(scope)
-            si += 1
-        while len(stack) > 1 and stack[-1][1] <= start:
-            stack.pop()
-        out.append(stack[-1][2])
-    return out

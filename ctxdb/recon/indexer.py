@@ -32,15 +32,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
+from ctxdb.db import insert_statement
 from ctxdb.entities import is_test_path
 from ctxdb.progress import ProgressBar
 from ctxdb.recon import schema
-from ctxdb.recon.extract import count_lines, extract_file
-from ctxdb.recon.resolve import Resolver, module_names
+from ctxdb.recon.extract import ParsedFile, Reference, Symbol, count_lines, extract_file
+from ctxdb.recon.resolve import (
+    ModuleBinding,
+    Resolver,
+    ResolverFile,
+    ResolverSymbol,
+    WrittenBase,
+    module_names,
+)
 
 # Directory names never descended into (plus *.egg-info and any dir holding pyvenv.cfg).
 SKIP_DIRS = frozenset(
@@ -114,10 +122,16 @@ def walk_python_files(root: str | os.PathLike) -> list[tuple[str, str]]:
 # --- parsing ------------------------------------------------------------------------------
 
 
-def _parse_job(job: tuple[str, str, str]) -> tuple | None:
-    rel, full, module = job
+class _ParseJob(NamedTuple):
+    relpath: str
+    full_path: str
+    module: str
+
+
+def _parse_job(job: _ParseJob) -> ParsedFile | None:
+    rel, module = job.relpath, job.module
     try:
-        with open(full, "rb") as fh:
+        with open(job.full_path, "rb") as fh:
             data = fh.read()
     except OSError:
         return None
@@ -129,10 +143,10 @@ def _parse_job(job: tuple[str, str, str]) -> tuple | None:
               "flagged syntax_error", file=sys.stderr)
         source = data.decode("utf-8", "replace").replace("\x00", "\ufffd").encode("utf-8")
         lines = count_lines(source.decode("utf-8"))
-        module_row = (0, -1, rel, "module", module.rsplit(".", 1)[-1], module, 1,
-                      max(lines, 1), 0, len(source), None, None)
-        return (hashlib.sha256(data).hexdigest(), len(data), lines, True, source != data,
-                source, [module_row], [], [])
+        module_symbol = Symbol(0, -1, rel, "module", module.rsplit(".", 1)[-1], module, 1,
+                               max(lines, 1), 0, len(source), None, None)
+        return ParsedFile(hashlib.sha256(data).hexdigest(), len(data), lines, True,
+                          source != data, source, [module_symbol], [], [])
 
 
 def _pool_size() -> int:
@@ -158,7 +172,7 @@ def _parser_pool(n_jobs: int) -> Iterator[Any]:
         yield pool
 
 
-def _parse_results(pool: Any, jobs: list[tuple[str, str, str]]) -> Iterator[tuple | None]:
+def _parse_results(pool: Any, jobs: list[_ParseJob]) -> Iterator[ParsedFile | None]:
     """Results of `_parse_job`, in job order."""
     if pool is None:
         return map(_parse_job, jobs)
@@ -192,8 +206,10 @@ class _Writer:
             self.cur.executemany(self.q(sql), rows)
 
     def insert(self, table: sa.Table, rows: list[tuple], columns: tuple[str, ...] = ()) -> None:
+        """Rows in `columns` order (default: all of the table's)."""
         if rows:
-            self.cur.executemany(schema.insert_sql(self.dialect, table, columns), rows)
+            columns = columns or tuple(table.columns.keys())
+            self.cur.executemany(insert_statement(self.dialect, table, columns), rows)
 
     def begin(self) -> None:
         if self.sqlite:
@@ -285,13 +301,32 @@ def _write_generation(w: _Writer) -> None:
     w.insert(schema.recon_meta, [(schema.GENERATION_KEY, uuid.uuid4().hex)])
 
 
+class EdgeRecord(NamedTuple):
+    """A row of recon.edge (EDGE_COLUMNS)."""
+
+    id: int
+    kind: str
+    src_symbol_id: int
+    dst_symbol_id: int | None
+    dst_name: str
+    typed_name: str | None
+    line: int
+
+    def as_tests_edge(self, eid: int) -> tuple:
+        """The tests edge row a resolved call from a test function gives: same site."""
+        return (eid, "tests", self.src_symbol_id, self.dst_symbol_id, self.dst_name,
+                self.typed_name, self.line)
+
+
+# The rows the indexer inserts are plain tuples in these columns' order: Django's sdist
+# writes ~220k of them, and a NamedTuple is built ~4x slower than a tuple and bound
+# ~40% slower by the sqlite3 driver (through the sequence protocol).
 FILE_COLUMNS = ("id", "path", "module", "sha256", "size_bytes", "line_count", "is_test",
                 "syntax_error", "not_utf8")
 SYMBOL_COLUMNS = ("id", "file_id", "parent_id", "key", "kind", "name", "qualname",
                   "start_line", "end_line", "start_byte", "end_byte", "signature", "doc")
-EDGE_COLUMNS = (
-    "id", "kind", "src_symbol_id", "dst_symbol_id", "dst_name", "typed_name", "line"
-)
+EDGE_COLUMNS = EdgeRecord._fields
+BINDING_COLUMNS = ("file_id", "name", "target", "line")
 
 
 class _Loader:
@@ -307,58 +342,77 @@ class _Loader:
         self.w = w
         self.next_file = next_file
         self.next_symbol = next_symbol
-        self.files: list[tuple] = []  # (id, path, module, is_test) for the resolver
-        self.symbols: list[tuple] = []  # (id, file id, parent id, kind, name)
-        self.refs: list[tuple] = []  # (kind, src symbol id, dst_name, line, typed_name)
-        self.bindings: list[tuple] = []  # (file id, name, target)
+        # kept for name resolution
+        self.files: list[ResolverFile] = []
+        self.symbols: list[ResolverSymbol] = []
+        self.bindings: list[ModuleBinding] = []
+        self.bases: list[WrittenBase] = []  # inherits references: resolved first
+        # per file: its first symbol id and its references (src_index counts from it)
+        self._references: list[tuple[int, list[Reference]]] = []
         self.flagged = 0
+        # rows for the next flush, in FILE_COLUMNS, ("file_id", "text"), SYMBOL_COLUMNS
+        # and BINDING_COLUMNS order
         self._file_rows: list[tuple] = []
-        self._source_rows: list[tuple] = []
+        self._source_rows: list[tuple[int, str]] = []
         self._symbol_rows: list[tuple] = []
         self._binding_rows: list[tuple] = []
+        self._symbol_ids_to_flush = range(next_symbol, next_symbol)
 
-    def add(self, rel: str, module: str, result: tuple) -> None:
-        sha, size, lines, syntax_error, not_utf8, source, syms, refs, binds = result
+    def add(self, rel: str, module: str, parsed: ParsedFile) -> None:
         fid = self.next_file
         self.next_file += 1
         is_test = is_test_path(rel)
-        self.flagged += bool(syntax_error or not_utf8)
-        self._file_rows.append(
-            (fid, rel, module, sha, size, lines, is_test, syntax_error, not_utf8)
-        )
-        self.files.append((fid, rel, module, is_test))
-        self._source_rows.append((fid, source.decode("utf-8")))
-        base = self.next_symbol
-        self.next_symbol += len(syms)
-        rows = [
-            (base + idx, fid, base + parent if parent >= 0 else None, key, kind, name, qual,
-             sl, el, sb, eb, sig, doc)
-            for idx, parent, key, kind, name, qual, sl, el, sb, eb, sig, doc in syms
-        ]
-        self._symbol_rows += rows
-        self.symbols += [(r[0], fid, r[2], r[4], r[5]) for r in rows]
-        self.refs += [(kind, base + src, name, line, typed)
-                      for kind, src, name, line, typed in refs]
-        self._binding_rows += [(fid, name, target, line) for name, target, line in binds]
-        self.bindings += [(fid, name, target) for name, target, _ in binds]
+        self.flagged += bool(parsed.syntax_error or parsed.not_utf8)
+        self._file_rows.append((fid, rel, module, parsed.sha256, parsed.size_bytes,
+                                parsed.line_count, is_test, parsed.syntax_error,
+                                parsed.not_utf8))
+        self.files.append(ResolverFile(fid, rel, module, is_test))
+        self._source_rows.append((fid, parsed.source.decode("utf-8")))
+        first = self.next_symbol  # symbol ids: the file's symbol indexes shifted by first
+        self.next_symbol += len(parsed.symbols)
+        for symbol in parsed.symbols:
+            sid = first + symbol.index
+            parent = first + symbol.parent_index if symbol.parent_index >= 0 else None
+            kind, name = symbol.kind, symbol.name
+            self._symbol_rows.append(
+                (sid, fid, parent, symbol.key, kind, name, symbol.qualname, symbol.start_line,
+                 symbol.end_line, symbol.start_byte, symbol.end_byte, symbol.signature,
+                 symbol.doc)
+            )
+            self.symbols.append(ResolverSymbol(sid, fid, parent, kind, name))
+        self._symbol_ids_to_flush = range(self._symbol_ids_to_flush.start, self.next_symbol)
+        self._references.append((first, parsed.references))
+        self.bases += [WrittenBase(first + r.src_index, r.dst_name, r.typed_name)
+                       for r in parsed.references if r.kind == "inherits"]
+        for binding in parsed.bindings:
+            self._binding_rows.append((fid, binding.name, binding.target, binding.line))
+            self.bindings.append(ModuleBinding(fid, binding.name, binding.target))
         if len(self._file_rows) >= self.FLUSH_FILES:
             self.flush()
+
+    def references(self) -> Iterator[tuple[int, Reference]]:
+        """Every loaded reference, in load order, with its source's symbol id."""
+        for first, references in self._references:
+            for reference in references:
+                yield first + reference.src_index, reference
 
     def flush(self) -> None:
         w = self.w
         w.insert(schema.file, self._file_rows, FILE_COLUMNS)
         w.insert(schema.file_source, self._source_rows, ("file_id", "text"))
         w.insert(schema.symbol, self._symbol_rows, SYMBOL_COLUMNS)
-        if w.sqlite and self._symbol_rows:  # external-content FTS5: index the new rows
+        ids = self._symbol_ids_to_flush
+        if w.sqlite and ids:  # external-content FTS5: index the new rows
             w.execute(
                 "INSERT INTO recon.symbol_fts(rowid, name, qualname, signature, doc)"
                 " SELECT id, name, qualname, signature, doc FROM recon.symbol"
                 " WHERE id BETWEEN ? AND ?",
-                (self._symbol_rows[0][0], self._symbol_rows[-1][0]),
+                (ids[0], ids[-1]),
             )
-        w.insert(schema.binding, self._binding_rows, ("file_id", "name", "target", "line"))
+        w.insert(schema.binding, self._binding_rows, BINDING_COLUMNS)
         self._file_rows, self._source_rows = [], []
         self._symbol_rows, self._binding_rows = [], []
+        self._symbol_ids_to_flush = range(self.next_symbol, self.next_symbol)
 
 
 # --- the run ------------------------------------------------------------------------------
@@ -371,8 +425,16 @@ class _Existing:
     module: str
 
 
-def _read_state(engine: sa.Engine, target: Any, rebuild: bool) -> tuple[bool, dict, tuple]:
-    """(schema exists, path → _Existing, (next file id, next symbol id, next edge id))."""
+class _NextIds(NamedTuple):
+    file: int
+    symbol: int
+    edge: int
+
+
+def _read_state(
+    engine: sa.Engine, target: Any, rebuild: bool
+) -> tuple[bool, dict[str, _Existing], _NextIds]:
+    """(schema exists, path → _Existing, the next free ids)."""
     with engine.connect() as conn:
         meta = schema.read_meta(conn)
         if meta is None:
@@ -381,9 +443,9 @@ def _read_state(engine: sa.Engine, target: Any, rebuild: bool) -> tuple[bool, di
                     f"{schema.describe_target(target)} has recon tables but no version stamp. "
                     f"Rebuild it: {schema.rebuild_hint(target)}"
                 )
-            return False, {}, (1, 1, 1)
+            return False, {}, _NextIds(1, 1, 1)
         if rebuild:
-            return True, {}, (1, 1, 1)
+            return True, {}, _NextIds(1, 1, 1)
         schema.check_meta(meta, target)
         rows = conn.execute(sa.text("SELECT path, id, sha256, module FROM recon.file"))
         existing = {p: _Existing(i, s, m) for p, i, s, m in rows}
@@ -394,7 +456,7 @@ def _read_state(engine: sa.Engine, target: Any, rebuild: bool) -> tuple[bool, di
                 " (SELECT coalesce(max(id), 0) + 1 FROM recon.edge)"
             )
         ).one()
-        return True, existing, tuple(nxt)
+        return True, existing, _NextIds(*nxt)
 
 
 def _totals(engine: sa.Engine) -> tuple[int, int, int]:
@@ -460,9 +522,7 @@ def _index(
         Path(sqlite_path).absolute().parent.mkdir(parents=True, exist_ok=True)
     engine = schema.create_recon_engine(target)
     try:
-        exists, existing, (next_file, next_symbol, next_edge) = _read_state(
-            engine, target, rebuild
-        )
+        exists, existing, next_ids = _read_state(engine, target, rebuild)
         # What changed: new paths, other content, or another dotted module name (a
         # package gained or lost __init__.py: its relative imports mean other things).
         if existing:
@@ -485,7 +545,7 @@ def _index(
                               time.perf_counter() - started)
 
         bar = ProgressBar("recon", len(to_parse), "files", enabled=progress)
-        jobs = [(rel, full, modules[rel]) for rel, full in to_parse]
+        jobs = [_ParseJob(rel, full, modules[rel]) for rel, full in to_parse]
         with _parser_pool(len(jobs)) as pool, _write_transaction(engine) as w:
             if cold:
                 _create_tables(w, drop=rebuild)
@@ -494,17 +554,17 @@ def _index(
                 gone = [existing[p].id for p in removed]
                 gone += [existing[rel].id for rel, _ in to_parse if rel in existing]
                 _delete_files(w, sorted(gone))
-            loader = _Loader(w, next_file, next_symbol)
+            loader = _Loader(w, next_ids.file, next_ids.symbol)
             results = _parse_results(pool, jobs)
-            for (rel, _, module), result in zip(jobs, results, strict=True):
-                if result is not None:
-                    loader.add(rel, module, result)
+            for job, parsed in zip(jobs, results, strict=True):
+                if parsed is not None:
+                    loader.add(job.relpath, job.module, parsed)
                 bar.step()
             loader.flush()
             if cold:
-                n_edges = _write_edges_cold(w, loader, next_edge)
+                n_edges = _write_edges_cold(w, loader, next_ids.edge)
             else:
-                _write_edges_incremental(w, loader, next_edge)
+                _write_edges_incremental(w, loader, next_ids.edge)
             _write_generation(w)
         if cold:
             symbols, edges, flagged = len(loader.symbols), n_edges, loader.flagged
@@ -528,26 +588,27 @@ def _write_edges_cold(w: _Writer, loader: _Loader, next_edge: int) -> int:
             loader.files,
             loader.symbols,
             sorted(loader.bindings),
-            [(src, name, typed) for kind, src, name, _, typed in loader.refs
-             if kind == "inherits"],
+            loader.bases,
         )
         resolve = resolver.resolve
         tests_from = resolver.test_functions()
-        tests = []
+        test_calls: list[EdgeRecord] = []  # each also gives a tests edge
         eid = next_edge
-        refs = loader.refs
-        for lo in range(0, len(refs), EDGE_BATCH):
-            edges = []
-            for kind, src, name, line, typed in refs[lo : lo + EDGE_BATCH]:
-                dst = resolve(src, name, kind, typed)
-                edges.append((eid, kind, src, dst, name, typed, line))
-                eid += 1
-                if dst is not None and kind == "calls" and src in tests_from:
-                    tests.append((src, dst, name, typed, line))
-            db.submit(w.insert, schema.edge, edges, EDGE_COLUMNS)
         edges = []
-        for src, dst, name, typed, line in tests:
-            edges.append((eid, "tests", src, dst, name, typed, line))
+        for src, ref in loader.references():
+            kind, name, typed, line = ref.kind, ref.dst_name, ref.typed_name, ref.line
+            dst = resolve(src, name, kind, typed)
+            edges.append((eid, kind, src, dst, name, typed, line))
+            if dst is not None and kind == "calls" and src in tests_from:
+                test_calls.append(EdgeRecord(eid, kind, src, dst, name, typed, line))
+            eid += 1
+            if len(edges) == EDGE_BATCH:
+                db.submit(w.insert, schema.edge, edges, EDGE_COLUMNS)
+                edges = []
+        db.submit(w.insert, schema.edge, edges, EDGE_COLUMNS)
+        edges = []
+        for call in test_calls:
+            edges.append(call.as_tests_edge(eid))
             eid += 1
         db.submit(w.insert, schema.edge, edges, EDGE_COLUMNS)
         db.submit(_create_indexes, w, edges=True)
@@ -615,8 +676,8 @@ def _delete_files(w: _Writer, gone: list[int]) -> None:
 
 def _write_edges_incremental(w: _Writer, loader: _Loader, next_edge: int) -> None:
     new_edges = []
-    for kind, src, name, line, typed in loader.refs:
-        new_edges.append((next_edge, kind, src, None, name, typed, line))
+    for src, ref in loader.references():
+        new_edges.append((next_edge, ref.kind, src, None, ref.dst_name, ref.typed_name, ref.line))
         next_edge += 1
     w.insert(schema.edge, new_edges, EDGE_COLUMNS)
     _reresolve(w, next_edge)
@@ -624,46 +685,53 @@ def _write_edges_incremental(w: _Writer, loader: _Loader, next_edge: int) -> Non
 
 def _reresolve(w: _Writer, next_edge: int) -> None:
     """Resolve every edge again from the stored rows; write only what changed."""
-    files = w.execute("SELECT id, path, module, is_test FROM recon.file ORDER BY id").fetchall()
-    symbols = w.execute(
+    files = list(map(ResolverFile._make, w.execute(
+        "SELECT id, path, module, is_test FROM recon.file ORDER BY id"
+    )))
+    symbols = list(map(ResolverSymbol._make, w.execute(
         "SELECT id, file_id, parent_id, kind, name FROM recon.symbol ORDER BY id"
-    ).fetchall()
+    )))
     # sorted here, not in SQL: collations differ between backends
-    bindings = sorted(w.execute("SELECT file_id, name, target FROM recon.binding").fetchall())
-    edges = w.execute(
+    bindings = sorted(map(ModuleBinding._make, w.execute(
+        "SELECT file_id, name, target FROM recon.binding"
+    )))
+    edges = list(map(EdgeRecord._make, w.execute(
         "SELECT id, kind, src_symbol_id, dst_symbol_id, dst_name, typed_name, line"
         " FROM recon.edge ORDER BY id"
-    ).fetchall()
+    )))
     resolver = Resolver(
-        files, symbols, bindings, [(e[2], e[4], e[5]) for e in edges if e[1] == "inherits"]
+        files, symbols, bindings,
+        [WrittenBase(e.src_symbol_id, e.dst_name, e.typed_name)
+         for e in edges if e.kind == "inherits"],
     )
     tests_from = resolver.test_functions()
     updates = []
-    wanted_tests = {}  # (src, dst_name) → (dst, typed_name, line)
+    # (src, dst_name) → the call edge, newly resolved, that a tests edge must repeat
+    wanted_tests: dict[tuple[int, str], EdgeRecord] = {}
     old_tests = []
-    for eid, kind, src, dst, name, typed, line in edges:
-        if kind == "tests":
-            old_tests.append((eid, src, dst, name))
+    for edge in edges:
+        if edge.kind == "tests":
+            old_tests.append(edge)
             continue
-        new = resolver.resolve(src, name, kind, typed)
-        if new != dst:
-            updates.append((new, eid))
-        if new is not None and kind == "calls" and src in tests_from:
-            wanted_tests[(src, name)] = (new, typed, line)
+        new = resolver.resolve(edge.src_symbol_id, edge.dst_name, edge.kind, edge.typed_name)
+        if new != edge.dst_symbol_id:
+            updates.append((new, edge.id))
+        if new is not None and edge.kind == "calls" and edge.src_symbol_id in tests_from:
+            wanted_tests[(edge.src_symbol_id, edge.dst_name)] = edge._replace(dst_symbol_id=new)
     w.executemany("UPDATE recon.edge SET dst_symbol_id = ? WHERE id = ?", updates)
 
     stale = []
     moved = []
-    for eid, src, dst, name in old_tests:
-        want = wanted_tests.pop((src, name), None)
+    for old in old_tests:
+        want = wanted_tests.pop((old.src_symbol_id, old.dst_name), None)
         if want is None:
-            stale.append((eid,))
-        elif want[0] != dst:
-            moved.append((want[0], eid))
+            stale.append((old.id,))
+        elif want.dst_symbol_id != old.dst_symbol_id:
+            moved.append((want.dst_symbol_id, old.id))
     w.executemany("DELETE FROM recon.edge WHERE id = ?", stale)
     w.executemany("UPDATE recon.edge SET dst_symbol_id = ? WHERE id = ?", moved)
     fresh = []
-    for (src, name), (dst, typed, line) in wanted_tests.items():
-        fresh.append((next_edge, "tests", src, dst, name, typed, line))
+    for call in wanted_tests.values():
+        fresh.append(call.as_tests_edge(next_edge))
         next_edge += 1
     w.insert(schema.edge, fresh, EDGE_COLUMNS)

@@ -30,9 +30,41 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import NamedTuple
 
 _BUILTINS = frozenset(dir(builtins))
 _AMBIGUOUS = -1
+
+
+class ResolverFile(NamedTuple):
+    id: int
+    path: str
+    module: str  # dotted module name
+    is_test: bool
+
+
+class ResolverSymbol(NamedTuple):
+    id: int
+    file_id: int
+    parent_id: int | None  # None for a module symbol
+    kind: str
+    name: str
+
+
+class ModuleBinding(NamedTuple):
+    """A name a module binds by import ("*": a star import of `target`)."""
+
+    file_id: int
+    name: str
+    target: str  # absolute dotted name
+
+
+class WrittenBase(NamedTuple):
+    """A base class as a class statement writes it (an inherits edge before resolution)."""
+
+    class_id: int
+    base_name: str
+    typed_name: str | None
 
 
 def module_names(paths: Iterable[str]) -> dict[str, str]:
@@ -68,20 +100,26 @@ def is_test_function(is_test_file: bool, kind: str, name: str) -> bool:
 class Resolver:
     """Resolve written names against one repository's files, symbols and bindings.
 
-    files:    (file_id, path, module, is_test) in id order
-    symbols:  (id, file_id, parent_id, kind, name) in id order
-    bindings: (file_id, name, target) sorted (one row per name; star imports: name "*")
-    inherits: (src class id, written base name, typed name or None) in edge id order
+    files:    ResolverFile rows in file id order
+    symbols:  ResolverSymbol rows in symbol id order
+    bindings: ModuleBinding rows, sorted (one per name; star imports: name "*")
+    inherits: WrittenBase rows in edge id order
     """
 
-    def __init__(self, files, symbols, bindings, inherits) -> None:
+    def __init__(
+        self,
+        files: Iterable[ResolverFile],
+        symbols: Iterable[ResolverSymbol],
+        bindings: Iterable[ModuleBinding],
+        inherits: Iterable[WrittenBase],
+    ) -> None:
         self.file_path: dict[int, str] = {}
         self.file_module: dict[int, str] = {}
         self.file_is_test: dict[int, bool] = {}
-        for fid, path, module, is_test in files:
-            self.file_path[fid] = path
-            self.file_module[fid] = module
-            self.file_is_test[fid] = bool(is_test)
+        for file in files:
+            self.file_path[file.id] = file.path
+            self.file_module[file.id] = file.module
+            self.file_is_test[file.id] = bool(file.is_test)
 
         self.sym_file: dict[int, int] = {}
         self.sym_parent: dict[int, int | None] = {}
@@ -90,7 +128,9 @@ class Resolver:
         self.children: dict[tuple[int, str], int] = {}
         self.module_sym: dict[int, int] = {}
         top: dict[str, int] = {}
-        for sid, fid, parent, kind, name in symbols:
+        for symbol in symbols:
+            sid, fid, parent = symbol.id, symbol.file_id, symbol.parent_id
+            kind, name = symbol.kind, symbol.name
             self.sym_file[sid] = fid
             self.sym_parent[sid] = parent
             self.sym_kind[sid] = kind
@@ -117,11 +157,13 @@ class Resolver:
 
         self.bindings: dict[int, dict[str, str]] = {}
         self.stars: dict[int, list[str]] = {}
-        for fid, name, target in bindings:
-            if name == "*":
-                self.stars.setdefault(fid, []).append(target)
+        for binding in bindings:
+            if binding.name == "*":
+                self.stars.setdefault(binding.file_id, []).append(binding.target)
             else:
-                self.bindings.setdefault(fid, {}).setdefault(name, target)
+                self.bindings.setdefault(binding.file_id, {}).setdefault(
+                    binding.name, binding.target
+                )
 
         # bases: resolved without class bases (a base named Outer.Inner finds Inner
         # among Outer's own members only), so the result does not depend on order
@@ -131,7 +173,9 @@ class Resolver:
         self._in_progress: set = set()
         self._cycle = False
         resolved_bases = [
-            (src, self.resolve(src, name, "inherits", typed)) for src, name, typed in inherits
+            (base.class_id, self.resolve(base.class_id, base.base_name, "inherits",
+                                         base.typed_name))
+            for base in inherits
         ]
         for src, dst in resolved_bases:
             if dst is not None and self.sym_kind.get(dst) == "class" and dst != src:

@@ -40,13 +40,12 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
-    event,
 )
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import NullPool
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from ctxdb.db import read_only_uri
+from ctxdb.db import sqlite_engine
 from ctxdb.recon.extract import PARSER_NAME
 
 # Bump when the tables, the extraction rules or the resolution rules change: an index
@@ -229,26 +228,18 @@ def describe_target(target: str | os.PathLike) -> str:
 def create_recon_engine(target: str | os.PathLike, *, read_only: bool = False) -> Engine:
     """An engine whose connections see the recon tables as schema ``recon``.
 
-    SQLite: an in-memory main database with the recon file ATTACHed as ``recon`` —
-    read-only for a reader (``read_only``: a store's separate recon file), so it never
-    takes the file's write lock. PostgreSQL (or any server URL): the database itself;
-    the tables are in ``recon``.
+    SQLite: an in-memory main database with the recon file ATTACHed as ``recon``,
+    read-only if `read_only` (a server URL is opened as given: what it may write is
+    up to the database role).
+    PostgreSQL (or any server URL): the database itself; the tables are in ``recon``.
     """
     path = sqlite_path(target)
     if path is None:
         return sa.create_engine(str(target), poolclass=NullPool)
-    path = str(Path(path).absolute())
-    # check_same_thread: the indexer hands bulk work to a helper thread (serially)
-    engine = sa.create_engine(
-        "sqlite://", poolclass=NullPool, connect_args={"check_same_thread": False, "uri": True}
-    )
-    attached = read_only_uri(path) if read_only else path
-
-    @event.listens_for(engine, "connect")
-    def _attach(dbapi_conn, _record):
-        dbapi_conn.execute("ATTACH DATABASE ? AS recon", (attached,))
-
-    return engine
+    # the sqlite3 driver's own settings; cross_thread: the indexer hands bulk work to a
+    # helper thread (serially)
+    return sqlite_engine("sqlite://", recon_path=path, recon_read_only=read_only,
+                         store_settings=False, poolclass=NullPool, cross_thread=True)
 
 
 def is_sqlite(bind: Engine | Connection) -> bool:
@@ -268,17 +259,16 @@ def table_ddl(dialect: sa.engine.Dialect) -> list[str]:
     return out
 
 
-def index_ddl(dialect: sa.engine.Dialect, *, edges: bool | None = None) -> list[str]:
+def index_ddl(dialect: sa.engine.Dialect, *, edges: bool) -> list[str]:
     """CREATE INDEX statements, and PostgreSQL's full-text column and index.
 
     `edges`: True for the edge table's indexes only, False for all the others (and
-    the full-text index), None for everything. A bulk load builds the two groups at
-    different moments.
+    the full-text index). A bulk load builds the two groups at different moments.
     """
     out = [
         str(CreateIndex(index).compile(dialect=dialect)).strip()
         for table in TABLES
-        if edges is None or (table is edge) == edges
+        if (table is edge) == edges
         for index in sorted(table.indexes, key=lambda i: i.name)
     ]
     if not edges and dialect.name == "postgresql":
@@ -294,16 +284,6 @@ def drop_statements(dialect: sa.engine.Dialect) -> list[str]:
     for table in reversed(TABLES):
         out.append(f"DROP TABLE IF EXISTS recon.{table.name}{cascade}")
     return out
-
-
-def insert_sql(dialect: sa.engine.Dialect, table: Table, columns: tuple[str, ...] = ()) -> str:
-    """``INSERT INTO recon.t (c1, …) VALUES (?, …)`` in the DB-API's positional style."""
-    names = columns or tuple(c.name for c in table.columns)
-    placeholder = "?" if dialect.paramstyle == "qmark" else "%s"
-    quote = dialect.identifier_preparer.quote
-    cols = ", ".join(quote(n) for n in names)
-    marks = ", ".join([placeholder] * len(names))
-    return f"INSERT INTO recon.{quote(table.name)} ({cols}) VALUES ({marks})"
 
 
 # --- version check ------------------------------------------------------------------------
