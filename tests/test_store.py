@@ -160,22 +160,3 @@ def test_insert_tuples_with_one_column_left():
         with pytest.raises(ValueError, match="every column is sparse"):
             models.insert_tuples(connection, pair, ("b",), [(None,)], sparse=("b",))
     assert back == [(1, None), (2, "x"), (3, None)]
-
-
-def test_a_separate_recon_file_of_a_postgresql_store_is_read_only(pg_url, tmp_path,
-                                                                    fixtures_dir):
-    """A shared PostgreSQL store reading a recon.db file never writes it (nor takes its
-    write lock), as the SQLite store's read-only ATTACH does not."""
-    import sqlalchemy as sa
-
-    from ctxdb.recon import index_repository
-
-    recon = tmp_path / "recon.db"
-    index_repository(fixtures_dir / "repos" / "shopcart", str(recon))
-    before = recon.read_bytes()
-    with ContextStore.open(pg_url, recon=str(recon)) as store:
-        with store.recon_connection(None) as connection:
-            assert connection.execute(text("SELECT count(*) FROM recon.symbol")).scalar() > 0
-            with pytest.raises(sa.exc.OperationalError, match="readonly"):
-                connection.execute(text("DELETE FROM recon.symbol"))
-    assert recon.read_bytes() == before
