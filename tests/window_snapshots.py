@@ -41,11 +41,8 @@ def _rows(connection, sql: str, params: dict) -> list[list]:
 
 
 def _plain(value):
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, float) and value.is_integer():
-        return value
-    return value
+    # SQLite gives 0/1 and PostgreSQL True/False for a boolean column: compare as ints
+    return int(value) if isinstance(value, bool) else value
 
 
 def decision_snapshot(store, context) -> dict:
