@@ -20,6 +20,7 @@ class WindowEntry:
     edge_critical: bool
     token_count: int
     text: str  # exactly what this item adds to the rendered window
+    shown_lines: tuple[int, int] | None = None  # file lines whose text it shows
 
 
 @dataclass(frozen=True)

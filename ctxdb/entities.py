@@ -49,6 +49,11 @@ def path_of_key(key: str) -> str:
     return key.split(SYMBOL_SEPARATOR, 1)[0].split(":", 1)[0]
 
 
+def is_module_key(key: str | None) -> bool:
+    """A whole file (``path``), not a symbol of it or a span of its lines."""
+    return bool(key) and SYMBOL_SEPARATOR not in key and _SPAN_KEY.match(key) is None
+
+
 def is_symbol_key(key: str | None) -> bool:
     return bool(key) and SYMBOL_SEPARATOR in key
 

@@ -87,6 +87,7 @@ obligation = Table(
     Column("obligation_text", Text, nullable=False),
     Column("target_entity", Text),
     Column("preconditions_json", Text, nullable=False, server_default="[]"),
+    Column("dependencies_json", Text, nullable=False, server_default="[]"),  # 0007
     Column("required_validation_json", Text, nullable=False, server_default="[]"),
     Column("acceptance_criteria_json", Text, nullable=False, server_default="[]"),
     Column("insertion_path", Text),
@@ -181,6 +182,9 @@ item_nearness = Table(
     Column("shared_terms", Text, nullable=False, server_default=""),
     Column("recon_hops", Integer),
     Column("nearest_link_no", Integer),
+    # gate_inputs.near_score (0007): the gate leaves an item residual iff it reaches
+    # NEAR_MIN_SCORE; below it the item is rejected
+    Column("near_score", Float, nullable=False, server_default="0"),
     PrimaryKeyConstraint("decision_id", "item_id"),
     ForeignKeyConstraint(
         ["decision_id", "item_id"], ["evidence_item.decision_id", "evidence_item.item_id"]
@@ -252,6 +256,9 @@ window_item = Table(
     Column("edge_critical", Boolean, nullable=False),
     Column("token_count", Integer, nullable=False),
     Column("rendered_text", Text, nullable=False),
+    # the file lines whose text the item shows (0007): NULL when it shows no body
+    Column("shown_start_line", Integer),
+    Column("shown_end_line", Integer),
     PrimaryKeyConstraint("decision_id", "position"),
     ForeignKeyConstraint(
         ["decision_id", "item_id"], ["evidence_item.decision_id", "evidence_item.item_id"]
@@ -334,6 +341,10 @@ gold_fact = Table(
     Column("path", Text),  # where the fact sits in the base commit (0004)
     Column("start_line", Integer),
     Column("end_line", Integer),
+    # the lines the gold patch changes inside the fact (0007)
+    Column("changed_start_line", Integer),
+    Column("changed_end_line", Integer),
+    Column("head_text", Text),  # a def/class fact's def/class line (0007)
     PrimaryKeyConstraint("instance_id", "fact_no"),
 )
 

@@ -36,6 +36,9 @@ class PlanNode:
     obligation: str
     target_entity: str | None = None
     preconditions: tuple[str, ...] = ()
+    # entity keys the obligation depends on (spec §3.2 driver 1: "a dependency of the
+    # current obligation"), e.g. the other locations of a multi-location change
+    dependencies: tuple[str, ...] = ()
     required_validation: tuple[str, ...] = ()
     acceptance_criteria: tuple[str, ...] = ()
     decision_question: str | None = None
@@ -117,6 +120,7 @@ class DecisionRequest:
                 obligation=node["obligation"],
                 target_entity=node.get("target_entity"),
                 preconditions=tuple(node.get("preconditions", ())),
+                dependencies=tuple(node.get("dependencies", ())),
                 required_validation=tuple(node.get("required_validation", ())),
                 acceptance_criteria=tuple(node.get("acceptance_criteria", ())),
                 decision_question=node.get("decision_question"),
@@ -153,6 +157,7 @@ class DecisionRequest:
                 "obligation": node.obligation,
                 "target_entity": node.target_entity,
                 "preconditions": list(node.preconditions),
+                "dependencies": list(node.dependencies),
                 "required_validation": list(node.required_validation),
                 "acceptance_criteria": list(node.acceptance_criteria),
                 "decision_question": node.decision_question,
@@ -213,7 +218,7 @@ def _immutable(request: DecisionRequest) -> bool:
         and type(live) is LiveState
         and (point is None or type(point) is InsertionPoint)
         and all(type(v) is tuple for v in (
-            request.evidence, request.impact_edges, node.preconditions,
+            request.evidence, request.impact_edges, node.preconditions, node.dependencies,
             node.required_validation, node.acceptance_criteria, live.errors, live.tracebacks,
             live.tool_outputs, live.test_outputs,
         ))
@@ -258,6 +263,8 @@ def entity_key_problems(request: DecisionRequest) -> list[str]:
     from .entities import parse_entity_key
 
     named = [("request.plan_node.target_entity", request.plan_node.target_entity)]
+    named += [(f"request.plan_node.dependencies[{n}]", key)
+              for n, key in enumerate(request.plan_node.dependencies)]
     named += [(f"request.evidence[{n}].entity", item.entity)
               for n, item in enumerate(request.evidence)]
     problems = []
@@ -314,7 +321,7 @@ def _check_dataclass(request: DecisionRequest) -> list[str]:
     elif node.target_entity is not None and len(node.target_entity) > ENTITY_KEY_MAX_CHARS:
         problems.append(f"request.plan_node.target_entity: expected at most "
                         f"{ENTITY_KEY_MAX_CHARS} characters")
-    for name in ("preconditions", "required_validation", "acceptance_criteria"):
+    for name in ("preconditions", "dependencies", "required_validation", "acceptance_criteria"):
         strings(f"request.plan_node.{name}", getattr(node, name))
     point = node.insertion_point
     if point is not None:

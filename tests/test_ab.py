@@ -16,7 +16,7 @@ from ctxdb import ContextStore
 from ctxdb.ab.gold import changed_tests, edited_entities, parse_unified_diff
 from ctxdb.ab.instances import load_instances
 from ctxdb.ab.materialize import SkippedBlob, materialize
-from ctxdb.ab.oracle_ranker import OracleRanker
+from ctxdb.ab.oracle_ranker import OracleRanker, Place
 from ctxdb.ab.outcomes import import_outcomes
 from ctxdb.ab.reports import ORACLE_LEGEND, ab_screen, run_report
 from ctxdb.ab.runner import AbOptions, run_ab
@@ -68,14 +68,37 @@ def test_gold_facts_for_modify_delete_and_insert(shopcart_recon):
 @@ -0,0 +1 @@
 +LOG = []
 """
-    facts = {f.entity_key: f.detail for f in edited_entities(shopcart_recon, patch)}
+    facts = {f.entity_key: f for f in edited_entities(shopcart_recon, patch)}
     assert set(facts) == {
         TARGET,  # modified line
         "shopcart/pricing.py::PriceCalculator.taxable_amount",  # deleted line
-        "shopcart/pricing.py",  # a pure insertion at module level goes to the module
+        # a pure insertion at module level is a fact about the lines around it, not the
+        # module whose span holds every line
+        "shopcart/pricing.py:1-2",
         "shopcart/audit.py",  # a new file is its module
     }
-    assert facts[TARGET] == "shopcart/pricing.py:64 changed"
+    assert facts[TARGET].detail == "shopcart/pricing.py:64 changed"
+    assert facts[TARGET].changed_lines == (64, 64)
+    assert facts["shopcart/pricing.py::PriceCalculator.taxable_amount"].changed_lines == (74, 74)
+    assert facts["shopcart/pricing.py:1-2"].changed_lines == (1, 2)
+    assert facts["shopcart/audit.py"].changed_lines is None
+
+
+def test_module_level_changes_are_one_fact_per_hunk(shopcart_recon):
+    head = SHOPCART.joinpath("shopcart/pricing.py").read_text().splitlines()
+    patch = f"""--- a/shopcart/pricing.py
++++ b/shopcart/pricing.py
+@@ -1,4 +1,4 @@
+-{head[0]}
++\"\"\"Pricing.\"\"\"
+ {head[1]}
+-{head[2]}
++{head[2]}  # changed
+ {head[3]}
+"""
+    facts = edited_entities(shopcart_recon, patch)
+    # two changed lines in one hunk, with an unchanged line between: one span
+    assert [(f.entity_key, f.changed_lines) for f in facts] == [("shopcart/pricing.py:1-3", (1, 3))]
 
 
 def test_insertion_inside_a_function_goes_to_it(shopcart_recon):
@@ -274,9 +297,15 @@ def test_ab_run_both_arms_and_a_broken_line(store_url, tmp_path):
 def test_oracle_ranker_through_the_openai_client():
     residue = [ResidueCandidate("E3", "retrieved_hit", "def f():"),
                ResidueCandidate("E4", "retrieved_hit", "def g():"),
-               ResidueCandidate("E5", "source_code", "def test_f():")]
+               ResidueCandidate("E5", "source_code", "def test_f():"),
+               ResidueCandidate("E6", "retrieved_hit", "class C:"),
+               ResidueCandidate("E7", "retrieved_hit", "class D:")]
     pool = {"E1": ("plan_node", "a.py::f"), "E3": ("retrieved_hit", "a.py::f"),
-            "E4": ("retrieved_hit", "a.py::g"), "E5": ("source_code", "t.py::test_f")}
+            "E4": ("retrieved_hit", "a.py::g"), "E5": ("source_code", "t.py::test_f"),
+            # a class holding a gold method holds the fact; one beside it does not
+            "E6": ("retrieved_hit", Place("a.py::C", "a.py", 10, 40)),
+            "E7": ("retrieved_hit", Place("a.py::D", "a.py", 41, 60))}
+    gold = ["a.py::f", "t.py::test_f", Place("a.py::C.m", "a.py", 20, 25)]
     with OracleRanker() as oracle:
         settings = dataclasses.replace(load_settings(), rank_base_url=oracle.base_url)
 
@@ -286,12 +315,12 @@ def test_oracle_ranker_through_the_openai_client():
 
         assert oracle.base_url.startswith("http://127.0.0.1:")
         unregistered = rank(residue)
-        oracle.expect(pool, {"a.py::f", "t.py::test_f"})
+        oracle.expect(pool, gold)
         answered = rank(residue)
         unknown = rank(residue + [ResidueCandidate("E9", "retrieved_hit", "def h():")])
         other_kind = rank([ResidueCandidate("E4", "symbol", "def g():")])
     assert answered.status == "ok", answered.error
-    assert answered.scores == {"E3": 1.0, "E4": 0.0, "E5": 1.0}
+    assert answered.scores == {"E3": 1.0, "E4": 0.0, "E5": 1.0, "E6": 1.0, "E7": 0.0}
     assert oracle.calls_answered == 1
     for outcome, says in ((unregistered, "no decision registered"),
                           (unknown, "'E9' is not in the registered pool"),
@@ -539,3 +568,19 @@ def test_outcomes_and_arms_by_hand(report_store):
     assert arms[("ctx08", "default")]["mean_tokens"] == pytest.approx(200)
     assert arms[("ctx08", "default")]["tokens_per_solved"] == pytest.approx(200)
     assert arms[("current", "default")]["precision_items"] == pytest.approx(0.25)
+
+
+def test_oracle_localization_targets_the_first_gold_symbol_at_its_changed_line():
+    from ctxdb.ab.decisions import oracle_localization
+    from ctxdb.ab.gold import GoldFact
+
+    module_level = GoldFact("edited_entity", "shopcart/pricing.py:1-2", "", (1, 2))
+    first_symbol = GoldFact("edited_entity", TARGET, "", (64, 66))
+    second_symbol = GoldFact("edited_entity", "shopcart/cart.py::Cart.add", "", (10, 10))
+    target, point, others = oracle_localization([module_level, first_symbol, second_symbol])
+    assert target == TARGET
+    assert (point.path, point.line) == ("shopcart/pricing.py", 64)
+    assert others == ["shopcart/pricing.py:1-2", "shopcart/cart.py::Cart.add"]
+    # only a change that is module-level alone targets the changed lines
+    target, point, others = oracle_localization([module_level])
+    assert (target, point.line, others) == ("shopcart/pricing.py:1-2", 1, [])

@@ -123,3 +123,12 @@ def test_the_checks_and_forensics_use_the_vocabulary():
             assert action in set(v.FINAL_VERDICTS) | written, (path.name, action)
         for stage in re.findall(r"stage = '(\w+)'", sql):
             assert stage in v.STAGES, (path.name, stage)
+
+
+def test_the_gate_view_uses_the_nearness_threshold_of_the_pipeline():
+    from ctxdb.pipeline.gate_inputs import NEAR_MIN_SCORE
+
+    thresholds = re.findall(r"near\.near_score >= ([\d.]+)", GATE_RULE)
+    assert len(thresholds) == 2  # the verdict and its driver
+    assert {float(t) for t in thresholds} == {NEAR_MIN_SCORE}
+    assert f"{NEAR_MIN_SCORE}" in GATE_RULE.split("CREATE VIEW", 1)[0]  # and its comment

@@ -252,3 +252,20 @@ def test_a_run_keeps_its_arm(store_url):
         with pytest.raises(RequestError, match="variant 'default'; expected the same"):
             other.construct(edit_request(run_id="arm-run", arm="current"))
         assert _rows(other, "SELECT COUNT(*) FROM decision WHERE run_id = 'arm-run'") == decisions
+
+
+def test_a_dependency_of_the_obligation_is_admitted_by_it(store_url):
+    """Spec §3.2 driver 1: "a dependency of the current obligation" — the plan node's
+    dependencies are links of the obligation; the item E7 is rejected without one."""
+    request = edit_request()
+    request["plan_node"] = dict(request["plan_node"], dependencies=["shop/util.py::slugify"])
+    with _store(store_url) as store:
+        context = store.construct(request)
+        assert store.verify() == {}
+        verdict = _rows(store, "SELECT verdict, driver FROM v_item_verdict"
+                               " WHERE decision_id = :d AND item_id = 'E7'", d=context.decision_id)
+        stored = _rows(store, "SELECT dependencies_json FROM obligation WHERE decision_id = :d",
+                       d=context.decision_id)
+    assert verdict == [("in_window", "obligation:obligation_dependency")]
+    assert json.loads(stored[0][0]) == ["shop/util.py::slugify"]
+    assert "def slugify(s):" in context.render()  # a related symbol: its signature

@@ -428,3 +428,63 @@ def test_private_identifiers_in_the_obligation_are_named_identifiers():
     named = set(_CODE_NAME.findall(
         "Make _make_repr quote keys; Model._cache and __init__ stay; call fit() once"))
     assert {"_make_repr", "Model._cache", "__init__", "fit"} <= named
+
+
+# -- nearness as a score; a module's outline and its file's symbols as one candidate -----
+
+
+def test_near_score_adds_recon_hops_and_the_rarity_of_each_shared_term():
+    from ctxdb.pipeline.gate_inputs import near_score
+
+    assert near_score(1, []) == 1.0  # a direct neighbour of a linked symbol
+    assert near_score(2, []) == 0.5
+    assert near_score(None, [1, 1]) == 2.0  # two terms no other tested item shares
+    assert near_score(None, [30, 30]) == round(2 / 30, 4)  # terms every hit shares
+    assert near_score(1, [2, 4]) == 1.75
+    assert near_score(3, []) == 0.0  # beyond two hops: no structural part
+
+
+def _outline_pool():
+    outline = _item(1, "symbol", "03", entity="a.py",
+                    content="# a.py: module skeleton\ndef f1():  # L1\ndef f2():  # L5")
+    hits = [_item(n, "retrieved_hit", entity=f"a.py::f{n - 1}", content=f"def f{n - 1}(): ...")
+            for n in (2, 3)]
+    lone = _item(4, "retrieved_hit", entity="b.py::g", content="def g(): ...")
+    for item in [outline, *hits, lone]:
+        item.path = item.entity_key.split("::")[0]
+    return [outline, *hits, lone]
+
+
+def test_an_outline_stands_for_its_files_residual_symbols_in_the_ranking():
+    from ctxdb.pipeline.gate import _group_residue_by_outline
+    from ctxdb.pipeline.rank import residue_candidates
+    from ctxdb.pipeline.state import RankOutcome
+
+    decision = _decision(pool=_outline_pool(), residue=["E1", "E2", "E3", "E4"])
+    _group_residue_by_outline(decision)
+    assert decision.residue == ["E1", "E4"] and decision.outline_members == {"E1": ["E2", "E3"]}
+    shown = {c.item_id: c.signature for c in residue_candidates(decision)}
+    assert shown["E1"].splitlines() == ["# a.py: outline", "def f1():  # L1", "def f2():  # L5"]
+    decision.settings = dataclasses.replace(decision.settings, rank_base_url="http://127.0.0.1:9")
+    decision.ranking = RankOutcome("m", "u", {}, "ok", ("E1", "E4"), scores={"E1": 0.9, "E4": 0.1})
+    resolve_residue(decision)
+    # the file's symbols follow its outline's score; the lone hit has its own
+    assert [c.item_id for c in decision.candidates] == ["E1", "E2", "E3"]
+    verdicts = {e.item_id: e.driver for e in decision.audit.events}
+    assert verdicts["E2"] == "rank: score 0.90 >= 0.5 (its file's outline E1)"
+    assert verdicts["E4"] == "rank: score 0.10 < 0.5"
+
+
+def test_folding_admits_an_outline_only_with_its_folded_in_code():
+    from ctxdb.pipeline.gate import _group_residue_by_outline
+
+    links = [Link("validation_callee", "a.py::helper", "a.py", 20, 29)]
+    nearness = {"E1": Nearness([], None, 1), "E2": Nearness([], 1, 1),
+                "E3": Nearness([], 2, 1), "E4": Nearness(["g", "x"], None, 1)}
+    decision = _decision(pool=_outline_pool(), links=links, nearness=nearness,
+                         residue=["E1", "E2", "E3", "E4"])
+    _group_residue_by_outline(decision)
+    resolve_residue(decision)  # no endpoint: the fold rule
+    assert [(c.item_id, c.driver) for c in decision.candidates] == [
+        ("E2", "fold:validation_callee"), ("E1", "fold:outline_of_folded_in")]
+    assert "residue_folded_no_ranker" in decision.flags

@@ -2,18 +2,24 @@
 
 Localize gets the BM25 hits for the problem statement over the recon full-text index
 (the component-04 stand-in), the failing tests' source and module skeletons of the hit
-files; edit gets a target — the first gold entity (``oracle``) or the top hit
-(``retrieval``) — with derived impact and the tests that reach it.
+files; edit gets a target — ``oracle``: what a planner with perfect localization hands
+over, ``retrieval``: the top hit — with derived impact and the tests that reach it.
+
+Oracle localization targets the patch's first gold symbol (def/class), at the first
+line the patch changes in it (the insertion point); the patch's other gold locations
+are 05 changed entities and the plan node's dependencies. Only a patch that changes
+nothing but module-level lines targets those lines (``path:START-END``).
 """
 
 from __future__ import annotations
 
 import re
 
-from ..entities import entity_key_of_test_id
-from ..request import DecisionRequest, EvidenceInput, PlanNode
+from ..entities import entity_key_of_test_id, is_symbol_key, path_of_key
+from ..request import DecisionRequest, EvidenceInput, InsertionPoint, PlanNode
 from ..sqlfiles import sql_statement
 from ..terms import terms
+from .gold import GoldFact, def_line
 from .instances import Instance
 
 LOCALIZATIONS = ("oracle", "retrieval")
@@ -39,15 +45,27 @@ def _skeleton(connection, path: str) -> str:
     rows = connection.execute(sql_statement("recon/module_skeleton"), {"path": path}).all()
     lines = [f"# {path}: module skeleton"]
     for row in rows[:SKELETON_MAX_SYMBOLS]:
-        head = (row.signature or row.qualname).splitlines()[0]
+        head = def_line(row.signature) or row.qualname
         indent = "    " * row.qualname.count(".")
-        lines.append(f"{indent}{head.strip()}  # L{row.start_line}")
+        lines.append(f"{indent}{head}  # L{row.start_line}")
     if len(rows) > SKELETON_MAX_SYMBOLS:
         lines.append(f"# … {len(rows) - SKELETON_MAX_SYMBOLS} more symbols")
     return "\n".join(lines)
 
 
-def build_decisions(recon_connection, instance: Instance, gold_edited: list[str],
+def oracle_localization(gold_edited: list[GoldFact]):
+    """(target, insertion point, the other gold locations) of perfect localization."""
+    if not gold_edited:
+        return None, None, []
+    target = next((f for f in gold_edited if is_symbol_key(f.entity_key)), gold_edited[0])
+    point = None
+    if target.changed_lines is not None:
+        point = InsertionPoint(path_of_key(target.entity_key), target.changed_lines[0])
+    others = [f.entity_key for f in gold_edited if f is not target]
+    return target.entity_key, point, others
+
+
+def build_decisions(recon_connection, instance: Instance, gold_edited: list[GoldFact],
                     localization: str, run_for_arm) -> list[DecisionRequest]:
     hits = [h for h in _fts_query(recon_connection, instance.problem_statement)
             if h["kind"] != "module"]
@@ -78,8 +96,9 @@ def build_decisions(recon_connection, instance: Instance, gold_edited: list[str]
         ),
         evidence=tuple(hit_items + test_items + skeletons),
     )
+    point, dependencies = None, []
     if localization == "oracle" and gold_edited:
-        target = gold_edited[0]
+        target, point, dependencies = oracle_localization(gold_edited)
     else:
         target = hits[0]["key"] if hits else None
     reaching = []
@@ -92,6 +111,10 @@ def build_decisions(recon_connection, instance: Instance, gold_edited: list[str]
         edit_evidence.insert(0, EvidenceInput(
             source="05", kind="fault_entity", entity=target,
             provenance=f"05: {localization} localization"))
+    edit_evidence[1:1] = [EvidenceInput(source="05", kind="changed_entity", entity=key,
+                                        provenance=f"05: {localization} localization, "
+                                                   "another location of the change")
+                          for key in dependencies]
     edit_evidence += [EvidenceInput(source="03", kind="source_code", entity=key,
                                     provenance="03: a test that calls the target")
                       for key in sorted(set(reaching) | set(tests))]
@@ -100,7 +123,8 @@ def build_decisions(recon_connection, instance: Instance, gold_edited: list[str]
         task=instance.problem_statement,
         plan_node=PlanNode(
             node_id="edit", obligation=f"Change {target or 'the localized code'} to resolve the issue",
-            target_entity=target, required_validation=instance.fail_to_pass,
+            target_entity=target, dependencies=tuple(dependencies), insertion_point=point,
+            required_validation=instance.fail_to_pass,
             acceptance_criteria=(criterion, instance.problem_statement.strip().splitlines()[0][:300]),
             decision_question="What change to the target makes the failing tests pass?",
         ),

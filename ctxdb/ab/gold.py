@@ -4,7 +4,10 @@ Deterministic, from the instance alone and the recon index of its repository:
 
 * edited_entity — every symbol of the base commit whose span holds a line the gold
   ``patch`` changes or deletes; a pure insertion goes to the smallest symbol that holds
-  the lines on both sides of it, else to the module (a new file is its module);
+  the lines on both sides of it. A change outside every symbol (an import, a module
+  constant) is a fact about the changed lines, keyed ``path:START-END`` — one per hunk —
+  not about the module whose span holds every line; a new file is its module. Each
+  fact records the first and last base-commit line changed inside it;
 * test_function — the test functions the ``test_patch`` adds or changes (their lines
   on the new side, in the index of the tree with the test patch applied);
 * fail_to_pass — the ``FAIL_TO_PASS`` ids as entity keys (pytest node ids, or
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Connection
 
 from .. import models
-from ..entities import entity_key_of_test_id
+from ..entities import entity_key_of_test_id, parse_entity_key, path_of_key
 from ..sqlfiles import sql_statement
 from .instances import Instance
 
@@ -41,6 +44,14 @@ class FileChange:
     changed_old_lines: list[int] = field(default_factory=list)  # modified or deleted
     insertions: list[tuple[int, int]] = field(default_factory=list)  # (old line before, after)
     added_new_lines: list[int] = field(default_factory=list)
+    hunk_old_ranges: list[tuple[int, int]] = field(default_factory=list)  # (first, last)
+
+    def hunk_of(self, line: int) -> int:
+        """The number of the hunk whose old-side lines hold ``line``."""
+        for number, (first, last) in enumerate(self.hunk_old_ranges):
+            if first <= line <= last:
+                return number
+        return len(self.hunk_old_ranges) - 1
 
 
 def _strip_prefix(path: str) -> str | None:
@@ -69,6 +80,9 @@ def parse_unified_diff(patch: str) -> list[FileChange]:
             if current is None:
                 raise PatchError(f"patch line {number}: hunk before any file header")
             old, new = int(hunk["old"]), int(hunk["new"])
+            old_len = int(hunk["old_len"]) if hunk["old_len"] is not None else 1
+            # an empty old side ("-N,0") is an insertion after line N
+            current.hunk_old_ranges.append((old, old + old_len - 1) if old_len else (old, old + 1))
             pending_insert = False
             continue
         if current is None or not line or line.startswith("\\"):
@@ -101,6 +115,7 @@ class GoldFact:
     fact_kind: str
     entity_key: str
     detail: str
+    changed_lines: tuple[int, int] | None = None  # base-commit lines changed inside it
 
 
 def _enclosing(connection: Connection, path: str, first: int, last: int):
@@ -111,19 +126,39 @@ def _enclosing(connection: Connection, path: str, first: int, last: int):
 
 
 def edited_entities(connection: Connection, patch: str) -> list[GoldFact]:
-    facts: dict[str, str] = {}
+    facts: dict[str, list] = {}  # key -> [detail, first changed line, last changed line]
+
+    def note(key: str, detail: str, first: int | None, last: int | None) -> None:
+        fact = facts.setdefault(key, [detail, first, last])
+        if first is not None:
+            fact[1] = first if fact[1] is None else min(fact[1], first)
+            fact[2] = last if fact[2] is None else max(fact[2], last)
+
     for change in parse_unified_diff(patch):
         if change.old_path is None:  # a new file: its module
-            facts.setdefault(change.new_path, "new file")
+            note(change.new_path, "new file", None, None)
             continue
         path = change.old_path
+        module_level: dict[int, list[int]] = {}  # hunk -> changed lines outside any symbol
         for line in change.changed_old_lines:
             row = _enclosing(connection, path, line, line)
-            facts.setdefault(row.key if row else path, f"{path}:{line} changed")
+            if row is None:
+                module_level.setdefault(change.hunk_of(line), []).append(line)
+            else:
+                note(row.key, f"{path}:{line} changed", line, line)
         for before, after in change.insertions:
-            row = _enclosing(connection, path, max(before, 1), max(after, 1))
-            facts.setdefault(row.key if row else path, f"{path}: insertion after line {before}")
-    return [GoldFact("edited_entity", key, detail) for key, detail in facts.items()]
+            first, last = max(before, 1), max(after, 1)
+            row = _enclosing(connection, path, first, last)
+            if row is None:
+                module_level.setdefault(change.hunk_of(last), []).extend((first, last))
+            else:
+                note(row.key, f"{path}: insertion after line {before}", first, last)
+        for lines in module_level.values():
+            first, last = min(lines), max(lines)
+            note(f"{path}:{first}-{last}", f"{path}:{first}-{last} changed at module level",
+                 first, last)
+    return [GoldFact("edited_entity", key, detail, (first, last) if first is not None else None)
+            for key, (detail, first, last) in facts.items()]
 
 
 def changed_tests(connection: Connection, test_patch: str) -> list[GoldFact]:
@@ -172,24 +207,44 @@ def gold_facts(connection: Connection, patch: str, test_patch: str,
     return unique
 
 
+def _place_of(recon_connection, key: str) -> tuple[str, int | None, int | None, str | None]:
+    """Where a fact sits in the base commit — a symbol's span, a line span's own lines,
+    or just the path of a module — and a symbol's def/class line."""
+    try:
+        ref = parse_entity_key(key)
+    except ValueError:  # a test id recon cannot resolve: its path is all we know
+        return path_of_key(key), None, None, None
+    if ref.qualified_name is None:
+        return ref.path, ref.start_line, ref.end_line, None
+    row = recon_connection.execute(sql_statement("recon/symbol_by_key"),
+                                   {"entity_key": key}).first()
+    if row is None:
+        return ref.path, None, None, None
+    return row.path, row.start_line, row.end_line, def_line(row.signature)
+
+
+def def_line(signature: str | None) -> str | None:
+    """A signature's def/class line (its first, decorators skipped), stripped."""
+    lines = [line.strip() for line in (signature or "").splitlines() if line.strip()]
+    return next((line for line in lines if not line.startswith("@")), lines[0] if lines else None)
+
+
 def store_gold_facts(store, instance: Instance, recon_connection) -> list[str]:
     """Write an instance's gold facts, replacing earlier ones; returns its edited
-    entities. ``store`` is anything with ``write_transaction()`` (a ``ContextStore``)."""
+    entities (their facts, in patch order). ``store`` is anything with ``write_transaction()`` (a ``ContextStore``)."""
     facts = gold_facts(recon_connection, instance.patch, instance.test_patch,
                        list(instance.fail_to_pass))
-    spans = {}
-    for fact in facts:
-        row = recon_connection.execute(sql_statement("recon/symbol_by_key"),
-                                       {"entity_key": fact.entity_key}).first()
-        spans[fact.entity_key] = (row.path, row.start_line, row.end_line) if row else (
-            fact.entity_key.split("::", 1)[0], None, None)
+    places = {fact.entity_key: _place_of(recon_connection, fact.entity_key) for fact in facts}
     with store.write_transaction() as connection:
         connection.execute(sql_statement("ab/delete_gold_facts"),
                            {"instance_id": instance.instance_id})
         models.insert_many(connection, models.gold_fact, [
             {"instance_id": instance.instance_id, "fact_no": number, "fact_kind": f.fact_kind,
-             "entity_key": f.entity_key, "detail": f.detail, "path": spans[f.entity_key][0],
-             "start_line": spans[f.entity_key][1], "end_line": spans[f.entity_key][2]}
+             "entity_key": f.entity_key, "detail": f.detail, "path": places[f.entity_key][0],
+             "start_line": places[f.entity_key][1], "end_line": places[f.entity_key][2],
+             "head_text": places[f.entity_key][3],
+             "changed_start_line": f.changed_lines[0] if f.changed_lines else None,
+             "changed_end_line": f.changed_lines[1] if f.changed_lines else None}
             for number, f in enumerate(facts, start=1)
         ])
-    return [f.entity_key for f in facts if f.fact_kind == "edited_entity"]
+    return [f for f in facts if f.fact_kind == "edited_entity"]

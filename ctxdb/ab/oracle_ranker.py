@@ -2,8 +2,10 @@
 
 ``ctxdb ab run --ranker oracle`` bounds the ranking step (§4) from above (DESIGN.md,
 "What the window must keep"): an OpenAI-compatible chat-completions server on
-127.0.0.1 that scores each residue candidate 1.0 if its item is one of the instance's
-gold facts — its entity key is a ``gold_fact`` entity key of the instance, exactly —
+127.0.0.1 that scores each residue candidate 1.0 if its item holds one of the
+instance's gold facts — by the definition the recall reports credit
+(``sql/reports/window_recall.sql``): an item of the fact's entity, or an item of the
+same file whose line span holds the fact's (an enclosing class, a module's lines) —
 and 0.0 otherwise. That is what a perfect ranking model would answer; the call goes
 through the same ``openai`` client, prompt, parse, threshold and ``rank_call`` /
 ``rank_score`` rows as a real model's. It is not a model, and the reports say so.
@@ -16,7 +18,7 @@ its symbol uniquely (two ``def raw_amount(self, ...)`` read alike), and its form
 the pipeline's to change. Instead, before each decision the runner registers
 (:meth:`OracleRanker.expect`) the decision's pool as the pipeline's own assembly builds
 it from the very request about to be sent (:func:`pool_entities`) — item id → (kind,
-entity key) — with the instance's gold entity keys. Assembly is deterministic, so the
+entity key, path, lines) — with the instance's gold facts and their spans. Assembly is deterministic, so the
 ids the server is asked about are the registered ones; each candidate's kind is checked
 against the registration too. A candidate not registered, a kind that differs, or a
 call with nothing registered is answered HTTP 409, which the ranking step records as a
@@ -32,8 +34,10 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
+from typing import NamedTuple
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from ..entities import is_module_key
 from ..pipeline.construct import assemble, normalise
 from ..recon.reader import ReconReader
 
@@ -47,21 +51,63 @@ class OracleRefusal(ValueError):
     """A ranking request the oracle cannot answer truthfully (answered HTTP 409)."""
 
 
+class Place(NamedTuple):
+    """Where a pool item or a gold fact sits: its entity key, file and lines; for an
+    outline (a whole module's symbol item) its text, for a def/class fact its head."""
+
+    entity_key: str | None
+    path: str | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+    text: str | None = None  # an item: its text; a fact: its def/class line (head_text)
+    is_outline: bool = False
+
+    def holds(self, fact: "Place") -> bool:
+        """Recall's "holds" (sql/reports/window_recall.sql): the fact's own entity; a
+        span of its file around it (a class; not an outline, whose span is the file's);
+        or, from its file, a text showing the fact's def/class line."""
+        if self.entity_key is not None and self.entity_key == fact.entity_key:
+            return True
+        if self.path is None or self.path != fact.path:
+            return False
+        if fact.text and self.text and fact.text in self.text:
+            return True
+        return (not self.is_outline
+                and None not in (self.start_line, self.end_line, fact.start_line, fact.end_line)
+                and self.start_line <= fact.start_line and self.end_line >= fact.end_line)
+
+
 @dataclass(frozen=True)
 class Expected:
     """The decision the next ranking call belongs to."""
 
-    items: dict[str, tuple[str, str | None]]  # item id -> (kind, entity key)
-    gold_keys: frozenset[str]
+    items: dict[str, tuple[str, Place]]  # item id -> (kind, where it sits)
+    gold: tuple[Place, ...]
+
+    def is_gold(self, item_id: str) -> bool:
+        """The candidate holds a gold fact; an outline — the ranking step's one candidate
+        for its file's residual symbols (pipeline/gate.py) — when it or an item of its
+        file does."""
+        place = self.items[item_id][1]
+        places = [place]
+        if place.is_outline:
+            places += [other for _, other in self.items.values() if other.path == place.path]
+        return any(p.holds(fact) for p in places for fact in self.gold)
 
 
-def pool_entities(store, request) -> dict[str, tuple[str, str | None]]:
-    """Item id -> (kind, entity key) of the pool ``store.construct(request)`` will build:
+def pool_entities(store, request) -> dict[str, tuple[str, Place]]:
+    """Item id -> (kind, place) of the pool ``store.construct(request)`` will build:
     the pipeline's own normalisation and assembly, over the store's recon."""
     decision = normalise(request, store.settings)
     with store.engine.connect() as connection, store.recon_connection(connection) as rc:
         assemble(decision, ReconReader(rc) if store.recon_available else None)
-    return {item.item_id: (item.kind, item.entity_key) for item in decision.pool}
+    return {item.item_id: (item.kind, Place(item.entity_key, item.path, item.start_line,
+                                            item.end_line, item.content, _is_outline(item)))
+            for item in decision.pool}
+
+
+def _is_outline(item) -> bool:
+    return item.kind == "symbol" and is_module_key(item.entity_key)
 
 
 def oracle_scores(body: dict, expected: Expected | None) -> list[dict]:
@@ -80,11 +126,11 @@ def oracle_scores(body: dict, expected: Expected | None) -> list[dict]:
         item_id, kind = candidate.get("id"), candidate.get("kind")
         if item_id not in expected.items:
             raise OracleRefusal(f"oracle: candidate {item_id!r} is not in the registered pool")
-        registered_kind, entity_key = expected.items[item_id]
+        registered_kind = expected.items[item_id][0]
         if kind != registered_kind:
             raise OracleRefusal(f"oracle: candidate {item_id} is {kind!r} in the request but "
                                 f"{registered_kind!r} in the registered pool")
-        score = GOLD_SCORE if entity_key in expected.gold_keys else OTHER_SCORE
+        score = GOLD_SCORE if expected.is_gold(item_id) else OTHER_SCORE
         rankings.append({"candidate_id": item_id, "relevance_score": score})
     return rankings
 
@@ -146,10 +192,14 @@ class OracleRanker:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def expect(self, items: dict[str, tuple[str, str | None]], gold_keys) -> None:
-        """Register the decision whose ranking call comes next."""
+    def expect(self, items: dict[str, tuple[str, Place]], gold) -> None:
+        """Register the decision whose ranking call comes next, with the instance's gold
+        facts (places, or bare entity keys)."""
+        facts = tuple(fact if isinstance(fact, Place) else Place(fact) for fact in gold)
+        items = {item_id: (kind, place if isinstance(place, Place) else Place(place))
+                 for item_id, (kind, place) in items.items()}
         with self._lock:
-            self._expected = Expected(dict(items), frozenset(gold_keys))
+            self._expected = Expected(items, facts)
 
     def forget(self) -> None:
         with self._lock:

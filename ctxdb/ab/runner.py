@@ -31,7 +31,7 @@ from .decisions import LOCALIZATIONS, build_decisions
 from .gold import store_gold_facts
 from .instances import Instance, load_instances
 from .materialize import SkippedBlob, materialize
-from .oracle_ranker import OracleRanker, pool_entities
+from .oracle_ranker import OracleRanker, Place, pool_entities
 from .variants import DEFAULT, VARIANTS, apply_variant
 
 DEFAULT_CACHE = Path.home() / ".cache" / "ctxdb" / "ab"
@@ -150,11 +150,11 @@ def _construct_instance(store: ContextStore, instance: Instance, recon: str,
                                    options.localization, "pending")
     finally:
         engine.dispose()
-    gold_keys = set()
+    gold_places = []
     if oracle is not None:
         with store.engine.connect() as connection:
-            gold_keys = set(connection.execute(sql_statement("ab/gold_fact_keys"),
-                                               {"instance_id": instance.instance_id}).scalars())
+            gold_places = [Place(*row) for row in connection.execute(
+                sql_statement("ab/gold_fact_places"), {"instance_id": instance.instance_id})]
     decisions = 0
     for arm, variant in arm_variants(options):
         run_id = run_id_for(options.run_prefix, arm, variant, options.ranker)
@@ -162,7 +162,7 @@ def _construct_instance(store: ContextStore, instance: Instance, recon: str,
             request = dataclasses.replace(request, run_id=run_id, arm=arm)
             request = apply_variant(request, variant)
             if oracle is not None and arm == ARM_CTX08:
-                oracle.expect(pool_entities(store, request), gold_keys)
+                oracle.expect(pool_entities(store, request), gold_places)
             store.construct(request)
             decisions += 1
     return decisions

@@ -26,7 +26,12 @@ from .dedup import dedup
 from .gate import cap_admitted, run_gate
 from .gate_inputs import derive_gate_inputs
 from .order import order
-from .rank import announce_unavailable, rank_residue, residue_candidates, resolve_residue
+from .rank import (
+    announce_unavailable,
+    rank_residue,
+    residue_candidates,
+    resolve_residue,
+)
 from .render import load_policy, render
 from .state import Decision, new_decision
 

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from sqlalchemy import Connection
 
+from ..entities import is_module_key
 from ..spec import ADMITTED_MAX
 from ..sqlfiles import sql_statement
 from .state import Candidate, Decision, PoolItem
@@ -47,7 +48,8 @@ def gate_verdicts(connection: Connection, decision_id: int) -> list[GateVerdict]
 
 
 def run_gate(connection: Connection, decision: Decision) -> None:
-    """Admitted items become the decision's candidates, residual ones its residue; the
+    """Admitted items become the decision's candidates, residual ones its residue — a
+    module's outline and its file's residual symbols as one candidate — and the
     rejected get their final verdict here."""
     by_id, audit = decision.by_id, decision.audit
     admitted: list[Candidate] = []
@@ -64,6 +66,34 @@ def run_gate(connection: Connection, decision: Decision) -> None:
         else:
             audit.final(row.item_id, STAGE, REJECTED, row.driver)
     decision.candidates = admitted
+    _group_residue_by_outline(decision)
+
+
+def _group_residue_by_outline(decision: Decision) -> None:
+    """A residual module outline (a whole module's symbol item: a skeleton) and the
+    residual symbols of its file are ONE candidate of the residue, the outline standing
+    for them: the outline does not compete with the symbols it lists, and a file's many
+    hits do not crowd §4's 32. Other items stay candidates of their own."""
+    by_id = decision.by_id
+    outline_of_path = {}
+    for item_id in decision.residue:
+        item = by_id[item_id]
+        if is_outline(item):
+            outline_of_path.setdefault(item.path, item_id)
+    ranked, members = [], {}
+    for item_id in decision.residue:
+        item = by_id[item_id]
+        outline = outline_of_path.get(item.path)
+        if outline is None or outline == item_id:
+            ranked.append(item_id)
+        else:
+            members.setdefault(outline, []).append(item_id)
+    decision.residue, decision.outline_members = ranked, members
+
+
+def is_outline(item: PoolItem) -> bool:
+    """A whole module's symbol item: its signature is its outline (render.module_outline)."""
+    return item.kind == "symbol" and is_module_key(item.entity_key)
 
 
 def cap_admitted(decision: Decision) -> None:

@@ -4,22 +4,25 @@ Derived at assembly and written as the decision's own rows (``decision_link``,
 ``impact_edge``, ``item_nearness``) so the gate view runs on them (DESIGN.md, "what
 required to discharge the obligation can mean, deterministically"):
 
-* links — the target, 05's change targets, the symbol at the insertion point,
+* links — the target, 05's change targets, the plan node's dependencies, the symbol
+  at the insertion point,
   the required-validation tests and what they call, traceback frames, and
   identifiers in the obligation/criteria/question that name exactly one symbol;
 * derived impact edges (``derive_impact``) — direct dependents of the change
   target (callers: CalledBy; tests that exercise it: PreserveObligation;
   subclasses: SchemaConsumer) and their dependents up to ``MAX_DERIVED_DEPTH``;
   deeper reach is summarized by the one-line impact digest item;
-* nearness — an unlinked pool item is near when it shares at least
+* nearness — an unlinked pool item is tested when it shares at least
   ``NEAR_MIN_SHARED_TERMS`` identifier terms with the decision's text, or sits
-  within ``NEAR_MAX_RECON_HOPS`` recon edges of a linked symbol.
+  within ``NEAR_MAX_RECON_HOPS`` recon edges of a linked symbol; its ``near_score``
+  (structural + lexical, below) decides whether the gate leaves it residual.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 
 from ..entities import entity_key_of_test_id, parse_entity_key
 from ..recon.reader import ReconReader
@@ -37,6 +40,7 @@ from .vocabulary import (
     IMPACT_DIGEST,
     INSERTION_POINT,
     NAMED_IN_CRITERIA,
+    OBLIGATION_DEPENDENCY,
     NEAR_TESTED_KINDS,
     TARGET_ENTITY,
     TRACEBACK_FRAME,
@@ -46,6 +50,12 @@ from .vocabulary import (
 
 NEAR_MIN_SHARED_TERMS = 2
 NEAR_MAX_RECON_HOPS = 2
+NEAR_HOP_SCORE = {1: 1.0, 2: 0.5}  # near_score's structural part, by recon hops
+# near_score's threshold: residual iff the score reaches it (sql/views/20_v_gate_rule.sql
+# holds the same number; tests/test_contract.py holds the two equal). Set on the whole
+# development set (README, "Nearness"), never per instance.
+NEAR_MIN_SCORE = 0.0
+NEAR_SCORE_DECIMALS = 4
 NEAR_CONTENT_CHARS = 400  # how much of an item's text the shared-terms test reads
 MAX_DERIVED_DEPTH = 3
 GIVEN_EDGE_ORIGIN, DERIVED_EDGE_ORIGIN = "06", "recon"  # impact_edge.origin
@@ -91,6 +101,8 @@ def compute_links(request: DecisionRequest, pool: list[PoolItem], recon: ReconRe
         for item in pool:
             if item.kind in CHANGE_TARGET_KINDS and item.entity_key:
                 links.append(Link(CHANGE_TARGET, item.entity_key, item.path, None, None))
+        for key in node.dependencies:
+            links.append(Link(OBLIGATION_DEPENDENCY, key, None, None, None))
         for test_id in node.required_validation:
             links.append(Link(VALIDATION_TEST, entity_key_of_test_id(test_id), None, None, None, test_id))
         return _unique(links)
@@ -100,6 +112,8 @@ def compute_links(request: DecisionRequest, pool: list[PoolItem], recon: ReconRe
     for item in pool:
         if item.kind in CHANGE_TARGET_KINDS and item.entity_key:
             links.append(_link_for_key(recon, CHANGE_TARGET, item.entity_key, item.item_id))
+    for key in node.dependencies:
+        links.append(_link_for_key(recon, OBLIGATION_DEPENDENCY, key))
     point = node.insertion_point
     if point is not None:
         row = recon.innermost(point.path, point.line)
@@ -207,20 +221,44 @@ def compute_nearness(
                     item_symbols[item.item_id] = row.id
     hops = _recon_hops(recon, sorted(anchors), sorted(set(item_symbols.values())))
 
+    shared_by_item = {
+        item.item_id: decision_terms.intersection(
+            _item_terms(item.entity_key, item.signature, item.content[:NEAR_CONTENT_CHARS]))
+        for item in candidates
+    }
+    # how many of the tested items share each term: a term every hit shares tells
+    # nothing about any one of them
+    items_sharing = Counter(term for shared in shared_by_item.values() for term in shared)
     near: dict[str, Nearness] = {}
     first_link = 1 if links else None
     for item in candidates:
-        shared = decision_terms.intersection(
-            _item_terms(item.entity_key, item.signature, item.content[:NEAR_CONTENT_CHARS])
-        )
+        shared = shared_by_item[item.item_id]
         found = hops.get(item_symbols.get(item.item_id))
+        score = near_score(found[0] if found else None, [items_sharing[t] for t in shared])
         if found is not None:
             recon_hops, anchor = found
             near[item.item_id] = Nearness(sorted(shared), recon_hops,
-                                          anchors.get(anchor, first_link))
+                                          anchors.get(anchor, first_link), score)
         elif len(shared) >= NEAR_MIN_SHARED_TERMS:
-            near[item.item_id] = Nearness(sorted(shared), None, first_link)
+            near[item.item_id] = Nearness(sorted(shared), None, first_link, score)
     return near
+
+
+def near_score(recon_hops: int | None, items_sharing_each_term: list[int]) -> float:
+    """§3.2's "semantically near but structurally unlinked", as one deterministic number:
+
+        structural  NEAR_HOP_SCORE[hops] — 1.0 for a direct recon neighbour of a linked
+                    symbol, 0.5 at two edges, 0 beyond;
+      + lexical     the sum, over the identifier terms the item shares with the decision's
+                    text, of 1 / (the number of tested pool items sharing that term) — a
+                    term only this item shares counts 1, one that all 30 hits share 1/30.
+
+    The gate leaves an item residual iff the score reaches NEAR_MIN_SCORE (set on the
+    development set, see the constant); rounded so the SQL view and the audit agree.
+    """
+    structural = NEAR_HOP_SCORE.get(recon_hops, 0.0) if recon_hops is not None else 0.0
+    lexical = sum(1.0 / count for count in items_sharing_each_term if count)
+    return round(structural + lexical, NEAR_SCORE_DECIMALS)
 
 
 @functools.lru_cache(maxsize=4096)  # keys hold the first 400 characters: a few MB at most

@@ -112,6 +112,7 @@ def _write_obligation(connection: Connection, decision: Decision) -> None:
         "node_id": node.node_id, "obligation_text": node.obligation,
         "target_entity": node.target_entity,
         "preconditions_json": json.dumps(list(node.preconditions)),
+        "dependencies_json": json.dumps(list(node.dependencies)),
         "required_validation_json": json.dumps(list(node.required_validation)),
         "acceptance_criteria_json": json.dumps(list(node.acceptance_criteria)),
         "insertion_path": point.path if point else None,
@@ -163,7 +164,7 @@ def _write_gate_inputs(connection: Connection, decision: Decision) -> None:
         models.insert_many(connection, models.item_nearness, [
             {"decision_id": decision_id, "item_id": item_id,
              "shared_terms": " ".join(n.shared_terms), "recon_hops": n.recon_hops,
-             "nearest_link_no": n.nearest_link_no}
+             "nearest_link_no": n.nearest_link_no, "near_score": n.near_score}
             for item_id, n in sorted(decision.nearness.items(), key=lambda kv: int(kv[0][1:]))
         ])
 
@@ -180,13 +181,16 @@ def write_outcome(connection: Connection, decision: Decision) -> DecisionContext
         entries.append(WindowEntry(
             position, candidate.item_id, candidate.role, candidate.rendering, candidate.tier,
             candidate.block, candidate.edge_critical, candidate.tokens, candidate.block_text(),
+            candidate.body_lines(),
         ))
     if entries:
         models.insert_many(connection, models.window_item, [
             {"decision_id": decision_id, "position": e.position, "item_id": e.item_id,
              "role": e.role, "rendering": e.rendering, "tier": e.tier, "block": e.block,
              "edge_critical": e.edge_critical, "token_count": e.token_count,
-             "rendered_text": e.text}
+             "rendered_text": e.text,
+             "shown_start_line": e.shown_lines[0] if e.shown_lines else None,
+             "shown_end_line": e.shown_lines[1] if e.shown_lines else None}
             for e in entries
         ])
     models.insert_tuples(connection, models.item_event, EVENT_COLUMNS, audit.rows(decision_id),

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from ..spec import RANK_MAX_COMPLETION_TOKENS, RANK_TEMPERATURE, RESIDUE_MAX
 from .render import signature_of
 from .state import RANK_OK, Candidate, Decision, RankOutcome, RankScore
-from .vocabulary import FOLD, FOLDED, RANK, RANK_ADMITTED, REJECTED
+from .vocabulary import FOLD, FOLDED, OUTLINE_OF_FOLDED_IN, RANK, RANK_ADMITTED, REJECTED
 
 STAGE = RANK
 # The fold rule admits an item this many recon edges from its bucket's symbol at most:
@@ -263,11 +263,12 @@ def resolve_residue(decision: Decision) -> None:
         decision.candidates += _fold(decision, "no ranker")
         return
     if ranking is None:
-        for item_id in residue:
+        for item_id in _with_members(decision):
             audit.final(item_id, STAGE, REJECTED,
                         "rank_not_called: the residue appeared after the call was prepared")
         return
     by_id, threshold = decision.by_id, decision.settings.rank_threshold
+    members = decision.outline_members
     for item_id in residue:
         score = ranking.scores.get(item_id) if ranking.ok else None
         if not ranking.ok:
@@ -279,11 +280,23 @@ def resolve_residue(decision: Decision) -> None:
         else:
             verdict, reason = "reject", f"rank: score {score:.2f} < {threshold}"
         decision.rank_scores.append(RankScore(item_id, score, verdict))
-        if verdict == "admit":
-            audit.add(item_id, STAGE, "admitted", reason)
-            decision.candidates.append(Candidate(item=by_id[item_id], driver=RANK_ADMITTED))
-        else:
-            audit.final(item_id, STAGE, REJECTED, reason)
+        for ranked_as in [item_id, *members.get(item_id, ())]:
+            why = reason if ranked_as == item_id else f"{reason} (its file's outline {item_id})"
+            if verdict == "admit":
+                audit.add(ranked_as, STAGE, "admitted", why)
+                decision.candidates.append(Candidate(item=by_id[ranked_as], driver=RANK_ADMITTED))
+            else:
+                audit.final(ranked_as, STAGE, REJECTED, why)
+
+
+def _with_members(decision: Decision) -> list[str]:
+    """Every residual item: the residue's candidates and the symbols their outlines
+    stand for."""
+    out = []
+    for item_id in decision.residue:
+        out.append(item_id)
+        out.extend(decision.outline_members.get(item_id, ()))
+    return out
 
 
 def _fold(decision: Decision, why: str) -> list[Candidate]:
@@ -291,19 +304,36 @@ def _fold(decision: Decision, why: str) -> list[Candidate]:
     the obligation bucket (link) it is nearest to, and is admitted under that link's
     driver — rendered as its role's cheapest form, a signature in the spec's policy —
     only if it is within FOLD_MAX_RECON_HOPS recon edges of the linked symbol;
-    otherwise it is folded away, or rejected outright when no bucket is near it."""
-    audit, links, by_id = decision.audit, decision.links, decision.by_id
+    otherwise it is folded away, or rejected outright when no bucket is near it. A
+    file's outline that stands for residual symbols is not folded itself: it follows
+    them, admitted when one of them is."""
+    audit, by_id = decision.audit, decision.by_id
     admitted = []
     for item_id in decision.residue:
-        near = decision.nearness[item_id]
-        if near.nearest_link_no is None:
-            audit.final(item_id, STAGE, REJECTED, f"{why}: no obligation bucket to fold into")
+        members = decision.outline_members.get(item_id)
+        if members is None:
+            admitted += _fold_one(decision, item_id, why)
             continue
-        link = links[near.nearest_link_no - 1]
-        bucket = f"link {near.nearest_link_no} ({link.link_kind} {link.entity_key})"
-        if near.recon_hops is not None and near.recon_hops <= FOLD_MAX_RECON_HOPS:
-            audit.add(item_id, STAGE, "folded_in", f"{why}: {bucket}")
-            admitted.append(Candidate(item=by_id[item_id], driver=FOLD + link.link_kind))
+        folded_in = [c for member in members for c in _fold_one(decision, member, why)]
+        admitted += folded_in
+        if folded_in:
+            audit.add(item_id, STAGE, "folded_in", f"{why}: the outline of folded-in code")
+            admitted.append(Candidate(item=by_id[item_id], driver=OUTLINE_OF_FOLDED_IN))
         else:
-            audit.final(item_id, STAGE, FOLDED, f"{why}: {bucket}, not a direct neighbour")
+            audit.final(item_id, STAGE, FOLDED, f"{why}: no code of its file folded in")
     return admitted
+
+
+def _fold_one(decision: Decision, item_id: str, why: str) -> list[Candidate]:
+    audit, links = decision.audit, decision.links
+    near = decision.nearness[item_id]
+    if near.nearest_link_no is None:
+        audit.final(item_id, STAGE, REJECTED, f"{why}: no obligation bucket to fold into")
+        return []
+    link = links[near.nearest_link_no - 1]
+    bucket = f"link {near.nearest_link_no} ({link.link_kind} {link.entity_key})"
+    if near.recon_hops is not None and near.recon_hops <= FOLD_MAX_RECON_HOPS:
+        audit.add(item_id, STAGE, "folded_in", f"{why}: {bucket}")
+        return [Candidate(item=decision.by_id[item_id], driver=FOLD + link.link_kind)]
+    audit.final(item_id, STAGE, FOLDED, f"{why}: {bucket}, not a direct neighbour")
+    return []

@@ -14,7 +14,7 @@ import re
 
 from sqlalchemy import Connection
 
-from ..entities import is_test_entity
+from ..entities import is_module_key, is_test_entity
 from ..spec import COMPRESSED_TARGET_BYTES
 from ..sqlfiles import sql_statement
 from .state import Candidate, Decision
@@ -32,6 +32,10 @@ STAGE = RENDER
 DEFAULT_RENDERING = "signature"  # §3.3 caps: "cheapest safe"
 # A signature is a header, not a body: a longer one is cut (and marked).
 SIGNATURE_MAX_CHARS = 400
+# a module's signature is its outline: the header line of each def and class, at most
+# this many (the A/B runner's skeletons list 60 symbols, ctxdb.ab.decisions)
+MODULE_OUTLINE_MAX_LINES = 60
+_HEADER_LINE = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s.*$", re.MULTILINE)
 
 _DEF_LINE = re.compile(r"^\s*(?:@.*\n\s*)*(?:async\s+)?(?:def|class)\s", re.MULTILINE)
 
@@ -119,6 +123,8 @@ def signature_of(candidate: Candidate) -> str:
     if item.signature:
         return item.signature
     content = item.content
+    if item.kind == "symbol" and is_module_key(item.entity_key):
+        return module_outline(item.entity_key, content)
     match = _DEF_LINE.search(content)
     if match:
         head = content[match.start() : _header_end(content, match.end())]
@@ -128,6 +134,15 @@ def signature_of(candidate: Candidate) -> str:
     if len(text) > SIGNATURE_MAX_CHARS:
         text = text[: SIGNATURE_MAX_CHARS - 1] + "…"
     return text
+
+
+def module_outline(path: str, content: str) -> str:
+    """A module's signature: the header line of each def and class in it, in order."""
+    headers = [line.rstrip() for line in _HEADER_LINE.findall(content)]
+    lines = [f"# {path}: outline"] + headers[:MODULE_OUTLINE_MAX_LINES]
+    if len(headers) > MODULE_OUTLINE_MAX_LINES:
+        lines.append(f"# … {len(headers) - MODULE_OUTLINE_MAX_LINES} more")
+    return "\n".join(lines)
 
 
 def _test_name_and_expectation(candidate: Candidate) -> str:

@@ -85,6 +85,17 @@ class Candidate:
     def header(self) -> str:
         return item_header(self)
 
+    def body_lines(self) -> tuple[int, int] | None:
+        """The file lines whose text the window shows (window_item.shown_*_line): the
+        kept lines of a cut or slice, the whole span of a verbatim item, else None."""
+        if self.masked or self.item.start_line is None:
+            return None
+        if self.shown_lines is not None and self.rendering in ("verbatim", "truncated"):
+            return self.shown_lines
+        if self.rendering == "verbatim":
+            return (self.item.start_line, self.item.end_line)
+        return None
+
     def block_text(self) -> str:
         return item_block(self)
 
@@ -127,6 +138,7 @@ class Nearness:
     shared_terms: list[str] = field(default_factory=list)
     recon_hops: int | None = None
     nearest_link_no: int | None = None
+    near_score: float = 0.0  # gate_inputs.near_score: residual iff >= NEAR_MIN_SCORE
 
 
 RANK_OK = "ok"  # rank_call.parse_status of a call whose answer was used
@@ -188,7 +200,10 @@ class Decision:
     text_digests: set[str] = field(default_factory=set)  # the evidence_text rows it uses
     audit: AuditLog = field(default_factory=AuditLog)
     # (b) gate and (L) ranking
-    residue: list[str] = field(default_factory=list)  # residual item ids, pool order
+    residue: list[str] = field(default_factory=list)  # what the ranking step takes, pool order
+    # a residual module outline -> the residual symbols of its file: one candidate of
+    # the residue, not an outline competing with the symbols it lists (gate.py)
+    outline_members: dict[str, list[str]] = field(default_factory=dict)
     priority: dict[str, int] = field(default_factory=dict)  # item id -> source priority
     ranking: RankOutcome | None = None  # the one call, when it was made
     rank_scores: list[RankScore] = field(default_factory=list)
@@ -208,6 +223,7 @@ class Decision:
         self.flags = list(self.request_flags)
         self.audit = AuditLog()
         self.residue, self.priority, self.rank_scores = [], {}, []
+        self.outline_members = {}
         self.candidates, self.budget_steps = [], []
         self.token_count, self.window_task = 0, self.request.task
         for item in self.pool:

@@ -34,6 +34,7 @@ IMPACT = "impact:"  # a direct impact edge from the change target (v_gate_rule)
 FOLD = "fold:"  # folded into an obligation bucket (§4's rule for a residue the step may not rank)
 RANKED = "rank:"  # admitted by the ranking call's score
 RANK_ADMITTED = RANKED + "admitted"
+OUTLINE_OF_FOLDED_IN = FOLD + "outline_of_folded_in"  # a file's outline follows its code
 BASELINE_DRIVER = "baseline:no_gate"  # the `current` arm admits everything
 
 # Structural link kinds (decision_link.link_kind; gate_link_policy's rows)
@@ -45,8 +46,10 @@ VALIDATION_CALLEE = "validation_callee"
 TRACEBACK_FRAME = "traceback_frame"
 NAMED_IN_CRITERIA = "named_in_criteria"
 IMPACT_DIGEST = "impact_digest"
+OBLIGATION_DEPENDENCY = "obligation_dependency"
 LINK_KINDS = (TARGET_ENTITY, CHANGE_TARGET, INSERTION_POINT, VALIDATION_TEST,
-              VALIDATION_CALLEE, TRACEBACK_FRAME, NAMED_IN_CRITERIA, IMPACT_DIGEST)
+              VALIDATION_CALLEE, TRACEBACK_FRAME, NAMED_IN_CRITERIA, IMPACT_DIGEST,
+              OBLIGATION_DEPENDENCY)
 CHANGE_TARGET_LINKS = (TARGET_ENTITY, CHANGE_TARGET)  # the heads of derived impact
 
 # Roles (§3.3), strongest first: which one survives when two items state the same
@@ -101,11 +104,15 @@ DRIVER_ROLES = {
     OBLIGATION + VALIDATION_CALLEE: "related_symbol",
     OBLIGATION + TRACEBACK_FRAME: "related_symbol",
     OBLIGATION + NAMED_IN_CRITERIA: "related_symbol",
+    # §3.3: a related symbol (signature) — unless 05 also names it as changed, when its
+    # change_target link comes first and it renders as code being edited
+    OBLIGATION + OBLIGATION_DEPENDENCY: "related_symbol",
     IMPACT + "CalledBy": "direct_impact",
     IMPACT + "PreserveObligation": "direct_impact",
     IMPACT + "ConfigConsumer": "config_consumer",
     IMPACT + "SchemaConsumer": "config_consumer",
     IMPACT + "transitive_digest": "transitive_impact",
     RANK_ADMITTED: "related_symbol",
+    OUTLINE_OF_FOLDED_IN: "related_symbol",
     **{FOLD + kind: "related_symbol" for kind in LINK_KINDS if kind != IMPACT_DIGEST},
 }

@@ -10,7 +10,8 @@
 --                      sources live/patch);
 --   impact-DAG-driven  its entity is the tail of a DIRECT (depth 1) impact edge whose
 --                      head is the change target.
--- Otherwise it is residual when item_nearness says it is near the decision, else rejected.
+-- Otherwise it is residual when item_nearness scores it near the decision (near_score at
+-- least NEAR_MIN_SCORE, ctxdb.pipeline.gate_inputs: 0.0 here too), else rejected.
 -- `driver` names the link that decided; `priority` is its source's place in §3.1's order.
 -- Filter by decision_id: the view is written so the filter reaches the per-item subqueries.
 CREATE VIEW v_gate_rule AS
@@ -34,7 +35,7 @@ SELECT
         WHEN e.kind IN ('fault_entity', 'changed_entity') AND change_policy.link_kind IS NOT NULL
             THEN 'admit'
         WHEN impact.edge_kind IS NOT NULL THEN 'admit'
-        WHEN near.item_id IS NOT NULL THEN 'residual'
+        WHEN near.near_score >= 0.0 THEN 'residual'
         ELSE 'reject'
     END AS gate_verdict,
     CASE
@@ -50,12 +51,13 @@ SELECT
         WHEN e.kind IN ('fault_entity', 'changed_entity') AND change_policy.link_kind IS NOT NULL
             THEN 'obligation:change_target'
         WHEN impact.edge_kind IS NOT NULL THEN 'impact:' || impact.edge_kind
-        WHEN near.item_id IS NOT NULL THEN
+        WHEN near.near_score >= 0.0 THEN
             'near:' || CASE
                 WHEN near.recon_hops IS NOT NULL
                     THEN 'recon_hops=' || CAST(near.recon_hops AS TEXT)
                 ELSE 'shared_terms=' || near.shared_terms
             END
+        WHEN near.item_id IS NOT NULL THEN 'near_score_below_threshold'
         ELSE 'no_structural_link'
     END AS driver
 FROM evidence_item e
