@@ -92,6 +92,7 @@ obligation = Table(
     Column("acceptance_criteria_json", Text, nullable=False, server_default="[]"),
     Column("insertion_path", Text),
     Column("insertion_line", Integer),
+    Column("insertion_end_line", Integer),  # the edit site's last line (0007)
     PrimaryKeyConstraint("decision_id", "obligation_no"),
 )
 

@@ -28,6 +28,7 @@ class RequestError(ValueError):
 class InsertionPoint:
     path: str
     line: int
+    end_line: int | None = None  # the edit site's last line, when it spans lines
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ class DecisionRequest:
                 "required_validation": list(node.required_validation),
                 "acceptance_criteria": list(node.acceptance_criteria),
                 "decision_question": node.decision_question,
-                "insertion_point": {"path": point.path, "line": point.line} if point else None,
+                "insertion_point": _point_dict(point),
             },
             "evidence": [
                 {k: v for k, v in vars(item).items() if v is not None} for item in self.evidence
@@ -202,6 +203,15 @@ class DecisionRequest:
             if _immutable(self):
                 object.__setattr__(self, _JSON, found)
         return found
+
+
+def _point_dict(point: InsertionPoint | None) -> dict | None:
+    if point is None:
+        return None
+    data = {"path": point.path, "line": point.line}
+    if point.end_line is not None:  # absent when unset: older requests keep their hash
+        data["end_line"] = point.end_line
+    return data
 
 
 # Memos kept on an immutable request object (not dataclass fields: equality ignores them).
@@ -328,6 +338,12 @@ def _check_dataclass(request: DecisionRequest) -> list[str]:
         text("request.plan_node.insertion_point.path", point.path)
         if not isinstance(point.line, int) or isinstance(point.line, bool) or point.line < 1:
             problems.append("request.plan_node.insertion_point.line: expected an integer >= 1")
+        elif point.end_line is not None and (
+            not isinstance(point.end_line, int) or isinstance(point.end_line, bool)
+            or point.end_line < point.line
+        ):
+            problems.append("request.plan_node.insertion_point.end_line: expected an integer "
+                            ">= line, or null")
     problems += entity_key_problems(request)
     for number, item in enumerate(request.evidence):
         path = f"request.evidence[{number}]"

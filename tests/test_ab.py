@@ -362,7 +362,9 @@ def test_ab_run_with_the_oracle_ranker(store_url, tmp_path):
             scores = connection.execute(text(
                 "SELECT s.relevance_score, s.verdict, e.entity_key,"
                 " CASE WHEN EXISTS (SELECT 1 FROM gold_fact g WHERE g.instance_id = d.instance_id"
-                "                   AND g.entity_key = e.entity_key) THEN 1 ELSE 0 END AS is_gold"
+                "                   AND g.entity_key = e.entity_key) THEN 1 ELSE 0 END AS is_gold,"
+                " CASE WHEN EXISTS (SELECT 1 FROM gold_fact g WHERE g.instance_id = d.instance_id"
+                "                   AND g.path = e.path) THEN 1 ELSE 0 END AS gold_in_file"
                 " FROM rank_score s JOIN rank_call c ON c.rank_call_id = s.rank_call_id"
                 " JOIN decision d ON d.decision_id = c.decision_id"
                 " JOIN evidence_item e ON e.decision_id = d.decision_id AND e.item_id = s.item_id"
@@ -371,8 +373,11 @@ def test_ab_run_with_the_oracle_ranker(store_url, tmp_path):
     assert [tuple(r) for r in runs] == [("ab/ctx08/default@oracle", "ranker: oracle"),
                                         ("ab/current/default", None)]
     assert calls and all(c == ("ok", "ab/ctx08/default@oracle") for c in calls)
-    assert scores and all(s.relevance_score == (1.0 if s.is_gold else 0.0) for s in scores)
-    assert any(s.is_gold and s.verdict == "admit" for s in scores)  # a gold fact was ranked in
+    # a gold fact scores 1.0; a candidate of a file holding no gold fact 0.0 (an outline
+    # or a class holding one is gold too: the oracle credits what recall credits)
+    assert scores and all(s.relevance_score == 1.0 for s in scores if s.is_gold)
+    assert all(s.relevance_score == 0.0 for s in scores if not s.gold_in_file)
+    assert any(s.relevance_score == 1.0 and s.verdict == "admit" for s in scores)
     assert ORACLE_LEGEND in screen and "ab/ctx08/default@oracle  oracle" in screen
     # the reports group by arm and variant: another ranker's runs need another store
     with pytest.raises(ValueError, match="already holds run ab/ctx08/default@oracle"):
@@ -576,11 +581,15 @@ def test_oracle_localization_targets_the_first_gold_symbol_at_its_changed_line()
 
     module_level = GoldFact("edited_entity", "shopcart/pricing.py:1-2", "", (1, 2))
     first_symbol = GoldFact("edited_entity", TARGET, "", (64, 66))
-    second_symbol = GoldFact("edited_entity", "shopcart/cart.py::Cart.add", "", (10, 10))
-    target, point, others = oracle_localization([module_level, first_symbol, second_symbol])
+    second_symbol = GoldFact("edited_entity", "shopcart/cart.py::Cart.add", "", (10, 10), "method")
+    class_body = GoldFact("edited_entity", "shopcart/cart.py::Cart", "", (4, 5), "class")
+    target, point, others = oracle_localization(
+        [module_level, first_symbol, second_symbol, class_body])
     assert target == TARGET
-    assert (point.path, point.line) == ("shopcart/pricing.py", 64)
-    assert others == ["shopcart/pricing.py:1-2", "shopcart/cart.py::Cart.add"]
+    assert (point.path, point.line, point.end_line) == ("shopcart/pricing.py", 64, 66)
+    # a method by its key; a change in a class's own body by the lines it changes
+    assert others == ["shopcart/pricing.py:1-2", "shopcart/cart.py::Cart.add",
+                      "shopcart/cart.py:4-5"]
     # only a change that is module-level alone targets the changed lines
     target, point, others = oracle_localization([module_level])
     assert (target, point.line, others) == ("shopcart/pricing.py:1-2", 1, [])

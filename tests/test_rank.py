@@ -163,13 +163,13 @@ def test_residue_over_32_folds_without_a_call(store_url):
                                               {"decision_id": ctx.decision_id})
             }
     assert server.requests == [] and calls == [(0,)]
-    # no recon: nothing is a direct neighbour of an obligation link, so each is folded
+    # no recon: nothing is a recon neighbour of an obligation link, so each is folded
     # into its nearest bucket and dropped there
     assert {v for v, _ in verdicts} == {"folded"}
     assert "residue_folded_over_32" in ctx.flags
     assert all(d.startswith("residue > 32: link 1 (target_entity") for _, d in verdicts)
     # the bucket each names is the one the stored nearness rows give
-    assert [d.split(", not a direct")[0] for _, d in verdicts] == [
+    assert [d.split(", not within")[0] for _, d in verdicts] == [
         buckets[i] for i in _residue_ids(33)]
 
 

@@ -341,14 +341,14 @@ def test_test_ids_to_entity_keys():
 # -- §4 folding a residue over 32 -------------------------------------------------------
 
 
-def test_fold_admits_direct_neighbours_of_their_bucket_only():
+def test_fold_admits_the_recon_neighbourhood_of_their_bucket_only():
     pool = [PoolItem(n, "04", "retrieved_hit", f"def f{n}(): ...", "04", f"a.py::f{n}")
             for n in range(1, 5)]
     links = [Link("target_entity", "a.py::target", "a.py", 1, 9),
              Link("validation_callee", "a.py::helper", "a.py", 20, 29)]
     nearness = {
         "E1": Nearness(["total"], 1, 2),  # a direct neighbour of link 2: folded in
-        "E2": Nearness(["total"], 2, 1),  # two hops from link 1: folded away
+        "E2": Nearness(["total"], 2, 1),  # two hops from link 1: folded in
         "E3": Nearness(["total", "tax"], None, 1),  # shared terms only: folded away
         "E4": Nearness(["total"], None, None),  # no link at all: no bucket
     }
@@ -358,13 +358,12 @@ def test_fold_admits_direct_neighbours_of_their_bucket_only():
     decision = _decision(pool=pool, links=links, nearness=nearness, residue=residue)
     resolve_residue(decision)
     assert [(c.item_id, c.driver) for c in decision.candidates] == [
-        ("E1", "fold:validation_callee")]
+        ("E1", "fold:validation_callee"), ("E2", "fold:target_entity")]
     events = {e.item_id: (e.action, e.driver, e.is_final) for e in decision.audit.events}
     assert events["E1"] == ("folded_in", "residue > 32: link 2 (validation_callee a.py::helper)",
                             False)
-    assert events["E2"] == ("folded", "residue > 32: link 1 (target_entity a.py::target),"
-                                      " not a direct neighbour", True)
-    assert events["E3"][0] == "folded"
+    assert events["E3"] == ("folded", "residue > 32: link 1 (target_entity a.py::target),"
+                                      " not within 2 recon edges", True)
     assert events["E4"] == ("rejected", "residue > 32: no obligation bucket to fold into", True)
 
 
@@ -480,7 +479,7 @@ def test_folding_admits_an_outline_only_with_its_folded_in_code():
 
     links = [Link("validation_callee", "a.py::helper", "a.py", 20, 29)]
     nearness = {"E1": Nearness([], None, 1), "E2": Nearness([], 1, 1),
-                "E3": Nearness([], 2, 1), "E4": Nearness(["g", "x"], None, 1)}
+                "E3": Nearness(["f2", "x"], None, 1), "E4": Nearness(["g", "x"], None, 1)}
     decision = _decision(pool=_outline_pool(), links=links, nearness=nearness,
                          residue=["E1", "E2", "E3", "E4"])
     _group_residue_by_outline(decision)

@@ -5,10 +5,12 @@ Localize gets the BM25 hits for the problem statement over the recon full-text i
 files; edit gets a target — ``oracle``: what a planner with perfect localization hands
 over, ``retrieval``: the top hit — with derived impact and the tests that reach it.
 
-Oracle localization targets the patch's first gold symbol (def/class), at the first
-line the patch changes in it (the insertion point); the patch's other gold locations
-are 05 changed entities and the plan node's dependencies. Only a patch that changes
-nothing but module-level lines targets those lines (``path:START-END``).
+Oracle localization targets the patch's first gold symbol (def/class), with the lines
+the patch changes in it as the insertion point; the patch's other gold locations are
+05 changed entities and the plan node's dependencies — a function by its key, a
+change inside a class or module body (between its methods) by the changed lines
+(``path:START-END``), which is where that edit happens. Only a patch that changes
+nothing but module-level lines targets those lines.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .instances import Instance
 LOCALIZATIONS = ("oracle", "retrieval")
 RETRIEVAL_TOP_K = 30  # the component-04 stand-in: top 30 symbols by BM25
 QUERY_MAX_TERMS = 40
+FUNCTION_KINDS = frozenset({"function", "method"})  # recon's symbol kinds of a def
 SKELETON_MAX_SYMBOLS = 60
 
 
@@ -60,9 +63,18 @@ def oracle_localization(gold_edited: list[GoldFact]):
     target = next((f for f in gold_edited if is_symbol_key(f.entity_key)), gold_edited[0])
     point = None
     if target.changed_lines is not None:
-        point = InsertionPoint(path_of_key(target.entity_key), target.changed_lines[0])
-    others = [f.entity_key for f in gold_edited if f is not target]
+        point = InsertionPoint(path_of_key(target.entity_key), *target.changed_lines)
+    others = [_edit_site(f) for f in gold_edited if f is not target]
     return target.entity_key, point, others
+
+
+def _edit_site(fact: GoldFact) -> str:
+    """A location of the change as a planner would name it: a function or method by its
+    key; a change in a class's own body by the lines it changes."""
+    if fact.symbol_kind in FUNCTION_KINDS or fact.changed_lines is None:
+        return fact.entity_key
+    first, last = fact.changed_lines
+    return f"{path_of_key(fact.entity_key)}:{first}-{last}"
 
 
 def build_decisions(recon_connection, instance: Instance, gold_edited: list[GoldFact],

@@ -116,6 +116,7 @@ class GoldFact:
     entity_key: str
     detail: str
     changed_lines: tuple[int, int] | None = None  # base-commit lines changed inside it
+    symbol_kind: str | None = None  # recon's kind of a def/class fact (function, class, …)
 
 
 def _enclosing(connection: Connection, path: str, first: int, last: int):
@@ -126,10 +127,11 @@ def _enclosing(connection: Connection, path: str, first: int, last: int):
 
 
 def edited_entities(connection: Connection, patch: str) -> list[GoldFact]:
-    facts: dict[str, list] = {}  # key -> [detail, first changed line, last changed line]
+    facts: dict[str, list] = {}  # key -> [detail, first changed line, last, symbol kind]
 
-    def note(key: str, detail: str, first: int | None, last: int | None) -> None:
-        fact = facts.setdefault(key, [detail, first, last])
+    def note(key: str, detail: str, first: int | None, last: int | None,
+             kind: str | None = None) -> None:
+        fact = facts.setdefault(key, [detail, first, last, kind])
         if first is not None:
             fact[1] = first if fact[1] is None else min(fact[1], first)
             fact[2] = last if fact[2] is None else max(fact[2], last)
@@ -145,20 +147,21 @@ def edited_entities(connection: Connection, patch: str) -> list[GoldFact]:
             if row is None:
                 module_level.setdefault(change.hunk_of(line), []).append(line)
             else:
-                note(row.key, f"{path}:{line} changed", line, line)
+                note(row.key, f"{path}:{line} changed", line, line, row.kind)
         for before, after in change.insertions:
             first, last = max(before, 1), max(after, 1)
             row = _enclosing(connection, path, first, last)
             if row is None:
                 module_level.setdefault(change.hunk_of(last), []).extend((first, last))
             else:
-                note(row.key, f"{path}: insertion after line {before}", first, last)
+                note(row.key, f"{path}: insertion after line {before}", first, last, row.kind)
         for lines in module_level.values():
             first, last = min(lines), max(lines)
             note(f"{path}:{first}-{last}", f"{path}:{first}-{last} changed at module level",
                  first, last)
-    return [GoldFact("edited_entity", key, detail, (first, last) if first is not None else None)
-            for key, (detail, first, last) in facts.items()]
+    return [GoldFact("edited_entity", key, detail, (first, last) if first is not None else None,
+                     kind)
+            for key, (detail, first, last, kind) in facts.items()]
 
 
 def changed_tests(connection: Connection, test_patch: str) -> list[GoldFact]:

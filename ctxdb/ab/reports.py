@@ -108,6 +108,11 @@ def _oracle_ranked(rankers: dict[tuple[str, str], str]) -> bool:
     return any(ORACLE in names.split(", ") for names in rankers.values())
 
 
+RECALL_COLUMNS = ["decision_type", "arm", "variant", "ranker", "scope", "facts", "pool_recall",
+                  "window_recall", "changed_recall", "recall_ratio", "residue_recall",
+                  "residue_median", "residue_p95", "ranked_share", "median_tokens"]
+
+
 def ab_screen(connection: Connection) -> str:
     """The whole A/B on one screen: both arms side by side, §7.4 and §7.5 verdicts."""
     runs = run_report(connection, "runs")
@@ -116,6 +121,7 @@ def ab_screen(connection: Connection) -> str:
     rule = run_report(connection, "decision_rule")
     ablation = with_ranker(run_report(connection, "ablation"), rankers)
     edges = with_ranker(run_report(connection, "edge_placement"), rankers)
+    recall = run_report(connection, "window_recall")
     candidate = rankers.get(("ctx08", "default"))
     parts = ["A/B: ctx08 (constructed window) vs current (stuff everything)"]
     if _oracle_ranked(rankers):
@@ -127,6 +133,9 @@ def ab_screen(connection: Connection) -> str:
         as_table(arms, ["arm", "variant", "ranker", "decisions", "precision_items",
                         "precision_tokens", "gold_recall", "mean_tokens", "max_tokens",
                         "budget_adherence", "resolve_rate", "tokens_per_solved"]),
+        "",
+        "What the window keeps of what its pool holds (sql/reports/window_recall.sql)",
+        as_table(recall, RECALL_COLUMNS),
         "",
         "§7.4 decision rule" + (f" (candidate ctx08/default, ranker {candidate})"
                                 if candidate else ""),
@@ -217,6 +226,7 @@ def ab_html(connection: Connection) -> str:
     rule = run_report(connection, "decision_rule")
     ablation = with_ranker(run_report(connection, "ablation"), rankers)
     edges = with_ranker(run_report(connection, "edge_placement"), rankers)
+    recall = run_report(connection, "window_recall")
     positions = connection.execute(sql_statement("reports_support/critical_positions")).all()
 
     a = {c: i for i, c in enumerate(arms.columns)}
@@ -253,6 +263,9 @@ def ab_html(connection: Connection) -> str:
                      "gold fact"),
         "<h2>Runs and their rankers</h2>", _html_table(runs),
         "<h2>Arms side by side</h2>", _html_table(arms),
+        "<h2>What the window keeps of what its pool holds</h2>",
+        "<p>Definitions at the top of <code>sql/reports/window_recall.sql</code>.</p>",
+        _html_table(recall),
         "<h2>§7.4 decision rule</h2>", _html_table(rule),
         "<h2>§7.5 ablation</h2>", _html_table(ablation),
         "<h2>§7.6 placement</h2>", _html_table(edges),

@@ -54,19 +54,20 @@ def cap_content(text: str) -> tuple[str, bool]:
 CODE_CUTS_REMEMBERED = 256
 
 
-def cap_code_around(text: str, first_line: int, focus_line: int | None,
+def cap_code_around(text: str, first_line: int, focus: tuple[int, int] | None,
                     decision_terms: frozenset[str]) -> tuple[str, int, int] | None:
     if len(text) * UTF8_MAX_BYTES_PER_CHAR <= CONTENT_MAX_BYTES:
         return None  # fits whatever its characters are, no need to encode
-    return _cut_code_around(text, first_line, focus_line, decision_terms)
+    return _cut_code_around(text, first_line, focus, decision_terms)
 
 
 @functools.lru_cache(maxsize=CODE_CUTS_REMEMBERED)
-def _cut_code_around(text: str, first_line: int, focus_line: int | None,
+def _cut_code_around(text: str, first_line: int, focus: tuple[int, int] | None,
                      decision_terms: frozenset[str]) -> tuple[str, int, int] | None:
     """Code over CONTENT_MAX_BYTES cut to whole lines around what the decision touches:
-    centred on ``focus_line`` (the insertion point) when it is inside, else the window
-    of lines with the most decision terms (§3.4's sliding window) — never its head.
+    grown from ``focus`` (the insertion point's first and last line; from its first
+    alone when the whole span does not fit) when it is inside, else the window of lines
+    with the most decision terms (§3.4's sliding window) — never its head.
     Returns (text with a mark naming the lines, first kept line, last kept line), or
     None when the text fits. ``first_line`` is the file line ``text`` starts at."""
     size = len(text.encode("utf-8"))
@@ -76,14 +77,18 @@ def _cut_code_around(text: str, first_line: int, focus_line: int | None,
     if len(lines) > 1 and lines[-1] == "":
         lines.pop()  # the newline that ends the last line starts no line of its own
     last_line = first_line + len(lines) - 1
-    around_focus = focus_line is not None and first_line <= focus_line <= last_line
+    around_focus = focus is not None and first_line <= focus[0] <= last_line
     # the mark's longest form, so the kept lines plus the mark always fit
     mark_room = len(_code_cut_mark(last_line, last_line, first_line, last_line, size,
                                    around_focus).encode())
     budget = CONTENT_MAX_BYTES - mark_room
     if around_focus:
-        start = end = focus_line - first_line
+        start = end = focus[0] - first_line
         used = len(lines[start].encode("utf-8")) + 1
+        span_end = min(focus[1], last_line) - first_line
+        span_used = sum(len(line.encode("utf-8")) + 1 for line in lines[start : span_end + 1])
+        if span_used <= budget:  # the whole edit site first, then what is around it
+            end, used = span_end, span_used
         while True:  # grow one line at a time, after then before, while it fits
             grown = False
             for step in (end + 1, start - 1):
@@ -201,7 +206,8 @@ def _apply_caps(item: PoolItem, request: DecisionRequest, decision_terms, *,
     if (from_recon and item.kind in SPAN_CUT_KINDS and item.start_line is not None
             and not _is_span_key(item.entity_key)):
         point = request.plan_node.insertion_point
-        focus = point.line if point is not None and point.path == item.path else None
+        focus = ((point.line, point.end_line or point.line)
+                 if point is not None and point.path == item.path else None)
         around = cap_code_around(item.content, item.start_line, focus, decision_terms)
         if around is not None:
             item.original_content = item.content

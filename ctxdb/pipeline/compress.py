@@ -46,11 +46,13 @@ def _size(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
-def ast_slice(source: str, first_line: int, target_line: int, budget: int) -> tuple[int, int] | None:
-    """(start, end) 1-based lines of the largest statement around ``target_line`` within budget.
+def ast_slice(source: str, first_line: int, target_line: int, budget: int,
+              target_end_line: int | None = None) -> tuple[int, int] | None:
+    """(start, end) 1-based lines of the largest statement around ``target_line`` — and
+    through ``target_end_line``, when the edit site spans lines — within budget.
 
     ``source`` starts at file line ``first_line``. Returns None when the line is
-    not inside ``source`` or no enclosing statement fits.
+    not inside ``source`` or no enclosing statement holding the site fits.
     """
     relative = target_line - first_line
     lines = source.split("\n")  # tree-sitter counts rows by \n only
@@ -67,7 +69,8 @@ def ast_slice(source: str, first_line: int, target_line: int, budget: int) -> tu
             text = "\n".join(lines[start : end + 1])
             if _size(text) > budget:
                 break
-            best = (start + first_line, end + first_line)
+            if target_end_line is None or end + first_line >= target_end_line:
+                best = (start + first_line, end + first_line)
         node = node.parent
     return best
 
@@ -123,9 +126,8 @@ def compress(decision: Decision) -> None:
                 and item.path == decision.insertion_path
                 and item.start_line is not None
             ):
-                span = ast_slice(
-                    body, item.start_line, decision.insertion_line, COMPRESSED_TARGET_BYTES
-                )
+                span = ast_slice(body, item.start_line, decision.insertion_line,
+                                 COMPRESSED_TARGET_BYTES, decision.insertion_end_line)
             if span is None:
                 candidate.over_compress_target = True
                 audit.add(item.item_id, STAGE, "flagged_over_1kb", "the whole change target is needed")

@@ -117,6 +117,7 @@ def _write_obligation(connection: Connection, decision: Decision) -> None:
         "acceptance_criteria_json": json.dumps(list(node.acceptance_criteria)),
         "insertion_path": point.path if point else None,
         "insertion_line": point.line if point else None,
+        "insertion_end_line": point.end_line if point else None,
     })
 
 

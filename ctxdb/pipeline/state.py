@@ -186,6 +186,7 @@ class Decision:
     validation_tests: frozenset[str]  # entity keys of required_validation
     insertion_path: str | None
     insertion_line: int | None
+    insertion_end_line: int | None  # the edit site's last line, when it spans lines
     terms: frozenset[str]  # obligation + criteria + question: the sliding window's terms
     # (a) assembly and the gate's inputs: fixed once made
     pool: list[PoolItem] = field(default_factory=list)
@@ -254,6 +255,7 @@ def new_decision(request: DecisionRequest, request_json: str, request_sha256: st
         validation_tests=frozenset(entity_key_of_test_id(t) for t in node.required_validation),
         insertion_path=point.path if point else None,
         insertion_line=point.line if point else None,
+        insertion_end_line=point.end_line if point else None,
         terms=obligation_terms(node),
         window_task=request.task,
     )

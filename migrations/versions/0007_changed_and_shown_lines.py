@@ -11,6 +11,7 @@ plan node's dependencies (issue 10).
   it shows no body (a signature, a pointer, a digest, a head-kept truncation).
 - `item_nearness.near_score`: the documented nearness score (ctxdb.pipeline.gate_inputs);
   the gate leaves an item residual only when it reaches the threshold.
+- `obligation.insertion_end_line`: the last line of the edit site, when it spans lines.
 - `obligation.dependencies_json`: the entity keys the obligation depends on (spec §3.2
   driver 1), each a `decision_link` of kind `obligation_dependency`, which admits.
 
@@ -40,6 +41,7 @@ def upgrade() -> None:
     with op.batch_alter_table("obligation") as batch:
         batch.add_column(sa.Column("dependencies_json", sa.Text, nullable=False,
                                    server_default="[]"))
+        batch.add_column(sa.Column("insertion_end_line", sa.Integer))
     policy = sa.table("gate_link_policy", sa.column("decision_type", sa.String),
                       sa.column("link_kind", sa.String), sa.column("meaning", sa.Text))
     op.bulk_insert(policy, [{"decision_type": t, "link_kind": LINK_KIND, "meaning": LINK_MEANING}
@@ -64,6 +66,7 @@ def downgrade() -> None:
     op.execute(sa.text("DELETE FROM gate_link_policy WHERE link_kind = :kind")
                .bindparams(kind=LINK_KIND))
     with op.batch_alter_table("obligation") as batch:
+        batch.drop_column("insertion_end_line")
         batch.drop_column("dependencies_json")
     with op.batch_alter_table("item_nearness") as batch:
         batch.drop_column("near_score")

@@ -6,6 +6,7 @@
 --     with a line span holding the fact's (an enclosing class, a module's text) — not an
 --     outline (a module's 'symbol' item: a skeleton), whose span is the whole file; or
 --     of the same file with a text holding the fact's def/class line (a skeleton);
+--     (a text holds a line when REPLACE(text, line, '') <> text: exact on both backends);
 --   pool_recall     share of the decisions' facts some pool item holds;
 --   window_recall   share some window item holds, in any rendering (the window text is
 --                   what is searched for the def/class line);
@@ -39,7 +40,8 @@ WITH decisions AS (
                     AND outline_event.stage = 'gate' AND outline_event.action = 'residual'
                     AND outline.kind = 'symbol' AND outline.entity_key = e.path))
            ) AS residue,
-           EXISTS (SELECT 1 FROM rank_call c WHERE c.decision_id = d.decision_id) AS ranked
+           CASE WHEN EXISTS (SELECT 1 FROM rank_call c WHERE c.decision_id = d.decision_id)
+                THEN 1 ELSE 0 END AS ranked
     FROM v_ab_decision d
     JOIN run r ON r.run_id = d.run_id
 ),
@@ -53,16 +55,16 @@ facts AS (
 ),
 held AS (
     SELECT f.*,
-        EXISTS (
+        CASE WHEN EXISTS (
             SELECT 1 FROM evidence_item e JOIN evidence_text t ON t.content_sha256 = e.content_sha256
             WHERE e.decision_id = f.decision_id AND e.in_pool
               AND (e.entity_key = f.entity_key
                    OR (e.path = f.path AND e.start_line <= f.start_line AND e.end_line >= f.end_line
                        AND (e.kind <> 'symbol' OR e.entity_key LIKE '%::%'))
                    OR (e.path = f.path AND f.head_text IS NOT NULL
-                       AND INSTR(t.content, f.head_text) > 0))
-        ) AS in_pool,
-        EXISTS (
+                       AND REPLACE(t.content, f.head_text, '') <> t.content))
+        ) THEN 1 ELSE 0 END AS in_pool,
+        CASE WHEN EXISTS (
             SELECT 1 FROM evidence_item e JOIN evidence_text t ON t.content_sha256 = e.content_sha256
             JOIN item_event ev ON ev.decision_id = e.decision_id AND ev.item_id = e.item_id
                               AND ev.stage = 'gate' AND ev.action = 'residual'
@@ -71,9 +73,9 @@ held AS (
                    OR (e.path = f.path AND e.start_line <= f.start_line AND e.end_line >= f.end_line
                        AND (e.kind <> 'symbol' OR e.entity_key LIKE '%::%'))
                    OR (e.path = f.path AND f.head_text IS NOT NULL
-                       AND INSTR(t.content, f.head_text) > 0))
-        ) AS in_residue,
-        EXISTS (
+                       AND REPLACE(t.content, f.head_text, '') <> t.content))
+        ) THEN 1 ELSE 0 END AS in_residue,
+        CASE WHEN EXISTS (
             SELECT 1 FROM window_item w
             JOIN evidence_item e ON e.decision_id = w.decision_id AND e.item_id = w.item_id
             WHERE w.decision_id = f.decision_id
@@ -81,9 +83,9 @@ held AS (
                    OR (e.path = f.path AND e.start_line <= f.start_line AND e.end_line >= f.end_line
                        AND (e.kind <> 'symbol' OR e.entity_key LIKE '%::%'))
                    OR (e.path = f.path AND f.head_text IS NOT NULL
-                       AND INSTR(w.rendered_text, f.head_text) > 0))
-        ) AS in_window,
-        EXISTS (
+                       AND REPLACE(w.rendered_text, f.head_text, '') <> w.rendered_text))
+        ) THEN 1 ELSE 0 END AS in_window,
+        CASE WHEN EXISTS (
             SELECT 1 FROM window_item w
             JOIN evidence_item e ON e.decision_id = w.decision_id AND e.item_id = w.item_id
             WHERE w.decision_id = f.decision_id
@@ -92,7 +94,7 @@ held AS (
                        ELSE e.path = f.path AND w.shown_start_line <= f.changed_start_line
                             AND w.shown_end_line >= f.changed_end_line
                   END
-        ) AS changed_shown
+        ) THEN 1 ELSE 0 END AS changed_shown
     FROM facts f
 ),
 by_group AS (
@@ -115,7 +117,7 @@ per_decision AS (
     SELECT decision_type, arm, variant, ranker, MAX(decisions) AS decisions,
            MIN(CASE WHEN 2 * residue_no >= decisions THEN residue END) AS residue_median,
            MIN(CASE WHEN 100 * residue_no >= 95 * decisions THEN residue END) AS residue_p95,
-           AVG(CASE WHEN ranked THEN 1.0 ELSE 0.0 END) AS ranked_share,
+           AVG(CASE WHEN ranked = 1 THEN 1.0 ELSE 0.0 END) AS ranked_share,
            MIN(CASE WHEN 2 * tokens_no >= decisions THEN token_count END) AS median_tokens
     FROM ranked_decisions
     GROUP BY decision_type, arm, variant, ranker
