@@ -1,0 +1,242 @@
+"""Fusing the signals into one ranking of symbols and one of files.
+
+The rule (weighted reciprocal-rank fusion, Cormack et al. 2009, with per-signal weights):
+
+    fused(s) = Σ over signals σ that found s:  WEIGHTS[σ] / (RRF_K + rank_σ(s))
+
+ranks counted from 1 within each signal's list, test-file symbols left out of every list
+(the retriever looks for the code to change; the failing tests are the caller's). The
+primary signals (body, names, traceback, tests) are fused first; the structure signal is
+then built from the STRUCTURE_SEEDS best of that fusion — each seed's class, and the
+methods of its class (or of itself, when the seed is a class), ordered by the seed's
+fused score and then by their own body rank — and fused in with its weight.
+
+Files: a file's score is its symbols' fused scores (module symbols included), best
+first, the i-th counted FILE_DECAY**i times: a file with one strong hit beats one with
+many weak ones, and a second good hit still counts.
+
+Weights, RRF_K, STRUCTURE_SEEDS and FILE_DECAY were set on the whole development set
+(90 SWE-bench instances, sympy and astropy; `ctxdb retrieve --eval`), never per instance.
+Ties are broken by entity key (symbols) and path (files); scores are rounded, so the
+output is byte-identical whatever the hash seed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection, bindparam
+
+from ..sqlfiles import sql_statement
+from . import signals as found_by
+
+SIGNAL_BODY = "body"
+SIGNAL_NAMES = "names"
+SIGNAL_TRACEBACK = "traceback"
+SIGNAL_TESTS = "tests"
+SIGNAL_STRUCTURE = "structure"
+PRIMARY_SIGNALS = (SIGNAL_BODY, SIGNAL_NAMES, SIGNAL_TRACEBACK, SIGNAL_TESTS)
+SIGNALS = (*PRIMARY_SIGNALS, SIGNAL_STRUCTURE)
+
+# Set on the development set (see the module docstring).
+WEIGHTS = {
+    SIGNAL_BODY: 1.0,
+    SIGNAL_NAMES: 1.0,
+    SIGNAL_TRACEBACK: 1.0,
+    SIGNAL_TESTS: 1.0,
+    SIGNAL_STRUCTURE: 0.5,
+}
+RRF_K = 60  # the constant of Cormack et al.; smaller lets each list's top weigh more
+STRUCTURE_SEEDS = 10
+FILE_DECAY = 0.5
+DEFAULT_LIMIT = 30
+SCORE_DIGITS = 6  # scores are rounded to this many decimals in the output
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A ranked symbol: its entity key, fused score, and each signal's rank of it."""
+
+    entity_key: str
+    score: float
+    signals: dict[str, int]  # signal → rank in that signal's list (1 = its best)
+
+    def provenance(self) -> str:
+        found = ", ".join(f"{name} #{rank}" for name, rank in self.signals.items())
+        return f"04: retrieved, score {self.score:.4f} ({found})"
+
+
+@dataclass(frozen=True)
+class FileCandidate:
+    path: str
+    score: float
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    symbols: tuple[Candidate, ...]
+    files: tuple[FileCandidate, ...]
+    signal_seconds: dict[str, float] = field(default_factory=dict, compare=False)
+
+    def to_json_dict(self) -> dict:
+        return {
+            "symbols": [{"entity": c.entity_key, "score": c.score, "signals": c.signals}
+                        for c in self.symbols],
+            "files": [{"path": f.path, "score": f.score} for f in self.files],
+        }
+
+
+@dataclass(frozen=True)
+class _Symbol:
+    id: int
+    key: str
+    kind: str
+    parent_id: int | None
+    path: str
+    is_test: bool
+
+
+def _symbols(connection: Connection, ids: Iterable[int]) -> dict[int, _Symbol]:
+    ids = sorted(set(ids))
+    if not ids:
+        return {}
+    statement = sql_statement("recon/candidate_symbols").bindparams(
+        bindparam("symbol_ids", expanding=True))
+    return {row.id: _Symbol(row.id, row.key, row.kind, row.parent_id, row.path, bool(row.is_test))
+            for row in connection.execute(statement, {"symbol_ids": ids})}
+
+
+def _children(connection: Connection, parent_ids: Sequence[int]) -> dict[int, list[int]]:
+    if not parent_ids:
+        return {}
+    statement = sql_statement("recon/children_of").bindparams(
+        bindparam("symbol_ids", expanding=True))
+    out: dict[int, list[int]] = {}
+    for row in connection.execute(statement, {"symbol_ids": sorted(set(parent_ids))}):
+        out.setdefault(row.parent_id, []).append(row.id)
+    return out
+
+
+def retrieve(
+    connection: Connection,
+    task: str,
+    *,
+    failing_tests: Sequence[str] = (),
+    traceback: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    signals: Sequence[str] = SIGNALS,
+    weights: dict[str, float] | None = None,
+) -> Retrieval:
+    """Rank recon symbols and files for a task: the code an issue is about.
+
+    `connection` sees the recon tables as ``recon.*``. `failing_tests`: pytest ids,
+    Django ids or bare test names. `traceback`: live output holding frames (the task's
+    own are read too). `signals`: which to use (default all; for measuring one alone).
+    """
+    if not isinstance(task, str):
+        raise TypeError(f"task: expected the task text as a string, not {type(task).__name__}")
+    unknown = [name for name in signals if name not in SIGNALS]
+    if unknown:
+        raise ValueError(f"signals: {unknown[0]!r} is not one of {', '.join(SIGNALS)}")
+    if limit < 1:
+        raise ValueError("limit: expected at least 1")
+    weights = {**WEIGHTS, **(weights or {})}
+    text = task if not traceback else f"{task}\n{traceback}"
+    timings: dict[str, float] = {}
+    lists: dict[str, list[found_by.Hit]] = {}
+    body: list[found_by.Hit] = []
+    finders = {
+        SIGNAL_BODY: lambda: found_by.body_signal(connection, text),
+        SIGNAL_NAMES: lambda: found_by.names_signal(connection, text),
+        SIGNAL_TRACEBACK: lambda: found_by.traceback_signal(connection, text),
+        SIGNAL_TESTS: lambda: found_by.tests_signal(connection, failing_tests),
+    }
+    for name in PRIMARY_SIGNALS:
+        if name in signals:
+            started = time.perf_counter()
+            lists[name] = finders[name]()
+            timings[name] = time.perf_counter() - started
+    if SIGNAL_BODY in lists:
+        body = lists[SIGNAL_BODY]
+    elif SIGNAL_STRUCTURE in signals:  # siblings are ordered by body rank even without it
+        body = found_by.body_signal(connection, text)
+    info = _symbols(connection, (hit.symbol_id for hit_list in lists.values() for hit in hit_list))
+    ranks = {name: _candidate_ranks(hits, info) for name, hits in lists.items()}
+    fused = _fuse(ranks, weights)
+    if SIGNAL_STRUCTURE in signals:
+        started = time.perf_counter()
+        structure = _structure_ranks(connection, fused, info, body)
+        timings[SIGNAL_STRUCTURE] = time.perf_counter() - started
+        ranks[SIGNAL_STRUCTURE] = structure
+        fused = _fuse(ranks, weights)
+    ordered = sorted(fused.items(), key=lambda item: (-item[1], info[item[0]].key))
+    symbols = tuple(
+        Candidate(info[sid].key, round(score, SCORE_DIGITS),
+                  {name: ranks[name][sid] for name in ranks if sid in ranks[name]})
+        for sid, score in ordered if info[sid].kind != "module"
+    )[:limit]
+    return Retrieval(symbols, _rank_files(ordered, fused, info)[:limit], timings)
+
+
+def _candidate_ranks(hits: list[found_by.Hit], info: dict[int, _Symbol]) -> dict[int, int]:
+    """symbol id → rank (from 1) among the list's symbols outside test files."""
+    ranks: dict[int, int] = {}
+    for hit in hits:
+        if not info[hit.symbol_id].is_test and hit.symbol_id not in ranks:
+            ranks[hit.symbol_id] = len(ranks) + 1
+    return ranks
+
+
+def _fuse(ranks: dict[str, dict[int, int]], weights: dict[str, float]) -> dict[int, float]:
+    fused: dict[int, float] = {}
+    for name in SIGNALS:  # a fixed order: float sums must not depend on dict history
+        for symbol_id, rank in ranks.get(name, {}).items():
+            fused[symbol_id] = fused.get(symbol_id, 0.0) + weights[name] / (RRF_K + rank)
+    return fused
+
+
+def _structure_ranks(connection: Connection, fused: dict[int, float],
+                     info: dict[int, _Symbol], body: list[found_by.Hit]) -> dict[int, int]:
+    seeds = [sid for sid, _score in sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+             if info[sid].kind != "module"][:STRUCTURE_SEEDS]
+    if not seeds:
+        return {}
+    # each seed's class (a method's parent) and the members of that class, or of the
+    # seed itself when it is a class
+    classes = {}
+    for sid in seeds:
+        symbol = info[sid]
+        holder = sid if symbol.kind == "class" else symbol.parent_id
+        if holder is not None:
+            classes.setdefault(holder, fused[sid])
+    members = _children(connection, sorted(classes))
+    extra = _symbols(connection, [*classes, *(m for ids in members.values() for m in ids)])
+    info.update({sid: symbol for sid, symbol in extra.items() if sid not in info})
+    body_rank = {hit.symbol_id: rank for rank, hit in enumerate(body, start=1)}
+    unranked = len(body) + 1
+    strength: dict[int, float] = {}
+    for holder, seed_score in classes.items():
+        if info[holder].kind == "class":
+            strength[holder] = max(strength.get(holder, 0.0), seed_score)
+            for member in members.get(holder, ()):
+                strength[member] = max(strength.get(member, 0.0), seed_score)
+    ordered = sorted(
+        (sid for sid in strength if sid not in seeds and not info[sid].is_test),
+        key=lambda sid: (-strength[sid], body_rank.get(sid, unranked), sid),
+    )
+    return {sid: rank for rank, sid in enumerate(ordered, start=1)}
+
+
+def _rank_files(ordered: list[tuple[int, float]], fused: dict[int, float],
+                info: dict[int, _Symbol]) -> tuple[FileCandidate, ...]:
+    per_file: dict[str, float] = {}
+    counted: dict[str, int] = {}
+    for sid, score in ordered:
+        path = info[sid].path
+        seen = counted.get(path, 0)
+        per_file[path] = per_file.get(path, 0.0) + score * FILE_DECAY ** seen
+        counted[path] = seen + 1
+    files = sorted(per_file.items(), key=lambda item: (-item[1], item[0]))
+    return tuple(FileCandidate(path, round(score, SCORE_DIGITS)) for path, score in files)
