@@ -25,15 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import bindparam
-
 from ..ab.decisions import RETRIEVAL_TOP_K, _fts_query
 from ..ab.gold import edited_entities, parse_unified_diff
 from ..ab.instances import Instance, load_instances
 from ..ab.materialize import materialize
 from ..entities import is_symbol_key
 from ..recon.schema import create_recon_engine
-from ..sqlfiles import sql_statement
+from .localize import failing_test_ids
 from .retriever import PRIMARY_SIGNALS, SIGNALS, retrieve
 
 SYMBOL_CUTOFFS = (5, 10, 30)
@@ -81,27 +79,6 @@ def gold_of(connection, instance: Instance) -> tuple[list[str], list[str]]:
     for change in parse_unified_diff(instance.patch):
         files.setdefault(change.old_path or change.new_path, None)
     return symbols, list(files)
-
-
-def failing_test_ids(connection, instance: Instance) -> list[str]:
-    """FAIL_TO_PASS as the harness knows them: pytest and Django ids as given; a bare
-    name as the entity key of the test of that name in a file the test patch changes
-    (the name alone, to match any test file, when none does)."""
-    patched = {change.new_path for change in parse_unified_diff(instance.test_patch)}
-    bare = sorted({t.split("[", 1)[0] for t in instance.fail_to_pass
-                   if "::" not in t and " (" not in t})
-    keys: dict[str, list[str]] = {}
-    if bare:
-        statement = sql_statement("recon/test_functions_named").bindparams(
-            bindparam("names", expanding=True))
-        for row in connection.execute(statement, {"names": bare}):
-            if row.path in patched:
-                keys.setdefault(row.name, []).append(row.key)
-    out = []
-    for test_id in instance.fail_to_pass:
-        name = test_id.split("[", 1)[0]
-        out.extend(keys.get(name, [test_id]) if name in bare else [test_id])
-    return out
 
 
 def _stand_in(connection, instance: Instance) -> Ranked:

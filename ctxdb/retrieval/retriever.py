@@ -7,15 +7,16 @@ The rule (weighted reciprocal-rank fusion, Cormack et al. 2009, with per-signal 
 ranks counted from 1 within each signal's list, test-file symbols left out of every list
 (the retriever looks for the code to change; the failing tests are the caller's). The
 primary signals (body, names, traceback, tests) are fused first; the structure signal is
-then built from the STRUCTURE_SEEDS best of that fusion — each seed's class, and the
-methods of its class (or of itself, when the seed is a class), ordered by the seed's
-fused score and then by their own body rank — and fused in with its weight.
+then built from the STRUCTURE_FILES best files of that fusion — the modules of the
+strongest hits: their symbols in body rank order, taken in turn from each file — and
+fused in with its weight. A gold symbol's rank in the body list over the whole
+repository is often in the hundreds, among its own file's symbols it is near the top.
 
-Files: a file's score is its symbols' fused scores (module symbols included), best
-first, the i-th counted FILE_DECAY**i times: a file with one strong hit beats one with
+Files: a file's score is its symbols' scores of the primary fusion (module symbols
+included), best first, the i-th counted FILE_DECAY**i times: a file with one strong hit beats one with
 many weak ones, and a second good hit still counts.
 
-Weights, RRF_K, STRUCTURE_SEEDS and FILE_DECAY were set on the whole development set
+Weights, RRF_K, STRUCTURE_FILES and FILE_DECAY were set on the whole development set
 (90 SWE-bench instances, sympy and astropy; `ctxdb retrieve --eval`), never per instance.
 Ties are broken by entity key (symbols) and path (files); scores are rounded, so the
 output is byte-identical whatever the hash seed.
@@ -49,7 +50,7 @@ WEIGHTS = {
     SIGNAL_STRUCTURE: 0.5,
 }
 RRF_K = 60  # the constant of Cormack et al.; smaller lets each list's top weigh more
-STRUCTURE_SEEDS = 10
+STRUCTURE_FILES = 3
 FILE_DECAY = 0.5
 DEFAULT_LIMIT = 30
 SCORE_DIGITS = 6  # scores are rounded to this many decimals in the output
@@ -108,17 +109,6 @@ def _symbols(connection: Connection, ids: Iterable[int]) -> dict[int, _Symbol]:
             for row in connection.execute(statement, {"symbol_ids": ids})}
 
 
-def _children(connection: Connection, parent_ids: Sequence[int]) -> dict[int, list[int]]:
-    if not parent_ids:
-        return {}
-    statement = sql_statement("recon/children_of").bindparams(
-        bindparam("symbol_ids", expanding=True))
-    out: dict[int, list[int]] = {}
-    for row in connection.execute(statement, {"symbol_ids": sorted(set(parent_ids))}):
-        out.setdefault(row.parent_id, []).append(row.id)
-    return out
-
-
 def retrieve(
     connection: Connection,
     task: str,
@@ -162,12 +152,14 @@ def retrieve(
         body = lists[SIGNAL_BODY]
     elif SIGNAL_STRUCTURE in signals:  # siblings are ordered by body rank even without it
         body = found_by.body_signal(connection, text)
-    info = _symbols(connection, (hit.symbol_id for hit_list in lists.values() for hit in hit_list))
+    info = _symbols(connection, [hit.symbol_id for hits in (*lists.values(), body) for hit in hits])
     ranks = {name: _candidate_ranks(hits, info) for name, hits in lists.items()}
     fused = _fuse(ranks, weights)
+    files = _rank_files(sorted(fused.items(), key=lambda item: (-item[1], info[item[0]].key)),
+                        info)
     if SIGNAL_STRUCTURE in signals:
         started = time.perf_counter()
-        structure = _structure_ranks(connection, fused, info, body)
+        structure = _structure_ranks(files, info, body)
         timings[SIGNAL_STRUCTURE] = time.perf_counter() - started
         ranks[SIGNAL_STRUCTURE] = structure
         fused = _fuse(ranks, weights)
@@ -177,7 +169,7 @@ def retrieve(
                   {name: ranks[name][sid] for name in ranks if sid in ranks[name]})
         for sid, score in ordered if info[sid].kind != "module"
     )[:limit]
-    return Retrieval(symbols, _rank_files(ordered, fused, info)[:limit], timings)
+    return Retrieval(symbols, files[:limit], timings)
 
 
 def _candidate_ranks(hits: list[found_by.Hit], info: dict[int, _Symbol]) -> dict[int, int]:
@@ -197,39 +189,28 @@ def _fuse(ranks: dict[str, dict[int, int]], weights: dict[str, float]) -> dict[i
     return fused
 
 
-def _structure_ranks(connection: Connection, fused: dict[int, float],
-                     info: dict[int, _Symbol], body: list[found_by.Hit]) -> dict[int, int]:
-    seeds = [sid for sid, _score in sorted(fused.items(), key=lambda item: (-item[1], item[0]))
-             if info[sid].kind != "module"][:STRUCTURE_SEEDS]
-    if not seeds:
+def _structure_ranks(files: tuple[FileCandidate, ...], info: dict[int, _Symbol],
+                     body: list[found_by.Hit]) -> dict[int, int]:
+    """Neighbours of the strongest hits: the symbols of the STRUCTURE_FILES best files
+    (the strongest hits' modules, their classes' members among them), each file's in
+    body rank order, taken in turn from each file (its best, then each one's second, …)."""
+    seed_files = [f.path for f in files[:STRUCTURE_FILES]]
+    if not seed_files:
         return {}
-    # each seed's class (a method's parent) and the members of that class, or of the
-    # seed itself when it is a class
-    classes = {}
-    for sid in seeds:
-        symbol = info[sid]
-        holder = sid if symbol.kind == "class" else symbol.parent_id
-        if holder is not None:
-            classes.setdefault(holder, fused[sid])
-    members = _children(connection, sorted(classes))
-    extra = _symbols(connection, [*classes, *(m for ids in members.values() for m in ids)])
-    info.update({sid: symbol for sid, symbol in extra.items() if sid not in info})
-    body_rank = {hit.symbol_id: rank for rank, hit in enumerate(body, start=1)}
-    unranked = len(body) + 1
-    strength: dict[int, float] = {}
-    for holder, seed_score in classes.items():
-        if info[holder].kind == "class":
-            strength[holder] = max(strength.get(holder, 0.0), seed_score)
-            for member in members.get(holder, ()):
-                strength[member] = max(strength.get(member, 0.0), seed_score)
-    ordered = sorted(
-        (sid for sid in strength if sid not in seeds and not info[sid].is_test),
-        key=lambda sid: (-strength[sid], body_rank.get(sid, unranked), sid),
-    )
-    return {sid: rank for rank, sid in enumerate(ordered, start=1)}
+    per_file: dict[str, list[int]] = {path: [] for path in seed_files}
+    for hit in body:
+        symbol = info[hit.symbol_id]
+        if symbol.path in per_file and symbol.kind != "module":
+            per_file[symbol.path].append(hit.symbol_id)
+    ranks: dict[int, int] = {}
+    for depth in range(max(len(ids) for ids in per_file.values())):
+        for path in seed_files:
+            if depth < len(per_file[path]):
+                ranks.setdefault(per_file[path][depth], len(ranks) + 1)
+    return ranks
 
 
-def _rank_files(ordered: list[tuple[int, float]], fused: dict[int, float],
+def _rank_files(ordered: list[tuple[int, float]],
                 info: dict[int, _Symbol]) -> tuple[FileCandidate, ...]:
     per_file: dict[str, float] = {}
     counted: dict[str, int] = {}

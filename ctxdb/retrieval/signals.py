@@ -18,7 +18,6 @@ Ties are broken by symbol id, so a list depends on nothing but the index and the
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 from typing import NamedTuple
@@ -29,9 +28,9 @@ from ..entities import entity_key_of_test_id
 from ..sqlfiles import sql_statement
 from . import mentions as text_mentions
 
-# How deep the body search goes: the fused top 30 rarely reaches past rank 100 of one
-# signal, and the structure signal breaks ties among siblings by body rank down to here.
-BODY_SEARCH_DEPTH = 400
+# How deep the body search goes: the structure signal ranks the symbols of the best files
+# by their body rank, and a gold symbol's global body rank is often in the hundreds.
+BODY_SEARCH_DEPTH = 2000
 # A bare name matching more symbols than this says nothing (`__init__`, `doit`, `args`).
 NAME_MAX_MATCHES = 24
 # Hops from a failing test through calls edges: 1 = what the test calls, 2 = what those
@@ -40,8 +39,8 @@ TEST_CALLEE_HOPS = 2
 # Each further hop counts this much of the one before.
 TEST_HOP_DECAY = 0.5
 # A callee of a failing test that only this test calls is as telling as it gets; one that
-# a thousand tests call (symbols(), S) is not: weight 1 / log(TEST_GENERIC_BASE + callers).
-TEST_GENERIC_BASE = 2.0
+# a thousand tests call (symbols(), S) is not: weight 1 / (1 + callers) ** EXPONENT.
+TEST_GENERIC_EXPONENT = 0.5
 
 _DJANGO_TEST_ID = re.compile(r"^(?P<name>\w+) \((?P<dotted>[\w.]+)\)$")
 
@@ -238,7 +237,7 @@ def tests_signal(connection: Connection, test_ids: Iterable[str]) -> list[Hit]:
             if edge.callee_id in seen:
                 continue
             weight = frontier[edge.caller_id] * TEST_HOP_DECAY ** hop
-            weight /= math.log(TEST_GENERIC_BASE + generic.get(edge.callee_id, 0))
+            weight /= (1 + generic.get(edge.callee_id, 0)) ** TEST_GENERIC_EXPONENT
             reached[edge.callee_id] = reached.get(edge.callee_id, 0.0) + weight
         for symbol_id in sorted(reached):
             scores[symbol_id] = scores.get(symbol_id, 0.0) + reached[symbol_id]
