@@ -107,7 +107,10 @@ def mentions(text: str) -> list[Mention]:
             found[name] = weight
 
     for span in _BACKTICKED.findall(text):
-        for name in _DOTTED_NAME.findall(span) + _IDENTIFIER.findall(span):
+        for name in _DOTTED_NAME.findall(span):
+            add(name, MENTION_WEIGHT_EXPLICIT)
+        # `Cart.add` names Cart.add, not Cart: its head may be a variable or a module
+        for name in _IDENTIFIER.findall(_DOTTED_NAME.sub(" ", span)):
             add(name, MENTION_WEIGHT_EXPLICIT)
     prose = _CODE_BLOCK.sub(" ", text)
     for name in _DOTTED_NAME.findall(prose):

@@ -33,6 +33,8 @@ from . import mentions as text_mentions
 BODY_SEARCH_DEPTH = 2000
 # A bare name matching more symbols than this says nothing (`__init__`, `doit`, `args`).
 NAME_MAX_MATCHES = 24
+# `p.degree()` where p is a variable: every `degree` counts, at this share of the weight.
+DOTTED_FALLBACK_FACTOR = 0.5
 # Hops from a failing test through calls edges: 1 = what the test calls, 2 = what those
 # call too (set on the development set: a third hop adds mostly generic helpers).
 TEST_CALLEE_HOPS = 2
@@ -106,12 +108,13 @@ def names_signal(connection: Connection, text: str) -> list[Hit]:
         for mention in found:
             rows = by_name.get(mention.name.rsplit(".", 1)[-1], [])
             matching = [row for row in rows if _name_matches(mention.name, row)]
-            if not matching and "." in mention.name:
-                continue  # obj.method on a variable: the bare method name is its own mention
+            weight = mention.weight
+            if not matching:  # obj.method on a variable: the method's name alone, weaker
+                matching, weight = rows, weight * DOTTED_FALLBACK_FACTOR
             if not matching or len(matching) > NAME_MAX_MATCHES:
                 continue
             for row in matching:
-                scores[row.id] = scores.get(row.id, 0.0) + mention.weight / len(matching)
+                scores[row.id] = scores.get(row.id, 0.0) + weight / len(matching)
         dotted = sorted({m.name for m in found if "." in m.name})
         weight_of = {m.name: m.weight for m in found}
         prefixes: dict[str, float] = {}
