@@ -26,7 +26,7 @@ PRICING = "shopcart/pricing.py::PriceCalculator"
 
 # One task per signal, each written so that this signal alone decides what ranks first.
 BODY_TASK = "Asking for a quote in an unknown region fails with 'no tax rate for region'"
-NAMES_TASK = "Adding a product twice: `Cart.add` should merge the line, not replace it"
+NAMES_TASK = "Coupon totals differ per cart line, since `round_money` is called on every discount"
 TRACEBACK_TASK = "Quoting a cart crashes"
 TRACEBACK = "shopcart/money.py:16: decimal.InvalidOperation"
 TESTS_TASK = "The quote is wrong"
@@ -69,9 +69,9 @@ def test_body_signal_finds_text_only_a_body_holds(shopcart_recon):
 
 def test_names_signal_resolves_a_backticked_method(shopcart_recon):
     found = ranked(shopcart_recon, NAMES_TASK)
-    assert keys(found)[0] == "shopcart/cart.py::Cart.add"
+    assert keys(found)[0] == "shopcart/money.py::round_money"
     assert found.symbols[0].signals["names"] == 1
-    assert keys(ranked(shopcart_recon, NAMES_TASK, without="names"))[0] != "shopcart/cart.py::Cart.add"
+    assert keys(ranked(shopcart_recon, NAMES_TASK, without="names"))[0] != "shopcart/money.py::round_money"
 
 
 def test_traceback_signal_maps_a_frame_to_its_symbol(shopcart_recon):
@@ -84,16 +84,16 @@ def test_traceback_signal_maps_a_frame_to_its_symbol(shopcart_recon):
 
 
 def test_tests_signal_follows_the_failing_test_to_its_callees(shopcart_recon):
-    found = ranked(shopcart_recon, TESTS_TASK, failing_tests=[FAILING_TEST])
-    top = keys(found)[:5]
+    found = ranked(shopcart_recon, TESTS_TASK, failing_tests=[FAILING_TEST], limit=30)
     # what the test calls directly, and what PriceCalculator.total calls in turn
-    assert f"{PRICING}.total" in top
-    assert "shopcart/discounts.py::FixedAmountDiscount" in top
-    assert all("tests" in c.signals or "structure" in c.signals for c in found.symbols[:5])
-    without = keys(ranked(shopcart_recon, TESTS_TASK, failing_tests=[FAILING_TEST],
-                          without="tests"))[:5]
-    assert f"{PRICING}.total" not in without
-    assert found.files[0].path == "shopcart/pricing.py"
+    called = {"shopcart/discounts.py::FixedAmountDiscount", f"{PRICING}.total",
+              "shopcart/tax.py::TaxPolicy.tax_for"}
+    assert called <= set(keys(found))
+    assert all("tests" in found.symbols[keys(found).index(key)].signals for key in called)
+    without = ranked(shopcart_recon, TESTS_TASK, failing_tests=[FAILING_TEST], without="tests",
+                     limit=30)
+    assert "shopcart/discounts.py::FixedAmountDiscount" not in keys(without)
+    assert found.files[0].path == "shopcart/pricing.py" != without.files[0].path
 
 
 def test_bare_test_names_resolve_to_test_functions(shopcart_recon):
@@ -104,12 +104,16 @@ def test_bare_test_names_resolve_to_test_functions(shopcart_recon):
 
 
 def test_structure_signal_surfaces_siblings_of_a_strong_hit(shopcart_recon):
-    found = ranked(shopcart_recon, STRUCTURE_TASK, limit=6)
-    siblings = [c for c in found.symbols
-                if c.entity_key.startswith(f"{PRICING}.") and c.entity_key != f"{PRICING}.total"]
-    assert siblings and all("structure" in c.signals for c in siblings)
-    without = keys(ranked(shopcart_recon, STRUCTURE_TASK, limit=6, without="structure"))
-    assert not {c.entity_key for c in siblings} <= set(without)
+    # names alone finds the method the task names; structure adds its file's other
+    # symbols, best body match first (on this small repository the body signal itself
+    # reaches every sibling, so it is left out to see what structure adds)
+    with_structure = _retrieve_with(shopcart_recon, STRUCTURE_TASK, signals=["names", "structure"])
+    names_only = _retrieve_with(shopcart_recon, STRUCTURE_TASK, signals=["names"])
+    assert f"{PRICING}.total" in keys(names_only)
+    siblings = [c for c in with_structure.symbols
+                if c.entity_key.startswith(f"{PRICING}.") and c.entity_key not in keys(names_only)]
+    assert len(siblings) >= 3 and all(c.signals == {"structure": c.signals["structure"]}
+                                      for c in siblings)
 
 
 def test_files_are_ranked_by_their_symbols(shopcart_recon):
@@ -239,7 +243,7 @@ def _traceback_file(tmp_path: Path) -> Path:
 def test_store_retrieve(shopcart_recon, tmp_path):
     with ContextStore.open(str(tmp_path / "ctx.db"), recon=shopcart_recon) as store:
         found = store.retrieve(NAMES_TASK, limit=3)
-    assert keys(found)[0] == "shopcart/cart.py::Cart.add" and len(found.symbols) == 3
+    assert keys(found)[0] == "shopcart/money.py::round_money" and len(found.symbols) == 3
 
 
 def test_cli_retrieve(shopcart_recon, tmp_path, capsys):
@@ -248,8 +252,7 @@ def test_cli_retrieve(shopcart_recon, tmp_path, capsys):
     db = str(tmp_path / "ctx.db")
     assert main(["retrieve", str(task), "--recon", shopcart_recon, "--db", db]) == EXIT_OK
     out = capsys.readouterr().out
-    assert out.splitlines()[0].endswith("shopcart/cart.py::Cart.add  (" +
-                                        out.splitlines()[0].split("(", 1)[1])
+    assert "  shopcart/money.py::round_money  (body #" in out.splitlines()[0]
     assert "files:" in out
     assert main(["retrieve", "--recon", shopcart_recon, "--db", db]) == EXIT_BAD_INPUT
     assert "TASK" in capsys.readouterr().err
