@@ -343,7 +343,9 @@ def test_ab_run_with_the_oracle_ranker(store_url, tmp_path):
                                         ("ab/current/default", None)]
     assert calls and all(c == ("ok", "ab/ctx08/default@oracle") for c in calls)
     assert scores and all(s.relevance_score == (1.0 if s.is_gold else 0.0) for s in scores)
-    assert any(s.is_gold and s.verdict == "admit" for s in scores)  # a gold fact was ranked in
+    # the verdicts follow the oracle's scores (with the retriever's pool the gold symbols
+    # are admitted by structural links before the residue, so the residue may hold none)
+    assert all((s.verdict == "admit") == bool(s.is_gold) for s in scores)
     assert ORACLE_LEGEND in screen and "ab/ctx08/default@oracle  oracle" in screen
     # the reports group by arm and variant: another ranker's runs need another store
     with pytest.raises(ValueError, match="already holds run ab/ctx08/default@oracle"):
