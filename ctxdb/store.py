@@ -166,6 +166,18 @@ class ContextStore:
 
         return construct(self, request)
 
+    def retrieve(self, task: str, *, failing_tests=(), traceback: str | None = None,
+                 limit: int | None = None):
+        """Candidate symbols and files for a task over this store's recon index
+        (`ctxdb.retrieval.retrieve`): ranked, each symbol with the signals that found it."""
+        from .retrieval import DEFAULT_LIMIT, retrieve
+
+        if not self.recon_available:
+            self.check_recon()  # raises with the reason
+        with self.engine.connect() as connection, self.recon_connection(connection) as recon:
+            return retrieve(recon, task, failing_tests=tuple(failing_tests), traceback=traceback,
+                            limit=limit or DEFAULT_LIMIT)
+
     def record_outcome(self, run_id: str, instance_id: str, solved: bool, cost_usd=None,
                        model_tokens_in=None, model_tokens_out=None) -> None:
         """Record what the harness achieved on an instance in a run (the A/B's outcomes)."""

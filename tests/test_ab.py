@@ -374,10 +374,12 @@ def test_ab_run_with_the_oracle_ranker(store_url, tmp_path):
                                         ("ab/current/default", None)]
     assert calls and all(c == ("ok", "ab/ctx08/default@oracle") for c in calls)
     # a gold fact scores 1.0; a candidate of a file holding no gold fact 0.0 (an outline
-    # or a class holding one is gold too: the oracle credits what recall credits)
+    # or a class holding one is gold too: the oracle credits what recall credits); the
+    # verdicts follow the scores (with the retriever's pool the gold symbols may be
+    # admitted by structural links before the residue, so it may hold none)
     assert scores and all(s.relevance_score == 1.0 for s in scores if s.is_gold)
     assert all(s.relevance_score == 0.0 for s in scores if not s.gold_in_file)
-    assert any(s.relevance_score == 1.0 and s.verdict == "admit" for s in scores)
+    assert all((s.verdict == "admit") == (s.relevance_score >= 0.5) for s in scores)
     assert ORACLE_LEGEND in screen and "ab/ctx08/default@oracle  oracle" in screen
     # the reports group by arm and variant: another ranker's runs need another store
     with pytest.raises(ValueError, match="already holds run ab/ctx08/default@oracle"):

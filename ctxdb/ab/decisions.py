@@ -1,9 +1,12 @@
 """The decisions a harness would make on an instance: localize, then edit.
 
-Localize gets the BM25 hits for the problem statement over the recon full-text index
-(the component-04 stand-in), the failing tests' source and module skeletons of the hit
+Localize gets the retriever's top candidates (`ctxdb.retrieval`, component 04: body
+BM25, names, traceback frames, failing tests, structure, fused), the failing tests'
+source, the symbols on the task's traceback frames and module skeletons of the hit
 files; edit gets a target — ``oracle``: what a planner with perfect localization hands
-over, ``retrieval``: the top hit — with derived impact and the tests that reach it.
+over, ``retrieval``: the top candidate — with derived impact and the tests that reach
+it. `_fts_query` is the stand-in retrieval it replaced (BM25 over names, signatures and
+docstrings), kept so ``ctxdb retrieve --eval`` can measure the two side by side.
 
 Oracle localization targets the patch's first gold symbol (def/class), with the lines
 the patch changes in it as the insertion point; the patch's other gold locations are
@@ -19,6 +22,7 @@ import re
 
 from ..entities import entity_key_of_test_id, is_symbol_key, path_of_key
 from ..request import DecisionRequest, EvidenceInput, InsertionPoint, PlanNode
+from ..retrieval.localize import localize_pool
 from ..sqlfiles import sql_statement
 from ..terms import terms
 from .gold import GoldFact, def_line
@@ -79,19 +83,13 @@ def _edit_site(fact: GoldFact) -> str:
 
 def build_decisions(recon_connection, instance: Instance, gold_edited: list[GoldFact],
                     localization: str, run_for_arm) -> list[DecisionRequest]:
-    hits = [h for h in _fts_query(recon_connection, instance.problem_statement)
-            if h["kind"] != "module"]
+    pool = localize_pool(recon_connection, instance)
     tests = [entity_key_of_test_id(t) for t in instance.fail_to_pass]
-    hit_items = [
-        EvidenceInput(source="04", kind="retrieved_hit", entity=h["key"],
-                      score=round(-float(h["score"]), 4),
-                      provenance=f"04: BM25 rank {rank} for the problem statement")
-        for rank, h in enumerate(hits, start=1)
-    ]
+    hit_items = list(pool.hit_items)
     test_items = [EvidenceInput(source="03", kind="source_code", entity=key,
                                 provenance="03: source of a FAIL_TO_PASS test")
-                  for key in tests]
-    paths = sorted({h["key"].split("::", 1)[0] for h in hits})
+                  for key in pool.test_keys]
+    paths = sorted({c.entity_key.split("::", 1)[0] for c in pool.candidates})
     skeletons = [EvidenceInput(source="03", kind="symbol", entity=path,
                                content=_skeleton(recon_connection, path),
                                provenance="03: module skeleton of a file the hits fall in")
@@ -106,13 +104,13 @@ def build_decisions(recon_connection, instance: Instance, gold_edited: list[Gold
             required_validation=instance.fail_to_pass, acceptance_criteria=(criterion,),
             decision_question="Which functions must change to resolve the issue?",
         ),
-        evidence=tuple(hit_items + test_items + skeletons),
+        evidence=tuple(hit_items + test_items + list(pool.frame_items) + skeletons),
     )
     point, dependencies = None, []
     if localization == "oracle" and gold_edited:
         target, point, dependencies = oracle_localization(gold_edited)
     else:
-        target = hits[0]["key"] if hits else None
+        target = pool.candidates[0].entity_key if pool.candidates else None
     reaching = []
     if target:
         reaching = recon_connection.execute(

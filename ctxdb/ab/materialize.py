@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ..recon import index_repository
+from ..recon import ReconVersionError, check_recon_version, index_repository
 from .instances import Instance
 
 RECON_FILE = "recon.db"
@@ -87,6 +87,7 @@ def materialize(instance: Instance, cache_dir: Path) -> Materialized:
     """A cached directory holding the tree (base commit + test patch) and its recon.db."""
     home = cache_home(instance, cache_dir)
     if (home / READY_MARK).exists():
+        _reindex_if_stale(home)
         return Materialized(home, _read_manifest(home))
     cache_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="staging-", dir=cache_dir))
@@ -118,6 +119,23 @@ def materialize(instance: Instance, cache_dir: Path) -> Materialized:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _reindex_if_stale(home: Path) -> None:
+    """Index a cached tree again when its recon index was written by another recon schema
+    version (a new table, other extraction rules): the tree itself is still good. The new
+    index is built beside the old one and renamed over it."""
+    recon = home / RECON_FILE
+    try:
+        check_recon_version(recon)
+        return
+    except ReconVersionError:
+        pass
+    fresh = home / f"{RECON_FILE}.{os.getpid()}.new"
+    index_repository(home / TREE_DIR, str(fresh), rebuild=True, progress=False)
+    for leftover in (f"{RECON_FILE}-wal", f"{RECON_FILE}-shm"):  # the old file's journal
+        (home / leftover).unlink(missing_ok=True)
+    os.replace(fresh, recon)
 
 
 def _tree_entries(git_dir: Path, commit: str) -> list[tuple[str, str, str, str]]:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+import keyword
 import re
-from functools import cache, partial
+from functools import cache, lru_cache, partial
 from importlib import resources
 from operator import attrgetter
 from typing import NamedTuple
@@ -88,6 +89,8 @@ class ParsedFile(NamedTuple):
     symbols: list[Symbol]
     references: list[Reference]
     bindings: list[Binding]
+    # per symbol (same order): the code-aware terms of its own text (`body_terms`)
+    body_terms: list[str]
 
     def __reduce__(self):
         # How a worker sends it back. Pickle saves each record of a list through a
@@ -98,6 +101,7 @@ class ParsedFile(NamedTuple):
             list(map(tuple, self.symbols)),
             list(map(tuple, self.references)),
             list(map(tuple, self.bindings)),
+            self.body_terms,
         )
 
 
@@ -106,12 +110,14 @@ _as_reference = partial(tuple.__new__, Reference)
 _as_binding = partial(tuple.__new__, Binding)
 
 
-def _unpickle_parsed_file(head: tuple, symbols: list, references: list, bindings: list):
+def _unpickle_parsed_file(head: tuple, symbols: list, references: list, bindings: list,
+                          body_terms: list):
     return ParsedFile(
         *head,
         list(map(_as_symbol, symbols)),
         list(map(_as_reference, references)),
         list(map(_as_binding, bindings)),
+        body_terms,
     )
 
 
@@ -255,7 +261,69 @@ def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> Pa
     defined_names = {symbol.name for symbol in symbols[1:]}
     references = _without_builtin_calls(references, defined_names, imports.bound_names)
     return ParsedFile(sha256, size_bytes, line_count, root.has_error, not_utf8, data,
-                      symbols, references, imports.bindings)
+                      symbols, references, imports.bindings, body_terms(data, symbols))
+
+
+# --- code-aware terms (the body full-text index and the queries against it) --------------
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CAMEL_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+# Whole identifiers left out of the body index: Python's keywords and the two receiver
+# names are in nearly every body, so they only cost index space and query time.
+BODY_STOP_TERMS = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | {"self", "cls"}
+# Shorter terms (x, i, n) match everywhere in numeric code and say nothing.
+BODY_TERM_MIN_LENGTH = 2
+# Distinct identifiers whose terms a process keeps (Django's sdist has ~60k).
+IDENTIFIER_TERMS_CACHED = 1 << 17
+
+
+@lru_cache(maxsize=IDENTIFIER_TERMS_CACHED)
+def identifier_terms(identifier: str) -> tuple[str, ...]:
+    """The terms one identifier gives: itself lower-cased, then its snake_case and
+    CamelCase parts (``separabilityMatrix_cls`` → ``separabilitymatrix_cls``,
+    ``separability``, ``matrix``, ``cls``), each once, short ones and keywords out."""
+    whole = identifier.lower()
+    out = [] if whole in BODY_STOP_TERMS or len(whole) < BODY_TERM_MIN_LENGTH else [whole]
+    for piece in identifier.split("_"):
+        for part in _CAMEL_PART.findall(piece):
+            part = part.lower()
+            if len(part) >= BODY_TERM_MIN_LENGTH and part not in out:
+                out.append(part)
+    return tuple(out)
+
+
+@lru_cache(maxsize=IDENTIFIER_TERMS_CACHED)
+def _joined_terms(identifier: str) -> str:
+    return " ".join(identifier_terms(identifier))
+
+
+def code_terms(text: str) -> str:
+    """The terms of every ASCII identifier in `text`, space-separated, in order, repeats
+    kept (BM25 counts them). Words in strings and comments count: an issue quotes error
+    messages. (Runs of spaces where an identifier gives no term are harmless.)"""
+    return " ".join(map(_joined_terms, _IDENTIFIER.findall(text)))
+
+
+def body_terms(source: bytes, symbols: list[Symbol]) -> list[str]:
+    """Per symbol, the space-separated terms of its qualified name and its *own* text:
+    its byte span without the spans of the symbols defined inside it (a class keeps its
+    attributes and docstring, its methods are documents of their own; a module keeps its
+    top-level statements). So every byte of a file is indexed once, for the innermost
+    symbol holding it, and the index grows with the source, not with nesting depth."""
+    children: dict[int, list[Symbol]] = {}
+    for symbol in symbols:
+        if symbol.parent_index >= 0:
+            children.setdefault(symbol.parent_index, []).append(symbol)
+    out = []
+    for symbol in symbols:
+        own = [symbol.qualname.replace(".", " ")]
+        position = symbol.start_byte
+        for child in sorted(children.get(symbol.index, ()), key=_BY_SPAN):
+            own.append(source[position:child.start_byte].decode("utf-8", "replace"))
+            position = max(position, child.end_byte)
+        own.append(source[position:symbol.end_byte].decode("utf-8", "replace"))
+        out.append(code_terms("\n".join(own)))
+    return out
 
 
 def _decode(data: bytes) -> tuple[str, bool]:

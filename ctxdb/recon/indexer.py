@@ -40,7 +40,14 @@ from ctxdb.db import insert_statement
 from ctxdb.entities import is_test_path
 from ctxdb.progress import ProgressBar
 from ctxdb.recon import schema
-from ctxdb.recon.extract import ParsedFile, Reference, Symbol, count_lines, extract_file
+from ctxdb.recon.extract import (
+    ParsedFile,
+    Reference,
+    Symbol,
+    body_terms,
+    count_lines,
+    extract_file,
+)
 from ctxdb.recon.resolve import (
     ModuleBinding,
     Resolver,
@@ -60,6 +67,10 @@ POOL_MIN_FILES = 200
 POOL_CHUNK = 16
 # Edges are resolved and handed to the database thread in batches of this many.
 EDGE_BATCH = 16384
+# PostgreSQL's tsvector limits: positions above 16383 are clipped, and a lexeme keeps at
+# most 256 of them (more is an error in a literal, not a clip).
+TSVECTOR_MAX_POSITION = 16383
+TSVECTOR_MAX_POSITIONS = 256
 
 
 @dataclass
@@ -146,7 +157,8 @@ def _parse_job(job: _ParseJob) -> ParsedFile | None:
         module_symbol = Symbol(0, -1, rel, "module", module.rsplit(".", 1)[-1], module, 1,
                                max(lines, 1), 0, len(source), None, None)
         return ParsedFile(hashlib.sha256(data).hexdigest(), len(data), lines, True,
-                          source != data, source, [module_symbol], [], [])
+                          source != data, source, [module_symbol], [], [],
+                          body_terms(source, [module_symbol]))
 
 
 def _pool_size() -> int:
@@ -338,7 +350,8 @@ class _Loader:
 
     FLUSH_FILES = 64
 
-    def __init__(self, w: _Writer, next_file: int, next_symbol: int) -> None:
+    def __init__(self, w: _Writer, next_file: int, next_symbol: int, *,
+                 defer_body_terms: bool = False) -> None:
         self.w = w
         self.next_file = next_file
         self.next_symbol = next_symbol
@@ -356,6 +369,11 @@ class _Loader:
         self._source_rows: list[tuple[int, str]] = []
         self._symbol_rows: list[tuple] = []
         self._binding_rows: list[tuple] = []
+        self._body_rows: list[tuple[int, str]] = []  # (symbol id, body terms)
+        # A cold build writes the body index on the database thread once parsing is done
+        # (beside name resolution) rather than here, where it competes with the parsers.
+        self.defer_body_terms = defer_body_terms
+        self.deferred_body_rows: list[tuple[int, str]] = []
         self._symbol_ids_to_flush = range(next_symbol, next_symbol)
 
     def add(self, rel: str, module: str, parsed: ParsedFile) -> None:
@@ -380,6 +398,7 @@ class _Loader:
                  symbol.doc)
             )
             self.symbols.append(ResolverSymbol(sid, fid, parent, kind, name))
+        self._body_rows += zip(range(first, self.next_symbol), parsed.body_terms, strict=True)
         self._symbol_ids_to_flush = range(self._symbol_ids_to_flush.start, self.next_symbol)
         self._references.append((first, parsed.references))
         self.bases += [WrittenBase(first + r.src_index, r.dst_name, r.typed_name)
@@ -409,10 +428,52 @@ class _Loader:
                 " WHERE id BETWEEN ? AND ?",
                 (ids[0], ids[-1]),
             )
+        if self.defer_body_terms:
+            self.deferred_body_rows += self._body_rows
+        else:
+            _insert_body_terms(w, self._body_rows)
         w.insert(schema.binding, self._binding_rows, BINDING_COLUMNS)
         self._file_rows, self._source_rows = [], []
-        self._symbol_rows, self._binding_rows = [], []
+        self._symbol_rows, self._binding_rows, self._body_rows = [], [], []
         self._symbol_ids_to_flush = range(self.next_symbol, self.next_symbol)
+
+
+def tsvector_literal(terms: str) -> str:
+    """A tsvector in PostgreSQL's literal form (``'term':1,4 'other':2``): the terms are
+    already code-aware and lower-case, and PostgreSQL's own parser would split them at
+    underscores. They hold only [a-z0-9_], so no quoting is needed."""
+    positions: dict[str, list[str]] = {}
+    for position, term in enumerate(terms.split(), start=1):
+        positions.setdefault(term, []).append(str(min(position, TSVECTOR_MAX_POSITION)))
+    return " ".join(f"'{term}':{','.join(at[:TSVECTOR_MAX_POSITIONS])}"
+                    for term, at in positions.items())
+
+
+def _insert_body_terms(w: _Writer, rows: list[tuple[int, str]]) -> None:
+    """Rows of the body index: (symbol id, terms) — FTS5 on SQLite, tsvector elsewhere."""
+    if w.sqlite:
+        w.executemany("INSERT INTO recon.symbol_body_fts(rowid, terms) VALUES (?, ?)", rows)
+    else:
+        w.executemany("INSERT INTO recon.symbol_body(symbol_id, terms) VALUES (?, ?::tsvector)",
+                      [(sid, tsvector_literal(terms)) for sid, terms in rows])
+
+
+def _stored_body_terms(w: _Writer, file_id: int) -> list[tuple[int, str]]:
+    """The body terms the index holds for a file's symbols, computed again from the
+    stored text and spans (the FTS5 table is contentless: a row is deleted by giving
+    the very terms it was inserted with)."""
+    text = w.execute("SELECT text FROM recon.file_source WHERE file_id = ?",
+                     (file_id,)).fetchone()
+    rows = w.execute(
+        "SELECT id, parent_id, key, kind, name, qualname, start_line, end_line, start_byte,"
+        " end_byte FROM recon.symbol WHERE file_id = ? ORDER BY id", (file_id,)).fetchall()
+    if text is None or not rows:
+        return []
+    index_of = {row[0]: index for index, row in enumerate(rows)}
+    symbols = [Symbol(index_of[sid], index_of.get(parent, -1), *rest, None, None)
+               for sid, parent, *rest in rows]
+    terms = body_terms(text[0].encode("utf-8"), symbols)
+    return [(row[0], body) for row, body in zip(rows, terms, strict=True)]
 
 
 # --- the run ------------------------------------------------------------------------------
@@ -554,7 +615,7 @@ def _index(
                 gone = [existing[p].id for p in removed]
                 gone += [existing[rel].id for rel, _ in to_parse if rel in existing]
                 _delete_files(w, sorted(gone))
-            loader = _Loader(w, next_ids.file, next_ids.symbol)
+            loader = _Loader(w, next_ids.file, next_ids.symbol, defer_body_terms=cold)
             results = _parse_results(pool, jobs)
             for job, parsed in zip(jobs, results, strict=True):
                 if parsed is not None:
@@ -584,6 +645,7 @@ def _write_edges_cold(w: _Writer, loader: _Loader, next_edge: int) -> int:
     """
     with _DatabaseThread() as db:
         db.submit(_create_indexes, w, edges=False)  # symbol, file, binding indexes
+        db.submit(_insert_body_terms, w, loader.deferred_body_rows)
         resolver = Resolver(
             loader.files,
             loader.symbols,
@@ -661,6 +723,14 @@ def _delete_files(w: _Writer, gone: list[int]) -> None:
             " WHERE file_id = ?",
             ids,
         )
+        # contentless FTS5: the same, with the terms computed again (PostgreSQL's rows
+        # go with their symbols: ON DELETE CASCADE)
+        for file_id in gone:
+            w.executemany(
+                "INSERT INTO recon.symbol_body_fts(symbol_body_fts, rowid, terms)"
+                " VALUES ('delete', ?, ?)",
+                _stored_body_terms(w, file_id),
+            )
     w.executemany(
         "DELETE FROM recon.edge WHERE src_symbol_id IN"
         " (SELECT id FROM recon.symbol WHERE file_id = ?)",

@@ -18,6 +18,12 @@ Tables (see `recon_tables`):
 - ``symbol_fts``   SQLite: FTS5 external-content index over symbol name, qualname,
                    signature, doc. PostgreSQL: instead a generated ``tsvector`` column
                    ``symbol.fts`` with a GIN index.
+- ``symbol_body_fts`` / ``symbol_body``  the body index: per symbol, the code-aware
+                   terms of its qualified name and its own source text
+                   (`ctxdb.recon.extract.body_terms`). SQLite: a contentless FTS5 table
+                   (rowid = symbol id; only the index is stored, the indexer deletes a
+                   row by computing its terms again from ``file_source``). PostgreSQL: a
+                   table of ``tsvector`` rows with a GIN index, deleted with its symbol.
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ from ctxdb.recon.extract import PARSER_NAME
 
 # Bump when the tables, the extraction rules or the resolution rules change: an index
 # written under another version is refused until rebuilt.
-RECON_SCHEMA_VERSION = 1
+RECON_SCHEMA_VERSION = 2  # 2: the body index (symbol_body_fts / symbol_body)
 # recon_meta key of the snapshot identity (a new one per index run that changes anything);
 # not a version: readers never check it against current_meta().
 GENERATION_KEY = "generation"
@@ -180,6 +186,20 @@ _PG_FTS = (
     " '[^[:alnum:]]+', ' ', 'g'))) STORED",
     "CREATE INDEX symbol_fts ON recon.symbol USING gin (fts)",
 )
+# The body index. The terms are written already split and lower-cased, so the tokenizer
+# must only cut at spaces and keep underscores (snake_case identifiers stay whole).
+_SQLITE_BODY_FTS = (
+    "CREATE VIRTUAL TABLE recon.symbol_body_fts USING fts5("
+    "terms, content='', tokenize=\"unicode61 tokenchars '_'\")"
+)
+# PostgreSQL's text-search parser splits at underscores, so the indexer writes the
+# tsvector's literal form (term:positions) itself and queries use tsquery literals.
+_PG_BODY = (
+    "CREATE TABLE recon.symbol_body ("
+    "symbol_id integer PRIMARY KEY REFERENCES recon.symbol (id) ON DELETE CASCADE, "
+    "terms tsvector NOT NULL)"
+)
+_PG_BODY_INDEX = "CREATE INDEX symbol_body_terms ON recon.symbol_body USING gin (terms)"
 
 
 class ReconVersionError(RuntimeError):
@@ -255,7 +275,9 @@ def table_ddl(dialect: sa.engine.Dialect) -> list[str]:
     faster than maintaining them row by row."""
     out = [str(CreateTable(table).compile(dialect=dialect)).strip() for table in TABLES]
     if dialect.name == "sqlite":
-        out.append(_SQLITE_FTS)
+        out += [_SQLITE_FTS, _SQLITE_BODY_FTS]
+    else:
+        out.append(_PG_BODY)
     return out
 
 
@@ -273,6 +295,7 @@ def index_ddl(dialect: sa.engine.Dialect, *, edges: bool) -> list[str]:
     ]
     if not edges and dialect.name == "postgresql":
         out.extend(_PG_FTS)
+        out.append(_PG_BODY_INDEX)
     return out
 
 
@@ -280,6 +303,9 @@ def drop_statements(dialect: sa.engine.Dialect) -> list[str]:
     out = []
     if dialect.name == "sqlite":
         out.append("DROP TABLE IF EXISTS recon.symbol_fts")
+        out.append("DROP TABLE IF EXISTS recon.symbol_body_fts")
+    else:
+        out.append("DROP TABLE IF EXISTS recon.symbol_body")
     cascade = " CASCADE" if dialect.name == "postgresql" else ""
     for table in reversed(TABLES):
         out.append(f"DROP TABLE IF EXISTS recon.{table.name}{cascade}")
