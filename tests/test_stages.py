@@ -202,6 +202,28 @@ def test_ast_slice_around_the_edit():
     assert span == (edit_line - 1, edit_line)  # the enclosing `if` statement
 
 
+def test_ast_slice_holds_an_edit_site_that_spans_lines_or_gives_up():
+    lines = BIG_FUNCTION.splitlines()
+    if_line = 100 + lines.index("    if self.discount:")
+    return_line = 100 + lines.index("    return taxed")
+    # the `if` alone does not reach the return: the slice must hold both, and the
+    # smallest statement that does is the whole function, over the 1 KB budget
+    assert ast_slice(BIG_FUNCTION, 100, if_line, 1024, return_line) is None
+    assert ast_slice(BIG_FUNCTION, 100, if_line, 1024, if_line + 1) == (if_line, if_line + 1)
+
+
+def test_the_8kb_cut_keeps_the_whole_edit_site_first():
+    from ctxdb.pipeline.assemble import _cut_code_around
+
+    body = "\n".join(f"    value_{n} = compute_{n}(items)  # {'x' * 60}" for n in range(400))
+    site = (1000 + 150, 1000 + 230)  # 81 lines: about 7 KB, just under the cap
+    text, first, last = _cut_code_around(body, 1000, site, frozenset())
+    assert first <= site[0] and last >= site[1]
+    # from its first line alone it would have kept lines on both sides evenly
+    text, first, last = _cut_code_around(body, 1000, (site[0], site[0]), frozenset())
+    assert last < site[1]
+
+
 def test_sliding_window_prefers_the_decision_terms():
     lines = BIG_FUNCTION.split("\n")
     start, end = sliding_window(BIG_FUNCTION, frozenset({"discount", "taxed"}), 120)
