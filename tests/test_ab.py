@@ -595,3 +595,81 @@ def test_oracle_localization_targets_the_first_gold_symbol_at_its_changed_line()
     # only a change that is module-level alone targets the changed lines
     target, point, others = oracle_localization([module_level])
     assert (target, point.line, others) == ("shopcart/pricing.py:1-2", 1, [])
+
+
+def test_window_recall_by_hand(store_url):
+    """One localize decision: a gold method held in the pool by its own hit (residual,
+    then rejected) and by its file's outline (residual, in the window as an outline
+    showing its def line); a module-level hunk nobody holds; a F2P test verbatim."""
+    statements = [
+        ("INSERT INTO run (run_id, arm, variant, note, created_at)"
+         " VALUES ('c', 'ctx08', 'default', 'ranker: oracle', 'now')", {}),
+        ("INSERT INTO decision (decision_id, run_id, instance_id, seq, decision_type, task_text,"
+         " request_json, request_sha256, tokenizer, token_ceiling, token_count, created_at)"
+         " VALUES (1, 'c', 'i1', 1, 'localize', 't', '{}', 'h', 'cl100k_base', 1000, 420, 'now')",
+         {}),
+        ("INSERT INTO gold_fact (instance_id, fact_no, fact_kind, entity_key, path, start_line,"
+         " end_line, changed_start_line, changed_end_line, head_text) VALUES"
+         " ('i1', 1, 'edited_entity', 'a.py::C.f', 'a.py', 10, 20, 12, 13, 'def f(self):'),"
+         " ('i1', 2, 'edited_entity', 'a.py:1-2', 'a.py', 1, 2, 1, 2, NULL),"
+         " ('i1', 3, 'fail_to_pass', 't.py::test_f', 't.py', 1, 5, NULL, NULL, NULL)", {}),
+        ("INSERT INTO rank_call (rank_call_id, decision_id, model, base_url, request_json,"
+         " parse_status, created_at) VALUES (1, 1, 'm', 'u', '{}', 'ok', 'now')", {}),
+    ]
+    items = [  # item, kind, entity, path, lines, content, residual, window (rendering, shown)
+        ("E1", "symbol", "a.py", "a.py", (1, 100), "# a.py: outline\n    def f(self):  # L10",
+         True, ("signature", None)),
+        ("E2", "retrieved_hit", "a.py::C.f", "a.py", (10, 20), "def f(self):\n    pass",
+         True, None),
+        ("E3", "source_code", "t.py::test_f", "t.py", (1, 5), "def test_f(): ...",
+         False, ("verbatim", (1, 5))),
+        ("E4", "retrieved_hit", "a.py::g", "a.py", (30, 40), "def g(): ...", True, None),
+    ]
+    for number, (item_id, kind, key, path, (start, end), content, residual, shown) in \
+            enumerate(items, start=1):
+        digest = f"{number:064d}"
+        statements += [
+            ("INSERT INTO evidence_text (content_sha256, content) VALUES (:h, :c)",
+             {"h": digest, "c": content}),
+            ("INSERT INTO evidence_item (decision_id, item_id, item_no, source, kind, entity_key,"
+             " content_sha256, provenance, path, start_line, end_line)"
+             " VALUES (1, :i, :n, '04', :k, :e, :h, 'p', :p, :s, :t)",
+             {"i": item_id, "n": number, "k": kind, "e": key, "h": digest, "p": path,
+              "s": start, "t": end}),
+        ]
+        if residual:
+            statements.append((
+                "INSERT INTO item_event (decision_id, item_id, event_no, stage, action, driver)"
+                " VALUES (1, :i, 1, 'gate', 'residual', 'near:shared_terms=f')", {"i": item_id}))
+        if shown:
+            rendering, lines = shown
+            statements.append((
+                "INSERT INTO window_item (decision_id, position, item_id, role, rendering, tier,"
+                " block, edge_critical, token_count, rendered_text, shown_start_line,"
+                " shown_end_line) VALUES (1, :n, :i, 'related_symbol', :r, 'working_set',"
+                " 'middle', false, 10, :c, :s, :t)",
+                {"n": number, "i": item_id, "r": rendering, "c": content,
+                 "s": lines[0] if lines else None, "t": lines[1] if lines else None}))
+    with ContextStore.open(store_url) as store:
+        with store.write_transaction() as connection:
+            for sql, params in statements:
+                connection.execute(text(sql), params)
+        rows = {r["scope"]: r for r in _report(store, "window_recall")}
+    edited, every = rows["edited code"], rows["all facts"]
+    # edited code: C.f (held by its hit and by the outline's def line) and the module-level
+    # hunk (an outline's whole-file span holds nothing by itself)
+    assert edited["facts"] == 2
+    assert edited["pool_recall"] == pytest.approx(1 / 2)
+    assert edited["window_recall"] == pytest.approx(1 / 2)  # the outline shows `def f`
+    assert edited["changed_recall"] == 0  # no window item shows lines 12-13
+    assert edited["recall_ratio"] == pytest.approx(1.0)
+    assert edited["residue_recall"] == pytest.approx(1 / 2)
+    # all facts add the F2P test: in the pool, in the window, verbatim
+    assert every["facts"] == 3
+    assert (every["pool_recall"], every["window_recall"]) == (pytest.approx(2 / 3),) * 2
+    assert every["changed_recall"] == pytest.approx(1 / 3)
+    assert every["residue_recall"] == pytest.approx(1 / 3)
+    # the residue the step takes: the outline stands for E2 and E4 of its file
+    assert (edited["residue_median"], edited["residue_p95"]) == (1, 1)
+    assert edited["ranked_share"] == pytest.approx(1.0)
+    assert (edited["ranker"], edited["median_tokens"]) == ("oracle", 420)

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from ..entities import is_module_key
 from ..pipeline.construct import assemble, normalise
 from ..recon.reader import ReconReader
 
@@ -102,12 +101,9 @@ def pool_entities(store, request) -> dict[str, tuple[str, Place]]:
     with store.engine.connect() as connection, store.recon_connection(connection) as rc:
         assemble(decision, ReconReader(rc) if store.recon_available else None)
     return {item.item_id: (item.kind, Place(item.entity_key, item.path, item.start_line,
-                                            item.end_line, item.content, _is_outline(item)))
+                                            item.end_line, item.content, item.is_outline))
             for item in decision.pool}
 
-
-def _is_outline(item) -> bool:
-    return item.kind == "symbol" and is_module_key(item.entity_key)
 
 
 def oracle_scores(body: dict, expected: Expected | None) -> list[dict]:

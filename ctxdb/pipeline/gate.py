@@ -17,7 +17,6 @@ from typing import NamedTuple
 
 from sqlalchemy import Connection
 
-from ..entities import is_module_key
 from ..spec import ADMITTED_MAX
 from ..sqlfiles import sql_statement
 from .state import Candidate, Decision, PoolItem
@@ -78,7 +77,7 @@ def _group_residue_by_outline(decision: Decision) -> None:
     outline_of_path = {}
     for item_id in decision.residue:
         item = by_id[item_id]
-        if is_outline(item):
+        if item.is_outline:
             outline_of_path.setdefault(item.path, item_id)
     ranked, members = [], {}
     for item_id in decision.residue:
@@ -89,11 +88,6 @@ def _group_residue_by_outline(decision: Decision) -> None:
         else:
             members.setdefault(outline, []).append(item_id)
     decision.residue, decision.outline_members = ranked, members
-
-
-def is_outline(item: PoolItem) -> bool:
-    """A whole module's symbol item: its signature is its outline (render.module_outline)."""
-    return item.kind == "symbol" and is_module_key(item.entity_key)
 
 
 def cap_admitted(decision: Decision) -> None:

@@ -14,7 +14,7 @@ import re
 
 from sqlalchemy import Connection
 
-from ..entities import is_module_key, is_test_entity
+from ..entities import is_test_entity
 from ..spec import COMPRESSED_TARGET_BYTES
 from ..sqlfiles import sql_statement
 from .state import Candidate, Decision
@@ -123,7 +123,7 @@ def signature_of(candidate: Candidate) -> str:
     if item.signature:
         return item.signature
     content = item.content
-    if item.kind == "symbol" and is_module_key(item.entity_key):
+    if item.is_outline:
         return module_outline(item.entity_key, content)
     match = _DEF_LINE.search(content)
     if match:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ..config import Settings
-from ..entities import entity_key_of_test_id
+from ..entities import entity_key_of_test_id, is_module_key
 from ..request import DecisionRequest
 from ..spec import BLOCKS, TIERS
 from ..terms import terms
@@ -58,6 +58,12 @@ class PoolItem:
 
     def __post_init__(self) -> None:
         self.item_id = f"E{self.item_no}"
+
+    @property
+    def is_outline(self) -> bool:
+        """A whole module's symbol item (a skeleton): its signature is its outline
+        (render.module_outline), and in the residue it stands for its file's symbols."""
+        return self.kind == "symbol" and is_module_key(self.entity_key)
 
 
 @dataclass(slots=True)

@@ -53,38 +53,48 @@ facts AS (
     JOIN gold_fact g ON g.instance_id = d.instance_id
     JOIN scopes s ON s.scope = 'all facts' OR g.fact_kind = 'edited_entity'
 ),
+-- each pool item of a fact's file (or entity) against the fact: whether it holds it by
+-- entity or span, whether its content or its window text shows the def/class line, and
+-- where it went — the one "holds" rule of the definitions above, written once
+item_fact AS (
+    SELECT f.decision_id, f.fact_no, e.in_pool,
+           CASE WHEN e.entity_key = f.entity_key
+                  OR (e.path = f.path AND e.start_line <= f.start_line AND e.end_line >= f.end_line
+                      AND (e.kind <> 'symbol' OR e.entity_key LIKE '%::%'))
+                THEN 1 ELSE 0 END AS by_span,
+           CASE WHEN e.path = f.path AND f.head_text IS NOT NULL
+                 AND REPLACE(t.content, f.head_text, '') <> t.content
+                THEN 1 ELSE 0 END AS content_shows_line,
+           CASE WHEN w.item_id IS NULL THEN 0 ELSE 1 END AS in_window,
+           CASE WHEN e.path = f.path AND f.head_text IS NOT NULL
+                 AND REPLACE(w.rendered_text, f.head_text, '') <> w.rendered_text
+                THEN 1 ELSE 0 END AS window_shows_line,
+           CASE WHEN EXISTS (SELECT 1 FROM item_event ev
+                             WHERE ev.decision_id = e.decision_id AND ev.item_id = e.item_id
+                               AND ev.stage = 'gate' AND ev.action = 'residual')
+                THEN 1 ELSE 0 END AS residual
+    FROM facts f
+    JOIN evidence_item e ON e.decision_id = f.decision_id
+                        AND (e.entity_key = f.entity_key OR e.path = f.path)
+    JOIN evidence_text t ON t.content_sha256 = e.content_sha256
+    LEFT JOIN window_item w ON w.decision_id = e.decision_id AND w.item_id = e.item_id
+    WHERE f.scope = 'all facts'  -- every fact once: the other scope is a subset
+),
+holders AS (
+    SELECT decision_id, fact_no,
+           MAX(CASE WHEN in_pool AND (by_span = 1 OR content_shows_line = 1)
+                    THEN 1 ELSE 0 END) AS in_pool,
+           MAX(CASE WHEN residual = 1 AND (by_span = 1 OR content_shows_line = 1)
+                    THEN 1 ELSE 0 END) AS in_residue,
+           MAX(CASE WHEN in_window = 1 AND (by_span = 1 OR window_shows_line = 1)
+                    THEN 1 ELSE 0 END) AS in_window
+    FROM item_fact
+    GROUP BY decision_id, fact_no
+),
 held AS (
     SELECT f.*,
-        CASE WHEN EXISTS (
-            SELECT 1 FROM evidence_item e JOIN evidence_text t ON t.content_sha256 = e.content_sha256
-            WHERE e.decision_id = f.decision_id AND e.in_pool
-              AND (e.entity_key = f.entity_key
-                   OR (e.path = f.path AND e.start_line <= f.start_line AND e.end_line >= f.end_line
-                       AND (e.kind <> 'symbol' OR e.entity_key LIKE '%::%'))
-                   OR (e.path = f.path AND f.head_text IS NOT NULL
-                       AND REPLACE(t.content, f.head_text, '') <> t.content))
-        ) THEN 1 ELSE 0 END AS in_pool,
-        CASE WHEN EXISTS (
-            SELECT 1 FROM evidence_item e JOIN evidence_text t ON t.content_sha256 = e.content_sha256
-            JOIN item_event ev ON ev.decision_id = e.decision_id AND ev.item_id = e.item_id
-                              AND ev.stage = 'gate' AND ev.action = 'residual'
-            WHERE e.decision_id = f.decision_id
-              AND (e.entity_key = f.entity_key
-                   OR (e.path = f.path AND e.start_line <= f.start_line AND e.end_line >= f.end_line
-                       AND (e.kind <> 'symbol' OR e.entity_key LIKE '%::%'))
-                   OR (e.path = f.path AND f.head_text IS NOT NULL
-                       AND REPLACE(t.content, f.head_text, '') <> t.content))
-        ) THEN 1 ELSE 0 END AS in_residue,
-        CASE WHEN EXISTS (
-            SELECT 1 FROM window_item w
-            JOIN evidence_item e ON e.decision_id = w.decision_id AND e.item_id = w.item_id
-            WHERE w.decision_id = f.decision_id
-              AND (e.entity_key = f.entity_key
-                   OR (e.path = f.path AND e.start_line <= f.start_line AND e.end_line >= f.end_line
-                       AND (e.kind <> 'symbol' OR e.entity_key LIKE '%::%'))
-                   OR (e.path = f.path AND f.head_text IS NOT NULL
-                       AND REPLACE(w.rendered_text, f.head_text, '') <> w.rendered_text))
-        ) THEN 1 ELSE 0 END AS in_window,
+        COALESCE(h.in_pool, 0) AS in_pool, COALESCE(h.in_residue, 0) AS in_residue,
+        COALESCE(h.in_window, 0) AS in_window,
         CASE WHEN EXISTS (
             SELECT 1 FROM window_item w
             JOIN evidence_item e ON e.decision_id = w.decision_id AND e.item_id = w.item_id
@@ -96,6 +106,7 @@ held AS (
                   END
         ) THEN 1 ELSE 0 END AS changed_shown
     FROM facts f
+    LEFT JOIN holders h ON h.decision_id = f.decision_id AND h.fact_no = f.fact_no
 ),
 by_group AS (
     SELECT d.decision_type, d.arm, d.variant, d.ranker, h.scope,
