@@ -673,3 +673,32 @@ def test_window_recall_by_hand(store_url):
     assert (edited["residue_median"], edited["residue_p95"]) == (1, 1)
     assert edited["ranked_share"] == pytest.approx(1.0)
     assert (edited["ranker"], edited["median_tokens"]) == ("oracle", 420)
+
+
+def test_a_bare_fail_to_pass_name_is_the_test_of_that_name_the_test_patch_touches(
+        shopcart_recon):
+    """sympy's FAIL_TO_PASS are bare names: the gold fact is the test so named in a file
+    the test patch changes, the key the pool's test items carry too."""
+    from ctxdb.ab.gold import fail_to_pass_keys
+
+    test_patch = "--- a/tests/test_pricing.py\n+++ b/tests/test_pricing.py\n@@ -1 +1 @@\n-a\n+b\n"
+    name = "test_fixed_coupon_is_taken_before_tax"
+    facts = fail_to_pass_keys(shopcart_recon, [name], test_patch)
+    assert [(f.entity_key, f.detail) for f in facts] == [(f"tests/test_pricing.py::{name}", name)]
+    # a test patch that touches no file with such a test leaves the name as it is
+    assert [f.entity_key for f in fail_to_pass_keys(shopcart_recon, [name], "")] == [name]
+
+
+def test_retrieval_localization_hands_over_the_top_candidates_as_change_sites(shopcart_recon):
+    from ctxdb.ab.decisions import RETRIEVAL_EDIT_SITES, build_decisions
+    from ctxdb.retrieval.localize import localize_pool
+
+    instance = load_instances(INSTANCES)[0][0]
+    pool = localize_pool(shopcart_recon, instance)
+    _, edit = build_decisions(shopcart_recon, instance, [], "retrieval", "r")
+    sites = [(e.kind, e.entity) for e in edit.evidence if e.source == "05"]
+    top = [c.entity_key for c in pool.candidates[:RETRIEVAL_EDIT_SITES]]
+    assert sites == [("fault_entity", top[0])] + [("changed_entity", key) for key in top[1:]]
+    assert edit.plan_node.target_entity == top[0]
+    assert edit.plan_node.dependencies == tuple(top[1:])
+    assert edit.plan_node.required_validation == pool.test_ids

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from ..entities import entity_key_of_test_id, is_symbol_key, path_of_key
+from ..entities import is_symbol_key, path_of_key
 from ..request import DecisionRequest, EvidenceInput, InsertionPoint, PlanNode
 from ..retrieval.localize import localize_pool
 from ..sqlfiles import sql_statement
@@ -31,6 +31,10 @@ from .instances import Instance
 LOCALIZATIONS = ("oracle", "retrieval")
 RETRIEVAL_TOP_K = 30  # the component-04 stand-in: top 30 symbols by BM25
 QUERY_MAX_TERMS = 40
+# retrieval localization: the top candidates an edit decision gets as change sites. Set
+# on the whole development set (README, "Retrieval"): a gold symbol verbatim in 22%, 28%
+# and 37% of edit windows with 1, 2 and 3, at a median of 2,341, 3,043 and 3,545 tokens.
+RETRIEVAL_EDIT_SITES = 3
 FUNCTION_KINDS = frozenset({"function", "method"})  # recon's symbol kinds of a def
 SKELETON_MAX_SYMBOLS = 60
 
@@ -84,7 +88,6 @@ def _edit_site(fact: GoldFact) -> str:
 def build_decisions(recon_connection, instance: Instance, gold_edited: list[GoldFact],
                     localization: str, run_for_arm) -> list[DecisionRequest]:
     pool = localize_pool(recon_connection, instance)
-    tests = [entity_key_of_test_id(t) for t in instance.fail_to_pass]
     hit_items = list(pool.hit_items)
     test_items = [EvidenceInput(source="03", kind="source_code", entity=key,
                                 provenance="03: source of a FAIL_TO_PASS test")
@@ -101,7 +104,7 @@ def build_decisions(recon_connection, instance: Instance, gold_edited: list[Gold
         task=instance.problem_statement,
         plan_node=PlanNode(
             node_id="localize", obligation="Find the code to change to resolve the issue",
-            required_validation=instance.fail_to_pass, acceptance_criteria=(criterion,),
+            required_validation=pool.test_ids, acceptance_criteria=(criterion,),
             decision_question="Which functions must change to resolve the issue?",
         ),
         evidence=tuple(hit_items + test_items + list(pool.frame_items) + skeletons),
@@ -111,6 +114,9 @@ def build_decisions(recon_connection, instance: Instance, gold_edited: list[Gold
         target, point, dependencies = oracle_localization(gold_edited)
     else:
         target = pool.candidates[0].entity_key if pool.candidates else None
+        # the retriever's next suspects are handed over as further change sites, as a
+        # localizer returning its top few locations would
+        dependencies = [c.entity_key for c in pool.candidates[1:RETRIEVAL_EDIT_SITES]]
     reaching = []
     if target:
         reaching = recon_connection.execute(
@@ -127,14 +133,14 @@ def build_decisions(recon_connection, instance: Instance, gold_edited: list[Gold
                           for key in dependencies]
     edit_evidence += [EvidenceInput(source="03", kind="source_code", entity=key,
                                     provenance="03: a test that calls the target")
-                      for key in sorted(set(reaching) | set(tests))]
+                      for key in sorted(set(reaching) | set(pool.test_keys))]
     edit = DecisionRequest(
         run_id=run_for_arm, instance_id=instance.instance_id, seq=2, decision_type="edit",
         task=instance.problem_statement,
         plan_node=PlanNode(
             node_id="edit", obligation=f"Change {target or 'the localized code'} to resolve the issue",
             target_entity=target, dependencies=tuple(dependencies), insertion_point=point,
-            required_validation=instance.fail_to_pass,
+            required_validation=pool.test_ids,
             acceptance_criteria=(criterion, instance.problem_statement.strip().splitlines()[0][:300]),
             decision_question="What change to the target makes the failing tests pass?",
         ),

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, bindparam
 
 from .. import models
 from ..entities import entity_key_of_test_id, parse_entity_key, path_of_key
@@ -180,9 +180,39 @@ def changed_tests(connection: Connection, test_patch: str) -> list[GoldFact]:
     return [GoldFact("test_function", key, detail) for key, detail in facts.items()]
 
 
-def fail_to_pass_keys(connection: Connection, test_ids: list[str]) -> list[GoldFact]:
+def test_ids_resolved(connection: Connection, test_ids, test_patch: str) -> list[tuple[str, list[str]]]:
+    """Each FAIL_TO_PASS id with the ids a harness knows it by: pytest and Django ids as
+    given; a bare name (sympy's) as the entity key of each test of that name in a file
+    the test patch changes, or the name alone when no such file has one."""
+    patched = {change.new_path for change in parse_unified_diff(test_patch)}
+    bare = sorted({t.split("[", 1)[0] for t in test_ids if "::" not in t and " (" not in t})
+    keys: dict[str, list[str]] = {}
+    if bare:
+        statement = sql_statement("recon/test_functions_named").bindparams(
+            bindparam("names", expanding=True))
+        for row in connection.execute(statement, {"names": bare}):
+            if row.path in patched:
+                keys.setdefault(row.name, []).append(row.key)
     out = []
     for test_id in test_ids:
+        name = test_id.split("[", 1)[0]
+        out.append((test_id, keys.get(name, [test_id]) if name in bare else [test_id]))
+    return out
+
+
+def resolve_test_ids(connection: Connection, test_ids, test_patch: str) -> list[str]:
+    """The FAIL_TO_PASS ids as the harness knows them (test_ids_resolved), each once."""
+    return list(dict.fromkeys(
+        found for _, ids in test_ids_resolved(connection, test_ids, test_patch) for found in ids))
+
+
+def fail_to_pass_keys(connection: Connection, test_ids: list[str],
+                      test_patch: str = "") -> list[GoldFact]:
+    out = []
+    for test_id, known_as in test_ids_resolved(connection, test_ids, test_patch):
+        if known_as != [test_id]:  # a bare name found in the files the test patch changes
+            out += [GoldFact("fail_to_pass", key, test_id) for key in known_as]
+            continue
         match = _DJANGO_TEST_ID.match(test_id)
         if match is None:
             out.append(GoldFact("fail_to_pass", entity_key_of_test_id(test_id), test_id))
@@ -201,7 +231,7 @@ def fail_to_pass_keys(connection: Connection, test_ids: list[str]) -> list[GoldF
 def gold_facts(connection: Connection, patch: str, test_patch: str,
                fail_to_pass: list[str]) -> list[GoldFact]:
     facts = edited_entities(connection, patch) + changed_tests(connection, test_patch)
-    facts += fail_to_pass_keys(connection, fail_to_pass)
+    facts += fail_to_pass_keys(connection, fail_to_pass, test_patch)
     seen, unique = set(), []
     for fact in facts:
         if (fact.fact_kind, fact.entity_key) not in seen:

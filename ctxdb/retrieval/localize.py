@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, bindparam
 
-from ..ab.gold import parse_unified_diff
+from ..ab.gold import resolve_test_ids
 from ..ab.instances import Instance
 from ..entities import entity_key_of_test_id, is_test_entity
 from ..request import EvidenceInput
@@ -26,28 +26,12 @@ class LocalizePool:
     hit_items: tuple[EvidenceInput, ...]
     test_keys: tuple[str, ...]  # the failing tests as entity keys
     frame_items: tuple[EvidenceInput, ...]
+    test_ids: tuple[str, ...]  # the failing tests as the harness knows them (required_validation)
 
 
 def failing_test_ids(connection: Connection, instance: Instance) -> list[str]:
-    """FAIL_TO_PASS as the harness knows them: pytest and Django ids as given; a bare
-    name (sympy's) as the entity key of each test of that name in a file the test patch
-    changes, or the name alone (matching any test file) when no such file has one."""
-    patched = {change.new_path for change in parse_unified_diff(instance.test_patch)}
-    bare = sorted({t.split("[", 1)[0] for t in instance.fail_to_pass
-                   if "::" not in t and " (" not in t})
-    keys: dict[str, list[str]] = {}
-    if bare:
-        statement = sql_statement("recon/test_functions_named").bindparams(
-            bindparam("names", expanding=True))
-        for row in connection.execute(statement, {"names": bare}):
-            if row.path in patched:
-                keys.setdefault(row.name, []).append(row.key)
-    out: dict[str, None] = {}
-    for test_id in instance.fail_to_pass:
-        name = test_id.split("[", 1)[0]
-        for found in (keys.get(name, [test_id]) if name in bare else [test_id]):
-            out.setdefault(found, None)
-    return list(out)
+    """FAIL_TO_PASS as the harness knows them (ctxdb.ab.gold.resolve_test_ids)."""
+    return resolve_test_ids(connection, instance.fail_to_pass, instance.test_patch)
 
 
 def localize_pool(connection: Connection, instance: Instance) -> LocalizePool:
@@ -71,4 +55,4 @@ def localize_pool(connection: Connection, instance: Instance) -> LocalizePool:
         for depth, sid in enumerate(frame_ids, start=1)
         if "::" in keys_at_frames.get(sid, "") and not is_test_entity(keys_at_frames[sid])
     )
-    return LocalizePool(found.symbols, hit_items, test_keys, frame_items)
+    return LocalizePool(found.symbols, hit_items, test_keys, frame_items, tuple(tests))
