@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from . import __version__
 from .config import ConfigError
 from .db import DB_URL_ENV, DEFAULT_DB_PATH
 from .migrate import StoreVersionError, head_revision, upgrade_engine
@@ -328,6 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ctxdb",
         description="Context construction for an LLM coding harness, as a SQL evidence store.",
     )
+    parser.add_argument("--version", action="version", version=f"ctxdb {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     db = commands.add_parser("db", help="operate on the store's schema", description="Schema operations.")

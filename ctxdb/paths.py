@@ -1,24 +1,44 @@
-"""Where the repository's non-Python parts live.
+"""Where the package's non-Python parts live.
 
-``sql/`` and ``migrations/`` are top-level directories of the project (they are
-read by analysts and by alembic as files), so the package finds them next to
-itself; the Makefile installs the package in editable mode.
+``sql/`` and ``migrations/`` are top-level directories of the repository (analysts read
+the SQL as files; alembic reads the migrations by path). A checkout's copy next to the
+package wins, so an editable install and a worktree read their own; an installed wheel
+carries both inside the package (``ctxdb.sql``, ``ctxdb.migrations``, pyproject.toml)
+and they are found with importlib.resources.
 """
 
+from importlib import resources
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 PROJECT_ROOT = PACKAGE_DIR.parent
-SQL_DIR = PROJECT_ROOT / "sql"
+# a file each of the two directories holds, wherever they are
+_MARKER = "__init__.py"
+
+
+def _resource_dir(name: str) -> Path:
+    """The directory ``name`` of a checkout beside the package, else the one shipped
+    inside the installed package."""
+    checkout = PROJECT_ROOT / name
+    if (checkout / _MARKER).is_file():
+        return checkout
+    try:
+        shipped = resources.files(f"ctxdb.{name}")
+    except ModuleNotFoundError:
+        return checkout  # neither: require_dir says so when it is used
+    return Path(str(shipped))
+
+
+SQL_DIR = _resource_dir("sql")
 VIEWS_DIR = SQL_DIR / "views"
 CHECKS_DIR = SQL_DIR / "checks"
-MIGRATIONS_DIR = PROJECT_ROOT / "migrations"
+MIGRATIONS_DIR = _resource_dir("migrations")
 
 
 def require_dir(path: Path) -> Path:
     if not path.is_dir():
         raise FileNotFoundError(
-            f"ctxdb expected the directory {path} next to its package; "
-            "install the project with `pip install -e .` from a checkout (see README)"
+            f"ctxdb expected the directory {path}, which ships inside the package: "
+            "reinstall ctxdb (pip install ctxdb, or pip install -e . from a checkout)"
         )
     return path

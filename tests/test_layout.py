@@ -157,3 +157,23 @@ def test_the_graph_sees_lazy_relative_and_package_imports(tmp_path):
     assert graph[f"{PACKAGE}.sub"] == {f"{PACKAGE}.sub.heavy"}
     assert graph[f"{PACKAGE}.sub.heavy"] == {f"{PACKAGE}.a"}  # TYPE_CHECKING left out
     assert cycles(graph) == [frozenset({f"{PACKAGE}.a", f"{PACKAGE}.sub", f"{PACKAGE}.sub.heavy"})]
+
+
+def test_the_wheel_lists_every_directory_of_the_package_and_its_data():
+    """pyproject.toml names its packages one by one (sql/ and migrations/ are mapped into
+    the package from the top level): a new directory that is not listed would be left
+    out of the wheel."""
+    import tomllib
+
+    root = PACKAGE_DIR.parent
+    config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapped = {"": PACKAGE_DIR, **{name.split(".", 1)[1]: root / where
+                                  for name, where in config["package-dir"].items()}}
+    expected = set()
+    for prefix, base in mapped.items():
+        for directory in [base, *(p for p in base.rglob("*") if p.is_dir())]:
+            if directory.name == "__pycache__" or not any(f.is_file() for f in directory.iterdir()):
+                continue
+            parts = directory.relative_to(base).parts
+            expected.add(".".join([PACKAGE, *filter(None, [prefix]), *parts]))
+    assert set(config["packages"]) == expected
