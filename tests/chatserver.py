@@ -20,6 +20,9 @@ class Answer:
     status: int = 200
     delay_seconds: float = 0.0
     raw_body: str | None = None  # send this body instead of a chat.completion
+    raw_bytes: bytes | None = None  # send these bytes instead (not UTF-8, huge, …)
+    trickle_seconds: float = 0.0  # pause this long after each byte written
+    hang_seconds: float = 0.0  # after the headers, send nothing this long
 
 
 def completion(content: str) -> str:
@@ -57,17 +60,28 @@ class ChatServer:
                     answer = Answer(status=503)
                 if answer.delay_seconds:
                     time.sleep(answer.delay_seconds)
-                payload = answer.raw_body
-                if payload is None:
-                    payload = (completion(answer.content) if answer.status == 200
-                               else json.dumps({"error": {"message": "scripted failure"}}))
-                data = payload.encode("utf-8")
+                data = answer.raw_bytes
+                if data is None:
+                    payload = answer.raw_body
+                    if payload is None:
+                        payload = (completion(answer.content) if answer.status == 200
+                                   else json.dumps({"error": {"message": "scripted failure"}}))
+                    data = payload.encode("utf-8")
                 try:
                     self.send_response(answer.status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
-                    self.wfile.write(data)
+                    self.wfile.flush()
+                    if answer.hang_seconds:
+                        time.sleep(answer.hang_seconds)
+                    if answer.trickle_seconds:
+                        for index in range(len(data)):
+                            self.wfile.write(data[index:index + 1])
+                            self.wfile.flush()
+                            time.sleep(answer.trickle_seconds)
+                    else:
+                        self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
 

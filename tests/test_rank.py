@@ -148,6 +148,44 @@ def test_timeout_is_one_call_and_rejects(store_url):
     assert verdicts == [("rejected", "rank_failed: timeout")] * 2
 
 
+# Endpoints that misbehave after a 200 (issue 14): each is one recorded call with its
+# status, the residue rejected, and the decision done within the deadline plus a second
+# (a bound on behaviour, not a speed figure: a trickled answer used to take minutes).
+DEADLINE_SECONDS = 1.0
+DEADLINE_GRACE_SECONDS = 1.0
+HOSTILE = {
+    "trickles one byte a second": (Answer("{}", trickle_seconds=1.0), "timeout"),
+    "hangs after the headers": (Answer("{}", hang_seconds=10.0), "timeout"),
+    "not UTF-8": (Answer(raw_bytes=b"\xff\xfe" * 1000), "parse_error"),
+    "junk": (Answer(raw_bytes=b"%PDF-1.4 " * 100_000), "parse_error"),
+    "nested past the parser": (Answer(raw_body="[" * 100_000 + "]" * 100_000), "parse_error"),
+    "a message nested past the parser": (Answer("[" * 100_000 + "]" * 100_000), "parse_error"),
+    "not a chat.completion": (Answer(raw_body='{"choices": 3}'), "parse_error"),
+    "5 MB": (Answer(raw_bytes=b" " * (5 << 20)), "response_too_large"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_hostile_endpoint_costs_one_recorded_call_within_the_deadline(store_url, case):
+    import time
+
+    answer, status = HOSTILE[case]
+    ids = _residue_ids(2)
+    with ChatServer() as server, _store(store_url, server, timeout=DEADLINE_SECONDS) as store:
+        server.answers.append(answer)
+        start = time.perf_counter()
+        ctx = store.construct(residue_request(2))
+        took = time.perf_counter() - start
+        assert store.verify() == {}
+        verdicts = _verdicts(store, ctx.decision_id, ids)
+        call = _rows(store, "SELECT parse_status, LENGTH(error) FROM rank_call"
+                            " WHERE decision_id = :d", d=ctx.decision_id)
+    assert len(server.requests) == 1
+    assert call[0][0] == status and 0 < call[0][1] <= 500
+    assert verdicts == [("rejected", f"rank_failed: {status}")] * 2
+    assert took < DEADLINE_SECONDS + DEADLINE_GRACE_SECONDS
+
+
 def test_residue_over_32_folds_without_a_call(store_url):
     with ChatServer() as server, _store(store_url, server) as store:
         ctx = store.construct(residue_request(33))

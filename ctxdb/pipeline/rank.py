@@ -9,7 +9,9 @@ residue as {id, kind, signature} — signatures only, never bodies or raw output
 
 A candidate is admitted iff its score ≥ the configured threshold. Any parse
 failure, schema violation, out-of-range score, unknown id, more than 32
-rankings, HTTP error or timeout rejects the whole residue: no second call.
+rankings, HTTP error, a body over RANK_RESPONSE_MAX_BYTES or no answer within the one
+deadline (the configured timeout bounds the whole call, not each read) rejects the
+whole residue: no second call, and never an exception out of ``construct``.
 Model output is data: only the admit/reject verdicts it yields reach the window.
 
 The call is made by :func:`rank_residue` before the decision's write transaction
@@ -24,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import threading
 import time
 from dataclasses import dataclass
 
@@ -86,6 +89,11 @@ TOO_MANY_RANKINGS = "too_many_rankings"
 HTTP_ERROR = "http_error"
 TIMEOUT = "timeout"
 CONNECTION_ERROR = "connection_error"
+RESPONSE_TOO_LARGE = "response_too_large"
+# The most of a ranking response read: 32 rankings are about 4 KB of JSON; 1 MiB leaves a
+# verbose model room and keeps a hostile body out of memory.
+RANK_RESPONSE_MAX_BYTES = 1 << 20
+ERROR_MAX_CHARS = 500  # how much of an error message rank_call.error keeps
 # The residue at write time is not the one ranked: the gate reads only the decision's own
 # rows (the same in preview and write) and the store's policy tables, so only a change of
 # those between the two can do it.
@@ -136,8 +144,8 @@ def parse_rankings(text: str | None, residue_ids: set[str]) -> tuple[str, dict[s
         return PARSE_ERROR, {}, "the response had no message content"
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return PARSE_ERROR, {}, f"not JSON: {exc}"
+    except (ValueError, RecursionError) as exc:  # nested past the parser: not an answer
+        return PARSE_ERROR, {}, _short(f"not JSON: {exc}")
     if not isinstance(data, dict) or set(data) != {"rankings"} or not isinstance(
         data["rankings"], list
     ):
@@ -165,51 +173,116 @@ def parse_rankings(text: str | None, residue_ids: set[str]) -> tuple[str, dict[s
 
 
 def rank_residue(settings, obligation, acceptance_criteria, decision_question, residue) -> RankOutcome:
-    """Make the ONE call and parse it. Never raises for endpoint or model failures."""
-    import openai
+    """Make the ONE call and parse it, within one deadline. Never raises for endpoint or
+    model failures: every outcome is a status for the rank_call row.
 
+    The deadline (``rank_timeout_seconds``) bounds the whole call — connect, send and a
+    body that trickles in — not each read: the call runs in a thread of its own and the
+    decision waits for it at most that long. A call still running then is abandoned (it
+    holds no lock and writes nothing; its own read timeout ends it) and recorded as a
+    timeout. At most RANK_RESPONSE_MAX_BYTES of the body are read."""
     body = build_request_body(
         settings.rank_model, obligation, acceptance_criteria, decision_question, residue,
         settings.rank_response_format,
     )
     outcome = RankOutcome(settings.rank_model, settings.rank_base_url, body, PARSE_ERROR,
                           tuple(c.item_id for c in residue))
+    answer: list[_Answer] = []
+    worker = threading.Thread(target=lambda: answer.append(_post(settings, body)),
+                              name="ctxdb-rank-call", daemon=True)
+    start = time.perf_counter()
+    worker.start()
+    worker.join(settings.rank_timeout_seconds)
+    outcome.latency_ms = (time.perf_counter() - start) * 1000
+    if not answer:
+        outcome.status = TIMEOUT
+        outcome.error = (f"no complete answer within the deadline of "
+                         f"{settings.rank_timeout_seconds:g} s")
+        return outcome
+    got = answer[0]
+    outcome.prompt_tokens, outcome.completion_tokens = got.prompt_tokens, got.completion_tokens
+    outcome.response_text = got.text
+    if got.status is not None:
+        outcome.status, outcome.error = got.status, got.error
+        return outcome
+    outcome.status, outcome.scores, outcome.error = parse_rankings(
+        got.text, {c.item_id for c in residue})
+    return outcome
+
+
+@dataclass
+class _Answer:
+    """What the endpoint sent: a message text, or the status of a failed call."""
+
+    text: str | None = None
+    status: str | None = None  # None: a message was read; else why not
+    error: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+def _post(settings, body: dict) -> _Answer:
+    """The HTTP call itself (in the call's thread): the official client's request, the
+    body read by hand so its size is capped, then the chat.completion envelope."""
+    import httpx
+    import openai
+
     client = openai.OpenAI(
         base_url=settings.rank_base_url,
         api_key=settings.rank_api_key or "unused",
         timeout=settings.rank_timeout_seconds,
         max_retries=0,  # §4: never a second call
     )
-    start = time.perf_counter()
     try:
-        response = client.chat.completions.create(**body)
-    except openai.APITimeoutError as exc:
-        outcome.status, outcome.error = TIMEOUT, str(exc)
+        with client.chat.completions.with_streaming_response.create(**body) as response:
+            data = bytearray()
+            for chunk in response.iter_bytes():
+                data += chunk
+                if len(data) > RANK_RESPONSE_MAX_BYTES:
+                    return _Answer(status=RESPONSE_TOO_LARGE,
+                                   error=f"the response is over {RANK_RESPONSE_MAX_BYTES} bytes")
+    except (openai.APITimeoutError, httpx.TimeoutException) as exc:
+        return _Answer(status=TIMEOUT, error=_short(str(exc) or type(exc).__name__))
     except openai.APIStatusError as exc:
-        outcome.status = HTTP_ERROR
-        outcome.error = f"HTTP {exc.status_code}: {exc.message}"
-        outcome.response_text = exc.response.text if exc.response is not None else None
-    except openai.APIConnectionError as exc:
-        outcome.status, outcome.error = CONNECTION_ERROR, str(exc)
-    except openai.OpenAIError as exc:  # e.g. a body the client cannot decode
-        outcome.status, outcome.error = PARSE_ERROR, f"{type(exc).__name__}: {exc}"
-    else:
-        outcome.latency_ms = (time.perf_counter() - start) * 1000
-        usage = getattr(response, "usage", None)
-        if usage is not None:
-            outcome.prompt_tokens = usage.prompt_tokens
-            outcome.completion_tokens = usage.completion_tokens
-        choices = getattr(response, "choices", None) or []
-        text = choices[0].message.content if choices else None
-        outcome.response_text = text
-        outcome.status, outcome.scores, outcome.error = parse_rankings(
-            text, {c.item_id for c in residue}
-        )
-        return outcome
+        return _Answer(status=HTTP_ERROR, error=_short(f"HTTP {exc.status_code}: {exc.message}"))
+    except (openai.APIConnectionError, httpx.TransportError) as exc:
+        return _Answer(status=CONNECTION_ERROR, error=_short(str(exc) or type(exc).__name__))
+    except (openai.OpenAIError, httpx.HTTPError) as exc:
+        return _Answer(status=PARSE_ERROR, error=_short(f"{type(exc).__name__}: {exc}"))
     finally:
         client.close()
-    outcome.latency_ms = (time.perf_counter() - start) * 1000
-    return outcome
+    return _envelope(bytes(data))
+
+
+def _envelope(data: bytes) -> _Answer:
+    """The assistant message of a chat.completion body; a body that is not one (not
+    UTF-8, not JSON, nested past the parser, another shape) is a parse error."""
+    try:
+        envelope = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return _Answer(status=PARSE_ERROR, error=f"the response is not UTF-8 (byte {exc.start})")
+    except (ValueError, RecursionError) as exc:
+        return _Answer(status=PARSE_ERROR, error=_short(f"the response is not JSON: {exc}"))
+    try:
+        text = envelope["choices"][0]["message"]["content"]
+        if text is not None and not isinstance(text, str):
+            raise TypeError("content is not a string")
+    except (KeyError, IndexError, TypeError) as exc:
+        return _Answer(status=PARSE_ERROR,
+                       error=_short(f"not a chat.completion ({type(exc).__name__}: {exc})"))
+    usage = envelope.get("usage") if isinstance(envelope, dict) else None
+    usage = usage if isinstance(usage, dict) else {}
+    return _Answer(text=text, prompt_tokens=_count(usage.get("prompt_tokens")),
+                   completion_tokens=_count(usage.get("completion_tokens")))
+
+
+def _count(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _short(text: str) -> str:
+    """An error as rank_call.error keeps it: its start, never a whole hostile body."""
+    return text if len(text) <= ERROR_MAX_CHARS else text[: ERROR_MAX_CHARS - 1] + "…"
 
 
 _announced_unavailable: set[tuple[str, str]] = set()
