@@ -3,7 +3,13 @@
 from .config import Settings, load_settings
 from .context import DecisionContext
 from .migrate import StoreVersionError
-from .request import DecisionRequest, RequestError
+from .request import (
+    DecisionRequest,
+    RequestError,
+    UnresolvedEntity,
+    UnresolvedEntityError,
+    UnresolvedEntityWarning,
+)
 from .store import ContextStore, ReconNotFound
 
 __all__ = [
@@ -14,5 +20,8 @@ __all__ = [
     "RequestError",
     "Settings",
     "StoreVersionError",
+    "UnresolvedEntity",
+    "UnresolvedEntityError",
+    "UnresolvedEntityWarning",
     "load_settings",
 ]
