@@ -6,7 +6,13 @@ from importlib.metadata import version as _installed_version
 from .config import Settings, load_settings
 from .context import DecisionContext
 from .migrate import StoreVersionError
-from .request import DecisionRequest, RequestError
+from .request import (
+    DecisionRequest,
+    RequestError,
+    UnresolvedEntity,
+    UnresolvedEntityError,
+    UnresolvedEntityWarning,
+)
 from .store import ContextStore, ReconNotFound
 
 try:
@@ -22,5 +28,8 @@ __all__ = [
     "RequestError",
     "Settings",
     "StoreVersionError",
+    "UnresolvedEntity",
+    "UnresolvedEntityError",
+    "UnresolvedEntityWarning",
     "load_settings",
 ]

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
 from . import __version__
@@ -32,11 +33,55 @@ def _add_db_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_recon_option(parser: argparse.ArgumentParser) -> None:
+def _add_recon_option(parser: argparse.ArgumentParser, help: str | None = None) -> None:
     parser.add_argument(
         "--recon", default=None,
-        help="recon index to ATTACH (a recon.db path; on PostgreSQL the schema recon is used)",
+        help=help or "recon index to ATTACH (a recon.db path; on PostgreSQL the schema recon "
+        "is used)",
     )
+
+
+def _existing_store(db: str | None) -> str:
+    """The store URL for a command that only reads. Opening a SQLite file creates it, so
+    a file that is not there is an error naming it; a PostgreSQL URL is left to the
+    server (connecting never creates a database)."""
+    from sqlalchemy.engine import make_url
+
+    from .db import is_sqlite, resolve_url
+
+    url = resolve_url(db)
+    if not is_sqlite(url):
+        return url
+    parsed = make_url(url)
+    path = parsed.database
+    if not path or path == ":memory:":
+        return url  # in memory: nothing on disk to create
+    if parsed.query.get("uri") and path.startswith("file:"):
+        from urllib.parse import urlparse
+
+        path = urlparse(path).path  # file:PATH?mode=ro: the file is PATH
+    if not Path(path).is_file():
+        raise FileNotFoundError(
+            f"store database {path} does not exist: a command that reads never creates one "
+            f"(expected an existing ctxdb store; check --db or ${DB_URL_ENV})"
+        )
+    return url
+
+
+def _construct_recon(args) -> str | None:
+    """Where `ctxdb construct` finds recon: --recon, then $CTXDB_RECON, then ./recon.db —
+    where `ctxdb recon index` writes it — when that file exists and the store is SQLite
+    (a PostgreSQL store reads the schema recon of its own database unless told)."""
+    from .db import is_sqlite, resolve_url
+    from .recon.schema import DEFAULT_RECON, RECON_ENV
+
+    if args.recon:
+        return args.recon
+    if os.environ.get(RECON_ENV):
+        return os.environ[RECON_ENV]
+    if is_sqlite(resolve_url(args.db)) and Path(DEFAULT_RECON).is_file():
+        return DEFAULT_RECON
+    return None
 
 
 def _cmd_db_upgrade(args) -> int:
@@ -48,10 +93,10 @@ def _cmd_db_upgrade(args) -> int:
 
 
 def _cmd_db_current(args) -> int:
-    from .db import make_engine, resolve_url
+    from .db import make_engine
     from .migrate import current_revision
 
-    engine = make_engine(resolve_url(args.db))
+    engine = make_engine(_existing_store(args.db))
     try:
         with engine.connect() as connection:
             revision = current_revision(connection)
@@ -64,7 +109,7 @@ def _cmd_db_current(args) -> int:
 
 
 def _cmd_verify(args) -> int:
-    with ContextStore.open(args.db) as store:
+    with ContextStore.open(_existing_store(args.db)) as store:
         violations = store.verify()
     if not violations:
         print("ok: every check in sql/checks/ returned no rows; views match sql/views/")
@@ -80,11 +125,16 @@ def _open_store(args) -> ContextStore:
     return ContextStore.open(args.db, recon=getattr(args, "recon", None))
 
 
+def _open_existing_store(args) -> ContextStore:
+    """The store of a command that only reads (why, show, diff): never created."""
+    return ContextStore.open(_existing_store(args.db))
+
+
 def _cmd_construct(args) -> int:
     from dataclasses import replace
 
     from . import forensics
-    from .request import DecisionRequest
+    from .request import DecisionRequest, UnresolvedEntityWarning
 
     try:
         with open(args.request, encoding="utf-8") as fh:
@@ -94,8 +144,16 @@ def _cmd_construct(args) -> int:
     request = DecisionRequest.from_json(raw)
     if args.arm:
         request = replace(request, arm=args.arm)
-    with _open_store(args) as store:
-        context = store.construct(request)
+    with ContextStore.open(args.db, recon=_construct_recon(args)) as store:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UnresolvedEntityWarning)
+            context = store.construct(request, strict=args.strict)
+        for warning in caught:
+            if issubclass(warning.category, UnresolvedEntityWarning):
+                print(f"ctxdb: warning: {warning.message}", file=sys.stderr)
+            else:  # not ours to word: shown as Python would have
+                warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                                       warning.lineno)
         if args.json:
             print(context.to_json())
             return EXIT_OK
@@ -111,7 +169,7 @@ def _cmd_construct(args) -> int:
 def _cmd_why(args) -> int:
     from . import forensics
 
-    with _open_store(args) as store, store.engine.connect() as connection:
+    with _open_existing_store(args) as store, store.engine.connect() as connection:
         decision_id = forensics.resolve_decision(connection, args.decision)
         rows = forensics.why(connection, decision_id, args.item)
     first = rows[0]
@@ -134,7 +192,7 @@ def _cmd_why(args) -> int:
 def _cmd_show(args) -> int:
     from . import forensics
 
-    with _open_store(args) as store, store.engine.connect() as connection:
+    with _open_existing_store(args) as store, store.engine.connect() as connection:
         decision_id = forensics.resolve_decision(connection, args.decision)
         if args.item is None:
             print(forensics.summary(connection, decision_id))
@@ -155,7 +213,7 @@ def _cmd_show(args) -> int:
 def _cmd_diff(args) -> int:
     from . import forensics
 
-    with _open_store(args) as store, store.engine.connect() as connection:
+    with _open_existing_store(args) as store, store.engine.connect() as connection:
         a = forensics.resolve_decision(connection, args.decision_a)
         b = forensics.resolve_decision(connection, args.decision_b)
         result = forensics.diff(connection, a, b)
@@ -225,7 +283,8 @@ def _cmd_ab_outcome(args) -> int:
 def _cmd_report(args) -> int:
     from .ab import reports
 
-    with ContextStore.open(args.db) as store, store.engine.connect() as connection:
+    with ContextStore.open(_existing_store(args.db)) as store, \
+            store.engine.connect() as connection:
         if args.name == "ab":
             if args.format == "html":
                 output = reports.ab_html(connection)
@@ -355,7 +414,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     construct.add_argument("request", metavar="REQUEST.json", help="a DecisionRequest as JSON")
     _add_db_option(construct)
-    _add_recon_option(construct)
+    _add_recon_option(construct, help="recon index (default: $CTXDB_RECON, then ./recon.db "
+                      "where `ctxdb recon index` writes it, if there; a PostgreSQL store "
+                      "reads the schema recon of its own database)")
+    construct.add_argument("--strict", action="store_true",
+                           help="an item naming an entity recon cannot resolve is an error "
+                           "(exit 2, nothing written) instead of a flagged placeholder")
     construct.add_argument("--arm", choices=("ctx08", "current"),
                            help="override the request's A/B arm")
     construct.add_argument("--json", action="store_true",

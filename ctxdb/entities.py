@@ -8,6 +8,8 @@ file is decided here too, for the indexer and the renderer alike.
 from __future__ import annotations
 
 import functools
+import os
+import posixpath
 import re
 from dataclasses import dataclass
 
@@ -47,6 +49,24 @@ def parse_entity_key(key: str) -> EntityRef:
 def path_of_key(key: str) -> str:
     """The file an entity key names (no validation: for keys already parsed once)."""
     return key.split(SYMBOL_SEPARATOR, 1)[0].split(":", 1)[0]
+
+
+def is_absolute_key(key: str) -> bool:
+    """An entity key whose path is absolute (a harness holding paths as it opened them)."""
+    return posixpath.isabs(path_of_key(key))
+
+
+def relative_to_root(key: str, root: str) -> str | None:
+    """``key`` with its absolute path made relative to ``root`` (the indexed directory's
+    real path), or None when the path is outside it. Tried as written, then with
+    symlinks resolved (the index walks the real tree)."""
+    path = path_of_key(key)
+    rest = key[len(path):]
+    inside = root.rstrip("/") + "/"
+    for candidate in (posixpath.normpath(path), os.path.realpath(path)):
+        if candidate.startswith(inside):
+            return candidate[len(inside):] + rest
+    return None
 
 
 def is_module_key(key: str | None) -> bool:

@@ -11,7 +11,7 @@ import dataclasses
 import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .paths import PACKAGE_DIR
 
@@ -22,6 +22,35 @@ ENTITY_KEY_MAX_CHARS = 1000
 
 class RequestError(ValueError):
     """A decision request does not match the schema; the message names the field."""
+
+
+class UnresolvedEntity(NamedTuple):
+    """A pool item naming an entity whose text recon could not give."""
+
+    item_id: str
+    kind: str
+    entity_key: str
+    reason: str
+
+    def describe(self) -> str:
+        return f"item {self.item_id} ({self.kind}) names entity {self.entity_key!r}: {self.reason}"
+
+
+class UnresolvedEntityError(RequestError):
+    """Strict construction refused a request naming entities recon cannot resolve;
+    ``unresolved`` lists each item, its key and why. Nothing of the decision is written."""
+
+    def __init__(self, unresolved: list[UnresolvedEntity]):
+        self.unresolved = tuple(unresolved)
+        super().__init__(
+            f"{len(self.unresolved)} item(s) name entities recon cannot resolve, and strict "
+            "construction writes no window with a placeholder:\n  "
+            + "\n  ".join(u.describe() for u in self.unresolved))
+
+
+class UnresolvedEntityWarning(UserWarning):
+    """A constructed window shows a placeholder for an entity recon could not resolve
+    (the context also carries ``unresolved_entity:<item id>``)."""
 
 
 @dataclass(frozen=True)
@@ -203,6 +232,43 @@ class DecisionRequest:
             if _immutable(self):
                 object.__setattr__(self, _JSON, found)
         return found
+
+
+def entity_keys_named(request: DecisionRequest):
+    """Every entity key and path the request names (what ``with_entity_paths`` rewrites)."""
+    node = request.plan_node
+    if node.target_entity:
+        yield node.target_entity
+    yield from node.dependencies
+    yield from node.required_validation
+    if node.insertion_point is not None:
+        yield node.insertion_point.path
+    for item in request.evidence:
+        if item.entity:
+            yield item.entity
+    for edge in request.impact_edges:
+        yield edge.head
+        yield edge.tail
+
+
+def with_entity_paths(request: DecisionRequest, rewrite) -> DecisionRequest:
+    """The request with every entity key and path it names passed through ``rewrite``
+    (key -> key): the plan node's target, dependencies, validation tests and insertion
+    point, the evidence's entities and the impact edges' ends."""
+    node = request.plan_node
+    point = node.insertion_point
+    node = dataclasses.replace(
+        node,
+        target_entity=rewrite(node.target_entity) if node.target_entity else None,
+        dependencies=tuple(rewrite(key) for key in node.dependencies),
+        required_validation=tuple(rewrite(test) for test in node.required_validation),
+        insertion_point=dataclasses.replace(point, path=rewrite(point.path)) if point else None,
+    )
+    evidence = tuple(dataclasses.replace(item, entity=rewrite(item.entity)) if item.entity
+                     else item for item in request.evidence)
+    edges = tuple(dataclasses.replace(edge, head=rewrite(edge.head), tail=rewrite(edge.tail))
+                  for edge in request.impact_edges)
+    return dataclasses.replace(request, plan_node=node, evidence=evidence, impact_edges=edges)
 
 
 def _point_dict(point: InsertionPoint | None) -> dict | None:

@@ -36,11 +36,14 @@ class ContextStore:
     an older one, and refuses one made by a newer ctxdb.
     """
 
-    def __init__(self, engine: Engine, url: str, recon: str | None, settings: Settings):
+    def __init__(self, engine: Engine, url: str, recon: str | None, settings: Settings,
+                 strict: bool = False):
         self.engine = engine
         self.url = url
         self.recon = recon
         self.settings = settings
+        # construct's default: refuse a request naming entities recon cannot resolve
+        self.strict = strict
         self._recon_available: bool | None = None if recon is not None else False
         # A PostgreSQL store may read a separate recon.db file (many repositories, one
         # shared store: the A/B runner); assembly copies what it needs into the
@@ -59,7 +62,9 @@ class ContextStore:
         recon: str | os.PathLike | None = None,
         *,
         settings: Settings | None = None,
+        strict: bool = False,
     ) -> "ContextStore":
+        """``strict``: the default of ``construct(request, strict=...)``."""
         url = resolve_url(url_or_path)
         settings = settings or load_settings()
         recon_path = separate_recon = None
@@ -88,7 +93,7 @@ class ContextStore:
             recon_name = recon_path or (os.fspath(recon) if recon is not None else None)
             if recon is None and not is_sqlite(url):
                 recon_name = url  # PostgreSQL: the recon schema of the same database, if built
-            store = cls(engine, url, recon_name, settings)
+            store = cls(engine, url, recon_name, settings, strict=strict)
             if separate_recon is not None:
                 from .recon.schema import create_recon_engine
 
@@ -160,11 +165,17 @@ class ContextStore:
                 self._recon_available = False
         return self._recon_available
 
-    def construct(self, request) -> "DecisionContext":
-        """Build, record and return the window for one decision (one transaction)."""
+    def construct(self, request, *, strict: bool | None = None) -> "DecisionContext":
+        """Build, record and return the window for one decision (one transaction).
+
+        An item naming an entity recon cannot give the text of (no recon, an unknown
+        key, an absolute path outside the indexed root, an empty index) is shown as a
+        placeholder, flagged ``unresolved_entity:<item id>`` and warned about
+        (``UnresolvedEntityWarning``); with ``strict`` (default: the store's) it raises
+        ``UnresolvedEntityError`` naming each item and key, and writes nothing."""
         from .pipeline.construct import construct
 
-        return construct(self, request)
+        return construct(self, request, strict=self.strict if strict is None else strict)
 
     def retrieve(self, task: str, *, failing_tests=(), traceback: str | None = None,
                  limit: int | None = None):

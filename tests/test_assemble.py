@@ -91,8 +91,10 @@ def test_pool_order_ids_and_no_selection():
 def test_unresolved_entity_is_logged_not_dropped():
     pool = assemble_pool(_request(), FakeRecon({}))
     hit = pool[2]
-    assert hit.in_pool and "not found in the recon index" in hit.content
+    assert hit.in_pool and hit.unresolved == "not in the recon index"
+    assert hit.content == "[shopcart/cart.py::Cart.total: unresolved entity, not in the recon index]"
     assert hit.events[0].action == "entity_unresolved"
+    assert hit.events[0].detail == hit.unresolved
 
 
 def test_content_cap_marks_and_keeps_original():

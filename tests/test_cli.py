@@ -36,6 +36,7 @@ def test_every_command_has_help_text():
 
 def test_db_upgrade_and_current(tmp_path, capsys):
     db = str(tmp_path / "ops.db")
+    Path(db).touch()  # an empty SQLite database: no schema yet
     assert main(["db", "current", "--db", db]) == EXIT_OK
     assert "(empty)" in capsys.readouterr().out
     assert main(["db", "upgrade", "--db", db]) == EXIT_OK
@@ -46,6 +47,7 @@ def test_db_upgrade_and_current(tmp_path, capsys):
 
 def test_verify_exit_status(tmp_path, capsys):
     db = tmp_path / "v.db"
+    assert main(["db", "upgrade", "--db", str(db)]) == EXIT_OK
     assert main(["verify", "--db", str(db)]) == EXIT_OK
     import sqlite3
 

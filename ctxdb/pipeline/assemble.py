@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Protocol
 
-from ..entities import EntityRef, parse_entity_key
+from ..entities import EntityRef, is_absolute_key, parse_entity_key
 from ..recon.reader import ResolvedEntity
 from ..request import DecisionRequest
 from ..spec import CONTENT_MAX_BYTES, POOL_MAX_ITEMS, PROVENANCE_MAX_CHARS, SOURCE_PRIORITY
@@ -28,7 +28,9 @@ PROVENANCE_CUT_MARK = "…"
 
 
 class EntityResolver(Protocol):
-    """What assembly needs of recon (``ctxdb.recon.reader.ReconReader``, or a test's)."""
+    """What assembly needs of recon (``ctxdb.recon.reader.ReconReader``, or a test's);
+    a resolver may also say ``is_empty`` and ``root()``, for the reason an entity is
+    unresolved."""
 
     def resolve(self, ref: EntityRef) -> ResolvedEntity | None: ...
 
@@ -178,6 +180,26 @@ def assemble_pool(request: DecisionRequest, recon: EntityResolver | None) -> lis
     return pool
 
 
+# Why an entity could not be read from recon (pool items' `unresolved`, the warning,
+# the strict error and the placeholder all say it in these words).
+NO_RECON = "no recon index was given (ContextStore.open(recon=...), --recon or $CTXDB_RECON)"
+EMPTY_RECON = "the recon index holds no files"
+NOT_IN_RECON = "not in the recon index"
+NO_ROOT = ("an absolute path, and the recon index records no root to make it relative to "
+           "(index the repository again to record it)")
+
+
+def unresolved_reason(ref: EntityRef, recon: EntityResolver | None) -> str:
+    if recon is None:
+        return NO_RECON
+    if getattr(recon, "is_empty", False):
+        return EMPTY_RECON
+    if is_absolute_key(ref.key):
+        root = recon.root() if hasattr(recon, "root") else None
+        return NO_ROOT if root is None else f"an absolute path outside the indexed root {root}"
+    return NOT_IN_RECON
+
+
 def _resolve(item: PoolItem, recon: EntityResolver | None, *, has_content: bool) -> None:
     if item.entity_key is None or item.kind in ("plan_node",):
         return
@@ -185,11 +207,17 @@ def _resolve(item: PoolItem, recon: EntityResolver | None, *, has_content: bool)
     item.path = ref.path
     resolved = recon.resolve(ref) if recon is not None else None
     if resolved is None:
-        if recon is not None or not has_content:
-            detail = "no recon index" if recon is None else "not in recon"
-            item.events.append(AssemblyEvent("entity_unresolved", item.entity_key, detail))
         if not has_content:
-            item.content = f"[{item.entity_key}: not found in the recon index]"
+            # Its text had to come from recon: the window can only show a placeholder,
+            # and the caller is told (a flag, a warning, or an error when strict).
+            item.unresolved = unresolved_reason(ref, recon)
+            item.content = f"[{item.entity_key}: unresolved entity, {item.unresolved}]"
+            item.events.append(AssemblyEvent("entity_unresolved", item.entity_key,
+                                             item.unresolved))
+        elif recon is not None:
+            # The harness's own text is shown; only the key is unknown to recon.
+            item.events.append(AssemblyEvent("entity_unresolved", item.entity_key,
+                                             "not in recon"))
         return
     item.path, item.start_line, item.end_line = resolved.path, resolved.start_line, resolved.end_line
     item.signature = resolved.signature

@@ -11,10 +11,22 @@ make the ONE call with no transaction open → one write transaction: persist th
 from __future__ import annotations
 
 import hashlib
+import warnings
 
 from ..context import DecisionContext
 from ..recon.reader import ReconReader
-from ..request import DecisionRequest, RequestError, has_nul, without_nul
+from ..entities import is_absolute_key, relative_to_root
+from ..request import (
+    DecisionRequest,
+    RequestError,
+    UnresolvedEntity,
+    UnresolvedEntityError,
+    UnresolvedEntityWarning,
+    entity_keys_named,
+    has_nul,
+    with_entity_paths,
+    without_nul,
+)
 from ..spec import ARM_CTX08, ARM_CURRENT, RESIDUE_MAX
 from ..tokens import count_cached
 from . import persist
@@ -33,13 +45,23 @@ from .rank import (
     resolve_residue,
 )
 from .render import load_policy, render
-from .state import Decision, new_decision
+from .state import Decision, new_decision, use_request
+from .vocabulary import UNRESOLVED_ENTITY_FLAG
+
+# warnings.warn's stacklevel that names the harness's own `store.construct(...)` line:
+# _warn_unresolved <- construct <- ContextStore.construct <- the caller
+CALLER_STACKLEVEL = 4
 
 
-def construct(store, request: DecisionRequest | dict | str) -> DecisionContext:
+def construct(store, request: DecisionRequest | dict | str, *,
+              strict: bool = False) -> DecisionContext:
     decision = normalise(request, store.settings)
     with store.engine.connect() as connection, store.recon_connection(connection) as rc:
         assemble(decision, ReconReader(rc) if store.recon_available else None)
+    unresolved = unresolved_entities(decision)
+    if unresolved and strict:
+        raise UnresolvedEntityError(unresolved)  # before any write: nothing is kept
+    _warn_unresolved(decision, unresolved)
     ranking_on = decision.request.arm == ARM_CTX08 and bool(store.settings.rank_base_url)
     if ranking_on:
         # Find the residue in a transaction that is rolled back, then make the ONE call
@@ -93,10 +115,44 @@ def normalise(request: DecisionRequest | dict | str, settings) -> Decision:
 def assemble(decision: Decision, recon: ReconReader | None) -> None:
     """(a) The pool and the gate's inputs; recon read once, in a read transaction of its
     own (one snapshot on SQLite), before the write transaction."""
+    make_paths_relative(decision, recon)
     decision.pool = assemble_pool(decision.request, recon)
     derive_gate_inputs(decision, recon)
     if recon is not None:
         recon.confirm_snapshot()
+
+
+def make_paths_relative(decision: Decision, recon: ReconReader | None) -> None:
+    """Absolute paths under the indexed root become the relative keys recon knows them
+    by; one outside it (or with no root recorded) stays as given and is unresolved."""
+    if recon is None or not any(is_absolute_key(key)
+                                for key in entity_keys_named(decision.request)):
+        return
+    root = recon.root()
+    if root is None:
+        return
+
+    def relative(key: str) -> str:
+        return (relative_to_root(key, root) or key) if is_absolute_key(key) else key
+
+    use_request(decision, with_entity_paths(decision.request, relative))
+
+
+def unresolved_entities(decision: Decision) -> list[UnresolvedEntity]:
+    return [UnresolvedEntity(item.item_id, item.kind, item.entity_key, item.unresolved)
+            for item in decision.pool if item.unresolved]
+
+
+def _warn_unresolved(decision: Decision, unresolved: list[UnresolvedEntity]) -> None:
+    """One warning per unresolved item (a category the harness can filter or make an
+    error): the window is built, with a placeholder where the entity's text would be."""
+    request = decision.request
+    for entity in unresolved:
+        warnings.warn(
+            f"decision {request.run_id} #{request.seq}: {entity.describe()}; the window "
+            f"shows a placeholder (flag {UNRESOLVED_ENTITY_FLAG}:{entity.item_id})",
+            UnresolvedEntityWarning, stacklevel=CALLER_STACKLEVEL,
+        )
 
 
 def run_stages(connection, decision: Decision, count) -> None:

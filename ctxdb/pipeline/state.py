@@ -19,7 +19,7 @@ from ..request import DecisionRequest
 from ..spec import BLOCKS, TIERS
 from ..terms import terms
 from .audit import AuditLog
-from .vocabulary import ASSEMBLE, SPEC_POLICY_SET
+from .vocabulary import ASSEMBLE, SPEC_POLICY_SET, UNRESOLVED_ENTITY_FLAG
 from .window_text import decision_ref, item_block, item_header
 
 STABLE_CORE, WORKING_SET, TRANSIENT = TIERS  # §3.7
@@ -53,6 +53,9 @@ class PoolItem:
     in_pool: bool = True
     events: list[AssemblyEvent] = field(default_factory=list)
     fact_key: str = ""  # §3.5's fact identity (dedup.fact_key), set once at assembly
+    # why recon could not give the text of the entity this item names and does not
+    # carry (its window text is then a placeholder, and the context is flagged)
+    unresolved: str | None = None
 
     item_id: str = field(init=False)  # 'E<item_no>', read by every stage
 
@@ -227,7 +230,8 @@ class Decision:
     def begin_write(self, decision_id: int, new_run: bool, policy_set: str) -> None:
         """Start the stages afresh for a decision row: the assembly events are its first."""
         self.decision_id, self.new_run, self.policy_set = decision_id, new_run, policy_set
-        self.flags = list(self.request_flags)
+        self.flags = list(self.request_flags) + [
+            f"{UNRESOLVED_ENTITY_FLAG}:{item.item_id}" for item in self.pool if item.unresolved]
         self.audit = AuditLog()
         self.residue, self.priority, self.rank_scores = [], {}, []
         self.outline_members = {}
@@ -251,17 +255,30 @@ def obligation_terms(node) -> frozenset[str]:
 
 def new_decision(request: DecisionRequest, request_json: str, request_sha256: str,
                  settings: Settings, flags: list[str] | None = None) -> Decision:
-    node = request.plan_node
-    point = node.insertion_point
     return Decision(
         request=request, request_json=request_json, request_sha256=request_sha256,
         settings=settings, request_flags=tuple(flags or ()), flags=list(flags or ()),
-        ref=decision_ref(request_sha256),
+        ref=decision_ref(request_sha256), window_task=request.task, **_read_from(request),
+    )
+
+
+def use_request(decision: Decision, request: DecisionRequest) -> None:
+    """Build the decision from ``request`` instead (the same request with its absolute
+    paths made relative): what the stages read of it follows."""
+    decision.request, decision.window_task = request, request.task
+    for name, value in _read_from(request).items():
+        setattr(decision, name, value)
+
+
+def _read_from(request: DecisionRequest) -> dict:
+    """The fields of Decision the stages read about the request itself."""
+    node = request.plan_node
+    point = node.insertion_point
+    return dict(
         target_entity=node.target_entity,
         validation_tests=frozenset(entity_key_of_test_id(t) for t in node.required_validation),
         insertion_path=point.path if point else None,
         insertion_line=point.line if point else None,
         insertion_end_line=point.end_line if point else None,
         terms=obligation_terms(node),
-        window_task=request.task,
     )

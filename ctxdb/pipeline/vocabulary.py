@@ -89,6 +89,8 @@ NEAR_TESTED_KINDS = frozenset({"source_code", "symbol", "retrieved_hit", "config
 SPAN_CUT_KINDS = frozenset({"source_code", "symbol", "retrieved_hit", "fault_entity",
                             "changed_entity", "config", "downstream_obligation"})
 
+# context flag, one per item whose entity recon could not give: unresolved_entity:E4
+UNRESOLVED_ENTITY_FLAG = "unresolved_entity"
 SPEC_POLICY_SET = "spec"  # the representation_policy rows of the spec (§3.3)
 
 # The role each driver gives an admitted item (render.derive_role); a driver the gate

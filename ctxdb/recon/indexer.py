@@ -271,13 +271,21 @@ def _write_meta(w: _Writer) -> None:
     w.insert(schema.recon_meta, sorted(schema.current_meta().items()))
 
 
-def _ensure_generation(engine: sa.Engine) -> None:
-    """Give an index written before generations existed its first one (a read, and a
-    write only then: a no-change run of a current index takes no write lock)."""
+def _ensure_generation(engine: sa.Engine, root: str) -> None:
+    """Give an index written before generations existed its first one, and record the
+    indexed root where it is missing or another (a read, and a write only then: a
+    no-change run of a current index takes no write lock)."""
     with engine.connect() as connection:
-        if read_generation(connection) is not None:
+        if read_generation(connection) is not None and read_root(connection) == root:
             return
     with _write_transaction(engine) as w:
+        row = w.execute("SELECT value FROM recon.recon_meta WHERE key = ?",
+                        (schema.ROOT_KEY,)).fetchone()
+        if row is None or row[0] != root:
+            _write_root(w, root)
+            # what an absolute path resolves to changed: readers must read afresh
+            _write_generation(w)
+            return
         row = w.execute("SELECT 1 FROM recon.recon_meta WHERE key = ?",
                         (schema.GENERATION_KEY,)).fetchone()
         if row is None:  # another indexer may have written one meanwhile
@@ -304,6 +312,25 @@ def read_generation(connection: sa.Connection) -> str | None:
 
     return connection.execute(sql_statement("recon/snapshot_identity"),
                               {"generation_key": schema.GENERATION_KEY}).one().generation
+
+
+def read_root(connection: sa.Connection) -> str | None:
+    """The indexed directory's real path, or None for an index that predates it."""
+    from ..sqlfiles import sql_statement
+
+    return connection.execute(sql_statement("recon/indexed_root"),
+                              {"root_key": schema.ROOT_KEY}).scalar()
+
+
+def indexed_root(root: str | os.PathLike) -> str:
+    """What recon_meta records as the root: the real path the walk resolves paths
+    under (symlinks followed, as walk_python_files does), in posix form."""
+    return Path(os.path.realpath(root)).as_posix()
+
+
+def _write_root(w: _Writer, root: str) -> None:
+    w.execute("DELETE FROM recon.recon_meta WHERE key = ?", (schema.ROOT_KEY,))
+    w.insert(schema.recon_meta, [(schema.ROOT_KEY, root)])
 
 
 def _write_generation(w: _Writer) -> None:
@@ -599,8 +626,9 @@ def _index(
         else:
             to_parse, removed = list(walked), []
         cold = not exists or rebuild
+        root_path = indexed_root(root)
         if not cold and not to_parse and not removed:
-            _ensure_generation(engine)
+            _ensure_generation(engine, root_path)
             symbols, edges, flagged = _totals(engine)
             return IndexStats(len(walked), 0, 0, flagged, symbols, edges,
                               time.perf_counter() - started)
@@ -626,6 +654,7 @@ def _index(
                 n_edges = _write_edges_cold(w, loader, next_ids.edge)
             else:
                 _write_edges_incremental(w, loader, next_ids.edge)
+            _write_root(w, root_path)
             _write_generation(w)
         if cold:
             symbols, edges, flagged = len(loader.symbols), n_edges, loader.flagged

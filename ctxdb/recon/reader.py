@@ -19,7 +19,7 @@ from sqlalchemy import Connection, bindparam
 
 from ..entities import EntityRef, path_of_key
 from ..sqlfiles import sql_statement
-from .schema import GENERATION_KEY
+from .schema import GENERATION_KEY, ROOT_KEY
 
 
 @dataclass(frozen=True)
@@ -134,6 +134,16 @@ class ReconReader:
         shared reads are dropped, so the next decision reads afresh."""
         if self._identity[0] is not None and _snapshot_identity(self.connection) != self._identity:
             _forget_snapshot(self._identity)
+
+    @property
+    def is_empty(self) -> bool:
+        """The index holds no file (built over a directory with no Python in it)."""
+        return not self._identity[2]  # snapshot_identity's file_count
+
+    def root(self) -> str | None:
+        """The indexed directory's real path (recon_meta), None if the index predates it."""
+        rows = self.rows("recon/indexed_root", {"root_key": ROOT_KEY})
+        return rows[0].root if rows else None
 
     def rows(self, name: str, params: dict, *expanding: str, keep: bool = True) -> tuple:
         """A recon query's rows, read once per snapshot (lists in params are IN lists);

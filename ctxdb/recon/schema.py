@@ -7,8 +7,8 @@ recon.symbol`` — runs on both, in the main store and here.
 
 Tables (see `recon_tables`):
 
-- ``recon_meta``   key/value: schema version, parser name, tree-sitter versions, and the
-                   snapshot ``generation``.
+- ``recon_meta``   key/value: schema version, parser name, tree-sitter versions, the
+                   snapshot ``generation`` and the indexed ``root``.
 - ``file``         one row per indexed Python file.
 - ``file_source``  the file's full text (later stages read spans from here, not disk).
 - ``symbol``       module / class / function / method definitions.
@@ -60,6 +60,9 @@ RECON_SCHEMA_VERSION = 2  # 2: the body index (symbol_body_fts / symbol_body)
 # recon_meta key of the snapshot identity (a new one per index run that changes anything);
 # not a version: readers never check it against current_meta().
 GENERATION_KEY = "generation"
+# recon_meta key of the indexed directory's real path: absolute paths in a request are
+# made relative to it. Not a version either (an index without it is still readable).
+ROOT_KEY = "root"
 RECON_SCHEMA = "recon"
 DEFAULT_RECON = "recon.db"
 RECON_ENV = "CTXDB_RECON"
