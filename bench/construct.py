@@ -39,7 +39,29 @@ from ctxdb import ContextStore  # noqa: E402
 from ctxdb.request import DecisionRequest  # noqa: E402
 from ctxdb.caches import forget_process_caches  # noqa: E402
 from ctxdb.tokens import forget_counts_in_process  # noqa: E402
-from ctxdb.recon import index_repository, search_symbols  # noqa: E402
+from ctxdb.recon import (  # noqa: E402
+    ReconVersionError,
+    check_recon_version,
+    index_repository,
+    search_symbols,
+)
+
+RECON_FILE = "django-5.0.6-recon.db"
+
+
+def django_recon(cache: Path) -> tuple[Path, object]:
+    """The Django sdist and its recon index in ``cache``: brought up to date, and built
+    again from scratch when an older ctxdb wrote it (another recon schema version)."""
+    root = ensure_sdist(cache)
+    recon_path = cache / RECON_FILE
+    stale = False
+    if recon_path.exists():
+        try:
+            check_recon_version(recon_path)
+        except ReconVersionError:
+            stale = True
+    return recon_path, index_repository(root, str(recon_path), rebuild=stale)
+
 
 TARGET = "django/db/models/query.py::QuerySet.filter"
 POOL_SIZES = (16, 64, 256)
@@ -153,9 +175,7 @@ def main() -> None:
                         help="prior decisions for the large-store measurement")
     args = parser.parse_args()
 
-    root = ensure_sdist(args.cache)
-    recon_path = args.cache / "django-5.0.6-recon.db"
-    stats = index_repository(root, str(recon_path))
+    recon_path, stats = django_recon(args.cache)
     print(f"recon: {stats.files_seen} files, {stats.files_parsed} parsed this run", flush=True)
 
     figures = {}

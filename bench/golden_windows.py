@@ -25,21 +25,18 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent / "tests"))
 
-from construct import POOL_SIZES, build_request  # noqa: E402
-from recon_index import DEFAULT_CACHE, ensure_sdist  # noqa: E402
+from construct import POOL_SIZES, build_request, django_recon  # noqa: E402
+from recon_index import DEFAULT_CACHE  # noqa: E402
 from window_snapshots import decision_snapshot, digest  # noqa: E402
 
 from ctxdb import ContextStore, load_settings  # noqa: E402
-from ctxdb.recon import index_repository  # noqa: E402
 
 GOLDEN = BENCH.parent / "tests" / "golden" / "django_windows.json"
 TIGHT_CEILING = 2_000
 
 
 def snapshots(cache: Path) -> dict[str, dict[str, str]]:
-    root = ensure_sdist(cache)
-    recon_path = str(cache / "django-5.0.6-recon.db")
-    index_repository(root, recon_path)
+    recon_path = str(django_recon(cache)[0])
     found = {}
     for label, changes in (("default", {}), ("tight", {"token_ceiling": TIGHT_CEILING})):
         settings = dataclasses.replace(load_settings(), **changes)
