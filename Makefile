@@ -30,7 +30,7 @@ test: $(INSTALLED) postgres-server
 # The main job on the embedded default: index the fixture repository, construct its
 # three decisions (localize, edit, repair after a failing test) into ./ctx08.db.
 demo: $(INSTALLED)
-	$(BIN)/ctxdb recon index $(DEMO_REPO) --recon $(DEMO_RECON)
+	$(BIN)/ctxdb recon index $(DEMO_REPO) --recon $(DEMO_RECON) --rebuild
 	@for decision in localize edit repair; do \
 	  echo; echo "== $$decision: fixtures/decisions/$$decision.json"; \
 	  $(BIN)/ctxdb construct fixtures/decisions/$$decision.json --db $(DEMO_DB) --recon $(DEMO_RECON) --summary || exit 1; \

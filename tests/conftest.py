@@ -23,6 +23,15 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 _database_numbers = itertools.count(1)
 
 
+@pytest.fixture(autouse=True)
+def _away_from_the_checkout(tmp_path, monkeypatch):
+    """Every test runs in its own empty directory, with no recon named by the
+    environment: the CLI looks for ./recon.db and $CTXDB_RECON, and what `make demo`
+    (or a developer) left in the checkout must not change a test's outcome."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CTXDB_RECON", raising=False)
+
+
 @pytest.fixture(scope="session")
 def pg_cluster():
     cluster = PostgresCluster()
