@@ -1,25 +1,28 @@
-"""ctxdb: context construction for an LLM coding harness, as an evidence store."""
+"""ctxdb: context construction for an LLM coding harness, as an evidence store.
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _installed_version
+The public names load on first use (PEP 562): ``import ctxdb`` costs no SQLAlchemy,
+alembic or tokenizer import, so a harness and ``ctxdb --help`` start fast.
+"""
 
-from .config import Settings, load_settings
-from .context import DecisionContext
-from .migrate import StoreVersionError
-from .request import (
-    DecisionRequest,
-    RequestError,
-    UnresolvedEntity,
-    UnresolvedEntityError,
-    UnresolvedEntityWarning,
-)
-from .store import ContextStore, ReconNotFound
+from __future__ import annotations
 
-try:
-    __version__ = _installed_version("ctxdb")
-except PackageNotFoundError:  # imported from a source tree that was never installed
-    __version__ = "0+unknown"
+import importlib
+from typing import TYPE_CHECKING
 
+# public name -> the module that defines it
+_EXPORTS = {
+    "ContextStore": "store",
+    "ReconNotFound": "store",
+    "DecisionContext": "context",
+    "DecisionRequest": "request",
+    "RequestError": "request",
+    "UnresolvedEntity": "request",
+    "UnresolvedEntityError": "request",
+    "UnresolvedEntityWarning": "request",
+    "Settings": "config",
+    "load_settings": "config",
+    "StoreVersionError": "migrate",
+}
 __all__ = [
     "ContextStore",
     "DecisionContext",
@@ -32,4 +35,43 @@ __all__ = [
     "UnresolvedEntityError",
     "UnresolvedEntityWarning",
     "load_settings",
-]
+]  # = the keys of _EXPORTS (tests/test_layout.py)
+
+if TYPE_CHECKING:  # what a type checker and an IDE see
+    from .config import Settings, load_settings
+    from .context import DecisionContext
+    from .migrate import StoreVersionError
+    from .request import (
+        DecisionRequest,
+        RequestError,
+        UnresolvedEntity,
+        UnresolvedEntityError,
+        UnresolvedEntityWarning,
+    )
+    from .store import ContextStore, ReconNotFound
+
+    __version__: str
+
+
+def __getattr__(name: str):
+    if name == "__version__":
+        value = _version()
+    elif name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    else:
+        raise AttributeError(f"module 'ctxdb' has no attribute {name!r}")
+    globals()[name] = value  # loaded once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS, "__version__"])
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ctxdb")
+    except PackageNotFoundError:  # imported from a source tree that was never installed
+        return "0+unknown"

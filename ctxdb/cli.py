@@ -12,13 +12,20 @@ import os
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from . import __version__
-from .config import ConfigError
-from .db import DB_URL_ENV, DEFAULT_DB_PATH
-from .migrate import StoreVersionError, head_revision, upgrade_engine
-from .store import ContextStore, ReconNotFound
-from .tokens import TOKENIZER_NAMES, TokenizerUnavailable
+from .config import DB_URL_ENV, DEFAULT_DB_PATH, TOKENIZER_NAMES, ConfigError
+
+# What the handlers need is imported in them: `ctxdb --help` and a mistyped command
+# load no SQLAlchemy, alembic, tree-sitter or tokenizer.
+if TYPE_CHECKING:
+    from .store import ContextStore
+
+def _context_store():
+    from .store import ContextStore
+
+    return ContextStore
+
 
 EXIT_OK = 0
 EXIT_VIOLATIONS = 1
@@ -86,6 +93,7 @@ def _construct_recon(args) -> str | None:
 
 def _cmd_db_upgrade(args) -> int:
     from .db import resolve_url
+    from .migrate import upgrade_engine
 
     before, after = upgrade_engine(resolve_url(args.db), args.revision)
     print(f"upgraded {before or '(empty)'} -> {after}")
@@ -94,7 +102,7 @@ def _cmd_db_upgrade(args) -> int:
 
 def _cmd_db_current(args) -> int:
     from .db import make_engine
-    from .migrate import current_revision
+    from .migrate import current_revision, head_revision
 
     engine = make_engine(_existing_store(args.db))
     try:
@@ -109,7 +117,7 @@ def _cmd_db_current(args) -> int:
 
 
 def _cmd_verify(args) -> int:
-    with ContextStore.open(_existing_store(args.db)) as store:
+    with _context_store().open(_existing_store(args.db)) as store:
         violations = store.verify()
     if not violations:
         print("ok: every check in sql/checks/ returned no rows; views match sql/views/")
@@ -122,12 +130,12 @@ def _cmd_verify(args) -> int:
 
 
 def _open_store(args) -> ContextStore:
-    return ContextStore.open(args.db, recon=getattr(args, "recon", None))
+    return _context_store().open(args.db, recon=getattr(args, "recon", None))
 
 
 def _open_existing_store(args) -> ContextStore:
     """The store of a command that only reads (why, show, diff): never created."""
-    return ContextStore.open(_existing_store(args.db))
+    return _context_store().open(_existing_store(args.db))
 
 
 def _cmd_construct(args) -> int:
@@ -144,7 +152,7 @@ def _cmd_construct(args) -> int:
     request = DecisionRequest.from_json(raw)
     if args.arm:
         request = replace(request, arm=args.arm)
-    with ContextStore.open(args.db, recon=_construct_recon(args)) as store:
+    with _context_store().open(args.db, recon=_construct_recon(args)) as store:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UnresolvedEntityWarning)
             context = store.construct(request, strict=args.strict)
@@ -272,7 +280,7 @@ def _cmd_ab_run(args) -> int:
 def _cmd_ab_outcome(args) -> int:
     from .ab.outcomes import import_outcomes
 
-    with ContextStore.open(args.db) as store:
+    with _context_store().open(args.db) as store:
         recorded, errors = import_outcomes(store, args.file)
     for error in errors:
         print(f"skipped: {error}", file=sys.stderr)
@@ -283,7 +291,7 @@ def _cmd_ab_outcome(args) -> int:
 def _cmd_report(args) -> int:
     from .ab import reports
 
-    with ContextStore.open(_existing_store(args.db)) as store, \
+    with _context_store().open(_existing_store(args.db)) as store, \
             store.engine.connect() as connection:
         if args.name == "ab":
             if args.format == "html":
@@ -388,6 +396,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ctxdb",
         description="Context construction for an LLM coding harness, as a SQL evidence store.",
     )
+    from . import __version__
+
     parser.add_argument("--version", action="version", version=f"ctxdb {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -567,7 +577,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from .forensics import NotFound
+    from .migrate import StoreVersionError
     from .recon import ReconVersionError
+    from .store import ReconNotFound
+    from .tokens import TokenizerUnavailable
 
     try:
         return args.func(args)

@@ -16,6 +16,16 @@ from pathlib import Path
 
 from .paths import PACKAGE_DIR
 
+# Names the CLI's help shows, kept here (no SQLAlchemy, no tokenizer import) so that
+# `ctxdb --help` starts fast; ctxdb.db and ctxdb.tokens use these.
+DEFAULT_DB_PATH = "ctx08.db"
+DB_URL_ENV = "CTXDB_URL"
+CL100K_BASE = "cl100k_base"
+DEEPSEEK_V4 = "deepseek-v4"
+TOKENIZER_NAMES = (CL100K_BASE, DEEPSEEK_V4)
+DEFAULT_RECON = "recon.db"  # where `ctxdb recon index` writes, and construct looks
+RECON_ENV = "CTXDB_RECON"
+
 DEFAULTS_FILE = PACKAGE_DIR / "defaults.toml"
 USER_CONFIG_NAME = "ctxdb.toml"
 # Below this a window cannot hold the task header and one obligation line.
@@ -102,8 +112,6 @@ def load_settings(config_path: str | os.PathLike | None = None) -> Settings:
         raise ConfigError(f"[rank].response_format: expected one of {', '.join(RESPONSE_FORMATS)},"
                           f" got {response_format!r}")
     tokenizer = str(os.environ.get("CTXDB_TOKENIZER", budget["tokenizer"]))
-    from .tokens import TOKENIZER_NAMES
-
     if tokenizer not in TOKENIZER_NAMES:
         raise ConfigError(
             f"[budget].tokenizer / CTXDB_TOKENIZER: expected one of {', '.join(TOKENIZER_NAMES)},"

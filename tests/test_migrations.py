@@ -216,3 +216,25 @@ def test_downgrade_to_0004_and_back_keeps_every_text(store_url):
                 ("E3", "long [cut]", "long output, uncut"), ("E4", "text four", None),
                 ("E5", "text five", None)]
     assert down == expected and up == expected
+
+
+def test_the_light_reading_of_the_revisions_agrees_with_alembic(store_url):
+    """Opening a store at head reads the revisions from the files and the stamp with one
+    SELECT, without alembic: both must say what alembic says."""
+    from ctxdb.migrate import _revisions, current_revision, known_revisions
+
+    scripts = script_directory()
+    assert known_revisions() == {s.revision for s in scripts.walk_revisions()}
+    assert _revisions() == {s.revision: s.down_revision for s in scripts.walk_revisions()}
+    assert head_revision() == scripts.get_current_head()
+    engine = make_engine(resolve_url(store_url))
+    try:
+        with engine.connect() as connection:
+            assert current_revision(connection) is None  # nothing has run on it yet
+        ContextStore.open(store_url).close()
+        with engine.connect() as connection:
+            assert current_revision(connection) == head_revision()
+            assert current_revision(connection) == (
+                MigrationContext.configure(connection).get_current_revision())
+    finally:
+        engine.dispose()

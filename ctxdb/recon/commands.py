@@ -1,32 +1,17 @@
 """``ctxdb recon``: build the recon index and read it without SQL.
 
 `register(subparsers)` adds the ``recon`` command with ``index``, ``show`` and
-``stats``. Each subcommand sets ``func`` on the parsed namespace: a handler taking the
-namespace and returning the exit code (0 ok, 2 bad input or unknown entity).
+``stats``. Each subcommand sets ``func`` on the parsed namespace: a handler of
+`ctxdb.recon.handlers`, taking the namespace and returning the exit code (0 ok, 2 bad
+input or unknown entity).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-import sqlalchemy as sa
-
-from ctxdb.recon.indexer import index_repository
-from ctxdb.recon.schema import (
-    DEFAULT_RECON,
-    RECON_ENV,
-    ReconVersionError,
-    default_target,
-    describe_target,
-    lookup_symbol,
-    open_recon,
-    search_symbols,
-)
-
-EXIT_OK = 0
-EXIT_USAGE = 2
+from ctxdb.config import DEFAULT_RECON, RECON_ENV
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -63,7 +48,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="show a progress bar on stderr (default: only when stderr is a terminal)",
     )
-    index.set_defaults(func=cmd_index)
+    index.set_defaults(func=_handler("cmd_index"))
 
     show = sub.add_parser(
         "show",
@@ -80,7 +65,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "or the file path for a module",
     )
     _recon_option(show)
-    show.set_defaults(func=cmd_show)
+    show.set_defaults(func=_handler("cmd_show"))
 
     stats = sub.add_parser(
         "stats",
@@ -88,7 +73,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         description="Counts of files, symbols by kind, and edges by kind (resolved or not).",
     )
     _recon_option(stats)
-    stats.set_defaults(func=cmd_stats)
+    stats.set_defaults(func=_handler("cmd_stats"))
     return recon
 
 
@@ -102,121 +87,13 @@ def _recon_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _err(message: str) -> None:
-    print(f"ctxdb recon: {message}", file=sys.stderr)
+def _handler(name: str):
+    """The handler ``name`` of `ctxdb.recon.handlers`, imported when the command runs:
+    registering `ctxdb recon` imports no SQLAlchemy or tree-sitter."""
 
+    def run(args: argparse.Namespace) -> int:
+        from ctxdb.recon import handlers
 
-# --- handlers -----------------------------------------------------------------------------
+        return getattr(handlers, name)(args)
 
-
-def cmd_index(args: argparse.Namespace) -> int:
-    target = args.recon or default_target()
-    try:
-        stats = index_repository(args.path, target, rebuild=args.rebuild, progress=args.progress)
-    except (ReconVersionError, NotADirectoryError) as exc:
-        _err(str(exc))
-        return EXIT_USAGE
-    print(
-        f"indexed {args.path} into {describe_target(target)}: "
-        f"{stats.files_seen} files ({stats.files_parsed} parsed, {stats.files_removed} removed, "
-        f"{stats.files_flagged} flagged), {stats.symbols} symbols, {stats.edges} edges "
-        f"in {stats.seconds:.2f}s"
-    )
-    return EXIT_OK
-
-
-_EDGES_OUT = sa.text(
-    "SELECT e.kind, e.dst_name, e.line, d.key AS dst_key FROM recon.edge e"
-    " LEFT JOIN recon.symbol d ON d.id = e.dst_symbol_id"
-    " WHERE e.src_symbol_id = :id ORDER BY e.kind, e.line, e.dst_name, e.id"
-)
-_EDGES_IN = sa.text(
-    "SELECT e.kind, e.dst_name, e.line, s.key AS src_key FROM recon.edge e"
-    " JOIN recon.symbol s ON s.id = e.src_symbol_id"
-    " WHERE e.dst_symbol_id = :id ORDER BY e.kind, s.key, e.line, e.id"
-)
-_PARENT_KEY = sa.text("SELECT key FROM recon.symbol WHERE id = :id")
-
-
-def cmd_show(args: argparse.Namespace) -> int:
-    target = args.recon or default_target()
-    try:
-        with open_recon(target) as conn:
-            sym = lookup_symbol(conn, args.entity)
-            if sym is None:
-                _err(f"no entity {args.entity!r} in {describe_target(target)}")
-                name = args.entity.rsplit("::", 1)[-1].rsplit(".", 1)[-1]
-                hits = search_symbols(conn, name, limit=5) if name else []
-                if hits:
-                    print("  did you mean:", file=sys.stderr)
-                    for hit in hits:
-                        print(f"    {hit['key']}", file=sys.stderr)
-                return EXIT_USAGE
-            out_edges = conn.execute(_EDGES_OUT, {"id": sym["id"]}).mappings().all()
-            in_edges = conn.execute(_EDGES_IN, {"id": sym["id"]}).mappings().all()
-            parent = (
-                conn.execute(_PARENT_KEY, {"id": sym["parent_id"]}).scalar()
-                if sym["parent_id"] is not None
-                else None
-            )
-    except ReconVersionError as exc:
-        _err(str(exc))
-        return EXIT_USAGE
-
-    print(f"{sym['key']}  ({sym['kind']})")
-    print(f"  span       {sym['path']}:{sym['start_line']}-{sym['end_line']}"
-          f"  (bytes {sym['start_byte']}-{sym['end_byte']})")
-    if sym["signature"]:
-        lines = sym["signature"].splitlines()
-        print(f"  signature  {lines[0]}")
-        for line in lines[1:]:
-            print(f"             {line}")
-    print(f"  doc        {sym['doc'] if sym['doc'] is not None else '-'}")
-    if parent is not None:
-        print(f"  parent     {parent}")
-    print(f"  edges out  {len(out_edges)}")
-    for e in out_edges:
-        dst = e["dst_key"] if e["dst_key"] is not None else "(unresolved)"
-        print(f"    {e['kind']:<9} {dst}  [{e['dst_name']}, line {e['line']}]")
-    print(f"  edges in   {len(in_edges)}")
-    for e in in_edges:
-        print(f"    {e['kind']:<9} {e['src_key']}  [line {e['line']}]")
-    return EXIT_OK
-
-
-_SYMBOL_KINDS = sa.text(
-    "SELECT kind, count(*) AS n FROM recon.symbol GROUP BY kind ORDER BY kind"
-)
-_EDGE_KINDS = sa.text(
-    "SELECT kind, count(*) AS n, count(dst_symbol_id) AS resolved FROM recon.edge"
-    " GROUP BY kind ORDER BY kind"
-)
-_FILES = sa.text(
-    "SELECT count(*) AS n,"
-    " coalesce(sum(CASE WHEN is_test THEN 1 ELSE 0 END), 0) AS tests,"
-    " coalesce(sum(CASE WHEN syntax_error THEN 1 ELSE 0 END), 0) AS syntax_error,"
-    " coalesce(sum(CASE WHEN not_utf8 THEN 1 ELSE 0 END), 0) AS not_utf8,"
-    " coalesce(sum(line_count), 0) AS lines FROM recon.file"
-)
-
-
-def cmd_stats(args: argparse.Namespace) -> int:
-    target = args.recon or default_target()
-    try:
-        with open_recon(target) as conn:
-            files = conn.execute(_FILES).mappings().one()
-            symbols = conn.execute(_SYMBOL_KINDS).mappings().all()
-            edges = conn.execute(_EDGE_KINDS).mappings().all()
-    except ReconVersionError as exc:
-        _err(str(exc))
-        return EXIT_USAGE
-    print(f"recon index {describe_target(target)}")
-    print(f"files    {files['n']:>8}  ({files['lines']} lines, {files['tests']} test files, "
-          f"{files['syntax_error']} with syntax errors, {files['not_utf8']} not UTF-8)")
-    print(f"symbols  {sum(r['n'] for r in symbols):>8}")
-    for r in symbols:
-        print(f"  {r['kind']:<8} {r['n']:>8}")
-    print(f"edges    {sum(r['n'] for r in edges):>8}  (resolved)")
-    for r in edges:
-        print(f"  {r['kind']:<8} {r['n']:>8}  ({r['resolved']})")
-    return EXIT_OK
+    return run

@@ -51,6 +51,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import NullPool
 from sqlalchemy.schema import CreateIndex, CreateTable
 
+from ctxdb.config import DEFAULT_RECON, RECON_ENV  # noqa: F401  (named here for importers)
 from ctxdb.db import sqlite_engine
 from ctxdb.recon.extract import PARSER_NAME
 
@@ -64,8 +65,6 @@ GENERATION_KEY = "generation"
 # made relative to it. Not a version either (an index without it is still readable).
 ROOT_KEY = "root"
 RECON_SCHEMA = "recon"
-DEFAULT_RECON = "recon.db"
-RECON_ENV = "CTXDB_RECON"
 
 SYMBOL_KINDS = ("module", "class", "function", "method")
 EDGE_KINDS = ("calls", "imports", "inherits", "tests")
