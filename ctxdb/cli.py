@@ -179,9 +179,10 @@ def _cmd_why(args) -> int:
 
     with _open_existing_store(args) as store, store.engine.connect() as connection:
         decision_id = forensics.resolve_decision(connection, args.decision)
-        rows = forensics.why(connection, decision_id, args.item)
+        item_id = forensics.item_id_of(connection, decision_id, args.item)
+        rows = forensics.why(connection, decision_id, item_id)
     first = rows[0]
-    print(f"decision {decision_id} · {args.item} · {first['source']} {first['kind']}"
+    print(f"decision {decision_id} · {item_id} · {first['source']} {first['kind']}"
           f" {first['entity_key'] or ''}".rstrip())
     print(f"provenance: {first['provenance']}")
     for row in rows:
@@ -443,7 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Every stage action on ITEM in DECISION, from v_why, final verdict marked ■.",
     )
     why.add_argument("decision", metavar="DECISION", help="decision id, or req-<hash> from a pointer")
-    why.add_argument("item", metavar="ITEM", help="pool item id, e.g. E12")
+    why.add_argument("item", metavar="ITEM",
+                     help="pool item id (E12) or entity key (pkg/mod.py::Class.method)")
     _add_db_option(why)
     why.set_defaults(func=_cmd_why)
 

@@ -42,6 +42,13 @@ class DecisionContext:
         """The exact text to send."""
         return task_block(self.task) + "".join(e.text for e in self.window)
 
+    def messages(self) -> list[dict[str, str]]:
+        """The window as OpenAI chat messages: the task block as the system message, the
+        items in window order as the user message — their contents joined are exactly
+        ``render()``."""
+        return [{"role": "system", "content": task_block(self.task)},
+                {"role": "user", "content": "".join(e.text for e in self.window)}]
+
     def to_dict(self) -> dict:
         data = asdict(self)
         data["rendered"] = self.render()

@@ -17,6 +17,9 @@ from .sqlfiles import sql_statement
 _REF = re.compile(rf"^{DECISION_REF_PREFIX}(?P<hex>[0-9a-f]{{8,64}})$")
 
 
+_ITEM_ID = re.compile(r"E[1-9][0-9]*")  # an item's id in its pool (evidence_item.item_id)
+
+
 class NotFound(LookupError):
     """The named decision or item does not exist; the message says which."""
 
@@ -129,6 +132,16 @@ def why(connection: Connection, decision_id: int, item_id: str) -> list:
     if not rows:
         raise NotFound(f"decision {decision_id} has no item {item_id!r}")
     return rows
+
+
+def item_id_of(connection: Connection, decision_id: int, item: str) -> str:
+    """An item id as given (``E7``), or the first evidence item of an entity key."""
+    if _ITEM_ID.fullmatch(item):
+        return item
+    rows = _rows(connection, "item_of_entity", decision_id=decision_id, entity_key=item)
+    if not rows:
+        raise NotFound(f"decision {decision_id} has no item of entity {item[:200]!r}")
+    return rows[0]["item_id"]
 
 
 def item(connection: Connection, decision_id: int, item_id: str):

@@ -116,6 +116,9 @@ class DecisionRequest:
     live: LiveState = field(default_factory=LiveState)
     arm: str = "ctx08"
     variant: str = "default"
+    # a lower ceiling for this decision only; never above the store's (spec §3.7: the
+    # constructor does not raise its ceiling)
+    token_ceiling: int | None = None
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "DecisionRequest":
@@ -168,6 +171,7 @@ class DecisionRequest:
             ),
             arm=data.get("arm", "ctx08"),
             variant=data.get("variant", "default"),
+            token_ceiling=data.get("token_ceiling"),
         )
 
     def to_dict(self) -> dict:
@@ -205,7 +209,7 @@ class DecisionRequest:
                 "tool_outputs": list(self.live.tool_outputs),
                 "test_outputs": list(self.live.test_outputs),
             },
-        }
+        } | ({"token_ceiling": self.token_ceiling} if self.token_ceiling is not None else {})
 
     def check(self) -> None:
         """Validate a request built in Python (the harness's fast path).
@@ -388,6 +392,11 @@ def _check_dataclass(request: DecisionRequest) -> list[str]:
     one_of("request.decision_type", request.decision_type, DECISION_TYPES)
     text("request.task", request.task)
     one_of("request.arm", request.arm, ARMS)
+    ceiling = request.token_ceiling
+    if ceiling is not None and (not isinstance(ceiling, int) or isinstance(ceiling, bool)
+                                or ceiling < 1):
+        problems.append(f"request.token_ceiling: expected an integer >= 1 or null, "
+                        f"got {str(ceiling)[:40]!r}")
     text("request.variant", request.variant, max_length=100)
     node = request.plan_node
     text("request.plan_node.node_id", node.node_id, max_length=200)

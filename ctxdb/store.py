@@ -232,6 +232,40 @@ class ContextStore:
             violations["view_drift"] = [{"problem": p} for p in drift]
         return violations
 
+    # --- forensics as library calls (the CLI's show / why / diff) ---------------------------
+    # A decision is its id or its request hash (`req-…`, as masking pointers name it).
+
+    def show(self, decision: int | str, item_id: str | None = None) -> str:
+        """The window exactly as it was sent; with ``item_id``, that item's full text (the
+        uncut original when the pool cut it)."""
+        from . import forensics
+
+        with self.engine.connect() as connection:
+            decision_id = forensics.resolve_decision(connection, decision)
+            if item_id is None:
+                return forensics.rendered_window(connection, decision_id)
+            row = forensics.item(connection, decision_id, item_id)
+        return row["original_content"] if row["original_content"] is not None else row["content"]
+
+    def why(self, decision: int | str, item: str) -> list[dict]:
+        """Every stage's action on one item, in order (``v_why``); ``item`` is its id
+        (``E7``) or its entity key (the first evidence item of that entity in the pool)."""
+        from . import forensics
+
+        with self.engine.connect() as connection:
+            decision_id = forensics.resolve_decision(connection, decision)
+            item_id = forensics.item_id_of(connection, decision_id, item)
+            return [dict(row) for row in forensics.why(connection, decision_id, item_id)]
+
+    def diff(self, decision_a: int | str, decision_b: int | str):
+        """What entered, left or changed rendering between two windows, by fact identity
+        (``forensics.WindowDiff``)."""
+        from . import forensics
+
+        with self.engine.connect() as connection:
+            return forensics.diff(connection, forensics.resolve_decision(connection, decision_a),
+                                  forensics.resolve_decision(connection, decision_b))
+
 
 def _recon_file(recon: str | os.PathLike) -> str:
     path = Path(recon).expanduser().resolve()

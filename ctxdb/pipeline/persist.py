@@ -86,7 +86,8 @@ def _ensure_run(connection: Connection, store, decision: Decision) -> bool:
     inserted = connection.execute(
         models.insert_ignoring_duplicates(connection, models.run).values(
             run_id=request.run_id, arm=request.arm, variant=request.variant,
-            created_at=_now(), settings_json=settings_json(decision.settings),
+            # the store's settings: a request's own lower ceiling is its decision's alone
+            created_at=_now(), settings_json=settings_json(store.settings),
         ).returning(models.run.c.run_id)
     ).first()
     row = connection.execute(

@@ -10,12 +10,13 @@ candidates the previous one left. ``persist`` writes it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ..config import Settings
 from ..entities import entity_key_of_test_id, is_module_key
-from ..request import DecisionRequest
+from ..request import DecisionRequest, RequestError
 from ..spec import BLOCKS, TIERS
 from ..terms import terms
 from .audit import AuditLog
@@ -255,6 +256,12 @@ def obligation_terms(node) -> frozenset[str]:
 
 def new_decision(request: DecisionRequest, request_json: str, request_sha256: str,
                  settings: Settings, flags: list[str] | None = None) -> Decision:
+    if request.token_ceiling is not None:
+        if request.token_ceiling > settings.token_ceiling:
+            raise RequestError(
+                f"request.token_ceiling: {request.token_ceiling} is above the store's ceiling "
+                f"{settings.token_ceiling}; a request may only lower it (spec §3.7)")
+        settings = dataclasses.replace(settings, token_ceiling=request.token_ceiling)
     return Decision(
         request=request, request_json=request_json, request_sha256=request_sha256,
         settings=settings, request_flags=tuple(flags or ()), flags=list(flags or ()),

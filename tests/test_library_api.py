@@ -1,0 +1,65 @@
+"""What a harness calls: the request types, messages(), show / why / diff, a request's
+own lower ceiling — on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from requests_data import TARGET, edit_request
+from sqlalchemy import text
+
+import ctxdb
+from ctxdb import ContextStore, RequestError
+
+
+def test_the_request_types_are_exported():
+    for name in ("PlanNode", "EvidenceInput", "ImpactEdgeInput", "InsertionPoint", "LiveState"):
+        assert getattr(ctxdb, name).__module__ == "ctxdb.request"
+    request = ctxdb.DecisionRequest(
+        run_id="r", instance_id="i", seq=1, decision_type="edit", task="Fix it.",
+        plan_node=ctxdb.PlanNode(node_id="n", obligation="Fix it",
+                                 insertion_point=ctxdb.InsertionPoint("a.py", 3)),
+        evidence=(ctxdb.EvidenceInput(source="04", kind="retrieved_hit", provenance="04: hit",
+                                      content="def f(): ..."),),
+    )
+    request.check()
+
+
+def test_messages_are_the_rendered_window_split_in_two(store_url):
+    with ContextStore.open(store_url) as store:
+        context = store.construct(edit_request())
+    messages = context.messages()
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert "".join(m["content"] for m in messages) == context.render()
+    assert messages[0]["content"].startswith("TASK\n")
+
+
+def test_show_why_and_diff_as_library_calls(store_url):
+    with ContextStore.open(store_url) as store:
+        first = store.construct(edit_request(run_id="api"))
+        second = store.construct(edit_request(run_id="api", seq=2, evidence=[]))
+        assert store.show(first.decision_id) == first.render()
+        item = next(e for e in first.window if e.role == "change_target")
+        assert store.show(first.decision_id, item.item_id).startswith("def total")
+        by_id = store.why(first.decision_id, item.item_id)
+        by_entity = store.why(first.decision_id, TARGET)  # its first evidence item
+        assert by_id == by_entity and by_id[-1]["is_final"]
+        assert [row["stage"] for row in by_id][:2] == ["gate", "render"]
+        changes = store.diff(first.decision_id, second.decision_id)
+    assert (TARGET, item.item_id) in changes.left
+
+
+def test_a_request_may_lower_the_ceiling_and_never_raise_it(store_url):
+    with ContextStore.open(store_url) as store:
+        context = store.construct(edit_request(run_id="lower", token_ceiling=300))
+        assert context.ceiling == 300 and context.token_count <= 300
+        stored = store.engine.connect().execute(text(
+            "SELECT token_ceiling FROM decision WHERE decision_id = :d"),
+            {"d": context.decision_id}).scalar()
+        assert stored == 300
+        with pytest.raises(RequestError, match="request.token_ceiling: 99999 is above"):
+            store.construct(edit_request(run_id="raise", token_ceiling=99_999))
+        with pytest.raises(RequestError, match="request.token_ceiling: '300' is not of type"):
+            store.construct(edit_request(run_id="raise", token_ceiling="300"))
+        runs = store.engine.connect().execute(text(
+            "SELECT run_id FROM run ORDER BY run_id")).scalars().all()
+    assert runs == ["lower"]  # the refused requests wrote nothing
