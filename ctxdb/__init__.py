@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 # public name -> the module that defines it
 _EXPORTS = {
     "ContextStore": "store",
+    "RequestBuilder": "builder",
     "ReconNotFound": "store",
     "DecisionContext": "context",
     "DecisionRequest": "request",
@@ -38,6 +39,7 @@ __all__ = [
     "LiveState",
     "PlanNode",
     "ReconNotFound",
+    "RequestBuilder",
     "RequestError",
     "Settings",
     "StoreVersionError",
@@ -48,6 +50,7 @@ __all__ = [
 ]  # = the keys of _EXPORTS (tests/test_layout.py)
 
 if TYPE_CHECKING:  # what a type checker and an IDE see
+    from .builder import RequestBuilder
     from .config import Settings, load_settings
     from .context import DecisionContext
     from .migrate import StoreVersionError

@@ -13,7 +13,8 @@ import pytest
 from sqlalchemy import text
 
 from ctxdb import ContextStore
-from ctxdb.ab.gold import changed_tests, edited_entities, parse_unified_diff
+from ctxdb.ab.gold import changed_tests, edited_entities
+from ctxdb.diffs import parse_unified_diff
 from ctxdb.ab.instances import load_instances
 from ctxdb.ab.materialize import SkippedBlob, materialize
 from ctxdb.ab.oracle_ranker import OracleRanker, Place

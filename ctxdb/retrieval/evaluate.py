@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..ab.decisions import RETRIEVAL_TOP_K, _fts_query
-from ..ab.gold import edited_entities, parse_unified_diff
+from ..ab.gold import edited_entities
+from ..diffs import parse_unified_diff
 from ..ab.instances import Instance, load_instances
 from ..ab.materialize import materialize
 from ..entities import is_symbol_key

@@ -1,0 +1,181 @@
+"""A request built from what a harness actually holds (issue 12): grep hits, a file path,
+the working-tree diff, pytest's output and Python tracebacks — no hand-made dicts.
+
+    request = (RequestBuilder("run-1", "task-7", 3, "edit", task, "Fix the tax",
+                              store=store, target_entity="shopcart/pricing.py::Total")
+               .grep_hit("shopcart/pricing.py:64:        taxable = …")
+               .diff(working_tree_patch)
+               .pytest_output(failing_run)
+               .build())
+    context = store.construct(request)
+
+With a ``store`` whose recon index is available, a line becomes the innermost symbol
+holding it (its entity key); without one, the line span ``path:LINE-LINE``, which the
+pool still reads from recon when the store has it. A traceback's or pytest's frames
+inside the indexed tree become 03 source items (the frame's symbol), the text itself
+live state; a diff is the live patch, and the code each hunk changes a 05 changed
+entity.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .diffs import parse_unified_diff
+from .request import DecisionRequest, EvidenceInput, InsertionPoint, LiveState, PlanNode, RequestError
+
+# `path:LINE` or `path:LINE:matched text` (grep -n, ripgrep -n)
+_GREP_HIT = re.compile(r"^(?P<path>[^:\n]+):(?P<line>[1-9]\d*)(?::(?P<text>.*))?$", re.DOTALL)
+# `File "path", line N, in name` (Python) and `path:N: …` (pytest --tb=short / -rA)
+_PYTHON_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
+_PYTEST_FRAME = re.compile(r"^(?P<path>[\w./-]+\.py):(?P<line>\d+):", re.MULTILINE)
+HIT_TEXT_MAX_CHARS = 160  # how much of a grep hit's matched text the provenance keeps
+
+
+@dataclass
+class RequestBuilder:
+    run_id: str
+    instance_id: str
+    seq: int
+    decision_type: str
+    task: str
+    obligation: str
+    store: object | None = None  # a ContextStore: lines resolve to their symbols
+    node_id: str | None = None
+    target_entity: str | None = None
+    required_validation: tuple[str, ...] = ()
+    acceptance_criteria: tuple[str, ...] = ()
+    decision_question: str | None = None
+    insertion_point: InsertionPoint | None = None
+    _evidence: list[EvidenceInput] = field(default_factory=list)
+    _live: dict[str, list[str]] = field(default_factory=dict)
+    _patch: str | None = None
+    _seen: set[tuple[str, str]] = field(default_factory=set)
+
+    # --- what a harness holds -------------------------------------------------------------
+
+    def evidence(self, item: EvidenceInput) -> RequestBuilder:
+        self._evidence.append(item)
+        return self
+
+    def file(self, path: str) -> RequestBuilder:
+        """A plain file path: the module, read from recon."""
+        return self._add("03", "source_code", path, f"03: file {path}")
+
+    def grep_hit(self, hit: str) -> RequestBuilder:
+        """``path:LINE`` or ``path:LINE:text``: the symbol holding the line, as a hit."""
+        match = _GREP_HIT.match(hit.rstrip("\n"))
+        if match is None:
+            raise RequestError(f"grep hit {hit[:80]!r}: expected path:LINE or path:LINE:text")
+        path, line = match["path"], int(match["line"])
+        text = (match["text"] or "").strip()[:HIT_TEXT_MAX_CHARS]
+        provenance = f"04: grep hit {path}:{line}" + (f" {text}" if text else "")
+        return self._add("04", "retrieved_hit", self._entity_at(path, line, line), provenance)
+
+    def diff(self, patch: str) -> RequestBuilder:
+        """The working-tree diff: the live patch, and what each hunk changes (its lines on
+        the new side) as a 05 changed entity."""
+        self._patch = patch
+        for change in parse_unified_diff(patch):
+            path = change.new_path or change.old_path
+            if not change.added_new_lines and not change.changed_old_lines:
+                continue
+            lines = change.added_new_lines or change.changed_old_lines
+            for first, last in _runs(lines):
+                self._add("05", "changed_entity", self._entity_at(path, first, last),
+                          f"05: changed by the working-tree diff ({path}:{first}-{last})")
+        return self
+
+    def traceback(self, text: str) -> RequestBuilder:
+        """A Python traceback: live state, and its frames' symbols in the indexed tree."""
+        self._live.setdefault("tracebacks", []).append(text)
+        return self._frames(text, "traceback")
+
+    def pytest_output(self, text: str) -> RequestBuilder:
+        """pytest's output: the live test output, and the frames it prints."""
+        self._live.setdefault("test_outputs", []).append(text)
+        return self._frames(text, "pytest output")
+
+    def error(self, text: str) -> RequestBuilder:
+        self._live.setdefault("errors", []).append(text)
+        return self
+
+    def tool_output(self, text: str) -> RequestBuilder:
+        self._live.setdefault("tool_outputs", []).append(text)
+        return self
+
+    def build(self) -> DecisionRequest:
+        request = DecisionRequest(
+            run_id=self.run_id, instance_id=self.instance_id, seq=self.seq,
+            decision_type=self.decision_type, task=self.task,
+            plan_node=PlanNode(
+                node_id=self.node_id or f"{self.decision_type}-{self.seq}",
+                obligation=self.obligation, target_entity=self.target_entity,
+                required_validation=tuple(self.required_validation),
+                acceptance_criteria=tuple(self.acceptance_criteria),
+                decision_question=self.decision_question, insertion_point=self.insertion_point,
+            ),
+            evidence=tuple(self._evidence),
+            live=LiveState(patch=self._patch, **{k: tuple(v) for k, v in self._live.items()}),
+        )
+        request.check()
+        return request
+
+    # --- resolving lines ------------------------------------------------------------------
+
+    def _add(self, source: str, kind: str, entity: str, provenance: str) -> RequestBuilder:
+        if (kind, entity) not in self._seen:  # the same symbol from two hits: one item
+            self._seen.add((kind, entity))
+            self._evidence.append(EvidenceInput(source=source, kind=kind, entity=entity,
+                                                provenance=provenance[:200]))
+        return self
+
+    def _frames(self, text: str, what: str) -> RequestBuilder:
+        frames = [(m.start(), m["path"], int(m["line"]))
+                  for pattern in (_PYTHON_FRAME, _PYTEST_FRAME) for m in pattern.finditer(text)]
+        for depth, (_, path, line) in enumerate(sorted(frames, reverse=True), start=1):
+            indexed = self._indexed_path(path)
+            if indexed is not None:  # frames in the standard library or site-packages: not ours
+                self._add("03", "source_code", self._entity_at(indexed, line, line),
+                          f"03: frame {depth} (innermost 1) of the {what}: {indexed}:{line}")
+        return self
+
+    def _recon(self):
+        store = self.store
+        if store is None or not getattr(store, "recon_available", False):
+            return None
+        return store
+
+    def _entity_at(self, path: str, first: int, last: int) -> str:
+        store = self._recon()
+        if store is not None:
+            from .recon.reader import ReconReader
+
+            with store.engine.connect() as connection, store.recon_connection(connection) as rc:
+                row = ReconReader(rc).rows("recon/enclosing_symbol_of_span",
+                                           {"path": path, "first_line": first, "last_line": last})
+            if row:
+                return row[0].key
+        return f"{path}:{first}-{last}"
+
+    def _indexed_path(self, path: str) -> str | None:
+        """The frame's file as recon names it; without recon, a relative path as given."""
+        store = self._recon()
+        if store is None:
+            return None if path.startswith("/") or "site-packages" in path else path
+        from .recon.reader import ReconReader
+
+        with store.engine.connect() as connection, store.recon_connection(connection) as rc:
+            return ReconReader(rc).path_for(path)
+
+
+def _runs(lines: list[int]) -> list[tuple[int, int]]:
+    """Consecutive line numbers as (first, last) runs."""
+    runs: list[list[int]] = []
+    for line in sorted(set(lines)):
+        if runs and line == runs[-1][1] + 1:
+            runs[-1][1] = line
+        else:
+            runs.append([line, line])
+    return [(first, last) for first, last in runs]

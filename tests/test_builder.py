@@ -1,0 +1,78 @@
+"""RequestBuilder: a request from what a harness holds — grep hits, a diff, pytest output,
+a traceback, a file path — resolved against a real recon index of the fixture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctxdb import ContextStore, RequestBuilder, RequestError
+from ctxdb.recon import index_repository
+
+SHOPCART = Path(__file__).resolve().parent.parent / "fixtures" / "repos" / "shopcart"
+TOTAL = "shopcart/pricing.py::PriceCalculator.total"
+TAXABLE = "shopcart/pricing.py::PriceCalculator.taxable_amount"
+PATCH = """--- a/shopcart/pricing.py
++++ b/shopcart/pricing.py
+@@ -64,1 +64,1 @@
+-        taxable = self.taxable_amount(items, exempt_categories)
++        taxable = self.taxable_amount(items, exempt_categories) - discount
+"""
+TRACEBACK = """Traceback (most recent call last):
+  File "/usr/lib/python3.11/unittest/case.py", line 57, in testPartExecutor
+    yield
+  File "/home/dev/shopcart/shopcart/pricing.py", line 65, in total
+    tax = self.tax_policy.tax_for(taxable, region)
+decimal.InvalidOperation: [<class 'decimal.ConversionSyntax'>]
+"""
+PYTEST = "shopcart/pricing.py:72: AssertionError\nFAILED tests/test_pricing.py::test_x\n"
+
+
+def _builder(store=None):
+    return RequestBuilder("b", "i", 1, "edit", "Coupons do not reduce the tax.",
+                          "Charge tax on the discounted amount", store=store,
+                          target_entity=TOTAL)
+
+
+@pytest.fixture
+def recon_store(store_url, tmp_path):
+    recon = tmp_path / "recon.db"
+    index_repository(SHOPCART, str(recon))
+    with ContextStore.open(store_url, recon=str(recon)) as store:
+        yield store
+
+
+def test_lines_become_the_symbols_that_hold_them(recon_store):
+    request = (_builder(recon_store)
+               .grep_hit("shopcart/pricing.py:64:        taxable = self.taxable_amount(")
+               .grep_hit("shopcart/pricing.py:63")  # the same symbol: one item
+               .diff(PATCH).traceback(TRACEBACK).pytest_output(PYTEST)
+               .file("shopcart/tax.py").build())
+    items = [(e.source, e.kind, e.entity) for e in request.evidence]
+    assert items == [
+        ("04", "retrieved_hit", TOTAL),
+        ("05", "changed_entity", TOTAL),
+        # the traceback's frame in the indexed tree, not the standard library's
+        ("03", "source_code", TOTAL),
+        ("03", "source_code", TAXABLE),  # pytest's frame
+        ("03", "source_code", "shopcart/tax.py"),
+    ]
+    assert request.live.patch == PATCH
+    assert request.live.tracebacks == (TRACEBACK,) and request.live.test_outputs == (PYTEST,)
+    assert "grep hit shopcart/pricing.py:64 taxable" in request.evidence[0].provenance
+    context = recon_store.construct(request)
+    assert recon_store.verify() == {}
+    assert "def total(" in context.render()
+
+
+def test_without_recon_a_line_is_its_span(store_url):
+    request = _builder().grep_hit("shopcart/pricing.py:64").traceback(TRACEBACK).build()
+    # an absolute frame path cannot be placed without the index: left to the live text
+    assert [e.entity for e in request.evidence] == ["shopcart/pricing.py:64-64"]
+
+
+@pytest.mark.parametrize("hit", ["shopcart/pricing.py", "pricing.py:0", ":12", ""])
+def test_a_grep_hit_that_is_not_path_line_is_refused(hit):
+    with pytest.raises(RequestError, match="expected path:LINE or path:LINE:text"):
+        _builder().grep_hit(hit)
