@@ -93,6 +93,19 @@ class ImpactEdgeInput:
     depth: int
 
 
+LIVE_EVENT_KINDS = ("error", "traceback", "tool_output", "test_output")
+
+
+@dataclass(frozen=True)
+class LiveEvent:
+    """One observation in the harness's own order: its kind, its text, and the decision
+    (``seq``) it arrived in — how old it is, for the aging rules."""
+
+    kind: str
+    text: str
+    decision_seq: int | None = None
+
+
 @dataclass(frozen=True)
 class LiveState:
     patch: str | None = None
@@ -100,6 +113,9 @@ class LiveState:
     tracebacks: tuple[str, ...] = ()
     tool_outputs: tuple[str, ...] = ()
     test_outputs: tuple[str, ...] = ()
+    # the observations in one order across kinds, oldest first (after the lists above,
+    # whose order across kinds is not known)
+    events: tuple[LiveEvent, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -168,6 +184,7 @@ class DecisionRequest:
                 tracebacks=tuple(live.get("tracebacks", ())),
                 tool_outputs=tuple(live.get("tool_outputs", ())),
                 test_outputs=tuple(live.get("test_outputs", ())),
+                events=tuple(LiveEvent(**event) for event in live.get("events", ())),
             ),
             arm=data.get("arm", "ctx08"),
             variant=data.get("variant", "default"),
@@ -208,7 +225,8 @@ class DecisionRequest:
                 "tracebacks": list(self.live.tracebacks),
                 "tool_outputs": list(self.live.tool_outputs),
                 "test_outputs": list(self.live.test_outputs),
-            },
+            } | ({"events": [{k: v for k, v in vars(e).items() if v is not None}
+                             for e in self.live.events]} if self.live.events else {}),
         } | ({"token_ceiling": self.token_ceiling} if self.token_ceiling is not None else {})
 
     def check(self) -> None:
@@ -300,8 +318,9 @@ def _immutable(request: DecisionRequest) -> bool:
         and all(type(v) is tuple for v in (
             request.evidence, request.impact_edges, node.preconditions, node.dependencies,
             node.required_validation, node.acceptance_criteria, live.errors, live.tracebacks,
-            live.tool_outputs, live.test_outputs,
+            live.tool_outputs, live.test_outputs, live.events,
         ))
+        and all(type(event) is LiveEvent for event in live.events)
         and all(type(item) is EvidenceInput for item in request.evidence)
         and all(type(edge) is ImpactEdgeInput for edge in request.impact_edges)
     )
@@ -447,6 +466,18 @@ def _check_dataclass(request: DecisionRequest) -> list[str]:
         problems.append("request.live.patch: expected a string or null")
     for name in ("errors", "tracebacks", "tool_outputs", "test_outputs"):
         strings(f"request.live.{name}", getattr(live, name))
+    if not isinstance(live.events, tuple):
+        problems.append("request.live.events: expected a list")
+        return problems
+    for number, event in enumerate(live.events):
+        path = f"request.live.events[{number}]"
+        one_of(f"{path}.kind", event.kind, LIVE_EVENT_KINDS)
+        text(f"{path}.text", event.text)
+        at = event.decision_seq
+        if at is not None and (not isinstance(at, int) or isinstance(at, bool) or at < 1
+                               or (isinstance(request.seq, int) and at > request.seq)):
+            problems.append(f"{path}.decision_seq: expected an integer from 1 to the "
+                            f"request's seq ({request.seq}), or null")
     return problems
 
 

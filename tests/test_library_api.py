@@ -10,6 +10,13 @@ from sqlalchemy import text
 import ctxdb
 from ctxdb import ContextStore, RequestError
 
+def _query(store, statement, params=None):
+    """Rows of one query, on a connection closed at once (a connection left to the
+    garbage collector is closed at an arbitrary moment of a later test)."""
+    with store.engine.connect() as connection:
+        return connection.execute(statement, params or {}).all()
+
+
 
 def test_the_request_types_are_exported():
     for name in ("PlanNode", "EvidenceInput", "ImpactEdgeInput", "InsertionPoint", "LiveState"):
@@ -52,14 +59,14 @@ def test_a_request_may_lower_the_ceiling_and_never_raise_it(store_url):
     with ContextStore.open(store_url) as store:
         context = store.construct(edit_request(run_id="lower", token_ceiling=300))
         assert context.ceiling == 300 and context.token_count <= 300
-        stored = store.engine.connect().execute(text(
+        stored = _query(store, text(
             "SELECT token_ceiling FROM decision WHERE decision_id = :d"),
-            {"d": context.decision_id}).scalar()
+            {"d": context.decision_id})[0][0]
         assert stored == 300
         with pytest.raises(RequestError, match="request.token_ceiling: 99999 is above"):
             store.construct(edit_request(run_id="raise", token_ceiling=99_999))
         with pytest.raises(RequestError, match="request.token_ceiling: '300' is not of type"):
             store.construct(edit_request(run_id="raise", token_ceiling="300"))
-        runs = store.engine.connect().execute(text(
-            "SELECT run_id FROM run ORDER BY run_id")).scalars().all()
-    assert runs == ["lower"]  # the refused requests wrote nothing
+        runs = _query(store, text(
+            "SELECT run_id FROM run ORDER BY run_id"))
+    assert [row[0] for row in runs] == ["lower"]  # the refused requests wrote nothing

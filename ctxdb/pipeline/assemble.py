@@ -128,12 +128,14 @@ def cap_provenance(text: str) -> tuple[str, bool]:
     return text[: PROVENANCE_MAX_CHARS - len(PROVENANCE_CUT_MARK)] + PROVENANCE_CUT_MARK, True
 
 
-def _live_items(request: DecisionRequest) -> list[tuple[str, str, str, str]]:
-    """(source, kind, content, provenance) of the live state, oldest first per stream."""
+def _live_items(request: DecisionRequest) -> list[tuple[str, str, str, str, int | None]]:
+    """(source, kind, content, provenance, decision it arrived in) of the live state: the
+    patch, the per-kind lists (oldest first per stream; their order across kinds is not
+    known), then the events in the harness's own order across kinds."""
     live = request.live
     items = []
     if live.patch:
-        items.append(("patch", "patch", live.patch, "patch: the current working-tree diff"))
+        items.append(("patch", "patch", live.patch, "patch: the current working-tree diff", None))
     streams = (
         ("error", live.errors),
         ("traceback", live.tracebacks),
@@ -142,7 +144,12 @@ def _live_items(request: DecisionRequest) -> list[tuple[str, str, str, str]]:
     )
     for kind, texts in streams:
         for number, text in enumerate(texts, start=1):
-            items.append(("live", kind, text, f"live: {kind} #{number} of {len(texts)}"))
+            items.append(("live", kind, text, f"live: {kind} #{number} of {len(texts)}", None))
+    for number, event in enumerate(live.events, start=1):
+        arrived = f", from decision {event.decision_seq}" if event.decision_seq else ""
+        items.append(("live", event.kind, event.text,
+                      f"live: event #{number} of {len(live.events)} ({event.kind}{arrived})",
+                      event.decision_seq))
     return items
 
 
@@ -160,8 +167,11 @@ def assemble_pool(request: DecisionRequest, recon: EntityResolver | None) -> lis
                     None, None, None))
     raw += [(given.source, given.kind, given.content, given.provenance, given.entity,
              given.score, None) for given in request.evidence]
-    for arrival_no, (source, kind, content, provenance) in enumerate(_live_items(request), 1):
+    arrived_in: dict[int, int] = {}  # arrival number -> the decision it arrived in
+    for arrival_no, (source, kind, content, provenance, seq) in enumerate(_live_items(request), 1):
         raw.append((source, kind, content, provenance, None, None, arrival_no))
+        if seq is not None:
+            arrived_in[arrival_no] = seq
 
     decision_terms = obligation_terms(node)
     if recon is not None and hasattr(recon, "prefetch"):
@@ -171,7 +181,8 @@ def assemble_pool(request: DecisionRequest, recon: EntityResolver | None) -> lis
         raw, start=1
     ):
         item = PoolItem(item_no, source, kind, content or "", provenance, entity_key,
-                        score=score, arrival_no=arrival_no)
+                        score=score, arrival_no=arrival_no,
+                        arrived_in_seq=arrived_in.get(arrival_no))
         _resolve(item, recon, has_content=content is not None)
         _apply_caps(item, request, decision_terms, from_recon=content is None)
         item.fact_key = fact_key(item.kind, item.entity_key, item.content, item.item_id)

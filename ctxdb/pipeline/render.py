@@ -18,9 +18,11 @@ from ..entities import is_test_entity
 from ..spec import COMPRESSED_TARGET_BYTES
 from ..sqlfiles import sql_statement
 from .state import Candidate, Decision
+from .window_text import mask_pointer
 from .vocabulary import (
     CHANGE_TARGET_KINDS,
     DRIVER_ROLES,
+    FAILURE_KINDS,
     IMPACT,
     RENDER,
     REJECTED,
@@ -48,17 +50,48 @@ def load_policy(connection: Connection, policy_set: str) -> dict[str, str]:
     return policy
 
 
-def derive_role(candidate: Candidate, decision: Decision, newest_arrival: dict[str, int]) -> str:
+# Live state ages (P6, and the observation masking of the paper's §2.8): a tool output
+# that arrived more than this many decisions before the current one is masked to its
+# pointer, its raw text kept in the store.
+TOOL_OUTPUT_MAX_AGE_DECISIONS = 3
+# what names a failure: a pytest node id, or the innermost frame's file and line
+_TEST_ID = re.compile(r"[\w./-]+\.py::[\w\[\]./:-]+")
+_FRAME_SITE = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)|^(?P<short>[\w./-]+\.py:\d+):',
+                         re.MULTILINE)
+
+
+def failure_marks(text: str) -> frozenset[str]:
+    """What a failure is of: the tests it names and the site it was raised at."""
+    marks = {m.rstrip(":") for m in _TEST_ID.findall(text)}
+    sites = list(_FRAME_SITE.finditer(text))
+    if sites:
+        last = sites[-1]
+        marks.add(last["short"] or f"{last['path']}:{last['line']}")
+    return frozenset(marks)
+
+
+def _superseded(candidate: Candidate, later_failures: list[tuple[int, frozenset[str]]],
+                newest_arrival: dict[str, int]) -> bool:
+    """P6: a test output superseded by a newer one of its stream, or a failure of the
+    same test or at the same site as a newer failure, is stale."""
+    item = candidate.item
+    newest = newest_arrival.get(item.kind)
+    if item.kind == "test_output" and newest is not None and item.arrival_no != newest:
+        return True
+    if item.kind not in FAILURE_KINDS or item.arrival_no is None:
+        return False
+    marks = failure_marks(item.content)
+    return bool(marks) and any(arrival > item.arrival_no and marks & later
+                               for arrival, later in later_failures)
+
+
+def derive_role(candidate: Candidate, decision: Decision, newest_arrival: dict[str, int],
+                failures: list[tuple[int, frozenset[str]]] = ()) -> str:
     item = candidate.item
     if item.kind in REQUIREMENT_KINDS and item.source == "07":
         return "requirement"
     if item.kind in TRANSIENT_KINDS and item.source in ("live", "patch"):
-        # P6: a test or tool output superseded by a newer one of its stream is stale;
-        # errors and tracebacks of the current state are all current.
-        newest = newest_arrival.get(item.kind)
-        if item.kind == "test_output" and newest is not None and item.arrival_no != newest:
-            return "stale"
-        return "live_current"
+        return "stale" if _superseded(candidate, failures, newest_arrival) else "live_current"
     if item.kind in CHANGE_TARGET_KINDS:
         return "change_target"
     if item.entity_key and item.entity_key == decision.target_entity:
@@ -188,12 +221,15 @@ def render(decision: Decision, policy: dict[str, str]) -> None:
     """Assign role and rendering; the candidates that stay (stale ones are dropped)."""
     candidates, audit = decision.candidates, decision.audit
     newest: dict[str, int] = {}
+    failures = []  # (arrival, what it is of) of every live failure
     for c in candidates:
         if c.item.arrival_no is not None:
             newest[c.item.kind] = max(newest.get(c.item.kind, 0), c.item.arrival_no)
+            if c.item.kind in FAILURE_KINDS:
+                failures.append((c.item.arrival_no, failure_marks(c.item.content)))
     kept = []
     for candidate in candidates:
-        candidate.role = derive_role(candidate, decision, newest)
+        candidate.role = derive_role(candidate, decision, newest, failures)
         rendering = policy.get(candidate.role)
         if rendering is None:
             rendering = DEFAULT_RENDERING
@@ -211,5 +247,19 @@ def render(decision: Decision, policy: dict[str, str]) -> None:
             continue
         candidate.text = rendered_text(candidate, decision)
         audit.add(candidate.item_id, STAGE, "rendered", f"{candidate.role} -> {rendering}")
+        _mask_if_old(candidate, decision)
         kept.append(candidate)
     decision.candidates = kept
+
+
+def _mask_if_old(candidate: Candidate, decision: Decision) -> None:
+    """A tool output older than TOOL_OUTPUT_MAX_AGE_DECISIONS decisions: its pointer."""
+    item, seq = candidate.item, decision.request.seq
+    if (item.kind == "tool_output" and item.arrived_in_seq is not None
+            and seq - item.arrived_in_seq > TOOL_OUTPUT_MAX_AGE_DECISIONS):
+        candidate.masked = True
+        candidate.rendering = "truncated"
+        candidate.text = mask_pointer(candidate, decision.ref)
+        decision.audit.add(item.item_id, STAGE, "masked_by_age",
+                           f"from decision {item.arrived_in_seq}, {seq - item.arrived_in_seq}"
+                           f" decisions ago (> {TOOL_OUTPUT_MAX_AGE_DECISIONS})")

@@ -47,6 +47,7 @@ class PoolItem:
     original_content: str | None = None
     score: float | None = None
     arrival_no: int | None = None
+    arrived_in_seq: int | None = None  # live state: the decision it arrived in, if known
     path: str | None = None
     start_line: int | None = None
     end_line: int | None = None

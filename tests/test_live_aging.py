@@ -1,0 +1,97 @@
+"""Live state ages (issue 12 item 4): one order across kinds, newer failures supersede
+older ones of the same test or site, old tool output is masked to its pointer — on
+SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from requests_data import edit_request
+from sqlalchemy import text
+
+from ctxdb import ContextStore
+from ctxdb.pipeline.render import TOOL_OUTPUT_MAX_AGE_DECISIONS, failure_marks
+
+SITE_TRACEBACK = ('Traceback (most recent call last):\n'
+                  '  File "shop/cart.py", line 12, in total\n    return sum(...)\n'
+                  'TypeError: unsupported operand\n')
+OTHER_SITE = ('Traceback (most recent call last):\n'
+              '  File "shop/report.py", line 3, in render_report\nKeyError: "x"\n')
+
+def _query(store, statement, params=None):
+    """Rows of one query, on a connection closed at once (a connection left to the
+    garbage collector is closed at an arbitrary moment of a later test)."""
+    with store.engine.connect() as connection:
+        return connection.execute(statement, params or {}).all()
+
+
+
+def _request(events, seq=5, **changes):
+    request = edit_request(seq=seq, **changes)
+    request["live"] = {"events": events}
+    return request
+
+
+def _fates(store, decision_id):
+    rows = _query(store, text(
+        "SELECT e.provenance, v.verdict, v.driver FROM v_item_verdict v"
+        " JOIN evidence_item e ON e.decision_id = v.decision_id AND e.item_id = v.item_id"
+        " WHERE v.decision_id = :d AND e.source = 'live' ORDER BY e.item_no"),
+        {"d": decision_id})
+    return [(p.split("(", 1)[1].rstrip(")"), verdict, driver) for p, verdict, driver in rows]
+
+
+def test_what_names_a_failure():
+    assert failure_marks(SITE_TRACEBACK) == {"shop/cart.py:12"}
+    assert failure_marks("FAILED tests/t.py::test_a - assert 1\nt.py:4: AssertionError") == {
+        "tests/t.py::test_a", "t.py:4"}
+    assert failure_marks("some words") == frozenset()
+
+
+def test_a_newer_failure_at_the_same_site_or_of_the_same_test_supersedes(store_url):
+    events = [
+        {"kind": "traceback", "text": SITE_TRACEBACK, "decision_seq": 2},
+        {"kind": "error", "text": "FAILED tests/test_cart.py::test_total - boom",
+         "decision_seq": 2},
+        {"kind": "traceback", "text": OTHER_SITE, "decision_seq": 3},
+        {"kind": "test_output", "text": "FAILED tests/test_cart.py::test_total - again\n"
+                                        + SITE_TRACEBACK, "decision_seq": 4},
+    ]
+    with ContextStore.open(store_url) as store:
+        context = store.construct(_request(events))
+        assert store.verify() == {}
+        fates = _fates(store, context.decision_id)
+    assert fates == [
+        ("traceback, from decision 2", "rejected", "stale: omitted (§3.3, P6)"),
+        ("error, from decision 2", "rejected", "stale: omitted (§3.3, P6)"),
+        ("traceback, from decision 3", "in_window", "obligation:live_state"),  # another site
+        ("test_output, from decision 4", "in_window", "obligation:live_state"),
+    ]
+
+
+def test_old_tool_output_is_masked_to_its_pointer(store_url):
+    seq = 6
+    events = [
+        {"kind": "tool_output", "text": "$ grep -n total\nshop/cart.py:12: ...",
+         "decision_seq": seq - TOOL_OUTPUT_MAX_AGE_DECISIONS - 1},
+        {"kind": "tool_output", "text": "$ ls shop\ncart.py", "decision_seq":
+         seq - TOOL_OUTPUT_MAX_AGE_DECISIONS},
+    ]
+    with ContextStore.open(store_url) as store:
+        context = store.construct(_request(events, seq=seq))
+        assert store.verify() == {}
+        fates = _fates(store, context.decision_id)
+        old = next(e for e in context.window if "grep" not in e.text and "masked" in e.text)
+        assert store.show(context.decision_id, old.item_id).startswith("$ grep -n total")
+    assert [verdict for _, verdict, _ in fates] == ["masked", "in_window"]
+    assert "$ ls shop" in context.render() and "$ grep -n total" not in context.render()
+
+
+def test_events_keep_the_harness_order_across_kinds(store_url):
+    events = [{"kind": "test_output", "text": "1 failed", "decision_seq": 1},
+              {"kind": "tool_output", "text": "$ cat x", "decision_seq": 2},
+              {"kind": "error", "text": "NameError: y", "decision_seq": 3}]
+    with ContextStore.open(store_url) as store:
+        context = store.construct(_request(events))
+        arrivals = _query(store, text(
+            "SELECT kind, arrival_no FROM evidence_item WHERE decision_id = :d"
+            " AND source = 'live' ORDER BY arrival_no"), {"d": context.decision_id})
+    assert [kind for kind, _ in arrivals] == ["test_output", "tool_output", "error"]
