@@ -586,6 +586,14 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return args.func(args)
+    except BrokenPipeError:
+        # The reader stopped (`ctxdb show 3 | head`): what it read was right; say nothing
+        # more, and keep Python from complaining again when it flushes stdout at exit.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (AttributeError, OSError, ValueError):  # not a real file: nothing to flush
+            pass
+        return EXIT_OK
     except (
         ConfigError,
         StoreVersionError,

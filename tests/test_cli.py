@@ -186,3 +186,24 @@ def test_ab_run_outcome_and_reports(tmp_path, capsys):
     assert main(["report", "tokens", "--db", db, "--format", "csv"]) == EXIT_OK
     assert capsys.readouterr().out.splitlines()[0].startswith("arm,variant,decision_type")
     assert main(["report", "nope", "--db", db]) == EXIT_BAD_INPUT
+
+
+def test_a_reader_that_stops_early_is_no_error(tmp_path, monkeypatch, capsys):
+    """`ctxdb show 3 | head`: the closed pipe ends the command quietly, exit 0."""
+    import io
+
+    from requests_data import edit_request
+
+    from ctxdb import ContextStore
+
+    db = tmp_path / "s.db"
+    with ContextStore.open(db) as store:
+        decision_id = store.construct(edit_request()).decision_id
+
+    class ClosedPipe(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr("sys.stdout", ClosedPipe())
+    assert main(["show", str(decision_id), "--db", str(db)]) == 0
+    assert capsys.readouterr().err == ""
