@@ -342,3 +342,24 @@ def test_cap_counts_ranked_items_in_the_store_priority_order(store_url):
     assert cut == {r[0] for r in in_order[64:]}
     assert not cut & set(ids)  # 04 hits rank above the 03 symbols and the live state
     assert view_cut < cut  # the view cuts fewer: it does not count the 3 ranked items
+
+
+def test_an_unexpected_client_failure_is_a_recorded_call_not_a_wait(store_url, monkeypatch):
+    """Whatever the client raises in the call's thread is the call's status at once —
+    not a thread that dies and a decision that waits out the deadline."""
+    import time
+
+    from ctxdb.pipeline import rank
+
+    def broken(settings, body):
+        raise RuntimeError("client bug")
+
+    monkeypatch.setattr(rank, "_post", broken)
+    with ChatServer() as server, _store(store_url, server, timeout=5.0) as store:
+        start = time.perf_counter()
+        ctx = store.construct(residue_request(2))
+        took = time.perf_counter() - start
+        call = _rows(store, "SELECT parse_status, error FROM rank_call WHERE decision_id = :d",
+                     d=ctx.decision_id)
+    assert call == [("parse_error", "RuntimeError: client bug")]
+    assert took < 5.0  # it did not wait for the deadline

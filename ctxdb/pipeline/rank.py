@@ -188,8 +188,14 @@ def rank_residue(settings, obligation, acceptance_criteria, decision_question, r
     outcome = RankOutcome(settings.rank_model, settings.rank_base_url, body, PARSE_ERROR,
                           tuple(c.item_id for c in residue))
     answer: list[_Answer] = []
-    worker = threading.Thread(target=lambda: answer.append(_post(settings, body)),
-                              name="ctxdb-rank-call", daemon=True)
+
+    def call() -> None:
+        try:
+            answer.append(_post(settings, body))
+        except Exception as exc:  # anything else the client raises: still one recorded call
+            answer.append(_Answer(status=PARSE_ERROR, error=_short(f"{type(exc).__name__}: {exc}")))
+
+    worker = threading.Thread(target=call, name="ctxdb-rank-call", daemon=True)
     start = time.perf_counter()
     worker.start()
     worker.join(settings.rank_timeout_seconds)
