@@ -23,7 +23,15 @@ import re
 from dataclasses import dataclass, field
 
 from .diffs import parse_unified_diff
-from .request import DecisionRequest, EvidenceInput, InsertionPoint, LiveState, PlanNode, RequestError
+from .request import (
+    DecisionRequest,
+    EvidenceInput,
+    InsertionPoint,
+    LiveEvent,
+    LiveState,
+    PlanNode,
+    RequestError,
+)
 
 # `path:LINE` or `path:LINE:matched text` (grep -n, ripgrep -n)
 _GREP_HIT = re.compile(r"^(?P<path>[^:\n]+):(?P<line>[1-9]\d*)(?::(?P<text>.*))?$", re.DOTALL)
@@ -51,6 +59,7 @@ class RequestBuilder:
     _evidence: list[EvidenceInput] = field(default_factory=list)
     _live: dict[str, list[str]] = field(default_factory=dict)
     _patch: str | None = None
+    _events: list[LiveEvent] = field(default_factory=list)
     _seen: set[tuple[str, str]] = field(default_factory=set)
 
     # --- what a harness holds -------------------------------------------------------------
@@ -105,6 +114,14 @@ class RequestBuilder:
         self._live.setdefault("tool_outputs", []).append(text)
         return self
 
+    def event(self, kind: str, text: str, decision_seq: int | None = None) -> RequestBuilder:
+        """An observation in the harness's order across kinds, with the decision it
+        arrived in (live.events: what lets live state age)."""
+        self._events.append(LiveEvent(kind, text, decision_seq))
+        if kind in ("traceback", "test_output"):
+            self._frames(text, kind.replace("_", " "))
+        return self
+
     def build(self) -> DecisionRequest:
         request = DecisionRequest(
             run_id=self.run_id, instance_id=self.instance_id, seq=self.seq,
@@ -117,7 +134,8 @@ class RequestBuilder:
                 decision_question=self.decision_question, insertion_point=self.insertion_point,
             ),
             evidence=tuple(self._evidence),
-            live=LiveState(patch=self._patch, **{k: tuple(v) for k, v in self._live.items()}),
+            live=LiveState(patch=self._patch, events=tuple(self._events),
+                           **{k: tuple(v) for k, v in self._live.items()}),
         )
         request.check()
         return request
@@ -160,14 +178,23 @@ class RequestBuilder:
         return f"{path}:{first}-{last}"
 
     def _indexed_path(self, path: str) -> str | None:
-        """The frame's file as recon names it; without recon, a relative path as given."""
+        """The frame's file as recon names it — an absolute path only when it lies under
+        the indexed root, a relative one only when recon has that very file; without
+        recon, a relative path as given."""
         store = self._recon()
         if store is None:
             return None if path.startswith("/") or "site-packages" in path else path
+        from .entities import relative_to_root
         from .recon.reader import ReconReader
 
         with store.engine.connect() as connection, store.recon_connection(connection) as rc:
-            return ReconReader(rc).path_for(path)
+            reader = ReconReader(rc)
+            if path.startswith("/"):
+                root = reader.root()
+                path = relative_to_root(path, root) if root else None
+                if path is None:
+                    return None  # outside the indexed tree (the standard library, a venv)
+            return path if reader.path_for(path) == path else None
 
 
 def _runs(lines: list[int]) -> list[tuple[int, int]]:

@@ -20,7 +20,9 @@ def _resource_dir(name: str) -> Path:
     """The directory ``name`` of a checkout beside the package, else the one shipped
     inside the installed package."""
     checkout = PROJECT_ROOT / name
-    if (checkout / _MARKER).is_file():
+    # a checkout (its pyproject.toml beside the package), not site-packages, where another
+    # distribution's top-level `sql` or `migrations` could sit
+    if (PROJECT_ROOT / "pyproject.toml").is_file() and (checkout / _MARKER).is_file():
         return checkout
     try:
         shipped = resources.files(f"ctxdb.{name}")

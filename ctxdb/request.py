@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .config import MIN_TOKEN_CEILING
 from .paths import PACKAGE_DIR
 
 SCHEMA_FILE = PACKAGE_DIR / "decision_request.schema.json"
@@ -148,7 +149,8 @@ class DecisionRequest:
     def from_dict(cls, data: Any) -> "DecisionRequest":
         validate_request(data)
         request = cls._build(data)
-        problems = entity_key_problems(request)
+        # what the schema cannot say: relations between fields, as the dataclass check does
+        problems = entity_key_problems(request) + live_event_problems(request)
         if problems:
             raise RequestError("invalid decision request:\n  " + "\n  ".join(problems[:10]))
         return request
@@ -413,9 +415,9 @@ def _check_dataclass(request: DecisionRequest) -> list[str]:
     one_of("request.arm", request.arm, ARMS)
     ceiling = request.token_ceiling
     if ceiling is not None and (not isinstance(ceiling, int) or isinstance(ceiling, bool)
-                                or ceiling < 1):
-        problems.append(f"request.token_ceiling: expected an integer >= 1 or null, "
-                        f"got {str(ceiling)[:40]!r}")
+                                or ceiling < MIN_TOKEN_CEILING):
+        problems.append(f"request.token_ceiling: expected an integer >= {MIN_TOKEN_CEILING}"
+                        f" or null, got {str(ceiling)[:40]!r}")
     text("request.variant", request.variant, max_length=100)
     node = request.plan_node
     text("request.plan_node.node_id", node.node_id, max_length=200)
@@ -466,18 +468,31 @@ def _check_dataclass(request: DecisionRequest) -> list[str]:
         problems.append("request.live.patch: expected a string or null")
     for name in ("errors", "tracebacks", "tool_outputs", "test_outputs"):
         strings(f"request.live.{name}", getattr(live, name))
-    if not isinstance(live.events, tuple):
+    if not isinstance(live.events, (tuple, list)):
         problems.append("request.live.events: expected a list")
         return problems
     for number, event in enumerate(live.events):
         path = f"request.live.events[{number}]"
+        if not isinstance(event, LiveEvent):
+            problems.append(f"{path}: expected a LiveEvent")
+            continue
         one_of(f"{path}.kind", event.kind, LIVE_EVENT_KINDS)
         text(f"{path}.text", event.text)
-        at = event.decision_seq
-        if at is not None and (not isinstance(at, int) or isinstance(at, bool) or at < 1
-                               or (isinstance(request.seq, int) and at > request.seq)):
-            problems.append(f"{path}.decision_seq: expected an integer from 1 to the "
-                            f"request's seq ({request.seq}), or null")
+    problems += live_event_problems(request)
+    return problems
+
+
+def live_event_problems(request: DecisionRequest) -> list[str]:
+    """An event cannot arrive after the decision it is given to (both paths)."""
+    problems = []
+    for number, event in enumerate(request.live.events):
+        at = getattr(event, "decision_seq", None)
+        if at is None:
+            continue
+        if (not isinstance(at, int) or isinstance(at, bool) or at < 1
+                or (isinstance(request.seq, int) and at > request.seq)):
+            problems.append(f"request.live.events[{number}].decision_seq: expected an integer "
+                            f"from 1 to the request's seq ({request.seq}), or null")
     return problems
 
 

@@ -19,10 +19,12 @@ PATCH = """--- a/shopcart/pricing.py
 -        taxable = self.taxable_amount(items, exempt_categories)
 +        taxable = self.taxable_amount(items, exempt_categories) - discount
 """
-TRACEBACK = """Traceback (most recent call last):
+TRACEBACK = f"""Traceback (most recent call last):
   File "/usr/lib/python3.11/unittest/case.py", line 57, in testPartExecutor
     yield
-  File "/home/dev/shopcart/shopcart/pricing.py", line 65, in total
+  File "/venv/lib/python3.11/site-packages/shopcart/pricing.py", line 72, in taxable_amount
+    pass
+  File "{SHOPCART.resolve()}/shopcart/pricing.py", line 65, in total
     tax = self.tax_policy.tax_for(taxable, region)
 decimal.InvalidOperation: [<class 'decimal.ConversionSyntax'>]
 """
@@ -53,7 +55,8 @@ def test_lines_become_the_symbols_that_hold_them(recon_store):
     assert items == [
         ("04", "retrieved_hit", TOTAL),
         ("05", "changed_entity", TOTAL),
-        # the traceback's frame in the indexed tree, not the standard library's
+        # the traceback's frame in the indexed tree, not the standard library's, nor one of
+        # an installed copy whose path merely ends like a file of the tree
         ("03", "source_code", TOTAL),
         ("03", "source_code", TAXABLE),  # pytest's frame
         ("03", "source_code", "shopcart/tax.py"),
@@ -64,6 +67,14 @@ def test_lines_become_the_symbols_that_hold_them(recon_store):
     context = recon_store.construct(request)
     assert recon_store.verify() == {}
     assert "def total(" in context.render()
+
+
+def test_events_carry_the_order_and_age_of_observations(recon_store):
+    request = (_builder(recon_store).event("tool_output", "$ ls", decision_seq=1)
+               .event("test_output", PYTEST).build())
+    assert [(e.kind, e.decision_seq) for e in request.live.events] == [
+        ("tool_output", 1), ("test_output", None)]
+    assert [e.entity for e in request.evidence] == [TAXABLE]  # pytest's frame
 
 
 def test_without_recon_a_line_is_its_span(store_url):

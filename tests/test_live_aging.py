@@ -67,6 +67,21 @@ def test_a_newer_failure_at_the_same_site_or_of_the_same_test_supersedes(store_u
     ]
 
 
+def test_the_lists_of_unknown_order_across_kinds_supersede_only_within_a_stream(store_url):
+    """Without live.events, which failure is newer across kinds is not known: an error
+    and a traceback naming the same test both stay."""
+    request = edit_request(seq=2)
+    request["live"] = {"errors": ["tests/test_cart.py::test_total failed"],
+                       "tracebacks": ["FAILED tests/test_cart.py::test_total\n" + SITE_TRACEBACK]}
+    with ContextStore.open(store_url) as store:
+        context = store.construct(request)
+        verdicts = _query(store, text(
+            "SELECT v.verdict FROM v_item_verdict v JOIN evidence_item e"
+            " ON e.decision_id = v.decision_id AND e.item_id = v.item_id"
+            " WHERE v.decision_id = :d AND e.source = 'live'"), {"d": context.decision_id})
+    assert [row[0] for row in verdicts] == ["in_window", "in_window"]
+
+
 def test_old_tool_output_is_masked_to_its_pointer(store_url):
     seq = 6
     events = [

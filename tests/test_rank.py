@@ -184,6 +184,14 @@ def test_a_hostile_endpoint_costs_one_recorded_call_within_the_deadline(store_ur
     assert call[0][0] == status and 0 < call[0][1] <= 500
     assert verdicts == [("rejected", f"rank_failed: {status}")] * 2
     assert took < DEADLINE_SECONDS + DEADLINE_GRACE_SECONDS
+    # the abandoned call's thread stops too: at its next read past the deadline
+    import threading
+
+    for _ in range(50):
+        if not any(t.name == "ctxdb-rank-call" for t in threading.enumerate()):
+            break
+        time.sleep(0.1)
+    assert not any(t.name == "ctxdb-rank-call" for t in threading.enumerate())
 
 
 def test_residue_over_32_folds_without_a_call(store_url):
@@ -351,7 +359,7 @@ def test_an_unexpected_client_failure_is_a_recorded_call_not_a_wait(store_url, m
 
     from ctxdb.pipeline import rank
 
-    def broken(settings, body):
+    def broken(settings, body, deadline):
         raise RuntimeError("client bug")
 
     monkeypatch.setattr(rank, "_post", broken)

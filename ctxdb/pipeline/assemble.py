@@ -168,10 +168,14 @@ def assemble_pool(request: DecisionRequest, recon: EntityResolver | None) -> lis
     raw += [(given.source, given.kind, given.content, given.provenance, given.entity,
              given.score, None) for given in request.evidence]
     arrived_in: dict[int, int] = {}  # arrival number -> the decision it arrived in
-    for arrival_no, (source, kind, content, provenance, seq) in enumerate(_live_items(request), 1):
+    first_event = None  # the arrival number of live.events[0]: order across kinds from here
+    items = _live_items(request)
+    for arrival_no, (source, kind, content, provenance, seq) in enumerate(items, 1):
         raw.append((source, kind, content, provenance, None, None, arrival_no))
         if seq is not None:
             arrived_in[arrival_no] = seq
+    if request.live.events:
+        first_event = len(items) - len(request.live.events) + 1
 
     decision_terms = obligation_terms(node)
     if recon is not None and hasattr(recon, "prefetch"):
@@ -182,7 +186,9 @@ def assemble_pool(request: DecisionRequest, recon: EntityResolver | None) -> lis
     ):
         item = PoolItem(item_no, source, kind, content or "", provenance, entity_key,
                         score=score, arrival_no=arrival_no,
-                        arrived_in_seq=arrived_in.get(arrival_no))
+                        arrived_in_seq=arrived_in.get(arrival_no),
+                        in_harness_order=(first_event is not None and arrival_no is not None
+                                          and arrival_no >= first_event))
         _resolve(item, recon, has_content=content is not None)
         _apply_caps(item, request, decision_terms, from_recon=content is None)
         item.fact_key = fact_key(item.kind, item.entity_key, item.content, item.item_id)

@@ -179,8 +179,8 @@ def rank_residue(settings, obligation, acceptance_criteria, decision_question, r
     The deadline (``rank_timeout_seconds``) bounds the whole call — connect, send and a
     body that trickles in — not each read: the call runs in a thread of its own and the
     decision waits for it at most that long. A call still running then is abandoned (it
-    holds no lock and writes nothing; its own read timeout ends it) and recorded as a
-    timeout. At most RANK_RESPONSE_MAX_BYTES of the body are read."""
+    holds no lock and writes nothing) and recorded as a timeout; the thread itself stops
+    at its next read past the deadline, or at its read timeout. At most RANK_RESPONSE_MAX_BYTES of the body are read."""
     body = build_request_body(
         settings.rank_model, obligation, acceptance_criteria, decision_question, residue,
         settings.rank_response_format,
@@ -191,12 +191,13 @@ def rank_residue(settings, obligation, acceptance_criteria, decision_question, r
 
     def call() -> None:
         try:
-            answer.append(_post(settings, body))
+            answer.append(_post(settings, body, deadline))
         except Exception as exc:  # anything else the client raises: still one recorded call
             answer.append(_Answer(status=PARSE_ERROR, error=_short(f"{type(exc).__name__}: {exc}")))
 
     worker = threading.Thread(target=call, name="ctxdb-rank-call", daemon=True)
     start = time.perf_counter()
+    deadline = start + settings.rank_timeout_seconds
     worker.start()
     worker.join(settings.rank_timeout_seconds)
     outcome.latency_ms = (time.perf_counter() - start) * 1000
@@ -227,7 +228,7 @@ class _Answer:
     completion_tokens: int | None = None
 
 
-def _post(settings, body: dict) -> _Answer:
+def _post(settings, body: dict, deadline: float) -> _Answer:
     """The HTTP call itself (in the call's thread): the official client's request, the
     body read by hand so its size is capped, then the chat.completion envelope."""
     import httpx
@@ -243,6 +244,9 @@ def _post(settings, body: dict) -> _Answer:
         with client.chat.completions.with_streaming_response.create(**body) as response:
             data = bytearray()
             for chunk in response.iter_bytes():
+                if time.perf_counter() > deadline:  # a body that trickles in: give up
+                    return _Answer(status=TIMEOUT, error="the answer was still arriving at "
+                                                         "the deadline")
                 data += chunk
                 if len(data) > RANK_RESPONSE_MAX_BYTES:
                     return _Answer(status=RESPONSE_TOO_LARGE,
@@ -250,7 +254,8 @@ def _post(settings, body: dict) -> _Answer:
     except (openai.APITimeoutError, httpx.TimeoutException) as exc:
         return _Answer(status=TIMEOUT, error=_short(str(exc) or type(exc).__name__))
     except openai.APIStatusError as exc:
-        return _Answer(status=HTTP_ERROR, error=_short(f"HTTP {exc.status_code}: {exc.message}"))
+        return _Answer(status=HTTP_ERROR, error=_short(f"HTTP {exc.status_code}: {exc.message}"),
+                       text=_short(_body_of(exc)))
     except (openai.APIConnectionError, httpx.TransportError) as exc:
         return _Answer(status=CONNECTION_ERROR, error=_short(str(exc) or type(exc).__name__))
     except (openai.OpenAIError, httpx.HTTPError) as exc:
@@ -258,6 +263,14 @@ def _post(settings, body: dict) -> _Answer:
     finally:
         client.close()
     return _envelope(bytes(data))
+
+
+def _body_of(error) -> str:
+    """What an error response said (kept on the rank_call row), if it was read."""
+    try:
+        return error.response.text if error.response is not None else ""
+    except Exception:  # a streamed body not read, or not text: nothing to keep
+        return ""
 
 
 def _envelope(data: bytes) -> _Answer:

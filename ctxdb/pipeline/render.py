@@ -73,12 +73,13 @@ def failure_marks(text: str) -> frozenset[str]:
 def _superseded(candidate: Candidate, later_failures: list[tuple[int, frozenset[str]]],
                 newest_arrival: dict[str, int]) -> bool:
     """P6: a test output superseded by a newer one of its stream, or a failure of the
-    same test or at the same site as a newer failure, is stale."""
+    same test or at the same site as a newer failure, is stale. Which failure is newer
+    across kinds is known only for live.events: ``later_failures`` holds those alone."""
     item = candidate.item
     newest = newest_arrival.get(item.kind)
     if item.kind == "test_output" and newest is not None and item.arrival_no != newest:
         return True
-    if item.kind not in FAILURE_KINDS or item.arrival_no is None:
+    if item.kind not in FAILURE_KINDS or not item.in_harness_order:
         return False
     marks = failure_marks(item.content)
     return bool(marks) and any(arrival > item.arrival_no and marks & later
@@ -225,7 +226,7 @@ def render(decision: Decision, policy: dict[str, str]) -> None:
     for c in candidates:
         if c.item.arrival_no is not None:
             newest[c.item.kind] = max(newest.get(c.item.kind, 0), c.item.arrival_no)
-            if c.item.kind in FAILURE_KINDS:
+            if c.item.kind in FAILURE_KINDS and c.item.in_harness_order:
                 failures.append((c.item.arrival_no, failure_marks(c.item.content)))
     kept = []
     for candidate in candidates:

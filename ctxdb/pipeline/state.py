@@ -48,6 +48,7 @@ class PoolItem:
     score: float | None = None
     arrival_no: int | None = None
     arrived_in_seq: int | None = None  # live state: the decision it arrived in, if known
+    in_harness_order: bool = False  # live state from live.events: its order across kinds known
     path: str | None = None
     start_line: int | None = None
     end_line: int | None = None
