@@ -83,14 +83,15 @@ class RequestBuilder:
         return self._add("04", "retrieved_hit", self._entity_at(path, line, line), provenance)
 
     def diff(self, patch: str) -> RequestBuilder:
-        """The working-tree diff: the live patch, and what each hunk changes (its lines on
-        the new side) as a 05 changed entity."""
+        """The working-tree diff: the live patch, and what each hunk changes as a 05
+        changed entity — its lines on the new side (the working tree recon indexes): the
+        added lines, and where deleted ones were."""
         self._patch = patch
         for change in parse_unified_diff(patch):
-            path = change.new_path or change.old_path
-            if not change.added_new_lines and not change.changed_old_lines:
+            if change.new_path is None:  # a deleted file: nothing of it is left to show
                 continue
-            lines = change.added_new_lines or change.changed_old_lines
+            path = change.new_path
+            lines = change.added_new_lines + change.deleted_at_new_lines
             for first, last in _runs(lines):
                 self._add("05", "changed_entity", self._entity_at(path, first, last),
                           f"05: changed by the working-tree diff ({path}:{first}-{last})")

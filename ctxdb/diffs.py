@@ -18,6 +18,8 @@ class FileChange:
     old_path: str | None  # None for a new file
     new_path: str | None  # None for a deleted file
     changed_old_lines: list[int] = field(default_factory=list)  # modified or deleted
+    # where each deleted line was, as a line of the new side (the line now in its place)
+    deleted_at_new_lines: list[int] = field(default_factory=list)
     insertions: list[tuple[int, int]] = field(default_factory=list)  # (old line before, after)
     added_new_lines: list[int] = field(default_factory=list)
     hunk_old_ranges: list[tuple[int, int]] = field(default_factory=list)  # (first, last)
@@ -70,6 +72,7 @@ def parse_unified_diff(patch: str) -> list[FileChange]:
             pending_insert = False
         elif tag == "-":
             current.changed_old_lines.append(old)
+            current.deleted_at_new_lines.append(max(new, 1))
             old += 1
             pending_insert = False
         elif tag == "+":

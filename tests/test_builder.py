@@ -87,3 +87,21 @@ def test_without_recon_a_line_is_its_span(store_url):
 def test_a_grep_hit_that_is_not_path_line_is_refused(hit):
     with pytest.raises(RequestError, match="expected path:LINE or path:LINE:text"):
         _builder().grep_hit(hit)
+
+
+def test_a_deletion_is_placed_where_it_was_in_the_working_tree(recon_store):
+    """The index is of the working tree: a hunk that only deletes is found at the new
+    side's line, not at the old side's (which the deletion shifted)."""
+    patch = """--- a/shopcart/pricing.py
++++ b/shopcart/pricing.py
+@@ -1,3 +1,1 @@
+-import os
+-import sys
+ \"\"\"Turning a cart into a priced quote: subtotal, discounts, tax, total.\"\"\"
+@@ -66,3 +64,2 @@
+         taxable = self.taxable_amount(items, exempt_categories)
+-        tax = self.tax_policy.tax_for(taxable, region)
+         total = round_money(subtotal + tax - discount)
+"""
+    request = _builder(recon_store).diff(patch).build()
+    assert [e.entity for e in request.evidence] == ["shopcart/pricing.py:1-1", TOTAL]
