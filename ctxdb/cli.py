@@ -96,7 +96,8 @@ def _cmd_db_upgrade(args) -> int:
     from .migrate import upgrade_engine
 
     before, after = upgrade_engine(resolve_url(args.db), args.revision)
-    print(f"upgraded {before or '(empty)'} -> {after}")
+    print(f"already at {after}" if before == after
+          else f"upgraded {before or '(empty)'} -> {after}")
     return EXIT_OK
 
 

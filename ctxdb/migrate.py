@@ -64,6 +64,16 @@ def known_revisions() -> set[str]:
     return set(_revisions())
 
 
+def revision_order() -> list[str]:
+    """The revisions from the first to head (the chain is linear, tested)."""
+    following = {down: revision for revision, down in _revisions().items()}
+    order, revision = [], following.get(None)
+    while revision is not None:
+        order.append(revision)
+        revision = following.get(revision)
+    return order
+
+
 def head_revision() -> str:
     """The revision no other revision builds on (the chain is linear, tested)."""
     chain = _revisions()
@@ -105,6 +115,19 @@ def upgrade_engine(url: str, target: str = "head") -> tuple[str | None, str]:
         engine.dispose()
 
 
+def _check_target(before: str | None, target: str) -> None:
+    """An upgrade goes to a revision this ctxdb knows, never back from the store's."""
+    if target == "head":
+        return
+    order = revision_order()
+    if target not in order:
+        raise StoreVersionError(f"--revision {target[:40]!r}: expected head or one of "
+                                f"{', '.join(order)}")
+    if before is not None and before in order and order.index(target) < order.index(before):
+        raise StoreVersionError(f"--revision {target}: the store is at {before}, past it; "
+                                "ctxdb upgrades a store, it does not downgrade one")
+
+
 def _upgrade(engine: Engine, target: str) -> tuple[str | None, str]:
     from alembic import command
 
@@ -118,6 +141,7 @@ def _upgrade(engine: Engine, target: str) -> tuple[str | None, str]:
                 )
             before = current_revision(connection)
             _check_known(before)
+            _check_target(before, target)
             drop_views(connection)
             config.attributes["connection"] = connection
             command.upgrade(config, target)

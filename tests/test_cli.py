@@ -207,3 +207,15 @@ def test_a_reader_that_stops_early_is_no_error(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdout", ClosedPipe())
     assert main(["show", str(decision_id), "--db", str(db)]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_db_upgrade_refuses_an_unknown_or_earlier_revision(tmp_path, capsys):
+    db = str(tmp_path / "store.db")
+    assert main(["db", "upgrade", "--db", db, "--revision", "0003"]) == EXIT_OK
+    assert main(["db", "upgrade", "--db", db, "--revision", "9999"]) == EXIT_BAD_INPUT
+    assert "--revision '9999': expected head or one of 0001" in capsys.readouterr().err
+    assert main(["db", "upgrade", "--db", db, "--revision", "0001"]) == EXIT_BAD_INPUT
+    assert "the store is at 0003, past it" in capsys.readouterr().err
+    assert main(["db", "upgrade", "--db", db]) == EXIT_OK
+    assert main(["db", "upgrade", "--db", db]) == EXIT_OK
+    assert capsys.readouterr().out.splitlines()[-1] == f"already at {head_revision()}"
