@@ -48,7 +48,7 @@ demo: $(INSTALLED)
 	done
 
 lint: $(INSTALLED)
-	$(BIN)/ruff check ctxdb tests bench migrations
+	$(BIN)/ruff check ctxdb tests bench migrations examples
 
 bench: $(INSTALLED)
 	$(BIN)/python bench/recon_index.py

@@ -105,6 +105,9 @@ class LiveEvent:
     kind: str
     text: str
     decision_seq: int | None = None
+    # what produced it (`pytest tests/x.py`, `python repro.py`): a newer output of the same
+    # command supersedes it, whatever either's kind — a passing re-run ends a traceback
+    command: str | None = None
 
 
 @dataclass(frozen=True)
@@ -478,6 +481,9 @@ def _check_dataclass(request: DecisionRequest) -> list[str]:
             continue
         one_of(f"{path}.kind", event.kind, LIVE_EVENT_KINDS)
         text(f"{path}.text", event.text)
+        if event.command is not None and (not isinstance(event.command, str)
+                                          or not event.command.strip()):
+            problems.append(f"{path}.command: expected a non-empty string or null")
     problems += live_event_problems(request)
     return problems
 
