@@ -234,8 +234,10 @@ def _cmd_diff(args) -> int:
         print(f"  - {fact}  ({item_id})")
     for fact, before, after in result.changed:
         print(f"  ~ {fact}  {before} -> {after}")
-    if not (result.entered or result.left or result.changed):
-        print("  (same facts, same renderings)")
+    for fact, item_a, item_b in result.rewritten:
+        print(f"  * {fact}  text changed ({item_a} -> {item_b})")
+    if not (result.entered or result.left or result.changed or result.rewritten):
+        print("  (same facts, same renderings, same texts)")
     return EXIT_OK
 
 

@@ -6,11 +6,12 @@ Everything here is a query in ``sql/forensics/``; the CLI prints what it returns
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import Connection
 
 from .pipeline.budget import cut_task
+from .pipeline.vocabulary import FAILURE_KINDS
 from .pipeline.window_text import DECISION_REF_PREFIX, TASK_HEADER
 from .sqlfiles import sql_statement
 
@@ -153,26 +154,66 @@ def item(connection: Connection, decision_id: int, item_id: str):
 
 @dataclass(frozen=True)
 class WindowDiff:
+    """Two windows compared fact by fact. A fact is named readably and the same way in
+    both (item ids shift between decisions): a symbol by its entity key, the plan node and
+    the patch as such, a criterion by its first line, a live observation by its kind, the
+    decision it arrived in and its first line."""
+
     entered: list[tuple[str, str]]  # (fact, item id in B)
     left: list[tuple[str, str]]  # (fact, item id in A)
     changed: list[tuple[str, str, str]]  # (fact, rendering in A, rendering in B)
+    # (fact, item id in A, item id in B): the same fact with another text (edited code, a
+    # new obligation, the patch grown)
+    rewritten: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+LIVE_KINDS = FAILURE_KINDS | {"tool_output"}
+ENDS_WITH_VERDICT = frozenset({"traceback", "test_output"})
+FACT_LINE_CHARS = 60  # how much of a first line names a live item or a criterion
+_ARRIVED = re.compile(r"from decision (\d+)")
+
+
+def fact_name(row) -> str:
+    """The readable name of a window row's fact (``WindowDiff``)."""
+    kind, entity = row["kind"], row["entity_key"]
+    if kind == "plan_node":
+        return "plan node"
+    if kind == "patch":
+        return "patch"
+    lines = [" ".join(line.split()) for line in (row["content"] or "").splitlines()]
+    lines = [line for line in lines if line]
+    first_line = lines[0][:FACT_LINE_CHARS] if lines else ""
+    if kind == "acceptance_criteria":
+        return f"acceptance criterion: {first_line}"
+    if kind in LIVE_KINDS:
+        arrived = _ARRIVED.search(row["provenance"] or "")
+        when = f" (from decision {arrived[1]})" if arrived else ""
+        # a traceback and a test run end with what they say (the exception, pytest's
+        # summary); an error and a tool output start with it (the message, the command)
+        telling = lines[-1] if kind in ENDS_WITH_VERDICT and lines else first_line
+        return f"{kind}{when}: {telling[:FACT_LINE_CHARS]}"
+    if row["fact_key"].startswith("item:"):
+        return f"{kind}:{entity or first_line}"
+    return entity or row["fact_key"]
 
 
 def diff(connection: Connection, decision_a: int, decision_b: int) -> WindowDiff:
-    """What entered, left, or changed rendering between two windows, by fact identity."""
+    """What entered, left, changed rendering or text between two windows, by fact."""
 
     def facts(decision_id):
         out = {}
         for row in _rows(connection, "window_of_decision", decision_id=decision_id):
-            fact = row["entity_key"] or row["fact_key"]
-            if row["fact_key"].startswith("item:"):
-                fact = f"{row['kind']}:{row['entity_key'] or row['item_id']}"
-            out.setdefault(fact, (row["item_id"], row["rendering"]))
+            name = fact_name(row)
+            if name in out:  # two items of one name (two runs printing the same first line)
+                name = f"{name} #{sum(1 for key in out if key.startswith(name)) + 1}"
+            out[name] = (row["item_id"], row["rendering"], row["content_sha256"])
         return out
 
     a, b = facts(decision_a), facts(decision_b)
+    both = sorted(set(a) & set(b))
     return WindowDiff(
         entered=[(f, b[f][0]) for f in sorted(set(b) - set(a))],
         left=[(f, a[f][0]) for f in sorted(set(a) - set(b))],
-        changed=[(f, a[f][1], b[f][1]) for f in sorted(set(a) & set(b)) if a[f][1] != b[f][1]],
+        changed=[(f, a[f][1], b[f][1]) for f in both if a[f][1] != b[f][1]],
+        rewritten=[(f, a[f][0], b[f][0]) for f in both if a[f][2] != b[f][2]],
     )

@@ -21,7 +21,8 @@ three decisions old is masked to its pointer (``store.show`` gives it back).
 
     python examples/harness_loop.py [--workdir DIR] [--db URL]
 
-prints each window's tokens and what entered or left it since the previous decision.
+prints each window's tokens and what entered or left it since the previous decision
+(``*``: the same fact with another text — edited code, a new obligation).
 ``run_loop`` returns the same as data (the test reads it).
 """
 
@@ -96,6 +97,7 @@ class DecisionRecord:
     verdicts: dict[str, int]
     entered: list[str] = field(default_factory=list)  # facts new since the previous window
     left: list[str] = field(default_factory=list)
+    rewritten: list[str] = field(default_factory=list)  # the same fact with another text
     tests_passed: bool | None = None  # the pytest run this decision led to, if any
 
 
@@ -198,10 +200,12 @@ def run_loop(workdir: Path, db: str | None = None, echo=print) -> tuple[list[Dec
                 change = store.diff(records[-1].decision_id, context.decision_id)
                 record.entered = [fact for fact, _ in change.entered]
                 record.left = [fact for fact, _ in change.left]
+                record.rewritten = [fact for fact, _, _ in change.rewritten]
             records.append(record)
             echo(f"decision {seq} {decision_type:<8} {context.token_count:>5} / {context.ceiling}"
                  f" tokens  {_verdict_line(context.verdicts)}")
-            for label, facts in (("+", record.entered), ("-", record.left)):
+            for label, facts in (("+", record.entered), ("-", record.left),
+                                 ("*", record.rewritten)):
                 for fact in facts:
                     echo(f"    {label} {fact}")
             return context
