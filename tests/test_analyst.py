@@ -289,15 +289,17 @@ def test_show_window_only_json_and_messages_are_what_construct_returned(tmp_path
         assert "expected" in capsys.readouterr().err
 
 
-def test_show_reads_back_a_context_whose_task_was_cut(tmp_path):
+def test_show_reads_back_a_context_whose_task_was_cut(store_url, capsys):
     """A window flagged task_truncated showed a cut task: the context read back is the
-    one construct returned, cut task and eviction steps included."""
+    one construct returned, cut task and eviction steps included (on both backends)."""
     request = edit_request(task="Fix the discount. " + " ".join(f"word{n}" for n in range(2000)))
     settings = replace(load_settings(), token_ceiling=MIN_TOKEN_CEILING)
-    with ContextStore.open(tmp_path / "cut.db", settings=settings) as store:
+    with ContextStore.open(store_url, settings=settings) as store:
         built = store.construct(request)
-        assert "task_truncated" in built.flags
+        assert "task_truncated" in built.flags and built.budget_log
         assert store.context(built.decision_id) == built
+    assert main(["show", str(built.decision_id), "--db", store_url, "--format", "json"]) == 0
+    assert capsys.readouterr().out == built.to_json() + "\n"
 
 
 # --- why -------------------------------------------------------------------------------
@@ -321,16 +323,24 @@ def test_why_by_entity_follows_one_entity_across_decisions(demo_store, capsys):
     assert "same fact as" in out
 
 
-def test_why_an_entity_not_in_the_pool_is_bad_input_naming_near_keys(demo_store, capsys):
-    assert main(["why", "1", "--entity", "slugify", "--db", str(demo_store)]) == EXIT_BAD_INPUT
+def test_why_an_entity_not_in_the_pool_is_bad_input_naming_near_keys(store_url, capsys):
+    """On both backends: the suggestions' LIKE patterns are escaped with '!'."""
+    with ContextStore.open(store_url) as store:
+        store.construct(edit_request())
+    assert main(["why", "1", "--entity", "slugify", "--db", store_url]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert "decision 1 has no pool item of entity 'slugify'" in err
     assert f"the pool has {SLUGIFY}" in err
-    assert main(["why", "1", "--entity", "shop/nowhere.py::gone", "--db", str(demo_store)]) == 2
+    # an underscore is a letter, not LIKE's one-character wildcard
+    assert main(["why", "1", "--entity", "render_report", "--db", store_url]) == 2
+    assert "the pool has shop/report.py::render_report" in capsys.readouterr().err
+    assert main(["why", "1", "--entity", "slug_fy", "--db", store_url]) == 2
+    assert "the pool has" not in capsys.readouterr().err
+    assert main(["why", "1", "--entity", "shop/nowhere.py::gone", "--db", store_url]) == 2
     assert "has no pool item of entity 'shop/nowhere.py::gone'" in capsys.readouterr().err
-    assert main(["why", "1", "--db", str(demo_store)]) == EXIT_BAD_INPUT  # neither
+    assert main(["why", "1", "--db", store_url]) == EXIT_BAD_INPUT  # neither
     assert "expected ITEM" in capsys.readouterr().err
-    assert main(["why", "1", "E1", "--entity", SLUGIFY, "--db", str(demo_store)]) == 2  # both
+    assert main(["why", "1", "E1", "--entity", SLUGIFY, "--db", store_url]) == 2  # both
 
 
 # --- db history ------------------------------------------------------------------------
