@@ -117,6 +117,90 @@ def _cmd_db_current(args) -> int:
     return EXIT_OK
 
 
+def _cmd_db_history(args) -> int:
+    """The migrations from the first to head, each marked applied or pending in the store
+    (read from the files and the stamp, as opening a store does: no alembic)."""
+    from .db import make_engine
+    from .migrate import current_revision, head_revision, revision_order, revision_summaries
+
+    named = args.db is not None or DB_URL_ENV in os.environ
+    try:
+        url = _existing_store(args.db)
+    except FileNotFoundError:
+        if named:
+            raise
+        url = None  # no store here: the history alone, as alembic prints it
+    revision = None
+    if url is not None:
+        engine = make_engine(url)
+        try:
+            with engine.connect() as connection:
+                revision = current_revision(connection)
+        finally:
+            engine.dispose()
+    order, summaries, head = revision_order(), revision_summaries(), head_revision()
+    applied = set(order[: order.index(revision) + 1]) if revision in order else set()
+    for number in order:
+        state = "-" if url is None else ("applied" if number in applied else "pending")
+        print(f"{number}  {state:<7}  {summaries.get(number, '')}"
+              + ("  (head)" if number == head else ""))
+    if url is None:
+        print(f"(no store at ./{DEFAULT_DB_PATH}: pass --db to see which are applied)")
+    elif revision is not None and revision not in order:
+        print(f"the store is at {revision}, which this ctxdb does not know: a newer ctxdb made it")
+    else:
+        where = "head" if revision == head else "behind head; run `ctxdb db upgrade`"
+        print(f"store at {revision or '(empty)'} ({where})")
+    return EXIT_OK
+
+
+def _write_output(text: str, output: str | None) -> None:
+    """``text`` to the file named by -o (then a line saying so), else to standard output."""
+    if output is None:
+        sys.stdout.write(text)
+        return
+    with open(output, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    print(f"wrote {output}")
+
+
+def _cmd_db_schema_docs(args) -> int:
+    from .analyst import schema_markdown
+
+    _write_output(schema_markdown(), args.output)
+    return EXIT_OK
+
+
+def _cmd_datasette_metadata(args) -> int:
+    from sqlalchemy.engine import make_url
+
+    from .analyst import datasette_metadata
+    from .db import is_sqlite, make_engine
+    from .migrate import current_revision, head_revision
+
+    url = _existing_store(args.db)
+    if not is_sqlite(url):
+        raise ValueError("--db: Datasette serves SQLite files; expected a store's .db file, "
+                         "not a PostgreSQL URL")
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            revision = current_revision(connection)
+    finally:
+        engine.dispose()
+    if revision != head_revision():
+        raise ValueError(f"--db: the store is at schema revision {revision or '(empty)'}; the "
+                         f"metadata describes {head_revision()}: run `ctxdb db upgrade` first")
+    database = make_url(url).database
+    # Datasette names a database after its file's stem
+    name = Path(database.split("?", 1)[0].removeprefix("file:")).stem
+    _write_output(json.dumps(datasette_metadata(name), indent=2, ensure_ascii=False) + "\n",
+                  args.output)
+    if args.output:
+        print(f"serve it: datasette {database} --metadata {args.output}")
+    return EXIT_OK
+
+
 def _cmd_verify(args) -> int:
     with _context_store().open(_existing_store(args.db)) as store:
         violations = store.verify()
@@ -178,10 +262,25 @@ def _cmd_construct(args) -> int:
 def _cmd_why(args) -> int:
     from . import forensics
 
+    if (args.item is None) == (args.entity is None):
+        raise ValueError("ctxdb why: expected ITEM (an item id such as E12) or --entity KEY, "
+                         "one of the two")
     with _open_existing_store(args) as store, store.engine.connect() as connection:
         decision_id = forensics.resolve_decision(connection, args.decision)
-        item_id = forensics.item_id_of(connection, decision_id, args.item)
-        rows = forensics.why(connection, decision_id, item_id)
+        if args.entity is not None:  # every pool item of the entity, its evidence first
+            item_ids = forensics.items_of_entity(connection, decision_id, args.entity)
+        else:
+            item_ids = [forensics.item_id_of(connection, decision_id, args.item)]
+        paths = [(item_id, forensics.why(connection, decision_id, item_id))
+                 for item_id in item_ids]
+    for number, (item_id, rows) in enumerate(paths):
+        if number:
+            print()
+        _print_why(decision_id, item_id, rows)
+    return EXIT_OK
+
+
+def _print_why(decision_id: int, item_id: str, rows) -> None:
     first = rows[0]
     print(f"decision {decision_id} · {item_id} · {first['source']} {first['kind']}"
           f" {first['entity_key'] or ''}".rstrip())
@@ -196,20 +295,36 @@ def _cmd_why(args) -> int:
     if first["window_position"] is not None:
         print(f"in the window at position {first['window_position']} ({first['window_block']},"
               f" {first['window_rendering']})")
-    return EXIT_OK
 
 
 def _cmd_show(args) -> int:
     from . import forensics
 
+    if args.window_only and (args.item is not None or args.format != "text"):
+        raise ValueError("--window-only: prints a decision's window as text, exactly as sent; "
+                         "expected no ITEM and no --format other than text")
+    if args.item is not None and args.format == "messages":
+        raise ValueError("--format messages: a decision's chat messages; expected no ITEM")
     with _open_existing_store(args) as store, store.engine.connect() as connection:
         decision_id = forensics.resolve_decision(connection, args.decision)
         if args.item is None:
-            print(forensics.summary(connection, decision_id))
-            print("─" * 72)
-            print(forensics.rendered_window(connection, decision_id), end="")
+            if args.window_only:
+                sys.stdout.write(forensics.rendered_window(connection, decision_id))
+            elif args.format == "json":
+                print(forensics.context(connection, decision_id).to_json())
+            elif args.format == "messages":
+                messages = forensics.context(connection, decision_id).messages()
+                print(json.dumps(messages, indent=2, ensure_ascii=False))
+            else:
+                print(forensics.summary(connection, decision_id))
+                print("─" * 72)
+                print(forensics.rendered_window(connection, decision_id), end="")
             return EXIT_OK
         row = forensics.item(connection, decision_id, args.item)
+    if args.format == "json":
+        print(json.dumps({"decision_id": decision_id, **dict(row)}, indent=2, sort_keys=True,
+                         ensure_ascii=False, default=str))
+        return EXIT_OK
     where = f" {row['path']}:{row['start_line']}-{row['end_line']}" if row["start_line"] else ""
     print(f"# decision {decision_id} · {row['item_id']} · {row['source']} {row['kind']}"
           f" {row['entity_key'] or ''}{where}".rstrip())
@@ -383,15 +498,26 @@ def _retrieve_eval(args) -> int:
 
 
 def _cmd_tokens_count(args) -> int:
-    from .tokens import get_counter
+    """Counts with the tokenizers asked for, every one loaded before anything is printed:
+    one named with --tokenizer that cannot load is an error (exit 2, no count); without
+    --tokenizer, those installed count and a missing optional one is noted on stderr."""
+    from .tokens import TokenizerUnavailable, get_counter
 
-    if args.file == "-":
-        text = sys.stdin.read()
-    else:
-        with open(args.file, encoding="utf-8") as fh:
-            text = fh.read()
-    for name in args.tokenizer or TOKENIZER_NAMES:
-        print(f"{name}\t{get_counter(name).count(text)}")
+    text = _read_text_argument("FILE", args.file)
+    counters, missing = [], []
+    for name in dict.fromkeys(args.tokenizer or TOKENIZER_NAMES):
+        try:
+            counters.append(get_counter(name))
+        except TokenizerUnavailable as exc:
+            if args.tokenizer:
+                raise
+            missing.append((name, exc))
+    if not counters:
+        raise missing[0][1]
+    for counter in counters:
+        print(f"{counter.name}\t{counter.count(text)}")
+    for name, exc in missing:
+        print(f"ctxdb: note: {name} not counted: {exc}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -420,6 +546,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_db_option(current)
     current.set_defaults(func=_cmd_db_current)
+    history = db_commands.add_parser(
+        "history", help="list the migrations, marking those the store has applied",
+        description="Every schema revision from the first to head with what it does, each "
+        "marked applied or pending in the store (without a store: the list alone).",
+    )
+    _add_db_option(history)
+    history.set_defaults(func=_cmd_db_history)
+    schema_docs = db_commands.add_parser(
+        "schema-docs", help="write the schema's documentation (docs/schema.md) from the code",
+        description="Tables, columns with types and descriptions, CHECK constraints and "
+        "views, generated from ctxdb/models.py, ctxdb/descriptions.py and sql/views/.",
+    )
+    schema_docs.add_argument("-o", "--output", metavar="FILE",
+                             help="write to FILE (docs/schema.md in a checkout) instead of "
+                             "standard output")
+    schema_docs.set_defaults(func=_cmd_db_schema_docs)
 
     construct = commands.add_parser(
         "construct", help="build the window for one decision request (JSON)",
@@ -447,8 +589,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Every stage action on ITEM in DECISION, from v_why, final verdict marked ■.",
     )
     why.add_argument("decision", metavar="DECISION", help="decision id, or req-<hash> from a pointer")
-    why.add_argument("item", metavar="ITEM",
-                     help="pool item id (E12) or entity key (pkg/mod.py::Class.method)")
+    why.add_argument("item", metavar="ITEM", nargs="?",
+                     help="pool item id (E12), or an entity key for its first pool item")
+    why.add_argument("--entity", metavar="KEY",
+                     help="instead of ITEM: every pool item of this entity "
+                     "(pkg/mod.py::Class.method); item ids differ between decisions, keys do not")
     _add_db_option(why)
     why.set_defaults(func=_cmd_why)
 
@@ -459,6 +604,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.add_argument("decision", metavar="DECISION", help="decision id, or req-<hash> from a pointer")
     show.add_argument("item", metavar="ITEM", nargs="?", help="pool item id, e.g. E12")
+    show.add_argument("--window-only", action="store_true",
+                      help="print only the window, exactly the text sent (no summary)")
+    show.add_argument("--format", choices=("text", "json", "messages"), default="text",
+                      help="text (default: summary, then the window), json (the "
+                      "DecisionContext, as `construct --json` prints it; with ITEM, the item) "
+                      "or messages (the chat messages list sent to the model)")
     _add_db_option(show)
     show.set_defaults(func=_cmd_show)
 
@@ -559,6 +710,17 @@ def build_parser() -> argparse.ArgumentParser:
                           "(shared with `ab run`)")
     retrieve.set_defaults(func=_cmd_retrieve)
 
+    datasette = commands.add_parser(
+        "datasette-metadata", help="write a Datasette metadata file for a SQLite store",
+        description="A metadata JSON file for `datasette STORE.db --metadata FILE` "
+        "(Datasette 0.65): every table and view described, the tables' columns too, and "
+        "sql/reports/*.sql and the forensic queries of sql/analyst/ as canned queries.",
+    )
+    _add_db_option(datasette)
+    datasette.add_argument("-o", "--output", metavar="FILE",
+                           help="write to FILE instead of standard output")
+    datasette.set_defaults(func=_cmd_datasette_metadata)
+
     tokens = commands.add_parser("tokens", help="count tokens offline", description="Token counting.")
     token_commands = tokens.add_subparsers(dest="tokens_command", metavar="SUBCOMMAND", required=True)
     count = token_commands.add_parser(
@@ -568,7 +730,8 @@ def build_parser() -> argparse.ArgumentParser:
     count.add_argument("file", metavar="FILE", help="a text file, or - for standard input")
     count.add_argument(
         "--tokenizer", action="append", choices=TOKENIZER_NAMES,
-        help="tokenizer to use (repeatable; default: all)",
+        help="tokenizer to use (repeatable; default: every one installed — deepseek-v4 needs "
+        "the deepseek extra — noting on standard error any that is not)",
     )
     count.set_defaults(func=_cmd_tokens_count)
 

@@ -5,12 +5,15 @@ Everything here is a query in ``sql/forensics/``; the CLI prints what it returns
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection
 
+from .context import DecisionContext, WindowEntry
 from .pipeline.budget import cut_task
+from .pipeline.state import BudgetStep
 from .pipeline.vocabulary import FAILURE_KINDS
 from .pipeline.window_text import DECISION_REF_PREFIX, TASK_HEADER
 from .sqlfiles import sql_statement
@@ -55,12 +58,46 @@ def rendered_window(connection: Connection, decision_id: int) -> str:
     """The exact text that was sent, rebuilt from the stored window rows."""
     head = header(connection, decision_id)
     window = _rows(connection, "window_of_decision", decision_id=decision_id)
+    body = "".join(row["rendered_text"] for row in window)
+    return TASK_HEADER.format(task=_window_task(connection, head)) + body
+
+
+def _window_task(connection: Connection, head) -> str:
+    """The task as the window showed it: cut only when the decision is flagged so."""
     task = head["task_text"]
     if "task_truncated" in (head["flags"] or "").split(","):
-        steps = _rows(connection, "budget_steps", decision_id=decision_id)
+        steps = _rows(connection, "budget_steps", decision_id=head["decision_id"])
         task = _cut_task(task, head["token_ceiling"], steps)
-    body = "".join(row["rendered_text"] for row in window)
-    return TASK_HEADER.format(task=task) + body
+    return task
+
+
+def context(connection: Connection, decision_id: int) -> DecisionContext:
+    """The DecisionContext the decision's construction returned, read back from the
+    store: the same window, messages, budget steps, flags and verdict counts."""
+    head = header(connection, decision_id)
+    node = _rows(connection, "obligation_of_decision", decision_id=decision_id)
+    entries = tuple(
+        WindowEntry(
+            row["position"], row["item_id"], row["role"], row["rendering"], row["tier"],
+            row["block"], bool(row["edge_critical"]), row["token_count"], row["rendered_text"],
+            None if row["shown_start_line"] is None
+            else (row["shown_start_line"], row["shown_end_line"]),
+        )
+        for row in _rows(connection, "window_of_decision", decision_id=decision_id)
+    )
+    steps = tuple(BudgetStep(**row) for row in _rows(connection, "budget_steps",
+                                                     decision_id=decision_id))
+    return DecisionContext(
+        decision_id=decision_id, arm=head["arm"], task=_window_task(connection, head),
+        acceptance_criteria=tuple(json.loads(node[0]["acceptance_criteria_json"])) if node
+        else (),
+        current_obligation=node[0]["obligation_text"] if node else "",
+        window=entries, token_count=head["token_count"], ceiling=head["token_ceiling"],
+        tokenizer=head["tokenizer"], budget_log=steps,
+        flags=tuple(head["flags"].split(",")) if head["flags"] else (),
+        verdicts={row["verdict"]: row["items"]
+                  for row in _rows(connection, "verdict_counts", decision_id=decision_id)},
+    )
 
 
 def _cut_task(task: str, ceiling: int, steps) -> str:
@@ -143,6 +180,36 @@ def item_id_of(connection: Connection, decision_id: int, item: str) -> str:
     if not rows:
         raise NotFound(f"decision {decision_id} has no item of entity {item[:200]!r}")
     return rows[0]["item_id"]
+
+
+def _last_name(entity_key: str) -> str:
+    """What a reader would call an entity: ``method`` of ``pkg/mod.py::Class.method``,
+    ``mod.py`` of ``pkg/mod.py``."""
+    key = entity_key.rstrip("/")
+    if "::" in key:
+        return re.split(r"::|\.", key)[-1]
+    if "/" in key or key.endswith(".py"):
+        return key.rsplit("/", 1)[-1]
+    return key.rsplit(".", 1)[-1]
+
+
+def _like_escaped(text: str) -> str:
+    return text.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+
+
+def items_of_entity(connection: Connection, decision_id: int, entity_key: str) -> list[str]:
+    """Every pool item of an entity in a decision, its evidence first. An entity not in
+    the pool is NotFound, naming the pool's keys for the same symbol or file name."""
+    rows = _rows(connection, "item_of_entity", decision_id=decision_id, entity_key=entity_key)
+    if rows:
+        return [row["item_id"] for row in rows]
+    name = _like_escaped(_last_name(entity_key))
+    similar = [row["entity_key"] for row in _rows(
+        connection, "entities_like", decision_id=decision_id, symbol_pattern=f"%::{name}",
+        member_pattern=f"%.{name}", file_pattern=f"%/{name}")]
+    hint = (f"; the pool has {', '.join(similar)}" if similar
+            else "; its pool's entities are in v_item_verdict (entity_key)")
+    raise NotFound(f"decision {decision_id} has no pool item of entity {entity_key[:200]!r}{hint}")
 
 
 def item(connection: Connection, decision_id: int, item_id: str):
