@@ -146,11 +146,13 @@ def test_bad_lines_name_line_and_field(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     instances, errors = load_instances(path)
     assert [i.instance_id for i in instances] == ["shopcart__shopcart-1"]
-    assert errors[0] == f"{path} line 2: not valid JSON (Expecting property name enclosed in double quotes)"
+    assert errors[0] == (f"{path} line 2: not valid JSON (Expecting property name enclosed in "
+                         "double quotes): expected one JSON object per line")
     assert errors[1] == f"{path} line 3: field 'patch': expected a unified diff as a string"
     assert errors[2] == f"{path} line 4: field 'FAIL_TO_PASS': expected a value (the field is missing)"
     assert errors[3].startswith(f"{path} line 5: field 'repo_path': expected a directory")
-    assert errors[4] == f"{path} line 6: field 'instance_id': 'shopcart__shopcart-1' appears twice"
+    assert errors[4] == (f"{path} line 6: field 'instance_id': 'shopcart__shopcart-1' appears "
+                         "twice (expected one line per instance)")
 
 
 def _git_repo(tmp_path) -> tuple[Path, str]:
