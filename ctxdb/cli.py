@@ -356,12 +356,32 @@ def _cmd_diff(args) -> int:
     return EXIT_OK
 
 
+def _progress_callback(label: str, unit: str):
+    """A ``progress(done, total)`` for a runner: a bar on stderr if it is a terminal,
+    drawn empty at ``done == 0``; nothing in a pipe."""
+    from .progress import ProgressBar
+
+    bars: list[ProgressBar] = []
+
+    def progress(done: int, total: int) -> None:
+        if not bars:
+            bars.append(ProgressBar(label, total, unit))
+        if done == 0:
+            bars[0].start()
+        else:
+            bars[0].step(done)
+
+    return progress
+
+
 def _cmd_ab_run(args) -> int:
+    """Exit 2 when a line is bad (the good ones are run first; each bad one is named on
+    stderr with its line, field and what was expected), else 1 when an instance failed,
+    else 0."""
     from pathlib import Path
 
     from .ab.materialize import describe_skipped
     from .ab.runner import AbOptions, run_ab
-    from .progress import ProgressBar
     from .db import resolve_url
 
     options = AbOptions(
@@ -373,16 +393,8 @@ def _cmd_ab_run(args) -> int:
         run_prefix=args.run_prefix,
         ranker=args.ranker,
     )
-    bars: list[ProgressBar] = []
-
-    def progress(done, total):
-        if not bars:
-            bars.append(ProgressBar("ab run", total, "instances"))
-        bars[0].step(done)
-
-    summary = run_ab(resolve_url(args.db), args.instances, options, progress=progress)
-    for error in summary.input_errors:
-        print(f"skipped: {error}", file=sys.stderr)
+    summary = run_ab(resolve_url(args.db), args.instances, options,
+                     progress=_progress_callback("ab run", "instances"))
     for result in summary.results:
         if result.skipped:
             print(f"materialized {result.instance_id} without "
@@ -393,18 +405,28 @@ def _cmd_ab_run(args) -> int:
     print(f"ab run: {len(done)} instance(s) done, {sum(r.decisions for r in done)} decisions; "
           f"{len(summary.failed)} failed, {len(summary.input_errors)} bad line(s); "
           f"ranker {options.ranker}")
-    return EXIT_OK if done or not (summary.failed or summary.input_errors) else EXIT_VIOLATIONS
+    # last, where the reader looks: what was not run, and why
+    for error in summary.input_errors:
+        print(f"ctxdb: error: not run: {error}", file=sys.stderr)
+    if summary.input_errors:
+        return EXIT_BAD_INPUT
+    return EXIT_VIOLATIONS if summary.failed else EXIT_OK
 
 
 def _cmd_ab_outcome(args) -> int:
+    """All or nothing: any bad line (each named on stderr) means nothing is recorded, exit 2."""
     from .ab.outcomes import import_outcomes
 
-    with _context_store().open(args.db) as store:
+    with _context_store().open(_existing_store(args.db)) as store:
         recorded, errors = import_outcomes(store, args.file)
     for error in errors:
-        print(f"skipped: {error}", file=sys.stderr)
-    print(f"recorded {recorded} outcome(s); {len(errors)} bad line(s)")
-    return EXIT_OK if not errors else EXIT_BAD_INPUT
+        print(f"ctxdb: error: {error}", file=sys.stderr)
+    if errors:
+        print(f"ctxdb: error: {len(errors)} bad line(s) in {args.file}: nothing recorded",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"recorded {recorded} outcome(s)")
+    return EXIT_OK
 
 
 def _cmd_report(args) -> int:
@@ -473,17 +495,11 @@ def _cmd_retrieve(args) -> int:
 
 
 def _retrieve_eval(args) -> int:
-    from .progress import ProgressBar
     from .retrieval import evaluate
 
-    bars: list[ProgressBar] = []
-
-    def progress(done, total):
-        if not bars:
-            bars.append(ProgressBar("retrieve --eval", total, "instances"))
-        bars[0].step(done)
-
-    scores, errors = evaluate.evaluate(args.eval, Path(args.cache), progress=progress)
+    scores, errors = evaluate.evaluate(args.eval, Path(args.cache),
+                                       progress=_progress_callback("retrieve --eval",
+                                                                   "instances"))
     for error in errors:
         print(f"skipped: {error}", file=sys.stderr)
     if args.json:
@@ -638,7 +654,9 @@ def build_parser() -> argparse.ArgumentParser:
     ab_run = ab_commands.add_parser(
         "run", help="construct every arm's and variant's decisions for SWE-bench-format instances",
         description="Materialize each instance at its base commit with its test patch, index it, "
-        "store its gold facts, and construct localize and edit decisions per arm and variant.",
+        "store its gold facts, and construct localize and edit decisions per arm and variant. "
+        "A progress bar on stderr when it is a terminal. Bad lines are named after the good "
+        "ones have run (exit 2); an instance that fails exits 1.",
     )
     ab_run.add_argument("instances", metavar="INSTANCES.jsonl",
                         help="SWE-bench-format lines with repo_path or repo_git")
@@ -663,7 +681,8 @@ def build_parser() -> argparse.ArgumentParser:
     ab_outcome = ab_commands.add_parser(
         "outcome", help="record harness outcomes from a JSONL file",
         description="Each line: {run_id, instance_id, solved, cost_usd?, model_tokens_in?, "
-        "model_tokens_out?}. Bad lines are reported; the others are recorded.",
+        "model_tokens_out?}. All or nothing: any bad line is named (line, field, what was "
+        "expected) and nothing is recorded (exit 2).",
     )
     ab_outcome.add_argument("file", metavar="FILE.jsonl", help="outcomes, one JSON object per line")
     _add_db_option(ab_outcome)
