@@ -128,9 +128,11 @@ class RequestBuilder:
 
     def build(self) -> DecisionRequest:
         evidence = self._evidence
-        if self.target_entity and not any(item.entity == self.target_entity for item in evidence):
+        if (self.target_entity and not any(item.entity == self.target_entity for item in evidence)
+                and self._resolves(self.target_entity)):
             # the code the plan node says to change, first: a harness names the target and
-            # expects to see it, not to add it again by hand
+            # expects to see it, not to add it again by hand (only when recon has it: an
+            # item the harness never added must not be what a strict store refuses)
             evidence = [EvidenceInput(source="03", kind="source_code", entity=self.target_entity,
                                       provenance="03: the plan node's target"), *evidence]
         request = DecisionRequest(
@@ -175,6 +177,20 @@ class RequestBuilder:
         if store is None or not getattr(store, "recon_available", False):
             return None
         return store
+
+    def _resolves(self, key: str) -> bool:
+        store = self._recon()
+        if store is None:
+            return False
+        from .entities import parse_entity_key
+        from .recon.reader import ReconReader
+
+        try:
+            ref = parse_entity_key(key)
+        except ValueError:
+            return False  # build() names the malformed key
+        with store.engine.connect() as connection, store.recon_connection(connection) as rc:
+            return ReconReader(rc).resolve(ref) is not None
 
     def _entity_at(self, path: str, first: int, last: int) -> str:
         store = self._recon()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection
@@ -237,7 +238,8 @@ class WindowDiff:
 LIVE_KINDS = FAILURE_KINDS | {"tool_output"}
 ENDS_WITH_VERDICT = frozenset({"traceback", "test_output"})
 FACT_LINE_CHARS = 60  # how much of a first line names a live item or a criterion
-_ARRIVED = re.compile(r"from decision (\d+)")
+# how assembly names an event's arrival: "(traceback, from decision 2)"
+_ARRIVED = re.compile(r"\((?:error|traceback|tool_output|test_output), from decision (\d+)\)")
 
 
 def fact_name(row) -> str:
@@ -264,17 +266,30 @@ def fact_name(row) -> str:
     return entity or row["fact_key"]
 
 
+def unique_names(names: list[str]) -> list[str]:
+    """The names in order, a repeated one numbered ``#2``, ``#3`` … (two runs whose
+    telling line is the same), never colliding with a name already given."""
+    given: set[str] = set()
+    uses: Counter[str] = Counter()
+    out = []
+    for base in names:
+        uses[base] += 1
+        name = base if uses[base] == 1 else f"{base} #{uses[base]}"
+        while name in given:
+            uses[base] += 1
+            name = f"{base} #{uses[base]}"
+        given.add(name)
+        out.append(name)
+    return out
+
+
 def diff(connection: Connection, decision_a: int, decision_b: int) -> WindowDiff:
     """What entered, left, changed rendering or text between two windows, by fact."""
 
     def facts(decision_id):
-        out = {}
-        for row in _rows(connection, "window_of_decision", decision_id=decision_id):
-            name = fact_name(row)
-            if name in out:  # two items of one name (two runs printing the same first line)
-                name = f"{name} #{sum(1 for key in out if key.startswith(name)) + 1}"
-            out[name] = (row["item_id"], row["rendering"], row["content_sha256"])
-        return out
+        rows = _rows(connection, "window_facts_of_decision", decision_id=decision_id)
+        return {name: (row["item_id"], row["rendering"], row["content_sha256"])
+                for name, row in zip(unique_names([fact_name(row) for row in rows]), rows)}
 
     a, b = facts(decision_a), facts(decision_b)
     both = sorted(set(a) & set(b))

@@ -162,7 +162,11 @@ class WorkingTree:
              "-rf", TESTS], cwd=self.root, env=self._env(), capture_output=True, text=True)
 
     def _env(self) -> dict[str, str]:
-        return {**os.environ, "PYTHONPATH": str(self.root / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
+        # the sdist's own tests against its source, untouched by this process's pytest
+        # settings and plugins
+        env = {key: value for key, value in os.environ.items() if key != "PYTEST_ADDOPTS"}
+        return {**env, "PYTHONPATH": str(self.root / "src"), "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
 def run_loop(workdir: Path, db: str | None = None, echo=print) -> tuple[list[DecisionRecord], str]:

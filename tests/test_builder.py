@@ -86,12 +86,16 @@ def test_the_target_enters_the_pool_and_the_window(recon_store):
     with_item = _builder(recon_store).evidence(EvidenceInput(
         source="05", kind="fault_entity", entity=TOTAL, provenance="05: localized")).build()
     assert [e.kind for e in with_item.evidence] == ["fault_entity"]  # named already: not twice
+    unknown = RequestBuilder("b", "i", 1, "edit", "t", "o", store=recon_store,
+                             target_entity="shopcart/pricing.py::Nowhere").build()
+    assert unknown.evidence == ()  # recon has no such symbol: nothing strict would refuse
 
 
 def test_without_recon_a_line_is_its_span(store_url):
     request = _builder().grep_hit("shopcart/pricing.py:64").traceback(TRACEBACK).build()
     # an absolute frame path cannot be placed without the index: left to the live text
-    assert [e.entity for e in request.evidence] == [TOTAL, "shopcart/pricing.py:64-64"]
+    # no recon to read the target from: no item for it (strict would refuse it)
+    assert [e.entity for e in request.evidence] == ["shopcart/pricing.py:64-64"]
 
 
 @pytest.mark.parametrize("hit", ["shopcart/pricing.py", "pricing.py:0", ":12", ""])

@@ -111,14 +111,29 @@ def test_a_tight_ceiling_cuts_the_freshest_failure_not_the_window(loop):
     records, store, _ = loop
     repair = records[3]
     fates = _live_fates(store, repair.decision_id)
-    assert fates[GREP][0] == "masked" and fates[REPRODUCER][0] == "masked"  # oldest first
+    assert fates[GREP][0] == "masked" and fates[REPRODUCER][0] == "masked"
     assert fates[FIRST_RUN][0] == "in_window"  # the freshest failure is never masked
-    steps = [step for step, _ in _ladder(store, repair.decision_id)]
-    assert "4_cut_freshest_failure" in steps and "stable_core_only" not in steps
+    ladder = _ladder(store, repair.decision_id)
+    masked = [item for step, item in ladder if step == "1_mask_transient"]
+    assert masked == [_item_of(store, repair.decision_id, GREP),
+                      _item_of(store, repair.decision_id, REPRODUCER)]  # oldest first
+    steps = [step for step, _ in ladder]
+    assert "2e_cut_freshest_failure" in steps and "stable_core_only" not in steps
     window = store.show(repair.decision_id)
     assert "cut to its last lines to fit the budget" in window
     assert "short test summary info" in window  # pytest's summary is among the last lines
     assert "def __getitem__" in window  # the change target stays
+
+
+def test_a_stale_failure_links_nothing(loop):
+    """Decision 6: the superseded pytest run's frames point into code edited since
+    (its line 58 is now __iter__); none of them is a link, only the current failures'."""
+    records, store, _ = loop
+    with store.engine.connect() as connection:
+        frames = connection.execute(text(
+            "SELECT entity_key FROM decision_link WHERE decision_id = :d"
+            " AND link_kind = 'traceback_frame'"), {"d": records[5].decision_id}).scalars().all()
+    assert frames == []  # the first run and the reproducer's traceback are both superseded
 
 
 def test_live_state_ages_across_the_loop(loop):

@@ -79,6 +79,13 @@ def test_diff_names_facts_readably_whatever_their_item_ids(store_url):
     assert ("plan node", "E1", "E1") in changes.rewritten
 
 
+def test_repeated_fact_names_are_numbered_without_collisions():
+    from ctxdb.forensics import unique_names
+
+    assert unique_names(["x: 1", "x: 10", "x: 1"]) == ["x: 1", "x: 10", "x: 1 #2"]
+    assert unique_names(["a", "a #2", "a"]) == ["a", "a #2", "a #3"]
+
+
 def test_a_request_may_lower_the_ceiling_and_never_raise_it(store_url):
     with ContextStore.open(store_url) as store:
         context = store.construct(edit_request(run_id="lower", token_ceiling=300))

@@ -8,7 +8,8 @@ from requests_data import edit_request
 from sqlalchemy import text
 
 from ctxdb import ContextStore
-from ctxdb.pipeline.render import TOOL_OUTPUT_MAX_AGE_DECISIONS, failure_marks, marks_meet
+from ctxdb.pipeline.aging import Observation, failure_marks, marks_meet, stale_arrivals
+from ctxdb.pipeline.render import TOOL_OUTPUT_MAX_AGE_DECISIONS
 from ctxdb.request import MIN_TOKEN_CEILING
 
 SITE_TRACEBACK = ('Traceback (most recent call last):\n'
@@ -155,8 +156,53 @@ def test_a_failure_too_long_for_the_ceiling_is_cut_to_its_last_lines(store_url):
                        {"d": context.decision_id})
     window = context.render()
     assert context.token_count <= context.ceiling
-    assert "4_cut_freshest_failure" in [row[0] for row in steps]
+    assert "2e_cut_freshest_failure" in [row[0] for row in steps]
+    # before the stable core's acceptance detail is touched (spec §3.7: its trim is last)
+    assert not [row[0] for row in steps if row[0].startswith("3_")]
     assert "stable_core_only" not in context.flags
     assert "cut to its last lines to fit the budget" in window
     assert "1 failed in 0.1s" in window
     assert "test_1\n" not in window  # its first lines are what gave way
+
+
+def test_a_failure_of_one_long_line_keeps_its_end(store_url):
+    """Neither the 8 KB pool cut nor the ladder loses a failure whose last line is longer
+    than what fits: its end stays (where the exception's message is)."""
+    message = "ValueError: " + "x" * 20_000 + " the end\n"
+    request = _request([{"kind": "error", "text": message, "decision_seq": 5}],
+                       token_ceiling=MIN_TOKEN_CEILING * 4)
+    with ContextStore.open(store_url) as store:
+        context = store.construct(request)
+    assert "the end" in context.render()
+    assert "stable_core_only" not in context.flags
+
+
+def test_the_pool_cut_of_a_failure_keeps_its_last_line_whole_or_its_end():
+    from ctxdb.pipeline.assemble import cap_content
+    from ctxdb.spec import CONTENT_MAX_BYTES
+
+    lines = "".join(f"frame {n}\n" for n in range(3000)) + "KeyError: 'accept'\n"
+    cut, was_cut = cap_content(lines, keep_tail=True)
+    assert was_cut and cut.endswith("KeyError: 'accept'\n") and cut.startswith("[ctxdb: content cut")
+    assert len(cut.encode("utf-8")) <= CONTENT_MAX_BYTES
+    assert cut.split("\n")[1].startswith("frame ")  # from a whole line
+    one_line, _ = cap_content("é" * 10_000 + " the end\n", keep_tail=True)
+    assert one_line.endswith(" the end\n") and len(one_line.encode("utf-8")) <= CONTENT_MAX_BYTES
+
+
+def test_one_runs_outputs_stand_together_and_commands_are_streams():
+    """A run reported as a test output and a traceback in one decision: neither
+    supersedes the other; test outputs of different commands are different streams."""
+    def seen(arrival, kind, command, seq, text="x"):
+        return Observation(arrival, kind, text, True, seq, command)
+
+    one_run = [seen(1, "test_output", "pytest t.py", 4, "FAILED t.py::test_a\n1 failed"),
+               seen(2, "traceback", "pytest t.py", 4, 'File "t.py", line 3, in test_a')]
+    assert stale_arrivals(one_run) == frozenset()
+    streams = [seen(1, "test_output", "pytest a.py", 2), seen(2, "test_output", "pytest b.py", 3)]
+    assert stale_arrivals(streams) == frozenset()
+    rerun = [seen(1, "test_output", "pytest  a.py", 2), seen(2, "test_output", "pytest a.py", 3)]
+    assert stale_arrivals(rerun) == {1}  # the same command, up to whitespace
+    lists = [Observation(1, "test_output", "1 failed", False), Observation(2, "test_output",
+                                                                          "ok", False)]
+    assert stale_arrivals(lists) == {1}  # outputs of no command: one stream, as before

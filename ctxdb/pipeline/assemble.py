@@ -54,8 +54,9 @@ def cap_content(text: str, keep_tail: bool = False) -> tuple[str, bool]:
     # errors="ignore" drops a multi-byte character split by the cut.
     if keep_tail:
         tail = data[len(data) - keep:].decode("utf-8", errors="ignore")
-        if "\n" in tail:
-            tail = tail[tail.index("\n") + 1:]  # from a whole line
+        newline = tail.find("\n")
+        if 0 <= newline < len(tail.rstrip("\n")) - 1:
+            tail = tail[newline + 1:]  # from a whole line, unless the last line is all there is
         return mark.lstrip("\n") + "\n" + tail, True
     return data[:keep].decode("utf-8", errors="ignore") + mark, True
 
@@ -158,7 +159,8 @@ def _live_items(request: DecisionRequest) -> list[tuple]:
                           None))
     for number, event in enumerate(live.events, start=1):
         arrived = f", from decision {event.decision_seq}" if event.decision_seq else ""
-        of = f" of `{event.command[:COMMAND_IN_PROVENANCE_CHARS]}`" if event.command else ""
+        quoted = " ".join(event.command.split())[:COMMAND_IN_PROVENANCE_CHARS] if event.command else ""
+        of = f" of `{quoted}`" if quoted else ""
         items.append(("live", event.kind, event.text,
                       f"live: event #{number} of {len(live.events)} ({event.kind}{arrived}){of}",
                       event.decision_seq, event.command))

@@ -11,11 +11,12 @@ action and stopping as soon as the window fits:
    signatures, then supporting (middle) items are evicted weakest first, then
    the tests reasoned over become signatures, then the change target is cut to
    the sliding window that fits;
+   then the freshest failure output, which step 1 kept, cut to its last lines that fit
+   (where pytest's summary and a traceback's innermost frame and exception are; the end
+   of its last line when not even that fits), with a pointer to the whole text — so one
+   long test run does not empty the window;
 3. the stable core — supporting acceptance detail only: later criteria cut to
-   their first line, then evicted; never the task or the current obligation;
-4. the freshest failure output, which step 1 kept, cut to its last lines that fit
-   (where pytest's summary and a traceback's innermost frame and exception are), with
-   a pointer to the whole text — so one long test run does not empty the window.
+   their first line, then evicted; never the task or the current obligation.
 
 If it still does not fit, the window is the stable core only, flagged
 ``stable_core_only``; if even that is over (a pathological task), the task text
@@ -45,6 +46,18 @@ def cut_task(task: str, ceiling: int, exact: int) -> str:
     the recounts in budget_log, as the store keeps the task uncut."""
     keep = max(len(task) * ceiling // max(exact, 1) - TASK_CUT_MARGIN_CHARS, 0)
     return (task[:keep] + TASK_CUT_MARK) if keep else ""
+
+
+def _most_that_fit(most: int, fits: Callable[[int], bool]) -> int:
+    """The largest n in 0..most with fits(n) (fits is monotone: fewer always fit)."""
+    low, high = 0, max(most, 0)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def fit_budget(decision: Decision, count: Callable[[list[str]], list[int]]) -> None:
@@ -92,8 +105,8 @@ class Budgeter:
         self._measure_items(window)
         total = self._total(window)
         self._log("measured", None, total, total, f"ceiling {self.ceiling}")
-        for action in (self._mask_transient, self._shrink_working_set, self._trim_stable_core,
-                       self._cut_freshest_failure):
+        for action in (self._mask_transient, self._shrink_working_set, self._cut_freshest_failure,
+                       self._trim_stable_core):
             if total <= self.ceiling:
                 break
             window, total = action(window, total)
@@ -226,27 +239,28 @@ class Budgeter:
         if freshest is None:
             return window, total
         rest = total - freshest.tokens
-        lines = freshest.item.content.rstrip("\n").split("\n")
+        content = freshest.item.content.rstrip("\n")
+        lines = content.split("\n")
         whole_text, mark = freshest.text, self._failure_cut_mark(freshest)
 
-        def tokens_with(kept_lines: int) -> int:
-            freshest.text = mark + "\n".join(lines[len(lines) - kept_lines:])
-            return self.count([freshest.block_text()])[0]
+        def fits(tail: str) -> bool:
+            freshest.text = mark + tail
+            return rest + self.count([freshest.block_text()])[0] <= self.ceiling
 
-        # the most last lines that fit, by exact counts (a binary search: few counts)
-        low, high = 0, len(lines) - 1
-        while low < high:
-            middle = (low + high + 1) // 2
-            if rest + tokens_with(middle) <= self.ceiling:
-                low = middle
-            else:
-                high = middle - 1
+        # the most last lines that fit, by exact counts (a binary search: few counts);
+        # when not even the last line fits, the most of its end that does
+        kept = _most_that_fit(len(lines) - 1, lambda n: fits("\n".join(lines[len(lines) - n:])))
+        if kept:
+            tail = "\n".join(lines[len(lines) - kept:])
+        else:
+            last = lines[-1]
+            chars = _most_that_fit(len(last) - 1, lambda n: fits(last[len(last) - n:]))
+            tail = last[len(last) - chars:] if chars else ""
         freshest.text = whole_text
-        if low == 0:
-            return window, total  # not even its last line fits: the stable core only, next
-        text = mark + "\n".join(lines[len(lines) - low:])
-        total = self._replace_text(freshest, text, "truncated", "4_cut_freshest_failure", total,
-                                   "cut_to_window")
+        if not tail:
+            return window, total  # nothing of it fits: the stable core only, in the end
+        total = self._replace_text(freshest, mark + tail, "truncated", "2e_cut_freshest_failure",
+                                   total, "cut_to_window")
         return window, total
 
     def _failure_cut_mark(self, candidate) -> str:

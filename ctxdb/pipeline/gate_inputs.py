@@ -31,6 +31,7 @@ from ..spec import PROVENANCE_MAX_CHARS
 from ..terms import terms
 from ..ab.variants import NO_IMPACT_DIGEST
 from .assemble import apply_pool_cap
+from .aging import observation_of, stale_arrivals
 from .dedup import fact_key
 from .state import Decision, ImpactEdge, Link, Nearness, PoolItem
 from .vocabulary import (
@@ -93,6 +94,10 @@ def traceback_frames(texts: list[str]) -> list[tuple[str, int]]:
     return frames
 
 
+# which failures' frames are read first (a symbol is linked once, by its first frame)
+FRAME_KIND_ORDER = ("traceback", "test_output", "error")
+
+
 def compute_links(request: DecisionRequest, pool: list[PoolItem], recon: ReconReader | None) -> list[Link]:
     node = request.plan_node
     links: list[Link] = []
@@ -127,10 +132,14 @@ def compute_links(request: DecisionRequest, pool: list[PoolItem], recon: ReconRe
         for row in recon.rows("recon/tested_callees", {"test_key": test_key}):
             links.append(Link(VALIDATION_CALLEE, row.key, row.path, row.start_line, row.end_line,
                               test_id, row.id))
-    live = request.live
-    failure_texts = [*live.tracebacks, *live.test_outputs, *live.errors,
-                     *(event.text for event in live.events if event.kind in FAILURE_KINDS),
-                     request.task]
+    # the frames of live failures a newer observation has not superseded (P6: a stale
+    # failure's line numbers may point into code that has changed since), and the task's
+    live = [item for item in pool if item.arrival_no is not None and item.source == "live"]
+    stale = stale_arrivals(observation_of(item) for item in live)
+    current = sorted((item for item in live
+                      if item.kind in FAILURE_KINDS and item.arrival_no not in stale),
+                     key=lambda item: (FRAME_KIND_ORDER.index(item.kind), item.arrival_no))
+    failure_texts = [*(item.original_content or item.content for item in current), request.task]
     for name, line in traceback_frames(failure_texts):
         path = recon.path_for(name)
         row = recon.innermost(path, line) if path else None

@@ -17,12 +17,12 @@ from sqlalchemy import Connection
 from ..entities import is_test_entity
 from ..spec import COMPRESSED_TARGET_BYTES
 from ..sqlfiles import sql_statement
+from .aging import observation_of, stale_arrivals
 from .state import Candidate, Decision
 from .window_text import mask_pointer
 from .vocabulary import (
     CHANGE_TARGET_KINDS,
     DRIVER_ROLES,
-    FAILURE_KINDS,
     IMPACT,
     RENDER,
     REJECTED,
@@ -54,69 +54,14 @@ def load_policy(connection: Connection, policy_set: str) -> dict[str, str]:
 # that arrived more than this many decisions before the current one is masked to its
 # pointer, its raw text kept in the store.
 TOOL_OUTPUT_MAX_AGE_DECISIONS = 3
-# what names a failure: a pytest node id, or the innermost frame's file and line
-_TEST_ID = re.compile(r"[\w./-]+\.py::[\w\[\]./:-]+")
-_FRAME_SITE = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)|^(?P<short>[\w./-]+\.py:\d+):',
-                         re.MULTILINE)
-
-
-def failure_marks(text: str) -> frozenset[str]:
-    """What a failure is of: the tests it names and the site it was raised at."""
-    marks = {m.rstrip(":") for m in _TEST_ID.findall(text)}
-    sites = list(_FRAME_SITE.finditer(text))
-    if sites:
-        last = sites[-1]
-        marks.add(last["short"] or f"{last['path']}:{last['line']}")
-    return frozenset(marks)
-
-
-def _superseded(candidate: Candidate, later_failures: list[tuple[int, frozenset[str]]],
-                newest_arrival: dict[str, int], newest_of_command: dict[str, int]) -> bool:
-    """P6: a test output superseded by a newer one of its stream, or a failure of the
-    same test or at the same site as a newer failure, is stale. Which failure is newer
-    across kinds is known only for live.events: ``later_failures`` holds those alone."""
-    item = candidate.item
-    newest = newest_arrival.get(item.kind)
-    if item.kind == "test_output" and newest is not None and item.arrival_no != newest:
-        return True
-    if item.command is not None and newest_of_command.get(item.command, 0) > item.arrival_no:
-        return True  # the same command ran again since: its newer output is what holds
-    if item.kind not in FAILURE_KINDS or not item.in_harness_order:
-        return False
-    marks = failure_marks(item.content)
-    return bool(marks) and any(arrival > item.arrival_no and marks_meet(marks, later)
-                               for arrival, later in later_failures)
-
-
-def marks_meet(first: frozenset[str], second: frozenset[str]) -> bool:
-    """Two failures are of the same test or site: a mark in common, where a site named by
-    an absolute path (a script's traceback) meets the same file and line as pytest prints
-    it, relative to where it ran."""
-    if first & second:
-        return True
-    sites = [_site(mark) for mark in second if "::" not in mark]
-    for path, line in (_site(mark) for mark in first if "::" not in mark):
-        for other_path, other_line in sites:
-            if line == other_line and (path.endswith("/" + other_path)
-                                       or other_path.endswith("/" + path)):
-                return True
-    return False
-
-
-def _site(mark: str) -> tuple[str, str]:
-    path, _, line = mark.rpartition(":")
-    return path, line
-
-
-def derive_role(candidate: Candidate, decision: Decision, newest_arrival: dict[str, int],
-                failures: list[tuple[int, frozenset[str]]] = (),
-                newest_of_command: dict[str, int] | None = None) -> str:
+def derive_role(candidate: Candidate, decision: Decision,
+                stale: frozenset[int] = frozenset()) -> str:
+    """``stale``: the arrival numbers P6 supersedes (``aging.stale_arrivals``)."""
     item = candidate.item
     if item.kind in REQUIREMENT_KINDS and item.source == "07":
         return "requirement"
     if item.kind in TRANSIENT_KINDS and item.source in ("live", "patch"):
-        return ("stale" if _superseded(candidate, failures, newest_arrival, newest_of_command or {})
-                else "live_current")
+        return "stale" if item.arrival_no in stale else "live_current"
     if item.kind in CHANGE_TARGET_KINDS:
         return "change_target"
     if item.entity_key and item.entity_key == decision.target_entity:
@@ -245,20 +190,11 @@ def rendered_text(candidate: Candidate, decision: Decision) -> str:
 def render(decision: Decision, policy: dict[str, str]) -> None:
     """Assign role and rendering; the candidates that stay (stale ones are dropped)."""
     candidates, audit = decision.candidates, decision.audit
-    newest: dict[str, int] = {}
-    failures = []  # (arrival, what it is of) of every live failure
-    newest_of_command: dict[str, int] = {}  # command -> the arrival of its newest output
-    for c in candidates:
-        if c.item.arrival_no is not None:
-            newest[c.item.kind] = max(newest.get(c.item.kind, 0), c.item.arrival_no)
-            if c.item.kind in FAILURE_KINDS and c.item.in_harness_order:
-                failures.append((c.item.arrival_no, failure_marks(c.item.content)))
-            if c.item.command is not None:
-                newest_of_command[c.item.command] = max(newest_of_command.get(c.item.command, 0),
-                                                        c.item.arrival_no)
+    stale = stale_arrivals(observation_of(c.item) for c in candidates
+                           if c.item.arrival_no is not None)
     kept = []
     for candidate in candidates:
-        candidate.role = derive_role(candidate, decision, newest, failures, newest_of_command)
+        candidate.role = derive_role(candidate, decision, stale)
         rendering = policy.get(candidate.role)
         if rendering is None:
             rendering = DEFAULT_RENDERING
