@@ -131,7 +131,7 @@ def resolve_url(url_or_path: str | os.PathLike | None = None) -> str:
                              "expected a sqlite:// or postgresql+psycopg:// URL") from exc
         if url.get_backend_name() not in ("sqlite", "postgresql"):
             raise ValueError(
-                f"database URL {value!r}: expected a sqlite:// or postgresql:// URL"
+                f"database URL {shown}: expected a sqlite:// or postgresql:// URL"
             )
         if url.get_backend_name() == "postgresql" and url.get_driver_name() != PG_DRIVER:
             raise ValueError(f"database URL {shown}: expected postgresql+{PG_DRIVER}:// "

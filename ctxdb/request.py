@@ -204,8 +204,8 @@ class DecisionRequest:
                 decision_question=node.get("decision_question"),
                 insertion_point=InsertionPoint(**point) if point is not None else None,
             ),
-            evidence=tuple(EvidenceInput(**item) for item in data.get("evidence", ())),
-            impact_edges=tuple(ImpactEdgeInput(**edge) for edge in data.get("impact_edges", ())),
+            evidence=_objects(EvidenceInput, data.get("evidence", ())),
+            impact_edges=_objects(ImpactEdgeInput, data.get("impact_edges", ())),
             derive_impact=data.get("derive_impact", False),
             live=LiveState(
                 patch=live.get("patch"),
@@ -213,7 +213,7 @@ class DecisionRequest:
                 tracebacks=_tuple(live.get("tracebacks", ())),
                 tool_outputs=_tuple(live.get("tool_outputs", ())),
                 test_outputs=_tuple(live.get("test_outputs", ())),
-                events=tuple(LiveEvent(**event) for event in live.get("events", ())),
+                events=_objects(LiveEvent, live.get("events", ())),
             ),
             arm=data.get("arm", "ctx08"),
             variant=data.get("variant", "default"),
@@ -366,6 +366,11 @@ def _tuple(value):
     return tuple(value) if isinstance(value, list) else value
 
 
+def _objects(cls, value):
+    """A JSON list of objects as a tuple of ``cls``; anything else as it is."""
+    return tuple(cls(**item) for item in value) if isinstance(value, list) else value
+
+
 class _LongInteger:
     """A JSON integer of more than JSON_INT_DIGITS_MAX digits (Python will not convert
     it): no field takes one, so it is refused by name like any value of the wrong type."""
@@ -501,9 +506,9 @@ def _problem(error) -> str:
     if rule == "maxItems":
         return f"{path}: expected at most {expected} items, got {len(value)}"
     if rule == "minimum":
-        return f"{path}: expected at least {expected}, got {_quote(value)}"
+        return f"{path}: {_quote(value)} is less than the minimum of {expected}"
     if rule == "maximum":
-        return f"{path}: expected at most {expected}, got {_quote(value)}"
+        return f"{path}: {_quote(value)} is greater than the maximum of {expected}"
     if rule == "anyOf" and all("required" in s for s in expected):
         fields = [name for option in expected for name in option["required"]]
         return f"{path}: expected at least one of the fields {', '.join(fields)}"
@@ -582,6 +587,11 @@ def entity_key_problems(request: DecisionRequest) -> list[str]:
     return problems
 
 
+@functools.cache
+def _field_names(cls) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 def _finite(number) -> bool:
     try:
         return math.isfinite(number)
@@ -650,7 +660,9 @@ def _check_dataclass(request: DecisionRequest) -> list[str]:
 
     def fields(path: str, value, cls) -> dict | None:
         """``value``'s fields of ``cls`` (an object with those attributes will do)."""
-        found = {f.name: getattr(value, f.name, _MISSING) for f in dataclasses.fields(cls)}
+        if type(value) is cls:
+            return vars(value)  # this module's frozen class: every field is there
+        found = {name: getattr(value, name, _MISSING) for name in _field_names(cls)}
         if any(v is _MISSING for v in found.values()):
             problems.append(f"{path}: expected a {cls.__name__}, got {_quote(value)}")
             return None

@@ -569,3 +569,26 @@ def test_show_refuses_a_decision_id_past_the_store_integers(tmp_path, capsys, re
     capsys.readouterr()
     assert main(["show", decision, "--db", str(db)]) == EXIT_BAD_INPUT
     assert "decision" in _one_line_error(capsys)
+
+
+def test_the_builder_refuses_lines_past_the_store_integers(store_url, recon_target):
+    """A grep hit or a frame with an impossible line never reaches recon's queries (an
+    OverflowError on SQLite, a DataError on PostgreSQL)."""
+    from ctxdb import RequestBuilder
+    from ctxdb.recon import index_repository
+
+    index_repository(Path(__file__).resolve().parent.parent / "fixtures" / "repos" / "shopcart",
+                     recon_target)
+    with ContextStore.open(store_url, recon=recon_target) as store:
+        def builder():
+            return RequestBuilder("b", "shopcart", 1, "edit", "Fix tax", "Charge tax after",
+                                  store=store)
+
+        for line in ("2147483648", "18446744073709551617", "9" * 5000):
+            with pytest.raises(RequestError, match="expected a line from 1 to 2147483647"):
+                builder().grep_hit(f"shopcart/pricing.py:{line}:taxable")
+        output = ("shopcart/pricing.py:99999999999999999999: in total\n"
+                  "shopcart/pricing.py:64: in total\n")
+        request_ = builder().pytest_output(output).build()
+        assert [item.entity for item in request_.evidence] == [
+            "shopcart/pricing.py::PriceCalculator.total"]
