@@ -134,9 +134,12 @@ def _cmd_construct(args) -> int:
     from dataclasses import replace
 
     from . import forensics
-    from .request import DecisionRequest, UnresolvedEntityWarning
-
-    from .request import REQUEST_JSON_MAX_BYTES, RequestError
+    from .request import (
+        REQUEST_JSON_MAX_BYTES,
+        DecisionRequest,
+        RequestError,
+        UnresolvedEntityWarning,
+    )
 
     try:
         with open(args.request, "rb") as fh:
