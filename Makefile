@@ -15,7 +15,7 @@ DEMO_REPO := fixtures/repos/shopcart
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[deepseek,test]'
+	$(BIN)/python -m pip install --quiet -e '.[deepseek,test,datasette]'
 	touch $@
 
 # The tests start their own throwaway PostgreSQL 15 cluster from these binaries.
@@ -48,7 +48,7 @@ demo: $(INSTALLED)
 	done
 
 lint: $(INSTALLED)
-	$(BIN)/ruff check ctxdb tests bench migrations
+	$(BIN)/ruff check ctxdb tests bench migrations examples
 
 bench: $(INSTALLED)
 	$(BIN)/python bench/recon_index.py

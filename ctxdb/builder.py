@@ -57,6 +57,7 @@ class RequestBuilder:
     acceptance_criteria: tuple[str, ...] = ()
     decision_question: str | None = None
     insertion_point: InsertionPoint | None = None
+    token_ceiling: int | None = None  # this decision's ceiling, at most the store's
     _evidence: list[EvidenceInput] = field(default_factory=list)
     _live: dict[str, list[str]] = field(default_factory=dict)
     _patch: str | None = None
@@ -119,15 +120,23 @@ class RequestBuilder:
         self._live.setdefault("tool_outputs", []).append(text)
         return self
 
-    def event(self, kind: str, text: str, decision_seq: int | None = None) -> RequestBuilder:
+    def event(self, kind: str, text: str, decision_seq: int | None = None,
+              command: str | None = None) -> RequestBuilder:
         """An observation in the harness's order across kinds, with the decision it
-        arrived in (live.events: what lets live state age)."""
-        self._events.append(LiveEvent(kind, text, decision_seq))
+        arrived in and what produced it (live.events: what lets live state age — a newer
+        output of the same command supersedes an older one)."""
+        self._events.append(LiveEvent(kind, text, decision_seq, command))
         if kind in ("traceback", "test_output"):
             self._frames(text, kind.replace("_", " "))
         return self
 
     def build(self) -> DecisionRequest:
+        evidence = self._evidence
+        if self.target_entity and not any(item.entity == self.target_entity for item in evidence):
+            # the code the plan node says to change, first: a harness names the target and
+            # expects to see it, not to add it again by hand
+            evidence = [EvidenceInput(source="03", kind="source_code", entity=self.target_entity,
+                                      provenance="03: the plan node's target"), *evidence]
         request = DecisionRequest(
             run_id=self.run_id, instance_id=self.instance_id, seq=self.seq,
             decision_type=self.decision_type, task=self.task,
@@ -138,9 +147,10 @@ class RequestBuilder:
                 acceptance_criteria=tuple(self.acceptance_criteria),
                 decision_question=self.decision_question, insertion_point=self.insertion_point,
             ),
-            evidence=tuple(self._evidence),
+            evidence=tuple(evidence),
             live=LiveState(patch=self._patch, events=tuple(self._events),
                            **{k: tuple(v) for k, v in self._live.items()}),
+            token_ceiling=self.token_ceiling,
         )
         request.check()
         return request

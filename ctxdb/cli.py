@@ -108,6 +108,90 @@ def _cmd_db_current(args) -> int:
     return EXIT_OK
 
 
+def _cmd_db_history(args) -> int:
+    """The migrations from the first to head, each marked applied or pending in the store
+    (read from the files and the stamp, as opening a store does: no alembic)."""
+    from .db import make_engine
+    from .migrate import current_revision, head_revision, revision_order, revision_summaries
+
+    named = args.db is not None or DB_URL_ENV in os.environ
+    try:
+        url = _existing_store(args.db)
+    except FileNotFoundError:
+        if named:
+            raise
+        url = None  # no store here: the history alone, as alembic prints it
+    revision = None
+    if url is not None:
+        engine = make_engine(url)
+        try:
+            with engine.connect() as connection:
+                revision = current_revision(connection)
+        finally:
+            engine.dispose()
+    order, summaries, head = revision_order(), revision_summaries(), head_revision()
+    applied = set(order[: order.index(revision) + 1]) if revision in order else set()
+    for number in order:
+        state = "-" if url is None else ("applied" if number in applied else "pending")
+        print(f"{number}  {state:<7}  {summaries.get(number, '')}"
+              + ("  (head)" if number == head else ""))
+    if url is None:
+        print(f"(no store at ./{DEFAULT_DB_PATH}: pass --db to see which are applied)")
+    elif revision is not None and revision not in order:
+        print(f"the store is at {revision}, which this ctxdb does not know: a newer ctxdb made it")
+    else:
+        where = "head" if revision == head else "behind head; run `ctxdb db upgrade`"
+        print(f"store at {revision or '(empty)'} ({where})")
+    return EXIT_OK
+
+
+def _write_output(text: str, output: str | None) -> None:
+    """``text`` to the file named by -o (then a line saying so), else to standard output."""
+    if output is None:
+        sys.stdout.write(text)
+        return
+    with open(output, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    print(f"wrote {output}")
+
+
+def _cmd_db_schema_docs(args) -> int:
+    from .analyst import schema_markdown
+
+    _write_output(schema_markdown(), args.output)
+    return EXIT_OK
+
+
+def _cmd_datasette_metadata(args) -> int:
+    from sqlalchemy.engine import make_url
+
+    from .analyst import datasette_metadata
+    from .db import is_sqlite, make_engine
+    from .migrate import current_revision, head_revision
+
+    url = _existing_store(args.db)
+    if not is_sqlite(url):
+        raise ValueError("--db: Datasette serves SQLite files; expected a store's .db file, "
+                         "not a PostgreSQL URL")
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            revision = current_revision(connection)
+    finally:
+        engine.dispose()
+    if revision != head_revision():
+        raise ValueError(f"--db: the store is at schema revision {revision or '(empty)'}; the "
+                         f"metadata describes {head_revision()}: run `ctxdb db upgrade` first")
+    database = make_url(url).database
+    # Datasette names a database after its file's stem
+    name = Path(database.split("?", 1)[0].removeprefix("file:")).stem
+    _write_output(json.dumps(datasette_metadata(name), indent=2, ensure_ascii=False) + "\n",
+                  args.output)
+    if args.output:
+        print(f"serve it: datasette {database} --metadata {args.output}")
+    return EXIT_OK
+
+
 def _cmd_verify(args) -> int:
     with _context_store().open(_existing_store(args.db)) as store:
         violations = store.verify()
@@ -177,10 +261,25 @@ def _cmd_construct(args) -> int:
 def _cmd_why(args) -> int:
     from . import forensics
 
+    if (args.item is None) == (args.entity is None):
+        raise ValueError("ctxdb why: expected ITEM (an item id such as E12) or --entity KEY, "
+                         "one of the two")
     with _open_existing_store(args) as store, store.engine.connect() as connection:
         decision_id = forensics.resolve_decision(connection, args.decision)
-        item_id = forensics.item_id_of(connection, decision_id, args.item)
-        rows = forensics.why(connection, decision_id, item_id)
+        if args.entity is not None:  # every pool item of the entity, its evidence first
+            item_ids = forensics.items_of_entity(connection, decision_id, args.entity)
+        else:
+            item_ids = [forensics.item_id_of(connection, decision_id, args.item)]
+        paths = [(item_id, forensics.why(connection, decision_id, item_id))
+                 for item_id in item_ids]
+    for number, (item_id, rows) in enumerate(paths):
+        if number:
+            print()
+        _print_why(decision_id, item_id, rows)
+    return EXIT_OK
+
+
+def _print_why(decision_id: int, item_id: str, rows) -> None:
     first = rows[0]
     print(f"decision {decision_id} · {item_id} · {first['source']} {first['kind']}"
           f" {first['entity_key'] or ''}".rstrip())
@@ -195,20 +294,36 @@ def _cmd_why(args) -> int:
     if first["window_position"] is not None:
         print(f"in the window at position {first['window_position']} ({first['window_block']},"
               f" {first['window_rendering']})")
-    return EXIT_OK
 
 
 def _cmd_show(args) -> int:
     from . import forensics
 
+    if args.window_only and (args.item is not None or args.format != "text"):
+        raise ValueError("--window-only: prints a decision's window as text, exactly as sent; "
+                         "expected no ITEM and no --format other than text")
+    if args.item is not None and args.format == "messages":
+        raise ValueError("--format messages: a decision's chat messages; expected no ITEM")
     with _open_existing_store(args) as store, store.engine.connect() as connection:
         decision_id = forensics.resolve_decision(connection, args.decision)
         if args.item is None:
-            print(forensics.summary(connection, decision_id))
-            print("─" * 72)
-            print(forensics.rendered_window(connection, decision_id), end="")
+            if args.window_only:
+                sys.stdout.write(forensics.rendered_window(connection, decision_id))
+            elif args.format == "json":
+                print(forensics.context(connection, decision_id).to_json())
+            elif args.format == "messages":
+                messages = forensics.context(connection, decision_id).messages()
+                print(json.dumps(messages, indent=2, ensure_ascii=False))
+            else:
+                print(forensics.summary(connection, decision_id))
+                print("─" * 72)
+                print(forensics.rendered_window(connection, decision_id), end="")
             return EXIT_OK
         row = forensics.item(connection, decision_id, args.item)
+    if args.format == "json":
+        print(json.dumps({"decision_id": decision_id, **dict(row)}, indent=2, sort_keys=True,
+                         ensure_ascii=False, default=str))
+        return EXIT_OK
     where = f" {row['path']}:{row['start_line']}-{row['end_line']}" if row["start_line"] else ""
     print(f"# decision {decision_id} · {row['item_id']} · {row['source']} {row['kind']}"
           f" {row['entity_key'] or ''}{where}".rstrip())
@@ -233,17 +348,39 @@ def _cmd_diff(args) -> int:
         print(f"  - {fact}  ({item_id})")
     for fact, before, after in result.changed:
         print(f"  ~ {fact}  {before} -> {after}")
-    if not (result.entered or result.left or result.changed):
-        print("  (same facts, same renderings)")
+    for fact, item_a, item_b in result.rewritten:
+        print(f"  * {fact}  text changed ({item_a} -> {item_b})")
+    if not (result.entered or result.left or result.changed or result.rewritten):
+        print("  (same facts, same renderings, same texts)")
     return EXIT_OK
 
 
+def _progress_callback(label: str, unit: str):
+    """A ``progress(done, total)`` for a runner: a bar on stderr if it is a terminal,
+    drawn empty at ``done == 0``; nothing in a pipe."""
+    from .progress import ProgressBar
+
+    bars: list[ProgressBar] = []
+
+    def progress(done: int, total: int) -> None:
+        if not bars:
+            bars.append(ProgressBar(label, total, unit))
+        if done == 0:
+            bars[0].start()
+        else:
+            bars[0].step(done)
+
+    return progress
+
+
 def _cmd_ab_run(args) -> int:
+    """Exit 2 when a line is bad (the good ones are run first; each bad one is named on
+    stderr with its line, field and what was expected), else 1 when an instance failed,
+    else 0."""
     from pathlib import Path
 
     from .ab.materialize import describe_skipped
     from .ab.runner import AbOptions, run_ab
-    from .progress import ProgressBar
     from .db import resolve_url
 
     options = AbOptions(
@@ -255,16 +392,8 @@ def _cmd_ab_run(args) -> int:
         run_prefix=args.run_prefix,
         ranker=args.ranker,
     )
-    bars: list[ProgressBar] = []
-
-    def progress(done, total):
-        if not bars:
-            bars.append(ProgressBar("ab run", total, "instances"))
-        bars[0].step(done)
-
-    summary = run_ab(resolve_url(args.db), args.instances, options, progress=progress)
-    for error in summary.input_errors:
-        print(f"skipped: {error}", file=sys.stderr)
+    summary = run_ab(resolve_url(args.db), args.instances, options,
+                     progress=_progress_callback("ab run", "instances"))
     for result in summary.results:
         if result.skipped:
             print(f"materialized {result.instance_id} without "
@@ -275,18 +404,28 @@ def _cmd_ab_run(args) -> int:
     print(f"ab run: {len(done)} instance(s) done, {sum(r.decisions for r in done)} decisions; "
           f"{len(summary.failed)} failed, {len(summary.input_errors)} bad line(s); "
           f"ranker {options.ranker}")
-    return EXIT_OK if done or not (summary.failed or summary.input_errors) else EXIT_VIOLATIONS
+    # last, where the reader looks: what was not run, and why
+    for error in summary.input_errors:
+        print(f"ctxdb: error: not run: {error}", file=sys.stderr)
+    if summary.input_errors:
+        return EXIT_BAD_INPUT
+    return EXIT_VIOLATIONS if summary.failed else EXIT_OK
 
 
 def _cmd_ab_outcome(args) -> int:
+    """All or nothing: any bad line (each named on stderr) means nothing is recorded, exit 2."""
     from .ab.outcomes import import_outcomes
 
-    with _context_store().open(args.db) as store:
+    with _context_store().open(_existing_store(args.db)) as store:
         recorded, errors = import_outcomes(store, args.file)
     for error in errors:
-        print(f"skipped: {error}", file=sys.stderr)
-    print(f"recorded {recorded} outcome(s); {len(errors)} bad line(s)")
-    return EXIT_OK if not errors else EXIT_BAD_INPUT
+        print(f"ctxdb: error: {error}", file=sys.stderr)
+    if errors:
+        print(f"ctxdb: error: {len(errors)} bad line(s) in {args.file}: nothing recorded",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"recorded {recorded} outcome(s)")
+    return EXIT_OK
 
 
 def _cmd_report(args) -> int:
@@ -358,17 +497,11 @@ def _cmd_retrieve(args) -> int:
 
 
 def _retrieve_eval(args) -> int:
-    from .progress import ProgressBar
     from .retrieval import evaluate
 
-    bars: list[ProgressBar] = []
-
-    def progress(done, total):
-        if not bars:
-            bars.append(ProgressBar("retrieve --eval", total, "instances"))
-        bars[0].step(done)
-
-    scores, errors = evaluate.evaluate(args.eval, Path(args.cache), progress=progress)
+    scores, errors = evaluate.evaluate(args.eval, Path(args.cache),
+                                       progress=_progress_callback("retrieve --eval",
+                                                                   "instances"))
     for error in errors:
         print(f"skipped: {error}", file=sys.stderr)
     if args.json:
@@ -383,11 +516,26 @@ def _retrieve_eval(args) -> int:
 
 
 def _cmd_tokens_count(args) -> int:
-    from .tokens import get_counter
+    """Counts with the tokenizers asked for, every one loaded before anything is printed:
+    one named with --tokenizer that cannot load is an error (exit 2, no count); without
+    --tokenizer, those installed count and a missing optional one is noted on stderr."""
+    from .tokens import TokenizerUnavailable, get_counter
 
     text = _read_text_argument("FILE", args.file)
-    for name in args.tokenizer or TOKENIZER_NAMES:
-        print(f"{name}\t{get_counter(name).count(text)}")
+    counters, missing = [], []
+    for name in dict.fromkeys(args.tokenizer or TOKENIZER_NAMES):
+        try:
+            counters.append(get_counter(name))
+        except TokenizerUnavailable as exc:
+            if args.tokenizer:
+                raise
+            missing.append((name, exc))
+    if not counters:
+        raise missing[0][1]
+    for counter in counters:
+        print(f"{counter.name}\t{counter.count(text)}")
+    for name, exc in missing:
+        print(f"ctxdb: note: {name} not counted: {exc}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -416,6 +564,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_db_option(current)
     current.set_defaults(func=_cmd_db_current)
+    history = db_commands.add_parser(
+        "history", help="list the migrations, marking those the store has applied",
+        description="Every schema revision from the first to head with what it does, each "
+        "marked applied or pending in the store (without a store: the list alone).",
+    )
+    _add_db_option(history)
+    history.set_defaults(func=_cmd_db_history)
+    schema_docs = db_commands.add_parser(
+        "schema-docs", help="write the schema's documentation (docs/schema.md) from the code",
+        description="Tables, columns with types and descriptions, CHECK constraints and "
+        "views, generated from ctxdb/models.py, ctxdb/descriptions.py and sql/views/.",
+    )
+    schema_docs.add_argument("-o", "--output", metavar="FILE",
+                             help="write to FILE (docs/schema.md in a checkout) instead of "
+                             "standard output")
+    schema_docs.set_defaults(func=_cmd_db_schema_docs)
 
     construct = commands.add_parser(
         "construct", help="build the window for one decision request (JSON)",
@@ -443,8 +607,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Every stage action on ITEM in DECISION, from v_why, final verdict marked ■.",
     )
     why.add_argument("decision", metavar="DECISION", help="decision id, or req-<hash> from a pointer")
-    why.add_argument("item", metavar="ITEM",
-                     help="pool item id (E12) or entity key (pkg/mod.py::Class.method)")
+    why.add_argument("item", metavar="ITEM", nargs="?",
+                     help="pool item id (E12), or an entity key for its first pool item")
+    why.add_argument("--entity", metavar="KEY",
+                     help="instead of ITEM: every pool item of this entity "
+                     "(pkg/mod.py::Class.method); item ids differ between decisions, keys do not")
     _add_db_option(why)
     why.set_defaults(func=_cmd_why)
 
@@ -455,6 +622,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.add_argument("decision", metavar="DECISION", help="decision id, or req-<hash> from a pointer")
     show.add_argument("item", metavar="ITEM", nargs="?", help="pool item id, e.g. E12")
+    show.add_argument("--window-only", action="store_true",
+                      help="print only the window, exactly the text sent (no summary)")
+    show.add_argument("--format", choices=("text", "json", "messages"), default="text",
+                      help="text (default: summary, then the window), json (the "
+                      "DecisionContext, as `construct --json` prints it; with ITEM, the item) "
+                      "or messages (the chat messages list sent to the model)")
     _add_db_option(show)
     show.set_defaults(func=_cmd_show)
 
@@ -483,7 +656,9 @@ def build_parser() -> argparse.ArgumentParser:
     ab_run = ab_commands.add_parser(
         "run", help="construct every arm's and variant's decisions for SWE-bench-format instances",
         description="Materialize each instance at its base commit with its test patch, index it, "
-        "store its gold facts, and construct localize and edit decisions per arm and variant.",
+        "store its gold facts, and construct localize and edit decisions per arm and variant. "
+        "A progress bar on stderr when it is a terminal. Bad lines are named after the good "
+        "ones have run (exit 2); an instance that fails exits 1.",
     )
     ab_run.add_argument("instances", metavar="INSTANCES.jsonl",
                         help="SWE-bench-format lines with repo_path or repo_git")
@@ -508,7 +683,8 @@ def build_parser() -> argparse.ArgumentParser:
     ab_outcome = ab_commands.add_parser(
         "outcome", help="record harness outcomes from a JSONL file",
         description="Each line: {run_id, instance_id, solved, cost_usd?, model_tokens_in?, "
-        "model_tokens_out?}. Bad lines are reported; the others are recorded.",
+        "model_tokens_out?}. All or nothing: any bad line is named (line, field, what was "
+        "expected) and nothing is recorded (exit 2).",
     )
     ab_outcome.add_argument("file", metavar="FILE.jsonl", help="outcomes, one JSON object per line")
     _add_db_option(ab_outcome)
@@ -555,6 +731,17 @@ def build_parser() -> argparse.ArgumentParser:
                           "(shared with `ab run`)")
     retrieve.set_defaults(func=_cmd_retrieve)
 
+    datasette = commands.add_parser(
+        "datasette-metadata", help="write a Datasette metadata file for a SQLite store",
+        description="A metadata JSON file for `datasette STORE.db --metadata FILE` "
+        "(Datasette 0.65): every table and view described, the tables' columns too, and "
+        "sql/reports/*.sql and the forensic queries of sql/analyst/ as canned queries.",
+    )
+    _add_db_option(datasette)
+    datasette.add_argument("-o", "--output", metavar="FILE",
+                           help="write to FILE instead of standard output")
+    datasette.set_defaults(func=_cmd_datasette_metadata)
+
     tokens = commands.add_parser("tokens", help="count tokens offline", description="Token counting.")
     token_commands = tokens.add_subparsers(dest="tokens_command", metavar="SUBCOMMAND", required=True)
     count = token_commands.add_parser(
@@ -564,7 +751,8 @@ def build_parser() -> argparse.ArgumentParser:
     count.add_argument("file", metavar="FILE", help="a text file, or - for standard input")
     count.add_argument(
         "--tokenizer", action="append", choices=TOKENIZER_NAMES,
-        help="tokenizer to use (repeatable; default: all)",
+        help="tokenizer to use (repeatable; default: every one installed — deepseek-v4 needs "
+        "the deepseek extra — noting on standard error any that is not)",
     )
     count.set_defaults(func=_cmd_tokens_count)
 

@@ -5,12 +5,16 @@ Everything here is a query in ``sql/forensics/``; the CLI prints what it returns
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import Connection
 
+from .context import DecisionContext, WindowEntry
 from .pipeline.budget import cut_task
+from .pipeline.state import BudgetStep
+from .pipeline.vocabulary import FAILURE_KINDS
 from .pipeline.window_text import DECISION_REF_PREFIX, TASK_HEADER
 from .request import STORE_INTEGER_MAX
 from .sqlfiles import sql_statement
@@ -58,12 +62,46 @@ def rendered_window(connection: Connection, decision_id: int) -> str:
     """The exact text that was sent, rebuilt from the stored window rows."""
     head = header(connection, decision_id)
     window = _rows(connection, "window_of_decision", decision_id=decision_id)
+    body = "".join(row["rendered_text"] for row in window)
+    return TASK_HEADER.format(task=_window_task(connection, head)) + body
+
+
+def _window_task(connection: Connection, head) -> str:
+    """The task as the window showed it: cut only when the decision is flagged so."""
     task = head["task_text"]
     if "task_truncated" in (head["flags"] or "").split(","):
-        steps = _rows(connection, "budget_steps", decision_id=decision_id)
+        steps = _rows(connection, "budget_steps", decision_id=head["decision_id"])
         task = _cut_task(task, head["token_ceiling"], steps)
-    body = "".join(row["rendered_text"] for row in window)
-    return TASK_HEADER.format(task=task) + body
+    return task
+
+
+def context(connection: Connection, decision_id: int) -> DecisionContext:
+    """The DecisionContext the decision's construction returned, read back from the
+    store: the same window, messages, budget steps, flags and verdict counts."""
+    head = header(connection, decision_id)
+    node = _rows(connection, "obligation_of_decision", decision_id=decision_id)
+    entries = tuple(
+        WindowEntry(
+            row["position"], row["item_id"], row["role"], row["rendering"], row["tier"],
+            row["block"], bool(row["edge_critical"]), row["token_count"], row["rendered_text"],
+            None if row["shown_start_line"] is None
+            else (row["shown_start_line"], row["shown_end_line"]),
+        )
+        for row in _rows(connection, "window_of_decision", decision_id=decision_id)
+    )
+    steps = tuple(BudgetStep(**row) for row in _rows(connection, "budget_steps",
+                                                     decision_id=decision_id))
+    return DecisionContext(
+        decision_id=decision_id, arm=head["arm"], task=_window_task(connection, head),
+        acceptance_criteria=tuple(json.loads(node[0]["acceptance_criteria_json"])) if node
+        else (),
+        current_obligation=node[0]["obligation_text"] if node else "",
+        window=entries, token_count=head["token_count"], ceiling=head["token_ceiling"],
+        tokenizer=head["tokenizer"], budget_log=steps,
+        flags=tuple(head["flags"].split(",")) if head["flags"] else (),
+        verdicts={row["verdict"]: row["items"]
+                  for row in _rows(connection, "verdict_counts", decision_id=decision_id)},
+    )
 
 
 def _cut_task(task: str, ceiling: int, steps) -> str:
@@ -148,6 +186,36 @@ def item_id_of(connection: Connection, decision_id: int, item: str) -> str:
     return rows[0]["item_id"]
 
 
+def _last_name(entity_key: str) -> str:
+    """What a reader would call an entity: ``method`` of ``pkg/mod.py::Class.method``,
+    ``mod.py`` of ``pkg/mod.py``."""
+    key = entity_key.rstrip("/")
+    if "::" in key:
+        return re.split(r"::|\.", key)[-1]
+    if "/" in key or key.endswith(".py"):
+        return key.rsplit("/", 1)[-1]
+    return key.rsplit(".", 1)[-1]
+
+
+def _like_escaped(text: str) -> str:
+    return text.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+
+
+def items_of_entity(connection: Connection, decision_id: int, entity_key: str) -> list[str]:
+    """Every pool item of an entity in a decision, its evidence first. An entity not in
+    the pool is NotFound, naming the pool's keys for the same symbol or file name."""
+    rows = _rows(connection, "item_of_entity", decision_id=decision_id, entity_key=entity_key)
+    if rows:
+        return [row["item_id"] for row in rows]
+    name = _like_escaped(_last_name(entity_key))
+    similar = [row["entity_key"] for row in _rows(
+        connection, "entities_like", decision_id=decision_id, symbol_pattern=f"%::{name}",
+        member_pattern=f"%.{name}", file_pattern=f"%/{name}")]
+    hint = (f"; the pool has {', '.join(similar)}" if similar
+            else "; its pool's entities are in v_item_verdict (entity_key)")
+    raise NotFound(f"decision {decision_id} has no pool item of entity {entity_key[:200]!r}{hint}")
+
+
 def item(connection: Connection, decision_id: int, item_id: str):
     rows = _rows(connection, "item_of_decision", decision_id=decision_id, item_id=item_id)
     if not rows:
@@ -157,26 +225,66 @@ def item(connection: Connection, decision_id: int, item_id: str):
 
 @dataclass(frozen=True)
 class WindowDiff:
+    """Two windows compared fact by fact. A fact is named readably and the same way in
+    both (item ids shift between decisions): a symbol by its entity key, the plan node and
+    the patch as such, a criterion by its first line, a live observation by its kind, the
+    decision it arrived in and its first line."""
+
     entered: list[tuple[str, str]]  # (fact, item id in B)
     left: list[tuple[str, str]]  # (fact, item id in A)
     changed: list[tuple[str, str, str]]  # (fact, rendering in A, rendering in B)
+    # (fact, item id in A, item id in B): the same fact with another text (edited code, a
+    # new obligation, the patch grown)
+    rewritten: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+LIVE_KINDS = FAILURE_KINDS | {"tool_output"}
+ENDS_WITH_VERDICT = frozenset({"traceback", "test_output"})
+FACT_LINE_CHARS = 60  # how much of a first line names a live item or a criterion
+_ARRIVED = re.compile(r"from decision (\d+)")
+
+
+def fact_name(row) -> str:
+    """The readable name of a window row's fact (``WindowDiff``)."""
+    kind, entity = row["kind"], row["entity_key"]
+    if kind == "plan_node":
+        return "plan node"
+    if kind == "patch":
+        return "patch"
+    lines = [" ".join(line.split()) for line in (row["content"] or "").splitlines()]
+    lines = [line for line in lines if line]
+    first_line = lines[0][:FACT_LINE_CHARS] if lines else ""
+    if kind == "acceptance_criteria":
+        return f"acceptance criterion: {first_line}"
+    if kind in LIVE_KINDS:
+        arrived = _ARRIVED.search(row["provenance"] or "")
+        when = f" (from decision {arrived[1]})" if arrived else ""
+        # a traceback and a test run end with what they say (the exception, pytest's
+        # summary); an error and a tool output start with it (the message, the command)
+        telling = lines[-1] if kind in ENDS_WITH_VERDICT and lines else first_line
+        return f"{kind}{when}: {telling[:FACT_LINE_CHARS]}"
+    if row["fact_key"].startswith("item:"):
+        return f"{kind}:{entity or first_line}"
+    return entity or row["fact_key"]
 
 
 def diff(connection: Connection, decision_a: int, decision_b: int) -> WindowDiff:
-    """What entered, left, or changed rendering between two windows, by fact identity."""
+    """What entered, left, changed rendering or text between two windows, by fact."""
 
     def facts(decision_id):
         out = {}
         for row in _rows(connection, "window_of_decision", decision_id=decision_id):
-            fact = row["entity_key"] or row["fact_key"]
-            if row["fact_key"].startswith("item:"):
-                fact = f"{row['kind']}:{row['entity_key'] or row['item_id']}"
-            out.setdefault(fact, (row["item_id"], row["rendering"]))
+            name = fact_name(row)
+            if name in out:  # two items of one name (two runs printing the same first line)
+                name = f"{name} #{sum(1 for key in out if key.startswith(name)) + 1}"
+            out[name] = (row["item_id"], row["rendering"], row["content_sha256"])
         return out
 
     a, b = facts(decision_a), facts(decision_b)
+    both = sorted(set(a) & set(b))
     return WindowDiff(
         entered=[(f, b[f][0]) for f in sorted(set(b) - set(a))],
         left=[(f, a[f][0]) for f in sorted(set(a) - set(b))],
-        changed=[(f, a[f][1], b[f][1]) for f in sorted(set(a) & set(b)) if a[f][1] != b[f][1]],
+        changed=[(f, a[f][1], b[f][1]) for f in both if a[f][1] != b[f][1]],
+        rewritten=[(f, a[f][0], b[f][0]) for f in both if a[f][2] != b[f][2]],
     )

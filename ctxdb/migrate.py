@@ -9,6 +9,7 @@ to upgrade.
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
 
@@ -57,6 +58,18 @@ def _revisions() -> dict[str, str | None]:
             raise StoreVersionError(f"{path}: no revision / down_revision line")
         chain[revision[1]] = down[1]
     return chain
+
+
+def revision_summaries() -> dict[str, str]:
+    """revision -> the first paragraph of its migration file's docstring (what it does)."""
+    summaries = {}
+    for path in sorted((require_dir(MIGRATIONS_DIR) / "versions").glob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        revision = _REVISION_LINE.search(source)
+        docstring = ast.get_docstring(ast.parse(source, filename=str(path))) or ""
+        if revision is not None:
+            summaries[revision[1]] = " ".join(docstring.split("\n\n")[0].split())
+    return summaries
 
 
 def known_revisions() -> set[str]:

@@ -134,6 +134,9 @@ class LiveEvent:
     kind: str
     text: str
     decision_seq: int | None = None
+    # what produced it (`pytest tests/x.py`, `python repro.py`): a newer output of the same
+    # command supersedes it, whatever either's kind — a passing re-run ends a traceback
+    command: str | None = None
 
 
 @dataclass(frozen=True)
@@ -509,6 +512,9 @@ def _problem(error) -> str:
         return f"{path}: {_quote(value)} is less than the minimum of {expected}"
     if rule == "maximum":
         return f"{path}: {_quote(value)} is greater than the maximum of {expected}"
+    if rule == "pattern":
+        return f"{path}: {_quote(value)} does not match {expected!r}" if expected != "\\S" \
+            else f"{path}: expected some text that is not blank, got {_quote(value)}"
     if rule == "anyOf" and all("required" in s for s in expected):
         fields = [name for option in expected for name in option["required"]]
         return f"{path}: expected at least one of the fields {', '.join(fields)}"
@@ -756,6 +762,11 @@ def _check_dataclass(request: DecisionRequest) -> list[str]:
                     continue
                 one_of(f"{path}.kind", values["kind"], LIVE_EVENT_KINDS)
                 text(f"{path}.text", values["text"], LONG_TEXT_MAX_CHARS)
+                command = values["command"]
+                text(f"{path}.command", command, SHORT_TEXT_MAX_CHARS, optional=True)
+                if isinstance(command, str) and command and not command.strip():
+                    problems.append(f"{path}.command: expected a non-empty string or null, "
+                                    f"got {_quote(command)}")
         else:
             sound = False
     if characters[0] > REQUEST_MAX_CHARS:

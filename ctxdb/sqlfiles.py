@@ -75,6 +75,11 @@ def view_files() -> list[SqlFile]:
     return files
 
 
+def sql_files(relative_dir: str) -> list[SqlFile]:
+    """``sql/<relative_dir>/*.sql`` in file-name order, each named by its stem."""
+    return [_read(p, p.stem) for p in sorted(require_dir(SQL_DIR / relative_dir).glob("*.sql"))]
+
+
 def check_files() -> list[SqlFile]:
     """``sql/checks/*.sql``: each returns the rows that break one rule."""
     return [_read(p, p.stem) for p in sorted(require_dir(CHECKS_DIR).glob("*.sql"))]

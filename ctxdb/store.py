@@ -247,6 +247,14 @@ class ContextStore:
             row = forensics.item(connection, decision_id, item_id)
         return row["original_content"] if row["original_content"] is not None else row["content"]
 
+    def context(self, decision: int | str) -> "DecisionContext":
+        """The DecisionContext ``construct`` returned for a decision, read back from the
+        store (``render()``, ``messages()`` and ``to_json()`` as they were)."""
+        from . import forensics
+
+        with self.engine.connect() as connection:
+            return forensics.context(connection, forensics.resolve_decision(connection, decision))
+
     def why(self, decision: int | str, item: str) -> list[dict]:
         """Every stage's action on one item, in order (``v_why``); ``item`` is its id
         (``E7``) or its entity key (the first evidence item of that entity in the pool)."""

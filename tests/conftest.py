@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -42,19 +43,26 @@ def pg_cluster():
         cluster.stop()
 
 
-@pytest.fixture
-def pg_url(pg_cluster):
-    """A fresh, empty PostgreSQL database for one test."""
+@contextmanager
+def fresh_pg_database(cluster):
+    """The URL of a new, empty PostgreSQL database, dropped afterwards."""
     name = f"ctxdb_test_{next(_database_numbers)}"
-    admin = create_engine(pg_cluster.url("postgres"), isolation_level="AUTOCOMMIT")
+    admin = create_engine(cluster.url("postgres"), isolation_level="AUTOCOMMIT")
     with admin.connect() as connection:
         connection.execute(text(f'CREATE DATABASE "{name}"'))
     try:
-        yield pg_cluster.url(name)
+        yield cluster.url(name)
     finally:
         with admin.connect() as connection:
             connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.fixture
+def pg_url(pg_cluster):
+    """A fresh, empty PostgreSQL database for one test."""
+    with fresh_pg_database(pg_cluster) as url:
+        yield url
 
 
 @pytest.fixture(params=BACKENDS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,7 +20,7 @@ from ctxdb.ab.instances import load_instances
 from ctxdb.ab.materialize import SkippedBlob, materialize
 from ctxdb.ab.oracle_ranker import OracleRanker, Place
 from ctxdb.ab.outcomes import import_outcomes
-from ctxdb.ab.reports import ORACLE_LEGEND, ab_screen, run_report
+from ctxdb.ab.reports import ORACLE_LEGEND, ab_html, ab_screen, run_report
 from ctxdb.ab.runner import AbOptions, run_ab
 from ctxdb.cli import main
 from ctxdb.config import load_settings
@@ -145,11 +146,13 @@ def test_bad_lines_name_line_and_field(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     instances, errors = load_instances(path)
     assert [i.instance_id for i in instances] == ["shopcart__shopcart-1"]
-    assert errors[0] == f"{path} line 2: not valid JSON (Expecting property name enclosed in double quotes)"
+    assert errors[0] == (f"{path} line 2: not valid JSON (Expecting property name enclosed in "
+                         "double quotes): expected one JSON object per line")
     assert errors[1] == f"{path} line 3: field 'patch': expected a unified diff as a string"
     assert errors[2] == f"{path} line 4: field 'FAIL_TO_PASS': expected a value (the field is missing)"
     assert errors[3].startswith(f"{path} line 5: field 'repo_path': expected a directory")
-    assert errors[4] == f"{path} line 6: field 'instance_id': 'shopcart__shopcart-1' appears twice"
+    assert errors[4] == (f"{path} line 6: field 'instance_id': 'shopcart__shopcart-1' appears "
+                         "twice (expected one line per instance)")
 
 
 def _git_repo(tmp_path) -> tuple[Path, str]:
@@ -387,28 +390,40 @@ def test_ab_run_with_the_oracle_ranker(store_url, tmp_path):
         run_ab(url, path, AbOptions(workers=1, cache_dir=tmp_path / "cache"))
 
 
-def test_outcomes_import_reports_bad_lines(store_url, tmp_path):
+def test_outcomes_import_is_all_or_nothing(store_url, tmp_path):
     with ContextStore.open(store_url) as store:
         with store.write_transaction() as connection:
             connection.execute(text("INSERT INTO run (run_id, arm, created_at)"
                                     " VALUES ('ab/ctx08/default', 'ctx08', 'now')"))
         path = tmp_path / "outcomes.jsonl"
+        good = [json.dumps({"run_id": "ab/ctx08/default", "instance_id": "i1", "solved": True,
+                            "cost_usd": 0.12}),
+                json.dumps({"run_id": "ab/ctx08/default", "instance_id": "i4", "solved": False})]
         path.write_text("\n".join([
-            json.dumps({"run_id": "ab/ctx08/default", "instance_id": "i1", "solved": True,
-                        "cost_usd": 0.12}),
+            good[0],
             json.dumps({"run_id": "ab/ctx08/default", "instance_id": "i2", "solved": "yes"}),
             json.dumps({"run_id": "nope", "instance_id": "i3", "solved": False}),
-            json.dumps({"run_id": "ab/ctx08/default", "instance_id": "i1", "solved": False}),
+            good[1],
         ]) + "\n")
         recorded, errors = import_outcomes(store, path)
         with store.engine.connect() as connection:
             rows = connection.execute(text("SELECT instance_id, solved FROM outcome")).all()
-    assert recorded == 2
-    assert errors == [
-        f"{path} line 2: solved: expected true or false, got 'yes'",
-        f"{path} line 3: run_id: no run 'nope' in this store (record outcomes after `ctxdb ab run`)",
-    ]
-    assert [tuple(r) for r in rows] == [("i1", False)]  # recorded again: the newest wins
+        assert recorded == 0 and rows == []  # two bad lines: the good ones are not written
+        assert errors == [
+            f"{path} line 2: field 'solved': expected true or false, got 'yes'",
+            f"{path} line 3: field 'run_id': no run 'nope' in this store (expected the id of "
+            "a run `ctxdb ab run` made; record outcomes after it)",
+        ]
+        path.write_text("\n".join(good) + "\n")
+        assert import_outcomes(store, path) == (2, [])
+        # a later file recording the same run and instance again replaces it
+        path.write_text(json.dumps({"run_id": "ab/ctx08/default", "instance_id": "i1",
+                                    "solved": False}) + "\n")
+        assert import_outcomes(store, path) == (1, [])
+        with store.engine.connect() as connection:
+            rows = connection.execute(text(
+                "SELECT instance_id, solved FROM outcome ORDER BY instance_id")).all()
+    assert [(r[0], bool(r[1])) for r in rows] == [("i1", False), ("i4", False)]
 
 
 # -- reports on hand-made rows -----------------------------------------------------------------------
@@ -560,7 +575,96 @@ def test_ablation_verdicts(report_store):
     # from 100/150 to 100/250: removing signatures degrades it, so signatures are KEPT
     assert rows["no_signatures"]["d_precision_items"] == pytest.approx(0.0)
     assert rows["no_signatures"]["d_precision_tokens"] == pytest.approx((0.4 - 2 / 3) / (2 / 3))
-    assert rows["no_signatures"]["verdict"] == "KEEP: removing it degrades"
+    # a degradation is final: KEEP without waiting for outcomes, naming what degrades
+    assert rows["no_signatures"]["verdict"] == "KEEP: worse without it: precision_tokens"
+
+
+def _same_window_variant(store, variant="no_digests"):
+    """A ctx08 run of VARIANT whose window is ctx08/default's: nothing degrades."""
+    with store.write_transaction() as connection:
+        connection.execute(text("INSERT INTO run (run_id, arm, variant, created_at)"
+                                " VALUES ('w', 'ctx08', :v, 'now')"), {"v": variant})
+        _decision(connection, 5, "w", "i1", 1, 200, [
+            ("E9", None, "plan_node", 50, "verbatim", "front", True, None, None, None),
+            ("E1", "a.py::C.f", "retrieved_hit", 100, "verbatim", "front", True, "a.py", 10, 20),
+            ("E2", "b.py::g", "retrieved_hit", 50, "signature", "middle", False, "b.py", 1, 3),
+        ])
+
+
+def test_ablation_needs_outcomes_until_they_exist(report_store):
+    _same_window_variant(report_store)
+    rows = {r["variant"]: r for r in _report(report_store, "ablation")}
+    assert rows["no_digests"]["d_precision_items"] == pytest.approx(0.0)
+    assert rows["no_digests"]["verdict"] == "needs outcomes"  # not DELETE before outcomes
+    with report_store.engine.connect() as connection:
+        screen = ab_screen(connection)
+    assert "needs outcomes" in screen and "DELETE" not in screen
+
+    # outcomes for the default and the variant alike: nothing degrades, so DELETE
+    for run_id in ("c", "w"):
+        report_store.record_outcome(run_id, "i1", True, cost_usd=0.1)
+    rows = {r["variant"]: r for r in _report(report_store, "ablation")}
+    assert rows["no_digests"]["verdict"] == "DELETE: |Δ| <= 5% or better without it"
+
+    # the variant solves less: removing it degrades the resolve rate, so KEEP
+    report_store.record_outcome("w", "i1", False, cost_usd=0.1)
+    rows = {r["variant"]: r for r in _report(report_store, "ablation")}
+    assert rows["no_digests"]["verdict"] == "KEEP: worse without it: resolve_rate"
+
+
+def test_the_litm_probe_needs_outcomes_then_judges_ordering(report_store):
+    _same_window_variant(report_store, "litm_buried")
+    rows = {r["variant"]: r for r in _report(report_store, "ablation")}
+    assert rows["litm_buried"]["verdict"] == "needs outcomes"
+    report_store.record_outcome("c", "i1", True)
+    report_store.record_outcome("w", "i1", False)
+    rows = {r["variant"]: r for r in _report(report_store, "ablation")}
+    assert rows["litm_buried"]["verdict"] == "ordering earns its place"
+
+
+def test_html_report_has_a_legend_axes_and_a_panel_per_variant(report_store):
+    with report_store.engine.connect() as connection:
+        page = ab_html(connection)
+    # three legends (tokens, precision, placement), each naming both arms by colour
+    for arm, color in (("ctx08", "#2b6cb0"), ("current", "#c05621")):
+        entries = re.findall(rf'<span class="legend-entry" data-arm="{arm}">'
+                             rf'<i class="swatch" style="--key:{color}">', page)
+        assert len(entries) == 3, arm
+    # axes: tick marks with labels, and units on the axis titles
+    labels = re.findall(r'class="tick-label">([^<]*)</text>', page)
+    assert {"0", "200", "400", "600", "800", "0.0", "0.2", "1.0", "0%", "0.25", "1.00"} \
+        <= set(labels)
+    assert page.count('class="tick"') >= len(labels)
+    assert ">tokens per decision (mean over the run&#x27;s decisions)</text>" in page
+    assert ">relevance precision (items)</text>" in page
+    # small multiples: one placement panel per arm and variant, baseline first
+    panels = re.findall(r'<svg class="chart placement"[^>]*><title>([^<]*)</title>', page)
+    assert panels == ["current/default", "ctx08/default", "ctx08/no_signatures"]
+    assert "1 critical items, 0% of them at the edges" in page  # ctx08/default: E1 mid-window
+    # no script, no network, and the verdict column's cells may wrap, never be cut
+    assert "<script" not in page and "http" not in page
+    assert '<div class="table-scroll">' in page and "td.verdict{min-width" in page
+
+
+def test_numbers_are_written_one_way_in_the_table_and_the_page(report_store):
+    # make the figures large enough to need a thousands separator: 2,003 and 8,003
+    with report_store.write_transaction() as connection:
+        connection.execute(text("UPDATE decision SET token_count = 10 * token_count + 3"))
+    with report_store.engine.connect() as connection:
+        screen = ab_screen(connection)
+        page = ab_html(connection)
+    current = next(line for line in screen.splitlines() if line.startswith("current  default")
+                   and "no call (baseline)" in line and "8,003" in line)
+    # mean_tokens (a float from AVG) and max_tokens (an integer) are written alike
+    assert current.count("8,003") == 2
+    bare = re.compile(r"(?<![\w.,])\d{4,}(?![\w,])")  # four digits or more, no separator
+    assert bare.findall(screen) == []
+    cells = re.findall(r'<td class="num">([^<]*)</td>', page)
+    assert "8,003" in cells and "0.250" in cells
+    assert [c for c in cells if bare.fullmatch(c)] == []
+    # relative changes are signed percents; missing values a dash, in both
+    assert "−40.0%" in screen and '<td class="num">−40.0%</td>' in page
+    assert "–" in screen and '<td class="num">–</td>' in page
 
 
 def test_outcomes_and_arms_by_hand(report_store):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxdb import ContextStore, RequestBuilder, RequestError
+from ctxdb import ContextStore, EvidenceInput, RequestBuilder, RequestError
 from ctxdb.recon import index_repository
 
 SHOPCART = Path(__file__).resolve().parent.parent / "fixtures" / "repos" / "shopcart"
@@ -74,13 +74,24 @@ def test_events_carry_the_order_and_age_of_observations(recon_store):
                .event("test_output", PYTEST).build())
     assert [(e.kind, e.decision_seq) for e in request.live.events] == [
         ("tool_output", 1), ("test_output", None)]
-    assert [e.entity for e in request.evidence] == [TAXABLE]  # pytest's frame
+    # the plan node's target first (no item named it), then pytest's frame
+    assert [e.entity for e in request.evidence] == [TOTAL, TAXABLE]
+    assert request.evidence[0].provenance == "03: the plan node's target"
+
+
+def test_the_target_enters_the_pool_and_the_window(recon_store):
+    """A harness names the target; its code is in the window without an item for it."""
+    context = recon_store.construct(_builder(recon_store).build())
+    assert "def total(" in context.render()
+    with_item = _builder(recon_store).evidence(EvidenceInput(
+        source="05", kind="fault_entity", entity=TOTAL, provenance="05: localized")).build()
+    assert [e.kind for e in with_item.evidence] == ["fault_entity"]  # named already: not twice
 
 
 def test_without_recon_a_line_is_its_span(store_url):
     request = _builder().grep_hit("shopcart/pricing.py:64").traceback(TRACEBACK).build()
     # an absolute frame path cannot be placed without the index: left to the live text
-    assert [e.entity for e in request.evidence] == ["shopcart/pricing.py:64-64"]
+    assert [e.entity for e in request.evidence] == [TOTAL, "shopcart/pricing.py:64-64"]
 
 
 @pytest.mark.parametrize("hit", ["shopcart/pricing.py", "pricing.py:0", ":12", ""])

@@ -173,7 +173,7 @@ def test_ab_run_outcome_and_reports(tmp_path, capsys):
          "cost_usd": 0.03},
     ]) + "\n")
     assert main(["ab", "outcome", str(outcomes), "--db", db]) == EXIT_OK
-    assert "recorded 2 outcome(s); 0 bad line(s)" in capsys.readouterr().out
+    assert "recorded 2 outcome(s)" in capsys.readouterr().out
     assert main(["report", "ab", "--db", db]) == EXIT_OK
     screen = capsys.readouterr().out
     assert "§7.4 decision rule" in screen and "ctx08    default" in screen
@@ -182,7 +182,8 @@ def test_ab_run_outcome_and_reports(tmp_path, capsys):
     assert main(["report", "ab", "--db", db, "--format", "html", "--output", str(html_file)]) == 0
     assert capsys.readouterr().out.strip() == f"wrote {html_file}"
     page = html_file.read_text()
-    assert page.count("<svg") == 3 and "<script" not in page and "http" not in page
+    # two plots, and one placement panel per arm and variant (3 here)
+    assert page.count("<svg") == 2 + 3 and "<script" not in page and "http" not in page
     assert main(["report", "tokens", "--db", db, "--format", "csv"]) == EXIT_OK
     assert capsys.readouterr().out.splitlines()[0].startswith("arm,variant,decision_type")
     assert main(["report", "nope", "--db", db]) == EXIT_BAD_INPUT

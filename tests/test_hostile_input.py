@@ -66,7 +66,8 @@ def _base() -> dict:
     data["plan_node"]["preconditions"] = ["the cart has items"]
     data["evidence"].append({"source": "03", "kind": "source_code", "entity": "shop/cart.py:1-3",
                              "content": "class Cart:\n    pass\n", "provenance": "03"})
-    data["live"]["events"] = [{"kind": "error", "text": "ValueError: x", "decision_seq": 1}]
+    data["live"]["events"] = [{"kind": "error", "text": "ValueError: x", "decision_seq": 1,
+                               "command": "python repro.py"}]
     return data
 
 
@@ -162,6 +163,8 @@ DATACLASS_CASES = [
     ("request.live.events[0].decision_seq", _event(decision_seq=4)),  # after seq 3
     ("request.live.events[0].decision_seq", _event(decision_seq=2**63)),
     ("request.live.events[0].text", _event(text=LONE_SURROGATE)),
+    ("request.live.events[0].command", _event(command="   ")),
+    ("request.live.events[0].command", _event(command="c" * (SHORT_TEXT_MAX_CHARS + 1))),
     ("request", _live(test_outputs=("x" * LONG_TEXT_MAX_CHARS,) * (
         REQUEST_MAX_CHARS // LONG_TEXT_MAX_CHARS + 1))),
 ]

@@ -55,6 +55,30 @@ def test_show_why_and_diff_as_library_calls(store_url):
     assert (TARGET, item.item_id) in changes.left
 
 
+def test_diff_names_facts_readably_whatever_their_item_ids(store_url):
+    """Item ids shift between decisions; the diff's keys do not: a live observation is its
+    kind, the decision it arrived in and its telling line, and a changed text of the
+    same fact is a rewrite, not a fact that left and one that entered."""
+    grep = {"kind": "tool_output", "text": "$ grep -n total shop\nshop/cart.py:12: x",
+            "decision_seq": 1}
+    failing = {"kind": "test_output", "text": "F\nFAILED t.py::test_a\n1 failed in 0.1s",
+               "decision_seq": 1}
+    passing = {"kind": "test_output", "text": ".\n1 passed in 0.1s", "decision_seq": 2}
+    with ContextStore.open(store_url) as store:
+        first = store.construct(edit_request(run_id="d", seq=1, live={"events": [grep, failing]}))
+        second = store.construct(edit_request(
+            run_id="d", seq=2, evidence=[], live={"events": [grep, failing, passing]},
+            plan_node={**edit_request()["plan_node"], "obligation": "Now the rounding"}))
+        changes = store.diff(first.decision_id, second.decision_id)
+    assert [fact for fact, _ in changes.entered] == [
+        "test_output (from decision 2): 1 passed in 0.1s"]
+    left = [fact for fact, _ in changes.left]
+    assert "test_output (from decision 1): 1 failed in 0.1s" in left  # superseded
+    names = [fact for fact, _ in changes.entered] + left
+    assert not any(name.startswith("tool_output") for name in names)  # the same grep output
+    assert ("plan node", "E1", "E1") in changes.rewritten
+
+
 def test_a_request_may_lower_the_ceiling_and_never_raise_it(store_url):
     with ContextStore.open(store_url) as store:
         context = store.construct(edit_request(run_id="lower", token_ceiling=300))

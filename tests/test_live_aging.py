@@ -8,7 +8,8 @@ from requests_data import edit_request
 from sqlalchemy import text
 
 from ctxdb import ContextStore
-from ctxdb.pipeline.render import TOOL_OUTPUT_MAX_AGE_DECISIONS, failure_marks
+from ctxdb.pipeline.render import TOOL_OUTPUT_MAX_AGE_DECISIONS, failure_marks, marks_meet
+from ctxdb.request import MIN_TOKEN_CEILING
 
 SITE_TRACEBACK = ('Traceback (most recent call last):\n'
                   '  File "shop/cart.py", line 12, in total\n    return sum(...)\n'
@@ -110,3 +111,52 @@ def test_events_keep_the_harness_order_across_kinds(store_url):
             "SELECT kind, arrival_no FROM evidence_item WHERE decision_id = :d"
             " AND source = 'live' ORDER BY arrival_no"), {"d": context.decision_id})
     assert [kind for kind, _ in arrivals] == ["test_output", "tool_output", "error"]
+
+
+def test_a_script_traceback_meets_pytest_frame_of_the_same_line():
+    """An absolute path in a script's traceback and pytest's path relative to where it ran
+    name the same site when the line is the same and one path ends with the other."""
+    script = SITE_TRACEBACK.replace('"shop/cart.py"', '"/home/dev/repo/shop/cart.py"')
+    pytest_frame = "shop/cart.py:12: in total\nE   TypeError"
+    assert marks_meet(failure_marks(script), failure_marks(pytest_frame))
+    assert not marks_meet(failure_marks(script), failure_marks("shop/cart.py:13: in total"))
+    assert not marks_meet(failure_marks(script), failure_marks("art.py:12: in total"))
+
+
+def test_a_rerun_of_the_same_command_supersedes_its_older_output(store_url):
+    """A reproducer's traceback is stale once the same command has run again — even when
+    the re-run printed no failure (a tool output); other commands' outputs stay."""
+    events = [
+        {"kind": "traceback", "text": SITE_TRACEBACK, "decision_seq": 2,
+         "command": "python repro.py"},
+        {"kind": "traceback", "text": OTHER_SITE, "decision_seq": 3,
+         "command": "python report.py"},
+        {"kind": "tool_output", "text": "ok", "decision_seq": 4, "command": "python repro.py"},
+    ]
+    with ContextStore.open(store_url) as store:
+        context = store.construct(_request(events))
+        assert store.verify() == {}
+        fates = _fates(store, context.decision_id)
+    assert [verdict for _, verdict, _ in fates] == ["rejected", "in_window", "in_window"]
+    assert fates[0][2] == "stale: omitted (§3.3, P6)"
+
+
+def test_a_failure_too_long_for_the_ceiling_is_cut_to_its_last_lines(store_url):
+    """Rather than the stable core alone, the freshest failure keeps the last lines that
+    fit (pytest's summary, a traceback's exception), with a pointer to the whole."""
+    run = "".join(f"tests/test_cart.py:{n}: in test_{n}\n    assert total() == {n}\n"
+                  for n in range(1, 400))
+    run += "FAILED tests/test_cart.py::test_total - AssertionError\n1 failed in 0.1s\n"
+    request = _request([{"kind": "test_output", "text": run, "decision_seq": 5}],
+                       token_ceiling=MIN_TOKEN_CEILING * 4)
+    with ContextStore.open(store_url) as store:
+        context = store.construct(request)
+        steps = _query(store, text("SELECT ladder_step FROM budget_log WHERE decision_id = :d"),
+                       {"d": context.decision_id})
+    window = context.render()
+    assert context.token_count <= context.ceiling
+    assert "4_cut_freshest_failure" in [row[0] for row in steps]
+    assert "stable_core_only" not in context.flags
+    assert "cut to its last lines to fit the budget" in window
+    assert "1 failed in 0.1s" in window
+    assert "test_1\n" not in window  # its first lines are what gave way

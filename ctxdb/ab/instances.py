@@ -85,7 +85,8 @@ def load_instances(path: str | os.PathLike) -> tuple[list[Instance], list[str]]:
             try:
                 data = json.loads(line)
             except json.JSONDecodeError as exc:
-                errors.append(f"{path} line {line_no}: not valid JSON ({exc.msg})")
+                errors.append(f"{path} line {line_no}: not valid JSON ({exc.msg}): expected "
+                              "one JSON object per line")
                 continue
             try:
                 instance = parse_instance(data, str(path), line_no, path.parent)
@@ -94,7 +95,8 @@ def load_instances(path: str | os.PathLike) -> tuple[list[Instance], list[str]]:
                 continue
             if instance.instance_id in seen:
                 errors.append(f"{path} line {line_no}: field 'instance_id': "
-                              f"{instance.instance_id!r} appears twice")
+                              f"{instance.instance_id!r} appears twice (expected one line "
+                              "per instance)")
                 continue
             seen.add(instance.instance_id)
             instances.append(instance)

@@ -108,7 +108,8 @@ def materialize(instance: Instance, cache_dir: Path) -> Materialized:
             if applied.returncode != 0:
                 raise MaterializeError("the test_patch does not apply at the base commit: "
                                        + applied.stderr.decode(errors="replace").strip())
-        index_repository(tree, str(staging / RECON_FILE))
+        # ab run and retrieve --eval draw their own bar: no second one under it
+        index_repository(tree, str(staging / RECON_FILE), progress=False)
         _write_manifest(staging, instance.base_commit, skipped)
         (staging / READY_MARK).write_text(instance.base_commit + "\n")
         try:

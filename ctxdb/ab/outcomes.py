@@ -2,60 +2,142 @@
 
 ``store`` is anything with ``write_transaction()`` (a ``ContextStore``): this module
 is imported by the store, so it must not import the store back.
+
+An outcomes file is recorded all or nothing: every line is checked — its JSON, its
+fields, that its run is in the store, that no other line gives the same run and
+instance — and only a file with no bad line is written, in one transaction.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import models
 from ..sqlfiles import sql_statement
 
+REQUIRED_FIELDS = ("run_id", "instance_id", "solved")
+NUMBER_FIELDS = ("cost_usd", "model_tokens_in", "model_tokens_out")
+KNOWN_FIELDS = REQUIRED_FIELDS + NUMBER_FIELDS
+
+
+@dataclass(frozen=True)
+class Outcome:
+    run_id: str
+    instance_id: str
+    solved: bool
+    cost_usd: float | None = None
+    model_tokens_in: float | None = None
+    model_tokens_out: float | None = None
+
+
+def check_outcome(run_id, instance_id, solved, cost_usd=None, model_tokens_in=None,
+                  model_tokens_out=None) -> Outcome:
+    """The outcome, or a ValueError naming the first bad field and what it expects."""
+    for name, value in (("run_id", run_id), ("instance_id", instance_id)):
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"field {name!r}: expected a non-empty string, got {value!r}")
+    if not isinstance(solved, bool):
+        raise ValueError(f"field 'solved': expected true or false, got {solved!r}")
+    for name, value in zip(NUMBER_FIELDS, (cost_usd, model_tokens_in, model_tokens_out)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or value < 0):
+            raise ValueError(f"field {name!r}: expected a non-negative number or null, "
+                             f"got {value!r}")
+    return Outcome(run_id, instance_id, solved, cost_usd, model_tokens_in, model_tokens_out)
+
+
+def _missing_run(run_id: str) -> str:
+    return (f"field 'run_id': no run {run_id!r} in this store (expected the id of a run "
+            "`ctxdb ab run` made; record outcomes after it)")
+
+
+def _write(connection, outcome: Outcome, recorded_at: str) -> None:
+    connection.execute(sql_statement("ab/delete_outcome"),
+                       {"run_id": outcome.run_id, "instance_id": outcome.instance_id})
+    models.insert_many(connection, models.outcome, [{
+        "run_id": outcome.run_id, "instance_id": outcome.instance_id,
+        "solved": outcome.solved, "cost_usd": outcome.cost_usd,
+        "model_tokens_in": outcome.model_tokens_in,
+        "model_tokens_out": outcome.model_tokens_out, "recorded_at": recorded_at,
+    }])
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
 
 def record_outcome(store, run_id: str, instance_id: str, solved: bool, cost_usd=None,
                    model_tokens_in=None, model_tokens_out=None) -> None:
-    if not isinstance(solved, bool):
-        raise ValueError(f"solved: expected true or false, got {solved!r}")
-    for name, value in (("cost_usd", cost_usd), ("model_tokens_in", model_tokens_in),
-                        ("model_tokens_out", model_tokens_out)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or value < 0):
-            raise ValueError(f"{name}: expected a non-negative number or null, got {value!r}")
+    """Record one outcome (an outcome recorded again for the same run and instance
+    replaces it)."""
+    outcome = check_outcome(run_id, instance_id, solved, cost_usd, model_tokens_in,
+                            model_tokens_out)
     with store.write_transaction() as connection:
-        if connection.execute(sql_statement("ab/run_exists"), {"run_id": run_id}).first() is None:
-            raise ValueError(f"run_id: no run {run_id!r} in this store (record outcomes after "
-                             "`ctxdb ab run`)")
-        connection.execute(sql_statement("ab/delete_outcome"),
-                           {"run_id": run_id, "instance_id": instance_id})
-        models.insert_many(connection, models.outcome, [{
-            "run_id": run_id, "instance_id": instance_id, "solved": solved,
-            "cost_usd": cost_usd, "model_tokens_in": model_tokens_in,
-            "model_tokens_out": model_tokens_out,
-            "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        }])
+        if connection.execute(sql_statement("ab/run_exists"),
+                              {"run_id": run_id}).first() is None:
+            raise ValueError(_missing_run(run_id))
+        _write(connection, outcome, _now())
 
 
-def import_outcomes(store, path) -> tuple[int, list[str]]:
-    """Record every line of an outcomes JSONL; bad lines are reported, the rest recorded."""
-    recorded, errors = 0, []
+def parse_outcomes(path) -> tuple[list[tuple[int, Outcome]], list[tuple[int, str]]]:
+    """(line number, outcome) of the good lines and (line number, error) of the bad ones;
+    a second line for the same run and instance is bad (which would win is a guess)."""
+    good: list[tuple[int, Outcome]] = []
+    bad: list[tuple[int, str]] = []
+    first_line: dict[tuple[str, str], int] = {}
     with Path(path).open(encoding="utf-8") as fh:
         for line_no, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
             try:
                 data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                bad.append((line_no, f"not valid JSON ({exc.msg}): expected one JSON object "
+                                     "per line"))
+                continue
+            try:
                 if not isinstance(data, dict):
-                    raise ValueError("expected a JSON object")
-                missing = [k for k in ("run_id", "instance_id", "solved") if k not in data]
+                    raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+                missing = [k for k in REQUIRED_FIELDS if k not in data]
                 if missing:
-                    raise ValueError(f"field {missing[0]!r}: missing")
-                record_outcome(store, data["run_id"], data["instance_id"], data["solved"],
-                               data.get("cost_usd"), data.get("model_tokens_in"),
-                               data.get("model_tokens_out"))
-                recorded += 1
-            except (ValueError, json.JSONDecodeError) as exc:
-                errors.append(f"{path} line {line_no}: {exc}")
-    return recorded, errors
+                    raise ValueError(f"field {missing[0]!r}: missing (expected "
+                                     f"{', '.join(REQUIRED_FIELDS)}, and optionally "
+                                     f"{', '.join(NUMBER_FIELDS)})")
+                unknown = sorted(set(data) - set(KNOWN_FIELDS))
+                if unknown:
+                    raise ValueError(f"field {unknown[0]!r}: not an outcome field (expected "
+                                     f"{', '.join(KNOWN_FIELDS)})")
+                outcome = check_outcome(*(data.get(k) for k in KNOWN_FIELDS))
+            except ValueError as exc:
+                bad.append((line_no, str(exc)))
+                continue
+            key = (outcome.run_id, outcome.instance_id)
+            if key in first_line:
+                bad.append((line_no, f"run {key[0]!r} and instance {key[1]!r} again (also on "
+                                     f"line {first_line[key]}): expected one outcome per run "
+                                     "and instance"))
+                continue
+            first_line[key] = line_no
+            good.append((line_no, outcome))
+    return good, bad
 
+
+def import_outcomes(store, path) -> tuple[int, list[str]]:
+    """Record every outcome of a JSONL file in one transaction, or none: returns (how
+    many were recorded, one error per bad line naming the line and the field). Any bad
+    line means nothing is written."""
+    good, bad = parse_outcomes(path)
+    recorded_at = _now()
+    with store.write_transaction() as connection:
+        runs = {outcome.run_id for _, outcome in good}
+        missing = {run_id for run_id in runs if connection.execute(
+            sql_statement("ab/run_exists"), {"run_id": run_id}).first() is None}
+        bad += [(line_no, _missing_run(o.run_id)) for line_no, o in good if o.run_id in missing]
+        if bad:
+            return 0, [f"{path} line {line_no}: {error}" for line_no, error in sorted(bad)]
+        for _, outcome in good:
+            _write(connection, outcome, recorded_at)
+    return len(good), []

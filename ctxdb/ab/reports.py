@@ -14,6 +14,8 @@ from sqlalchemy import Connection
 
 from ..paths import SQL_DIR
 from ..sqlfiles import sql_statement
+from . import charts
+from .formats import format_cell, format_number, format_percent, is_number
 
 REPORTS_DIR = SQL_DIR / "reports"
 AB_SECTIONS = ("runs", "arms", "decision_rule", "ablation", "edge_placement", "tokens")
@@ -51,22 +53,27 @@ def run_report(connection: Connection, name: str) -> Report:
     return Report(name, header, list(result.keys()), rows)
 
 
-def _cell(value) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.3f}" if abs(value) < 100 else f"{value:,.0f}"
-    return str(value)
+def _numeric_columns(report: Report, index: list[int]) -> list[bool]:
+    """Per column: whether it holds numbers (and missing values) only — aligned right."""
+    return [any(is_number(row[i]) for row in report.rows)
+            and all(is_number(row[i]) or row[i] is None for row in report.rows)
+            for i in index]
 
 
 def as_table(report: Report, columns: list[str] | None = None) -> str:
+    """Plain text, numbers right-aligned, every cell written by ``format_cell``."""
     columns = columns or report.columns
     index = [report.columns.index(c) for c in columns]
-    cells = [[_cell(row[i]) for i in index] for row in report.rows]
+    cells = [[format_cell(c, row[i]) for c, i in zip(columns, index)] for row in report.rows]
+    numeric = _numeric_columns(report, index)
     widths = [max([len(c)] + [len(r[n]) for r in cells]) for n, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if right else v.ljust(w)
+                         for v, w, right in zip(values, widths, numeric)).rstrip()
+
+    lines = [line(columns), "  ".join("-" * w for w in widths)]
+    lines += [line(r) for r in cells]
     return "\n".join(lines)
 
 
@@ -155,66 +162,177 @@ def ab_screen(connection: Connection) -> str:
 
 # --- HTML ---------------------------------------------------------------------------------------
 
-_PALETTE = {"ctx08": "#2b6cb0", "current": "#c05621"}
-PLOT_WIDTH, PLOT_HEIGHT, PLOT_MARGIN = 560, 260, 48
+ARM_COLORS = {"ctx08": "#2b6cb0", "current": "#c05621"}
+UNKNOWN_ARM_COLOR = "#718096"
+ARM_LEGEND = {"ctx08": "ctx08: the constructed window (spec 08)",
+              "current": "current: stuff everything (the baseline)"}
+PAGE_WIDTH = 1240  # px of content: the page and its tables fit a 1,300 px window
+CHART_BORDER = 1  # px on each side of a plot (the style's svg.chart border)
+CHART_WIDTH = PAGE_WIDTH - 2 * CHART_BORDER
+PANELS_PER_ROW, PANEL_GAP, PANEL_HEIGHT = 3, 8, 220
+SCATTER_HEIGHT = 320
+PLACEMENT_BINS = 20  # twentieths: the edges of §7.6 (first and last quarter) fall on bins
+STYLE = (
+    "body{font-family:system-ui,sans-serif;color:#1a202c;max-width:%dpx;margin:24px auto;"
+    "padding:0 16px}"
+    "h2{margin:1.4em 0 .3em}p{margin:.3em 0 .6em;max-width:900px}"
+    ".table-scroll{max-width:100%%;overflow-x:auto;margin-bottom:1em}"
+    "table{border-collapse:collapse;font-size:12px}"
+    "td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}"
+    "th{background:#f0f0f0;text-align:left;font-weight:600}"
+    "td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
+    "td.text{white-space:nowrap}td.verdict{min-width:16em}"
+    ".legend{display:flex;flex-wrap:wrap;gap:6px 20px;font-size:13px;margin:.2em 0 .4em}"
+    ".legend i{display:inline-block;width:14px;height:10px;margin-right:6px;"
+    "background:var(--key)}"
+    ".legend i.outline{background:none;height:0;border-top:2px dashed var(--key);"
+    "vertical-align:middle}"
+    ".legend i.zone{border:1px solid #d6d0bc}"
+    ".panels{display:flex;flex-wrap:wrap;gap:%dpx}"
+    "svg.chart{border:%dpx solid #eee;background:#fff;display:block}"
+    ".summary{background:#f7fafc;border:1px solid #e2e8f0;padding:.5em .8em}"
+) % (PAGE_WIDTH, PANEL_GAP, CHART_BORDER)
 
 
-def _svg_bars(title: str, labels: list[str], values: list[float], colors: list[str]) -> str:
-    top = max(values + [1.0])
-    bar = (PLOT_WIDTH - 2 * PLOT_MARGIN) / max(len(values), 1)
-    parts = [f'<svg width="{PLOT_WIDTH}" height="{PLOT_HEIGHT}" role="img">'
-             f"<title>{html.escape(title)}</title>"]
-    for n, (label, value, color) in enumerate(zip(labels, values, colors)):
-        height = (PLOT_HEIGHT - 2 * PLOT_MARGIN) * value / top
-        x = PLOT_MARGIN + n * bar
-        y = PLOT_HEIGHT - PLOT_MARGIN - height
-        parts.append(f'<rect x="{x + 4:.1f}" y="{y:.1f}" width="{bar - 8:.1f}" '
-                     f'height="{height:.1f}" fill="{color}"/>')
-        parts.append(f'<text x="{x + bar / 2:.1f}" y="{y - 4:.1f}" font-size="11" '
-                     f'text-anchor="middle">{value:,.0f}</text>')
-        parts.append(f'<text x="{x + bar / 2:.1f}" y="{PLOT_HEIGHT - PLOT_MARGIN + 14:.1f}" '
-                     f'font-size="10" text-anchor="middle">{html.escape(label)}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+def _arm_color(arm: str) -> str:
+    return ARM_COLORS.get(arm, UNKNOWN_ARM_COLOR)
 
 
-def _svg_scatter(title: str, points: list[tuple[float, float, str, str]],
-                 x_label: str, y_label: str) -> str:
-    max_x = max([p[0] for p in points] + [1.0])
-    parts = [f'<svg width="{PLOT_WIDTH}" height="{PLOT_HEIGHT}" role="img">'
-             f"<title>{html.escape(title)}</title>",
-             f'<line x1="{PLOT_MARGIN}" y1="{PLOT_HEIGHT - PLOT_MARGIN}" '
-             f'x2="{PLOT_WIDTH - PLOT_MARGIN}" y2="{PLOT_HEIGHT - PLOT_MARGIN}" stroke="#888"/>',
-             f'<line x1="{PLOT_MARGIN}" y1="{PLOT_MARGIN}" x2="{PLOT_MARGIN}" '
-             f'y2="{PLOT_HEIGHT - PLOT_MARGIN}" stroke="#888"/>',
-             f'<text x="{PLOT_WIDTH / 2}" y="{PLOT_HEIGHT - 10}" font-size="11" '
-             f'text-anchor="middle">{html.escape(x_label)}</text>',
-             f'<text x="12" y="{PLOT_HEIGHT / 2}" font-size="11" '
-             f'transform="rotate(-90 12 {PLOT_HEIGHT / 2})" text-anchor="middle">'
-             f"{html.escape(y_label)}</text>"]
-    for x, y, color, label in points:
-        cx = PLOT_MARGIN + (PLOT_WIDTH - 2 * PLOT_MARGIN) * x / max_x
-        cy = PLOT_HEIGHT - PLOT_MARGIN - (PLOT_HEIGHT - 2 * PLOT_MARGIN) * (y or 0)
-        parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="{color}" '
-                     f'fill-opacity="0.7"><title>{html.escape(label)}</title></circle>')
-    parts.append("</svg>")
-    return "".join(parts)
+def _arm_legend(arms: list[str], suffix: str = "") -> list[charts.LegendEntry]:
+    return [charts.LegendEntry(ARM_LEGEND.get(arm, arm) + suffix, _arm_color(arm), arm=arm)
+            for arm in sorted(set(arms), key=_arm_rank)]
 
 
-def _html_table(report: Report) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in report.columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in row) + "</tr>"
-        for row in report.rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+def _arm_rank(arm: str) -> int:
+    return 0 if arm == "current" else 1  # the baseline first, then the candidate
+
+
+def _order(arm: str, variant: str) -> tuple:
+    """Baseline, then ctx08/default, then the other variants by name."""
+    return (_arm_rank(arm), variant != "default", variant)
+
+
+def _header_cell(column: str) -> str:
+    # a long column name may break after its underscores, never inside a word
+    return f"<th>{html.escape(column).replace('_', '_<wbr>')}</th>"
+
+
+def _html_table(report: Report, columns: list[str] | None = None) -> str:
+    columns = columns or report.columns
+    index = [report.columns.index(c) for c in columns]
+    head = "".join(_header_cell(c) for c in columns)
+    classes = ["num" if numeric else "verdict" if column == "verdict" else "text"
+               for column, numeric in zip(columns, _numeric_columns(report, index))]
+    rows = []
+    for row in report.rows:
+        cells = []
+        for column, i, css in zip(columns, index, classes):
+            cells.append(f'<td class="{css}">{html.escape(format_cell(column, row[i]))}</td>')
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return (f'<div class="table-scroll"><table><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>')
+
+
+def _page(title: str, body: str) -> str:
+    return ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
+            f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>"
+            + body + "</body></html>")
 
 
 def single_html(report: Report) -> str:
-    return ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
-            f"<title>ctxdb {html.escape(report.name)}</title></head><body>"
-            f"<h1>{html.escape(report.name)}</h1><p>{html.escape(report.header)}</p>"
-            + _html_table(report) + "</body></html>")
+    return _page(f"ctxdb {report.name}",
+                 f"<h1>{html.escape(report.name)}</h1><p>{html.escape(report.header)}</p>"
+                 + _html_table(report))
+
+
+def _column(report: Report, name: str) -> int:
+    return report.columns.index(name)
+
+
+def _tokens_chart(arms: Report) -> str:
+    arm, variant, ranker = (_column(arms, c) for c in ("arm", "variant", "ranker"))
+    mean = _column(arms, "mean_tokens")
+    rows = sorted(arms.rows, key=lambda r: _order(r[arm], r[variant]))
+    bars = [charts.Bar(f"{r[arm]}/{r[variant]}" + (f" ({ORACLE} ranker)" if r[ranker] == ORACLE
+                                                    else ""),
+                       float(r[mean] or 0), _arm_color(r[arm]),
+                       format_cell("mean_tokens", r[mean]))
+            for r in rows]
+    return (charts.legend(_arm_legend([r[arm] for r in rows]))
+            + charts.horizontal_bars("mean tokens per decision", bars,
+                                     "tokens per decision (mean over the run's decisions)",
+                                     CHART_WIDTH))
+
+
+def _precision_chart(connection: Connection) -> str:
+    precision = run_report(connection, "precision")
+    tokens_by_decision = dict(connection.execute(
+        sql_statement("reports_support/decision_tokens")).all())
+    c = {name: n for n, name in enumerate(precision.columns)}
+    rows = [r for r in precision.rows if r[c["variant"]] == "default"]
+    points = [charts.Point(
+        float(tokens_by_decision.get(r[c["decision_id"]], 0)), r[c["precision_items"]] or 0.0,
+        _arm_color(r[c["arm"]]),
+        f"decision {r[c['decision_id']]} {r[c['arm']]}/{r[c['variant']]} "
+        f"{r[c['decision_type']]} {r[c['instance_id']]}: "
+        f"{format_number(tokens_by_decision.get(r[c['decision_id']], 0))} tokens, "
+        f"precision {format_cell('precision_items', r[c['precision_items']])}")
+        for r in rows]
+    return (charts.legend(_arm_legend([r[c["arm"]] for r in rows], " — one dot per decision"))
+            + charts.scatter("relevance precision against tokens", points,
+                             "tokens in the window (one decision)",
+                             "relevance precision (items)", CHART_WIDTH, SCATTER_HEIGHT,
+                             y_top=1.0))
+
+
+def _placement_charts(connection: Connection, edges: Report) -> str:
+    """Small multiples: one panel per arm and variant, on one y scale."""
+    counts: dict[tuple[str, str], dict[int, list[int]]] = {}
+    for row in connection.execute(sql_statement("reports_support/placement_bins"),
+                                  {"bins": PLACEMENT_BINS}):
+        bins = counts.setdefault((row.arm, row.variant), {1: [0] * PLACEMENT_BINS,
+                                                          0: [0] * PLACEMENT_BINS})
+        bins[int(row.is_gold)][int(row.bin_no)] += int(row.items)
+    e = {name: n for n, name in enumerate(edges.columns)}
+    at_edges = {(r[e["arm"]], r[e["variant"]]): r[e["critical_at_edges"]] for r in edges.rows}
+
+    def shares(values: list[int]) -> list[float]:
+        total = sum(values)
+        return [v / total if total else 0.0 for v in values]
+
+    panels = {key: (shares(b[1]), shares(b[0]), sum(b[1])) for key, b in counts.items()}
+    top = max([max(c + o) for c, o, _ in panels.values()] + [0.0])
+    width = ((PAGE_WIDTH - (PANELS_PER_ROW - 1) * PANEL_GAP) // PANELS_PER_ROW
+             - 2 * CHART_BORDER)
+    svgs = []
+    for (arm, variant) in sorted(panels, key=lambda k: _order(*k)):
+        critical, others, total = panels[(arm, variant)]
+        share = at_edges.get((arm, variant))
+        subtitle = f"{format_number(total)} critical items" + (
+            f", {format_percent(share)} of them at the edges"
+            if share is not None else "")
+        svgs.append(charts.placement_panel(f"{arm}/{variant}", subtitle, critical, others,
+                                           _arm_color(arm), top, width, PANEL_HEIGHT))
+    entries = _arm_legend([arm for arm, _ in panels], " — its critical items (gold facts)")
+    entries += [charts.LegendEntry("other evidence items of the same windows",
+                                   charts.OTHER_COLOR, style="outline"),
+                charts.LegendEntry("edges: first and last quarter of the window's tokens",
+                                   charts.EDGE_ZONE_COLOR, style="zone")]
+    return charts.legend(entries) + f'<div class="panels">{"".join(svgs)}</div>'
+
+
+def _summary(rule: Report, ablation: Report) -> str:
+    verdict = _column(rule, "verdict")
+    decision = rule.rows[-1][verdict] if rule.rows else "no data"
+    parts = [f"<strong>§7.4 decision:</strong> {html.escape(decision)}"]
+    if ablation.rows:
+        tally: dict[str, int] = {}
+        for row in ablation.rows:
+            word = row[_column(ablation, "verdict")].split(":")[0]
+            tally[word] = tally.get(word, 0) + 1
+        parts.append("<strong>§7.5 ablation:</strong> " + html.escape(
+            ", ".join(f"{n} {word}" for word, n in sorted(tally.items()))))
+    return f'<p class="summary">{" · ".join(parts)}</p>'
 
 
 def ab_html(connection: Connection) -> str:
@@ -222,57 +340,35 @@ def ab_html(connection: Connection) -> str:
     runs = run_report(connection, "runs")
     rankers = rankers_by_arm(runs)
     arms = with_ranker(run_report(connection, "arms"), rankers)
-    precision = run_report(connection, "precision")
     rule = run_report(connection, "decision_rule")
     ablation = with_ranker(run_report(connection, "ablation"), rankers)
     edges = with_ranker(run_report(connection, "edge_placement"), rankers)
     recall = run_report(connection, "window_recall")
-    positions = connection.execute(sql_statement("reports_support/critical_positions")).all()
-
-    a = {c: i for i, c in enumerate(arms.columns)}
-    labels = [f"{r[a['arm']]}/{r[a['variant']]}"
-              + (f" ({ORACLE} ranker)" if r[a["ranker"]] == ORACLE else "") for r in arms.rows]
-    tokens = [float(r[a["mean_tokens"]] or 0) for r in arms.rows]
-    colors = [_PALETTE.get(r[a["arm"]], "#718096") for r in arms.rows]
-    p = {c: i for i, c in enumerate(precision.columns)}
-    tokens_by_decision = dict(connection.execute(sql_statement("reports_support/decision_tokens")).all())
-    points = [
-        (float(tokens_by_decision.get(r[p["decision_id"]], 0)), r[p["precision_items"]],
-         _PALETTE.get(r[p["arm"]], "#718096"),
-         f"decision {r[p['decision_id']]} {r[p['arm']]}/{r[p['variant']]} {r[p['decision_type']]}")
-        for r in precision.rows if r[p["variant"]] == "default"
-    ]
-    position_points = [
-        (float(row.relative_position), 1.0 if row.is_gold else 0.5,
-         _PALETTE.get(row.arm, "#718096"), f"{row.arm}/{row.variant} decision {row.decision_id}")
-        for row in positions if row.variant in ("default", "litm_buried")
-    ]
     sections = [
         "<h1>ctxdb A/B report</h1>",
         "<p>ctxdb (constructed window, spec 08) against the “stuff everything” baseline. "
         "Every figure is SQL over the store: <code>sql/reports/</code>.</p>",
         f"<p><strong>{html.escape(ORACLE_LEGEND)}</strong></p>" if _oracle_ranked(rankers) else "",
-        "<h2>Tokens per decision, by arm</h2>",
-        _svg_bars("mean tokens per decision", labels, tokens, colors),
+        _summary(rule, ablation),
+        "<h2>Tokens per decision, by arm and variant</h2>",
+        _tokens_chart(arms),
         "<h2>Relevance precision against tokens (default variants)</h2>",
-        _svg_scatter("precision vs tokens", points, "tokens in the window",
-                     "relevance precision (items)"),
-        "<h2>Where critical items sit (0 = start, 1 = end of the window)</h2>",
-        _svg_scatter("critical item positions", position_points,
-                     "relative position in the window (gold facts high, other items low)",
-                     "gold fact"),
+        "<p>Precision: the share of the window's evidence items that are gold facts of the "
+        "instance (§7.2). Up and to the left is better.</p>",
+        _precision_chart(connection),
+        "<h2>Where critical items sit, one panel per arm and variant (§7.6)</h2>",
+        "<p>Each window split into twentieths by its tokens; a bar is the share of the "
+        "panel's critical items whose middle falls there, the dashed line the same share "
+        "for the other evidence items. One y scale for every panel.</p>",
+        _placement_charts(connection, edges),
         "<h2>Runs and their rankers</h2>", _html_table(runs),
         "<h2>Arms side by side</h2>", _html_table(arms),
         "<h2>What the window keeps of what its pool holds</h2>",
         "<p>Definitions at the top of <code>sql/reports/window_recall.sql</code>.</p>",
         _html_table(recall),
         "<h2>§7.4 decision rule</h2>", _html_table(rule),
-        "<h2>§7.5 ablation</h2>", _html_table(ablation),
+        "<h2>§7.5 ablation (Δ relative to ctx08/default)</h2>",
+        _html_table(ablation) if ablation.rows else "<p>No ablation variants in this store.</p>",
         "<h2>§7.6 placement</h2>", _html_table(edges),
     ]
-    style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}"
-             "table{border-collapse:collapse;font-size:12px;margin-bottom:1em}"
-             "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
-             "th{background:#f0f0f0}svg{border:1px solid #eee;margin:.5em 0}")
-    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>ctxdb A/B</title>"
-            f"<style>{style}</style></head><body>" + "".join(sections) + "</body></html>")
+    return _page("ctxdb A/B", "".join(sections))

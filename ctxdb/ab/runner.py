@@ -204,6 +204,10 @@ def run_ab(db_url: str, instances_path, options: AbOptions, progress=None) -> Ab
     settings = options.settings or load_settings()
     instances, errors = load_instances(instances_path)
     summary = AbSummary(input_errors=errors)
+    if not instances:  # nothing to run: the store is not created or touched
+        return summary
+    if progress:
+        progress(0, len(instances))
     # create/upgrade once, before the workers race
     with ContextStore.open(db_url, settings=settings) as store:
         check_one_ranker_per_variant(store, options)

@@ -20,11 +20,13 @@ from .compress import sliding_window
 from .dedup import fact_key
 from .gate import cap_order
 from .state import AssemblyEvent, PoolItem, obligation_terms
-from .vocabulary import REJECTED, SPAN_CUT_KINDS
+from .vocabulary import FAILURE_KINDS, REJECTED, SPAN_CUT_KINDS
 from .window_text import CONTENT_CUT_MARK_START
 
 UTF8_MAX_BYTES_PER_CHAR = 4
 PROVENANCE_CUT_MARK = "…"
+# how much of an event's command its provenance quotes (the 200-char cap holds the rest)
+COMMAND_IN_PROVENANCE_CHARS = 60
 
 
 class EntityResolver(Protocol):
@@ -35,8 +37,10 @@ class EntityResolver(Protocol):
     def resolve(self, ref: EntityRef) -> ResolvedEntity | None: ...
 
 
-def cap_content(text: str) -> tuple[str, bool]:
-    """Cut ``text`` to CONTENT_MAX_BYTES of UTF-8, marker included; (text, was_cut)."""
+def cap_content(text: str, keep_tail: bool = False) -> tuple[str, bool]:
+    """Cut ``text`` to CONTENT_MAX_BYTES of UTF-8, marker included; (text, was_cut). With
+    ``keep_tail`` the end is kept and the mark leads (a failure's output ends with what
+    matters: pytest's summary, a traceback's innermost frame and exception)."""
     if len(text) * UTF8_MAX_BYTES_PER_CHAR <= CONTENT_MAX_BYTES:
         return text, False  # fits whatever its characters are, no need to encode
     data = text.encode("utf-8")
@@ -48,6 +52,11 @@ def cap_content(text: str) -> tuple[str, bool]:
     )
     keep = CONTENT_MAX_BYTES - len(mark.encode("utf-8"))
     # errors="ignore" drops a multi-byte character split by the cut.
+    if keep_tail:
+        tail = data[len(data) - keep:].decode("utf-8", errors="ignore")
+        if "\n" in tail:
+            tail = tail[tail.index("\n") + 1:]  # from a whole line
+        return mark.lstrip("\n") + "\n" + tail, True
     return data[:keep].decode("utf-8", errors="ignore") + mark, True
 
 
@@ -128,14 +137,15 @@ def cap_provenance(text: str) -> tuple[str, bool]:
     return text[: PROVENANCE_MAX_CHARS - len(PROVENANCE_CUT_MARK)] + PROVENANCE_CUT_MARK, True
 
 
-def _live_items(request: DecisionRequest) -> list[tuple[str, str, str, str, int | None]]:
-    """(source, kind, content, provenance, decision it arrived in) of the live state: the
+def _live_items(request: DecisionRequest) -> list[tuple]:
+    """(source, kind, content, provenance, decision it arrived in, command) of the live state: the
     patch, the per-kind lists (oldest first per stream; their order across kinds is not
     known), then the events in the harness's own order across kinds."""
     live = request.live
     items = []
     if live.patch:
-        items.append(("patch", "patch", live.patch, "patch: the current working-tree diff", None))
+        items.append(("patch", "patch", live.patch, "patch: the current working-tree diff", None,
+                      None))
     streams = (
         ("error", live.errors),
         ("traceback", live.tracebacks),
@@ -144,12 +154,14 @@ def _live_items(request: DecisionRequest) -> list[tuple[str, str, str, str, int 
     )
     for kind, texts in streams:
         for number, text in enumerate(texts, start=1):
-            items.append(("live", kind, text, f"live: {kind} #{number} of {len(texts)}", None))
+            items.append(("live", kind, text, f"live: {kind} #{number} of {len(texts)}", None,
+                          None))
     for number, event in enumerate(live.events, start=1):
         arrived = f", from decision {event.decision_seq}" if event.decision_seq else ""
+        of = f" of `{event.command[:COMMAND_IN_PROVENANCE_CHARS]}`" if event.command else ""
         items.append(("live", event.kind, event.text,
-                      f"live: event #{number} of {len(live.events)} ({event.kind}{arrived})",
-                      event.decision_seq))
+                      f"live: event #{number} of {len(live.events)} ({event.kind}{arrived}){of}",
+                      event.decision_seq, event.command))
     return items
 
 
@@ -168,12 +180,15 @@ def assemble_pool(request: DecisionRequest, recon: EntityResolver | None) -> lis
     raw += [(given.source, given.kind, given.content, given.provenance, given.entity,
              given.score, None) for given in request.evidence]
     arrived_in: dict[int, int] = {}  # arrival number -> the decision it arrived in
+    commands: dict[int, str] = {}  # arrival number -> what produced it
     first_event = None  # the arrival number of live.events[0]: order across kinds from here
     items = _live_items(request)
-    for arrival_no, (source, kind, content, provenance, seq) in enumerate(items, 1):
+    for arrival_no, (source, kind, content, provenance, seq, command) in enumerate(items, 1):
         raw.append((source, kind, content, provenance, None, None, arrival_no))
         if seq is not None:
             arrived_in[arrival_no] = seq
+        if command is not None:
+            commands[arrival_no] = command
     if request.live.events:
         first_event = len(items) - len(request.live.events) + 1
 
@@ -187,6 +202,7 @@ def assemble_pool(request: DecisionRequest, recon: EntityResolver | None) -> lis
         item = PoolItem(item_no, source, kind, content or "", provenance, entity_key,
                         score=score, arrival_no=arrival_no,
                         arrived_in_seq=arrived_in.get(arrival_no),
+                        command=commands.get(arrival_no),
                         in_harness_order=(first_event is not None and arrival_no is not None
                                           and arrival_no >= first_event))
         _resolve(item, recon, has_content=content is not None)
@@ -260,7 +276,8 @@ def _apply_caps(item: PoolItem, request: DecisionRequest, decision_terms, *,
             item.events.append(AssemblyEvent(
                 "content_cut", f"content > {CONTENT_MAX_BYTES} bytes (§3.1 cap)",
                 detail=f"kept lines {item.start_line}-{item.end_line}"))
-    capped, cut = cap_content(item.content)
+    capped, cut = cap_content(item.content,
+                              keep_tail=item.source == "live" and item.kind in FAILURE_KINDS)
     if cut:
         item.original_content, item.content = item.content, capped
         item.events.append(

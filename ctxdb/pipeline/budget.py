@@ -12,7 +12,10 @@ action and stopping as soon as the window fits:
    the tests reasoned over become signatures, then the change target is cut to
    the sliding window that fits;
 3. the stable core — supporting acceptance detail only: later criteria cut to
-   their first line, then evicted; never the task or the current obligation.
+   their first line, then evicted; never the task or the current obligation;
+4. the freshest failure output, which step 1 kept, cut to its last lines that fit
+   (where pytest's summary and a traceback's innermost frame and exception are), with
+   a pointer to the whole text — so one long test run does not empty the window.
 
 If it still does not fit, the window is the stable core only, flagged
 ``stable_core_only``; if even that is over (a pathological task), the task text
@@ -89,7 +92,8 @@ class Budgeter:
         self._measure_items(window)
         total = self._total(window)
         self._log("measured", None, total, total, f"ceiling {self.ceiling}")
-        for action in (self._mask_transient, self._shrink_working_set, self._trim_stable_core):
+        for action in (self._mask_transient, self._shrink_working_set, self._trim_stable_core,
+                       self._cut_freshest_failure):
             if total <= self.ceiling:
                 break
             window, total = action(window, total)
@@ -214,6 +218,41 @@ class Budgeter:
                 return window, total
             window, total = self._evict(window, candidate, "3_evict_acceptance_detail", total)
         return window, total
+
+    def _cut_freshest_failure(self, window, total):
+        failures = [c for c in window if c.tier == TRANSIENT and c.item.kind in FAILURE_KINDS
+                    and not c.masked]
+        freshest = max(failures, key=lambda c: (c.item.arrival_no or 0, c.item.item_no), default=None)
+        if freshest is None:
+            return window, total
+        rest = total - freshest.tokens
+        lines = freshest.item.content.rstrip("\n").split("\n")
+        whole_text, mark = freshest.text, self._failure_cut_mark(freshest)
+
+        def tokens_with(kept_lines: int) -> int:
+            freshest.text = mark + "\n".join(lines[len(lines) - kept_lines:])
+            return self.count([freshest.block_text()])[0]
+
+        # the most last lines that fit, by exact counts (a binary search: few counts)
+        low, high = 0, len(lines) - 1
+        while low < high:
+            middle = (low + high + 1) // 2
+            if rest + tokens_with(middle) <= self.ceiling:
+                low = middle
+            else:
+                high = middle - 1
+        freshest.text = whole_text
+        if low == 0:
+            return window, total  # not even its last line fits: the stable core only, next
+        text = mark + "\n".join(lines[len(lines) - low:])
+        total = self._replace_text(freshest, text, "truncated", "4_cut_freshest_failure", total,
+                                   "cut_to_window")
+        return window, total
+
+    def _failure_cut_mark(self, candidate) -> str:
+        item = candidate.item
+        return (f"[… {item.kind} cut to its last lines to fit the budget —"
+                f" ctxdb show {self.decision.ref} {item.item_id}]\n")
 
     def _stable_core_only(self, window, total):
         for candidate in [c for c in window if c.tier != STABLE_CORE]:

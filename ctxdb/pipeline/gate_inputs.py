@@ -37,6 +37,7 @@ from .vocabulary import (
     CHANGE_TARGET,
     CHANGE_TARGET_KINDS,
     CHANGE_TARGET_LINKS,
+    FAILURE_KINDS,
     IMPACT_DIGEST,
     INSERTION_POINT,
     NAMED_IN_CRITERIA,
@@ -127,7 +128,9 @@ def compute_links(request: DecisionRequest, pool: list[PoolItem], recon: ReconRe
             links.append(Link(VALIDATION_CALLEE, row.key, row.path, row.start_line, row.end_line,
                               test_id, row.id))
     live = request.live
-    failure_texts = [*live.tracebacks, *live.test_outputs, *live.errors, request.task]
+    failure_texts = [*live.tracebacks, *live.test_outputs, *live.errors,
+                     *(event.text for event in live.events if event.kind in FAILURE_KINDS),
+                     request.task]
     for name, line in traceback_frames(failure_texts):
         path = recon.path_for(name)
         row = recon.innermost(path, line) if path else None

@@ -71,7 +71,7 @@ def failure_marks(text: str) -> frozenset[str]:
 
 
 def _superseded(candidate: Candidate, later_failures: list[tuple[int, frozenset[str]]],
-                newest_arrival: dict[str, int]) -> bool:
+                newest_arrival: dict[str, int], newest_of_command: dict[str, int]) -> bool:
     """P6: a test output superseded by a newer one of its stream, or a failure of the
     same test or at the same site as a newer failure, is stale. Which failure is newer
     across kinds is known only for live.events: ``later_failures`` holds those alone."""
@@ -79,20 +79,44 @@ def _superseded(candidate: Candidate, later_failures: list[tuple[int, frozenset[
     newest = newest_arrival.get(item.kind)
     if item.kind == "test_output" and newest is not None and item.arrival_no != newest:
         return True
+    if item.command is not None and newest_of_command.get(item.command, 0) > item.arrival_no:
+        return True  # the same command ran again since: its newer output is what holds
     if item.kind not in FAILURE_KINDS or not item.in_harness_order:
         return False
     marks = failure_marks(item.content)
-    return bool(marks) and any(arrival > item.arrival_no and marks & later
+    return bool(marks) and any(arrival > item.arrival_no and marks_meet(marks, later)
                                for arrival, later in later_failures)
 
 
+def marks_meet(first: frozenset[str], second: frozenset[str]) -> bool:
+    """Two failures are of the same test or site: a mark in common, where a site named by
+    an absolute path (a script's traceback) meets the same file and line as pytest prints
+    it, relative to where it ran."""
+    if first & second:
+        return True
+    sites = [_site(mark) for mark in second if "::" not in mark]
+    for path, line in (_site(mark) for mark in first if "::" not in mark):
+        for other_path, other_line in sites:
+            if line == other_line and (path.endswith("/" + other_path)
+                                       or other_path.endswith("/" + path)):
+                return True
+    return False
+
+
+def _site(mark: str) -> tuple[str, str]:
+    path, _, line = mark.rpartition(":")
+    return path, line
+
+
 def derive_role(candidate: Candidate, decision: Decision, newest_arrival: dict[str, int],
-                failures: list[tuple[int, frozenset[str]]] = ()) -> str:
+                failures: list[tuple[int, frozenset[str]]] = (),
+                newest_of_command: dict[str, int] | None = None) -> str:
     item = candidate.item
     if item.kind in REQUIREMENT_KINDS and item.source == "07":
         return "requirement"
     if item.kind in TRANSIENT_KINDS and item.source in ("live", "patch"):
-        return "stale" if _superseded(candidate, failures, newest_arrival) else "live_current"
+        return ("stale" if _superseded(candidate, failures, newest_arrival, newest_of_command or {})
+                else "live_current")
     if item.kind in CHANGE_TARGET_KINDS:
         return "change_target"
     if item.entity_key and item.entity_key == decision.target_entity:
@@ -223,14 +247,18 @@ def render(decision: Decision, policy: dict[str, str]) -> None:
     candidates, audit = decision.candidates, decision.audit
     newest: dict[str, int] = {}
     failures = []  # (arrival, what it is of) of every live failure
+    newest_of_command: dict[str, int] = {}  # command -> the arrival of its newest output
     for c in candidates:
         if c.item.arrival_no is not None:
             newest[c.item.kind] = max(newest.get(c.item.kind, 0), c.item.arrival_no)
             if c.item.kind in FAILURE_KINDS and c.item.in_harness_order:
                 failures.append((c.item.arrival_no, failure_marks(c.item.content)))
+            if c.item.command is not None:
+                newest_of_command[c.item.command] = max(newest_of_command.get(c.item.command, 0),
+                                                        c.item.arrival_no)
     kept = []
     for candidate in candidates:
-        candidate.role = derive_role(candidate, decision, newest, failures)
+        candidate.role = derive_role(candidate, decision, newest, failures, newest_of_command)
         rendering = policy.get(candidate.role)
         if rendering is None:
             rendering = DEFAULT_RENDERING

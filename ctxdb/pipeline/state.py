@@ -49,6 +49,7 @@ class PoolItem:
     arrival_no: int | None = None
     arrived_in_seq: int | None = None  # live state: the decision it arrived in, if known
     in_harness_order: bool = False  # live state from live.events: its order across kinds known
+    command: str | None = None  # live.events: what produced it (a re-run supersedes it)
     path: str | None = None
     start_line: int | None = None
     end_line: int | None = None

@@ -120,6 +120,8 @@ def evaluate(instances_path, cache_dir: Path,
                                                                            list[str]]:
     instances, errors = load_instances(instances_path)
     scores = []
+    if progress and instances:
+        progress(0, len(instances))
     for number, instance in enumerate(instances, start=1):
         try:
             scores.append(score_instance(instance, cache_dir))

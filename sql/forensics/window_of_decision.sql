@@ -1,7 +1,10 @@
--- window_of_decision: the window as sent, in order, with each item's fact identity.
+-- window_of_decision: the window as sent, in order, with each item's fact identity and its
+-- pool text and hash (what names a live item readably across decisions; each is <= 8 KB).
 SELECT w.position, w.item_id, w.role, w.rendering, w.tier, w.block, w.edge_critical,
-       w.token_count, w.rendered_text, e.fact_key, e.kind, e.entity_key
+       w.token_count, w.rendered_text, w.shown_start_line, w.shown_end_line, e.fact_key,
+       e.kind, e.entity_key, e.provenance, e.content_sha256, t.content
 FROM window_item w
 JOIN evidence_item e ON e.decision_id = w.decision_id AND e.item_id = w.item_id
+JOIN evidence_text t ON t.content_sha256 = e.content_sha256
 WHERE w.decision_id = :decision_id
 ORDER BY w.position;

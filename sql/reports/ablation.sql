@@ -2,7 +2,11 @@
 -- relative ((variant - default) / default). A source or representation choice is DELETED
 -- iff removing it degrades no honest metric beyond noise (5%): precision by items or
 -- tokens, gold recall, resolve rate (lower is worse), tokens per solved (higher is
--- worse). The litm_buried row is the §7.6 probe: burying critical items must degrade.
+-- worse). A metric that already degrades is final (no outcome can undo it): KEEP, naming
+-- the metrics. Otherwise the verdict needs outcomes — resolve rate and tokens per solved
+-- — of the variant and the default: until both are recorded it says "needs outcomes",
+-- as the §7.4 rule says "undecided". The litm_buried row is the §7.6 probe: burying
+-- critical items must degrade the resolve rate.
 WITH per_variant AS (
     SELECT p.variant,
            AVG(p.precision_items) AS precision_items,
@@ -24,7 +28,7 @@ deltas AS (
     SELECT
         v.variant,
         v.precision_items, v.precision_tokens, v.gold_recall, v.mean_tokens,
-        v.resolve_rate, v.tokens_per_solved,
+        v.resolve_rate, v.tokens_per_solved, b.resolve_rate AS default_resolve_rate,
         (v.precision_items - b.precision_items) / NULLIF(b.precision_items, 0) AS d_precision_items,
         (v.precision_tokens - b.precision_tokens) / NULLIF(b.precision_tokens, 0) AS d_precision_tokens,
         (v.gold_recall - b.gold_recall) / NULLIF(b.gold_recall, 0) AS d_gold_recall,
@@ -41,17 +45,25 @@ SELECT
     gold_recall, d_gold_recall, mean_tokens, d_mean_tokens, resolve_rate, d_resolve_rate,
     tokens_per_solved, d_tokens_per_solved,
     CASE
+        WHEN resolve_rate IS NULL OR default_resolve_rate IS NULL THEN
+            CASE WHEN variant <> 'litm_buried' AND degraded <> ''
+                     THEN 'KEEP: worse without it: ' || REPLACE(TRIM(degraded), ' ', ', ')
+                 ELSE 'needs outcomes' END
         WHEN variant = 'litm_buried' THEN
-            CASE WHEN d_resolve_rate IS NULL THEN 'probe: placement only (record outcomes)'
+            CASE WHEN default_resolve_rate = 0 THEN 'probe inconclusive: the default solves none'
                  WHEN d_resolve_rate < -0.05 THEN 'ordering earns its place'
                  ELSE 'ordering FAILS the probe' END
-        WHEN COALESCE(d_precision_items, 0) < -0.05
-          OR COALESCE(d_precision_tokens, 0) < -0.05
-          OR COALESCE(d_gold_recall, 0) < -0.05
-          OR COALESCE(d_resolve_rate, 0) < -0.05
-          OR COALESCE(d_tokens_per_solved, 0) > 0.05
-            THEN 'KEEP: removing it degrades'
+        WHEN degraded <> '' THEN 'KEEP: worse without it: ' || REPLACE(TRIM(degraded), ' ', ', ')
         ELSE 'DELETE: |Δ| <= 5% or better without it'
     END AS verdict
-FROM deltas
+FROM (
+    SELECT deltas.*,
+           CASE WHEN d_precision_items < -0.05 THEN ' precision_items' ELSE '' END
+           || CASE WHEN d_precision_tokens < -0.05 THEN ' precision_tokens' ELSE '' END
+           || CASE WHEN d_gold_recall < -0.05 THEN ' gold_recall' ELSE '' END
+           || CASE WHEN d_resolve_rate < -0.05 THEN ' resolve_rate' ELSE '' END
+           || CASE WHEN d_tokens_per_solved > 0.05 THEN ' tokens_per_solved' ELSE '' END
+               AS degraded
+    FROM deltas
+) judged
 ORDER BY variant;

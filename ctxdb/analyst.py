@@ -1,0 +1,210 @@
+"""Documents for analysts, generated from the code: ``docs/schema.md`` and a Datasette
+metadata file.
+
+Both read the same sources — the tables of ``ctxdb/models.py`` with the words of
+``ctxdb/descriptions.py``, the views' leading comments in ``sql/views/`` — so the
+schema page and what Datasette shows cannot drift apart. The canned queries are every
+``sql/reports/*.sql`` and the forensic queries of ``sql/analyst/*.sql`` (the README's).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sqlalchemy import CheckConstraint, Column, Table, UniqueConstraint, create_engine, inspect
+from sqlalchemy.pool import StaticPool
+
+from .descriptions import TABLES, UNMODELLED_TABLES
+from .models import metadata
+from .sqlfiles import SqlFile, sql_files, view_files
+
+SCHEMA_DOCS_PATH = "docs/schema.md"
+SCHEMA_DOCS_COMMAND = f"ctxdb db schema-docs -o {SCHEMA_DOCS_PATH}"
+# The directories whose statements Datasette offers as canned queries, with a title prefix.
+CANNED_QUERY_DIRS = (("reports", "Report"), ("analyst", "Forensics"))
+
+# What Datasette's own parameter finder strips before it looks for :name (comments and
+# quoted strings), so the params listed here are the ones Datasette would find.
+_LINE_COMMENT = re.compile(r"--.*?$", re.MULTILINE)
+_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
+_NAMED_PARAMETER = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@dataclass(frozen=True)
+class CannedQuery:
+    name: str
+    title: str
+    description: str
+    sql: str
+    params: tuple[str, ...]
+
+
+def named_parameters(sql: str) -> tuple[str, ...]:
+    """The ``:name`` parameters of a statement, in first-use order (``::`` casts and
+    text inside comments or quotes are not parameters)."""
+    bare = _QUOTED.sub("", _BLOCK_COMMENT.sub("", _LINE_COMMENT.sub("", sql)))
+    return tuple(dict.fromkeys(_NAMED_PARAMETER.findall(bare)))
+
+
+def _description_of(file: SqlFile) -> str:
+    """A file's leading comment without its ``name:`` opening, as one sentence-cased line."""
+    prefix = f"{file.name}:"
+    header = file.header
+    text = " ".join((header[len(prefix):] if header.startswith(prefix) else header).split())
+    return text[:1].upper() + text[1:]
+
+
+def canned_queries() -> list[CannedQuery]:
+    """Every report and forensic query, named by its file's stem."""
+    queries = []
+    for directory, title in CANNED_QUERY_DIRS:
+        for file in sql_files(directory):
+            queries.append(CannedQuery(
+                name=file.name, title=f"{title}: {file.name.replace('_', ' ')}",
+                description=_description_of(file), sql=file.sql,
+                params=named_parameters(file.sql),
+            ))
+    return queries
+
+
+def view_descriptions() -> dict[str, str]:
+    return {view.name: _description_of(view) for view in view_files()}
+
+
+def view_columns() -> dict[str, list[str]]:
+    """Each view's column names, read from the views made over empty head tables in an
+    in-memory SQLite database (the views are SQL text: their columns are known only to
+    a database)."""
+    from .views import create_views
+
+    engine = create_engine("sqlite://", poolclass=StaticPool)
+    try:
+        with engine.begin() as connection:
+            metadata.create_all(connection)
+            create_views(connection)
+            inspector = inspect(connection)
+            return {view.name: [c["name"] for c in inspector.get_columns(view.name)]
+                    for view in view_files()}
+    finally:
+        engine.dispose()
+
+
+def _default(column: Column) -> str:
+    default = column.server_default
+    if default is None:
+        return ""
+    value = default.arg
+    return f"'{value}'" if isinstance(value, str) else str(value)
+
+
+def _keys(column: Column) -> str:
+    marks = ["PK"] if column.primary_key else []
+    marks += [f"→ {fk.target_fullname}" for fk in sorted(column.foreign_keys,
+                                                         key=lambda fk: fk.target_fullname)]
+    return ", ".join(marks)
+
+
+def _checks(table: Table) -> list[CheckConstraint]:
+    return sorted((c for c in table.constraints if isinstance(c, CheckConstraint)),
+                  key=lambda c: str(c.name))
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def schema_markdown() -> str:
+    """docs/schema.md: every table with its columns (type, null, keys, default, meaning)
+    and CHECK constraints, then every view with its meaning and columns."""
+    from .migrate import head_revision
+
+    lines = [
+        "# The store's schema",
+        "",
+        f"Generated from `ctxdb/models.py`, `ctxdb/descriptions.py` and `sql/views/` by "
+        f"`{SCHEMA_DOCS_COMMAND}`; do not edit by hand (a test compares this file with "
+        f"what the code generates). Schema revision {head_revision()}.",
+        "",
+        "## Tables",
+        "",
+    ]
+    for table in sorted(metadata.tables.values(), key=_table_order):
+        description, columns = TABLES[table.name]
+        lines += [f"### `{table.name}`", "", description, "",
+                  "| column | type | null | key | default | description |",
+                  "|---|---|---|---|---|---|"]
+        for column in table.columns:
+            lines.append(
+                f"| `{column.name}` | {column.type} | {'yes' if column.nullable else 'no'} "
+                f"| {_cell(_keys(column))} | {_cell(_default(column))} "
+                f"| {_cell(columns[column.name])} |"
+            )
+        checks = _checks(table)
+        if checks:
+            lines += ["", "Checks:", ""]
+            lines += [f"- `{check.name}`: `{check.sqltext}`" for check in checks]
+        uniques = sorted((c for c in table.constraints if isinstance(c, UniqueConstraint)),
+                         key=lambda c: str(c.name))
+        indexes = sorted(table.indexes, key=lambda i: str(i.name))
+        if uniques or indexes:
+            lines += ["", "Unique constraints and indexes:", ""]
+            lines += [f"- `{c.name}`: unique ({', '.join(col.name for col in c.columns)})"
+                      for c in uniques]
+            lines += [f"- `{i.name}`: {'unique ' if i.unique else ''}index "
+                      f"({', '.join(col.name for col in i.columns)})" for i in indexes]
+        lines.append("")
+    lines += ["## Views", "",
+              "Made from `sql/views/` (kept out of migration history: an upgrade recreates "
+              "them from the files).", ""]
+    columns = view_columns()
+    for name, description in view_descriptions().items():
+        lines += [f"### `{name}`", "", description, "",
+                  "Columns: " + ", ".join(f"`{c}`" for c in columns[name]), ""]
+    return "\n".join(lines)
+
+
+def _table_order(table: Table) -> int:
+    """Tables in the order descriptions.py tells them (a reader's order, not the
+    alphabet's): a decision before its pool, the pool before its audit."""
+    return list(TABLES).index(table.name)
+
+
+def datasette_metadata(database_name: str) -> dict:
+    """A Datasette metadata document (``datasette STORE.db --metadata FILE``) for a
+    store whose file stem is ``database_name``: a description per table and view,
+    per-column descriptions of the tables, and the canned queries."""
+    from .migrate import head_revision
+
+    tables: dict[str, dict] = {}
+    for table in sorted(metadata.tables.values(), key=_table_order):
+        description, columns = TABLES[table.name]
+        tables[table.name] = {
+            "description": description,
+            "columns": {column.name: columns[column.name] for column in table.columns},
+        }
+    for name, description in UNMODELLED_TABLES.items():
+        tables[name] = {"description": description}
+    for name, description in view_descriptions().items():
+        tables[name] = {"description": description}
+    queries = {}
+    for query in canned_queries():
+        entry = {"sql": query.sql, "title": query.title, "description": query.description}
+        if query.params:
+            entry["params"] = list(query.params)
+        queries[query.name] = entry
+    return {
+        "title": "ctxdb evidence store",
+        "description": "Every decision's pool, the stages' actions on each item, the windows "
+                       "as sent, and the A/B reports. Schema: docs/schema.md; "
+                       "forensic queries take ?decision_id= (empty: the newest decision).",
+        "databases": {
+            database_name: {
+                "description": f"A ctxdb store at schema revision {head_revision()}.",
+                "tables": tables,
+                "queries": queries,
+            }
+        },
+    }

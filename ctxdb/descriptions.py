@@ -1,0 +1,309 @@
+"""What each table and column of the store means, in words, written once.
+
+Two generators read this module: ``ctxdb db schema-docs`` (``docs/schema.md``) and
+``ctxdb datasette-metadata`` (Datasette's table and column descriptions). The tables and
+columns themselves are ``ctxdb/models.py``'s; ``tests/test_analyst.py`` holds the two
+together (every table and column described, nothing described that is not there), so a
+column added to the models without words here fails a test. A view is described by the
+leading comment of its file in ``sql/views/``.
+
+Kept apart from ``models.py`` (rather than as ``Column(comment=...)``) so the schema that
+autogenerate compares stays exactly what the migrations made: PostgreSQL would store a
+comment, and a migration would have to carry every word.
+"""
+
+from __future__ import annotations
+
+# table -> (what one row is, {column: what it holds})
+TABLES: dict[str, tuple[str, dict[str, str]]] = {
+    "run": (
+        "One A/B run: which arm and variant its decisions were built with.",
+        {
+            "run_id": "The run's name, as the request's run_id gave it (the A/B runner "
+                      "names them PREFIX/ARM/VARIANT).",
+            "arm": "ctx08 (the constructor) or current (the stuff-everything baseline, §7).",
+            "variant": "The ctx08 variant: default, or an ablation (§7.5) such as "
+                       "no_retrieved_code or the litm_buried probe (§7.6).",
+            "created_at": "When the run's first decision was recorded (UTC, ISO 8601).",
+            "settings_json": "The settings the run was built with, as JSON.",
+            "note": "Free text; the A/B runner writes 'ranker: none|oracle|URL'.",
+        },
+    ),
+    "decision": (
+        "One construction: a decision request and the window built for it.",
+        {
+            "decision_id": "The decision's number in this store (not stable across stores: "
+                           "select by run, instance and seq, or by req-HASH).",
+            "run_id": "The run it belongs to (run.run_id).",
+            "instance_id": "The task instance the harness is working on.",
+            "seq": "The decision's place in the instance's sequence of decisions (from 1).",
+            "decision_type": "localize, edit, repair or other.",
+            "task_text": "The task as given, uncut (a window flagged task_truncated showed "
+                         "less: `ctxdb show` replays the cut).",
+            "decision_question": "What the model is asked at this decision, if given.",
+            "request_json": "The request exactly as given: nothing the harness sent is lost.",
+            "request_sha256": "sha256 of request_json; `req-<first hex digits>` names the "
+                              "decision in masking pointers.",
+            "tokenizer": "The tokenizer that counted the window (cl100k_base or deepseek-v4).",
+            "token_ceiling": "The hard ceiling of the window in tokens (§3.7 TOKEN_CEILING).",
+            "token_count": "Tokens of the window as sent; NULL while the decision is unfinished.",
+            "flags": "Comma-separated flags: task_truncated, stable_core_only, nul_replaced, "
+                     "residue_folded_no_ranker, unresolved_entity:E4, ...",
+            "created_at": "When the decision was constructed (UTC, ISO 8601).",
+        },
+    ),
+    "obligation": (
+        "The plan node of a decision (source 07): the obligation the window must serve.",
+        {
+            "decision_id": "The decision (decision.decision_id).",
+            "obligation_no": "Its number within the decision (from 1).",
+            "source": "07 for the plan node, 06 for a downstream obligation.",
+            "node_id": "The plan node's id in the harness's plan.",
+            "obligation_text": "What must be done, as the plan states it.",
+            "target_entity": "The entity the obligation changes (path::Qualified.name).",
+            "preconditions_json": "The node's preconditions, a JSON list.",
+            "dependencies_json": "Entities the obligation depends on, a JSON list.",
+            "required_validation_json": "Tests that must pass, a JSON list of test ids.",
+            "acceptance_criteria_json": "The acceptance criteria, a JSON list of texts.",
+            "insertion_path": "The file of the edit site, if given.",
+            "insertion_line": "The edit site's first line.",
+            "insertion_end_line": "The edit site's last line.",
+        },
+    ),
+    "impact_edge": (
+        "An edge of the impact DAG (source 06, or derived from recon): what one edit "
+        "affects.",
+        {
+            "decision_id": "The decision (decision.decision_id).",
+            "edge_no": "Its number within the decision.",
+            "head_entity": "The entity being changed.",
+            "tail_entity": "The entity the change reaches.",
+            "edge_kind": "CalledBy, ConfigConsumer, SchemaConsumer or PreserveObligation.",
+            "depth": "Hops from the change (1 = direct: only direct edges admit, §3.2).",
+            "origin": "06 when the harness gave it, recon when ctxdb derived it.",
+        },
+    ),
+    "evidence_text": (
+        "Each distinct pool text once, by sha256: a symbol asked about in many decisions "
+        "is stored once.",
+        {
+            "content_sha256": "sha256 of the text's UTF-8.",
+            "content": "The text.",
+        },
+    ),
+    "evidence_item": (
+        "One pool item of a decision (E1, E2, ...): everything the harness offered, "
+        "admitted or not (§3.1). v_evidence_item shows it with its text.",
+        {
+            "decision_id": "The decision (decision.decision_id).",
+            "item_id": "The item's id in its pool: E followed by item_no. Ids differ between "
+                       "decisions; select by entity_key to follow one entity.",
+            "item_no": "The numeric part of item_id, for ordering.",
+            "source": "Where it came from: 03 recon, 04 retrieval, 05 localization, "
+                      "06 impact, 07 plan, patch, live (see the README's glossary).",
+            "kind": "The §3.1 evidence kind: source_code, symbol, retrieved_hit, "
+                    "fault_entity, ..., tool_output, test_output.",
+            "entity_key": "The entity it is about (path::Qualified.name, or a path), if any.",
+            "content_sha256": "Its text (evidence_text), capped at 8 KB and marked if cut.",
+            "provenance": "Where it came from and why, at most 200 characters.",
+            "score": "The retriever's score, for a retrieved hit.",
+            "arrival_no": "Live state: its order of arrival (higher is newer).",
+            "path": "The file it shows, if any.",
+            "start_line": "Its first line in that file.",
+            "end_line": "Its last line in that file.",
+            "signature": "The symbol's signature line, if recon knows it.",
+            "in_pool": "False for an item past the 256-item pool cap (kept for the record).",
+            "fact_key": "Its fact identity (§3.5): two items with one fact_key state the "
+                        "same fact, and dedup keeps one.",
+            "original_sha256": "The uncut text (evidence_text) of an item cut at the cap.",
+        },
+    ),
+    "decision_link": (
+        "A structural link of the decision's obligation: what the gate admits by (§3.2).",
+        {
+            "decision_id": "The decision (decision.decision_id).",
+            "link_no": "Its number within the decision; a lower number decides first.",
+            "link_kind": "target_entity, change_target, insertion_point, validation_test, "
+                         "validation_callee, traceback_frame, named_in_criteria, "
+                         "impact_digest or obligation_dependency.",
+            "entity_key": "The linked entity.",
+            "path": "The linked entity's file.",
+            "start_line": "The linked entity's first line.",
+            "end_line": "The linked entity's last line.",
+            "detail": "Why the link exists, in words.",
+        },
+    ),
+    "item_nearness": (
+        "Why a pool item no link reaches is still near the decision: the gate leaves it "
+        "residual for the ranking step, or rejects it.",
+        {
+            "decision_id": "The decision (decision.decision_id).",
+            "item_id": "The pool item (evidence_item.item_id).",
+            "shared_terms": "Decision terms the item shares, space-separated.",
+            "recon_hops": "Recon edges from the nearest link's entity, if within reach.",
+            "nearest_link_no": "The nearest link (decision_link.link_no).",
+            "near_score": "The nearness score; the gate leaves the item residual iff it "
+                          "reaches NEAR_MIN_SCORE.",
+        },
+    ),
+    "source_priority": (
+        "§3.1's source order, as data: the 256-item pool cap and the 64-item admitted cap "
+        "keep higher-priority sources first.",
+        {
+            "source": "An evidence source (03, 04, 05, 06, 07, patch, live).",
+            "priority": "Its place in the order: 0 first.",
+            "why": "The spec's wording for it.",
+        },
+    ),
+    "gate_link_policy": (
+        "Which link kinds admit an item for which decision type (the gate's rule as data).",
+        {
+            "decision_type": "localize, edit, repair or other.",
+            "link_kind": "A decision_link.link_kind that admits for that decision type.",
+            "meaning": "What the link means for that decision, in words.",
+        },
+    ),
+    "representation_policy": (
+        "The §3.3 table as data: (policy set, role) -> rendering. Set spec is the "
+        "spec's; ablations add their own sets.",
+        {
+            "policy_set": "spec, or an ablation's set.",
+            "role": "The item's role in the decision (change_target, requirement, "
+                    "related_symbol, ...).",
+            "evidence_class": "The spec table's 'Evidence kind' column, in words.",
+            "rendering": "verbatim, signature, digest, truncated or omitted.",
+            "rule": "The spec table's wording, for the reader.",
+        },
+    ),
+    "item_event": (
+        "One stage action on one pool item: the audit. Exactly one event per item is "
+        "final (its verdict); v_why reads an item's events in order.",
+        {
+            "event_id": "The event's number in this store.",
+            "decision_id": "The decision (decision.decision_id).",
+            "item_id": "The pool item (evidence_item.item_id).",
+            "event_no": "Its order within the decision.",
+            "stage": "assemble, gate, rank, render, compress, dedup, order or budget.",
+            "action": "What the stage did: admitted, residual, rejected, rendered, deduped, "
+                      "placed, evicted, in_window, ...",
+            "driver": "What admitted it or why it was dropped: obligation:<link kind>, "
+                      "impact:<edge kind>, near:..., rank:..., fold:..., a ladder step, ...",
+            "tokens_before": "The item's tokens before the action, when it changed them.",
+            "tokens_after": "The item's tokens after the action.",
+            "is_final": "True for the item's one final verdict: in_window, rejected, "
+                        "deduped, masked, evicted or folded.",
+            "detail": "More about the action, in words.",
+        },
+    ),
+    "window_item": (
+        "One item of a window as sent, in order: joined, the task block and these texts "
+        "are exactly what the model read.",
+        {
+            "decision_id": "The decision (decision.decision_id).",
+            "position": "Its place in the window (from 1).",
+            "item_id": "The pool item (evidence_item.item_id).",
+            "role": "Its role in the decision (§3.3).",
+            "rendering": "verbatim, signature, digest, truncated or omitted.",
+            "tier": "stable_core, working_set or transient (§3.7 eviction order).",
+            "block": "front, middle or back (§3.6: critical content at the edges).",
+            "edge_critical": "True when §3.6 pins it to an edge.",
+            "token_count": "Its tokens in the window.",
+            "rendered_text": "Exactly the text it adds to the window.",
+            "shown_start_line": "The first file line whose text it shows; NULL when it "
+                                "shows no body.",
+            "shown_end_line": "The last file line whose text it shows.",
+        },
+    ),
+    "budget_log": (
+        "One measurement or eviction-ladder step of the budgeter (§3.7).",
+        {
+            "decision_id": "The decision (decision.decision_id).",
+            "step_no": "Its order within the decision.",
+            "ladder_step": "measured, exact_recount, or the ladder step taken "
+                           "(1_mask_transient, ..., 3_evict_acceptance_detail).",
+            "item_id": "The item the step changed, if one.",
+            "tokens_before": "The window's tokens before the step.",
+            "tokens_after": "The window's tokens after it.",
+            "detail": "More about the step, in words.",
+        },
+    ),
+    "rank_call": (
+        "The one ranking call of a decision (§4), if it was made: request, answer, "
+        "and what the answer came to mean.",
+        {
+            "rank_call_id": "The call's number in this store.",
+            "decision_id": "The decision (decision.decision_id); at most one call each.",
+            "model": "The model asked.",
+            "base_url": "The OpenAI-compatible endpoint.",
+            "request_json": "The request body sent, as JSON.",
+            "response_text": "The answer's text as received, if any.",
+            "parse_status": "ok, or the failure class (every candidate then rejected).",
+            "error": "The failure, in words.",
+            "latency_ms": "How long the call took, in milliseconds.",
+            "prompt_tokens": "Prompt tokens the endpoint reported.",
+            "completion_tokens": "Completion tokens the endpoint reported.",
+            "created_at": "When the call was made (UTC, ISO 8601).",
+        },
+    ),
+    "rank_score": (
+        "One candidate of a ranking call: its score and verdict (admit iff the score "
+        "reaches the threshold).",
+        {
+            "rank_call_id": "The call (rank_call.rank_call_id).",
+            "item_id": "The candidate pool item (evidence_item.item_id).",
+            "relevance_score": "The model's score, 0 to 1; NULL when not scored.",
+            "verdict": "admit or reject.",
+        },
+    ),
+    "token_count_cache": (
+        "Token counts already computed: (tokenizer, text hash) -> count.",
+        {
+            "tokenizer": "cl100k_base or deepseek-v4.",
+            "content_sha256": "sha256 of the counted text's UTF-8.",
+            "token_count": "Its exact token count.",
+        },
+    ),
+    "outcome": (
+        "What the harness achieved on an instance in a run (`ctxdb ab outcome`).",
+        {
+            "run_id": "The run (run.run_id).",
+            "instance_id": "The instance.",
+            "solved": "True when the harness resolved it.",
+            "cost_usd": "Model spend on it, in US dollars.",
+            "model_tokens_in": "Tokens the model read.",
+            "model_tokens_out": "Tokens the model wrote.",
+            "recorded_at": "When it was recorded (UTC, ISO 8601).",
+        },
+    ),
+    "gold_fact": (
+        "What an instance needed, from its gold patch and tests (the A/B's ground truth).",
+        {
+            "instance_id": "The instance.",
+            "fact_no": "Its number within the instance.",
+            "fact_kind": "edited_entity, test_function or fail_to_pass.",
+            "entity_key": "The needed entity.",
+            "detail": "More about the fact, in words.",
+            "path": "Where the fact sits in the base commit.",
+            "start_line": "Its first line there.",
+            "end_line": "Its last line there.",
+            "changed_start_line": "The first line the gold patch changes inside it.",
+            "changed_end_line": "The last line the gold patch changes inside it.",
+            "head_text": "A def/class fact's def/class line.",
+        },
+    ),
+    "installed_view": (
+        "Which sql/views/ file made each view, so a check can tell an edited file or a "
+        "view replaced by hand.",
+        {
+            "view_name": "The view.",
+            "sql_sha256": "sha256 of the file it was made from.",
+            "catalog_sha256": "sha256 of the definition the database reported at install.",
+            "installed_at": "When it was installed (UTC, ISO 8601).",
+        },
+    ),
+}
+
+# Tables a store holds that ctxdb/models.py does not describe (Datasette lists them too).
+UNMODELLED_TABLES = {
+    "alembic_version": "The store's schema revision (alembic's stamp; `ctxdb db history`).",
+}
