@@ -23,12 +23,14 @@ _EXPORTS = {
     "LiveEvent": "request",
     "LiveState": "request",
     "RequestError": "request",
+    "RequestEncodingError": "request",
     "UnresolvedEntity": "request",
     "UnresolvedEntityError": "request",
     "UnresolvedEntityWarning": "request",
     "Settings": "config",
     "load_settings": "config",
     "StoreVersionError": "migrate",
+    "NotAStoreError": "db",
 }
 __all__ = [
     "ContextStore",
@@ -39,9 +41,11 @@ __all__ = [
     "InsertionPoint",
     "LiveEvent",
     "LiveState",
+    "NotAStoreError",
     "PlanNode",
     "ReconNotFound",
     "RequestBuilder",
+    "RequestEncodingError",
     "RequestError",
     "Settings",
     "StoreVersionError",
@@ -55,6 +59,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from .builder import RequestBuilder
     from .config import Settings, load_settings
     from .context import DecisionContext
+    from .db import NotAStoreError
     from .migrate import StoreVersionError
     from .request import (
         DecisionRequest,
@@ -64,6 +69,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
         LiveEvent,
         LiveState,
         PlanNode,
+        RequestEncodingError,
         RequestError,
         UnresolvedEntity,
         UnresolvedEntityError,

@@ -30,6 +30,7 @@ from .request import (
     LiveEvent,
     LiveState,
     PlanNode,
+    STORE_INTEGER_MAX,
     RequestError,
 )
 
@@ -78,6 +79,9 @@ class RequestBuilder:
         match = _GREP_HIT.match(hit.rstrip("\n"))
         if match is None:
             raise RequestError(f"grep hit {hit[:80]!r}: expected path:LINE or path:LINE:text")
+        if not _line_in_range(match["line"]):
+            raise RequestError(f"grep hit {hit[:80]!r}: expected a line from 1 to "
+                               f"{STORE_INTEGER_MAX}")
         path, line = match["path"], int(match["line"])
         text = (match["text"] or "").strip()[:HIT_TEXT_MAX_CHARS]
         provenance = f"04: grep hit {path}:{line}" + (f" {text}" if text else "")
@@ -163,8 +167,10 @@ class RequestBuilder:
         return self
 
     def _frames(self, text: str, what: str) -> RequestBuilder:
+        # a frame whose line no file can have is not a frame of ours (nor storable)
         frames = [(m.start(), m["path"], int(m["line"]))
-                  for pattern in (_PYTHON_FRAME, _PYTEST_FRAME) for m in pattern.finditer(text)]
+                  for pattern in (_PYTHON_FRAME, _PYTEST_FRAME) for m in pattern.finditer(text)
+                  if _line_in_range(m["line"])]
         for depth, (_, path, line) in enumerate(sorted(frames, reverse=True), start=1):
             indexed = self._indexed_path(path)
             if indexed is not None:  # frames in the standard library or site-packages: not ours
@@ -194,7 +200,7 @@ class RequestBuilder:
 
     def _entity_at(self, path: str, first: int, last: int) -> str:
         store = self._recon()
-        if store is not None:
+        if store is not None and last <= STORE_INTEGER_MAX:  # past it: check() names the key
             from .recon.reader import ReconReader
 
             with store.engine.connect() as connection, store.recon_connection(connection) as rc:
@@ -222,6 +228,12 @@ class RequestBuilder:
                 if path is None:
                     return None  # outside the indexed tree (the standard library, a venv)
             return path if reader.path_for(path) == path else None
+
+
+def _line_in_range(digits: str) -> bool:
+    """A line number the store's integer columns hold (digits counted first: Python
+    refuses to convert thousands of them)."""
+    return len(digits) <= len(str(STORE_INTEGER_MAX)) and 1 <= int(digits) <= STORE_INTEGER_MAX
 
 
 def _runs(lines: list[int]) -> list[tuple[int, int]]:

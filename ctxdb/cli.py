@@ -51,23 +51,13 @@ def _add_recon_option(parser: argparse.ArgumentParser, help: str | None = None) 
 def _existing_store(db: str | None) -> str:
     """The store URL for a command that only reads. Opening a SQLite file creates it, so
     a file that is not there is an error naming it; a PostgreSQL URL is left to the
-    server (connecting never creates a database)."""
-    from sqlalchemy.engine import make_url
-
-    from .db import is_sqlite, resolve_url
+    server (connecting never creates a database). A path that is there but is no ctxdb
+    store is refused when the store is opened (db.check_store_file)."""
+    from .db import resolve_url, sqlite_file_of
 
     url = resolve_url(db)
-    if not is_sqlite(url):
-        return url
-    parsed = make_url(url)
-    path = parsed.database
-    if not path or path == ":memory:":
-        return url  # in memory: nothing on disk to create
-    if parsed.query.get("uri") and path.startswith("file:"):
-        from urllib.parse import urlparse
-
-        path = urlparse(path).path  # file:PATH?mode=ro: the file is PATH
-    if not Path(path).is_file():
+    path = sqlite_file_of(url)
+    if path is not None and not path.exists():
         raise FileNotFoundError(
             f"store database {path} does not exist: a command that reads never creates one "
             f"(expected an existing ctxdb store; check --db or ${DB_URL_ENV})"
@@ -103,7 +93,7 @@ def _cmd_db_upgrade(args) -> int:
 
 def _cmd_db_current(args) -> int:
     from .db import make_engine
-    from .migrate import current_revision, head_revision
+    from .migrate import _check_known, current_revision, head_revision
 
     engine = make_engine(_existing_store(args.db))
     try:
@@ -111,6 +101,7 @@ def _cmd_db_current(args) -> int:
             revision = current_revision(connection)
     finally:
         engine.dispose()
+    _check_known(revision)  # a stamp this ctxdb does not know: made by a newer one (exit 2)
     head = head_revision()
     state = "head" if revision == head else f"behind head {head}; run `ctxdb db upgrade`"
     print(f"{revision or '(empty)'} ({state})")
@@ -227,14 +218,22 @@ def _cmd_construct(args) -> int:
     from dataclasses import replace
 
     from . import forensics
-    from .request import DecisionRequest, UnresolvedEntityWarning
+    from .request import (
+        REQUEST_JSON_MAX_BYTES,
+        DecisionRequest,
+        RequestError,
+        UnresolvedEntityWarning,
+    )
 
     try:
-        with open(args.request, encoding="utf-8") as fh:
-            raw = fh.read()
+        with open(args.request, "rb") as fh:
+            raw = fh.read(REQUEST_JSON_MAX_BYTES + 1)  # past the limit: refused unread
     except OSError as exc:
         raise FileNotFoundError(f"request file {args.request}: {exc.strerror}") from exc
-    request = DecisionRequest.from_json(raw)
+    try:
+        request = DecisionRequest.from_json(raw)
+    except RequestError as exc:
+        raise RequestError(f"request file {args.request}: {exc}") from exc
     if args.arm:
         request = replace(request, arm=args.arm)
     with _context_store().open(args.db, recon=_construct_recon(args)) as store:
@@ -469,6 +468,9 @@ def _read_text_argument(name: str, value: str) -> str:
             return fh.read()
     except OSError as exc:
         raise FileNotFoundError(f"{name} {value}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{name} {value}: expected UTF-8 text, got byte "
+                         f"0x{exc.object[exc.start]:02x} at offset {exc.start}") from exc
 
 
 def _cmd_retrieve(args) -> int:
@@ -785,9 +787,9 @@ def main(argv: list[str] | None = None) -> int:
         ReconNotFound,
         ReconVersionError,
         TokenizerUnavailable,
-        FileNotFoundError,
+        OSError,  # a file named on the command line (FileNotFoundError, IsADirectoryError…)
         NotFound,
-        ValueError,
+        ValueError,  # RequestError, NotAStoreError, a bad URL…
     ) as exc:
         print(f"ctxdb: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import functools
 import os
+import sqlite3
 from pathlib import Path
 
 from sqlalchemy import Engine, Table, create_engine, event
 from sqlalchemy.engine import Dialect, make_url
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import Pool, StaticPool
 
 from .config import DB_URL_ENV, DEFAULT_DB_PATH  # noqa: F401  (named here for importers)
@@ -25,6 +27,94 @@ SQLITE_BUSY_TIMEOUT_MS = 10_000
 # Execution option naming the SQLite BEGIN mode for a connection's transactions.
 SQLITE_BEGIN_OPTION = "ctxdb_sqlite_begin"
 SQLITE_BEGIN_MODES = ("DEFERRED", "IMMEDIATE")
+PG_DRIVER = "psycopg"  # the PostgreSQL driver ctxdb depends on (pyproject.toml)
+# The first 16 bytes of every SQLite database file (sqlite.org/fileformat.html, 1.3).
+SQLITE_HEADER = b"SQLite format 3\x00"
+# alembic's default table, where a store's schema stamp is kept; a ctxdb store has it
+# beside its own tables (from the first migration on, e.g. `decision`).
+VERSION_TABLE = "alembic_version"
+STORE_MARK_TABLE = "decision"
+RECON_MARK_TABLE = "recon_meta"  # what a recon index has (recon/schema.py)
+TABLES_NAMED_MAX = 5  # how many of a foreign database's tables a refusal names
+
+
+class NotAStoreError(ValueError):
+    """The database given as the store is not a ctxdb store: a directory, a file that is
+    not SQLite, another application's database, a recon index. Nothing is written to it."""
+
+
+def store_problem(tables) -> str | None:
+    """Why a database holding ``tables`` (its default schema's) is not a ctxdb store, or
+    None: an empty database (a new store) or one with ctxdb's stamp and tables."""
+    tables = set(tables)
+    if not tables or {VERSION_TABLE, STORE_MARK_TABLE} <= tables:
+        return None
+    if RECON_MARK_TABLE in tables:
+        return "is a recon index (give it as --recon), not a ctxdb store"
+    named = ", ".join(sorted(tables)[:TABLES_NAMED_MAX])
+    more = f" and {len(tables) - TABLES_NAMED_MAX} more" if len(tables) > TABLES_NAMED_MAX else ""
+    if VERSION_TABLE in tables:
+        return f"has an alembic stamp but none of ctxdb's tables ({named}{more}): not a ctxdb store"
+    return f"holds tables of its own ({named}{more}) and no ctxdb schema stamp: not a ctxdb store"
+
+
+def sqlite_file_of(url: str) -> Path | None:
+    """The file a SQLite URL names (None: in memory, or not SQLite)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    path = parsed.database
+    if not path or path == ":memory:":
+        return None
+    if path.startswith("file:"):
+        from urllib.parse import urlparse
+
+        path = urlparse(path).path  # file:PATH?mode=ro: the file is PATH
+    return Path(path)
+
+
+def check_store_file(url: str) -> None:
+    """Refuse a SQLite store that cannot be a ctxdb store before anything opens it (the
+    store's connections switch a file to WAL, and an upgrade would add ctxdb's tables
+    to someone else's database). A file not there yet, or empty, is a new store."""
+    path = sqlite_file_of(url)
+    if path is None:
+        return
+    where = f"store database {os.fsdecode(path)!r}"
+    try:
+        os.fspath(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise NotAStoreError(f"{where}: expected a file name that is UTF-8 (SQLite's "
+                             "file names are)") from None
+    if path.is_dir():
+        raise NotAStoreError(f"{where} is a directory: expected a ctxdb store file")
+    if not path.exists():
+        if not path.parent.is_dir():
+            raise NotAStoreError(f"{where}: directory {str(path.parent)!r} does not exist")
+        return
+    if not path.is_file():
+        raise NotAStoreError(f"{where} is not a regular file: expected a ctxdb store file")
+    with open(path, "rb") as fh:
+        header = fh.read(len(SQLITE_HEADER))
+    if not header:
+        return
+    if header != SQLITE_HEADER:
+        raise NotAStoreError(f"{where} is not a SQLite database (it does not begin with "
+                             "SQLite's header), so not a ctxdb store; it was left untouched")
+    try:
+        # read-only: looking must not change the file (not even its journal mode)
+        with sqlite3.connect(read_only_uri(os.fspath(path)), uri=True,
+                             timeout=SQLITE_BUSY_TIMEOUT_MS / 1000) as connection:
+            tables = [row[0] for row in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+                " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")]
+        connection.close()
+    except sqlite3.DatabaseError as exc:
+        raise NotAStoreError(f"{where} is a damaged SQLite file or not one ({exc}): expected "
+                             "a ctxdb store; it was left untouched") from exc
+    problem = store_problem(tables)
+    if problem is not None:
+        raise NotAStoreError(f"{where} {problem}; it was left untouched")
 
 
 def resolve_url(url_or_path: str | os.PathLike | None = None) -> str:
@@ -32,11 +122,20 @@ def resolve_url(url_or_path: str | os.PathLike | None = None) -> str:
     value = url_or_path if url_or_path is not None else os.environ.get(DB_URL_ENV, DEFAULT_DB_PATH)
     value = os.fspath(value)
     if "://" in value:
-        url = make_url(value)  # raises ArgumentError naming the bad URL
+        # the scheme only: the rest may hold a password
+        shown = f"{value.split('://', 1)[0][:40]}://…"
+        try:
+            url = make_url(value)
+        except (ArgumentError, ValueError) as exc:
+            raise ValueError(f"database URL {shown}: not a URL SQLAlchemy can read ({exc}); "
+                             "expected a sqlite:// or postgresql+psycopg:// URL") from exc
         if url.get_backend_name() not in ("sqlite", "postgresql"):
             raise ValueError(
-                f"database URL {value!r}: expected a sqlite:// or postgresql:// URL"
+                f"database URL {shown}: expected a sqlite:// or postgresql:// URL"
             )
+        if url.get_backend_name() == "postgresql" and url.get_driver_name() != PG_DRIVER:
+            raise ValueError(f"database URL {shown}: expected postgresql+{PG_DRIVER}:// "
+                             f"(ctxdb reaches PostgreSQL through {PG_DRIVER}, psycopg 3)")
         return value
     if value == ":memory:":
         return "sqlite://"
@@ -53,9 +152,11 @@ def is_sqlite(url: str) -> bool:
 
 
 def make_engine(url: str, *, recon_path: str | None = None, foreign_keys: bool = True) -> Engine:
-    """An engine on ``url``; on SQLite, ``recon_path`` is ATTACHed as schema ``recon``."""
+    """An engine on the store at ``url``; on SQLite, ``recon_path`` is ATTACHed as schema
+    ``recon``. A SQLite file that is not a ctxdb store raises NotAStoreError."""
     if make_url(url).get_backend_name() == "postgresql":
         return create_engine(url, pool_pre_ping=True)
+    check_store_file(url)
     return sqlite_engine(url, recon_path=recon_path, foreign_keys=foreign_keys)
 
 

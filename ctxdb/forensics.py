@@ -17,6 +17,7 @@ from .pipeline.budget import cut_task
 from .pipeline.state import BudgetStep
 from .pipeline.vocabulary import FAILURE_KINDS
 from .pipeline.window_text import DECISION_REF_PREFIX, TASK_HEADER
+from .request import STORE_INTEGER_MAX
 from .sqlfiles import sql_statement
 
 _REF = re.compile(rf"^{DECISION_REF_PREFIX}(?P<hex>[0-9a-f]{{8,64}})$")
@@ -43,8 +44,11 @@ def resolve_decision(connection: Connection, ref: str | int) -> int:
         if not rows:
             raise NotFound(f"no decision whose request hash starts with {prefix!r}")
         return rows[0]["decision_id"]
-    if not ref.isdigit():
-        raise NotFound(f"decision {ref!r}: expected a decision id or {DECISION_REF_PREFIX}<hex>")
+    if not (ref.isascii() and ref.isdigit()):
+        raise NotFound(f"decision {ref[:40]!r}: expected a decision id or "
+                       f"{DECISION_REF_PREFIX}<hex>")
+    if len(ref) > len(str(STORE_INTEGER_MAX)) or int(ref) > STORE_INTEGER_MAX:
+        raise NotFound(f"decision {ref[:40]}: no decision id is above {STORE_INTEGER_MAX}")
     decision_id = int(ref)
     if not _rows(connection, "decision_header", decision_id=decision_id):
         raise NotFound(f"decision {decision_id} does not exist")

@@ -15,7 +15,7 @@ import re
 
 from sqlalchemy import Connection, Engine, inspect, text
 
-from .db import SQLITE_BEGIN_OPTION, make_engine
+from .db import SQLITE_BEGIN_OPTION, VERSION_TABLE, NotAStoreError, make_engine, store_problem
 from .paths import MIGRATIONS_DIR, require_dir
 from .views import create_views, drop_views
 
@@ -31,7 +31,6 @@ class StoreVersionError(RuntimeError):
 _REVISION_LINE = re.compile(r'^revision\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
 _DOWN_REVISION_LINE = re.compile(r'^down_revision\s*=\s*(?:None|["\']([^"\']+)["\'])',
                                  re.MULTILINE)
-VERSION_TABLE = "alembic_version"  # alembic's default, where the stamp is kept (as below)
 
 
 def alembic_config():
@@ -97,8 +96,14 @@ def head_revision() -> str:
 
 
 def current_revision(connection: Connection) -> str | None:
-    """The database's stamp (None for a database no migration has run on)."""
-    if not inspect(connection).has_table(VERSION_TABLE):
+    """The database's stamp (None for an empty database, a new store); a database that
+    holds tables of its own but no stamp is not a ctxdb store (NotAStoreError)."""
+    inspector = inspect(connection)
+    if not inspector.has_table(VERSION_TABLE):
+        problem = store_problem(inspector.get_table_names())
+        if problem is not None:
+            url = connection.engine.url.render_as_string(hide_password=True)
+            raise NotAStoreError(f"store database {url} {problem}; it was left untouched")
         return None
     return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
