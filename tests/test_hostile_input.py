@@ -417,6 +417,8 @@ def _fuzz(store, mutated_case):
         built = DecisionRequest._build(data) if kind != "add" else None
     except (TypeError, KeyError, AttributeError, ValueError):
         built = None  # not representable as the dataclasses: the dict path alone
+    if as_dict is not None and "unexpected field" in str(as_dict):
+        built = None  # a value holding an unknown field (a replaced object): the same
     if built is not None:
         as_dataclass = _outcome(built.check)
         assert (as_dataclass is None) == (as_dict is None), (mutated, as_dict, as_dataclass)
@@ -438,7 +440,9 @@ def test_fuzzed_requests_are_refused_by_name_writing_nothing(fuzz_backend, reque
     with ContextStore.open(url) as store:
         before = _row_count(store)
 
-        @settings(max_examples=150, deadline=None,
+        # derandomized: CI runs the same examples every time, so a red run is a bug found
+        # in the code under test, not a new draw; explore with --hypothesis-seed
+        @settings(max_examples=150, deadline=None, derandomize=True,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
         @given(mutation)
         def run(case):
