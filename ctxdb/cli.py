@@ -214,6 +214,22 @@ def _open_existing_store(args) -> ContextStore:
     return _context_store().open(_existing_store(args.db))
 
 
+ERROR_REASON_MAX_CHARS = 200  # of a driver's message quoted in a one-line error
+
+
+def _unreachable_database(exc: BaseException) -> str | None:
+    """Why the database could not be reached, when ``exc`` is a failure to connect (an
+    OperationalError raised before any statement: refused, unknown host, bad password);
+    else None."""
+    if "sqlalchemy" not in sys.modules:
+        return None
+    from sqlalchemy.exc import OperationalError
+
+    if not isinstance(exc, OperationalError) or exc.statement is not None:
+        return None
+    return str(exc.orig or exc).strip().splitlines()[0][:ERROR_REASON_MAX_CHARS]
+
+
 def _cmd_construct(args) -> int:
     from dataclasses import replace
 
@@ -792,6 +808,13 @@ def main(argv: list[str] | None = None) -> int:
         ValueError,  # RequestError, NotAStoreError, a bad URL…
     ) as exc:
         print(f"ctxdb: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as exc:
+        reason = _unreachable_database(exc)
+        if reason is None:
+            raise
+        print(f"ctxdb: error: --db: cannot connect to the store's database: {reason}",
+              file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

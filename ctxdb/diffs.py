@@ -9,6 +9,11 @@ from dataclasses import dataclass, field
 _HUNK = re.compile(r"^@@ -(?P<old>\d+)(?:,(?P<old_len>\d+))? \+(?P<new>\d+)(?:,(?P<new_len>\d+))? @@")
 
 
+# a hunk's line numbers: 2**31 - 1, the stores' integer, has 10 digits (and int() of
+# thousands of digits is what Python refuses, with no line named)
+HUNK_NUMBER_MAX_DIGITS = 10
+
+
 class PatchError(ValueError):
     """A patch that is not a unified diff; the message names the line."""
 
@@ -57,6 +62,9 @@ def parse_unified_diff(patch: str) -> list[FileChange]:
         if hunk:
             if current is None:
                 raise PatchError(f"patch line {number}: hunk before any file header")
+            if any(len(digits) > HUNK_NUMBER_MAX_DIGITS for digits in hunk.groups() if digits):
+                raise PatchError(f"patch line {number}: a hunk line number of more than "
+                                 f"{HUNK_NUMBER_MAX_DIGITS} digits")
             old, new = int(hunk["old"]), int(hunk["new"])
             old_len = int(hunk["old_len"]) if hunk["old_len"] is not None else 1
             # an empty old side ("-N,0") is an insertion after line N

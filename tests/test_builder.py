@@ -120,3 +120,11 @@ def test_a_deletion_is_placed_where_it_was_in_the_working_tree(recon_store):
 """
     request = _builder(recon_store).diff(patch).build()
     assert [e.entity for e in request.evidence] == ["shopcart/pricing.py:1-1", TOTAL]
+
+
+def test_a_hunk_header_of_absurd_line_numbers_is_refused_by_its_line():
+    from ctxdb.diffs import PatchError
+
+    patch = "--- a/x.py\n+++ b/x.py\n@@ -1 +" + "9" * 5000 + " @@\n+y\n"
+    with pytest.raises(PatchError, match="patch line 3: a hunk line number of more than 10"):
+        _builder().diff(patch)

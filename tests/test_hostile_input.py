@@ -599,3 +599,19 @@ def test_the_builder_refuses_lines_past_the_store_integers(store_url, recon_targ
         request_ = builder().pytest_output(output).build()
         assert [item.entity for item in request_.evidence] == [
             "shopcart/pricing.py::PriceCalculator.total"]
+
+
+@pytest.mark.parametrize("command", [["show", "1"], ["db", "current"], ["verify"],
+                                     ["construct", str(Path(__file__).resolve().parents[1] / "fixtures" / "decisions" / "edit.json")]])
+def test_a_database_server_that_cannot_be_reached_is_one_line(command, capsys):
+    """A refused connection names --db and the driver's first line, not its traceback."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on once it is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert main([*command, "--db", f"postgresql+psycopg://nobody@127.0.0.1:{port}/none"]) \
+        == EXIT_BAD_INPUT
+    line = _one_line_error(capsys)
+    assert line.startswith("ctxdb: error: --db: cannot connect to the store's database:")
+    assert "Connection refused" in line
