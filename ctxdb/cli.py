@@ -252,6 +252,13 @@ def _cmd_construct(args) -> int:
         raise RequestError(f"request file {args.request}: {exc}") from exc
     if args.arm:
         request = replace(request, arm=args.arm)
+    from .config import load_settings
+    from .pipeline.state import check_request_ceiling
+
+    try:  # before the store is opened: a refused request creates no store file
+        check_request_ceiling(request, load_settings())
+    except RequestError as exc:
+        raise RequestError(f"request file {args.request}: {exc}") from exc
     with _context_store().open(args.db, recon=_construct_recon(args)) as store:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UnresolvedEntityWarning)

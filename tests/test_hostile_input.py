@@ -615,3 +615,12 @@ def test_a_database_server_that_cannot_be_reached_is_one_line(command, capsys):
     line = _one_line_error(capsys)
     assert line.startswith("ctxdb: error: --db: cannot connect to the store's database:")
     assert "Connection refused" in line
+
+
+def test_a_ceiling_above_the_stores_creates_no_store(tmp_path, capsys):
+    request = tmp_path / "high.json"
+    request.write_text(json.dumps({**BASE, "token_ceiling": 10 ** 6}), encoding="utf-8")
+    db = tmp_path / "new.db"
+    assert main(["construct", str(request), "--db", str(db)]) == EXIT_BAD_INPUT
+    assert "request.token_ceiling: 1000000 is above the store's ceiling" in _one_line_error(capsys)
+    assert not db.exists()

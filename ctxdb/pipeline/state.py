@@ -257,13 +257,18 @@ def obligation_terms(node) -> frozenset[str]:
                            *node.acceptance_criteria]))
 
 
+def check_request_ceiling(request: DecisionRequest, settings: Settings) -> None:
+    """A request may only lower the store's ceiling (spec §3.7)."""
+    if request.token_ceiling is not None and request.token_ceiling > settings.token_ceiling:
+        raise RequestError(
+            f"request.token_ceiling: {request.token_ceiling} is above the store's ceiling "
+            f"{settings.token_ceiling}; a request may only lower it (spec §3.7)")
+
+
 def new_decision(request: DecisionRequest, request_json: str, request_sha256: str,
                  settings: Settings, flags: list[str] | None = None) -> Decision:
+    check_request_ceiling(request, settings)
     if request.token_ceiling is not None:
-        if request.token_ceiling > settings.token_ceiling:
-            raise RequestError(
-                f"request.token_ceiling: {request.token_ceiling} is above the store's ceiling "
-                f"{settings.token_ceiling}; a request may only lower it (spec §3.7)")
         settings = dataclasses.replace(settings, token_ceiling=request.token_ceiling)
     return Decision(
         request=request, request_json=request_json, request_sha256=request_sha256,
