@@ -230,7 +230,11 @@ class Decision:
     def by_id(self) -> dict[str, PoolItem]:
         return {item.item_id: item for item in self.pool}
 
-    def begin_write(self, decision_id: int, new_run: bool, policy_set: str) -> None:
+    def take_row(self, decision_id: int, new_run: bool) -> None:
+        """The stages already ran (before the write lock): only the row is this one."""
+        self.decision_id, self.new_run = decision_id, new_run
+
+    def begin_write(self, decision_id: int | None, new_run: bool, policy_set: str) -> None:
         """Start the stages afresh for a decision row: the assembly events are its first."""
         self.decision_id, self.new_run, self.policy_set = decision_id, new_run, policy_set
         self.flags = list(self.request_flags) + [
