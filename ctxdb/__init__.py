@@ -29,6 +29,7 @@ _EXPORTS = {
     "Settings": "config",
     "load_settings": "config",
     "StoreVersionError": "migrate",
+    "StoreBusy": "store",
 }
 __all__ = [
     "ContextStore",
@@ -44,6 +45,7 @@ __all__ = [
     "RequestBuilder",
     "RequestError",
     "Settings",
+    "StoreBusy",
     "StoreVersionError",
     "UnresolvedEntity",
     "UnresolvedEntityError",
@@ -69,7 +71,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
         UnresolvedEntityError,
         UnresolvedEntityWarning,
     )
-    from .store import ContextStore, ReconNotFound
+    from .store import ContextStore, ReconNotFound, StoreBusy
 
     __version__: str
 
