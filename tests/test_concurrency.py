@@ -141,9 +141,10 @@ def test_the_gate_preview_takes_no_write_lock(tmp_path, monkeypatch):
 
         def preview_gate(*args):
             assert holder.in_transaction  # the lock is still the other session's
-            verdicts = original(*args)
-            previewed.append(len(verdicts[0]))
-            return verdicts
+            decision = args[2]
+            result = original(*args)
+            previewed.append({e.item_id for e in decision.audit.events if e.stage == "gate"})
+            return result
 
         original = construct_module.preview_gate
         monkeypatch.setattr(construct_module, "preview_gate", preview_gate)
@@ -153,7 +154,7 @@ def test_the_gate_preview_takes_no_write_lock(tmp_path, monkeypatch):
             context = store.construct(edit_request())
         finally:
             holder.close()
-        assert previewed == [_rows(store, "evidence_item")]  # a verdict for each pool item
+        assert len(previewed) == 1 and len(previewed[0]) == _rows(store, "evidence_item")
         assert context.window and _rows(store, "decision") == 1
 
 
@@ -164,8 +165,8 @@ def _window(context) -> list[tuple[str, str]]:
 def test_a_policy_changed_during_the_decision_is_the_one_it_is_decided_by(tmp_path,
                                                                           monkeypatch):
     """Another session removes a link kind from the gate's policy after the preview:
-    the write sees other verdicts on the decision's rows and decides again under the
-    lock, so the window is the one the new policy gives."""
+    the write sees the changed policy rows and decides again under the lock, so the
+    window is the one the new policy gives."""
     drop_validation_tests = text(
         "DELETE FROM gate_link_policy WHERE decision_type = 'edit'"
         " AND link_kind = 'validation_test'")

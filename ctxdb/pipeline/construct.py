@@ -6,8 +6,13 @@ preview that is rolled back (on SQLite into TEMP tables: no write lock) → when
 ranking endpoint is configured, the ONE call with no transaction open → (L) resolve
 the residue, cap, (c) render, (d) compress, (e) dedup, (f) order, (g) budget, counting
 tokens on a read connection → one write transaction that only writes: the inputs, the
-gate's verdicts checked against the preview's, the new token counts, the outcome. Any
-error rolls the whole decision back; none of the expensive work holds the write lock.
+new token counts, the outcome. Any error rolls the whole decision back; none of the
+expensive work holds the write lock.
+
+The gate's verdicts are a function of the decision's own rows — written the same in the
+preview and the write — and of the store's policy rows (``sql/stages/decision_policy``);
+the write reads those rows again and, only if another session changed them since the
+preview, decides again under the lock.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from ..request import (
     without_nul,
 )
 from ..spec import ARM_CTX08, ARM_CURRENT, RESIDUE_MAX
+from ..sqlfiles import sql_statement
 from ..tokens import count_cached, has_long_run, store_counts
 from . import persist
 from .assemble import assemble_pool
@@ -38,7 +44,7 @@ from .baseline import stuff_everything
 from .budget import fit_budget
 from .compress import compress
 from .dedup import dedup
-from .gate import GateVerdict, cap_admitted, gate_verdicts, run_gate
+from .gate import cap_admitted, run_gate
 from .gate_inputs import derive_gate_inputs
 from .order import order
 from .rank import (
@@ -62,8 +68,8 @@ class Prepared:
     """What a decision worked out before taking the write lock, for the write to check
     and write."""
 
-    gate: list[GateVerdict] | None  # the preview's verdicts (None: the `current` arm)
     policy_set: str
+    policy: list[tuple] | None  # decision_policy's rows at the preview (None: no gate)
     entries: list[WindowEntry] = field(default_factory=list)
     new_counts: dict[str, int] = field(default_factory=dict)  # digest -> count, not cached yet
     decided_again: bool = False  # the stages ran again inside a write transaction
@@ -95,7 +101,7 @@ def prepare(store, decision: Decision, ranking_on: bool) -> Prepared:
     counts on a read connection."""
     if decision.request.arm == ARM_CURRENT:
         decision.begin_write(None, False, SPEC_POLICY_SET)  # no gate: nothing to preview
-        prepared = Prepared(gate=None, policy_set=SPEC_POLICY_SET)
+        prepared = Prepared(policy_set=SPEC_POLICY_SET, policy=None)
     else:
         prepared = Prepared(*store.preview(lambda connection: preview_gate(connection, store,
                                                                            decision)))
@@ -110,10 +116,18 @@ def prepare(store, decision: Decision, ranking_on: bool) -> Prepared:
     return prepared
 
 
-def preview_gate(connection, store, decision: Decision) -> tuple[list[GateVerdict], str]:
-    """(b) on the decision's rows, written in the preview: the verdicts and the policy set."""
+def preview_gate(connection, store, decision: Decision) -> tuple[str, list[tuple]]:
+    """(b) on the decision's rows, written in the preview; returns the policy set and the
+    policy rows the gate and rendering read."""
     policy_set = persist.write_inputs(connection, store, decision)
-    return run_gate(connection, decision), policy_set
+    run_gate(connection, decision)
+    return policy_set, decision_policy(connection, decision, policy_set)
+
+
+def decision_policy(connection, decision: Decision, policy_set: str) -> list[tuple]:
+    return [tuple(row) for row in connection.execute(
+        sql_statement("stages/decision_policy"),
+        {"decision_type": decision.request.decision_type, "policy_set": policy_set})]
 
 
 def decide(connection, decision: Decision, prepared: Prepared) -> None:
@@ -135,15 +149,14 @@ def decide(connection, decision: Decision, prepared: Prepared) -> None:
 
 
 def write_decision(connection, store, decision: Decision, prepared: Prepared) -> DecisionContext:
-    """The write transaction: the decision's rows, the gate's verdicts on them checked
-    against the preview's, the new token counts and the outcome. Only when the store's
-    gate or representation policy changed since the preview (another session edited
-    them) do the stages run again here, on these rows. Safe to run again (PostgreSQL's
-    retry): it changes the decision only by deciding it again."""
+    """The write transaction: the decision's rows, the new token counts and the outcome.
+    Only when the store's policy rows changed since the preview (another session edited
+    them) do the gate and the stages run again here, on these rows. Safe to run again
+    (PostgreSQL's retry): it changes the decision only by deciding it again."""
     policy_set = persist.write_inputs(connection, store, decision, restart=False)
-    if prepared.gate is not None and (
+    if prepared.policy is not None and (
             prepared.decided_again or policy_set != prepared.policy_set
-            or gate_verdicts(connection, decision.decision_id) != prepared.gate):
+            or decision_policy(connection, decision, policy_set) != prepared.policy):
         prepared.decided_again = True
         decision.begin_write(decision.decision_id, decision.new_run, policy_set)
         run_gate(connection, decision)
