@@ -65,12 +65,16 @@ def write_inputs(connection: Connection, store, decision: Decision, *,
     kept and only takes this row's id."""
     request, settings = decision.request, decision.settings
     new_run = _ensure_run(connection, store, decision)
+    # Decided already (restart=False): the row is written finished, as an UPDATE would
+    # rewrite it whole — the request as given is in it, megabytes for a large pool.
+    decision.row_outcome = (None, "") if restart else _outcome_columns(decision)
     decision_id = connection.execute(_INSERT_DECISION, {
         "run_id": request.run_id, "instance_id": request.instance_id, "seq": request.seq,
         "decision_type": request.decision_type, "task_text": request.task,
         "decision_question": request.plan_node.decision_question,
         "request_json": decision.request_json, "request_sha256": decision.request_sha256,
         "tokenizer": settings.tokenizer, "token_ceiling": settings.token_ceiling,
+        "token_count": decision.row_outcome[0], "flags": decision.row_outcome[1],
         "created_at": _now(),
     }).scalar_one()
     policy_sets = connection.execute(sql_statement("stages/policy_sets")).scalars().all()
@@ -227,10 +231,11 @@ def write_outcome(connection: Connection, decision: Decision,
              "tokens_after": s.tokens_after, "detail": s.detail}
             for s in steps
         ])
-    connection.execute(_FINISH_DECISION, {
-        "finished_id": decision_id, "token_count": decision.token_count,
-        "flags": ",".join(decision.flags),
-    })
+    if decision.row_outcome != _outcome_columns(decision):  # decided in this transaction
+        token_count, flags = _outcome_columns(decision)
+        connection.execute(_FINISH_DECISION, {
+            "finished_id": decision_id, "token_count": token_count, "flags": flags,
+        })
     verdicts = Counter(e.action for e in audit.events if e.is_final)
     return DecisionContext(
         decision_id=decision_id, arm=request.arm, task=decision.window_task,
@@ -240,6 +245,11 @@ def write_outcome(connection: Connection, decision: Decision,
         tokenizer=decision.settings.tokenizer, budget_log=tuple(steps),
         flags=tuple(decision.flags), verdicts=dict(sorted(verdicts.items())),
     )
+
+
+def _outcome_columns(decision: Decision) -> tuple[int, str]:
+    """decision.token_count and .flags as the row holds them."""
+    return decision.token_count, ",".join(decision.flags)
 
 
 def _write_ranking(connection: Connection, decision: Decision) -> None:

@@ -3,9 +3,10 @@
 ``Decision`` is made from the request (``new_decision``), filled by assembly with the
 pool and the gate's inputs — which stay as they are for the rest of the decision, so a
 preview before the ranking call and the write after it share them — and then, for each
-transaction that writes its rows (``begin_write``: the rolled-back preview, then the
-write), by the gate, the ranking step and the stages (c)–(g), each taking the
-candidates the previous one left. ``persist`` writes it.
+transaction that writes its rows (``begin_write``: the rolled-back preview, or a write
+that decides again), by the gate, the ranking step and the stages (c)–(g), each taking
+the candidates the previous one left — before the write lock is taken. ``persist``
+writes it.
 """
 
 from __future__ import annotations
@@ -211,6 +212,7 @@ class Decision:
     new_run: bool = False  # this decision started its run
     policy_set: str = SPEC_POLICY_SET
     text_digests: set[str] = field(default_factory=set)  # the evidence_text rows it uses
+    row_outcome: tuple[int | None, str] = (None, "")  # token_count, flags the row was given
     audit: AuditLog = field(default_factory=AuditLog)
     # (b) gate and (L) ranking
     residue: list[str] = field(default_factory=list)  # what the ranking step takes, pool order
