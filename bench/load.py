@@ -1,7 +1,7 @@
 """Concurrent writers on one store: N processes × M decisions each (issue 14).
 
     python bench/load.py [--url URL | --postgres] [--writers 8] [--decisions 1000]
-                         [--pools ordinary,heavy]
+                         [--heavy-decisions N] [--pools ordinary,heavy]
 
 Each writer process opens the store, makes one decision unmeasured (its start: the
 tokenizer's load, the corpus's first counts), then its decisions back to back, all
@@ -169,6 +169,8 @@ def main() -> None:
                         help="a throwaway PostgreSQL cluster (tests/pgcluster.py)")
     parser.add_argument("--writers", type=int, default=8)
     parser.add_argument("--decisions", type=int, default=1000, help="per writer")
+    parser.add_argument("--heavy-decisions", type=int,
+                        help="per writer in the heavy pool (default: --decisions)")
     parser.add_argument("--pools", default=",".join(POOLS),
                         help=f"comma-separated, of {', '.join(POOLS)}")
     args = parser.parse_args()
@@ -194,11 +196,13 @@ def main() -> None:
             else:
                 url = args.url or str(Path(tmp) / "load.db")
                 backend = "postgresql" if url.startswith("postgresql") else "sqlite"
-            print(f"{backend}: {args.writers} writers × {args.decisions} decisions", flush=True)
-            figures = {"backend": backend, "writers": args.writers,
-                       "decisions_per_writer": args.decisions}
+            per_writer = {"ordinary": args.decisions,
+                          "heavy": args.heavy_decisions or args.decisions}
+            print(f"{backend}: {args.writers} writers × "
+                  + ", ".join(f"{per_writer[p]} {p}" for p in pools) + " decisions", flush=True)
+            figures = {"backend": backend, "writers": args.writers}
             for pool in pools:
-                figures.update(run_pool(url, pool, args.writers, args.decisions))
+                figures.update(run_pool(url, pool, args.writers, per_writer[pool]))
         finally:
             if cluster is not None:
                 cluster.stop()

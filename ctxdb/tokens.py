@@ -17,8 +17,8 @@ Counting is bounded (issue 14): BPE's cost grows faster than linearly in the len
 one pre-tokenizer piece, and a long unbroken run of letters is one piece (cl100k_base:
 0.17 s at 10k characters, 53 s at 200k). A run of ``LONG_RUN_CHARS`` or more
 non-space (or space) characters is therefore counted in slices of that length, plus
-one token per cut — see :func:`bounded_count`. Ordinary text has no such run and is
-counted whole, exactly as before.
+one token per cut, and a text over ``COUNT_EXACT_MAX_CHARS`` as its UTF-8 bytes — see
+:func:`bounded_count`. Ordinary text has neither and is counted whole, exactly as before.
 """
 
 from __future__ import annotations
@@ -65,6 +65,11 @@ CL100K_SPECIAL_TOKENS = {
 # 1.2-2.0 s/MB in 4k slices, and quadratic beyond).
 LONG_RUN_CHARS = 512
 _LONG_RUN = re.compile(rf"\S{{{LONG_RUN_CHARS},}}|\s{{{LONG_RUN_CHARS},}}")
+# Past this length a text is not tokenized at all: its count is its UTF-8 length in
+# bytes, an upper bound (no token is shorter than a byte). Only a pathological task
+# gets there — a window is a few hundred KB at most — and the budget then cuts it to
+# fit, counting the cut exactly. Tokenizing 1 MiB costs 0.1-0.3 s.
+COUNT_EXACT_MAX_CHARS = 1 << 20
 # What a cut may cost: the tokens next to a cut can come out different from the whole
 # run's, by one either way inside a run and by up to two at a run's ends (a space or
 # newline the pre-tokenizer would have joined to it), so each cut adds one token and
@@ -93,14 +98,22 @@ def has_long_run(text: str) -> bool:
     return len(text) >= LONG_RUN_CHARS and _LONG_RUN.search(text) is not None
 
 
+def count_is_bounded(text: str) -> bool:
+    """Whether :func:`bounded_count` gives an upper bound for ``text``, not its exact count."""
+    return len(text) > COUNT_EXACT_MAX_CHARS or has_long_run(text)
+
+
 def bounded_count(count_exact: Callable[[str], int], text: str) -> int:
-    """The exact count of ``text`` when it has no run of ``LONG_RUN_CHARS`` or more
+    """The UTF-8 length of a text over ``COUNT_EXACT_MAX_CHARS`` characters; else the
+    exact count of ``text`` when it has no run of ``LONG_RUN_CHARS`` or more
     non-space (or space) characters; otherwise the text between such runs counted
     whole, each run counted in slices of ``LONG_RUN_CHARS``, plus ``TOKENS_PER_CUT``
     for every cut made. The cost is then linear in the length of the text, and the
     count an upper bound close to the exact one: in 300 random runs of letters, digits,
     punctuation, spaces, newlines and CJK (512 to 3,072 characters, with code around
     them) never under it, and over by at most three tokens per cut."""
+    if len(text) > COUNT_EXACT_MAX_CHARS:
+        return len(text.encode("utf-8", "surrogatepass"))
     if not has_long_run(text):
         return count_exact(text)
     segments, position = [], 0

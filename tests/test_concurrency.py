@@ -18,6 +18,7 @@ import ctxdb.pipeline.construct as construct_module
 from ctxdb import ContextStore, StoreBusy
 from ctxdb.store import WriteRetry
 from ctxdb.tokens import (
+    COUNT_EXACT_MAX_CHARS,
     LONG_RUN_CHARS,
     bounded_count,
     content_sha256,
@@ -227,6 +228,22 @@ def test_ordinary_text_is_counted_exactly_as_before():
     assert not has_long_run(ordinary)
     assert counter.count(ordinary) == counter.count_exact(ordinary)
     assert bounded_count(len, ordinary) == len(ordinary)
+
+
+def test_a_text_past_the_exact_counting_limit_counts_as_its_bytes():
+    counter = get_counter()
+    text_ = "naïve café " * (COUNT_EXACT_MAX_CHARS // 10)
+    assert len(text_) > COUNT_EXACT_MAX_CHARS
+    assert counter.count(text_) == len(text_.encode("utf-8")) > counter.count_exact(text_)
+
+
+def test_a_task_past_the_exact_counting_limit_is_cut_to_fit(tmp_path):
+    task = "Fix the discount. " * (COUNT_EXACT_MAX_CHARS // 16)
+    with ContextStore.open(tmp_path / "ctx08.db") as store:
+        context = store.construct(edit_request(task=task))
+    assert "task_truncated" in context.flags
+    assert context.token_count <= context.ceiling
+    assert get_counter().count_exact(context.render()) <= context.ceiling
 
 
 def test_a_task_that_is_one_long_word_gives_a_bounded_flagged_decision(store_url):

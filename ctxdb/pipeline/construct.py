@@ -37,7 +37,7 @@ from ..request import (
 )
 from ..spec import ARM_CTX08, ARM_CURRENT, RESIDUE_MAX
 from ..sqlfiles import sql_statement
-from ..tokens import count_cached, has_long_run, store_counts
+from ..tokens import count_cached, count_is_bounded, store_counts
 from . import persist
 from .assemble import assemble_pool
 from .baseline import stuff_everything
@@ -143,7 +143,7 @@ def decide(connection, decision: Decision, prepared: Prepared) -> None:
         stuff_everything(decision, count)
     else:
         run_stages_after_gate(connection, decision, count)
-    if has_long_run(window_text(decision.window_task, decision.candidates)):
+    if count_is_bounded(window_text(decision.window_task, decision.candidates)):
         decision.flags.append(TOKENS_BOUNDED_FLAG)
     prepared.entries = persist.window_entries(decision)
 
