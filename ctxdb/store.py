@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
 
 from sqlalchemy import Connection, Engine, inspect, text
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateTable
 
@@ -297,7 +298,7 @@ class ContextStore:
             transaction = connection.begin()
             try:
                 if self.dialect == "sqlite":
-                    for statement in _shadow_statements(connection.dialect):
+                    for statement in _shadow_statements():
                         connection.exec_driver_sql(statement)
                 yield connection
             finally:
@@ -457,13 +458,13 @@ def _sqlstate(exc: DBAPIError) -> str | None:
 
 
 @functools.cache
-def _shadow_statements(dialect) -> tuple[str, ...]:
+def _shadow_statements() -> tuple[str, ...]:
     """TEMP copies of SHADOWED_TABLES (no foreign keys: their parents stay in the store)
     and of the gate's view over them."""
     statements = []
     for name in SHADOWED_TABLES:
-        ddl = str(CreateTable(models.metadata.tables[name],
-                              include_foreign_key_constraints=[]).compile(dialect=dialect))
+        ddl = str(CreateTable(models.metadata.tables[name], include_foreign_key_constraints=[])
+                  .compile(dialect=sqlite_dialect.dialect()))
         statements.append(re.sub(r"^\s*CREATE TABLE\b", "CREATE TEMP TABLE", ddl, count=1))
     gate = next(f for f in view_files() if f.name == GATE_VIEW)
     statements.append(_CREATE_VIEW.sub("CREATE TEMP VIEW", gate.sql, count=1))
