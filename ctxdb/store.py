@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
 
-from sqlalchemy import Connection, Engine, inspect, text
+from sqlalchemy import Connection, Engine, event, inspect, text
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.schema import CreateTable
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 from . import models
 from .ab.outcomes import record_outcome
@@ -120,6 +120,10 @@ class ContextStore:
         # shared store: the A/B runner); assembly copies what it needs into the
         # decision's own rows, so the two need not live in one database.
         self._recon_engine: Engine | None = None
+        # SQLite file stores: the previews' own connections, each holding the TEMP
+        # tables from its start (made once: DDL per decision would re-prepare every
+        # statement), never used for anything else — their TEMP tables shadow the store's
+        self._preview_engine: Engine | None = None
         # run id -> (arm, variant) of runs this store has committed decisions to
         self.runs_seen: dict[str, tuple[str, str]] = {}
         # evidence_text digests this store has committed (texts are never deleted: a
@@ -186,6 +190,8 @@ class ContextStore:
     def close(self) -> None:
         if self._recon_engine is not None:
             self._recon_engine.dispose()
+        if self._preview_engine is not None:
+            self._preview_engine.dispose()
         self.engine.dispose()
 
     @contextmanager
@@ -231,7 +237,8 @@ class ContextStore:
         """``work(connection)`` in a transaction that is always rolled back, and its result:
         a decision's rows written and its gate run before it takes the write lock, or the
         ranking call. On SQLite the rows go to TEMP tables that shadow the store's
-        (``SHADOWED_TABLES``, with ``v_gate_rule`` over them): no write lock is taken.
+        (``SHADOWED_TABLES``, with ``v_gate_rule`` over them), on connections kept for
+        previews: no write lock is taken.
         On PostgreSQL they go to the store's tables (row locks only) and are rolled back;
         a deadlock is retried as in ``write``."""
         return self._retrying(self._preview, work)
@@ -294,15 +301,32 @@ class ContextStore:
 
     @contextmanager
     def _preview(self):
-        with self.engine.connect() as connection:
+        in_memory = self.dialect == "sqlite" and self.engine.url.database in (None, "",
+                                                                             ":memory:")
+        engine = self.engine
+        if self.dialect == "sqlite" and not in_memory:
+            engine = self._previews()
+        with engine.connect() as connection:
             transaction = connection.begin()
             try:
-                if self.dialect == "sqlite":
+                if in_memory:  # one shared connection: TEMP tables for this preview only
                     for statement in _shadow_statements():
                         connection.exec_driver_sql(statement)
                 yield connection
             finally:
-                transaction.rollback()  # the TEMP tables and view go with it
+                transaction.rollback()  # the preview's rows (in memory: and TEMP tables)
+
+    def _previews(self) -> Engine:
+        if self._preview_engine is None:
+            engine = make_engine(self.url)
+
+            @event.listens_for(engine, "connect")
+            def _shadow(dbapi_connection, _record):
+                for statement in _shadow_statements():
+                    dbapi_connection.execute(statement)
+
+            self._preview_engine = engine
+        return self._preview_engine
 
     def revision(self) -> str | None:
         with self.engine.connect() as connection:
@@ -459,13 +483,16 @@ def _sqlstate(exc: DBAPIError) -> str | None:
 
 @functools.cache
 def _shadow_statements() -> tuple[str, ...]:
-    """TEMP copies of SHADOWED_TABLES (no foreign keys: their parents stay in the store)
-    and of the gate's view over them."""
-    statements = []
+    """TEMP copies of SHADOWED_TABLES with their indexes (no foreign keys: their parents
+    stay in the store) and of the gate's view over them."""
+    statements, dialect = [], sqlite_dialect.dialect()
     for name in SHADOWED_TABLES:
-        ddl = str(CreateTable(models.metadata.tables[name], include_foreign_key_constraints=[])
-                  .compile(dialect=sqlite_dialect.dialect()))
+        table = models.metadata.tables[name]
+        ddl = str(CreateTable(table, include_foreign_key_constraints=[]).compile(dialect=dialect))
         statements.append(re.sub(r"^\s*CREATE TABLE\b", "CREATE TEMP TABLE", ddl, count=1))
+        for index in sorted(table.indexes, key=lambda i: i.name):  # the gate's lookups
+            ddl = str(CreateIndex(index).compile(dialect=dialect))
+            statements.append(re.sub(r"^\s*CREATE INDEX ", "CREATE INDEX temp.", ddl, count=1))
     gate = next(f for f in view_files() if f.name == GATE_VIEW)
     statements.append(_CREATE_VIEW.sub("CREATE TEMP VIEW", gate.sql, count=1))
     return tuple(statements)
