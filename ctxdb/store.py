@@ -7,6 +7,7 @@ import os
 import random
 import re
 import sqlite3
+import threading
 import time
 from collections import deque
 from contextlib import contextmanager
@@ -89,12 +90,6 @@ class WriteRetry:
         """The jittered pause before ``attempt`` (2, 3, …)."""
         time.sleep(random.uniform(0, self.jitter_ms * 2 ** (attempt - 2)) / 1000)
 
-    @property
-    def budget_ms(self) -> int:
-        """The longest the retries may take (lock waits and pauses)."""
-        pauses = sum(self.jitter_ms * 2 ** (n - 2) for n in range(2, self.attempts + 1))
-        return self.attempts * self.lock_wait_ms + pauses
-
 
 class ReconNotFound(FileNotFoundError):
     """The recon index named for the store does not exist."""
@@ -124,6 +119,7 @@ class ContextStore:
         # tables from its start (made once: DDL per decision would re-prepare every
         # statement), never used for anything else — their TEMP tables shadow the store's
         self._preview_engine: Engine | None = None
+        self._preview_engine_lock = threading.Lock()
         # run id -> (arm, variant) of runs this store has committed decisions to
         self.runs_seen: dict[str, tuple[str, str]] = {}
         # evidence_text digests this store has committed (texts are never deleted: a
@@ -219,12 +215,10 @@ class ContextStore:
     def dialect(self) -> str:
         return self.engine.dialect.name
 
-    @contextmanager
     def write_transaction(self):
         """A connection in one write transaction (``BEGIN IMMEDIATE`` on SQLite, retried
         while another writer holds the lock, then ``StoreBusy``)."""
-        with self._write() as connection:
-            yield connection
+        return self._write()
 
     def write(self, work: Callable[[Connection], Result]) -> Result:
         """``work(connection)`` in one write transaction, and its result. On PostgreSQL
@@ -317,16 +311,17 @@ class ContextStore:
                 transaction.rollback()  # the preview's rows (in memory: and TEMP tables)
 
     def _previews(self) -> Engine:
-        if self._preview_engine is None:
-            engine = make_engine(self.url)
+        with self._preview_engine_lock:  # threads sharing the store make one engine
+            if self._preview_engine is None:
+                engine = make_engine(self.url)
 
-            @event.listens_for(engine, "connect")
-            def _shadow(dbapi_connection, _record):
-                for statement in _shadow_statements():
-                    dbapi_connection.execute(statement)
+                @event.listens_for(engine, "connect")
+                def _shadow(dbapi_connection, _record):
+                    for statement in _shadow_statements():
+                        dbapi_connection.execute(statement)
 
-            self._preview_engine = engine
-        return self._preview_engine
+                self._preview_engine = engine
+            return self._preview_engine
 
     def revision(self) -> str | None:
         with self.engine.connect() as connection:
