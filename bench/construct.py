@@ -16,6 +16,9 @@ after that), then measures, side by side in one run:
   holding 100k, calls interleaved between the two (prior decisions are copies of a
   real 16-item one, made in SQL: realistic rows without 100k copies of 256 bodies).
 
+And the write lock's hold per decision (``ContextStore.lock_holds``: BEGIN IMMEDIATE to
+COMMIT of its write transaction) over every call of the first measurement: p50, p99, max.
+
 Prints medians and p95. The LAST line is the figures as key=value pairs.
 """
 
@@ -106,6 +109,15 @@ def build_request(connection, size: int, seq: int) -> dict:
     }
 
 
+# each measured decision's write-lock hold, ms (ContextStore.lock_holds)
+LOCK_HOLDS_MS: list[float] = []
+
+
+def percentile(values, fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+
+
 def timed(store, request, *, cold: bool = False, fresh_process: bool = False) -> float:
     if cold or fresh_process:
         with store.write_transaction() as connection:
@@ -116,12 +128,13 @@ def timed(store, request, *, cold: bool = False, fresh_process: bool = False) ->
     request = dataclasses.replace(request)  # a new object, as each harness decision is
     start = time.perf_counter()
     store.construct(request)
-    return (time.perf_counter() - start) * 1000
+    elapsed = (time.perf_counter() - start) * 1000
+    LOCK_HOLDS_MS.append(store.lock_holds[-1] * 1000)  # the decision's own write transaction
+    return elapsed
 
 
 def p95(values):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return percentile(values, 0.95)
 
 
 def add_prior_decisions(store, template_id: int, count: int) -> None:
@@ -201,6 +214,13 @@ def main() -> None:
                   f" {figures[f'p50_ms_{size}_cold']:.1f} / {figures[f'p95_ms_{size}_cold']:.1f}"
                   f" · fresh process {figures[f'p50_ms_{size}_fresh_process']:.1f} /"
                   f" {figures[f'p95_ms_{size}_fresh_process']:.1f}", flush=True)
+        holds = list(LOCK_HOLDS_MS)
+        figures["lock_hold_ms_p50"] = statistics.median(holds)
+        figures["lock_hold_ms_p99"] = percentile(holds, 0.99)
+        figures["lock_hold_ms_max"] = max(holds)
+        print(f"write lock held per decision ({len(holds)} decisions): p50"
+              f" {figures['lock_hold_ms_p50']:.1f} ms, p99 {figures['lock_hold_ms_p99']:.1f} ms,"
+              f" max {figures['lock_hold_ms_max']:.1f} ms", flush=True)
 
     # 1k against 100k prior decisions, side by side: two stores, calls interleaved.
     with tempfile.TemporaryDirectory() as tmp, ContextStore.open(

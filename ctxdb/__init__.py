@@ -31,6 +31,7 @@ _EXPORTS = {
     "load_settings": "config",
     "StoreVersionError": "migrate",
     "NotAStoreError": "db",
+    "StoreBusy": "store",
 }
 __all__ = [
     "ContextStore",
@@ -48,6 +49,7 @@ __all__ = [
     "RequestEncodingError",
     "RequestError",
     "Settings",
+    "StoreBusy",
     "StoreVersionError",
     "UnresolvedEntity",
     "UnresolvedEntityError",
@@ -75,7 +77,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
         UnresolvedEntityError,
         UnresolvedEntityWarning,
     )
-    from .store import ContextStore, ReconNotFound
+    from .store import ContextStore, ReconNotFound, StoreBusy
 
     __version__: str
 

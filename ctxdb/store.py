@@ -2,18 +2,36 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import random
+import re
+import sqlite3
+import threading
+import time
+from collections import deque
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
 
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import Connection, Engine, event, inspect, text
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.schema import CreateIndex, CreateTable
 
+from . import models
 from .ab.outcomes import record_outcome
 from .config import Settings, load_settings
-from .db import SQLITE_BEGIN_OPTION, is_sqlite, make_engine, resolve_url
+from .db import (
+    SQLITE_BEGIN_OPTION,
+    SQLITE_BUSY_TIMEOUT_MS,
+    is_sqlite,
+    make_engine,
+    resolve_url,
+)
 from .migrate import _check_known, current_revision, head_revision, upgrade_engine
-from .sqlfiles import check_files
+from .sqlfiles import check_files, view_files
 from .tokens import count_cached
 from .views import create_views, drop_views, view_drift
 
@@ -23,6 +41,54 @@ if TYPE_CHECKING:
 
 # Text digests a store remembers as committed (64 hex chars each: a few MB at most).
 TEXTS_REMEMBERED_MAX = 1 << 16
+
+# Contention (issue 14). A write transaction is tried WRITE_ATTEMPTS times: on SQLite each
+# BEGIN IMMEDIATE waits up to WRITE_LOCK_WAIT_MS for the write lock (SQLite's own busy
+# handler); on PostgreSQL a transaction ended by a serialization failure or a deadlock
+# is run again. Before attempt n a random pause of up to RETRY_JITTER_MS * 2**(n - 2),
+# so writers that failed together do not come back together. Then StoreBusy.
+WRITE_ATTEMPTS = 4
+WRITE_LOCK_WAIT_MS = 5_000
+RETRY_JITTER_MS = 50
+# SQLSTATEs of a PostgreSQL transaction that may succeed when run again.
+PG_SERIALIZATION_FAILURE = "40001"
+PG_DEADLOCK_DETECTED = "40P01"
+PG_RETRYABLE = frozenset({PG_SERIALIZATION_FAILURE, PG_DEADLOCK_DETECTED})
+# Write transactions whose lock hold times a store keeps (ContextStore.lock_holds).
+LOCK_HOLDS_KEPT = 100_000
+# What a decision writes before the gate reads it: on SQLite, the rolled-back preview
+# writes these to TEMP tables of the same names (they shadow the store's own for
+# unqualified names), so it takes no write lock on the store.
+SHADOWED_TABLES = ("run", "decision", "obligation", "evidence_text", "evidence_item",
+                   "decision_link", "impact_edge", "item_nearness")
+GATE_VIEW = "v_gate_rule"
+_CREATE_VIEW = re.compile(r"\bCREATE\s+VIEW\b", re.IGNORECASE)
+
+Result = TypeVar("Result")
+
+
+class StoreBusy(TimeoutError):
+    """A write transaction could not go through in its retry budget: SQLite's write lock
+    stayed held by another writer, or PostgreSQL kept ending the transaction on a
+    serialization failure or deadlock. Nothing of the transaction was written; the
+    caller may try again later. ``waited_s`` and ``attempts`` say how long it tried."""
+
+    def __init__(self, message: str, waited_s: float, attempts: int):
+        super().__init__(message)
+        self.waited_s, self.attempts = waited_s, attempts
+
+
+@dataclass(frozen=True)
+class WriteRetry:
+    """How a store's write transactions meet contention (the constants above)."""
+
+    attempts: int = WRITE_ATTEMPTS
+    lock_wait_ms: int = WRITE_LOCK_WAIT_MS
+    jitter_ms: int = RETRY_JITTER_MS
+
+    def pause(self, attempt: int) -> None:
+        """The jittered pause before ``attempt`` (2, 3, …)."""
+        time.sleep(random.uniform(0, self.jitter_ms * 2 ** (attempt - 2)) / 1000)
 
 
 class ReconNotFound(FileNotFoundError):
@@ -49,11 +115,21 @@ class ContextStore:
         # shared store: the A/B runner); assembly copies what it needs into the
         # decision's own rows, so the two need not live in one database.
         self._recon_engine: Engine | None = None
+        # SQLite file stores: the previews' own connections, each holding the TEMP
+        # tables from its start (made once: DDL per decision would re-prepare every
+        # statement), never used for anything else — their TEMP tables shadow the store's
+        self._preview_engine: Engine | None = None
+        self._preview_engine_lock = threading.Lock()
         # run id -> (arm, variant) of runs this store has committed decisions to
         self.runs_seen: dict[str, tuple[str, str]] = {}
         # evidence_text digests this store has committed (texts are never deleted: a
         # decision refers to them), so a repeated text is not even offered again
         self.texts_stored: set[str] = set()
+        self.write_retry = WriteRetry()
+        # seconds each write transaction held the write lock (SQLite) or was open
+        # (PostgreSQL), from its BEGIN to its COMMIT; and how many attempts were retried
+        self.lock_holds: deque[float] = deque(maxlen=LOCK_HOLDS_KEPT)
+        self.write_retries = 0
 
     @classmethod
     def open(
@@ -110,6 +186,8 @@ class ContextStore:
     def close(self) -> None:
         if self._recon_engine is not None:
             self._recon_engine.dispose()
+        if self._preview_engine is not None:
+            self._preview_engine.dispose()
         self.engine.dispose()
 
     @contextmanager
@@ -138,13 +216,112 @@ class ContextStore:
         return self.engine.dialect.name
 
     def write_transaction(self):
-        """A connection in one write transaction (``BEGIN IMMEDIATE`` on SQLite)."""
-        return _write(self.engine)
+        """A connection in one write transaction (``BEGIN IMMEDIATE`` on SQLite, retried
+        while another writer holds the lock, then ``StoreBusy``)."""
+        return self._write()
 
-    def preview_transaction(self):
-        """A transaction that is always rolled back (to look at a decision before the
-        ranking call without keeping anything, or any lock, across it)."""
-        return _preview(self.engine)
+    def write(self, work: Callable[[Connection], Result]) -> Result:
+        """``work(connection)`` in one write transaction, and its result. On PostgreSQL
+        a transaction ended by a serialization failure or deadlock is rolled back and
+        ``work`` run again (so it must only write through the connection), within the
+        store's ``write_retry``; then ``StoreBusy``."""
+        return self._retrying(self._write, work)
+
+    def preview(self, work: Callable[[Connection], Result]) -> Result:
+        """``work(connection)`` in a transaction that is always rolled back, and its result:
+        a decision's rows written and its gate run before it takes the write lock, or the
+        ranking call. On SQLite the rows go to TEMP tables that shadow the store's
+        (``SHADOWED_TABLES``, with ``v_gate_rule`` over them), on connections kept for
+        previews: no write lock is taken.
+        On PostgreSQL they go to the store's tables (row locks only) and are rolled back;
+        a deadlock is retried as in ``write``."""
+        return self._retrying(self._preview, work)
+
+    def _retrying(self, transaction, work: Callable[[Connection], Result]) -> Result:
+        retry, started = self.write_retry, time.perf_counter()
+        for attempt in range(1, retry.attempts + 1):
+            if attempt > 1:
+                self.write_retries += 1
+                retry.pause(attempt)
+            try:
+                with transaction() as connection:
+                    return work(connection)
+            except DBAPIError as exc:
+                if _sqlstate(exc) not in PG_RETRYABLE:
+                    raise
+                if attempt == retry.attempts:
+                    waited = time.perf_counter() - started
+                    raise StoreBusy(
+                        f"store {self.url}: PostgreSQL ended the transaction "
+                        f"{retry.attempts} times in {waited:.1f} s on a serialization failure"
+                        f" or deadlock (SQLSTATE {_sqlstate(exc)}); nothing was written, try"
+                        f" again later", waited, retry.attempts) from exc
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    @contextmanager
+    def _write(self):
+        """One write transaction, its BEGIN retried while SQLite's write lock is busy;
+        records how long it held the lock."""
+        retry, sqlite = self.write_retry, self.dialect == "sqlite"
+        started = time.perf_counter()
+        for attempt in range(1, retry.attempts + 1):
+            connection = self.engine.connect()
+            try:
+                if sqlite:
+                    _set_busy_timeout(connection, retry.lock_wait_ms)
+                connection.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+                transaction = connection.begin()
+                break
+            except BaseException as exc:
+                connection.close()
+                if not (sqlite and isinstance(exc, DBAPIError) and _is_sqlite_busy(exc)):
+                    raise
+                if attempt == retry.attempts:
+                    waited = time.perf_counter() - started
+                    raise StoreBusy(
+                        f"store {self.url}: another writer held the write lock through "
+                        f"{retry.attempts} attempts over {waited:.1f} s (each waiting up to "
+                        f"{retry.lock_wait_ms} ms); nothing was written, try again later",
+                        waited, retry.attempts) from exc
+                self.write_retries += 1
+                retry.pause(attempt + 1)
+        with connection:
+            if sqlite:
+                _set_busy_timeout(connection, SQLITE_BUSY_TIMEOUT_MS)
+            held_from = time.perf_counter()
+            with transaction:
+                yield connection
+            self.lock_holds.append(time.perf_counter() - held_from)
+
+    @contextmanager
+    def _preview(self):
+        in_memory = self.dialect == "sqlite" and self.engine.url.database in (None, "",
+                                                                             ":memory:")
+        engine = self.engine
+        if self.dialect == "sqlite" and not in_memory:
+            engine = self._previews()
+        with engine.connect() as connection:
+            transaction = connection.begin()
+            try:
+                if in_memory:  # one shared connection: TEMP tables for this preview only
+                    for statement in _shadow_statements():
+                        connection.exec_driver_sql(statement)
+                yield connection
+            finally:
+                transaction.rollback()  # the preview's rows (in memory: and TEMP tables)
+
+    def _previews(self) -> Engine:
+        with self._preview_engine_lock:  # threads sharing the store make one engine
+            if self._preview_engine is None:
+                engine = make_engine(self.url)
+
+                @event.listens_for(engine, "connect")
+                def _shadow(dbapi_connection, _record):
+                    for statement in _shadow_statements():
+                        dbapi_connection.execute(statement)
+
+                self._preview_engine = engine
+            return self._preview_engine
 
     def revision(self) -> str | None:
         with self.engine.connect() as connection:
@@ -215,7 +392,7 @@ class ContextStore:
                 check_recon_version(connection)
 
     def count_tokens(self, texts: Iterable[str], tokenizer: str | None = None) -> list[int]:
-        """Exact token counts, through the store's cache."""
+        """Token counts (bounded: ``ctxdb.tokens.bounded_count``), through the store's cache."""
         with self.write_transaction() as connection:
             return count_cached(connection, tokenizer or self.settings.tokenizer, texts)
 
@@ -285,19 +462,40 @@ def _recon_file(recon: str | os.PathLike) -> str:
 
 
 @contextmanager
-def _preview(engine: Engine):
-    with engine.connect() as connection:
-        transaction = connection.begin()
-        try:
-            yield connection
-        finally:
-            transaction.rollback()
-
-
-@contextmanager
 def _write(engine: Engine):
     """One transaction that takes the write lock first (``BEGIN IMMEDIATE`` on SQLite)."""
     with engine.connect() as connection:
         connection = connection.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
         with connection.begin():
             yield connection
+
+
+def _set_busy_timeout(connection: Connection, milliseconds: int) -> None:
+    # On the driver's connection: through SQLAlchemy it would begin a transaction.
+    connection.connection.driver_connection.execute(f"PRAGMA busy_timeout={int(milliseconds)}")
+
+
+def _is_sqlite_busy(exc: DBAPIError) -> bool:
+    code = getattr(exc.orig, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY  # extended codes too
+
+
+def _sqlstate(exc: DBAPIError) -> str | None:
+    return getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+
+
+@functools.cache
+def _shadow_statements() -> tuple[str, ...]:
+    """TEMP copies of SHADOWED_TABLES with their indexes (no foreign keys: their parents
+    stay in the store) and of the gate's view over them."""
+    statements, dialect = [], sqlite_dialect.dialect()
+    for name in SHADOWED_TABLES:
+        table = models.metadata.tables[name]
+        ddl = str(CreateTable(table, include_foreign_key_constraints=[]).compile(dialect=dialect))
+        statements.append(re.sub(r"^\s*CREATE TABLE\b", "CREATE TEMP TABLE", ddl, count=1))
+        for index in sorted(table.indexes, key=lambda i: i.name):  # the gate's lookups
+            ddl = str(CreateIndex(index).compile(dialect=dialect))
+            statements.append(re.sub(r"^\s*CREATE INDEX ", "CREATE INDEX temp.", ddl, count=1))
+    gate = next(f for f in view_files() if f.name == GATE_VIEW)
+    statements.append(_CREATE_VIEW.sub("CREATE TEMP VIEW", gate.sql, count=1))
+    return tuple(statements)

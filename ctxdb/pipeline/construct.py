@@ -1,19 +1,27 @@
 """One decision, end to end (DESIGN.md "One decision, end to end").
 
 normalise the request → (a) assemble the pool and the gate's inputs, reading recon
-before the write transaction →
-when a ranking endpoint is configured, find the residue in a rolled-back preview and
-make the ONE call with no transaction open → one write transaction: persist the inputs,
-(b) gate, (L) resolve the residue, cap, (c) render, (d) compress, (e) dedup, (f) order,
-(g) budget, persist the outcome. Any error rolls the whole decision back.
+before the write transaction → (b) the gate, on the decision's rows written in a
+preview that is rolled back (on SQLite into TEMP tables: no write lock) → when a
+ranking endpoint is configured, the ONE call with no transaction open → (L) resolve
+the residue, cap, (c) render, (d) compress, (e) dedup, (f) order, (g) budget, counting
+tokens on a read connection → one write transaction that only writes: the inputs, the
+new token counts, the outcome. Any error rolls the whole decision back; none of the
+expensive work holds the write lock.
+
+The gate's verdicts are a function of the decision's own rows — written the same in the
+preview and the write — and of the store's policy rows (``sql/stages/decision_policy``);
+the write reads those rows again and, only if another session changed them since the
+preview, decides again under the lock.
 """
 
 from __future__ import annotations
 
 import hashlib
 import warnings
+from dataclasses import dataclass, field
 
-from ..context import DecisionContext
+from ..context import DecisionContext, WindowEntry
 from ..recon.reader import ReconReader
 from ..entities import is_absolute_key, relative_to_root
 from ..request import (
@@ -28,7 +36,8 @@ from ..request import (
     without_nul,
 )
 from ..spec import ARM_CTX08, ARM_CURRENT, RESIDUE_MAX
-from ..tokens import count_cached
+from ..sqlfiles import sql_statement
+from ..tokens import count_cached, count_is_bounded, store_counts
 from . import persist
 from .assemble import assemble_pool
 from .baseline import stuff_everything
@@ -46,11 +55,24 @@ from .rank import (
 )
 from .render import load_policy, render
 from .state import Decision, new_decision, use_request
-from .vocabulary import UNRESOLVED_ENTITY_FLAG
+from .vocabulary import SPEC_POLICY_SET, TOKENS_BOUNDED_FLAG, UNRESOLVED_ENTITY_FLAG
+from .window_text import window_text
 
 # warnings.warn's stacklevel that names the harness's own `store.construct(...)` line:
 # _warn_unresolved <- construct <- ContextStore.construct <- the caller
 CALLER_STACKLEVEL = 4
+
+
+@dataclass
+class Prepared:
+    """What a decision worked out before taking the write lock, for the write to check
+    and write."""
+
+    policy_set: str
+    policy: list[tuple] | None  # decision_policy's rows at the preview (None: no gate)
+    entries: list[WindowEntry] = field(default_factory=list)
+    new_counts: dict[str, int] = field(default_factory=dict)  # digest -> count, not cached yet
+    decided_again: bool = False  # the stages ran again inside a write transaction
 
 
 def construct(store, request: DecisionRequest | dict | str, *,
@@ -63,31 +85,84 @@ def construct(store, request: DecisionRequest | dict | str, *,
         raise UnresolvedEntityError(unresolved)  # before any write: nothing is kept
     _warn_unresolved(decision, unresolved)
     ranking_on = decision.request.arm == ARM_CTX08 and bool(store.settings.rank_base_url)
-    if ranking_on:
-        # Find the residue in a transaction that is rolled back, then make the ONE call
-        # with no transaction open: the write lock is never held across the network.
-        with store.preview_transaction() as connection:
-            persist.write_inputs(connection, store, decision)
-            run_gate(connection, decision)
-        residue = residue_candidates(decision)
-        if 1 <= len(residue) <= RESIDUE_MAX:
-            node = decision.request.plan_node
-            decision.ranking = rank_residue(store.settings, node.obligation,
-                                            node.acceptance_criteria, node.decision_question,
-                                            residue)
-    with store.write_transaction() as connection:
-        persist.write_inputs(connection, store, decision)
-        count = lambda texts: count_cached(connection, decision.settings.tokenizer, texts)  # noqa: E731
-        if decision.request.arm == ARM_CURRENT:
-            stuff_everything(decision, count)
-        else:
-            run_stages(connection, decision, count)
-        context = persist.write_outcome(connection, decision)
+    prepared = prepare(store, decision, ranking_on)
+    context = store.write(lambda connection: write_decision(connection, store, decision,
+                                                            prepared))
     store.runs_seen[decision.request.run_id] = (decision.request.arm, decision.request.variant)
     store.remember_texts(decision.text_digests)  # committed, so never offered again
     if decision.request.arm == ARM_CTX08 and not ranking_on and decision.new_run:
         announce_unavailable(store.url, decision.request.run_id)  # once per run, as it starts
     return context
+
+
+def prepare(store, decision: Decision, ranking_on: bool) -> Prepared:
+    """Everything but the writes, with no write lock held: the gate in a rolled-back
+    preview, the ranking call with no transaction open, then the stages and their token
+    counts on a read connection."""
+    if decision.request.arm == ARM_CURRENT:
+        decision.begin_write(None, False, SPEC_POLICY_SET)  # no gate: nothing to preview
+        prepared = Prepared(policy_set=SPEC_POLICY_SET, policy=None)
+    else:
+        prepared = Prepared(*store.preview(lambda connection: preview_gate(connection, store,
+                                                                           decision)))
+        residue = residue_candidates(decision) if ranking_on else []
+        if 1 <= len(residue) <= RESIDUE_MAX:
+            node = decision.request.plan_node
+            decision.ranking = rank_residue(store.settings, node.obligation,
+                                            node.acceptance_criteria, node.decision_question,
+                                            residue)
+    with store.engine.connect() as reader:
+        decide(reader, decision, prepared)
+    return prepared
+
+
+def preview_gate(connection, store, decision: Decision) -> tuple[str, list[tuple]]:
+    """(b) on the decision's rows, written in the preview; returns the policy set and the
+    policy rows the gate and rendering read."""
+    policy_set = persist.write_inputs(connection, store, decision)
+    run_gate(connection, decision)
+    return policy_set, decision_policy(connection, decision, policy_set)
+
+
+def decision_policy(connection, decision: Decision, policy_set: str) -> list[tuple]:
+    return [tuple(row) for row in connection.execute(
+        sql_statement("stages/decision_policy"),
+        {"decision_type": decision.request.decision_type, "policy_set": policy_set})]
+
+
+def decide(connection, decision: Decision, prepared: Prepared) -> None:
+    """The stages after the gate, on ``connection`` (the representation policy and the
+    token cache are read there; new counts go to ``prepared.new_counts``), then the
+    window's rows."""
+    tokenizer = decision.settings.tokenizer
+
+    def count(texts):
+        return count_cached(connection, tokenizer, texts, pending=prepared.new_counts)
+
+    if decision.request.arm == ARM_CURRENT:
+        stuff_everything(decision, count)
+    else:
+        run_stages_after_gate(connection, decision, count)
+    if count_is_bounded(window_text(decision.window_task, decision.candidates)):
+        decision.flags.append(TOKENS_BOUNDED_FLAG)
+    prepared.entries = persist.window_entries(decision)
+
+
+def write_decision(connection, store, decision: Decision, prepared: Prepared) -> DecisionContext:
+    """The write transaction: the decision's rows, the new token counts and the outcome.
+    Only when the store's policy rows changed since the preview (another session edited
+    them) do the gate and the stages run again here, on these rows. Safe to run again
+    (PostgreSQL's retry): it changes the decision only by deciding it again."""
+    policy_set = persist.write_inputs(connection, store, decision, restart=False)
+    if prepared.policy is not None and (
+            prepared.decided_again or policy_set != prepared.policy_set
+            or decision_policy(connection, decision, policy_set) != prepared.policy):
+        prepared.decided_again = True
+        decision.begin_write(decision.decision_id, decision.new_run, policy_set)
+        run_gate(connection, decision)
+        decide(connection, decision, prepared)
+    store_counts(connection, decision.settings.tokenizer, prepared.new_counts)
+    return persist.write_outcome(connection, decision, prepared.entries)
 
 
 def normalise(request: DecisionRequest | dict | str, settings) -> Decision:
@@ -155,9 +230,8 @@ def _warn_unresolved(decision: Decision, unresolved: list[UnresolvedEntity]) -> 
         )
 
 
-def run_stages(connection, decision: Decision, count) -> None:
-    """(b)–(g) over the rows persist.write_inputs has just written."""
-    run_gate(connection, decision)
+def run_stages_after_gate(connection, decision: Decision, count) -> None:
+    """(L), (c)–(g) on what the gate left (``run_gate``)."""
     resolve_residue(decision)
     cap_admitted(decision)
     render(decision, load_policy(connection, decision.policy_set))

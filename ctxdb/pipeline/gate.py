@@ -46,13 +46,14 @@ def gate_verdicts(connection: Connection, decision_id: int) -> list[GateVerdict]
     return list(map(GateVerdict._make, rows))
 
 
-def run_gate(connection: Connection, decision: Decision) -> None:
+def run_gate(connection: Connection, decision: Decision) -> list[GateVerdict]:
     """Admitted items become the decision's candidates, residual ones its residue — a
     module's outline and its file's residual symbols as one candidate — and the
-    rejected get their final verdict here."""
+    rejected get their final verdict here. Returns the rule's verdicts."""
     by_id, audit = decision.by_id, decision.audit
     admitted: list[Candidate] = []
-    for row in gate_verdicts(connection, decision.decision_id):
+    verdicts = gate_verdicts(connection, decision.decision_id)
+    for row in verdicts:
         decision.priority[row.item_id] = row.priority
         if row.gate_verdict == OUT_OF_POOL:
             continue  # already final at assembly
@@ -66,6 +67,7 @@ def run_gate(connection: Connection, decision: Decision) -> None:
             audit.final(row.item_id, STAGE, REJECTED, row.driver)
     decision.candidates = admitted
     _group_residue_by_outline(decision)
+    return verdicts
 
 
 def _group_residue_by_outline(decision: Decision) -> None:

@@ -4,6 +4,8 @@
 obligation, pool, texts, links, impact edges and nearness); ``write_outcome`` writes what
 the stages decided (the ranking call and its scores, window rows, the audit events, the
 budget log) and finishes the decision row. Any error rolls all of it back.
+``window_entries`` makes the window's rows before the write lock is taken: the write
+transaction only writes.
 """
 
 from __future__ import annotations
@@ -55,24 +57,36 @@ def settings_json(settings) -> str:
     )
 
 
-def write_inputs(connection: Connection, store, decision: Decision) -> None:
-    """The decision row and everything the gate reads, then the state begun for it."""
+def write_inputs(connection: Connection, store, decision: Decision, *,
+                 restart: bool = True) -> str:
+    """The decision row and everything the gate reads; returns the representation policy
+    set the decision uses. ``restart``: the stages' state begun afresh for this row (a
+    preview, or stages run in this transaction); otherwise the state the stages left is
+    kept and only takes this row's id."""
     request, settings = decision.request, decision.settings
     new_run = _ensure_run(connection, store, decision)
+    # Decided already (restart=False): the row is written finished, as an UPDATE would
+    # rewrite it whole — the request as given is in it, megabytes for a large pool.
+    decision.row_outcome = (None, "") if restart else _outcome_columns(decision)
     decision_id = connection.execute(_INSERT_DECISION, {
         "run_id": request.run_id, "instance_id": request.instance_id, "seq": request.seq,
         "decision_type": request.decision_type, "task_text": request.task,
         "decision_question": request.plan_node.decision_question,
         "request_json": decision.request_json, "request_sha256": decision.request_sha256,
         "tokenizer": settings.tokenizer, "token_ceiling": settings.token_ceiling,
+        "token_count": decision.row_outcome[0], "flags": decision.row_outcome[1],
         "created_at": _now(),
     }).scalar_one()
     policy_sets = connection.execute(sql_statement("stages/policy_sets")).scalars().all()
     policy_set = request.variant if request.variant in policy_sets else SPEC_POLICY_SET
-    decision.begin_write(decision_id, new_run, policy_set)
+    if restart:
+        decision.begin_write(decision_id, new_run, policy_set)
+    else:
+        decision.take_row(decision_id, new_run)
     _write_obligation(connection, decision)
     decision.text_digests = _write_pool(connection, store, decision)
     _write_gate_inputs(connection, decision)
+    return policy_set
 
 
 def _ensure_run(connection: Connection, store, decision: Decision) -> bool:
@@ -139,8 +153,11 @@ def _write_pool(connection: Connection, store, decision: Decision) -> set[str]:
             original_sha256, i.provenance, i.score, i.arrival_no, i.path, i.start_line,
             i.end_line, i.signature, i.in_pool, i.fact_key,
         ))
+    # In digest order: two PostgreSQL writers inserting the same texts in different
+    # orders could each wait on the other's.
     models.insert_tuples(connection, models.evidence_text, ("content_sha256", "content"),
-                         [row for row in texts.items() if row[0] not in store.texts_stored],
+                         [row for row in sorted(texts.items())
+                          if row[0] not in store.texts_stored],
                          keep_existing=True)
     models.insert_tuples(connection, models.evidence_item, _EVIDENCE_COLUMNS, rows,
                          sparse=("original_sha256", "arrival_no"))
@@ -171,20 +188,29 @@ def _write_gate_inputs(connection: Connection, decision: Decision) -> None:
         ])
 
 
-def write_outcome(connection: Connection, decision: Decision) -> DecisionContext:
-    """The stages' verdicts, the window and the audit; returns the context to send."""
-    decision_id, audit, request = decision.decision_id, decision.audit, decision.request
-    _write_ranking(connection, decision)
+def window_entries(decision: Decision) -> list[WindowEntry]:
+    """The window's rows, each candidate's final verdict in the audit: once per run of
+    the stages, before the write transaction."""
     entries = []
     for position, candidate in enumerate(decision.candidates, start=1):
-        audit.final(candidate.item_id, BUDGET, MASKED if candidate.masked else IN_WINDOW,
-                    candidate.driver, tokens_after=candidate.tokens,
-                    detail=f"position {position}, {candidate.block}")
+        decision.audit.final(candidate.item_id, BUDGET,
+                             MASKED if candidate.masked else IN_WINDOW, candidate.driver,
+                             tokens_after=candidate.tokens,
+                             detail=f"position {position}, {candidate.block}")
         entries.append(WindowEntry(
             position, candidate.item_id, candidate.role, candidate.rendering, candidate.tier,
             candidate.block, candidate.edge_critical, candidate.tokens, candidate.block_text(),
             candidate.body_lines(),
         ))
+    return entries
+
+
+def write_outcome(connection: Connection, decision: Decision,
+                  entries: list[WindowEntry]) -> DecisionContext:
+    """The stages' verdicts, the window (``window_entries``) and the audit; returns the
+    context to send. Writes only: it may run again if PostgreSQL retries the transaction."""
+    decision_id, audit, request = decision.decision_id, decision.audit, decision.request
+    _write_ranking(connection, decision)
     if entries:
         models.insert_many(connection, models.window_item, [
             {"decision_id": decision_id, "position": e.position, "item_id": e.item_id,
@@ -205,10 +231,11 @@ def write_outcome(connection: Connection, decision: Decision) -> DecisionContext
              "tokens_after": s.tokens_after, "detail": s.detail}
             for s in steps
         ])
-    connection.execute(_FINISH_DECISION, {
-        "finished_id": decision_id, "token_count": decision.token_count,
-        "flags": ",".join(decision.flags),
-    })
+    if decision.row_outcome != _outcome_columns(decision):  # decided in this transaction
+        token_count, flags = _outcome_columns(decision)
+        connection.execute(_FINISH_DECISION, {
+            "finished_id": decision_id, "token_count": token_count, "flags": flags,
+        })
     verdicts = Counter(e.action for e in audit.events if e.is_final)
     return DecisionContext(
         decision_id=decision_id, arm=request.arm, task=decision.window_task,
@@ -218,6 +245,11 @@ def write_outcome(connection: Connection, decision: Decision) -> DecisionContext
         tokenizer=decision.settings.tokenizer, budget_log=tuple(steps),
         flags=tuple(decision.flags), verdicts=dict(sorted(verdicts.items())),
     )
+
+
+def _outcome_columns(decision: Decision) -> tuple[int, str]:
+    """decision.token_count and .flags as the row holds them."""
+    return decision.token_count, ",".join(decision.flags)
 
 
 def _write_ranking(connection: Connection, decision: Decision) -> None:

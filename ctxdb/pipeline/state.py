@@ -3,9 +3,10 @@
 ``Decision`` is made from the request (``new_decision``), filled by assembly with the
 pool and the gate's inputs — which stay as they are for the rest of the decision, so a
 preview before the ranking call and the write after it share them — and then, for each
-transaction that writes its rows (``begin_write``: the rolled-back preview, then the
-write), by the gate, the ranking step and the stages (c)–(g), each taking the
-candidates the previous one left. ``persist`` writes it.
+transaction that writes its rows (``begin_write``: the rolled-back preview, or a write
+that decides again), by the gate, the ranking step and the stages (c)–(g), each taking
+the candidates the previous one left — before the write lock is taken. ``persist``
+writes it.
 """
 
 from __future__ import annotations
@@ -212,6 +213,7 @@ class Decision:
     new_run: bool = False  # this decision started its run
     policy_set: str = SPEC_POLICY_SET
     text_digests: set[str] = field(default_factory=set)  # the evidence_text rows it uses
+    row_outcome: tuple[int | None, str] = (None, "")  # token_count, flags the row was given
     audit: AuditLog = field(default_factory=AuditLog)
     # (b) gate and (L) ranking
     residue: list[str] = field(default_factory=list)  # what the ranking step takes, pool order
@@ -231,7 +233,11 @@ class Decision:
     def by_id(self) -> dict[str, PoolItem]:
         return {item.item_id: item for item in self.pool}
 
-    def begin_write(self, decision_id: int, new_run: bool, policy_set: str) -> None:
+    def take_row(self, decision_id: int, new_run: bool) -> None:
+        """The stages already ran (before the write lock): only the row is this one."""
+        self.decision_id, self.new_run = decision_id, new_run
+
+    def begin_write(self, decision_id: int | None, new_run: bool, policy_set: str) -> None:
         """Start the stages afresh for a decision row: the assembly events are its first."""
         self.decision_id, self.new_run, self.policy_set = decision_id, new_run, policy_set
         self.flags = list(self.request_flags) + [

@@ -92,6 +92,9 @@ SPAN_CUT_KINDS = frozenset({"source_code", "symbol", "retrieved_hit", "fault_ent
 # context flag, one per item whose entity recon could not give: unresolved_entity:E4
 UNRESOLVED_ENTITY_FLAG = "unresolved_entity"
 SPEC_POLICY_SET = "spec"  # the representation_policy rows of the spec (§3.3)
+# context flag: the window's token count is an upper bound, not the exact count (it holds
+# a run so long that it was counted in slices: ctxdb.tokens.bounded_count)
+TOKENS_BOUNDED_FLAG = "token_count_bounded"
 
 # The role each driver gives an admitted item (render.derive_role); a driver the gate
 # view can emit that is missing here is a contract failure (tests/test_contract.py).

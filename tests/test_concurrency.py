@@ -1,0 +1,322 @@
+"""Contention and bounded work (issue 14): the write transaction only writes, a busy lock
+is waited out or refused as StoreBusy with nothing written, PostgreSQL's deadlock victim
+is run again, and token counting stays bounded on a long unbroken run."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import string
+import threading
+import time
+from dataclasses import dataclass
+
+import pytest
+from sqlalchemy import create_engine, text
+
+import ctxdb.pipeline.construct as construct_module
+from ctxdb import ContextStore, RequestError, StoreBusy
+from ctxdb.request import TASK_MAX_CHARS
+from ctxdb.store import WriteRetry
+from ctxdb.tokens import (
+    COUNT_EXACT_MAX_CHARS,
+    LONG_RUN_CHARS,
+    bounded_count,
+    content_sha256,
+    get_counter,
+    has_long_run,
+)
+from ctxdb.pipeline.vocabulary import TOKENS_BOUNDED_FLAG
+from requests_data import TOTAL_BODY, edit_request
+
+# What a test's polling loop waits for another session at most (a bound that fails the
+# test if the awaited state never comes, not a timing assertion).
+POLL_LIMIT_S = 60
+# Small retry budgets, so a refusal comes at once.
+QUICK_LOCK_WAIT_MS = 20
+QUICK_JITTER_MS = 5
+
+
+@dataclass(frozen=True)
+class ReleasingRetry(WriteRetry):
+    """A retry budget whose first pause ends another session's transaction: the lock is
+    held exactly through the first attempt."""
+
+    holder: sqlite3.Connection | None = None
+
+    def pause(self, attempt: int) -> None:
+        if self.holder is not None and self.holder.in_transaction:
+            self.holder.rollback()
+        super().pause(attempt)
+
+
+def _holding_the_write_lock(path) -> sqlite3.Connection:
+    holder = sqlite3.connect(path, timeout=0, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+def _rows(store, table: str) -> int:
+    with store.engine.connect() as connection:
+        return connection.execute(text(f"SELECT COUNT(*) FROM {table}")).scalar_one()
+
+
+def test_a_decision_waits_out_a_write_lock_held_through_its_first_attempt(tmp_path):
+    path = tmp_path / "ctx08.db"
+    with ContextStore.open(path) as store:
+        holder = _holding_the_write_lock(path)
+        try:
+            store.write_retry = ReleasingRetry(attempts=3, lock_wait_ms=QUICK_LOCK_WAIT_MS,
+                                               jitter_ms=QUICK_JITTER_MS, holder=holder)
+            context = store.construct(edit_request())
+        finally:
+            holder.close()
+        assert store.write_retries == 1  # the first BEGIN IMMEDIATE was refused
+        assert context.window and _rows(store, "decision") == 1
+
+
+def test_a_write_lock_held_past_the_retry_budget_is_store_busy_and_nothing_is_written(tmp_path):
+    path = tmp_path / "ctx08.db"
+    with ContextStore.open(path) as store:
+        store.write_retry = WriteRetry(attempts=3, lock_wait_ms=QUICK_LOCK_WAIT_MS,
+                                       jitter_ms=QUICK_JITTER_MS)
+        holder = _holding_the_write_lock(path)
+        try:
+            with pytest.raises(StoreBusy) as caught:
+                store.construct(edit_request())
+        finally:
+            holder.close()
+        message = str(caught.value)
+        assert "3 attempts" in message and f"{QUICK_LOCK_WAIT_MS} ms" in message
+        assert "nothing was written" in message
+        assert caught.value.attempts == 3 and caught.value.waited_s > 0
+        assert isinstance(caught.value, TimeoutError)
+        for table in ("run", "decision", "evidence_item", "evidence_text", "item_event",
+                      "window_item", "token_count_cache"):
+            assert _rows(store, table) == 0, table
+        # once the lock is free the same request goes through
+        assert store.construct(edit_request()).window
+
+
+def test_no_write_lock_is_held_while_the_decision_renders_and_counts(tmp_path, monkeypatch):
+    """While the stages run (rendering, budgeting and its token counting), another
+    connection that will not wait at all takes the write lock and commits."""
+    path = tmp_path / "ctx08.db"
+    writes_during = []
+
+    def write_from_another_connection(stage: str) -> None:
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # raises 'database is locked' if held
+            other.execute("INSERT INTO token_count_cache (tokenizer, content_sha256, token_count)"
+                          " VALUES ('cl100k_base', ?, 1)", (f"{len(writes_during):064d}",))
+            other.execute("COMMIT")
+            writes_during.append(stage)
+        finally:
+            other.close()
+
+    def during(stage, function):
+        def wrapped(*args, **kwargs):
+            write_from_another_connection(stage)
+            return function(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(construct_module, "render", during("render", construct_module.render))
+    monkeypatch.setattr(construct_module, "fit_budget",
+                        during("budget", construct_module.fit_budget))
+    monkeypatch.setattr(construct_module, "count_cached",
+                        during("count", construct_module.count_cached))
+    with ContextStore.open(path) as store:
+        context = store.construct(edit_request())
+        assert context.window and _rows(store, "decision") == 1
+    assert {"render", "budget", "count"} <= set(writes_during)
+
+
+def test_the_gate_preview_takes_no_write_lock(tmp_path, monkeypatch):
+    """Another session holds the write lock while the decision's gate runs on its
+    preview rows: the gate's verdicts come all the same, and the write waits for the
+    lock only afterwards."""
+    path = tmp_path / "ctx08.db"
+    with ContextStore.open(path) as store:
+        holder = _holding_the_write_lock(path)
+        previewed = []
+
+        def preview_gate(*args):
+            assert holder.in_transaction  # the lock is still the other session's
+            decision = args[2]
+            result = original(*args)
+            previewed.append({e.item_id for e in decision.audit.events if e.stage == "gate"})
+            return result
+
+        original = construct_module.preview_gate
+        monkeypatch.setattr(construct_module, "preview_gate", preview_gate)
+        store.write_retry = ReleasingRetry(attempts=3, lock_wait_ms=QUICK_LOCK_WAIT_MS,
+                                           jitter_ms=QUICK_JITTER_MS, holder=holder)
+        try:
+            context = store.construct(edit_request())
+        finally:
+            holder.close()
+        assert len(previewed) == 1 and len(previewed[0]) == _rows(store, "evidence_item")
+        assert context.window and _rows(store, "decision") == 1
+
+
+def _window(context) -> list[tuple[str, str]]:
+    return [(entry.item_id, entry.text) for entry in context.window]
+
+
+def test_a_policy_changed_during_the_decision_is_the_one_it_is_decided_by(tmp_path,
+                                                                          monkeypatch):
+    """Another session removes a link kind from the gate's policy after the preview:
+    the write sees the changed policy rows and decides again under the lock, so the
+    window is the one the new policy gives."""
+    drop_validation_tests = text(
+        "DELETE FROM gate_link_policy WHERE decision_type = 'edit'"
+        " AND link_kind = 'validation_test'")
+    with ContextStore.open(tmp_path / "before.db") as store:
+        unchanged = _window(store.construct(edit_request()))
+    with ContextStore.open(tmp_path / "changed.db") as store:
+        with store.write_transaction() as connection:
+            connection.execute(drop_validation_tests)
+        expected = _window(store.construct(edit_request()))
+    assert expected != unchanged  # the policy change shows in the window
+
+    with ContextStore.open(tmp_path / "during.db") as store:
+        original = construct_module.prepare
+
+        def prepare_then_change_policy(store_, decision, ranking_on):
+            prepared = original(store_, decision, ranking_on)
+            with store_.write_transaction() as connection:
+                connection.execute(drop_validation_tests)
+            return prepared
+
+        monkeypatch.setattr(construct_module, "prepare", prepare_then_change_policy)
+        assert _window(store.construct(edit_request())) == expected
+        assert store.verify() == {}
+
+
+# -- bounded token counting ----------------------------------------------------------------
+
+def _run(rng: random.Random, alphabet: str, length: int) -> str:
+    return "".join(rng.choice(alphabet) for _ in range(length))
+
+
+def test_a_200k_character_word_is_counted_bounded_and_flagged_as_such():
+    counter = get_counter()
+    word = _run(random.Random(14), string.ascii_letters, 200_000)
+    counted = counter.count(word)
+    assert has_long_run(word)
+    slices = [word[i:i + LONG_RUN_CHARS] for i in range(0, len(word), LONG_RUN_CHARS)]
+    assert counted == sum(map(counter.count_exact, slices)) + len(slices) - 1
+    # cl100k_base: random letters are 1.5-4 characters a token
+    assert len(word) / 4 < counted < len(word) / 1.5
+
+
+@pytest.mark.parametrize("alphabet", [string.ascii_letters, string.digits, "=-+*/#",
+                                      string.ascii_lowercase + "_", " ", "a"])
+def test_a_long_run_counted_in_slices_is_an_upper_bound_close_to_the_exact_count(alphabet):
+    counter = get_counter()
+    rng = random.Random(alphabet)
+    for length in (LONG_RUN_CHARS, 3 * LONG_RUN_CHARS + 17, 9 * LONG_RUN_CHARS):
+        text_ = "def f():\n    return " + _run(rng, alphabet, length) + "\n# end\n"
+        cuts = -(-length // LONG_RUN_CHARS) + 1  # the run's slices, the code on each side
+        exact, bounded = counter.count_exact(text_), counter.count(text_)
+        assert exact <= bounded <= exact + 3 * cuts, (length, exact, bounded)
+
+
+def test_ordinary_text_is_counted_exactly_as_before():
+    counter = get_counter()
+    ordinary = (TOTAL_BODY * 400) + " ".join(["word"] * 5000) + " " + "x" * (LONG_RUN_CHARS - 1)
+    assert not has_long_run(ordinary)
+    assert counter.count(ordinary) == counter.count_exact(ordinary)
+    assert bounded_count(len, ordinary) == len(ordinary)
+
+
+def test_a_text_past_the_exact_counting_limit_counts_as_its_bytes():
+    counter = get_counter()
+    text_ = "naïve café " * (COUNT_EXACT_MAX_CHARS // 10)
+    assert len(text_) > COUNT_EXACT_MAX_CHARS
+    assert counter.count(text_) == len(text_.encode("utf-8")) > counter.count_exact(text_)
+
+
+def test_the_longest_task_is_cut_to_fit_and_a_longer_one_refused(tmp_path):
+    """The request limit keeps a task under the exact-counting limit (a 10 MB task is
+    refused by name before anything is counted); the longest allowed is cut to fit."""
+    assert TASK_MAX_CHARS < COUNT_EXACT_MAX_CHARS
+    longest = ("Fix the discount. " * (TASK_MAX_CHARS // 18 + 1))[:TASK_MAX_CHARS]
+    with ContextStore.open(tmp_path / "ctx08.db") as store:
+        context = store.construct(edit_request(task=longest, token_ceiling=2_000))
+        assert "task_truncated" in context.flags
+        assert context.token_count <= context.ceiling
+        assert get_counter().count_exact(context.render()) <= context.ceiling
+        with pytest.raises(RequestError, match="request.task: expected at most"):
+            store.construct(edit_request(task="x" * (10 * 1024 * 1024)))
+
+
+def test_a_task_that_is_one_long_word_gives_a_bounded_flagged_decision(store_url):
+    task = _run(random.Random(2), string.ascii_letters, 30_000)
+    with ContextStore.open(store_url) as store:
+        context = store.construct(edit_request(task=task))
+    assert TOKENS_BOUNDED_FLAG in context.flags
+    assert context.token_count <= context.ceiling
+
+
+def test_an_ordinary_decision_is_not_flagged(store_url):
+    with ContextStore.open(store_url) as store:
+        assert TOKENS_BOUNDED_FLAG not in store.construct(edit_request()).flags
+
+
+# -- PostgreSQL: a deadlock's victim is run again -----------------------------------------
+
+def test_postgresql_runs_a_deadlocked_decision_again(pg_url):
+    """Another session inserts one of the decision's texts and, once the decision waits
+    on it, the decision's new run: a real deadlock, detected by the decision's backend
+    (the other session's detector waits far longer). The store rolls back, pauses and
+    runs the transaction again; the decision is written once."""
+    request = edit_request(run_id="run-deadlock")
+    with ContextStore.open(pg_url) as store:
+        other_engine = create_engine(pg_url)
+        outcome = {}
+        try:
+            with other_engine.connect() as other:
+                other.execute(text("SET deadlock_timeout = '60s'"))
+                other.execute(text(
+                    "INSERT INTO evidence_text (content_sha256, content) VALUES (:d, :c)"),
+                    {"d": content_sha256(TOTAL_BODY), "c": TOTAL_BODY})
+                other_pid = other.execute(text("SELECT pg_backend_pid()")).scalar_one()
+
+                def decide():
+                    try:
+                        outcome["context"] = store.construct(request)
+                    except BaseException as exc:  # reported to the test thread
+                        outcome["error"] = exc
+
+                worker = threading.Thread(target=decide)
+                worker.start()
+                _wait_for_a_lock_wait(other_engine, other_pid)
+                other.execute(text(  # waits on the decision's uncommitted run: a cycle
+                    "INSERT INTO run (run_id, arm, variant, created_at)"
+                    " VALUES ('run-deadlock', 'ctx08', 'spec', 'test')"))
+                other.rollback()
+                worker.join(POLL_LIMIT_S)
+        finally:
+            other_engine.dispose()
+        assert "error" not in outcome, outcome.get("error")
+        assert outcome["context"].window
+        assert store.write_retries >= 1
+        assert _rows(store, "decision") == 1 and _rows(store, "run") == 1
+
+
+def _wait_for_a_lock_wait(engine, other_pid: int) -> None:
+    """Until a backend other than ``other_pid`` waits on a lock."""
+    deadline = time.monotonic() + POLL_LIMIT_S
+    with engine.connect() as watcher:
+        watcher.execution_options(isolation_level="AUTOCOMMIT")
+        while time.monotonic() < deadline:
+            waiting = watcher.execute(text(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND pid <> :other AND datname = current_database()"),
+                {"other": other_pid}).scalar_one()
+            if waiting:
+                return
+            time.sleep(0.01)
+    raise AssertionError("the decision never waited on the other session's text")
