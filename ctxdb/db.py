@@ -211,6 +211,10 @@ def sqlite_engine(
                 # corrupts a committed decision; a power cut may roll back the last few
                 # commits.
                 cursor.execute("PRAGMA synchronous=NORMAL")
+                # the store checkpoints itself, after its commits (ContextStore._write):
+                # SQLite's automatic checkpoint runs inside the COMMIT call that crosses
+                # its threshold, so a decision's commit would also pay for it
+                cursor.execute("PRAGMA wal_autocheckpoint=0")
             cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_MS)}")
             cursor.execute(f"PRAGMA foreign_keys={'ON' if foreign_keys else 'OFF'}")
         if attach is not None:

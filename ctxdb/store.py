@@ -54,6 +54,9 @@ RETRY_JITTER_MS = 50
 PG_SERIALIZATION_FAILURE = "40001"
 PG_DEADLOCK_DETECTED = "40P01"
 PG_RETRYABLE = frozenset({PG_SERIALIZATION_FAILURE, PG_DEADLOCK_DETECTED})
+# A store's commits between its WAL checkpoints: SQLite's own default is a checkpoint
+# past 1,000 WAL pages, and a decision writes ~100.
+WAL_CHECKPOINT_EVERY_WRITES = 10
 # Write transactions whose lock hold times a store keeps (ContextStore.lock_holds).
 LOCK_HOLDS_KEPT = 100_000
 # What a decision writes before the gate reads it: on SQLite, the rolled-back preview
@@ -130,6 +133,9 @@ class ContextStore:
         # (PostgreSQL), from its BEGIN to its COMMIT; and how many attempts were retried
         self.lock_holds: deque[float] = deque(maxlen=LOCK_HOLDS_KEPT)
         self.write_retries = 0
+        self._writes_since_checkpoint = 0
+        self._in_file = engine.dialect.name == "sqlite" and engine.url.database not in (
+            None, "", ":memory:")
 
     @classmethod
     def open(
@@ -292,6 +298,13 @@ class ContextStore:
             with transaction:
                 yield connection
             self.lock_holds.append(time.perf_counter() - held_from)
+            if sqlite and self._in_file:
+                self._writes_since_checkpoint += 1
+                if self._writes_since_checkpoint >= WAL_CHECKPOINT_EVERY_WRITES:
+                    # PASSIVE: copies what no reader still needs, waits for nobody and
+                    # holds no write lock — other writers go on meanwhile
+                    self._writes_since_checkpoint = 0
+                    _checkpoint(connection)
 
     @contextmanager
     def _preview(self):
@@ -450,6 +463,16 @@ class ContextStore:
         with self.engine.connect() as connection:
             return forensics.diff(connection, forensics.resolve_decision(connection, decision_a),
                                   forensics.resolve_decision(connection, decision_b))
+
+
+def _checkpoint(connection: Connection) -> None:
+    """A PASSIVE WAL checkpoint on the driver's connection, outside any transaction (one
+    SQLAlchemy would begin for the statement makes SQLite refuse it). The decision is
+    committed already: a checkpoint that cannot run now is left to the next one."""
+    try:
+        connection.connection.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    except sqlite3.OperationalError:
+        pass  # e.g. another connection checkpointing at this moment: the next one will
 
 
 def _recon_file(recon: str | os.PathLike) -> str:

@@ -320,3 +320,26 @@ def _wait_for_a_lock_wait(engine, other_pid: int) -> None:
                 return
             time.sleep(0.01)
     raise AssertionError("the decision never waited on the other session's text")
+
+
+def test_the_store_checkpoints_its_wal_outside_the_lock(tmp_path):
+    """SQLite's automatic checkpoint is off on a store's connections (it would run inside
+    a decision's COMMIT); the store checkpoints after every WAL_CHECKPOINT_EVERY_WRITES
+    commits instead, so the WAL stays the size of a few decisions, not of all of them."""
+    from ctxdb.store import WAL_CHECKPOINT_EVERY_WRITES
+
+    db = tmp_path / "ctx08.db"
+    wal = tmp_path / "ctx08.db-wal"
+    with ContextStore.open(db) as store:
+        with store.engine.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
+        store.construct(edit_request(run_id="w0"))
+        first = wal.stat().st_size
+        store.construct(edit_request(run_id="w1"))
+        per_decision = wal.stat().st_size - first
+        decisions = 4 * WAL_CHECKPOINT_EVERY_WRITES
+        for number in range(2, decisions):
+            store.construct(edit_request(run_id=f"w{number}"))
+        assert per_decision > 0
+        # without the store's checkpoints the WAL would hold every decision's pages
+        assert wal.stat().st_size < first + per_decision * (WAL_CHECKPOINT_EVERY_WRITES + 2)
