@@ -151,8 +151,7 @@ def test_skips_stay_listed_and_follow_the_tree(hostile, tmp_path):
     assert _rows(db, "SELECT count(*) FROM symbol WHERE key = 'big.py::g'") == [(1,)]
 
 
-def test_cli_summary_and_stats_list_the_skipped(hostile, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(recon_indexer, "IndexLimits", IndexLimits)  # the CLI's defaults
+def test_cli_summary_and_stats_list_the_skipped(hostile, tmp_path, capsys):
     db = str(tmp_path / "recon.db")
     assert _cli("recon", "index", str(hostile), "--recon", db) == 0
     out = capsys.readouterr().out
@@ -281,3 +280,17 @@ def test_an_index_of_an_older_schema_is_rebuilt_by_the_ab_cache(tmp_path):
     materialize._reindex_if_stale(home)
     check_recon_version(recon)
     assert _rows(recon, "SELECT path, reason FROM skipped_path") == [("pipe.py", "fifo")]
+
+
+def test_postgresql_holds_the_same_skips(hostile, pg_url):
+    from ctxdb.recon import open_recon
+
+    stats = index_repository(hostile, pg_url, limits=TEST_LIMITS, progress=False)
+    assert stats.skipped == EXPECTED_SKIPPED
+    os.mkfifo(hostile / "pkg" / "second_pipe.py")
+    again = index_repository(hostile, pg_url, limits=TEST_LIMITS, progress=False)
+    want = tuple(sorted(EXPECTED_SKIPPED
+                        + (SkippedPath("pkg/second_pipe.py", recon_indexer.SKIP_FIFO),)))
+    assert (again.files_parsed, again.skipped) == (0, want)
+    with open_recon(pg_url) as conn:
+        assert recon_indexer.read_skipped(conn) == want
