@@ -222,9 +222,12 @@ def _body_index(db: Path) -> dict[int, list[tuple]]:
     return out
 
 
-def test_cold_bulk_insert_holds_each_symbols_terms(tmp_path):
-    """The one-statement JSON insert of a cold build puts every symbol's terms under its
-    own id: the same index entries as the terms computed symbol by symbol."""
+@pytest.mark.parametrize("chunk_chars", [recon_indexer.BODY_INSERT_CHUNK_CHARS, 1])
+def test_cold_bulk_insert_holds_each_symbols_terms(tmp_path, monkeypatch, chunk_chars):
+    """The JSON-array inserts of a cold build (one statement for all, or one per file)
+    put every symbol's terms under its own id: the same index entries as the terms
+    computed symbol by symbol."""
+    monkeypatch.setattr(recon_indexer, "BODY_INSERT_CHUNK_CHARS", chunk_chars)
     root = tmp_path / "repo"
     root.mkdir()
     (root / "a.py").write_text("class PriceCalc:\n    def total_price(self, items):\n"
