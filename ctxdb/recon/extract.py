@@ -39,10 +39,10 @@ SKIP_TOO_DEEP = "too_deep"
 # extraction hold about 100 bytes per source byte (a 50 MB file of definitions took
 # 5 GB and 52 s). The largest Python file in the development set's trees is 1.5 MB.
 MAX_FILE_BYTES = 2 * 1024 * 1024
-# Parse trees deeper than this (levels from the module node) are not extracted:
-# tree-sitter's query cursor slows down past ~32k levels of nesting (40k nested calls:
-# 2.7 s, 100k: 74 s; 20k: 0.06 s). Real code stays far below: CPython itself refuses
-# more than 200 nested parentheses.
+# Parse trees deeper than this (levels from the module node; a nested call is two) are
+# not extracted: tree-sitter's query cursor slows down sharply past some 30k nested
+# calls (20k: 0.06 s, 40k: 2.7 s, 100k: 74 s). Real code stays far below (Django's
+# deepest tree: 33 levels); CPython itself refuses more than 200 nested parentheses.
 MAX_PARSE_DEPTH = 10_000
 
 _BY_SPAN = attrgetter("start_byte", "end_byte")
