@@ -479,7 +479,7 @@ def test_missing_index_is_a_version_error(tmp_path):
 
 def test_recon_tables_metadata():
     assert {t.name for t in recon_tables.sorted_tables} == {
-        "recon_meta", "file", "file_source", "symbol", "edge", "binding"
+        "recon_meta", "file", "file_source", "symbol", "edge", "binding", "skipped_path"
     }
     assert all(t.schema == "recon" for t in recon_tables.sorted_tables)
 
@@ -615,7 +615,7 @@ def test_cli_index_show_stats(tmp_path, capsys):
     db = str(tmp_path / "recon.db")
     assert _cli("recon", "index", str(SHOPCART), "--recon", db) == 0
     out = capsys.readouterr().out
-    assert "18 files (18 parsed, 0 removed, 0 flagged)" in out
+    assert "18 files (18 parsed, 0 removed, 0 flagged, 0 skipped)" in out
 
     assert _cli("recon", "show", "shopcart/pricing.py::PriceCalculator.total", "--recon", db) == 0
     out = capsys.readouterr().out

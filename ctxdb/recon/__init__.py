@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 # public name -> the module defining it; loaded on first use (PEP 562), so the CLI can
 # register `ctxdb recon` without importing SQLAlchemy or tree-sitter
 _EXPORTS = {
+    "IndexLimits": "indexer",
     "IndexStats": "indexer",
+    "SkippedPath": "indexer",
     "index_repository": "indexer",
     "RECON_SCHEMA_VERSION": "schema",
     "ReconVersionError": "schema",
@@ -29,7 +31,7 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
-    from ctxdb.recon.indexer import IndexStats, index_repository
+    from ctxdb.recon.indexer import IndexLimits, IndexStats, SkippedPath, index_repository
     from ctxdb.recon.schema import (
         RECON_SCHEMA_VERSION,
         ReconVersionError,
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RECON_SCHEMA_VERSION",
+    "IndexLimits",
     "IndexStats",
     "ReconVersionError",
     "check_recon_version",
@@ -52,6 +55,7 @@ __all__ = [
     "open_recon",
     "recon_tables",
     "search_symbols",
+    "SkippedPath",
 ]  # = the keys of _EXPORTS (tests/test_layout.py)
 
 

@@ -69,8 +69,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
     stats = sub.add_parser(
         "stats",
-        help="counts of files, symbols by kind and edges by kind",
-        description="Counts of files, symbols by kind, and edges by kind (resolved or not).",
+        help="counts of files, symbols by kind, edges by kind, and what was skipped",
+        description=(
+            "Counts of files, symbols by kind, edges by kind (resolved or not), and the "
+            "paths skipped, each with its reason: files too large or too deep to parse "
+            "(file rows without symbols), FIFOs, sockets, devices, symlink loops, links "
+            "leaving the root."
+        ),
     )
     _recon_option(stats)
     stats.set_defaults(func=_handler("cmd_stats"))

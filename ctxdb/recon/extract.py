@@ -32,6 +32,19 @@ _DOC_PREFIX = re.compile(r"[rRuU]?(\"\"\"|'''|\"|')")
 
 DOC_LINE_MAX = 300
 
+# Why a file is indexed as a file row alone (`ParsedFile.skipped`, recon.file.skipped).
+SKIP_TOO_LARGE = "too_large"
+SKIP_TOO_DEEP = "too_deep"
+# Files larger than this are not read whole or parsed: tree-sitter's tree and the
+# extraction hold about 100 bytes per source byte (a 50 MB file of definitions took
+# 5 GB and 52 s). The largest Python file in the development set's trees is 1.5 MB.
+MAX_FILE_BYTES = 2 * 1024 * 1024
+# Parse trees deeper than this (levels from the module node; a nested call is two) are
+# not extracted: tree-sitter's query cursor slows down sharply past some 30k nested
+# calls (20k: 0.06 s, 40k: 2.7 s, 100k: 74 s). Real code stays far below (Django's
+# deepest tree: 33 levels); CPython itself refuses more than 200 nested parentheses.
+MAX_PARSE_DEPTH = 10_000
+
 _BY_SPAN = attrgetter("start_byte", "end_byte")
 _BUILTINS = frozenset(name for name in dir(builtins) if not name.startswith("_"))
 
@@ -89,8 +102,13 @@ class ParsedFile(NamedTuple):
     symbols: list[Symbol]
     references: list[Reference]
     bindings: list[Binding]
-    # per symbol (same order): the code-aware terms of its own text (`body_terms`)
-    body_terms: list[str]
+    # the code-aware terms of each symbol's own text (`body_terms`), one line per symbol
+    # in symbol order: one string per file pickles, unpickles and reaches the body index
+    # as one piece (`split_body_terms` gives the lines back)
+    body_terms: str
+    # None, or why the file was not parsed (SKIP_TOO_LARGE, SKIP_TOO_DEEP): then it has
+    # no symbols, references, bindings, body terms or source text
+    skipped: str | None = None
 
     def __reduce__(self):
         # How a worker sends it back. Pickle saves each record of a list through a
@@ -102,6 +120,7 @@ class ParsedFile(NamedTuple):
             list(map(tuple, self.references)),
             list(map(tuple, self.bindings)),
             self.body_terms,
+            self.skipped,
         )
 
 
@@ -111,13 +130,14 @@ _as_binding = partial(tuple.__new__, Binding)
 
 
 def _unpickle_parsed_file(head: tuple, symbols: list, references: list, bindings: list,
-                          body_terms: list):
+                          body_terms: str, skipped: str | None):
     return ParsedFile(
         *head,
         list(map(_as_symbol, symbols)),
         list(map(_as_reference, references)),
         list(map(_as_binding, bindings)),
         body_terms,
+        skipped,
     )
 
 
@@ -237,11 +257,13 @@ def count_lines(text: str) -> int:
     return text.count("\n") + (0 if text.endswith("\n") else 1)
 
 
-def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> ParsedFile:
+def extract_file(relpath: str, data: bytes, module: str, is_package: bool,
+                 max_depth: int = MAX_PARSE_DEPTH) -> ParsedFile:
     """Parse one file into its symbols, references and import bindings.
 
     One job after another, each reading what the ones before found: definitions (the
-    symbols and their spans), docstrings, local types, references, imports.
+    symbols and their spans), docstrings, local types, references, imports. A parse
+    tree deeper than `max_depth` gives a file without symbols, marked SKIP_TOO_DEEP.
     """
     sha256 = hashlib.sha256(data).hexdigest()
     size_bytes = len(data)
@@ -250,6 +272,9 @@ def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> Pa
         data = text.encode("utf-8")  # byte offsets always index the stored text's UTF-8
     line_count = count_lines(text)
     root = _parser().parse(data).root_node
+    if tree_deeper_than(root, max_depth):
+        return unparsed_file(sha256, size_bytes, line_count, not_utf8, SKIP_TOO_DEEP,
+                             syntax_error=root.has_error)
     found = _Captured(data, sorted_captures(load_query("python"), root))
 
     symbols, scopes = _definitions(found, relpath, module, line_count)
@@ -261,7 +286,34 @@ def extract_file(relpath: str, data: bytes, module: str, is_package: bool) -> Pa
     defined_names = {symbol.name for symbol in symbols[1:]}
     references = _without_builtin_calls(references, defined_names, imports.bound_names)
     return ParsedFile(sha256, size_bytes, line_count, root.has_error, not_utf8, data,
-                      symbols, references, imports.bindings, body_terms(data, symbols))
+                      symbols, references, imports.bindings,
+                      join_body_terms(body_terms(data, symbols)))
+
+
+def unparsed_file(sha256: str, size_bytes: int, line_count: int, not_utf8: bool, reason: str,
+                  *, syntax_error: bool = False) -> ParsedFile:
+    """A file indexed as its file row alone: no symbols, no text, `skipped` = reason."""
+    return ParsedFile(sha256, size_bytes, line_count, syntax_error, not_utf8, b"", [], [], [],
+                      "", reason)
+
+
+def tree_deeper_than(root: tree_sitter.Node, limit: int) -> bool:
+    """Whether a node lies more than `limit` levels down (`root` is level 1).
+
+    A subtree of n nodes reaches at most n - 1 levels below its top, so only the
+    subtrees large enough to pass the limit are opened: on ordinary code that is the
+    module node and a few big classes, and on a hostile chain it stops at the limit.
+    """
+    pending = [(root, 1)]
+    while pending:
+        node, level = pending.pop()
+        if level > limit:
+            return True
+        for child in node.children:
+            # the child is at level + 1; its deepest node at most descendant_count - 1 below
+            if level + child.descendant_count > limit:
+                pending.append((child, level + 1))
+    return False
 
 
 # --- code-aware terms (the body full-text index and the queries against it) --------------
@@ -324,6 +376,19 @@ def body_terms(source: bytes, symbols: list[Symbol]) -> list[str]:
         own.append(source[position:symbol.end_byte].decode("utf-8", "replace"))
         out.append(code_terms("\n".join(own)))
     return out
+
+
+# Separates the symbols' terms in `ParsedFile.body_terms` (terms never hold it).
+BODY_TERMS_SEPARATOR = "\n"
+
+
+def join_body_terms(per_symbol: list[str]) -> str:
+    return BODY_TERMS_SEPARATOR.join(per_symbol)
+
+
+def split_body_terms(joined: str, n_symbols: int) -> list[str]:
+    """`join_body_terms` undone: one string per symbol (none for a file without any)."""
+    return joined.split(BODY_TERMS_SEPARATOR) if n_symbols else []
 
 
 def _decode(data: bytes) -> tuple[str, bool]:

@@ -8,7 +8,7 @@ import sys
 
 import sqlalchemy as sa
 
-from ctxdb.recon.indexer import index_repository
+from ctxdb.recon.indexer import SkippedPath, index_repository, read_skipped
 from ctxdb.recon.schema import (
     ReconVersionError,
     default_target,
@@ -36,10 +36,24 @@ def cmd_index(args: argparse.Namespace) -> int:
     print(
         f"indexed {args.path} into {describe_target(target)}: "
         f"{stats.files_seen} files ({stats.files_parsed} parsed, {stats.files_removed} removed, "
-        f"{stats.files_flagged} flagged), {stats.symbols} symbols, {stats.edges} edges "
-        f"in {stats.seconds:.2f}s"
+        f"{stats.files_flagged} flagged, {stats.files_skipped} skipped), {stats.symbols} "
+        f"symbols, {stats.edges} edges in {stats.seconds:.2f}s"
     )
+    _print_skipped(stats.skipped)
     return EXIT_OK
+
+
+def _print_skipped(skipped: tuple[SkippedPath, ...]) -> None:
+    """The skipped paths, one a line, after a count by reason."""
+    if not skipped:
+        return
+    by_reason: dict[str, int] = {}
+    for entry in skipped:
+        by_reason[entry.reason] = by_reason.get(entry.reason, 0) + 1
+    counts = ", ".join(f"{n} {reason}" for reason, n in sorted(by_reason.items()))
+    print(f"skipped  {len(skipped):>8}  ({counts})")
+    for entry in skipped:
+        print(f"  {entry.reason:<20} {entry.path}")
 
 
 _EDGES_OUT = sa.text(
@@ -124,6 +138,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
             files = conn.execute(_FILES).mappings().one()
             symbols = conn.execute(_SYMBOL_KINDS).mappings().all()
             edges = conn.execute(_EDGE_KINDS).mappings().all()
+            skipped = read_skipped(conn)
     except ReconVersionError as exc:
         _err(str(exc))
         return EXIT_USAGE
@@ -136,4 +151,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     print(f"edges    {sum(r['n'] for r in edges):>8}  (resolved)")
     for r in edges:
         print(f"  {r['kind']:<8} {r['n']:>8}  ({r['resolved']})")
+    if skipped:
+        _print_skipped(skipped)
+    else:
+        print(f"skipped  {0:>8}")
     return EXIT_OK

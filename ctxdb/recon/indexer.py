@@ -19,11 +19,13 @@ nothing.
 
 from __future__ import annotations
 
+import errno
 import gc
 import hashlib
 import multiprocessing
 import os
 import queue
+import stat
 import sys
 import threading
 import time
@@ -41,12 +43,18 @@ from ctxdb.entities import is_test_path
 from ctxdb.progress import ProgressBar
 from ctxdb.recon import schema
 from ctxdb.recon.extract import (
+    MAX_FILE_BYTES,
+    MAX_PARSE_DEPTH,
+    SKIP_TOO_LARGE,
     ParsedFile,
     Reference,
     Symbol,
     body_terms,
     count_lines,
     extract_file,
+    join_body_terms,
+    split_body_terms,
+    unparsed_file,
 )
 from ctxdb.recon.resolve import (
     ModuleBinding,
@@ -67,15 +75,50 @@ POOL_MIN_FILES = 200
 POOL_CHUNK = 16
 # Edges are resolved and handed to the database thread in batches of this many.
 EDGE_BATCH = 16384
+# A cold build inserts its body terms in statements of about this many characters:
+# few enough to run without the GIL, small enough to keep the copies in memory small.
+BODY_INSERT_CHUNK_CHARS = 1 << 22
+# A file too large to parse is hashed and its lines counted in pieces of this size.
+READ_CHUNK_BYTES = 1 << 20
+# Why the walk passed over a path (recon.skipped_path.reason).
+SKIP_SYMLINK_LOOP = "symlink_loop"
+SKIP_SYMLINK_OUTSIDE = "symlink_outside_root"
+SKIP_SYMLINK_BROKEN = "symlink_broken"
+SKIP_SYMLINK_DIR = "symlink_dir"  # a directory link inside the root: not followed
+SKIP_FIFO = "fifo"
+SKIP_SOCKET = "socket"
+SKIP_DEVICE = "device"
+SKIP_NOT_REGULAR = "not_regular"
+SKIP_UNREADABLE = "unreadable"
 # PostgreSQL's tsvector limits: positions above 16383 are clipped, and a lexeme keeps at
 # most 256 of them (more is an error in a literal, not a clip).
 TSVECTOR_MAX_POSITION = 16383
 TSVECTOR_MAX_POSITIONS = 256
 
 
+class SkippedPath(NamedTuple):
+    """A path not indexed, or indexed as a file row alone, and why."""
+
+    path: str  # relative to the root, posix
+    reason: str  # a SKIP_* value of this module or of `extract`
+
+
+@dataclass(frozen=True)
+class IndexLimits:
+    """What the indexer parses: files up to `max_file_bytes`, parse trees up to
+    `max_parse_depth` levels; larger or deeper files become file rows alone. The limits
+    apply when a file is parsed: an unchanged file keeps what it got (--rebuild)."""
+
+    max_file_bytes: int = MAX_FILE_BYTES
+    max_parse_depth: int = MAX_PARSE_DEPTH
+
+
 @dataclass
 class IndexStats:
-    """One indexing run. symbols/edges/files_flagged are totals in the index afterwards."""
+    """One indexing run. symbols/edges/files_flagged/skipped are totals in the index
+    afterwards. `skipped`: the files indexed without symbols (too large, too deep) and
+    the paths the walk passed over (FIFOs, sockets, devices, symlink loops, links
+    leaving the root, ...), by path."""
 
     files_seen: int
     files_parsed: int
@@ -84,31 +127,58 @@ class IndexStats:
     symbols: int
     edges: int
     seconds: float
+    skipped: tuple[SkippedPath, ...] = ()
+
+    @property
+    def files_skipped(self) -> int:
+        return len(self.skipped)
 
 
 # --- walking ------------------------------------------------------------------------------
 
 
-def walk_python_files(root: str | os.PathLike) -> list[tuple[str, str]]:
-    """(relative posix path, absolute path) of every Python file to index, sorted.
+class Walk(NamedTuple):
+    files: list[tuple[str, str]]  # (relative posix path, absolute path), sorted
+    skipped: list[SkippedPath]  # sorted by path
 
-    Skips SKIP_DIRS, ``*.egg-info``, virtualenvs (a dir holding ``pyvenv.cfg``),
-    directory symlinks, and file symlinks that resolve outside `root`.
+
+def walk_python_files(root: str | os.PathLike) -> list[tuple[str, str]]:
+    """(relative posix path, absolute path) of every Python file to index, sorted."""
+    return walk_repository(root).files
+
+
+def walk_repository(root: str | os.PathLike) -> Walk:
+    """The Python files to index under `root`, and what was passed over.
+
+    Skipped without a word: SKIP_DIRS, ``*.egg-info`` and virtualenvs (a dir holding
+    ``pyvenv.cfg``). Listed in `Walk.skipped`: every ``.py`` name that is not a regular
+    file inside the root (a FIFO, socket or device; a link that loops, dangles or
+    leaves the root), every directory link (never followed: a loop, outside the root,
+    or a second path to files indexed where they are), and directories that could not
+    be read.
     """
     root_real = os.path.realpath(root)
     inside = root_real.rstrip(os.sep) + os.sep
     out: list[tuple[str, str]] = []
+    skipped: list[SkippedPath] = []
     pending = [(root_real, "")]
     while pending:
         directory, rel = pending.pop()
         try:
             entries = list(os.scandir(directory))
         except OSError:
+            skipped.append(SkippedPath(rel.rstrip("/") or ".", SKIP_UNREADABLE))
             continue
         for entry in entries:
             name = entry.name
             try:
-                if entry.is_dir(follow_symlinks=False):
+                if entry.is_symlink():
+                    reason = _symlink_skip(entry.path, name, inside)
+                    if reason is None:
+                        out.append((f"{rel}{name}", entry.path))
+                    elif reason:
+                        skipped.append(SkippedPath(f"{rel}{name}", reason))
+                elif entry.is_dir(follow_symlinks=False):
                     if (
                         name in SKIP_DIRS
                         or name.endswith(".egg-info")
@@ -117,17 +187,55 @@ def walk_python_files(root: str | os.PathLike) -> list[tuple[str, str]]:
                         continue
                     pending.append((entry.path, f"{rel}{name}/"))
                 elif name.endswith(".py"):
-                    if entry.is_symlink():
-                        real = os.path.realpath(entry.path)
-                        if not real.startswith(inside) or not os.path.isfile(real):
-                            continue
-                    elif not entry.is_file(follow_symlinks=False):
-                        continue
-                    out.append((f"{rel}{name}", entry.path))
+                    reason = _special_file_skip(entry.stat(follow_symlinks=False).st_mode)
+                    if reason is None:
+                        out.append((f"{rel}{name}", entry.path))
+                    else:
+                        skipped.append(SkippedPath(f"{rel}{name}", reason))
             except OSError:
-                continue
+                skipped.append(SkippedPath(f"{rel}{name}", SKIP_UNREADABLE))
     out.sort()
-    return out
+    skipped.sort()
+    return Walk(out, skipped)
+
+
+def _special_file_skip(mode: int) -> str | None:
+    """None for a regular file, else why it is not read (reading a FIFO blocks)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return SKIP_FIFO
+    if stat.S_ISSOCK(mode):
+        return SKIP_SOCKET
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return SKIP_DEVICE
+    return SKIP_NOT_REGULAR
+
+
+def _symlink_skip(path: str, name: str, inside: str) -> str | None:
+    """For a symbolic link: None to index it (a ``.py`` link to a regular file inside the
+    root), "" to pass over it quietly (a link to something that is no directory and no
+    ``.py`` name), else the reason it is listed as skipped."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return SKIP_SYMLINK_LOOP
+        if exc.errno == errno.ENOENT:
+            return SKIP_SYMLINK_BROKEN if name.endswith(".py") else ""
+        raise
+    is_dir = stat.S_ISDIR(mode)
+    if not is_dir and not name.endswith(".py"):
+        return ""
+    real = os.path.realpath(path)
+    if is_dir:
+        # a link to the directory holding it, or to one above it, is a loop
+        if (os.path.dirname(path) + os.sep).startswith(real.rstrip(os.sep) + os.sep):
+            return SKIP_SYMLINK_LOOP
+        return SKIP_SYMLINK_DIR if real.startswith(inside) else SKIP_SYMLINK_OUTSIDE
+    if not real.startswith(inside):
+        return SKIP_SYMLINK_OUTSIDE
+    return _special_file_skip(mode)
 
 
 # --- parsing ------------------------------------------------------------------------------
@@ -137,18 +245,21 @@ class _ParseJob(NamedTuple):
     relpath: str
     full_path: str
     module: str
+    limits: IndexLimits
 
 
 def _parse_job(job: _ParseJob) -> ParsedFile | None:
     rel, module = job.relpath, job.module
     try:
         with open(job.full_path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size > job.limits.max_file_bytes:
+                return _too_large(fh)
             data = fh.read()
     except OSError:
         return None
     is_package = rel.rsplit("/", 1)[-1] == "__init__.py"
     try:
-        return extract_file(rel, data, module, is_package)
+        return extract_file(rel, data, module, is_package, job.limits.max_parse_depth)
     except Exception as exc:  # noqa: BLE001 - bad input must never abort an index run
         print(f"recon: {rel}: extraction failed ({exc!r}); indexed as a bare module, "
               "flagged syntax_error", file=sys.stderr)
@@ -158,7 +269,21 @@ def _parse_job(job: _ParseJob) -> ParsedFile | None:
                                max(lines, 1), 0, len(source), None, None)
         return ParsedFile(hashlib.sha256(data).hexdigest(), len(data), lines, True,
                           source != data, source, [module_symbol], [], [],
-                          body_terms(source, [module_symbol]))
+                          join_body_terms(body_terms(source, [module_symbol])))
+
+
+def _too_large(fh: Any) -> ParsedFile:
+    """A file over the size limit: its hash, size and lines, read in bounded pieces."""
+    digest = hashlib.sha256()
+    size = newlines = 0
+    last = b""
+    while chunk := fh.read(READ_CHUNK_BYTES):
+        digest.update(chunk)
+        size += len(chunk)
+        newlines += chunk.count(b"\n")
+        last = chunk
+    lines = newlines + (1 if last and not last.endswith(b"\n") else 0)
+    return unparsed_file(digest.hexdigest(), size, lines, False, SKIP_TOO_LARGE)
 
 
 def _pool_size() -> int:
@@ -361,7 +486,7 @@ class EdgeRecord(NamedTuple):
 # writes ~220k of them, and a NamedTuple is built ~4x slower than a tuple and bound
 # ~40% slower by the sqlite3 driver (through the sequence protocol).
 FILE_COLUMNS = ("id", "path", "module", "sha256", "size_bytes", "line_count", "is_test",
-                "syntax_error", "not_utf8")
+                "syntax_error", "not_utf8", "skipped")
 SYMBOL_COLUMNS = ("id", "file_id", "parent_id", "key", "kind", "name", "qualname",
                   "start_line", "end_line", "start_byte", "end_byte", "signature", "doc")
 EDGE_COLUMNS = EdgeRecord._fields
@@ -390,6 +515,7 @@ class _Loader:
         # per file: its first symbol id and its references (src_index counts from it)
         self._references: list[tuple[int, list[Reference]]] = []
         self.flagged = 0
+        self.skipped: list[SkippedPath] = []  # files indexed without symbols
         # rows for the next flush, in FILE_COLUMNS, ("file_id", "text"), SYMBOL_COLUMNS
         # and BINDING_COLUMNS order
         self._file_rows: list[tuple] = []
@@ -398,9 +524,11 @@ class _Loader:
         self._binding_rows: list[tuple] = []
         self._body_rows: list[tuple[int, str]] = []  # (symbol id, body terms)
         # A cold build writes the body index on the database thread once parsing is done
-        # (beside name resolution) rather than here, where it competes with the parsers.
+        # (beside name resolution) rather than here, where it competes with the parsers:
+        # each file's joined terms, in symbol id order from deferred_first_symbol.
         self.defer_body_terms = defer_body_terms
-        self.deferred_body_rows: list[tuple[int, str]] = []
+        self.deferred_first_symbol = next_symbol
+        self.deferred_body_terms: list[str] = []
         self._symbol_ids_to_flush = range(next_symbol, next_symbol)
 
     def add(self, rel: str, module: str, parsed: ParsedFile) -> None:
@@ -410,8 +538,11 @@ class _Loader:
         self.flagged += bool(parsed.syntax_error or parsed.not_utf8)
         self._file_rows.append((fid, rel, module, parsed.sha256, parsed.size_bytes,
                                 parsed.line_count, is_test, parsed.syntax_error,
-                                parsed.not_utf8))
+                                parsed.not_utf8, parsed.skipped))
         self.files.append(ResolverFile(fid, rel, module, is_test))
+        if parsed.skipped is not None:  # a file row alone
+            self.skipped.append(SkippedPath(rel, parsed.skipped))
+            return
         self._source_rows.append((fid, parsed.source.decode("utf-8")))
         first = self.next_symbol  # symbol ids: the file's symbol indexes shifted by first
         self.next_symbol += len(parsed.symbols)
@@ -425,7 +556,12 @@ class _Loader:
                  symbol.doc)
             )
             self.symbols.append(ResolverSymbol(sid, fid, parent, kind, name))
-        self._body_rows += zip(range(first, self.next_symbol), parsed.body_terms, strict=True)
+        if self.defer_body_terms:
+            self.deferred_body_terms.append(parsed.body_terms)
+        else:
+            self._body_rows += zip(range(first, self.next_symbol),
+                                   split_body_terms(parsed.body_terms, len(parsed.symbols)),
+                                   strict=True)
         self._symbol_ids_to_flush = range(self._symbol_ids_to_flush.start, self.next_symbol)
         self._references.append((first, parsed.references))
         self.bases += [WrittenBase(first + r.src_index, r.dst_name, r.typed_name)
@@ -455,10 +591,7 @@ class _Loader:
                 " WHERE id BETWEEN ? AND ?",
                 (ids[0], ids[-1]),
             )
-        if self.defer_body_terms:
-            self.deferred_body_rows += self._body_rows
-        else:
-            _insert_body_terms(w, self._body_rows)
+        _insert_body_terms(w, self._body_rows)
         w.insert(schema.binding, self._binding_rows, BINDING_COLUMNS)
         self._file_rows, self._source_rows = [], []
         self._symbol_rows, self._binding_rows, self._body_rows = [], [], []
@@ -483,6 +616,36 @@ def _insert_body_terms(w: _Writer, rows: list[tuple[int, str]]) -> None:
     else:
         w.executemany("INSERT INTO recon.symbol_body(symbol_id, terms) VALUES (?, ?::tsvector)",
                       [(sid, tsvector_literal(terms)) for sid, terms in rows])
+
+
+def _insert_deferred_body_terms(w: _Writer, first_symbol: int, per_file: list[str]) -> None:
+    """A cold build's body index: the files' joined terms (`ParsedFile.body_terms`, in
+    load order), whose symbols have consecutive ids from `first_symbol`. Consumes
+    `per_file` (each piece is released once written).
+
+    On SQLite as a few statements over JSON arrays of the terms, BODY_INSERT_CHUNK_CHARS
+    at a time: an executemany steps the driver once per row and takes the GIL back each
+    time, which on the database thread beside name resolution made the 41,700 rows of
+    Django's sdist take 2 s instead of 0.5 s; a statement runs without the GIL
+    throughout. The terms hold only [a-z0-9_ ] (code-aware terms), so they need no JSON
+    escaping.
+    """
+    if not w.sqlite:
+        terms = [row for joined in per_file for row in joined.split("\n")]
+        per_file.clear()
+        _insert_body_terms(w, list(zip(range(first_symbol, first_symbol + len(terms)), terms)))
+        return
+    sql = ("INSERT INTO recon.symbol_body_fts(rowid, terms)"
+           " SELECT ? + key, value FROM json_each(?)")
+    while per_file:
+        n_files = size = 0
+        while n_files < len(per_file) and size < BODY_INSERT_CHUNK_CHARS:
+            size += len(per_file[n_files])
+            n_files += 1
+        chunk = [joined.replace("\n", '","') for joined in per_file[:n_files]]
+        del per_file[:n_files]
+        w.execute(sql, (first_symbol, '["' + '","'.join(chunk) + '"]'))
+        first_symbol += sum(joined.count('","') + 1 for joined in chunk)
 
 
 def _stored_body_terms(w: _Writer, file_id: int) -> list[tuple[int, str]]:
@@ -558,12 +721,45 @@ def _totals(engine: sa.Engine) -> tuple[int, int, int]:
     return tuple(row)
 
 
+def _write_skipped_paths(w: _Writer, skipped: list[SkippedPath]) -> None:
+    w.execute("DELETE FROM recon.skipped_path")
+    w.insert(schema.skipped_path, [tuple(row) for row in skipped], ("path", "reason"))
+
+
+def _ensure_skipped_paths(engine: sa.Engine, skipped: list[SkippedPath]) -> None:
+    """A run that found no Python file changed still records what the walk passed over
+    when that changed (a FIFO appeared); otherwise it writes nothing."""
+    with engine.connect() as connection:
+        stored = connection.execute(sa.text(
+            "SELECT path, reason FROM recon.skipped_path ORDER BY path")).all()
+    if sorted(map(tuple, stored)) != [tuple(row) for row in skipped]:
+        with _write_transaction(engine) as w:
+            _write_skipped_paths(w, skipped)
+
+
+def read_skipped(bind: sa.Engine | sa.Connection) -> tuple[SkippedPath, ...]:
+    """What the index holds as skipped: files without symbols (too large, too deep) and
+    the paths the last walk passed over, by path."""
+    sql = sa.text("SELECT path, skipped FROM recon.file WHERE skipped IS NOT NULL"
+                  " UNION ALL SELECT path, reason FROM recon.skipped_path")
+    if isinstance(bind, sa.Engine):
+        with bind.connect() as connection:
+            rows = connection.execute(sql).all()
+    else:
+        rows = bind.execute(sql).all()
+    # sorted here, not in SQL: collations differ between backends
+    return tuple(sorted(SkippedPath(path, reason) for path, reason in rows))
+
+
 def _sha256_file(path: str) -> str | None:
+    digest = hashlib.sha256()
     try:
         with open(path, "rb") as fh:
-            return hashlib.sha256(fh.read()).hexdigest()
+            while chunk := fh.read(READ_CHUNK_BYTES):
+                digest.update(chunk)
     except OSError:
         return None
+    return digest.hexdigest()
 
 
 def index_repository(
@@ -572,19 +768,21 @@ def index_repository(
     *,
     rebuild: bool = False,
     progress: bool | None = None,
+    limits: IndexLimits = IndexLimits(),
 ) -> IndexStats:
     """Index the Python files under `root` into the recon index at `target`.
 
     `target` is a SQLite file path or a SQLAlchemy URL (PostgreSQL: schema ``recon``).
     A second run re-parses only changed files; `rebuild` drops and recreates the index.
     `progress`: None shows a bar on stderr when it is a terminal; True/False force it.
+    `limits`: files larger or parse trees deeper are indexed as file rows alone.
     Raises ReconVersionError if the index was written by another version (use rebuild).
     """
     started = time.perf_counter()
     if not os.path.isdir(root):
         raise NotADirectoryError(f"not a directory: {root}")
     with _gc_paused():
-        return _index(root, target, rebuild, progress, started)
+        return _index(root, target, rebuild, progress, limits, started)
 
 
 @contextmanager
@@ -601,9 +799,11 @@ def _gc_paused() -> Iterator[None]:
 
 
 def _index(
-    root: str | os.PathLike, target: Any, rebuild: bool, progress: bool | None, started: float
+    root: str | os.PathLike, target: Any, rebuild: bool, progress: bool | None,
+    limits: IndexLimits, started: float,
 ) -> IndexStats:
-    walked = walk_python_files(root)
+    walk = walk_repository(root)
+    walked = walk.files
     modules = module_names(rel for rel, _ in walked)
     sqlite_path = schema.sqlite_path(target)
     if sqlite_path is not None:
@@ -629,12 +829,13 @@ def _index(
         root_path = indexed_root(root)
         if not cold and not to_parse and not removed:
             _ensure_generation(engine, root_path)
+            _ensure_skipped_paths(engine, walk.skipped)
             symbols, edges, flagged = _totals(engine)
             return IndexStats(len(walked), 0, 0, flagged, symbols, edges,
-                              time.perf_counter() - started)
+                              time.perf_counter() - started, read_skipped(engine))
 
         bar = ProgressBar("recon", len(to_parse), "files", enabled=progress)
-        jobs = [_ParseJob(rel, full, modules[rel]) for rel, full in to_parse]
+        jobs = [_ParseJob(rel, full, modules[rel], limits) for rel, full in to_parse]
         with _parser_pool(len(jobs)) as pool, _write_transaction(engine) as w:
             if cold:
                 _create_tables(w, drop=rebuild)
@@ -654,14 +855,17 @@ def _index(
                 n_edges = _write_edges_cold(w, loader, next_ids.edge)
             else:
                 _write_edges_incremental(w, loader, next_ids.edge)
+            _write_skipped_paths(w, walk.skipped)
             _write_root(w, root_path)
             _write_generation(w)
         if cold:
             symbols, edges, flagged = len(loader.symbols), n_edges, loader.flagged
+            skipped = tuple(sorted(loader.skipped + walk.skipped))
         else:
             symbols, edges, flagged = _totals(engine)
+            skipped = read_skipped(engine)
         return IndexStats(len(walked), len(loader.files), len(removed), flagged, symbols, edges,
-                          time.perf_counter() - started)
+                          time.perf_counter() - started, skipped)
     finally:
         engine.dispose()
 
@@ -674,7 +878,8 @@ def _write_edges_cold(w: _Writer, loader: _Loader, next_edge: int) -> int:
     """
     with _DatabaseThread() as db:
         db.submit(_create_indexes, w, edges=False)  # symbol, file, binding indexes
-        db.submit(_insert_body_terms, w, loader.deferred_body_rows)
+        db.submit(_insert_deferred_body_terms, w, loader.deferred_first_symbol,
+                  loader.deferred_body_terms)
         resolver = Resolver(
             loader.files,
             loader.symbols,

@@ -15,6 +15,9 @@ Tables (see `recon_tables`):
 - ``edge``         calls / imports / inherits / tests, symbol → symbol.
 - ``binding``      names a module binds by import, resolved to absolute dotted names
                    (kept so edges can be re-resolved without re-parsing unchanged files).
+- ``skipped_path`` what the walk passed over and why (FIFOs, sockets, devices, symlink
+                   loops, links leaving the root, ...), replaced by each run; files too
+                   large or too deep to parse are ``file`` rows with ``skipped`` set.
 - ``symbol_fts``   SQLite: FTS5 external-content index over symbol name, qualname,
                    signature, doc. PostgreSQL: instead a generated ``tsvector`` column
                    ``symbol.fts`` with a GIN index.
@@ -57,7 +60,9 @@ from ctxdb.recon.extract import PARSER_NAME
 
 # Bump when the tables, the extraction rules or the resolution rules change: an index
 # written under another version is refused until rebuilt.
-RECON_SCHEMA_VERSION = 2  # 2: the body index (symbol_body_fts / symbol_body)
+# 2: the body index (symbol_body_fts / symbol_body); 3: file.skipped and skipped_path
+# (files not parsed, paths the walk passed over)
+RECON_SCHEMA_VERSION = 3
 # recon_meta key of the snapshot identity (a new one per index run that changes anything);
 # not a version: readers never check it against current_meta().
 GENERATION_KEY = "generation"
@@ -95,6 +100,12 @@ file = Table(
         Boolean,
         nullable=False,
         comment="decoded with replacement characters (invalid UTF-8 or NUL bytes)",
+    ),
+    Column(
+        "skipped",
+        Text,
+        comment="NULL, or why the file was not parsed: too_large | too_deep (then it has "
+        "no symbols and no file_source row)",
     ),
     Index("file_path", "path", unique=True),
 )
@@ -173,7 +184,22 @@ binding = Table(
     Index("binding_file_id", "file_id"),
 )
 
-TABLES = (recon_meta, file, file_source, symbol, edge, binding)
+skipped_path = Table(
+    "skipped_path",
+    recon_tables,
+    Column("path", Text, primary_key=True, comment="relative to the root, posix"),
+    Column(
+        "reason",
+        Text,
+        nullable=False,
+        comment="symlink_loop | symlink_outside_root | symlink_broken | symlink_dir | fifo | "
+        "socket | device | not_regular | unreadable",
+    ),
+    comment="What the last walk passed over: .py names that are no regular file inside "
+    "the root, directory links not followed, directories it could not read.",
+)
+
+TABLES = (recon_meta, file, file_source, symbol, edge, binding, skipped_path)
 
 # Full-text index DDL: a virtual table (SQLite) or a generated column (PostgreSQL).
 # The FTS5 table is external-content over recon.symbol: it stores only the index.
