@@ -124,15 +124,10 @@ def main() -> None:
         try:
             if args.postgres:
                 from pgcluster import PostgresCluster
-                from sqlalchemy import create_engine, text
 
                 cluster = PostgresCluster()
                 cluster.start()
-                admin = create_engine(cluster.url("postgres"), isolation_level="AUTOCOMMIT")
-                with admin.connect() as connection:
-                    connection.execute(text('CREATE DATABASE "ctxdb_crash"'))
-                admin.dispose()
-                url, sqlite = cluster.url("ctxdb_crash"), False
+                url, sqlite = cluster.create_database("ctxdb_crash"), False
             else:
                 url, sqlite = str(Path(tmp) / "crash.db"), True
             totals = {"trials": 0, "decisions_reported": 0, "partial_decisions": 0,

@@ -184,15 +184,10 @@ def main() -> None:
         try:
             if args.postgres:
                 from pgcluster import PostgresCluster
-                from sqlalchemy import create_engine, text
 
                 cluster = PostgresCluster()
                 cluster.start()
-                admin = create_engine(cluster.url("postgres"), isolation_level="AUTOCOMMIT")
-                with admin.connect() as connection:
-                    connection.execute(text('CREATE DATABASE "ctxdb_load"'))
-                admin.dispose()
-                url, backend = cluster.url("ctxdb_load"), "postgresql"
+                url, backend = cluster.create_database("ctxdb_load"), "postgresql"
             else:
                 url = args.url or str(Path(tmp) / "load.db")
                 backend = "postgresql" if url.startswith("postgresql") else "sqlite"

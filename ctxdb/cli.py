@@ -91,16 +91,23 @@ def _cmd_db_upgrade(args) -> int:
     return EXIT_OK
 
 
-def _cmd_db_current(args) -> int:
+def _store_revision(url: str) -> str | None:
+    """The schema revision a store is stamped with (None: an empty database)."""
     from .db import make_engine
-    from .migrate import _check_known, current_revision, head_revision
+    from .migrate import current_revision
 
-    engine = make_engine(_existing_store(args.db))
+    engine = make_engine(url)
     try:
         with engine.connect() as connection:
-            revision = current_revision(connection)
+            return current_revision(connection)
     finally:
         engine.dispose()
+
+
+def _cmd_db_current(args) -> int:
+    from .migrate import _check_known, head_revision
+
+    revision = _store_revision(_existing_store(args.db))
     _check_known(revision)  # a stamp this ctxdb does not know: made by a newer one (exit 2)
     head = head_revision()
     state = "head" if revision == head else f"behind head {head}; run `ctxdb db upgrade`"
@@ -111,8 +118,7 @@ def _cmd_db_current(args) -> int:
 def _cmd_db_history(args) -> int:
     """The migrations from the first to head, each marked applied or pending in the store
     (read from the files and the stamp, as opening a store does: no alembic)."""
-    from .db import make_engine
-    from .migrate import current_revision, head_revision, revision_order, revision_summaries
+    from .migrate import head_revision, revision_order, revision_summaries
 
     named = args.db is not None or DB_URL_ENV in os.environ
     try:
@@ -123,12 +129,7 @@ def _cmd_db_history(args) -> int:
         url = None  # no store here: the history alone, as alembic prints it
     revision = None
     if url is not None:
-        engine = make_engine(url)
-        try:
-            with engine.connect() as connection:
-                revision = current_revision(connection)
-        finally:
-            engine.dispose()
+        revision = _store_revision(url)
     order, summaries, head = revision_order(), revision_summaries(), head_revision()
     applied = set(order[: order.index(revision) + 1]) if revision in order else set()
     for number in order:
@@ -166,19 +167,14 @@ def _cmd_datasette_metadata(args) -> int:
     from sqlalchemy.engine import make_url
 
     from .analyst import datasette_metadata
-    from .db import is_sqlite, make_engine
-    from .migrate import current_revision, head_revision
+    from .db import is_sqlite
+    from .migrate import head_revision
 
     url = _existing_store(args.db)
     if not is_sqlite(url):
         raise ValueError("--db: Datasette serves SQLite files; expected a store's .db file, "
                          "not a PostgreSQL URL")
-    engine = make_engine(url)
-    try:
-        with engine.connect() as connection:
-            revision = current_revision(connection)
-    finally:
-        engine.dispose()
+    revision = _store_revision(url)
     if revision != head_revision():
         raise ValueError(f"--db: the store is at schema revision {revision or '(empty)'}; the "
                          f"metadata describes {head_revision()}: run `ctxdb db upgrade` first")

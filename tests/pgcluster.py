@@ -86,6 +86,18 @@ class PostgresCluster:
     def url(self, database: str) -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
 
+    def create_database(self, name: str) -> str:
+        """A new, empty database in the cluster; its URL (dropped with the cluster)."""
+        from sqlalchemy import create_engine, text
+
+        admin = create_engine(self.url("postgres"), isolation_level="AUTOCOMMIT")
+        try:
+            with admin.connect() as connection:
+                connection.execute(text(f'CREATE DATABASE "{name}"'))
+        finally:
+            admin.dispose()
+        return self.url(name)
+
     def stop(self) -> None:
         if self.root is None:
             return
