@@ -250,12 +250,6 @@ def test_materialize_leaves_out_an_absent_blob_and_says_so(tmp_path, capsys):
 
 # -- the runner ------------------------------------------------------------------------------------
 
-def _workers(store_url) -> int:
-    """Two worker processes where the store takes them; one on SQLite, where several hit
-    the open "database disk image is malformed" defect (README, the A/B protocol)."""
-    return 1 if resolve_url(store_url).startswith("sqlite") else 2
-
-
 def test_ab_run_both_arms_and_a_broken_line(store_url, tmp_path):
     repo, base = _git_repo(tmp_path)
     lines = INSTANCES.read_text().splitlines()
@@ -269,8 +263,7 @@ def test_ab_run_both_arms_and_a_broken_line(store_url, tmp_path):
     # an endpoint in the settings must not be called with --ranker none
     settings = dataclasses.replace(load_settings(), rank_base_url="http://127.0.0.1:9/v1")
     summary = run_ab(resolve_url(store_url), path,
-                     AbOptions(workers=_workers(store_url), cache_dir=tmp_path / "cache",
-                               settings=settings))
+                     AbOptions(workers=2, cache_dir=tmp_path / "cache", settings=settings))
     assert [r.error for r in summary.results] == [None, None]
     assert summary.input_errors == [
         f"{path} line 2: field 'repo': expected a value (the field is missing)"]
@@ -360,8 +353,8 @@ def _fixture_instances(tmp_path) -> Path:
 def test_ab_run_with_the_oracle_ranker(store_url, tmp_path):
     path = _fixture_instances(tmp_path)
     url = resolve_url(store_url)
-    summary = run_ab(url, path, AbOptions(workers=_workers(store_url),
-                                          cache_dir=tmp_path / "cache", ranker="oracle"))
+    summary = run_ab(url, path, AbOptions(workers=2, cache_dir=tmp_path / "cache",
+                                          ranker="oracle"))
     assert [r.error for r in summary.results] == [None, None]
     with ContextStore.open(store_url) as store:
         assert store.verify() == {}

@@ -53,10 +53,10 @@ class AbOptions:
     arms: tuple[str, ...] = ARMS
     variants: tuple[str, ...] = (DEFAULT,)
     localization: str = "oracle"
-    # One worker by default: several worker processes writing one SQLite store fail some
-    # decisions with "database disk image is malformed" (an open defect, found 2026-12-01;
-    # the store passes integrity_check afterwards and bench/load.py's writers do not hit
-    # it). --workers N still runs N.
+    # One worker by default: several worker processes on one SQLite store failed some
+    # decisions with "database disk image is malformed" while the gate's previews kept
+    # TEMP tables on connections of their own (fixed by making them per preview, cause
+    # not yet understood: README, the A/B protocol). --workers N runs N.
     workers: int = DEFAULT_WORKERS
     cache_dir: Path = DEFAULT_CACHE
     run_prefix: str = "ab"
