@@ -10,6 +10,7 @@ to take the write lock up front instead of failing on a lock upgrade.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sqlite3
@@ -28,8 +29,6 @@ SQLITE_BUSY_TIMEOUT_MS = 10_000
 SQLITE_BEGIN_OPTION = "ctxdb_sqlite_begin"
 SQLITE_BEGIN_MODES = ("DEFERRED", "IMMEDIATE")
 PG_DRIVER = "psycopg"  # the PostgreSQL driver ctxdb depends on (pyproject.toml)
-# The first 16 bytes of every SQLite database file (sqlite.org/fileformat.html, 1.3).
-SQLITE_HEADER = b"SQLite format 3\x00"
 # alembic's default table, where a store's schema stamp is kept; a ctxdb store has it
 # beside its own tables (from the first migration on, e.g. `decision`).
 VERSION_TABLE = "alembic_version"
@@ -94,22 +93,24 @@ def check_store_file(url: str) -> None:
         return
     if not path.is_file():
         raise NotAStoreError(f"{where} is not a regular file: expected a ctxdb store file")
-    with open(path, "rb") as fh:
-        header = fh.read(len(SQLITE_HEADER))
-    if not header:
-        return
-    if header != SQLITE_HEADER:
-        raise NotAStoreError(f"{where} is not a SQLite database (it does not begin with "
-                             "SQLite's header), so not a ctxdb store; it was left untouched")
+    # Looked at through SQLite only, never by opening the file ourselves: POSIX locks
+    # belong to the process, and closing any descriptor of the file would drop the locks
+    # of this process's open connections on it (SQLite's own descriptors are closed
+    # only once no connection of the process holds a lock). Another process's last close
+    # would then checkpoint and delete the WAL under those connections.
     try:
         # read-only: looking must not change the file (not even its journal mode)
-        with sqlite3.connect(read_only_uri(os.fspath(path)), uri=True,
-                             timeout=SQLITE_BUSY_TIMEOUT_MS / 1000) as connection:
+        with contextlib.closing(sqlite3.connect(read_only_uri(os.fspath(path)), uri=True,
+                                                timeout=SQLITE_BUSY_TIMEOUT_MS / 1000)
+                                ) as connection:
             tables = [row[0] for row in connection.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'"
                 " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")]
-        connection.close()
     except sqlite3.DatabaseError as exc:
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_NOTADB:
+            raise NotAStoreError(f"{where} is not a SQLite database (SQLite finds no "
+                                 "database in it), so not a ctxdb store; it was left "
+                                 "untouched") from exc
         raise NotAStoreError(f"{where} is a damaged SQLite file or not one ({exc}): expected "
                              "a ctxdb store; it was left untouched") from exc
     problem = store_problem(tables)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import random
 import sqlite3
 import string
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -343,3 +345,32 @@ def test_the_store_checkpoints_its_wal_outside_the_lock(tmp_path):
         assert per_decision > 0
         # without the store's checkpoints the WAL would hold every decision's pages
         assert wal.stat().st_size < first + per_decision * (WAL_CHECKPOINT_EVERY_WRITES + 2)
+
+
+def test_opening_a_store_again_keeps_the_locks_of_the_open_one(tmp_path):
+    """POSIX locks belong to the process, and closing any descriptor of a file drops all
+    of them. Opening a store must not open and close the file itself while this process
+    has connections on it: another process's last close would then get the lock that
+    says no one else is connected, checkpoint and delete the WAL under the open store's
+    feet (seen as 'database disk image is malformed' with several ab run workers)."""
+    db = tmp_path / "ctx08.db"
+    wal = tmp_path / "ctx08.db-wal"
+    with ContextStore.open(db) as first:
+        first.construct(edit_request(run_id="first"))
+        with ContextStore.open(db) as second:
+            second.construct(edit_request(run_id="second"))
+        # another process connects and goes: it must see that this one still is connected
+        subprocess.run([sys.executable, "-c", _CONNECT_AND_CLOSE, str(db)], check=True)
+        assert wal.exists(), "another process's close took the store from under its connections"
+        first.construct(edit_request(run_id="third"))
+    with ContextStore.open(db) as store:
+        assert _rows(store, "decision") == 3
+
+
+# what a process that only looks at a store does: connect, read, close
+_CONNECT_AND_CLOSE = """
+import sqlite3, sys
+connection = sqlite3.connect(sys.argv[1])
+connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchall()
+connection.close()
+"""
