@@ -398,7 +398,8 @@ def insert_tuples(connection, table: Table, columns: tuple[str, ...], rows: list
     addressed rows, written by many decisions and workers).
     ``sparse``: nullable columns that are usually NULL. Rows with all of them NULL are
     written by a statement that leaves them out (they get NULL all the same): the
-    sqlite3 driver binds None several times slower than a number or a string.
+    sqlite3 driver binds None several times slower than a number or a string. On other
+    backends the rows go in one statement: a second would be another round trip.
     """
     if not rows:
         return
@@ -414,6 +415,9 @@ def insert_tuples(connection, table: Table, columns: tuple[str, ...], rows: list
         all_null = None if len(positions) == 1 else (None,) * len(positions)
         if not kept:
             raise ValueError(f"table {table.name}: every column is sparse")
+        if connection.dialect.name != "sqlite":
+            _execute_insert(connection, table, columns, rows, keep_existing)
+            return
         project = operator.itemgetter(*kept)
         thin, full = [], []
         for row in rows:
