@@ -471,12 +471,27 @@ def _cmd_report(args) -> int:
                 output = {"table": reports.as_table, "csv": reports.as_csv,
                           "json": reports.as_json}[args.format](report)
     if args.output:
+        _refuse_output_over_store(args.output, args.db)
         with open(args.output, "w", encoding="utf-8") as fh:
             fh.write(output)
         print(f"wrote {args.output}")
     else:
         print(output)
     return EXIT_OK
+
+
+def _refuse_output_over_store(output: str, db: str | None) -> None:
+    """-o must not name the store's own file (or its WAL files): writing the report
+    there would destroy the store. Compared by stat, never by opening the file."""
+    from .db import resolve_url, sqlite_file_of
+
+    store_file = sqlite_file_of(resolve_url(db))
+    if store_file is None or not os.path.exists(output):
+        return
+    for name in (store_file, Path(f"{store_file}-wal"), Path(f"{store_file}-shm")):
+        if name.exists() and os.path.samefile(output, name):
+            raise ValueError(f"--output {output!r}: that is the store's own file {str(name)!r}, "
+                             "which the report would overwrite; expected a file of its own")
 
 
 def _read_text_argument(name: str, value: str) -> str:
@@ -559,7 +574,7 @@ def _cmd_tokens_count(args) -> int:
 
 
 # = ctxdb.ab.runner.DEFAULT_WORKERS (not imported: --help stays fast)
-DEFAULT_AB_WORKERS = os.cpu_count() or 1
+DEFAULT_AB_WORKERS = len(os.sched_getaffinity(0))
 
 
 def build_parser() -> argparse.ArgumentParser:

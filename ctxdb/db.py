@@ -66,10 +66,20 @@ def sqlite_file_of(url: str) -> Path | None:
     if not path or path == ":memory:":
         return None
     if path.startswith("file:"):
-        from urllib.parse import urlparse
+        from urllib.parse import unquote, urlparse
 
-        path = urlparse(path).path  # file:PATH?mode=ro: the file is PATH
+        # file:PATH?mode=ro: the file is PATH, percent-decoded as SQLite decodes it
+        path = unquote(urlparse(path).path)
     return Path(path)
+
+
+# sqlite3 reports extended result codes: the primary code is the low byte
+# (sqlite.org/rescode.html).
+_PRIMARY_CODE_MASK = 0xFF
+# Why SQLite could not look into a file that is no fault of the file: where it is, or
+# who may read it (a read-only directory without the WAL's index, say).
+_CANNOT_LOOK = (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH,
+                sqlite3.SQLITE_READONLY)
 
 
 def check_store_file(url: str) -> None:
@@ -93,6 +103,11 @@ def check_store_file(url: str) -> None:
         return
     if not path.is_file():
         raise NotAStoreError(f"{where} is not a regular file: expected a ctxdb store file")
+    if path.stat().st_size == 0:
+        return  # a new store (looking through SQLite would discard a stale WAL beside it)
+    if not os.access(path, os.R_OK):
+        raise NotAStoreError(f"{where} is not readable (permission denied): expected a "
+                             "ctxdb store this user can read and write")
     # Looked at through SQLite only, never by opening the file ourselves: POSIX locks
     # belong to the process, and closing any descriptor of the file would drop the locks
     # of this process's open connections on it (SQLite's own descriptors are closed
@@ -107,15 +122,19 @@ def check_store_file(url: str) -> None:
                 "SELECT name FROM sqlite_master WHERE type = 'table'"
                 " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")]
     except sqlite3.DatabaseError as exc:
-        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_NOTADB:
+        primary_code = (getattr(exc, "sqlite_errorcode", None) or 0) & _PRIMARY_CODE_MASK
+        if primary_code == sqlite3.SQLITE_NOTADB:
             raise NotAStoreError(f"{where} is not a SQLite database (SQLite finds no "
-                                 "database in it), so not a ctxdb store; it was left "
-                                 "untouched") from exc
+                                 "database in it), so not a ctxdb store; its data was "
+                                 "left untouched") from exc
+        if primary_code in _CANNOT_LOOK:
+            raise NotAStoreError(f"{where} cannot be opened here ({exc}): expected a ctxdb "
+                                 "store in a place this user can read and write") from exc
         raise NotAStoreError(f"{where} is a damaged SQLite file or not one ({exc}): expected "
-                             "a ctxdb store; it was left untouched") from exc
+                             "a ctxdb store; its data was left untouched") from exc
     problem = store_problem(tables)
     if problem is not None:
-        raise NotAStoreError(f"{where} {problem}; it was left untouched")
+        raise NotAStoreError(f"{where} {problem}; its data was left untouched")
 
 
 def resolve_url(url_or_path: str | os.PathLike | None = None) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import contextlib
 import hashlib
 import json
 import re
@@ -536,6 +537,31 @@ def test_a_db_that_is_not_a_store_is_refused_untouched(not_stores, request_file,
         assert not Path(f"{target}-wal").exists()
     else:
         assert list(target.iterdir()) == []
+
+
+def test_a_file_uri_names_its_file_percent_decoded(tmp_path, request_file, capsys):
+    """SQLite percent-decodes a file: URI; the store check must look at that same file."""
+    foreign = tmp_path / "an invoice book.db"
+    with contextlib.closing(sqlite3.connect(foreign)) as connection:
+        connection.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY)")
+        connection.commit()
+    before = _sha(foreign)
+    uri = f"sqlite:///file:{str(foreign).replace(' ', '%20')}?uri=true"
+    assert main(["construct", str(request_file), "--db", uri]) == EXIT_BAD_INPUT
+    assert "holds tables of its own (invoices)" in _one_line_error(capsys)
+    assert _sha(foreign) == before
+
+
+def test_a_report_is_never_written_over_the_store(tmp_path, request_file, capsys):
+    db = tmp_path / "ctx08.db"
+    assert main(["construct", str(request_file), "--db", str(db), "--summary"]) == EXIT_OK
+    capsys.readouterr()
+    for output in (db, tmp_path / "ctx08.db-wal"):
+        if not output.exists():
+            continue
+        assert main(["report", "ab", "--db", str(db), "--output", str(output)]) == EXIT_BAD_INPUT
+        assert "which the report would overwrite" in _one_line_error(capsys)
+    assert main(["verify", "--db", str(db)]) == EXIT_OK
 
 
 def test_the_library_refuses_a_foreign_database_on_postgresql(pg_url):

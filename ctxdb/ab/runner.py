@@ -46,8 +46,8 @@ def is_ranker_url(ranker: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.netloc)
 
 
-# one worker process per core: the instances are independent
-DEFAULT_WORKERS = os.cpu_count() or 1
+# one worker process per core this process may run on: the instances are independent
+DEFAULT_WORKERS = len(os.sched_getaffinity(0))
 
 
 @dataclass
