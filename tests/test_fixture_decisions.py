@@ -56,6 +56,7 @@ def test_localize_decision(store):
     assert ("shopcart/tax.py::TaxPolicy.tax_for", "retrieved_hit") in residue
     # a recon neighbour of the symbol a failing test calls is folded in, at one edge and
     # at two (FOLD_MAX_RECON_HOPS); what only shares words with the task is folded away
+    # unless its near score reaches a recon edge's (FOLD_MIN_NEAR_SCORE)
     assert verdicts[("shopcart/pricing.py::PriceCalculator.taxable_amount", "retrieved_hit")] == (
         "in_window", "fold:validation_callee")
     assert verdicts[("shopcart/tax.py::TaxPolicy.rate_for", "retrieved_hit")][0] == "in_window"

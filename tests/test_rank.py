@@ -230,17 +230,32 @@ def test_no_endpoint_folds_the_residue_flags_it_and_says_so_once(store_url, capl
     """§4's deterministic rule stands in for a ranking step that cannot fire: the residue
     is folded (not rejected as if a call had failed), and the context says so."""
     with _store(store_url) as store, caplog.at_level(logging.WARNING, logger="ctxdb.pipeline.rank"):
-        first = store.construct(residue_request(2, run_id="offline-run"))
-        store.construct(residue_request(2, run_id="offline-run"))
-        verdicts = _verdicts(store, first.decision_id, _residue_ids(2))
+        first = store.construct(residue_request(4, run_id="offline-run"))
+        store.construct(residue_request(4, run_id="offline-run"))
+        verdicts = _verdicts(store, first.decision_id, _residue_ids(4))
         calls = _rows(store, "SELECT COUNT(*) FROM rank_call WHERE decision_id = :d",
                       d=first.decision_id)
     assert "residue_folded_no_ranker" in first.flags and calls == [(0,)]
-    # no recon here: no residue item is a recon neighbour of its bucket, so each is folded
-    assert [v for v, _ in verdicts] == ["folded"] * 2
-    assert all(d.startswith("no ranker: link 1 (target_entity") for _, d in verdicts)
+    # no recon here: no residue item is a recon neighbour of its bucket, and four items
+    # sharing the same terms are each less near than an edge, so each is folded away
+    assert [v for v, _ in verdicts] == ["folded"] * 4
+    assert all(d.startswith("no ranker: link 1 (target_entity") and d.endswith("< 1")
+               for _, d in verdicts)
     warnings = [r for r in caplog.records if "offline-run" in r.getMessage()]
     assert len(warnings) == 1
+
+
+def test_no_endpoint_folds_in_what_is_lexically_as_near_as_a_recon_edge(store_url):
+    """Two residue items sharing the obligation's terms only between them score 1.2 each
+    (gate_inputs.near_score): as near as a direct recon neighbour, so folded in."""
+    with _store(store_url) as store:
+        ctx = store.construct(residue_request(2, run_id="offline-near"))
+        events = _rows(store, "SELECT item_id, driver FROM item_event WHERE decision_id = :d"
+                       " AND stage = 'rank' ORDER BY item_id", d=ctx.decision_id)
+    ids = _residue_ids(2)
+    assert sorted(e.item_id for e in ctx.window if e.item_id in ids) == sorted(ids)
+    assert events == [(i, "no ranker: link 1 (target_entity shop/cart.py::Cart.total), "
+                          "near score 1.2 >= 1") for i in sorted(ids)]
 
 
 def test_same_request_same_ranking_same_window(store_url):
@@ -271,7 +286,8 @@ def test_cli_summary_and_why_show_the_call(tmp_path, capsys, monkeypatch):
     assert "rank      admitted             rank: score 0.75 >= 0.5" in capsys.readouterr().out
     monkeypatch.delenv("CTXDB_RANK_BASE_URL")
     assert main(["construct", str(request_file), "--db", db, "--summary"]) == 0
-    assert "ranking: no call — residue folded 2" in capsys.readouterr().out
+    # both share the obligation's terms between them only: as near as a recon edge
+    assert "ranking: no call — residue folded_in 2" in capsys.readouterr().out
 
 
 def test_the_write_lock_is_free_while_the_call_is_in_flight(tmp_path):

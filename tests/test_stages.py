@@ -363,30 +363,38 @@ def test_test_ids_to_entity_keys():
 # -- §4 folding a residue over 32 -------------------------------------------------------
 
 
-def test_fold_admits_the_recon_neighbourhood_of_their_bucket_only():
+def test_fold_admits_the_recon_neighbourhood_and_the_lexically_as_near_of_their_bucket():
+    from ctxdb.pipeline.rank import FOLD_MIN_NEAR_SCORE
+
     pool = [PoolItem(n, "04", "retrieved_hit", f"def f{n}(): ...", "04", f"a.py::f{n}")
-            for n in range(1, 5)]
+            for n in range(1, 6)]
     links = [Link("target_entity", "a.py::target", "a.py", 1, 9),
              Link("validation_callee", "a.py::helper", "a.py", 20, 29)]
     nearness = {
         "E1": Nearness(["total"], 1, 2),  # a direct neighbour of link 2: folded in
         "E2": Nearness(["total"], 2, 1),  # two hops from link 1: folded in
-        "E3": Nearness(["total", "tax"], None, 1),  # shared terms only: folded away
-        "E4": Nearness(["total"], None, None),  # no link at all: no bucket
+        # shared terms only, as near as a recon edge: folded in
+        "E3": Nearness(["total", "tax"], None, 1, FOLD_MIN_NEAR_SCORE),
+        # shared terms only, less near: folded away
+        "E4": Nearness(["total", "tax"], None, 1, FOLD_MIN_NEAR_SCORE - 0.0001),
+        "E5": Nearness(["total"], None, None, 2.0),  # no link at all: no bucket
     }
     residue = [f"E{n}" for n in range(1, 34)]  # over 32: folded, never ranked
-    pool += [_item(n, "retrieved_hit", entity=f"a.py::g{n}") for n in range(5, 34)]
-    nearness.update({f"E{n}": Nearness(["total"], None, None) for n in range(5, 34)})
+    pool += [_item(n, "retrieved_hit", entity=f"a.py::g{n}") for n in range(6, 34)]
+    nearness.update({f"E{n}": Nearness(["total"], None, None) for n in range(6, 34)})
     decision = _decision(pool=pool, links=links, nearness=nearness, residue=residue)
     resolve_residue(decision)
     assert [(c.item_id, c.driver) for c in decision.candidates] == [
-        ("E1", "fold:validation_callee"), ("E2", "fold:target_entity")]
+        ("E1", "fold:validation_callee"), ("E2", "fold:target_entity"),
+        ("E3", "fold:target_entity")]
     events = {e.item_id: (e.action, e.driver, e.is_final) for e in decision.audit.events}
     assert events["E1"] == ("folded_in", "residue > 32: link 2 (validation_callee a.py::helper)",
                             False)
-    assert events["E3"] == ("folded", "residue > 32: link 1 (target_entity a.py::target),"
-                                      " not within 2 recon edges", True)
-    assert events["E4"] == ("rejected", "residue > 32: no obligation bucket to fold into", True)
+    assert events["E3"] == ("folded_in", "residue > 32: link 1 (target_entity a.py::target),"
+                                         " near score 1 >= 1", False)
+    assert events["E4"] == ("folded", "residue > 32: link 1 (target_entity a.py::target),"
+                                      " not within 2 recon edges, near score 0.9999 < 1", True)
+    assert events["E5"] == ("rejected", "residue > 32: no obligation bucket to fold into", True)
 
 
 def test_the_renderer_and_the_indexer_agree_on_what_a_test_is():
