@@ -133,6 +133,19 @@ def upgrade_engine(url: str, target: str = "head") -> tuple[str | None, str]:
         engine.dispose()
 
 
+def upgrade_in_memory(engine: Engine) -> tuple[str | None, str]:
+    """Upgrade an in-memory SQLite store to head on its own engine: its one shared
+    connection is the whole database (an engine of its own would be another, empty one).
+    Foreign keys off meanwhile, as in ``upgrade_engine``."""
+    with engine.connect() as connection:
+        connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+    try:
+        return _upgrade(engine, "head")
+    finally:
+        with engine.connect() as connection:
+            connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+
+
 def _check_target(before: str | None, target: str) -> None:
     """An upgrade goes to a revision this ctxdb knows, never back from the store's."""
     if target == "head":

@@ -29,8 +29,15 @@ from .db import (
     is_sqlite,
     make_engine,
     resolve_url,
+    sqlite_file_of,
 )
-from .migrate import _check_known, current_revision, head_revision, upgrade_engine
+from .migrate import (
+    _check_known,
+    current_revision,
+    head_revision,
+    upgrade_engine,
+    upgrade_in_memory,
+)
 from .sqlfiles import check_files, view_files
 from .tokens import count_cached
 from .views import create_views, drop_views, view_drift
@@ -161,7 +168,9 @@ class ContextStore:
             with engine.connect() as connection:
                 revision = current_revision(connection)
                 _check_known(revision)
-            if revision != head_revision():
+            if revision != head_revision() and sqlite_file_of(url) is None and is_sqlite(url):
+                upgrade_in_memory(engine)
+            elif revision != head_revision():
                 engine.dispose()  # nobody else holds the file while we upgrade
                 upgrade_engine(url)
             else:

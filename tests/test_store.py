@@ -12,6 +12,7 @@ from ctxdb import ContextStore
 from ctxdb.migrate import StoreVersionError, head_revision
 from ctxdb.models import metadata
 from ctxdb.recon import index_repository
+from requests_data import edit_request
 
 SHOPCART = Path(__file__).resolve().parent.parent / "fixtures" / "repos" / "shopcart"
 
@@ -160,3 +161,19 @@ def test_insert_tuples_with_one_column_left():
         with pytest.raises(ValueError, match="every column is sparse"):
             models.insert_tuples(connection, pair, ("b",), [(None,)], sparse=("b",))
     assert back == [(1, None), (2, "x"), (3, None)]
+
+
+def test_an_in_memory_store_is_made_in_its_own_connection():
+    """``sqlite://``: the schema is made on the store's one shared connection (an engine
+    of the upgrade's own would make it in another, empty database), foreign keys on."""
+    with ContextStore.open("sqlite://") as store:
+        context = store.construct(edit_request(run_id="in-memory"))
+        assert store.verify() == {}
+        with store.engine.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            assert connection.exec_driver_sql(
+                "SELECT COUNT(*) FROM decision").scalar() == 1
+        assert context.token_count > 0
+    with ContextStore.open("sqlite://") as other:  # another database: nothing of the first
+        with other.engine.connect() as connection:
+            assert connection.exec_driver_sql("SELECT COUNT(*) FROM decision").scalar() == 0
