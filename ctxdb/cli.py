@@ -708,7 +708,7 @@ def build_parser() -> argparse.ArgumentParser:
     ab_run.add_argument("--localization", choices=("oracle", "retrieval"), default="oracle",
                         help="edit target: the first gold entity (oracle) or the top hit")
     ab_run.add_argument("--workers", type=int, default=DEFAULT_AB_WORKERS,
-                        help="worker processes (default: the CPU count)")
+                        help="worker processes (default: the CPUs this process may use)")
     ab_run.add_argument("--cache", default=str(Path.home() / ".cache" / "ctxdb" / "ab"),
                         help="where materialized trees and their recon indexes are kept")
     ab_run.add_argument("--run-prefix", default="ab", help="run ids are PREFIX/ARM/VARIANT")
