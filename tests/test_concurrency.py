@@ -168,17 +168,19 @@ def _window(context) -> list[tuple[str, str]]:
 
 def test_a_policy_changed_during_the_decision_is_the_one_it_is_decided_by(tmp_path,
                                                                           monkeypatch):
-    """Another session removes a link kind from the gate's policy after the preview:
-    the write sees the changed policy rows and decides again under the lock, so the
-    window is the one the new policy gives."""
-    drop_validation_tests = text(
-        "DELETE FROM gate_link_policy WHERE decision_type = 'edit'"
-        " AND link_kind = 'validation_test'")
+    """Another session changes the policy after the preview — the tests the decision
+    reasons over shown as signatures, not bodies: the write sees the changed policy rows
+    and decides again under the lock, so the window is the one the new policy gives.
+    (Dropping a gate link kind would not show here: the fixture's items it admitted are
+    near enough to the obligation to be folded in from the residue.)"""
+    tests_as_signatures = text(
+        "UPDATE representation_policy SET rendering = 'signature'"
+        " WHERE policy_set = 'spec' AND role = 'test_reasoned_over'")
     with ContextStore.open(tmp_path / "before.db") as store:
         unchanged = _window(store.construct(edit_request()))
     with ContextStore.open(tmp_path / "changed.db") as store:
         with store.write_transaction() as connection:
-            connection.execute(drop_validation_tests)
+            connection.execute(tests_as_signatures)
         expected = _window(store.construct(edit_request()))
     assert expected != unchanged  # the policy change shows in the window
 
@@ -188,7 +190,7 @@ def test_a_policy_changed_during_the_decision_is_the_one_it_is_decided_by(tmp_pa
         def prepare_then_change_policy(store_, decision, ranking_on):
             prepared = original(store_, decision, ranking_on)
             with store_.write_transaction() as connection:
-                connection.execute(drop_validation_tests)
+                connection.execute(tests_as_signatures)
             return prepared
 
         monkeypatch.setattr(construct_module, "prepare", prepare_then_change_policy)
