@@ -201,6 +201,16 @@ def _cmd_verify(args) -> int:
     return EXIT_VIOLATIONS
 
 
+def _refuse_a_store_in_memory(db: str | None) -> None:
+    """A command's store must outlive the command: ``sqlite://`` is for the library."""
+    from .db import is_sqlite, resolve_url, sqlite_file_of
+
+    url = resolve_url(db)
+    if is_sqlite(url) and sqlite_file_of(url) is None:
+        raise ValueError(f"--db {url!r}: a store in memory is gone when the command ends; "
+                         f"expected a store file or a PostgreSQL URL (or ${DB_URL_ENV})")
+
+
 def _open_store(args) -> ContextStore:
     return _context_store().open(args.db, recon=getattr(args, "recon", None))
 
@@ -810,6 +820,8 @@ def main(argv: list[str] | None = None) -> int:
     from .tokens import TokenizerUnavailable
 
     try:
+        if hasattr(args, "db"):
+            _refuse_a_store_in_memory(args.db)
         return args.func(args)
     except BrokenPipeError:
         # The reader stopped (`ctxdb show 3 | head`): what it read was right; say nothing

@@ -66,10 +66,20 @@ def sqlite_file_of(url: str) -> Path | None:
     if not path or path == ":memory:":
         return None
     if path.startswith("file:"):
-        from urllib.parse import unquote, urlparse
+        from urllib.parse import parse_qs, unquote, urlparse
 
+        parts = urlparse(path)
         # file:PATH?mode=ro: the file is PATH, percent-decoded as SQLite decodes it
-        path = unquote(urlparse(path).path)
+        path = unquote(parts.path)
+        # the mode may sit in the file: URI or, as SQLAlchemy parses it, in the URL's query
+        url_mode = parsed.query.get("mode", ())
+        modes = [*parse_qs(parts.query).get("mode", []),
+                 *([url_mode] if isinstance(url_mode, str) else url_mode)]
+        if path == ":memory:" or "memory" in modes:
+            raise NotAStoreError(
+                f"store database URL {url[:80]!r}: a shared in-memory database is not a "
+                "store ctxdb can open (its upgrade and previews need connections of their "
+                "own); expected sqlite:// for a store in memory, or a file")
     return Path(path)
 
 

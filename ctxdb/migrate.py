@@ -137,13 +137,19 @@ def upgrade_in_memory(engine: Engine) -> tuple[str | None, str]:
     """Upgrade an in-memory SQLite store to head on its own engine: its one shared
     connection is the whole database (an engine of its own would be another, empty one).
     Foreign keys off meanwhile, as in ``upgrade_engine``."""
-    with engine.connect() as connection:
-        connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+    _set_foreign_keys(engine, on=False)
     try:
         return _upgrade(engine, "head")
     finally:
-        with engine.connect() as connection:
-            connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+        _set_foreign_keys(engine, on=True)
+
+
+def _set_foreign_keys(engine: Engine, *, on: bool) -> None:
+    # on the driver's connection: SQLAlchemy's would BEGIN first, and SQLite ignores
+    # this PRAGMA inside a transaction
+    with engine.connect() as connection:
+        connection.connection.driver_connection.execute(
+            f"PRAGMA foreign_keys={'ON' if on else 'OFF'}")
 
 
 def _check_target(before: str | None, target: str) -> None:

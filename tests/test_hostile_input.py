@@ -564,6 +564,15 @@ def test_a_report_is_never_written_over_the_store(tmp_path, request_file, capsys
     assert main(["verify", "--db", str(db)]) == EXIT_OK
 
 
+@pytest.mark.parametrize("command", [["construct", "REQUEST"], ["db", "upgrade"],
+                                     ["db", "current"], ["show", "1"]],
+                         ids=lambda c: " ".join(c))
+def test_a_store_in_memory_is_refused_on_the_command_line(request_file, capsys, command):
+    argv = [str(request_file) if part == "REQUEST" else part for part in command]
+    assert main([*argv, "--db", "sqlite://"]) == EXIT_BAD_INPUT
+    assert "a store in memory is gone when the command ends" in _one_line_error(capsys)
+
+
 def test_the_library_refuses_a_foreign_database_on_postgresql(pg_url):
     engine = create_engine(pg_url)
     try:

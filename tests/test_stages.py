@@ -397,6 +397,53 @@ def test_fold_admits_the_recon_neighbourhood_and_the_lexically_as_near_of_their_
     assert events["E5"] == ("rejected", "residue > 32: no obligation bucket to fold into", True)
 
 
+def test_folding_fills_only_the_room_the_gate_left_under_the_admitted_cap():
+    """60 symbols and the live traceback admitted by the gate, 40 residue hits each as
+    near as a recon edge: the fold takes the 3 places left, and the cap never reaches
+    the traceback (live items come last in source priority)."""
+    from ctxdb.pipeline.gate import cap_admitted
+    from ctxdb.pipeline.rank import FOLD_MIN_NEAR_SCORE
+    from ctxdb.spec import ADMITTED_MAX, SOURCE_PRIORITY
+
+    admitted = [_item(n, "symbol", "06", entity=f"a.py::dep{n}") for n in range(1, 61)]
+    traceback = _item(61, "traceback", "live", content="Traceback ...", arrival_no=1)
+    hits = [_item(n, "retrieved_hit", "04", entity=f"b.py::hit{n}") for n in range(62, 102)]
+    candidates = [Candidate(item=i, driver="obligation:obligation_dependency")
+                  for i in admitted] + [Candidate(item=traceback, driver="obligation:live")]
+    decision = _decision(
+        candidates, pool=[*admitted, traceback, *hits],
+        links=[Link("target_entity", "a.py::target", "a.py", 1, 9)],
+        residue=[h.item_id for h in hits],
+        nearness={h.item_id: Nearness(["tax"], None, 1, FOLD_MIN_NEAR_SCORE) for h in hits})
+    decision.priority = {i.item_id: SOURCE_PRIORITY[i.source]
+                         for i in [*admitted, traceback, *hits]}
+    resolve_residue(decision)  # 40 > 32: folded
+    cap_admitted(decision)
+    kept = [c.item_id for c in decision.candidates]
+    assert len(kept) == ADMITTED_MAX and traceback.item_id in kept
+    assert kept[-3:] == ["E62", "E63", "E64"]  # the fold's first three, in residue order
+    events = {e.item_id: e for e in decision.audit.events if e.is_final}
+    assert events["E65"].action == "folded"
+    assert events["E65"].driver.endswith(f"no room left under the {ADMITTED_MAX}-item cap")
+
+
+def test_a_lone_module_outline_is_folded_in_by_recon_edges_only():
+    """A residual module outline with no residual symbols of its own is not folded in on
+    shared terms: its whole skeleton would come in for them."""
+    outline = _item(1, "symbol", "03", entity="b.py", content="class B: ...", path="b.py")
+    residue = [outline.item_id] + [f"E{n}" for n in range(2, 35)]  # over 32: folded
+    pool = [outline] + [_item(n, "retrieved_hit", entity=f"c.py::g{n}") for n in range(2, 35)]
+    nearness = {f"E{n}": Nearness(["total"], None, None) for n in range(2, 35)}
+    nearness["E1"] = Nearness(["tax"], None, 1, 5.0)
+    decision = _decision(pool=pool, links=[Link("target_entity", "a.py::target", "a.py", 1, 9)],
+                         nearness=nearness, residue=residue)
+    resolve_residue(decision)
+    assert decision.candidates == []
+    final = {e.item_id: e for e in decision.audit.events if e.is_final}
+    assert final["E1"].action == "folded"
+    assert final["E1"].driver.endswith("(an outline: by recon edges only)")
+
+
 def test_the_renderer_and_the_indexer_agree_on_what_a_test_is():
     """One rule (ctxdb.entities.is_test_path): the renderer once missed conftest.py and
     ``test/`` directories, and took ``mytests/`` for a test directory."""

@@ -177,3 +177,36 @@ def test_an_in_memory_store_is_made_in_its_own_connection():
     with ContextStore.open("sqlite://") as other:  # another database: nothing of the first
         with other.engine.connect() as connection:
             assert connection.exec_driver_sql("SELECT COUNT(*) FROM decision").scalar() == 0
+
+
+@pytest.mark.parametrize("url", ["sqlite:///file::memory:?cache=shared&uri=true",
+                                 "sqlite:///file:shared?mode=memory&cache=shared&uri=true"])
+def test_a_shared_in_memory_uri_is_refused_with_what_to_use(url):
+    from ctxdb import NotAStoreError
+
+    with pytest.raises(NotAStoreError, match="expected sqlite:// for a store in memory"):
+        ContextStore.open(url)
+
+
+def test_foreign_keys_are_off_while_an_in_memory_store_is_upgraded(monkeypatch):
+    from ctxdb import migrate
+    from ctxdb.db import make_engine
+
+    seen, upgrade = [], migrate._upgrade
+
+    def looking(engine, target):
+        with engine.connect() as connection:
+            seen.append(connection.connection.driver_connection.execute(
+                "PRAGMA foreign_keys").fetchone()[0])
+        return upgrade(engine, target)
+
+    monkeypatch.setattr(migrate, "_upgrade", looking)
+    engine = make_engine("sqlite://")
+    try:
+        migrate.upgrade_in_memory(engine)
+        with engine.connect() as connection:
+            after = connection.connection.driver_connection.execute(
+                "PRAGMA foreign_keys").fetchone()[0]
+    finally:
+        engine.dispose()
+    assert (seen, after) == ([0], 1)

@@ -30,7 +30,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..spec import RANK_MAX_COMPLETION_TOKENS, RANK_TEMPERATURE, RESIDUE_MAX
+from ..spec import ADMITTED_MAX, RANK_MAX_COMPLETION_TOKENS, RANK_TEMPERATURE, RESIDUE_MAX
 from .gate_inputs import NEAR_HOP_SCORE
 from .render import signature_of
 from .state import RANK_OK, Candidate, Decision, RankOutcome, RankScore
@@ -47,7 +47,8 @@ FOLD_MAX_RECON_HOPS = 2
 # term of its own, or a few terms that few other items share, say as much as an edge.
 # Set on the whole development set with no ranker (README, "Development set"): the
 # localize window kept 0.851 of the edited code its pool held with recon edges alone,
-# 0.950 with this (0.926 at 1.5, 0.967 at 0.5), for a median of 3,213 -> 3,655 tokens.
+# 0.942 with this (lone outlines by edges only), for a median of 3,213 -> 3,538 tokens
+# (without that exception 0.950 at 3,655; at 1.5, 0.926; at 0.5, 0.967 at 3,894).
 FOLD_MIN_NEAR_SCORE = NEAR_HOP_SCORE[1]
 # context flags: the residue went through the fold rule, and why
 FOLDED_OVER_CAP = "residue_folded_over_32"
@@ -407,32 +408,69 @@ def _fold(decision: Decision, why: str) -> list[Candidate]:
     driver — rendered as its role's cheapest form, a signature in the spec's policy —
     only if it is within FOLD_MAX_RECON_HOPS recon edges of the linked symbol or its
     near_score reaches FOLD_MIN_NEAR_SCORE; otherwise it is folded away, or rejected
-    outright when no bucket is near it. A
-    file's outline that stands for residual symbols is not folded itself: it follows
-    them, admitted when one of them is."""
+    outright when no bucket is near it. A file's outline that stands for residual
+    symbols is not folded itself: it follows them, admitted when one of them is.
+
+    The fold fills only the room the gate left under §3.2's ADMITTED_MAX, in residue
+    order: what the gate admitted itself (the live failure, the patch) is never pushed
+    out by the cap for an item folded in."""
     audit, by_id = decision.audit, decision.by_id
+    room = ADMITTED_MAX - len(decision.candidates)
     admitted = []
+
+    def admit(item_id: str, driver: str, detail: str) -> bool:
+        nonlocal room
+        if room <= 0:
+            audit.final(item_id, STAGE, FOLDED, f"{why}: {detail}; no room left under the "
+                                                f"{ADMITTED_MAX}-item cap")
+            return False
+        room -= 1
+        audit.add(item_id, STAGE, "folded_in", f"{why}: {detail}")
+        admitted.append(Candidate(item=by_id[item_id], driver=driver))
+        return True
+
     for item_id in decision.residue:
         members = decision.outline_members.get(item_id)
         if members is None:
-            admitted += _fold_one(decision, item_id, why)
+            reach = _fold_reach(decision, item_id, why)
+            if reach is not None:
+                admit(item_id, *reach)
             continue
-        folded_in = [c for member in members for c in _fold_one(decision, member, why)]
-        admitted += folded_in
+        folded_in = False
+        for member in members:
+            reach = _fold_reach(decision, member, why)
+            if reach is not None:
+                folded_in = admit(member, *reach) or folded_in
         if folded_in:
-            audit.add(item_id, STAGE, "folded_in", f"{why}: the outline of folded-in code")
-            admitted.append(Candidate(item=by_id[item_id], driver=OUTLINE_OF_FOLDED_IN))
+            admit(item_id, OUTLINE_OF_FOLDED_IN, "the outline of folded-in code")
         else:
             audit.final(item_id, STAGE, FOLDED, f"{why}: no code of its file folded in")
     return admitted
 
 
-def _fold_one(decision: Decision, item_id: str, why: str) -> list[Candidate]:
+def _fold_reach(decision: Decision, item_id: str, why: str) -> tuple[str, str] | None:
+    """(driver, detail) when the fold rule reaches the item from its bucket; else None,
+    the item's final verdict recorded. A module outline with no residual symbols of its
+    own is reached by recon edges only: on shared terms alone its whole skeleton would
+    come in."""
     audit, links = decision.audit, decision.links
     near = decision.nearness[item_id]
     if near.nearest_link_no is None:
         audit.final(item_id, STAGE, REJECTED, f"{why}: no obligation bucket to fold into")
-        return []
+        return None
+    link = links[near.nearest_link_no - 1]
+    bucket = f"link {near.nearest_link_no} ({link.link_kind} {link.entity_key})"
+    if near.recon_hops is not None and near.recon_hops <= FOLD_MAX_RECON_HOPS:
+        return FOLD + link.link_kind, bucket
+    lexical_reach = not decision.by_id[item_id].is_outline
+    if lexical_reach and near.near_score >= FOLD_MIN_NEAR_SCORE:
+        return (FOLD + link.link_kind,
+                f"{bucket}, near score {near.near_score:g} >= {FOLD_MIN_NEAR_SCORE:g}")
+    score = (f", near score {near.near_score:g} < {FOLD_MIN_NEAR_SCORE:g}" if lexical_reach
+             else " (an outline: by recon edges only)")
+    audit.final(item_id, STAGE, FOLDED,
+                f"{why}: {bucket}, not within {FOLD_MAX_RECON_HOPS} recon edges{score}")
+    return None
     link = links[near.nearest_link_no - 1]
     bucket = f"link {near.nearest_link_no} ({link.link_kind} {link.entity_key})"
     if near.recon_hops is not None and near.recon_hops <= FOLD_MAX_RECON_HOPS:
