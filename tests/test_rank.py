@@ -239,8 +239,8 @@ def test_no_endpoint_folds_the_residue_flags_it_and_says_so_once(store_url, capl
     # no recon here: no residue item is a recon neighbour of its bucket, and four items
     # sharing the same terms are each less near than an edge, so each is folded away
     assert [v for v, _ in verdicts] == ["folded"] * 4
-    assert all(d.startswith("no ranker: link 1 (target_entity") and d.endswith("< 1")
-               for _, d in verdicts)
+    assert all(d.startswith("no ranker: link 1 (target_entity")
+               and d.endswith("not within 2 recon edges") for _, d in verdicts)
     warnings = [r for r in caplog.records if "offline-run" in r.getMessage()]
     assert len(warnings) == 1
 
@@ -250,12 +250,13 @@ def test_no_endpoint_folds_in_what_is_lexically_as_near_as_a_recon_edge(store_ur
     (gate_inputs.near_score): as near as a direct recon neighbour, so folded in."""
     with _store(store_url) as store:
         ctx = store.construct(residue_request(2, run_id="offline-near"))
-        events = _rows(store, "SELECT item_id, driver FROM item_event WHERE decision_id = :d"
-                       " AND stage = 'rank' ORDER BY item_id", d=ctx.decision_id)
+        events = _rows(store, "SELECT item_id, driver, detail FROM item_event"
+                       " WHERE decision_id = :d AND stage = 'rank' ORDER BY item_id",
+                       d=ctx.decision_id)
     ids = _residue_ids(2)
     assert sorted(e.item_id for e in ctx.window if e.item_id in ids) == sorted(ids)
     assert events == [(i, "no ranker: link 1 (target_entity shop/cart.py::Cart.total), "
-                          "near score 1.2 >= 1") for i in sorted(ids)]
+                          "as near as a recon edge", "near score 1.2 >= 1") for i in sorted(ids)]
 
 
 def test_same_request_same_ranking_same_window(store_url):

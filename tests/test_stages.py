@@ -387,14 +387,18 @@ def test_fold_admits_the_recon_neighbourhood_and_the_lexically_as_near_of_their_
     assert [(c.item_id, c.driver) for c in decision.candidates] == [
         ("E1", "fold:validation_callee"), ("E2", "fold:target_entity"),
         ("E3", "fold:target_entity")]
-    events = {e.item_id: (e.action, e.driver, e.is_final) for e in decision.audit.events}
+    events = {e.item_id: (e.action, e.driver, e.detail, e.is_final)
+              for e in decision.audit.events}
     assert events["E1"] == ("folded_in", "residue > 32: link 2 (validation_callee a.py::helper)",
-                            False)
+                            None, False)
+    # the driver is one text per bucket and reason (verdicts group by it), the item's
+    # own score is the detail
     assert events["E3"] == ("folded_in", "residue > 32: link 1 (target_entity a.py::target),"
-                                         " near score 1 >= 1", False)
+                                         " as near as a recon edge", "near score 1 >= 1", False)
     assert events["E4"] == ("folded", "residue > 32: link 1 (target_entity a.py::target),"
-                                      " not within 2 recon edges, near score 0.9999 < 1", True)
-    assert events["E5"] == ("rejected", "residue > 32: no obligation bucket to fold into", True)
+                                      " not within 2 recon edges", "near score 0.9999 < 1", True)
+    assert events["E5"] == ("rejected", "residue > 32: no obligation bucket to fold into", None,
+                            True)
 
 
 def test_folding_fills_only_the_room_the_gate_left_under_the_admitted_cap():
@@ -441,7 +445,7 @@ def test_a_lone_module_outline_is_folded_in_by_recon_edges_only():
     assert decision.candidates == []
     final = {e.item_id: e for e in decision.audit.events if e.is_final}
     assert final["E1"].action == "folded"
-    assert final["E1"].driver.endswith("(an outline: by recon edges only)")
+    assert final["E1"].detail == "a module outline: folded in by recon edges only"
 
 
 def test_the_renderer_and_the_indexer_agree_on_what_a_test_is():

@@ -418,15 +418,15 @@ def _fold(decision: Decision, why: str) -> list[Candidate]:
     room = ADMITTED_MAX - len(decision.candidates)
     admitted = []
 
-    def admit(item_id: str, driver: str, detail: str) -> bool:
+    def admit(item_id: str, reach: Reach) -> bool:
         nonlocal room
         if room <= 0:
-            audit.final(item_id, STAGE, FOLDED, f"{why}: {detail}; no room left under the "
-                                                f"{ADMITTED_MAX}-item cap")
+            audit.final(item_id, STAGE, FOLDED, f"{why}: {reach.why}; no room left under the "
+                                                f"{ADMITTED_MAX}-item cap", detail=reach.detail)
             return False
         room -= 1
-        audit.add(item_id, STAGE, "folded_in", f"{why}: {detail}")
-        admitted.append(Candidate(item=by_id[item_id], driver=driver))
+        audit.add(item_id, STAGE, "folded_in", f"{why}: {reach.why}", detail=reach.detail)
+        admitted.append(Candidate(item=by_id[item_id], driver=reach.driver))
         return True
 
     for item_id in decision.residue:
@@ -434,30 +434,55 @@ def _fold(decision: Decision, why: str) -> list[Candidate]:
         if members is None:
             reach = _fold_reach(decision, item_id, why)
             if reach is not None:
-                admit(item_id, *reach)
+                admit(item_id, reach)
             continue
         folded_in = False
         for member in members:
             reach = _fold_reach(decision, member, why)
             if reach is not None:
-                folded_in = admit(member, *reach) or folded_in
+                folded_in = admit(member, reach) or folded_in
         if folded_in:
-            admit(item_id, OUTLINE_OF_FOLDED_IN, "the outline of folded-in code")
+            admit(item_id, Reach(OUTLINE_OF_FOLDED_IN, "the outline of folded-in code"))
         else:
             audit.final(item_id, STAGE, FOLDED, f"{why}: no code of its file folded in")
     return admitted
 
 
-def _fold_reach(decision: Decision, item_id: str, why: str) -> tuple[str, str] | None:
-    """(driver, detail) when the fold rule reaches the item from its bucket; else None,
-    the item's final verdict recorded. A module outline with no residual symbols of its
-    own is reached by recon edges only: on shared terms alone its whole skeleton would
-    come in."""
+@dataclass(frozen=True)
+class Reach:
+    """How the fold rule reached an item: the driver it is admitted under, why (the
+    audit's driver: one text per bucket and reason, so verdicts group) and the item's
+    own figure (the audit's detail)."""
+
+    driver: str
+    why: str
+    detail: str | None = None
+
+
+def _fold_reach(decision: Decision, item_id: str, why: str) -> Reach | None:
+    """How the fold rule reaches the item from its bucket; None when it does not, the
+    item's final verdict recorded. A module outline with no residual symbols of its own
+    is reached by recon edges only: on shared terms alone its whole skeleton would come
+    in."""
     audit, links = decision.audit, decision.links
     near = decision.nearness[item_id]
     if near.nearest_link_no is None:
         audit.final(item_id, STAGE, REJECTED, f"{why}: no obligation bucket to fold into")
         return None
+    link = links[near.nearest_link_no - 1]
+    bucket = f"link {near.nearest_link_no} ({link.link_kind} {link.entity_key})"
+    if near.recon_hops is not None and near.recon_hops <= FOLD_MAX_RECON_HOPS:
+        return Reach(FOLD + link.link_kind, bucket)
+    lexical_reach = not decision.by_id[item_id].is_outline
+    score = f"near score {near.near_score:g}"
+    if lexical_reach and near.near_score >= FOLD_MIN_NEAR_SCORE:
+        return Reach(FOLD + link.link_kind, f"{bucket}, as near as a recon edge",
+                     f"{score} >= {FOLD_MIN_NEAR_SCORE:g}")
+    audit.final(item_id, STAGE, FOLDED,
+                f"{why}: {bucket}, not within {FOLD_MAX_RECON_HOPS} recon edges",
+                detail=(f"{score} < {FOLD_MIN_NEAR_SCORE:g}" if lexical_reach
+                        else "a module outline: folded in by recon edges only"))
+    return None
     link = links[near.nearest_link_no - 1]
     bucket = f"link {near.nearest_link_no} ({link.link_kind} {link.entity_key})"
     if near.recon_hops is not None and near.recon_hops <= FOLD_MAX_RECON_HOPS:
