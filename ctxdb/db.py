@@ -65,7 +65,10 @@ def sqlite_file_of(url: str) -> Path | None:
     path = parsed.database
     if not path or path == ":memory:":
         return None
-    if path.startswith("file:"):
+    uri_value = parsed.query.get("uri", "")
+    is_uri = (uri_value if isinstance(uri_value, str) else uri_value[-1]).lower() in ("true", "1")
+    # without uri=true SQLAlchemy opens "file:…" as a file of that very name
+    if is_uri and path.startswith("file:"):
         from urllib.parse import parse_qs, unquote, urlparse
 
         parts = urlparse(path)

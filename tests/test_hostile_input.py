@@ -567,10 +567,25 @@ def test_a_report_is_never_written_over_the_store(tmp_path, request_file, capsys
 @pytest.mark.parametrize("command", [["construct", "REQUEST"], ["db", "upgrade"],
                                      ["db", "current"], ["show", "1"]],
                          ids=lambda c: " ".join(c))
-def test_a_store_in_memory_is_refused_on_the_command_line(request_file, capsys, command):
+def test_a_store_in_memory_is_refused_on_the_command_line(request_file, capsys, command,
+                                                         monkeypatch):
     argv = [str(request_file) if part == "REQUEST" else part for part in command]
-    assert main([*argv, "--db", "sqlite://"]) == EXIT_BAD_INPUT
-    assert "a store in memory is gone when the command ends" in _one_line_error(capsys)
+    for db in ("sqlite://", ":memory:", "sqlite:///file::memory:?cache=shared&uri=true"):
+        assert main([*argv, "--db", db]) == EXIT_BAD_INPUT
+        line = _one_line_error(capsys)
+        assert line.startswith(f"ctxdb: error: --db {db!r}: a store in memory is gone")
+    monkeypatch.setenv("CTXDB_URL", "sqlite://")
+    assert main(argv) == EXIT_BAD_INPUT
+    assert "$CTXDB_URL 'sqlite://': a store in memory is gone" in _one_line_error(capsys)
+
+
+def test_a_file_uri_without_uri_true_names_a_file_of_that_name():
+    """SQLAlchemy opens sqlite:///file:x.db (no uri=true) as a file named 'file:x.db'."""
+    from ctxdb.db import sqlite_file_of
+
+    assert sqlite_file_of("sqlite:///file:x.db") == Path("file:x.db")
+    assert sqlite_file_of("sqlite:///file:x.db?mode=ro&uri=true") == Path("x.db")
+    assert sqlite_file_of("sqlite:///file:y?mode=memory") == Path("file:y")
 
 
 def test_the_library_refuses_a_foreign_database_on_postgresql(pg_url):

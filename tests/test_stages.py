@@ -431,6 +431,56 @@ def test_folding_fills_only_the_room_the_gate_left_under_the_admitted_cap():
     assert events["E65"].driver.endswith(f"no room left under the {ADMITTED_MAX}-item cap")
 
 
+def _gate_admitted(count):
+    items = [_item(n, "symbol", "06", entity=f"a.py::dep{n}") for n in range(1, count + 1)]
+    return items, [Candidate(item=i, driver="obligation:obligation_dependency") for i in items]
+
+
+def _file_and_outline(first_no, members):
+    outline = _item(first_no, "symbol", "03", entity="b.py", content="def f(): ...",
+                    path="b.py")
+    hits = [_item(first_no + k, "retrieved_hit", entity=f"b.py::f{k}", path="b.py")
+            for k in range(1, members + 1)]
+    return outline, hits
+
+
+def _final_events(decision):
+    finals = [e for e in decision.audit.events if e.is_final]
+    assert len({e.item_id for e in finals}) == len(finals)  # one final verdict each
+    return {e.item_id: e for e in finals}
+
+
+def test_when_room_runs_out_inside_a_file_each_item_still_has_one_verdict():
+    from ctxdb.spec import ADMITTED_MAX
+
+    admitted, candidates = _gate_admitted(ADMITTED_MAX - 2)  # room for two
+    outline, hits = _file_and_outline(100, 3)
+    decision = _decision(candidates, pool=[*admitted, outline, *hits],
+                         links=[Link("target_entity", "a.py::target", "a.py", 1, 9)],
+                         residue=[outline.item_id],
+                         outline_members={outline.item_id: [h.item_id for h in hits]},
+                         nearness={i.item_id: Nearness([], 1, 1, 1.0) for i in [outline, *hits]})
+    resolve_residue(decision)
+    assert [c.item_id for c in decision.candidates[ADMITTED_MAX - 2:]] == ["E101", "E102"]
+    final = _final_events(decision)
+    assert final["E103"].action == "folded" and final["E100"].action == "folded"
+
+
+def test_an_outline_whose_code_had_no_room_says_so():
+    from ctxdb.spec import ADMITTED_MAX
+
+    admitted, candidates = _gate_admitted(ADMITTED_MAX)  # no room at all
+    outline, hits = _file_and_outline(100, 2)
+    decision = _decision(candidates, pool=[*admitted, outline, *hits],
+                         links=[Link("target_entity", "a.py::target", "a.py", 1, 9)],
+                         residue=[outline.item_id],
+                         outline_members={outline.item_id: [h.item_id for h in hits]},
+                         nearness={i.item_id: Nearness([], 1, 1, 1.0) for i in [outline, *hits]})
+    resolve_residue(decision)
+    assert _final_events(decision)["E100"].driver == (
+        f"no ranker: its file's code in reach; no room left under the {ADMITTED_MAX}-item cap")
+
+
 def test_a_lone_module_outline_is_folded_in_by_recon_edges_only():
     """A residual module outline with no residual symbols of its own is not folded in on
     shared terms: its whole skeleton would come in for them."""

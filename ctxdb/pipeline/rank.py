@@ -385,7 +385,7 @@ def resolve_residue(decision: Decision) -> None:
         decision.rank_scores.append(RankScore(item_id, score, verdict))
         for ranked_as in [item_id, *members.get(item_id, ())]:
             why = reason if ranked_as == item_id else f"{reason} (its file's outline {item_id})"
-            if verdict == "admit":
+            if verdict == "admit":  # then capped with the gate's by source priority (§3.2)
                 audit.add(ranked_as, STAGE, "admitted", why)
                 decision.candidates.append(Candidate(item=by_id[ranked_as], driver=RANK_ADMITTED))
             else:
@@ -413,7 +413,9 @@ def _fold(decision: Decision, why: str) -> list[Candidate]:
 
     The fold fills only the room the gate left under §3.2's ADMITTED_MAX, in residue
     order: what the gate admitted itself (the live failure, the patch) is never pushed
-    out by the cap for an item folded in."""
+    out by the cap for an item folded in. (What the ranking step admits is §4's own
+    verdict and is capped with the gate's admissions by source priority, as §3.2 says;
+    the fold's reach is this module's choice, so it only fills room.)"""
     audit, by_id = decision.audit, decision.by_id
     room = ADMITTED_MAX - len(decision.candidates)
     admitted = []
@@ -436,13 +438,17 @@ def _fold(decision: Decision, why: str) -> list[Candidate]:
             if reach is not None:
                 admit(item_id, reach)
             continue
-        folded_in = False
+        reached = folded_in = False
         for member in members:
             reach = _fold_reach(decision, member, why)
             if reach is not None:
+                reached = True
                 folded_in = admit(member, reach) or folded_in
         if folded_in:
             admit(item_id, Reach(OUTLINE_OF_FOLDED_IN, "the outline of folded-in code"))
+        elif reached:  # its code was in reach, the cap had no room for it
+            audit.final(item_id, STAGE, FOLDED, f"{why}: its file's code in reach; no room "
+                                                f"left under the {ADMITTED_MAX}-item cap")
         else:
             audit.final(item_id, STAGE, FOLDED, f"{why}: no code of its file folded in")
     return admitted
@@ -483,29 +489,3 @@ def _fold_reach(decision: Decision, item_id: str, why: str) -> Reach | None:
                 detail=(f"{score} < {FOLD_MIN_NEAR_SCORE:g}" if lexical_reach
                         else "a module outline: folded in by recon edges only"))
     return None
-    link = links[near.nearest_link_no - 1]
-    bucket = f"link {near.nearest_link_no} ({link.link_kind} {link.entity_key})"
-    if near.recon_hops is not None and near.recon_hops <= FOLD_MAX_RECON_HOPS:
-        return FOLD + link.link_kind, bucket
-    lexical_reach = not decision.by_id[item_id].is_outline
-    if lexical_reach and near.near_score >= FOLD_MIN_NEAR_SCORE:
-        return (FOLD + link.link_kind,
-                f"{bucket}, near score {near.near_score:g} >= {FOLD_MIN_NEAR_SCORE:g}")
-    score = (f", near score {near.near_score:g} < {FOLD_MIN_NEAR_SCORE:g}" if lexical_reach
-             else " (an outline: by recon edges only)")
-    audit.final(item_id, STAGE, FOLDED,
-                f"{why}: {bucket}, not within {FOLD_MAX_RECON_HOPS} recon edges{score}")
-    return None
-    link = links[near.nearest_link_no - 1]
-    bucket = f"link {near.nearest_link_no} ({link.link_kind} {link.entity_key})"
-    if near.recon_hops is not None and near.recon_hops <= FOLD_MAX_RECON_HOPS:
-        audit.add(item_id, STAGE, "folded_in", f"{why}: {bucket}")
-        return [Candidate(item=decision.by_id[item_id], driver=FOLD + link.link_kind)]
-    if near.near_score >= FOLD_MIN_NEAR_SCORE:
-        audit.add(item_id, STAGE, "folded_in",
-                  f"{why}: {bucket}, near score {near.near_score:g} >= {FOLD_MIN_NEAR_SCORE:g}")
-        return [Candidate(item=decision.by_id[item_id], driver=FOLD + link.link_kind)]
-    audit.final(item_id, STAGE, FOLDED,
-                f"{why}: {bucket}, not within {FOLD_MAX_RECON_HOPS} recon edges, near score "
-                f"{near.near_score:g} < {FOLD_MIN_NEAR_SCORE:g}")
-    return []
