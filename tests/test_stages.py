@@ -431,17 +431,26 @@ def test_folding_fills_only_the_room_the_gate_left_under_the_admitted_cap():
     assert events["E65"].driver.endswith(f"no room left under the {ADMITTED_MAX}-item cap")
 
 
-def _gate_admitted(count):
-    items = [_item(n, "symbol", "06", entity=f"a.py::dep{n}") for n in range(1, count + 1)]
-    return items, [Candidate(item=i, driver="obligation:obligation_dependency") for i in items]
+def _folded_file(room: int, members: int) -> Decision:
+    """A decision whose gate left `room` places under the admitted cap, its residue one
+    file: an outline (E100) standing for `members` symbols (E101…), each a direct recon
+    neighbour of the target's link; the fold rule run."""
+    from ctxdb.spec import ADMITTED_MAX
 
-
-def _file_and_outline(first_no, members):
-    outline = _item(first_no, "symbol", "03", entity="b.py", content="def f(): ...",
-                    path="b.py")
-    hits = [_item(first_no + k, "retrieved_hit", entity=f"b.py::f{k}", path="b.py")
+    admitted = [_item(n, "symbol", "06", entity=f"a.py::dep{n}")
+                for n in range(1, ADMITTED_MAX - room + 1)]
+    outline = _item(100, "symbol", "03", entity="b.py", content="def f(): ...", path="b.py")
+    hits = [_item(100 + k, "retrieved_hit", entity=f"b.py::f{k}", path="b.py")
             for k in range(1, members + 1)]
-    return outline, hits
+    decision = _decision([Candidate(item=i, driver="obligation:obligation_dependency")
+                          for i in admitted],
+                         pool=[*admitted, outline, *hits],
+                         links=[Link("target_entity", "a.py::target", "a.py", 1, 9)],
+                         residue=[outline.item_id],
+                         outline_members={outline.item_id: [h.item_id for h in hits]},
+                         nearness={i.item_id: Nearness([], 1, 1, 1.0) for i in [outline, *hits]})
+    resolve_residue(decision)
+    return decision
 
 
 def _final_events(decision):
@@ -453,14 +462,7 @@ def _final_events(decision):
 def test_when_room_runs_out_inside_a_file_each_item_still_has_one_verdict():
     from ctxdb.spec import ADMITTED_MAX
 
-    admitted, candidates = _gate_admitted(ADMITTED_MAX - 2)  # room for two
-    outline, hits = _file_and_outline(100, 3)
-    decision = _decision(candidates, pool=[*admitted, outline, *hits],
-                         links=[Link("target_entity", "a.py::target", "a.py", 1, 9)],
-                         residue=[outline.item_id],
-                         outline_members={outline.item_id: [h.item_id for h in hits]},
-                         nearness={i.item_id: Nearness([], 1, 1, 1.0) for i in [outline, *hits]})
-    resolve_residue(decision)
+    decision = _folded_file(room=2, members=3)
     assert [c.item_id for c in decision.candidates[ADMITTED_MAX - 2:]] == ["E101", "E102"]
     final = _final_events(decision)
     assert final["E103"].action == "folded" and final["E100"].action == "folded"
@@ -469,14 +471,7 @@ def test_when_room_runs_out_inside_a_file_each_item_still_has_one_verdict():
 def test_an_outline_whose_code_had_no_room_says_so():
     from ctxdb.spec import ADMITTED_MAX
 
-    admitted, candidates = _gate_admitted(ADMITTED_MAX)  # no room at all
-    outline, hits = _file_and_outline(100, 2)
-    decision = _decision(candidates, pool=[*admitted, outline, *hits],
-                         links=[Link("target_entity", "a.py::target", "a.py", 1, 9)],
-                         residue=[outline.item_id],
-                         outline_members={outline.item_id: [h.item_id for h in hits]},
-                         nearness={i.item_id: Nearness([], 1, 1, 1.0) for i in [outline, *hits]})
-    resolve_residue(decision)
+    decision = _folded_file(room=0, members=2)
     assert _final_events(decision)["E100"].driver == (
         f"no ranker: its file's code in reach; no room left under the {ADMITTED_MAX}-item cap")
 
