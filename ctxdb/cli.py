@@ -203,15 +203,10 @@ def _cmd_verify(args) -> int:
 
 def _refuse_a_store_in_memory(db: str | None) -> None:
     """A command's store must outlive the command: ``sqlite://`` is for the library."""
-    from .db import NotAStoreError, is_sqlite, resolve_url, sqlite_file_of
+    from .db import is_sqlite_in_memory, resolve_url
 
     where = "--db" if db is not None else f"${DB_URL_ENV}"
-    url = resolve_url(db)
-    try:
-        in_memory = is_sqlite(url) and sqlite_file_of(url) is None
-    except NotAStoreError:  # a shared in-memory URI
-        in_memory = True
-    if in_memory:
+    if is_sqlite_in_memory(resolve_url(db)):
         given = db if db is not None else os.environ.get(DB_URL_ENV, "")
         raise ValueError(f"{where} {given[:80]!r}: a store in memory is gone when the command "
                          "ends; expected a store file or a PostgreSQL URL")

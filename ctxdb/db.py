@@ -86,6 +86,17 @@ def sqlite_file_of(url: str) -> Path | None:
     return Path(path)
 
 
+def is_sqlite_in_memory(url: str) -> bool:
+    """Whether ``url`` is a SQLite database in memory: ``sqlite://``, ``:memory:``, or a
+    shared in-memory URI (which ``sqlite_file_of`` refuses)."""
+    if not is_sqlite(url):
+        return False
+    try:
+        return sqlite_file_of(url) is None
+    except NotAStoreError:
+        return True
+
+
 # sqlite3 reports extended result codes: the primary code is the low byte
 # (sqlite.org/rescode.html).
 _PRIMARY_CODE_MASK = 0xFF

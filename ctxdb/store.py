@@ -27,9 +27,9 @@ from .db import (
     SQLITE_BEGIN_OPTION,
     SQLITE_BUSY_TIMEOUT_MS,
     is_sqlite,
+    is_sqlite_in_memory,
     make_engine,
     resolve_url,
-    sqlite_file_of,
 )
 from .migrate import (
     _check_known,
@@ -168,7 +168,7 @@ class ContextStore:
             with engine.connect() as connection:
                 revision = current_revision(connection)
                 _check_known(revision)
-            if revision != head_revision() and sqlite_file_of(url) is None and is_sqlite(url):
+            if revision != head_revision() and is_sqlite_in_memory(url):
                 upgrade_in_memory(engine)
             elif revision != head_revision():
                 engine.dispose()  # nobody else holds the file while we upgrade
