@@ -291,6 +291,67 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
             "head_text": "A def/class fact's def/class line.",
         },
     ),
+    "replay_run": (
+        "A recorded agent run replayed under a store run: its trajectory, the evaluation's "
+        "verdict and how faithfully its working tree was rebuilt (ctxdb replay).",
+        {
+            "run_id": "The store run its ctx08 windows were written under.",
+            "instance_id": "The run's task (decision.instance_id of its windows).",
+            "trajectory": "The trajectory file replayed.",
+            "trajectory_format": "Its harness format (mini-swe-agent-1, mini-swe-agent-1.1).",
+            "resolved": "The evaluation's verdict on the recorded run.",
+            "decisions": "How many decisions (model calls) the run made.",
+            "tree_matches_submission": "The rebuilt tree gives exactly the submitted patch.",
+            "tree_lost_at_seq": "The first decision whose tree is not known to be the run's.",
+            "tree_note": "Why the tree was lost, or what differs from the submission.",
+            "rerun_seconds": "Time spent re-running the run's commands in the sandbox.",
+            "replay_seconds": "Time spent on everything else (requests, windows, measures).",
+            "created_at": "When it was replayed (UTC, ISO 8601).",
+        },
+    ),
+    "replay_decision": (
+        "One decision of a replayed run in one arm: ctx08 (the window), current (what the "
+        "harness sent), mask10 (that, with observations older than the 10 newest masked).",
+        {
+            "run_id": "The replay's store run.",
+            "instance_id": "The run's task.",
+            "seq": "k: the window sent before the agent's k-th turn.",
+            "arm": "ctx08, current or mask10.",
+            "decision_id": "The ctx08 arm's decision row (NULL for the reference arms).",
+            "prompt_tokens": "Tokens of the whole prompt, the harness's own prompt included.",
+            "cached_tokens": "Of those, the prefix shared with the arm's decision seq - 1.",
+            "action_kind": "What the agent did next: edit, other, none (a format error) or "
+                           "submit.",
+            "tree_known": "The working tree at this decision is the run's (re-run so far).",
+        },
+    ),
+    "replay_anchor": (
+        "What the agent's next action took from earlier observations (ctxdb.agent.anchors).",
+        {
+            "run_id": "The replay's store run.",
+            "instance_id": "The run's task.",
+            "seq": "The decision whose next action used it.",
+            "anchor_no": "Its number within the decision.",
+            "anchor_class": "edit_text, edit_line, identifier or path.",
+            "anchor_text": "The text (an edit's old text, a word, a path, a line's text).",
+            "path": "The file of a line-addressed edit.",
+            "line": "Its line number.",
+            "held_by_seq": "The newest earlier step whose observation held it.",
+        },
+    ),
+    "replay_anchor_outcome": (
+        "Whether each arm's prompt kept an anchor, and where a lost one went.",
+        {
+            "run_id": "The replay's store run.",
+            "instance_id": "The run's task.",
+            "seq": "The decision.",
+            "anchor_no": "The anchor (replay_anchor).",
+            "arm": "ctx08, current or mask10.",
+            "kept": "The arm's prompt held the anchor.",
+            "fate": "Where a lost anchor's newest holding observation went: masked, stale, "
+                    "capped, cut or never_given.",
+        },
+    ),
     "installed_view": (
         "Which sql/views/ file made each view, so a check can tell an edited file or a "
         "view replaced by hand.",

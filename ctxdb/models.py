@@ -349,6 +349,85 @@ gold_fact = Table(
     PrimaryKeyConstraint("instance_id", "fact_no"),
 )
 
+# Replays of recorded agent runs (0008, issue 20): ctxdb.agent.replay writes them.
+REPLAY_ARMS_RULE = "arm IN ('ctx08', 'current', 'mask10')"
+
+replay_run = Table(
+    "replay_run",
+    metadata,
+    Column("run_id", String(200), ForeignKey("run.run_id"), nullable=False),
+    Column("instance_id", String(200), nullable=False),
+    Column("trajectory", Text, nullable=False),
+    Column("trajectory_format", String(40), nullable=False),
+    Column("resolved", Boolean),  # the evaluation's verdict on the recorded run
+    Column("decisions", Integer, nullable=False),
+    # the rebuilt tree gives exactly the run's submitted patch
+    Column("tree_matches_submission", Boolean),
+    Column("tree_lost_at_seq", Integer),  # the first decision whose tree is not the run's
+    Column("tree_note", Text),
+    Column("rerun_seconds", Float),  # re-running the run's commands in the sandbox
+    Column("replay_seconds", Float),  # everything else: requests, windows, arms, anchors
+    Column("created_at", String(32), nullable=False),
+    PrimaryKeyConstraint("run_id", "instance_id"),
+)
+
+replay_decision = Table(
+    "replay_decision",
+    metadata,
+    Column("run_id", String(200), nullable=False),
+    Column("instance_id", String(200), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("arm", String(20), nullable=False),
+    Column("decision_id", Integer, ForeignKey("decision.decision_id")),  # the ctx08 window
+    Column("prompt_tokens", Integer, nullable=False),
+    Column("cached_tokens", Integer, nullable=False),  # the prefix shared with seq - 1
+    Column("action_kind", String(20), nullable=False),  # edit | other | none | submit
+    Column("tree_known", Boolean, nullable=False),
+    PrimaryKeyConstraint("run_id", "instance_id", "seq", "arm"),
+    ForeignKeyConstraint(["run_id", "instance_id"],
+                         ["replay_run.run_id", "replay_run.instance_id"]),
+    CheckConstraint(REPLAY_ARMS_RULE, name="ck_replay_decision_arm"),
+    CheckConstraint("action_kind IN ('edit', 'other', 'none', 'submit')",
+                    name="ck_replay_decision_action_kind"),
+    CheckConstraint("cached_tokens >= 0 AND cached_tokens <= prompt_tokens",
+                    name="ck_replay_decision_cached_tokens"),
+)
+
+replay_anchor = Table(
+    "replay_anchor",
+    metadata,
+    Column("run_id", String(200), nullable=False),
+    Column("instance_id", String(200), nullable=False),
+    Column("seq", Integer, nullable=False),  # the decision whose next action used it
+    Column("anchor_no", Integer, nullable=False),
+    Column("anchor_class", String(20), nullable=False),  # ctxdb.agent.anchors.AnchorClass
+    Column("anchor_text", Text, nullable=False),
+    Column("path", Text),
+    Column("line", Integer),
+    Column("held_by_seq", Integer),  # the newest earlier step whose observation held it
+    PrimaryKeyConstraint("run_id", "instance_id", "seq", "anchor_no"),
+    ForeignKeyConstraint(["run_id", "instance_id"],
+                         ["replay_run.run_id", "replay_run.instance_id"]),
+)
+
+replay_anchor_outcome = Table(
+    "replay_anchor_outcome",
+    metadata,
+    Column("run_id", String(200), nullable=False),
+    Column("instance_id", String(200), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("anchor_no", Integer, nullable=False),
+    Column("arm", String(20), nullable=False),
+    Column("kept", Boolean, nullable=False),
+    Column("fate", String(20)),  # where a lost anchor went (ctxdb.agent.replay.Fate)
+    PrimaryKeyConstraint("run_id", "instance_id", "seq", "anchor_no", "arm"),
+    ForeignKeyConstraint(
+        ["run_id", "instance_id", "seq", "anchor_no"],
+        ["replay_anchor.run_id", "replay_anchor.instance_id", "replay_anchor.seq",
+         "replay_anchor.anchor_no"]),
+    CheckConstraint(REPLAY_ARMS_RULE, name="ck_replay_anchor_outcome_arm"),
+)
+
 # Which view files are installed, and the sha256 of the text each was made from:
 # the views are kept out of migration history (DESIGN.md), so this is how a
 # check can compare what the database holds with sql/views/.

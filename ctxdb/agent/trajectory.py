@@ -1,0 +1,293 @@
+"""A recorded agent run read as OpenAI-style chat messages and as steps.
+
+One reader per harness format, both of mini-swe-agent's ``.traj.json``:
+
+- **1.x** (``trajectory_format: mini-swe-agent-1``, the development runs): the agent's
+  turn holds its command as exactly one fenced ``bash`` block; the observation that
+  follows is the harness's rendered template (``<returncode>``, ``<output>`` or a head
+  and tail with a warning when long), a format error, or a timeout note.
+- **2.x** (``trajectory_format: mini-swe-agent-1.1``): the turn's commands are in
+  ``extra.actions``; an observation carries ``extra.raw_output`` and
+  ``extra.returncode``; the harness marks its own interruptions in
+  ``extra.interrupt_type`` (a format error) and ends with an ``exit`` message.
+
+A step is the agent's turn (its reasoning text and its command) and the observation it
+got back. A turn with no command or several is a format error the harness answered: a
+step with no action. Decision k is the model call that produced turn k: the harness
+sent every message before it (``history_before(k)``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Sequence
+
+FORMAT_V1 = "mini-swe-agent-1"
+FORMAT_V2 = "mini-swe-agent-1.1"
+FORMATS = (FORMAT_V1, FORMAT_V2)
+
+# mini-swe-agent 1.x's action rule: exactly one fenced bash block
+V1_ACTION = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
+# what the 1.x observation template and its timeout template render
+_RETURNCODE = re.compile(r"<returncode>(-?\d+)</returncode>")
+_OUTPUT = re.compile(r"<output>\n?(.*?)</output>", re.DOTALL)
+_OUTPUT_HEAD = re.compile(r"<output_head>\n?(.*?)</output_head>", re.DOTALL)
+_OUTPUT_TAIL = re.compile(r"<output_tail>\n?(.*?)</output_tail>", re.DOTALL)
+_TIMED_OUT = re.compile(r"^The last command <command>.*?</command> timed out", re.DOTALL)
+# the first line a run's last command prints: the harness submits what follows it
+SUBMIT_MARKERS = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
+DEFAULT_WORKDIR = "/testbed"
+DEFAULT_COMMAND_TIMEOUT_S = 60  # mini-swe-agent's environment timeout in the development runs
+
+
+class TrajectoryError(ValueError):
+    """A recorded run that cannot be read: names the file and, where known, the message."""
+
+
+class ObservationKind(StrEnum):
+    OUTPUT = "output"  # the command ran and its output is shown whole
+    OUTPUT_CUT = "output_cut"  # the harness showed the output's head and tail only
+    TIMEOUT = "timeout"  # the harness killed the command at its time limit
+    FORMAT_ERROR = "format_error"  # no command or several: the harness's rule, restated
+    SUBMISSION = "submission"  # the run's last observation: the patch it submitted
+    NOTE = "note"  # any other message of the harness's own
+
+
+@dataclass(frozen=True)
+class Observation:
+    message_index: int
+    text: str  # the message exactly as the harness sent it in the history
+    kind: ObservationKind
+    output: str  # the command's output (what the template wrapped), or the text itself
+    returncode: int | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    number: int  # k, from 1: the k-th assistant turn, made by decision k
+    message_index: int
+    turn: str  # the assistant message as sent back in later histories
+    thought: str  # the turn without its command blocks
+    commands: tuple[str, ...]
+    observation: Observation | None  # None only after a run's last turn
+
+    @property
+    def action(self) -> str | None:
+        """The one command the harness ran, or None (a format error: nothing ran)."""
+        if len(self.commands) != 1:
+            return None
+        if self.observation is not None and self.observation.kind == ObservationKind.FORMAT_ERROR:
+            return None
+        return self.commands[0]
+
+    @property
+    def is_submit(self) -> bool:
+        action = self.action or ""
+        return any(marker in action for marker in SUBMIT_MARKERS)
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    path: str
+    trajectory_format: str
+    instance_id: str | None
+    messages: tuple[dict[str, str], ...]  # role and content, in the harness's order
+    system_prompt: str
+    instruction: str  # the first user message: the harness's instructions with the task
+    steps: tuple[Step, ...]
+    submission: str | None
+    exit_status: str | None
+    workdir: str = DEFAULT_WORKDIR
+    command_timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S
+
+    @property
+    def task(self) -> str:
+        """The task as the harness gave it: inside ``<pr_description>`` when the
+        instruction has one (mini-swe-agent's SWE-bench template), else the whole message."""
+        match = re.search(r"<pr_description>\s*(?:Consider the following PR description:\s*)?"
+                          r"(.*?)</pr_description>", self.instruction, re.DOTALL)
+        return (match.group(1) if match else self.instruction).strip()
+
+    def history_before(self, k: int) -> list[dict[str, str]]:
+        """What the harness sent at decision k: every message before turn k."""
+        if not 1 <= k <= len(self.steps):
+            raise IndexError(f"decision {k}: this run has decisions 1 to {len(self.steps)}")
+        return [dict(m) for m in self.messages[: self.steps[k - 1].message_index]]
+
+
+def _chat(message: Any, where: str) -> dict[str, str]:
+    if not isinstance(message, dict):
+        raise TrajectoryError(f"{where}: expected an object, got {type(message).__name__}")
+    role, content = message.get("role"), message.get("content")
+    if not isinstance(role, str):
+        raise TrajectoryError(f"{where}.role: expected a string")
+    if isinstance(content, list):  # multimodal content: its text parts, in order
+        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    if content is None and role in ("assistant", "tool", "exit"):
+        content = ""
+    if not isinstance(content, str):
+        raise TrajectoryError(f"{where}.content: expected a string")
+    return {"role": role, "content": content}
+
+
+def read_trajectory(path: str | Path) -> AgentRun:
+    """Read one ``.traj.json``; raises TrajectoryError naming the file and message."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TrajectoryError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise TrajectoryError(f"{path}: not UTF-8 at byte {exc.start}") from exc
+    except json.JSONDecodeError as exc:
+        raise TrajectoryError(f"{path}: not JSON ({exc.msg} at line {exc.lineno} "
+                              f"column {exc.colno}): truncated or not a trajectory") from exc
+    return parse_trajectory(data, str(path))
+
+
+def parse_trajectory(data: Any, name: str = "<trajectory>") -> AgentRun:
+    if not isinstance(data, dict):
+        raise TrajectoryError(f"{name}: expected a JSON object with 'messages'")
+    messages = data.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise TrajectoryError(f"{name}: 'messages': expected a non-empty list")
+    fmt = data.get("trajectory_format", FORMAT_V1)
+    if fmt not in FORMATS:
+        raise TrajectoryError(f"{name}: trajectory_format {fmt!r}: expected one of "
+                              f"{', '.join(FORMATS)}")
+    info = data.get("info") if isinstance(data.get("info"), dict) else {}
+    chats = [_chat(m, f"{name}: messages[{i}]") for i, m in enumerate(messages)]
+    if chats[0]["role"] != "system":
+        raise TrajectoryError(f"{name}: messages[0]: expected the system prompt, "
+                              f"got role {chats[0]['role']!r}")
+    if len(chats) < 2 or chats[1]["role"] != "user":
+        raise TrajectoryError(f"{name}: messages[1]: expected the task as a user message")
+    reader = _steps_v2 if fmt == FORMAT_V2 else _steps_v1
+    steps = reader(messages, chats, name)
+    submission = info.get("submission")
+    environment = (info.get("config") or {}).get("environment") or {}
+    timeout = environment.get("timeout", DEFAULT_COMMAND_TIMEOUT_S)
+    return AgentRun(
+        path=name, trajectory_format=fmt,
+        instance_id=data.get("instance_id") if isinstance(data.get("instance_id"), str) else None,
+        messages=tuple(m for m in chats if m["role"] != "exit"),
+        system_prompt=chats[0]["content"], instruction=chats[1]["content"],
+        steps=tuple(steps),
+        submission=submission if isinstance(submission, str) else None,
+        exit_status=info.get("exit_status") if isinstance(info.get("exit_status"), str) else None,
+        workdir=environment.get("cwd") or DEFAULT_WORKDIR,
+        command_timeout_s=float(timeout) if isinstance(timeout, (int, float)) and timeout > 0
+        else DEFAULT_COMMAND_TIMEOUT_S,
+    )
+
+
+def _thought(turn: str, pattern: re.Pattern[str]) -> str:
+    return pattern.sub("", turn).replace("THOUGHT:", "", 1).strip()
+
+
+def _steps_v1(messages: list, chats: list[dict[str, str]], name: str) -> list[Step]:
+    steps: list[Step] = []
+    for index in range(2, len(chats)):
+        chat = chats[index]
+        if chat["role"] == "assistant":
+            commands = tuple(c.strip() for c in V1_ACTION.findall(chat["content"]))
+            following = chats[index + 1] if index + 1 < len(chats) else None
+            observation = None
+            if following is not None:
+                if following["role"] != "user":
+                    raise TrajectoryError(f"{name}: messages[{index + 1}]: expected the "
+                                          f"observation of the turn before, got role "
+                                          f"{following['role']!r}")
+                observation = _observation_v1(index + 1, following["content"], commands)
+            steps.append(Step(len(steps) + 1, index, chat["content"],
+                              _thought(chat["content"], V1_ACTION), commands, observation))
+        elif chat["role"] != "user":
+            raise TrajectoryError(f"{name}: messages[{index}]: unexpected role {chat['role']!r}")
+        elif chats[index - 1]["role"] != "assistant":
+            raise TrajectoryError(f"{name}: messages[{index}]: an observation with no turn "
+                                  "before it")
+    return steps
+
+
+def _observation_v1(index: int, text: str, commands: Sequence[str]) -> Observation:
+    returncode = _RETURNCODE.search(text)
+    code = int(returncode.group(1)) if returncode else None
+    if _TIMED_OUT.match(text):
+        output = _OUTPUT.search(text)
+        return Observation(index, text, ObservationKind.TIMEOUT,
+                           output.group(1) if output else text, code)
+    if returncode is not None and text.lstrip().startswith("<returncode>"):
+        whole = _OUTPUT.search(text)
+        if whole is not None:
+            return Observation(index, text, ObservationKind.OUTPUT, whole.group(1), code)
+        head, tail = _OUTPUT_HEAD.search(text), _OUTPUT_TAIL.search(text)
+        if head is not None or tail is not None:
+            output = (head.group(1) if head else "") + (tail.group(1) if tail else "")
+            return Observation(index, text, ObservationKind.OUTPUT_CUT, output, code)
+        return Observation(index, text, ObservationKind.OUTPUT, "", code)
+    if len(commands) != 1:
+        return Observation(index, text, ObservationKind.FORMAT_ERROR, text)
+    if any(marker in commands[0] for marker in SUBMIT_MARKERS):
+        return Observation(index, text, ObservationKind.SUBMISSION, text)
+    return Observation(index, text, ObservationKind.NOTE, text)
+
+
+def _steps_v2(messages: list, chats: list[dict[str, str]], name: str) -> list[Step]:
+    steps: list[Step] = []
+    index = 2
+    while index < len(chats):
+        chat, extra = chats[index], _extra(messages[index])
+        if chat["role"] != "assistant":
+            if chat["role"] in ("user", "tool", "exit") and steps and index > 2:
+                index += 1  # a further observation of a turn with several actions
+                continue
+            raise TrajectoryError(f"{name}: messages[{index}]: expected an assistant turn, "
+                                  f"got role {chat['role']!r}")
+        actions = extra.get("actions", [])
+        if not isinstance(actions, list) or not all(
+                isinstance(a, dict) and isinstance(a.get("command"), str) for a in actions):
+            raise TrajectoryError(f"{name}: messages[{index}].extra.actions: expected a list "
+                                  "of objects with a string 'command'")
+        commands = tuple(a["command"] for a in actions)
+        observation = None
+        following = index + 1
+        if following < len(chats) and chats[following]["role"] in ("user", "tool", "exit"):
+            observation = _observation_v2(following, chats[following],
+                                          _extra(messages[following]), commands)
+        steps.append(Step(len(steps) + 1, index, chat["content"],
+                          _thought(chat["content"], re.compile(r"```\w*\s*\n.*?\n```", re.DOTALL)),
+                          commands, observation))
+        index += 1
+    return steps
+
+
+def _extra(message: Any) -> dict:
+    extra = message.get("extra") if isinstance(message, dict) else None
+    return extra if isinstance(extra, dict) else {}
+
+
+def _observation_v2(index: int, chat: dict[str, str], extra: dict,
+                    commands: Sequence[str]) -> Observation:
+    text = chat["content"]
+    interrupt = extra.get("interrupt_type")
+    if chat["role"] == "exit" or extra.get("exit_status") == "Submitted":
+        return Observation(index, text, ObservationKind.SUBMISSION, text)
+    if interrupt == "FormatError" or not commands:
+        return Observation(index, text, ObservationKind.FORMAT_ERROR, text)
+    code = extra.get("returncode")
+    code = code if isinstance(code, int) and not isinstance(code, bool) else None
+    raw = extra.get("raw_output")
+    output = raw if isinstance(raw, str) else text
+    exception = str(extra.get("exception_info") or "")
+    if "timeout" in exception.lower() or "timed out" in exception.lower():
+        return Observation(index, text, ObservationKind.TIMEOUT, output, code)
+    if interrupt:
+        return Observation(index, text, ObservationKind.NOTE, output, code)
+    kind = ObservationKind.OUTPUT if output in text else ObservationKind.OUTPUT_CUT
+    return Observation(index, text, kind, output, code)
