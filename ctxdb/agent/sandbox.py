@@ -1,0 +1,389 @@
+"""Run one shell command isolated: only its scratch tree is writable, no network.
+
+A recorded agent step is re-run to move files, never to be trusted: the command may
+write anywhere, fork without end, print without end, listen or connect. Here it runs
+in new mount, network, pid, IPC and UTS namespaces made by ``unshare`` (util-linux),
+inside a fresh root built for the call:
+
+- a small tmpfs as ``/``, holding a read-only bind mount of each of the host's
+  top-level directories (``/usr``, ``/etc``, ``/work``, …) and its top-level symlinks
+  recreated as symlinks (``/bin -> usr/bin``); the host's ``/proc``, ``/sys``,
+  ``/dev``, ``/tmp`` and ``/run`` are not shown (fresh ones or none stand in);
+- the scratch tree bind-mounted read-write at ``workdir`` (``/testbed`` by default;
+  it need not exist on the host);
+- a private tmpfs ``/tmp`` (``HOME`` is ``/tmp``), a minimal ``/dev`` (null, zero,
+  full, random, urandom, tty bound from the host; a small ``/dev/shm``), a fresh
+  ``/proc`` of the new pid namespace;
+- a down loopback as the only network interface.
+
+Then it chroots, sets resource limits (``prlimit``: processes, file size, no core
+files), drops every privilege (``setpriv``: uid and gid ``SANDBOX_UID``, no
+supplementary groups, no-new-privs, empty capability and bounding sets: as root inside
+the namespaces a command could remount the read-only binds read-write) and runs the
+command with ``bash -c`` in ``workdir``, as the recorded harness did.
+
+Why ``unshare`` and not ``bwrap``: bubblewrap is not installed on a fresh machine of
+this project's kind and would be one more system package to bring; ``unshare``,
+``setpriv``, ``prlimit`` and ``chroot`` come with util-linux and coreutils, which every
+Debian machine has. The price is running as root (making namespaces and mounts needs
+it, here where unprivileged user namespaces are not relied on); the privileges are
+dropped before the command runs.
+
+Time limit: the sandbox is the leader of a process group of its own and the command is
+pid 1 of its pid namespace. On timeout the group is killed; ``unshare --kill-child``
+kills the namespace's init with it, and the kernel kills every process left in a pid
+namespace whose init dies, so daemons and fork loops end too and the call never hangs.
+When the command ends by itself, its namespace ends with it: what it left running in
+the background is killed.
+
+If the sandbox cannot be made (``unshare`` missing, not permitted), ``SandboxUnavailable``
+says at which step and what was expected; the check runs once per process and its
+verdict is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+# The unprivileged user and group the command runs as (nobody/nogroup on Debian).
+SANDBOX_UID = 65534
+SANDBOX_GID = 65534
+
+# What a command may use. RLIMIT_NPROC counts every process of SANDBOX_UID on the host,
+# so sandboxes running side by side share it: a fork loop is stopped at this many.
+MAX_PROCESSES = 512
+# RLIMIT_FSIZE: no single file written (in the tree, in /tmp) may grow past this.
+MAX_FILE_BYTES = 512 * 1024 * 1024
+# The private /tmp is memory: bounded.
+TMP_SIZE = "512m"
+SHM_SIZE = "64m"
+# The new root holds only mount points, symlinks and the python shim.
+ROOT_SIZE = "1m"
+DEV_SIZE = "64k"
+
+# What a call returns of the command's output (stdout and stderr merged, as the harness
+# recorded them): the first MAX_OUTPUT_BYTES; the rest is read and dropped so the
+# command never blocks on a full pipe.
+MAX_OUTPUT_BYTES = 1024 * 1024
+
+# After a kill, how long to wait for the output pipe to close before giving up on it.
+KILL_GRACE_S = 5.0
+
+DEFAULT_WORKDIR = "/testbed"
+# The command's PATH inside. SHIM_DIR comes first: it holds `python` when the host has
+# no plain `python` reachable there (see _python_shim_target).
+SHIM_DIR = "/.ctxdb-shims"
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Every command's environment starts from this; the caller's env is laid over it.
+BASE_ENV = {
+    "PATH": f"{SHIM_DIR}:{SYSTEM_PATH}",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    # Python and git read and write the trees' non-ASCII sources as UTF-8
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+}
+
+# Host top-level entries not shown inside: fresh ones replace /proc, /dev and /tmp;
+# /sys and /run (sockets of the host's services) are left out.
+HIDDEN_TOP_LEVEL = frozenset({"proc", "sys", "dev", "tmp", "run"})
+# Bound read-write from the host's /dev into the minimal /dev.
+DEVICE_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+
+# Exit status of the setup script when a step failed (its message went to the status pipe).
+_SETUP_FAILED = 125
+_READY = "ready"
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not be set up for a command."""
+
+
+class SandboxUnavailable(SandboxError):
+    """This machine cannot make the sandbox at all (checked once per process)."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    returncode: int
+    # stdout and stderr merged, the first MAX_OUTPUT_BYTES decoded with errors="replace"
+    output: str
+    timed_out: bool
+    duration_s: float
+    # True when the command printed more than MAX_OUTPUT_BYTES
+    output_truncated: bool = False
+
+
+def run_isolated(command: str, tree: Path, *, workdir: str = DEFAULT_WORKDIR,
+                 timeout_s: float, env: Mapping[str, str],
+                 read_only_paths: Sequence[Path] = ()) -> CommandResult:
+    """Run ``command`` with ``bash -c`` in ``workdir``, where ``tree`` is mounted
+    read-write; nothing else of the host is writable and there is no network.
+
+    ``env`` is laid over ``BASE_ENV`` (PATH with the python shim, HOME=/tmp, a UTF-8
+    locale); nothing of this process's own environment passes in. ``read_only_paths``
+    are host paths also shown read-only at the same place inside, for paths the host's
+    top-level binds do not show (e.g. a git object store under the host's /tmp that the
+    tree borrows through alternates). ``tree`` must be writable by ``SANDBOX_UID``.
+
+    On timeout the whole sandbox is killed and ``timed_out`` is set. Raises
+    ``SandboxUnavailable`` if this machine cannot make the sandbox, ``SandboxError`` if
+    this call's setup failed (e.g. ``tree`` does not exist)."""
+    ensure_sandbox()
+    return _run(command, tree, workdir=workdir, timeout_s=timeout_s, env=env,
+                read_only_paths=read_only_paths)
+
+
+_availability_lock = threading.Lock()
+_availability: SandboxUnavailable | bool | None = None  # None: not checked yet
+
+
+def ensure_sandbox() -> None:
+    """Check once per process that a sandbox can be made and behaves (the command runs
+    as SANDBOX_UID in the workdir); raise the same SandboxUnavailable every time if not."""
+    global _availability
+    with _availability_lock:
+        if _availability is None:
+            try:
+                _probe()
+                _availability = True
+            except SandboxUnavailable as error:
+                _availability = error
+        if isinstance(_availability, SandboxUnavailable):
+            raise _availability
+
+
+def _probe() -> None:
+    with tempfile.TemporaryDirectory(prefix="ctxdb-sandbox-probe-") as scratch:
+        tree = Path(scratch)
+        os.chown(tree, SANDBOX_UID, SANDBOX_GID)
+        try:
+            result = _run('id -u; id -g; pwd; touch probe && echo writable', tree,
+                          workdir=DEFAULT_WORKDIR, timeout_s=30, env={}, read_only_paths=())
+        except SandboxError as error:
+            raise SandboxUnavailable(str(error)) from None
+    expected = f"{SANDBOX_UID}\n{SANDBOX_GID}\n{DEFAULT_WORKDIR}\nwritable\n"
+    if result.output != expected:
+        raise SandboxUnavailable(
+            "sandbox step 'chroot, prlimit, setpriv, env -C' failed: expected the probe "
+            f"command to run as uid {SANDBOX_UID} in a writable {DEFAULT_WORKDIR}, "
+            f"got exit status {result.returncode} and output {result.output!r}")
+
+
+def _python_shim_target() -> str | None:
+    """The interpreter `python` should name inside, or None when the system PATH already
+    has a plain `python` (or no python3 at all). The host's own `python` may live where
+    the unprivileged user cannot reach (a pyenv shim under /root): only what the
+    sandbox's PATH shows counts."""
+    if shutil.which("python", path=SYSTEM_PATH):
+        return None
+    return shutil.which("python3", path=SYSTEM_PATH)
+
+
+def _top_level_entries() -> tuple[list[str], list[tuple[str, str]]]:
+    """The host's top-level directories to bind and its top-level symlinks (name, target)."""
+    directories, symlinks = [], []
+    with os.scandir("/") as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.name in HIDDEN_TOP_LEVEL:
+                continue
+            if entry.is_symlink():
+                symlinks.append((entry.name, os.readlink(entry.path)))
+            elif entry.is_dir(follow_symlinks=False):
+                directories.append(entry.name)
+    return directories, symlinks
+
+
+def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str],
+                  read_only_paths: Sequence[str], status_fd: int) -> str:
+    """The bash script run as root inside the new namespaces: each step is a command
+    that must succeed; the first that fails writes what it was meant to do and what it
+    said to the status pipe and ends the script. When all have run, 'ready' goes to the
+    status pipe, which is closed, and the command is exec'd ($1 of the script)."""
+    steps: list[tuple[str, list[str]]] = []
+
+    def step(what: str, *argv: str) -> None:
+        steps.append((what, list(argv)))
+
+    def read_only_bind(source: str, target: str) -> None:
+        step(f"bind {source} at {target}", "mount", "--bind", source, target)
+        step(f"make {target} read-only", "mount", "-o", "remount,bind,ro,nosuid,nodev",
+             target)
+
+    root = new_root
+    step("mount a tmpfs as the new root", "mount", "-t", "tmpfs", "-o",
+         f"size={ROOT_SIZE},mode=0755,nosuid,nodev", "ctxdb-sandbox", root)
+    directories, symlinks = _top_level_entries()
+    for name, target in symlinks:
+        step(f"recreate the symlink /{name}", "ln", "-s", target, f"{root}/{name}")
+    for name in directories:
+        step(f"make the mount point /{name}", "mkdir", f"{root}/{name}")
+        read_only_bind(f"/{name}", f"{root}/{name}")
+    for name in ("proc", "dev", "tmp", "run"):
+        step(f"make the mount point /{name}", "mkdir", "-p", f"{root}/{name}")
+    step("mount a fresh /proc of the new pid namespace", "mount", "-t", "proc", "-o",
+         "nosuid,nodev,noexec", "proc", f"{root}/proc")
+    step("mount a private /tmp", "mount", "-t", "tmpfs", "-o",
+         f"size={TMP_SIZE},mode=1777,nosuid,nodev", "ctxdb-tmp", f"{root}/tmp")
+    step("mount a minimal /dev", "mount", "-t", "tmpfs", "-o",
+         f"size={DEV_SIZE},mode=0755,nosuid", "ctxdb-dev", f"{root}/dev")
+    for node in DEVICE_NODES:
+        step(f"make /dev/{node}", "touch", f"{root}/dev/{node}")
+        step(f"bind /dev/{node}", "mount", "--bind", f"/dev/{node}", f"{root}/dev/{node}")
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        step(f"link /dev/{name}", "ln", "-s", target, f"{root}/dev/{name}")
+    step("make /dev/shm", "mkdir", f"{root}/dev/shm")
+    step("mount /dev/shm", "mount", "-t", "tmpfs", "-o",
+         f"size={SHM_SIZE},mode=1777,nosuid,nodev", "ctxdb-shm", f"{root}/dev/shm")
+    for path in read_only_paths:
+        step(f"make the mount point {path}", "mkdir", "-p", f"{root}{path}")
+        read_only_bind(path, f"{root}{path}")
+    shim_target = _python_shim_target()
+    if shim_target is not None:
+        step("make the python shim directory", "mkdir", f"{root}{SHIM_DIR}")
+        step(f"link python to {shim_target}", "ln", "-s", shim_target,
+             f"{root}{SHIM_DIR}/python")
+    step(f"make the mount point {workdir}", "mkdir", "-p", f"{root}{workdir}")
+    step(f"bind the scratch tree at {workdir}", "mount", "--bind", tree, f"{root}{workdir}")
+    step("make /dev read-only", "mount", "-o", "remount,ro,nosuid", f"{root}/dev")
+    step("make the new root read-only", "mount", "-o", "remount,ro,nosuid,nodev", root)
+
+    command_env = {**BASE_ENV, **env}
+    enter = [
+        "chroot", root,
+        "prlimit", f"--nproc={MAX_PROCESSES}", f"--fsize={MAX_FILE_BYTES}", "--core=0", "--",
+        "setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups",
+        "--no-new-privs", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all",
+        "--",
+        "env", "-i", "-C", workdir, *(f"{key}={value}" for key, value in command_env.items()),
+        "bash", "-c",
+    ]
+    lines = [
+        "set -u",
+        f"status_fd={status_fd}",
+        'step() { local what=$1 said; shift; said=$("$@" 2>&1) || '
+        '{ printf \'%s\\t%s\\n\' "$what" "$said" >&"$status_fd"; '
+        f"exit {_SETUP_FAILED}; }}; }}",
+    ]
+    lines += [f"step {shlex.quote(what)} {shlex.join(argv)}" for what, argv in steps]
+    lines += [
+        f'printf \'{_READY}\\n\' >&"$status_fd"',
+        'exec {status_fd}>&-',
+        f'exec {shlex.join(enter)} "$1"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _run(command: str, tree: Path, *, workdir: str, timeout_s: float,
+         env: Mapping[str, str], read_only_paths: Sequence[Path]) -> CommandResult:
+    if not workdir.startswith("/") or workdir == "/":
+        raise SandboxError(f"workdir must be an absolute path below /, not {workdir!r}")
+    tree_path = Path(tree).resolve()
+    if not tree_path.is_dir():
+        raise SandboxError(f"the scratch tree {tree_path} is not a directory")
+    started = time.monotonic()
+    new_root = tempfile.mkdtemp(prefix="ctxdb-sandbox-root-")
+    status_read, status_write = os.pipe()
+    try:
+        script = _setup_script(new_root, str(tree_path), workdir, env,
+                               [str(Path(p).resolve()) for p in read_only_paths], status_write)
+        argv = ["unshare", "--mount", "--net", "--pid", "--ipc", "--uts", "--fork",
+                "--kill-child", "--propagation", "private",
+                "--", "bash", "-c", script, "ctxdb-sandbox", command]
+        try:
+            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, pass_fds=(status_write,),
+                                       start_new_session=True)
+        except FileNotFoundError:
+            raise SandboxUnavailable(
+                "sandbox step 'unshare' failed: expected the unshare command (util-linux) "
+                "on PATH") from None
+        os.close(status_write)
+        status_write = -1
+        try:
+            output, truncated, status, timed_out = _collect(process, status_read,
+                                                            started + timeout_s)
+        finally:
+            _kill_group(process)
+            process.stdout.close()
+        returncode = process.wait()
+    finally:
+        if status_write >= 0:
+            os.close(status_write)
+        os.close(status_read)
+        # only the mount point: the mounts on it lived in the namespace, gone with it
+        os.rmdir(new_root)
+    duration = time.monotonic() - started
+    text = output.decode(errors="replace")
+    if not status.startswith(_READY) and not timed_out:
+        what, _, said = status.rstrip("\n").partition("\t")
+        if not what:  # unshare itself failed: the setup script never ran
+            raise SandboxUnavailable(
+                "sandbox step 'unshare' failed: expected to enter new mount, net, pid, ipc "
+                "and uts namespaces (needs root or CAP_SYS_ADMIN); exit status "
+                f"{returncode}: {text.strip()!r}")
+        raise SandboxError(f"sandbox step {what!r} failed: {said.strip()!r}")
+    return CommandResult(returncode=returncode, output=text, timed_out=timed_out,
+                         duration_s=duration, output_truncated=truncated)
+
+
+def _collect(process: subprocess.Popen, status_fd: int,
+             deadline: float) -> tuple[bytes, bool, str, bool]:
+    """Read the output (bounded) and the status pipe until the output closes or the
+    deadline passes; on the deadline the sandbox is killed and the output drained for at
+    most KILL_GRACE_S. Returns (output, truncated, status text, timed out)."""
+    kept = bytearray()
+    truncated = False
+    status = bytearray()
+    timed_out = False
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ, "output")
+    selector.register(status_fd, selectors.EVENT_READ, "status")
+    open_streams = 2
+    try:
+        while open_streams:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                if timed_out:  # the grace after the kill is over too
+                    break
+                timed_out = True
+                _kill_group(process)
+                deadline = time.monotonic() + KILL_GRACE_S
+                continue
+            for key, _events in selector.select(remaining):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    open_streams -= 1
+                elif key.data == "status":
+                    status += chunk
+                elif len(kept) < MAX_OUTPUT_BYTES:
+                    room = MAX_OUTPUT_BYTES - len(kept)
+                    kept += chunk[:room]
+                    truncated = truncated or len(chunk) > room
+                else:
+                    truncated = True
+    finally:
+        selector.close()
+    return bytes(kept), truncated, status.decode(errors="replace"), timed_out
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL the sandbox's process group (unshare and the namespace's init; the
+    kernel then kills the rest of the pid namespace)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
