@@ -1,0 +1,174 @@
+"""Recorded agent runs read as steps (ctxdb.agent.trajectory) and the reference arms'
+prompts, tokens and cache (ctxdb.agent.arms)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctxdb.agent.arms import (
+    CHAT_MESSAGE_OVERHEAD_TOKENS,
+    CHAT_REPLY_PRIMING_TOKENS,
+    MASK_KEEP_NEWEST,
+    PromptCounter,
+    current_prompt,
+    mask10_prompt,
+    masked_observation_indexes,
+)
+from ctxdb.agent.trajectory import (
+    FORMAT_V2,
+    ObservationKind,
+    TrajectoryError,
+    parse_trajectory,
+    read_trajectory,
+)
+
+SYSTEM = "You are a helpful assistant. Reply with ONE bash block."
+TASK = "<pr_description>\nConsider the following PR description:\nFix the tax rounding.\n</pr_description>\n<instructions>Go.</instructions>"
+
+
+def turn(command: str, thought: str = "Look around.") -> dict:
+    return {"role": "assistant", "content": f"THOUGHT: {thought}\n\n```bash\n{command}\n```"}
+
+
+def observation(output: str, code: int = 0) -> dict:
+    return {"role": "user",
+            "content": f"<returncode>{code}</returncode>\n<output>\n{output}</output>"}
+
+
+def v1_run(n_steps: int = 3) -> dict:
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
+    for i in range(1, n_steps):
+        messages += [turn(f"cat file{i}.py"), observation(f"line of file {i}\n")]
+    messages += [turn("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"),
+                 {"role": "user", "content": "diff --git a/x b/x\n"}]
+    return {"trajectory_format": "mini-swe-agent-1", "instance_id": "demo__demo-1",
+            "info": {"submission": "diff --git a/x b/x\n", "exit_status": "Submitted",
+                     "config": {"environment": {"cwd": "/testbed", "timeout": 30}}},
+            "messages": messages}
+
+
+def test_a_v1_run_reads_as_steps_with_commands_observations_and_the_submission():
+    run = parse_trajectory(v1_run(3), "demo.traj.json")
+    assert run.system_prompt == SYSTEM and run.task == "Fix the tax rounding."
+    assert [s.number for s in run.steps] == [1, 2, 3]
+    assert run.steps[0].action == "cat file1.py" and run.steps[0].thought == "Look around."
+    assert run.steps[0].observation.kind == ObservationKind.OUTPUT
+    assert run.steps[0].observation.output == "line of file 1\n"
+    assert run.steps[0].observation.returncode == 0
+    assert run.steps[-1].is_submit
+    assert run.steps[-1].observation.kind == ObservationKind.SUBMISSION
+    assert run.command_timeout_s == 30 and run.workdir == "/testbed"
+    # decision k: everything before turn k
+    assert run.history_before(1) == list(run.messages[:2])
+    assert run.history_before(3)[-1]["content"].startswith("<returncode>0")
+
+
+def test_a_turn_with_several_commands_or_none_is_a_step_with_no_action():
+    data = v1_run(2)
+    two_blocks = {"role": "assistant", "content": "```bash\nls\n```\nand\n```bash\npwd\n```"}
+    error = {"role": "user", "content": "Please always provide EXACTLY ONE action in triple "
+                                        "backticks, found 2 actions."}
+    none = {"role": "assistant", "content": "I think we are done."}
+    data["messages"][2:2] = [two_blocks, error, none, dict(error)]
+    run = parse_trajectory(data)
+    assert run.steps[0].commands == ("ls", "pwd") and run.steps[0].action is None
+    assert run.steps[0].observation.kind == ObservationKind.FORMAT_ERROR
+    assert run.steps[1].commands == () and run.steps[1].action is None
+
+
+def test_a_long_output_and_a_timeout_are_told_apart():
+    data = v1_run(2)
+    data["messages"][3] = {"role": "user", "content": (
+        "<returncode>0</returncode>\n<warning>too long</warning><output_head>\nHEAD\n"
+        "</output_head>\n<elided_chars>\n99 characters elided\n</elided_chars>\n"
+        "<output_tail>\nTAIL\n</output_tail>")}
+    data["messages"][4:4] = [turn("sleep 100"), {"role": "user", "content": (
+        "The last command <command>sleep 100</command> timed out and has been killed.\n"
+        "The output of the command was:\n <output>\n\n</output>\nPlease try another.")}]
+    run = parse_trajectory(data)
+    assert run.steps[0].observation.kind == ObservationKind.OUTPUT_CUT
+    assert run.steps[0].observation.output == "HEAD\nTAIL\n"
+    assert run.steps[1].observation.kind == ObservationKind.TIMEOUT
+
+
+def test_a_v2_run_reads_its_actions_raw_output_and_interruptions():
+    messages = [
+        {"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK},
+        {"role": "assistant", "content": "Reading.", "extra": {"actions": [{"command": "cat a.py"}]}},
+        {"role": "user", "content": "<returncode>0</returncode><output>x = 1\n</output>",
+         "extra": {"raw_output": "x = 1\n", "returncode": 0}},
+        {"role": "assistant", "content": "Oops", "extra": {"actions": []}},
+        {"role": "user", "content": "Format error: expected one action",
+         "extra": {"interrupt_type": "FormatError"}},
+        {"role": "assistant", "content": "Submit.", "extra": {
+            "actions": [{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}]}},
+        {"role": "exit", "content": "diff", "extra": {"exit_status": "Submitted",
+                                                      "submission": "diff"}},
+    ]
+    run = parse_trajectory({"trajectory_format": FORMAT_V2, "messages": messages,
+                            "info": {"submission": "diff"}})
+    assert [s.action for s in run.steps] == ["cat a.py", None,
+                                             "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]
+    assert run.steps[0].observation.output == "x = 1\n"
+    assert run.steps[0].observation.returncode == 0
+    assert run.steps[1].observation.kind == ObservationKind.FORMAT_ERROR
+    assert run.steps[2].observation.kind == ObservationKind.SUBMISSION
+    assert all(m["role"] != "exit" for m in run.messages)  # never sent to the model
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (b'{"messages": [', "not JSON"),
+    (b"\xff\xfe{}", "not UTF-8"),
+    (b'{"messages": []}', "'messages': expected a non-empty list"),
+    (b'{"messages": [{"role": "user", "content": "x"}]}', "messages[0]: expected the system"),
+    (b'{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": 5}]}',
+     "messages[1].content: expected a string"),
+    (b'{"trajectory_format": "other", "messages": [{"role": "system", "content": ""}]}',
+     "trajectory_format 'other'"),
+])
+def test_a_malformed_file_is_refused_naming_the_file_and_the_message(tmp_path, content, expected):
+    path = tmp_path / "bad.traj.json"
+    path.write_bytes(content)
+    with pytest.raises(TrajectoryError) as raised:
+        read_trajectory(path)
+    assert str(path) in str(raised.value) and expected in str(raised.value)
+
+
+def test_an_observation_with_no_turn_before_it_is_named_by_index():
+    data = v1_run(2)
+    data["messages"].insert(3, {"role": "user", "content": "stray"})
+    with pytest.raises(TrajectoryError, match=r"messages\[4\]: an observation with no turn"):
+        parse_trajectory(data, "x.traj.json")
+
+
+def test_mask10_keeps_the_ten_newest_observations_and_masks_the_rest():
+    run = parse_trajectory(v1_run(15))
+    k = 15  # 14 observations before the last turn
+    masked = mask10_prompt(run, k)
+    current = current_prompt(run, k)
+    assert len(masked) == len(current)
+    observations = [i for i in range(2, len(current)) if current[i]["role"] == "user"]
+    assert len(observations) == 14
+    old = observations[: 14 - MASK_KEEP_NEWEST]
+    assert masked_observation_indexes(run, k) == frozenset(old)
+    for i in old:
+        assert masked[i]["content"].startswith("[Old observation omitted")
+    for i in observations[14 - MASK_KEEP_NEWEST:]:
+        assert masked[i] == current[i]
+    assert all(masked[i] == current[i] for i in range(len(current)) if i not in old)
+
+
+def test_prompt_tokens_and_the_prefix_a_cache_serves():
+    counter = PromptCounter(lambda text: len(text.split()))
+    first = [{"role": "system", "content": "a b c"}, {"role": "user", "content": "d e"}]
+    assert counter.prompt_tokens(first) == (CHAT_REPLY_PRIMING_TOKENS + 3 + 2
+                                            + 2 * CHAT_MESSAGE_OVERHEAD_TOKENS)
+    appended = first + [{"role": "assistant", "content": "f"}]
+    # an append-only history: everything sent before is a cache hit
+    assert counter.cached_tokens(first, appended) == 3 + 2 + 2 * CHAT_MESSAGE_OVERHEAD_TOKENS
+    changed = [first[0], {"role": "user", "content": "d x y"}]
+    # the first message whole, then the shared start "d " of the second
+    assert counter.cached_tokens(first, changed) == 3 + CHAT_MESSAGE_OVERHEAD_TOKENS + 1
+    assert counter.cached_tokens(None, first) == 0
