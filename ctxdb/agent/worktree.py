@@ -1,0 +1,247 @@
+"""A scratch git working copy of a commit, where a recorded run's commands are re-run.
+
+``ScratchTree.create(git_dir, commit)`` makes, in a temporary directory (``home``), a
+real git working copy at ``path``: the agent's own git commands (``git diff``, ``git
+status``, ``git checkout FILE``, ``git stash``) work in it, inside the sandbox, as in the
+harness's ``/testbed``. It is made fast and without touching the source git directory:
+
+- ``git init`` with the source's object store borrowed through ``objects/info/alternates``
+  (nothing copied), the source's default branch set to the commit and the index read
+  from it. git sizes abbreviated object names (``index abc..def`` lines) by the objects
+  it sees, alternates included: like the harness's full clone (10 digits for sympy and
+  astropy in every recorded submission), so nothing is pinned. Not ``git clone --shared``: that would also copy every ref of the source,
+  later commits included, where SWE-bench's /testbed has the one branch at the base;
+- the files written blob by blob (``materialize.write_commit_tree``: one ``git
+  cat-file --batch``), so a blob absent from the store is skipped, not fatal. Each
+  skipped path is listed in ``skipped`` and flagged skip-worktree in the index, so
+  ``git status``, ``git diff`` and ``git add -A`` do not report it as deleted;
+- everything chowned to the sandbox's unprivileged user, then the index refreshed
+  (its stat data taken after the chown, so the first ``git status`` inside is fast).
+
+The host reads the tree with git too (``diff``, ``submission``): as root on a tree owned
+by another user, which git refuses without ``safe.directory``; with no optional locks,
+never fetching, and with neither the host's global nor its system git config (a
+``color.ui`` or ``diff.noprefix`` there would change the patches). ``submission`` stages
+into a copy of the index and writes the objects it hashes into a directory of its own,
+so neither the tree's index nor its object store changes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+
+from ..ab.materialize import SkippedBlob, write_commit_tree
+from .sandbox import (
+    DEFAULT_WORKDIR,
+    SANDBOX_GID,
+    SANDBOX_UID,
+    CommandResult,
+    run_isolated,
+)
+from .trajectory import DEFAULT_COMMAND_TIMEOUT_S
+
+COMMAND_TIMEOUT_S = DEFAULT_COMMAND_TIMEOUT_S  # the recorded harness's, 60 s
+# info.config.environment.env of the recorded mini-swe-agent runs: set for every command
+HARNESS_ENV: Mapping[str, str] = {
+    "PAGER": "cat",
+    "MANPAGER": "cat",
+    "LESS": "-R",
+    "PIP_PROGRESS_BAR": "off",
+    "TQDM_DISABLE": "1",
+}
+TREE_DIR = "testbed"
+
+_GIT = ("git", "-c", "protocol.allow=never", "-c", "safe.directory=*")
+
+
+class ScratchTreeError(RuntimeError):
+    """The scratch tree could not be made or read: git said why."""
+
+
+def _git_env(**extra: str) -> dict[str, str]:
+    """This process's environment without git's variables (a GIT_DIR or GIT_INDEX_FILE
+    set around us must not redirect the commands) and without the host's git config."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, **extra)
+    return env
+
+
+def _git(args: list[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+         stdin: bytes | None = None) -> bytes:
+    done = subprocess.run([*_GIT, *args], cwd=cwd, input=stdin, capture_output=True,
+                          env=dict(env) if env is not None else _git_env(), check=False)
+    if done.returncode != 0:
+        raise ScratchTreeError(f"git {' '.join(args[:3])} failed ({done.returncode}): "
+                               f"{done.stderr.decode(errors='replace').strip()}")
+    return done.stdout
+
+
+class ScratchTree:
+    """A working copy of one commit in a temporary directory; a context manager that
+    removes it all on exit. Commands run in it through the sandbox (``run``)."""
+
+    def __init__(self, home: Path, commit: str, object_store: Path,
+                 skipped: tuple[SkippedBlob, ...], workdir: str) -> None:
+        self.home = home  # the temporary directory: the tree and room for the caller's files
+        self.path = home / TREE_DIR
+        self.commit = commit
+        self.object_store = object_store  # the source's objects, borrowed read-only
+        self.skipped = skipped
+        self.workdir = workdir
+
+    @classmethod
+    def create(cls, git_dir: Path | str, commit: str, parent: Path | str | None = None, *,
+               workdir: str = DEFAULT_WORKDIR) -> ScratchTree:
+        """A working copy of ``commit`` of the git directory ``git_dir`` (bare or not),
+        in a new temporary directory under ``parent`` (the system's default if None)."""
+        git_dir = Path(git_dir).resolve()
+        home = Path(tempfile.mkdtemp(prefix="ctxdb-scratch-", dir=parent)).resolve()
+        try:
+            object_store, full_commit, branch = _source(git_dir, commit)
+            tree = home / TREE_DIR
+            _git(["init", "--quiet", f"--initial-branch={branch}", str(tree)])
+            (tree / ".git" / "objects" / "info" / "alternates").write_text(
+                f"{object_store}\n", encoding="utf-8")
+            _git(["update-ref", f"refs/heads/{branch}", full_commit], cwd=tree)
+            _git(["read-tree", full_commit], cwd=tree)
+            skipped = write_commit_tree(git_dir, full_commit, tree)
+            if skipped:
+                paths = b"".join(os.fsencode(s.path) + b"\0" for s in skipped)
+                _git(["update-index", "--skip-worktree", "-z", "--stdin"], cwd=tree,
+                     stdin=paths)
+            _chown_tree(tree)
+            _git(["update-index", "-q", "--refresh"], cwd=tree)
+            os.chown(tree / ".git" / "index", SANDBOX_UID, SANDBOX_GID)
+            return cls(home, full_commit, object_store, skipped, workdir)
+        except BaseException:
+            shutil.rmtree(home, ignore_errors=True)
+            raise
+
+    def __enter__(self) -> ScratchTree:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Remove the temporary directory and everything in it."""
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def run(self, command: str, timeout_s: float = COMMAND_TIMEOUT_S,
+            env: Mapping[str, str] = HARNESS_ENV) -> CommandResult:
+        """Run one shell command in the tree, isolated (``sandbox.run_isolated``), in
+        ``workdir`` with the recorded harness's environment variables."""
+        return run_isolated(command, self.path, workdir=self.workdir, timeout_s=timeout_s,
+                            env=env, read_only_paths=(self.object_store,))
+
+    def diff(self) -> str:
+        """The live patch of the tracked files: ``git diff HEAD`` (what the agent's own
+        ``git diff`` prints while it has staged nothing). New files are not in it."""
+        return self._read_git(["diff", "HEAD"])
+
+    def submission(self) -> str:
+        """Exactly what the harness's ``git add -A && git diff --cached`` would print now,
+        the tree's own index and object store left as they are."""
+        with self._staged_everything() as env:
+            return self._read_git(["diff", "--cached"], env)
+
+    def changed_paths(self) -> list[str]:
+        """The paths ``submission`` holds a change of (added, modified, deleted), sorted."""
+        with self._staged_everything() as env:
+            names = self._read_git(["diff", "--cached", "--name-only", "-z",
+                                    "--no-renames"], env)
+        return sorted(name for name in names.split("\0") if name)
+
+    def fingerprint(self) -> str:
+        """Changes whenever a file ``git add -A`` would see changes: the id of the tree
+        object that staging everything makes (ignored files do not count)."""
+        with self._staged_everything() as env:
+            return _git(["write-tree"], cwd=self.path, env=env).decode().strip()
+
+    def has_file(self, path: str) -> bool:
+        """Is ``path`` (relative to the tree, or absolute under ``workdir``) a file of it?"""
+        target = self._inside(path)
+        return target is not None and target.is_file()
+
+    def file_lines(self, path: str) -> list[str] | None:
+        """The lines of a file of the tree (decoded with errors="replace"), or None."""
+        target = self._inside(path)
+        if target is None or not target.is_file():
+            return None
+        return target.read_bytes().decode(errors="replace").splitlines()
+
+    def _inside(self, path: str) -> Path | None:
+        prefix = self.workdir.rstrip("/") + "/"
+        if path.startswith(prefix):
+            path = path[len(prefix):]
+        relative = PurePosixPath(path)
+        if relative.is_absolute() or ".." in relative.parts:
+            return None
+        target = self.path.joinpath(*relative.parts)
+        try:  # a symlink may point anywhere on the host: only what stays in the tree
+            target.resolve().relative_to(self.path)
+        except (ValueError, OSError):
+            return None
+        return target
+
+    def _read_git(self, args: list[str], env: Mapping[str, str] | None = None) -> str:
+        out = _git(["--no-optional-locks", *args], cwd=self.path, env=env)
+        return out.decode(errors="replace")
+
+    def _staged_everything(self) -> _StagedCopy:
+        return _StagedCopy(self)
+
+
+class _StagedCopy:
+    """The tree with everything staged, in a copy of its index: the environment for
+    git to read it. The objects ``git add -A`` hashes go to a directory of the copy's own,
+    the tree's object store (and through it the source's) read as alternates."""
+
+    def __init__(self, tree: ScratchTree) -> None:
+        self.tree = tree
+        self.scratch: str | None = None
+
+    def __enter__(self) -> dict[str, str]:
+        self.scratch = tempfile.mkdtemp(prefix="staged-", dir=self.tree.home)
+        index = os.path.join(self.scratch, "index")
+        objects = os.path.join(self.scratch, "objects")
+        os.mkdir(objects)
+        shutil.copyfile(self.tree.path / ".git" / "index", index)
+        env = _git_env(GIT_INDEX_FILE=index, GIT_OBJECT_DIRECTORY=objects,
+                       GIT_ALTERNATE_OBJECT_DIRECTORIES=str(self.tree.path / ".git" / "objects"))
+        _git(["add", "-A"], cwd=self.tree.path, env=env)
+        return env
+
+    def __exit__(self, *exc_info) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _source(git_dir: Path, commit: str) -> tuple[Path, str, str]:
+    """The source's object directory, the commit's full id, and the branch a clone of
+    the source would be on (its HEAD's, else 'main')."""
+    objects = Path(_git(["-C", str(git_dir), "rev-parse", "--path-format=absolute",
+                         "--git-path", "objects"]).decode().strip())
+    try:
+        full = _git(["-C", str(git_dir), "rev-parse", "--verify", "--quiet",
+                     f"{commit}^{{commit}}"]).decode().strip()
+    except ScratchTreeError:
+        raise ScratchTreeError(f"commit {commit} is not in {git_dir}") from None
+    head = subprocess.run([*_GIT, "-C", str(git_dir), "symbolic-ref", "--quiet", "--short",
+                           "HEAD"], capture_output=True, env=_git_env(), check=False)
+    branch = head.stdout.decode().strip() if head.returncode == 0 else ""
+    return objects, full, branch or "main"
+
+
+def _chown_tree(tree: Path) -> None:
+    """Give the whole tree (files, .git) to the sandbox's user: commands run as it."""
+    os.chown(tree, SANDBOX_UID, SANDBOX_GID)
+    for directory, subdirectories, files in os.walk(tree):
+        for name in subdirectories + files:
+            os.lchown(os.path.join(directory, name), SANDBOX_UID, SANDBOX_GID)
+
