@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy import CheckConstraint, Column, Table, UniqueConstraint, create_engine, inspect
 from sqlalchemy.pool import StaticPool
 
+from .ab.reports import REPORT_PARAMETER_DEFAULTS
 from .descriptions import TABLES, UNMODELLED_TABLES
 from .models import metadata
 from .sqlfiles import SqlFile, sql_files, view_files
@@ -56,15 +57,33 @@ def _description_of(file: SqlFile) -> str:
     return text[:1].upper() + text[1:]
 
 
+def _with_report_defaults(file: SqlFile) -> tuple[str, str]:
+    """A report's SQL and description with each parameter that has a documented default
+    (``REPORT_PARAMETER_DEFAULTS``, e.g. the replay cost's cached_price_ratio) written in
+    as that value: a canned query is run as it stands (a Datasette form sends an empty
+    string for a blank field, and a bare run binds nothing), and the value is a constant
+    of the code, never input. The description says which value, and where to vary it."""
+    sql, description = file.sql, _description_of(file)
+    for name in named_parameters(file.sql):
+        if name not in REPORT_PARAMETER_DEFAULTS:
+            continue
+        value = REPORT_PARAMETER_DEFAULTS[name]
+        sql = re.sub(rf"(?<![:\w]):{name}(?!\w)", repr(value), sql)
+        description += (f" Here {name} = {value!r} (the default of "
+                        f"`ctxdb report --{name.replace('_', '-')}`).")
+    return sql, description
+
+
 def canned_queries() -> list[CannedQuery]:
     """Every report and forensic query, named by its file's stem."""
     queries = []
     for directory, title in CANNED_QUERY_DIRS:
         for file in sql_files(directory):
+            sql, description = (_with_report_defaults(file) if directory == "reports"
+                                else (file.sql, _description_of(file)))
             queries.append(CannedQuery(
                 name=file.name, title=f"{title}: {file.name.replace('_', ' ')}",
-                description=_description_of(file), sql=file.sql,
-                params=named_parameters(file.sql),
+                description=description, sql=sql, params=named_parameters(sql),
             ))
     return queries
 

@@ -19,6 +19,13 @@ from .formats import format_cell, format_number, format_percent, is_number
 
 REPORTS_DIR = SQL_DIR / "reports"
 AB_SECTIONS = ("runs", "arms", "decision_rule", "ablation", "edge_placement", "tokens")
+# A cache read's price as a share of an input token's: Anthropic bills cache reads at 0.1x
+# the base input price, and OpenAI (the GPT-5 models) and DeepSeek (V3.2) list cached
+# input at a tenth of uncached input. The replay reports' cost in token units uses it.
+CACHED_PRICE_RATIO = 0.1
+# The value a report's parameter takes when its caller gives none (the CLI and the
+# Datasette canned queries use the same).
+REPORT_PARAMETER_DEFAULTS: dict[str, object] = {"cached_price_ratio": CACHED_PRICE_RATIO}
 ORACLE = "oracle"
 ORACLE_LEGEND = (
     "ranker oracle: each residue candidate scored 1.0 if it is one of the instance's gold "
@@ -39,15 +46,29 @@ def report_names() -> list[str]:
     return sorted(p.stem for p in REPORTS_DIR.glob("*.sql"))
 
 
-def run_report(connection: Connection, name: str) -> Report:
+def report_parameters(name: str) -> tuple[str, ...]:
+    """The parameters report ``name``'s SQL binds, in name order."""
+    return tuple(sorted(sql_statement(f"reports/{name}").compile().params))
+
+
+def run_report(connection: Connection, name: str,
+               params: dict[str, object] | None = None) -> Report:
+    """Report ``name`` run with its parameters bound: each from ``params``, else its
+    documented default (``REPORT_PARAMETER_DEFAULTS``); a report without parameters
+    ignores ``params``."""
     if name not in report_names():
-        raise ValueError(f"report {name!r}: expected one of {', '.join(report_names() + ['ab'])}")
+        raise ValueError(f"report {name!r}: expected one of {', '.join(report_names() + ['ab', 'replay'])}")
     path = REPORTS_DIR / f"{name}.sql"
     header = " ".join(
         line[2:].strip() for line in path.read_text(encoding="utf-8").splitlines()
         if line.startswith("--")
     )
-    result = connection.execute(sql_statement(f"reports/{name}"))
+    given = {**REPORT_PARAMETER_DEFAULTS, **(params or {})}
+    names = report_parameters(name)
+    missing = [p for p in names if p not in given]
+    if missing:
+        raise ValueError(f"report {name!r}: expected a value for {', '.join(missing)}")
+    result = connection.execute(sql_statement(f"reports/{name}"), {p: given[p] for p in names})
     # PostgreSQL answers NUMERIC for 1.0 * x / y; reports speak floats on both backends.
     rows = [tuple(float(v) if isinstance(v, Decimal) else v for v in r) for r in result]
     return Report(name, header, list(result.keys()), rows)
@@ -217,7 +238,8 @@ def _header_cell(column: str) -> str:
     return f"<th>{html.escape(column).replace('_', '_<wbr>')}</th>"
 
 
-def _html_table(report: Report, columns: list[str] | None = None) -> str:
+def html_table(report: Report, columns: list[str] | None = None) -> str:
+    """The report (or ``columns`` of it) as an HTML table, every cell escaped."""
     columns = columns or report.columns
     index = [report.columns.index(c) for c in columns]
     head = "".join(_header_cell(c) for c in columns)
@@ -233,16 +255,17 @@ def _html_table(report: Report, columns: list[str] | None = None) -> str:
             f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 
-def _page(title: str, body: str) -> str:
+def html_page(title: str, body: str) -> str:
+    """A self-contained page: ``body`` (HTML already) under the reports' one stylesheet."""
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
             f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>"
             + body + "</body></html>")
 
 
 def single_html(report: Report) -> str:
-    return _page(f"ctxdb {report.name}",
-                 f"<h1>{html.escape(report.name)}</h1><p>{html.escape(report.header)}</p>"
-                 + _html_table(report))
+    return html_page(f"ctxdb {report.name}",
+                     f"<h1>{html.escape(report.name)}</h1><p>{html.escape(report.header)}</p>"
+                     + html_table(report))
 
 
 def _column(report: Report, name: str) -> int:
@@ -361,14 +384,14 @@ def ab_html(connection: Connection) -> str:
         "panel's critical items whose middle falls there, the dashed line the same share "
         "for the other evidence items. One y scale for every panel.</p>",
         _placement_charts(connection, edges),
-        "<h2>Runs and their rankers</h2>", _html_table(runs),
-        "<h2>Arms side by side</h2>", _html_table(arms),
+        "<h2>Runs and their rankers</h2>", html_table(runs),
+        "<h2>Arms side by side</h2>", html_table(arms),
         "<h2>What the window keeps of what its pool holds</h2>",
         "<p>Definitions at the top of <code>sql/reports/window_recall.sql</code>.</p>",
-        _html_table(recall),
-        "<h2>§7.4 decision rule</h2>", _html_table(rule),
+        html_table(recall),
+        "<h2>§7.4 decision rule</h2>", html_table(rule),
         "<h2>§7.5 ablation (Δ relative to ctx08/default)</h2>",
-        _html_table(ablation) if ablation.rows else "<p>No ablation variants in this store.</p>",
-        "<h2>§7.6 placement</h2>", _html_table(edges),
+        html_table(ablation) if ablation.rows else "<p>No ablation variants in this store.</p>",
+        "<h2>§7.6 placement</h2>", html_table(edges),
     ]
-    return _page("ctxdb A/B", "".join(sections))
+    return html_page("ctxdb A/B", "".join(sections))
