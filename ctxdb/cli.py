@@ -458,9 +458,26 @@ def _cmd_ab_outcome(args) -> int:
     return EXIT_OK
 
 
+def _cached_price_ratio(value: str | None) -> float:
+    """--cached-price-ratio: a cache read's price as a share of an input token's, 0 to 1."""
+    from .ab.reports import CACHED_PRICE_RATIO
+
+    if value is None:
+        return CACHED_PRICE_RATIO
+    try:
+        ratio = float(value)
+    except ValueError:
+        ratio = None
+    if ratio is None or not 0 <= ratio <= 1:  # NaN fails the comparison too
+        raise ValueError(f"--cached-price-ratio {value!r}: expected a number from 0 to 1 "
+                         "(a cache read's price as a share of an input token's)")
+    return ratio
+
+
 def _cmd_report(args) -> int:
     from .ab import reports
 
+    ratio = _cached_price_ratio(args.cached_price_ratio)
     with _context_store().open(_existing_store(args.db)) as store, \
             store.engine.connect() as connection:
         if args.name == "ab":
@@ -474,8 +491,14 @@ def _cmd_report(args) -> int:
                     output = "[" + ",\n".join(reports.as_json(r) for r in sections.values()) + "]"
                 else:
                     output = "\n".join(f"# {n}\n{reports.as_csv(r)}" for n, r in sections.items())
+        elif args.name == "replay":
+            from .agent import report as replay
+
+            output = {"table": replay.replay_screen, "csv": replay.replay_csv,
+                      "json": replay.replay_json, "html": replay.replay_html}[args.format](
+                connection, ratio)
         else:
-            report = reports.run_report(connection, args.name)
+            report = reports.run_report(connection, args.name, {"cached_price_ratio": ratio})
             if args.format == "html":
                 output = reports.single_html(report)
             else:
@@ -740,17 +763,25 @@ def build_parser() -> argparse.ArgumentParser:
     ab_outcome.set_defaults(func=_cmd_ab_outcome)
 
     report = commands.add_parser(
-        "report", help="an A/B report from sql/reports/ (or `ab` for all of it)",
-        description="Run sql/reports/NAME.sql and print it; `ab` is the whole A/B on one screen "
-        "(or one self-contained HTML page with --format html).",
+        "report", help="a report from sql/reports/ (or `ab`, `replay` for a whole screen)",
+        description="Run sql/reports/NAME.sql and print it; `ab` is the whole A/B on one screen, "
+        "`replay` the replayed agent runs (tokens and cost by arm, anchor recall, where lost "
+        "anchors went, working-tree fidelity, tokens per step) on one; either is one "
+        "self-contained HTML page with --format html.",
     )
     report.add_argument("name", metavar="NAME",
-                        help="ab, runs, arms, precision, gold_recall, tokens, edge_placement, "
-                        "outcomes, decision_rule, ablation")
+                        help="ab, replay, or a report: runs, arms, precision, gold_recall, "
+                        "window_recall, tokens, edge_placement, outcomes, decision_rule, "
+                        "ablation, replay_arms, replay_recall, replay_fates, replay_fidelity, "
+                        "replay_steps")
     _add_db_option(report)
     report.add_argument("--format", choices=("table", "csv", "json", "html"), default="table",
                         help="output format (default: table)")
     report.add_argument("--output", help="write to this file instead of standard output")
+    report.add_argument("--cached-price-ratio", metavar="R",
+                        help="replay reports: a cached prompt token's price as a share of an "
+                        "input token's, 0 to 1 (default 0.1: cache reads cost about a tenth "
+                        "of input at DeepSeek, Anthropic and OpenAI)")
     report.set_defaults(func=_cmd_report)
 
     retrieve = commands.add_parser(

@@ -26,6 +26,9 @@ BAR_ROW_HEIGHT = 22  # px per bar of the bar chart
 BAR_LABEL_WIDTH = 250  # px left of the bars for their labels (arm/variant names)
 BAR_VALUE_WIDTH = 72  # px right of the longest bar for its value
 EDGE_LOW, EDGE_HIGH = 0.25, 0.75  # edge_placement.sql: an edge is outside the middle half
+LINE_WIDTH = 2  # px of a line chart's line
+LINE_DASH = "6 3"  # a dashed line's dash and gap, px
+LINE_DOT_RADIUS = 2.5  # px of a line's point markers
 
 
 def nice_ticks(top: float, target: int = TARGET_TICKS) -> list[float]:
@@ -179,6 +182,42 @@ def scatter(title: str, points: list[Point], x_label: str, y_label: str, width: 
         parts.append(f'<circle cx="{x_scale(point.x):.1f}" cy="{y_scale(point.y):.1f}" r="4" '
                      f'fill="{point.color}" fill-opacity="0.6" stroke="{point.color}">'
                      f"<title>{html.escape(point.label)}</title></circle>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line of a line chart: its points in x order (each point's label is its hover
+    text), drawn in ``color``; ``dashed`` tells it apart without its colour."""
+    label: str
+    color: str
+    points: list[Point]
+    dashed: bool = False
+
+
+def line_chart(title: str, series: list[Series], x_label: str, y_label: str, width: int,
+               height: int) -> str:
+    """Lines over a shared plane, both axes from 0 to the data's nice top; each point a
+    dot that names its values on hover."""
+    frame = Frame(width, height, right=36)  # room for the last tick's label
+    points = [p for s in series for p in s.points]
+    x_ticks = nice_ticks(max([p.x for p in points] + [0.0]))
+    y_ticks = nice_ticks(max([p.y for p in points] + [0.0]))
+    x_scale = Scale(0, x_ticks[-1], *frame.x_range)
+    y_scale = Scale(0, y_ticks[-1], *frame.y_range)
+    parts = [_open(frame, title, "chart lines"), y_axis(frame, y_scale, y_ticks, y_label),
+             x_axis(frame, x_scale, x_ticks, x_label)]
+    for line in series:
+        dash = f' stroke-dasharray="{LINE_DASH}"' if line.dashed else ""
+        coordinates = " ".join(f"{x_scale(p.x):.1f},{y_scale(p.y):.1f}" for p in line.points)
+        parts.append(f'<polyline points="{coordinates}" fill="none" stroke="{line.color}" '
+                     f'stroke-width="{LINE_WIDTH}"{dash}>'
+                     f"<title>{html.escape(line.label)}</title></polyline>")
+        for point in line.points:
+            parts.append(f'<circle cx="{x_scale(point.x):.1f}" cy="{y_scale(point.y):.1f}" '
+                         f'r="{LINE_DOT_RADIUS}" fill="{point.color}">'
+                         f"<title>{html.escape(point.label)}</title></circle>")
     parts.append("</svg>")
     return "".join(parts)
 
