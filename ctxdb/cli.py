@@ -467,8 +467,8 @@ def _cached_price_ratio(value: str | None) -> float:
     try:
         ratio = float(value)
     except ValueError:
-        ratio = None
-    if ratio is None or not 0 <= ratio <= 1:  # NaN fails the comparison too
+        ratio = float("nan")  # refused below with the out-of-range ones
+    if not 0 <= ratio <= 1:  # NaN fails the comparison
         raise ValueError(f"--cached-price-ratio {value!r}: expected a number from 0 to 1 "
                          "(a cache read's price as a share of an input token's)")
     return ratio

@@ -251,6 +251,26 @@ def test_steps_median_over_the_runs_that_reach_each_decision(replay_store):
     assert len(steps) == 3 * 4 + 2 * 3
 
 
+def test_every_replay_report_answers_the_same_on_sqlite_and_postgresql(tmp_path, pg_url):
+    """The five reports over the same rows on both backends: the same columns, rows and
+    figures (PostgreSQL's NUMERIC read as floats, as run_report does), at two ratios."""
+    answers = []
+    for url in (str(tmp_path / "s.db"), pg_url):
+        with ContextStore.open(url) as store:
+            _write_replay(store)
+            with store.engine.connect() as connection:
+                answers.append({
+                    (name, ratio): run_report(connection, name, {"cached_price_ratio": ratio})
+                    for name in SECTIONS.values() for ratio in (CACHED_PRICE_RATIO, OTHER_RATIO)})
+    on_sqlite, on_postgresql = answers
+    for key, report in on_sqlite.items():
+        assert report.rows, key
+        assert on_postgresql[key].columns == report.columns, key
+        assert on_postgresql[key].rows == [
+            tuple(pytest.approx(v) if isinstance(v, float) else v for v in row)
+            for row in report.rows], key
+
+
 # --- screen, JSON, HTML ----------------------------------------------------------------
 
 
