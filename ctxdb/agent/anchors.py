@@ -23,15 +23,19 @@ window still held them. Anchors come from the command text alone, in four classe
     ``'1137r other.py'``, and ``'175s/.*/.../'`` or ``'947s/Perm/cls/'`` — a numbered
     ``s`` whose ``OLD`` gave no ``EDIT`` anchor (a pattern, or too short), so only the
     number placed it. One anchor per addressed line (every line of a range; for ``a``
-    the line itself). Kept when the window shows that number beside that line's text in
-    a numbered listing about that file (``WindowIndex`` says how).
+    the line itself). The same for a Python edit of one repository file through its
+    list of lines by index the script spells out (``lines[217:220] = ...`` is lines
+    218-220; ``lines.insert(40, x)`` and ``lines[40:40] = ...`` are line 41; ``del
+    lines[5]``). Kept when the window shows that number beside that line's text in a
+    numbered listing about that file (``WindowIndex`` says how).
 
 ``IDENTIFIER``
     Words ``[A-Za-z_]\\w{3,}`` of the command that occur as whole words in an earlier
     observation but in neither the system prompt nor the task, minus Python keywords,
-    builtins and ``COMMON_SHELL_WORDS``, and minus the words of the command's own paths
-    and options (a word inside ``sympy/core/basic.py`` is that path's anchor; ``-name``
-    is the tool's vocabulary). Kept when the window holds it as a whole word.
+    builtins, ``self``/``cls`` and ``COMMON_SHELL_WORDS``. The words are read from the
+    command's arguments and heredocs, not from its tool names, options, paths,
+    redirection targets or comments (``_identifier_text`` says why). Kept when the
+    window holds it as a whole word.
 
 ``PATH``
     Repository paths among the command's shell words and its Python scripts' string
@@ -140,8 +144,10 @@ _PATH_CHARS = re.compile(r"[\w./-]+")
 _MARKUP = re.compile(r"</?(?:%s)>" % "|".join(HARNESS_MARKUP_TAGS))
 _PYTHON_EXECUTABLE = re.compile(r"^python(?:\d+(?:\.\d+)*)?$")
 _SHELL_ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=")
+# As good as keywords: every method of every Python repository names them.
+PYTHON_CONVENTIONAL_NAMES = frozenset({"self", "cls"})
 _NOT_IDENTIFIERS = (frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
-                    | frozenset(dir(builtins)) | COMMON_SHELL_WORDS)
+                    | frozenset(dir(builtins)) | PYTHON_CONVENTIONAL_NAMES | COMMON_SHELL_WORDS)
 
 
 # --------------------------------------------------------------------------- the shell
@@ -808,9 +814,12 @@ def _addressed_lines(first: object, second: object) -> tuple[int, ...]:
     return ()
 
 
-# Escapes that stand for the character itself in a sed regex; any other escape is
-# regex syntax (\( \{ \+ \? \| \1 \n \w \b \< ...), so the text is still a pattern.
-_SED_LITERAL_ESCAPES = frozenset(".*[]^$\\/&")
+# A backslash before punctuation stands for that character in a sed regex (\. \* \[ \/
+# \%), except before these, where it makes an operator: a group, an interval, a
+# repetition, an alternative, a word or buffer boundary (GNU basic regex). Before a
+# letter or digit it is a class or a back-reference (\w \s \n \1), \t aside.
+_SED_ESCAPED_OPERATORS = frozenset("(){}+?|<>'`")
+_SED_ESCAPED_OPERATORS_EXTENDED = frozenset("<>'`")
 _ERE_OPERATORS = frozenset("()+?{}|")
 
 
@@ -825,14 +834,15 @@ def _sed_literal(pattern: str, delimiter: str, extended: bool) -> str | None:
         char = pattern[i]
         following = pattern[i + 1] if i + 1 < n else ""
         if char == "\\":
-            if following == delimiter or following in _SED_LITERAL_ESCAPES:
-                literal.append(following)
-            elif extended and following in _ERE_OPERATORS:
+            operators = _SED_ESCAPED_OPERATORS_EXTENDED if extended else _SED_ESCAPED_OPERATORS
+            if following == delimiter:
                 literal.append(following)
             elif following == "t":
                 literal.append("\t")
-            else:
+            elif not following or following.isalnum() or following == "_" or following in operators:
                 return None
+            else:
+                literal.append(following)
             i += 2
             continue
         if char == "." and (following == "*" or (extended and following in "+?{")):
@@ -958,12 +968,15 @@ def _python_scripts(commands: Sequence[_SimpleCommand]) -> list[_PythonScript]:
 @dataclass
 class _PythonReading:
     """What a Python script shows: the files it writes (None: a target it computes),
-    the first arguments of its .replace calls that are string literals, and its
-    string literals."""
+    the first arguments of its .replace calls that are string literals, its string
+    literals, and the lines it edits by index."""
 
     written: list[str | None] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
     strings: list[str] = field(default_factory=list)
+    # 1-based lines a script changes through a list of the file's lines by literal
+    # index: lines[217:220] = ..., lines[798] = ..., del lines[5:9], lines.insert(40, x)
+    indexed_lines: list[int] = field(default_factory=list)
 
     def writes_repository_file(self, cwd: str, is_repository_file: Callable[[str], bool]) -> bool:
         return bool(self.edited_paths(cwd, is_repository_file))
@@ -986,13 +999,15 @@ def _read_python(source: str) -> _PythonReading:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return _read_python_tokens(source)
-    bound = _names_bound_once_to_strings(tree)
+    bound = _names_bound_once_to_constants(tree)
+    file_line_lists = _names_of_line_lists(tree)
 
     def string_of(node: ast.expr | None) -> str | None:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return node.value
         if isinstance(node, ast.Name):
-            return bound.get(node.id)
+            value = bound.get(node.id)
+            return value if isinstance(value, str) else None
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr == "join" and node.args):
             parts = [string_of(arg) for arg in node.args]
@@ -1004,6 +1019,7 @@ def _read_python(source: str) -> _PythonReading:
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             reading.strings.append(node.value)
+        reading.indexed_lines.extend(_indexed_lines(node, file_line_lists, bound))
         if not isinstance(node, ast.Call):
             continue
         function = node.func
@@ -1047,19 +1063,93 @@ def _path_call_argument(function: ast.expr) -> ast.expr | None:
     return call.args[0] if name in ("Path", "PosixPath") and call.args else None
 
 
-def _names_bound_once_to_strings(tree: ast.AST) -> dict[str, str]:
-    """Names the script binds exactly once, to a plain string literal: their value is
-    as known as the literal's (``old = '''...'''`` then ``s.replace(old, new)``)."""
+def _names_bound_once_to_constants(tree: ast.AST) -> dict[str, str | int]:
+    """Names the script binds exactly once, to a plain string or int literal: their
+    value is as known as the literal's (``old = '''...'''`` then ``s.replace(old,
+    new)``; ``start = 744`` then ``lines[start:start + 3] = ...``)."""
     bindings: dict[str, int] = {}
-    values: dict[str, str] = {}
+    values: dict[str, str | int] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             bindings[node.id] = bindings.get(node.id, 0) + 1
         if (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name)
-                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+                and isinstance(node.value, ast.Constant)
+                and type(node.value.value) in (str, int)):
             values[node.targets[0].id] = node.value.value
     return {name: value for name, value in values.items() if bindings.get(name) == 1}
+
+
+# Calls that turn a file's text into a list of its lines.
+_LINE_LIST_CALLS = frozenset({"readlines", "splitlines"})
+
+
+def _names_of_line_lists(tree: ast.AST) -> frozenset[str]:
+    """Names bound to a file's lines: ``lines = f.readlines()``,
+    ``lines = text.splitlines(True)``, ``lines = f.read().split("\\n")``."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Attribute)):
+            continue
+        call = node.value
+        splits_lines = call.func.attr in _LINE_LIST_CALLS or (
+            call.func.attr == "split" and len(call.args) == 1
+            and isinstance(call.args[0], ast.Constant) and call.args[0].value == "\n")
+        if splits_lines:
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return frozenset(names)
+
+
+def _int_of(node: ast.expr | None, bound: Mapping[str, str | int]) -> int | None:
+    """A non-negative index the script spells out: a literal, a name bound once to one,
+    or a sum or difference of those."""
+    value: int | None = None
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        value = node.value
+    elif isinstance(node, ast.Name) and type(bound.get(node.id)) is int:
+        value = bound[node.id]
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
+        left, right = _int_of(node.left, bound), _int_of(node.right, bound)
+        if left is not None and right is not None:
+            value = left + right if isinstance(node.op, ast.Add) else left - right
+    return value if value is not None and value >= 0 else None
+
+
+def _indexed_lines(node: ast.AST, line_lists: frozenset[str],
+                   bound: Mapping[str, str | int]) -> list[int]:
+    """The 1-based lines one statement or call changes in a list of a file's lines."""
+    if isinstance(node, ast.Call):
+        function = node.func
+        if (isinstance(function, ast.Attribute) and function.attr == "insert"
+                and isinstance(function.value, ast.Name) and function.value.id in line_lists
+                and node.args):
+            index = _int_of(node.args[0], bound)
+            return [] if index is None else [index + 1]  # inserted before that line
+        return []
+    if isinstance(node, ast.Assign | ast.AugAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    elif isinstance(node, ast.Delete):
+        targets = node.targets
+    else:
+        return []
+    lines: list[int] = []
+    for target in targets:
+        if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                and target.value.id in line_lists):
+            continue
+        index = target.slice
+        if isinstance(index, ast.Slice):
+            start, stop = _int_of(index.lower, bound), _int_of(index.upper, bound)
+            if start is None or stop is None or index.step is not None:
+                continue
+            # lines[a:b] holds lines a+1..b; an empty slice inserts before line a+1
+            lines.extend(range(start + 1, max(start + 1, stop) + 1))
+        else:
+            position = _int_of(index, bound)
+            if position is not None:
+                lines.append(position + 1)
+    return lines
 
 
 _WRITE_CALL = re.compile(r"""\bopen\s*\([^)\n]*['"][rbt]*[wax+][rbt+]*['"]|\.write_(?:text|bytes)\s*\(|inplace\s*=\s*True""")
@@ -1236,12 +1326,15 @@ def anchors_of_action(command: str, *, earlier_observations: Sequence[str],
             for line in old.splitlines():
                 if line.strip():
                     add(Anchor(AnchorClass.EDIT, line.strip(), path=edited_path))
+        if edited_path is not None:  # which file's lines they are must be plain
+            for number in reading.indexed_lines:
+                add(Anchor(AnchorClass.LINE, f"{edited_path}:{number}",
+                           path=edited_path, line=number))
 
     observations = [_index_of(observation) for observation in earlier_observations]
     task_index = _index_of(task)
     prompt_index = _index_of(system_prompt)
 
-    path_tokens: list[str] = []  # as written, to take their words out of the identifiers'
     candidates: list[tuple[str, str]] = []
     for simple in commands:
         for token in _operand_words(simple) + [target for _, target in simple.redirects]:
@@ -1252,12 +1345,11 @@ def anchors_of_action(command: str, *, earlier_observations: Sequence[str],
         path = _path_of_token(token, cwd)
         if path is None:
             continue
-        path_tokens.append(token)
         if path in task_index.paths or not any(path in seen.paths for seen in observations):
             continue
         add(Anchor(AnchorClass.PATH, path))
 
-    for word in _IDENTIFIER.findall(_without_paths_and_options(command, commands, path_tokens)):
+    for word in _IDENTIFIER.findall(_identifier_text(commands)):
         if (word in _NOT_IDENTIFIERS or word in task_index.words or word in prompt_index.words
                 or not any(word in seen.words for seen in observations)):
             continue
@@ -1265,15 +1357,43 @@ def anchors_of_action(command: str, *, earlier_observations: Sequence[str],
     return list(found.values())
 
 
-def _without_paths_and_options(command: str, commands: Sequence[_SimpleCommand],
-                               path_tokens: Sequence[str]) -> str:
-    """The command text with its paths and command-line options blanked: a word inside
-    a path is that path's anchor, and an option (``-name``, ``--include=*.py``) is the
-    tool's vocabulary."""
-    options = {word for simple in commands for word in simple.words[1:]
-               if word.startswith("-") and "\n" not in word}
-    for token in sorted(set(path_tokens), key=len, reverse=True):
-        command = command.replace(token, " ")
-    for option in sorted(options, key=len, reverse=True):
-        command = re.sub(r"(?<!\S)%s(?!\S)" % re.escape(option), " ", command)
-    return command
+def _identifier_text(commands: Sequence[_SimpleCommand]) -> str:
+    """The text a command's identifiers are read from: the words of its commands after
+    the tool's name, its heredocs and python -c code — without the parts that are not
+    taken from anywhere: options (``-name``, ``--include=*.py``: the tool's vocabulary),
+    paths (a word inside ``sympy/core/basic.py`` is that path's anchor), redirection
+    targets, and comments (the agent's prose, like its THOUGHT)."""
+    parts: list[str] = []
+    for simple in commands:
+        run = _python_run(simple.words)
+        for word in simple.words[1:]:
+            if word.startswith("-") or _path_of_token(word, simple.cwd) is not None:
+                continue
+            parts.append(_python_code_text(word, simple.cwd)
+                         if run is not None and run[0] == word else word)
+        python_heredocs = (run is not None and run[1]) or any(
+            target.endswith(".py") for target in _heredoc_targets(simple))
+        for document in simple.heredocs:
+            parts.append(_python_code_text(document, simple.cwd) if python_heredocs else document)
+    return "\n".join(parts)
+
+
+def _python_code_text(source: str, cwd: str) -> str:
+    """Python source without its comments and without the string literals that are
+    paths."""
+    comments: dict[int, int] = {}  # line number -> column where its comment starts
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.COMMENT:
+                comments[token.start[0]] = token.start[1]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass  # the comments read so far
+    lines = source.splitlines()
+    for number, column in comments.items():
+        lines[number - 1] = lines[number - 1][:column]
+    code = "\n".join(lines)
+    paths = {string for string in _read_python(source).strings
+             if _path_of_token(string, cwd) is not None}
+    for path in sorted(paths, key=len, reverse=True):
+        code = code.replace(path, " ")
+    return code
