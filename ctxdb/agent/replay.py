@@ -1,0 +1,483 @@
+"""Replaying recorded agent runs: every decision of a run, in three arms, into the store.
+
+For each run: its working tree is rebuilt in an isolated scratch copy of the base commit
+(``worktree.ScratchTree``: the run's commands re-run in order, only to move the files —
+the recorded outputs stay the observations), indexed by recon, and for every decision k
+(the model call that made turn k):
+
+- ``ctx08``: the request the run's state gives (``requests.build_request``), constructed
+  by the store — a decision row like any other (``instance_id`` = the run's instance,
+  ``seq`` = k), sent with the harness's own system and instruction messages;
+- ``current``: exactly what the harness sent; ``mask10``: that with the observations
+  older than the 10 newest masked (``arms``);
+- the anchors of action k (``anchors``), and for each arm whether its prompt kept them,
+  and where a lost one went.
+
+Everything but the ctx08 decision rows is written in one transaction when the run is
+done; a run that fails has its decision rows removed again and is named, never left
+half-written. Replaying a run again under the same store run replaces it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Callable
+
+from sqlalchemy import delete, select
+
+from .. import models
+from ..config import Settings, load_settings
+from ..recon import index_repository
+from ..request import RequestError
+from ..store import ContextStore
+from ..tokens import get_counter
+from . import anchors as anchor_rules
+from .arms import (
+    ARM_CTX08,
+    ARM_CURRENT,
+    ARM_MASK10,
+    PromptCounter,
+    ctx08_prompt,
+    current_prompt,
+    mask10_prompt,
+    masked_observation_indexes,
+    prompt_text,
+)
+from .requests import build_request, first_edit_step
+from .trajectory import AgentRun, ObservationKind, read_trajectory
+from .worktree import ScratchTree
+
+DEFAULT_RUN_ID = "replay"
+DEFAULT_WORKERS = max(1, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") \
+    else max(1, os.cpu_count() or 1)
+RECON_FILE = "recon.db"
+# tree_note causes (the text before the first ':')
+NOTE_DIFFERS = "submission differs"
+NOTE_COMMAND_DIVERGED = "command diverged"
+NOTE_NO_SUBMISSION = "no submission recorded"
+
+
+class Fate(StrEnum):
+    """Where a lost anchor went: what became of the newest observation that held it."""
+
+    MASKED = "masked"  # aged to its pointer or placeholder
+    STALE = "stale"  # superseded by a newer output (P6)
+    CAPPED = "capped"  # left out by an item cap or the token budget
+    CUT = "cut"  # in the window, but not the part that held the anchor
+    NEVER_GIVEN = "never_given"  # not in the request, or the request was refused
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One line of RUNS.jsonl (or one trajectory with a tree already at hand)."""
+
+    trajectory: Path
+    instance_id: str
+    git_dir: Path  # a git directory holding the base commit (bare or not)
+    base_commit: str
+    resolved: bool | None = None
+    repo: str | None = None
+
+
+@dataclass
+class RunResult:
+    instance_id: str
+    decisions: int = 0
+    refused_decisions: int = 0
+    tree_matches_submission: bool | None = None
+    tree_note: str | None = None
+    rerun_seconds: float = 0.0
+    replay_seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass
+class ReplaySummary:
+    results: list[RunResult] = field(default_factory=list)
+    input_errors: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[RunResult]:
+        return [r for r in self.results if r.error]
+
+
+class RunsFileError(ValueError):
+    pass
+
+
+def load_run_specs(path: str | Path) -> tuple[list[RunSpec], list[str]]:
+    """RUNS.jsonl: ``instance_id``, ``trajectory`` (relative to the file), ``base_commit``,
+    ``repo_git``, and optionally ``repo`` and ``resolved``. Returns the good lines and one
+    error per bad line, naming the line and field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RunsFileError(f"{path}: cannot read: {exc}") from exc
+    specs: list[RunSpec] = []
+    errors: list[str] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            errors.append(f"{where}: not JSON ({exc.msg})")
+            continue
+        if not isinstance(row, dict):
+            errors.append(f"{where}: expected a JSON object")
+            continue
+        problems = [f"{where}: {name}: expected a non-empty string"
+                    for name in ("instance_id", "trajectory", "base_commit", "repo_git")
+                    if not isinstance(row.get(name), str) or not row.get(name)]
+        if "resolved" in row and not isinstance(row["resolved"], (bool, type(None))):
+            problems.append(f"{where}: resolved: expected true, false or null")
+        if problems:
+            errors.extend(problems)
+            continue
+        trajectory = (path.parent / row["trajectory"]).resolve()
+        git_dir = Path(row["repo_git"]).expanduser()
+        if not trajectory.is_file():
+            errors.append(f"{where}: trajectory: no such file {trajectory}")
+            continue
+        if not git_dir.is_dir():
+            errors.append(f"{where}: repo_git: no such directory {git_dir}")
+            continue
+        specs.append(RunSpec(trajectory, row["instance_id"], git_dir, row["base_commit"],
+                             row.get("resolved"), row.get("repo")))
+    return specs, errors
+
+
+def replay_spec_for_tree(trajectory: Path, tree: Path, base_commit: str | None = None,
+                         instance_id: str | None = None) -> RunSpec:
+    """One run of a tree already at hand: ``tree`` is a git checkout of its repository,
+    at the run's base commit unless ``base_commit`` says which."""
+    run = read_trajectory(trajectory)  # refused here, by name, before anything runs
+    if not (tree / ".git").exists():
+        raise RunsFileError(f"--tree {tree}: expected a git checkout (no .git in it)")
+    if base_commit is None:
+        done = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RunsFileError(f"--tree {tree}: git cannot read its HEAD: "
+                                f"{done.stderr.strip()}")
+        base_commit = done.stdout.strip()
+    name = trajectory.name.removesuffix(".json").removesuffix(".traj")
+    return RunSpec(trajectory, instance_id or run.instance_id or name, tree, base_commit)
+
+
+@dataclass
+class _Arm:
+    previous: list[dict[str, str]] | None = None
+
+
+def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
+               settings: Settings | None = None, work_dir: str | None = None,
+               command_timeout_s: float | None = None) -> RunResult:
+    """Replay one run into the store; errors are caught and reported, never raised."""
+    result = RunResult(spec.instance_id)
+    settings = dataclasses.replace(settings or load_settings(), rank_base_url="")
+    started = time.perf_counter()
+    try:
+        run = read_trajectory(spec.trajectory)
+        with ScratchTree.create(spec.git_dir, spec.base_commit, parent=work_dir,
+                                workdir=run.workdir) as tree:
+            recon_path = os.path.join(tree.home, RECON_FILE)
+            index_repository(tree.path, recon_path, progress=False)
+            with ContextStore.open(db_url, recon=recon_path, settings=settings) as store:
+                _forget_run(store, run_id, spec.instance_id)
+                try:
+                    _replay(store, run, spec, tree, result, run_id, settings,
+                            command_timeout_s or run.command_timeout_s, started)
+                except BaseException:
+                    _forget_run(store, run_id, spec.instance_id)
+                    raise
+    except Exception as exc:  # one run's failure must not stop the others
+        detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        result.error = f"{spec.instance_id}: {detail}"
+    return result
+
+
+def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree,
+            result: RunResult, run_id: str, settings: Settings, timeout_s: float,
+            started: float) -> None:
+    recon_path = os.path.join(tree.home, RECON_FILE)
+    counter = PromptCounter(get_counter(settings.tokenizer).count)
+    first_edit = first_edit_step(run.steps, anchor_rules.is_edit_command)
+    observations: list[str] = []  # outputs of steps before k, as the harness showed them
+    arms = {arm: _Arm() for arm in (ARM_CTX08, ARM_CURRENT, ARM_MASK10)}
+    decision_rows, anchor_rows, outcome_rows = [], [], []
+    tree_lost_at: int | None = None
+    tree_note: str | None = None
+    tree_version = tree.fingerprint()
+    for step in run.steps:
+        k = step.number
+        earlier = run.steps[: k - 1]
+        patch = tree.diff()
+        request = None
+        try:
+            request = build_request(
+                run_id=run_id, instance_id=spec.instance_id, k=k, task=run.task, steps=earlier,
+                workdir=run.workdir, patch=patch,
+                edited_before=first_edit is not None and k > first_edit, store=store,
+                tree_has=tree.has_file)
+            context = store.construct(request)
+            window, decision_id = context.render(), context.decision_id
+        except RequestError:
+            result.refused_decisions += 1
+            window, decision_id = "", None
+        prompts = {ARM_CTX08: ctx08_prompt(run, window) if window else
+                   [dict(run.messages[0]), dict(run.messages[1])],
+                   ARM_CURRENT: current_prompt(run, k), ARM_MASK10: mask10_prompt(run, k)}
+        action_kind = _action_kind(step)
+        for arm, messages in prompts.items():
+            tokens = counter.prompt_tokens(messages)
+            cached = counter.cached_tokens(arms[arm].previous, messages)
+            arms[arm].previous = messages
+            decision_rows.append({
+                "run_id": run_id, "instance_id": spec.instance_id, "seq": k, "arm": arm,
+                "decision_id": decision_id if arm == ARM_CTX08 else None,
+                "prompt_tokens": tokens, "cached_tokens": cached, "action_kind": action_kind,
+                "tree_known": tree_lost_at is None or k <= tree_lost_at})
+        if step.action and not step.is_submit:
+            _measure_anchors(store, run, step, earlier, observations, prompts, decision_id,
+                             request, tree, run_id, spec.instance_id, anchor_rows, outcome_rows)
+        if step.observation is not None:
+            observations.append(step.observation.text)
+        if step.action and not step.is_submit:
+            outcome = tree.run(step.action, timeout_s)
+            result.rerun_seconds += outcome.duration_s
+            if tree_lost_at is None and _diverged(step, outcome):
+                tree_lost_at = k + 1
+                tree_note = (f"{NOTE_COMMAND_DIVERGED}: step {k} "
+                             f"({_divergence(step, outcome)})")
+            version = tree.fingerprint()
+            if version != tree_version:
+                tree_version = version
+                index_repository(tree.path, recon_path, progress=False)
+    submitted = tree.submission()
+    if run.submission is None:
+        matches, note = None, NOTE_NO_SUBMISSION
+    else:
+        matches = _same_patch(submitted, run.submission)
+        note = None if matches else f"{NOTE_DIFFERS}: {_first_difference(submitted, run.submission)}"
+    result.tree_matches_submission = matches
+    result.tree_note = tree_note or note
+    result.decisions = len(run.steps)
+    result.replay_seconds = time.perf_counter() - started - result.rerun_seconds
+    _write_replay(store, run_id, spec, run, result, tree_lost_at, decision_rows, anchor_rows,
+                  outcome_rows)
+
+
+def _action_kind(step) -> str:
+    if step.is_submit:
+        return "submit"
+    if step.action is None:
+        return "none"
+    return "edit" if anchor_rules.is_edit_command(step.action) else "other"
+
+
+def _diverged(step, outcome) -> bool:
+    """The re-run may not have done what the recorded command did to the files: it ended
+    otherwise than the recording says, for a command that edits."""
+    recorded = step.observation
+    if recorded is None or not anchor_rules.is_edit_command(step.action or ""):
+        return False
+    if outcome.timed_out != (recorded.kind == ObservationKind.TIMEOUT):
+        return True
+    return recorded.returncode is not None and outcome.returncode != recorded.returncode
+
+
+def _divergence(step, outcome) -> str:
+    recorded = step.observation
+    if outcome.timed_out:
+        return "timed out in the sandbox"
+    return f"exit {outcome.returncode}, recorded {recorded.returncode}"
+
+
+def _same_patch(first: str, second: str) -> bool:
+    return first.strip() == second.strip()
+
+
+def _first_difference(ours: str, theirs: str) -> str:
+    files_ours = set(re.findall(r"^diff --git a/(\S+)", ours, re.MULTILINE))
+    files_theirs = set(re.findall(r"^diff --git a/(\S+)", theirs, re.MULTILINE))
+    if files_ours != files_theirs:
+        extra = sorted(files_ours - files_theirs)[:3]
+        missing = sorted(files_theirs - files_ours)[:3]
+        return f"files differ (extra {extra}, missing {missing})"
+    return "same files, other lines"
+
+
+def _measure_anchors(store, run, step, earlier, observations, prompts, decision_id, request,
+                     tree, run_id, instance_id, anchor_rows, outcome_rows) -> None:
+    found = anchor_rules.anchors_of_action(step.action, earlier_observations=observations,
+                                           system_prompt=run.system_prompt, task=run.task)
+    if not found:
+        return
+    indexes = {arm: anchor_rules.WindowIndex(prompt_text(messages))
+               for arm, messages in prompts.items()}
+    masked = masked_observation_indexes(run, step.number)
+    verdicts = _event_verdicts(store, decision_id, request) if decision_id else {}
+    observed_steps = [s for s in earlier if s.observation is not None]
+    for number, anchor in enumerate(found, start=1):
+        holding = anchor_rules.observations_holding(anchor, observations)
+        held_by = observed_steps[holding[-1]] if holding else None
+        anchor_rows.append({
+            "run_id": run_id, "instance_id": instance_id, "seq": step.number,
+            "anchor_no": number, "anchor_class": str(anchor.anchor_class),
+            "anchor_text": anchor.text, "path": anchor.path, "line": anchor.line,
+            "held_by_seq": held_by.number if held_by else None})
+        for arm, index in indexes.items():
+            kept = index.keeps(anchor, file_lines=tree.file_lines)
+            fate = None
+            if not kept:
+                if arm == ARM_MASK10:
+                    fate = Fate.MASKED if held_by and held_by.observation.message_index in masked \
+                        else Fate.CUT
+                elif arm == ARM_CTX08:
+                    fate = verdicts.get(held_by.number, Fate.NEVER_GIVEN) if held_by \
+                        else Fate.NEVER_GIVEN
+                else:
+                    fate = Fate.CUT
+            outcome_rows.append({
+                "run_id": run_id, "instance_id": instance_id, "seq": step.number,
+                "anchor_no": number, "arm": arm, "kept": kept,
+                "fate": str(fate) if fate else None})
+
+
+_EVENT_PROVENANCE = re.compile(r"^live: event #(\d+) of")
+
+
+def _event_verdicts(store: ContextStore, decision_id: int, request) -> dict[int, Fate]:
+    """step number -> what became of its observation's item in decision_id's window (for
+    an anchor it held that the window lost)."""
+    steps = [event.decision_seq for event in request.live.events]
+    item, verdict = models.evidence_item, _verdict_view()
+    with store.engine.connect() as connection:
+        rows = connection.execute(
+            select(item.c.item_id, item.c.provenance, item.c.in_pool, verdict.c.verdict,
+                   verdict.c.driver)
+            .join(verdict, (verdict.c.decision_id == item.c.decision_id)
+                  & (verdict.c.item_id == item.c.item_id))
+            .where(item.c.decision_id == decision_id, item.c.source == "live")).all()
+    fates: dict[int, Fate] = {}
+    for row in rows:
+        match = _EVENT_PROVENANCE.match(row.provenance)
+        if match is None:
+            continue
+        step_number = steps[int(match.group(1)) - 1]
+        fates[step_number] = _fate_of(row.verdict, row.driver or "", row.in_pool)
+    return fates
+
+
+def _verdict_view():
+    from sqlalchemy import column, table
+
+    return table("v_item_verdict", column("decision_id"), column("item_id"), column("verdict"),
+                 column("driver"))
+
+
+def _fate_of(verdict: str, driver: str, in_pool: bool) -> Fate:
+    if not in_pool:
+        return Fate.CAPPED
+    if "stale" in driver or "supersed" in driver:
+        return Fate.STALE
+    if verdict == "masked":
+        return Fate.MASKED
+    if verdict in ("rejected", "evicted", "folded"):
+        return Fate.CAPPED
+    return Fate.CUT  # in the window (or a duplicate of what is): the anchor's part is not
+
+
+def _forget_run(store: ContextStore, run_id: str, instance_id: str) -> None:
+    """Remove a run's replay rows and its ctx08 decisions (a failed or repeated replay)."""
+    with store.write_transaction() as connection:
+        decision_ids = [row[0] for row in connection.execute(
+            select(models.decision.c.decision_id).where(
+                models.decision.c.run_id == run_id,
+                models.decision.c.instance_id == instance_id))]
+        for table in (models.replay_anchor_outcome, models.replay_anchor,
+                      models.replay_decision, models.replay_run):
+            connection.execute(delete(table).where(table.c.run_id == run_id,
+                                                   table.c.instance_id == instance_id))
+        if decision_ids:
+            for table in reversed(models.metadata.sorted_tables):
+                if table.name != "decision" and "decision_id" in table.c:
+                    connection.execute(delete(table).where(
+                        table.c.decision_id.in_(decision_ids)))
+            connection.execute(delete(models.decision).where(
+                models.decision.c.decision_id.in_(decision_ids)))
+
+
+def _write_replay(store, run_id, spec, run, result, tree_lost_at, decision_rows, anchor_rows,
+                  outcome_rows) -> None:
+    with store.write_transaction() as connection:
+        if connection.execute(select(models.run.c.run_id).where(
+                models.run.c.run_id == run_id)).first() is None:
+            connection.execute(models.run.insert().values(
+                run_id=run_id, arm=ARM_CTX08, created_at=_now(),
+                note="replay of recorded agent runs"))
+        connection.execute(models.replay_run.insert().values(
+            run_id=run_id, instance_id=spec.instance_id, trajectory=str(spec.trajectory),
+            trajectory_format=run.trajectory_format, resolved=spec.resolved,
+            decisions=result.decisions, tree_matches_submission=result.tree_matches_submission,
+            tree_lost_at_seq=tree_lost_at, tree_note=result.tree_note,
+            rerun_seconds=round(result.rerun_seconds, 3),
+            replay_seconds=round(result.replay_seconds, 3),
+            created_at=_now()))
+        for table, rows in ((models.replay_decision, decision_rows),
+                            (models.replay_anchor, anchor_rows),
+                            (models.replay_anchor_outcome, outcome_rows)):
+            if rows:
+                connection.execute(table.insert(), rows)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def run_replay(db_url: str, specs: list[RunSpec], *, run_id: str = DEFAULT_RUN_ID,
+               workers: int = DEFAULT_WORKERS, settings: Settings | None = None,
+               work_dir: str | None = None, command_timeout_s: float | None = None,
+               progress: Callable[[int, int], None] | None = None) -> ReplaySummary:
+    settings = settings or load_settings()
+    summary = ReplaySummary()
+    if not specs:
+        return summary
+    with ContextStore.open(db_url, settings=settings):
+        pass  # create or upgrade once, before the workers race
+    if progress:
+        progress(0, len(specs))
+    options = {"run_id": run_id, "settings": settings, "work_dir": work_dir,
+               "command_timeout_s": command_timeout_s}
+    if workers <= 1 or len(specs) <= 1:
+        for spec in specs:
+            summary.results.append(replay_run(db_url, spec, **options))
+            if progress:
+                progress(len(summary.results), len(specs))
+    else:
+        import multiprocessing
+
+        methods = multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures = [pool.submit(replay_run, db_url, spec, **options) for spec in specs]
+            for future in as_completed(futures):
+                summary.results.append(future.result())
+                if progress:
+                    progress(len(summary.results), len(specs))
+    summary.results.sort(key=lambda r: r.instance_id)
+    return summary
