@@ -95,6 +95,10 @@ class Anchor:
     path: str | None = None
     line: int | None = None
 
+    def __post_init__(self) -> None:
+        # an anchor read back from a table carries its class as the stored string
+        object.__setattr__(self, "anchor_class", AnchorClass(self.anchor_class))
+
 
 # A file's lines at the decision (before the action ran), by repository-relative path;
 # None when the file is unknown. A mapping path -> lines is accepted as well.
@@ -249,6 +253,13 @@ def _shell_commands(text: str) -> list[_SimpleCommand]:
             current.words.append(value)
         word, word_quoted, pending_redirect = None, False, None
 
+    def add_to_word(piece: str, *, quoted: bool = False) -> None:
+        nonlocal word, word_quoted
+        if word is None:
+            word = []
+        word.append(piece)
+        word_quoted |= quoted
+
     def end_command() -> None:
         nonlocal current
         end_word()
@@ -278,23 +289,20 @@ def _shell_commands(text: str) -> list[_SimpleCommand]:
             if i + 1 < n and text[i + 1] == "\n":
                 i += 2  # a line continuation joins the lines
                 continue
-            word = (word or []) + [text[i + 1] if i + 1 < n else ""]
-            word_quoted = True
+            add_to_word(text[i + 1] if i + 1 < n else "", quoted=True)
             i += 2
             continue
         if char == "'":
             close = text.find("'", i + 1)
             close = n if close < 0 else close
-            word = (word or []) + [text[i + 1:close]]
-            word_quoted = True
+            add_to_word(text[i + 1:close], quoted=True)
             i = close + 1
             continue
         if char == "$" and text.startswith("$'", i):
             j = i + 2
             while j < n and text[j] != "'":
                 j += 2 if text[j] == "\\" else 1
-            word = (word or []) + [_decode_ansi_c(text[i + 2:j])]
-            word_quoted = True
+            add_to_word(_decode_ansi_c(text[i + 2:j]), quoted=True)
             i = j + 1
             continue
         if char == '"':
@@ -315,20 +323,19 @@ def _shell_commands(text: str) -> list[_SimpleCommand]:
                 else:
                     parts.append(text[j])
                     j += 1
-            word = (word or []) + parts
-            word_quoted = True
+            add_to_word("".join(parts), quoted=True)
             i = j + 1
             continue
         if char == "$" and i + 1 < n and text[i + 1] in "({":
             opening, closing = ("(", ")") if text[i + 1] == "(" else ("{", "}")
             end = _balanced_end(text, i + 1, opening, closing)
-            word = (word or []) + [text[i:end]]
+            add_to_word(text[i:end])
             i = end
             continue
         if char == "`":
             close = text.find("`", i + 1)
             close = n if close < 0 else close
-            word = (word or []) + [text[i:close + 1]]
+            add_to_word(text[i:close + 1])
             i = close + 1
             continue
         if char == "#" and word is None:
@@ -353,7 +360,7 @@ def _shell_commands(text: str) -> list[_SimpleCommand]:
             if char == "\n" and pending_heredocs:
                 i = read_heredocs(i)
             continue
-        word = (word or []) + [char]
+        add_to_word(char)
         i += 1
     end_command()
     if pending_heredocs:
@@ -547,11 +554,11 @@ class WindowIndex:
               unnamed_listing_counts: bool = False) -> bool:
         """``unnamed_listing_counts``: a listing that names no file may be about the
         anchor's (an observation alone lacks the command that named it)."""
-        if anchor.anchor_class is AnchorClass.EDIT:
+        if anchor.anchor_class == AnchorClass.EDIT:
             return _collapse(anchor.text) in self.collapsed
-        if anchor.anchor_class is AnchorClass.IDENTIFIER:
+        if anchor.anchor_class == AnchorClass.IDENTIFIER:
             return anchor.text in self.words
-        if anchor.anchor_class is AnchorClass.PATH:
+        if anchor.anchor_class == AnchorClass.PATH:
             return anchor.text in self.paths
         return self._keeps_line(anchor, file_lines, unnamed_listing_counts)
 
@@ -696,12 +703,29 @@ def _sed_invocation(words: Sequence[str]) -> _SedInvocation | None:
 
 
 @dataclass(frozen=True)
+class _RegexAddress:
+    pattern: str  # as written, escapes and all
+    delimiter: str
+
+
+@dataclass(frozen=True)
+class _LinesAfter:
+    """A second address ``+N``: the N lines after the first."""
+
+    count: int
+
+
+# "$", "first~step", a second address "~N": they select lines the script does not number
+_UNNUMBERED_ADDRESS = "unnumbered"
+_SedAddress = int | _RegexAddress | _LinesAfter | str | None
+
+
+@dataclass(frozen=True)
 class _SedCommand:
     name: str
     lines: tuple[int, ...]  # the lines a numeric address selects; () for any other
-    address_patterns: tuple[tuple[str, str], ...]  # (regex, delimiter) of /regex/ addresses
-    old: str | None = None  # an s command's regex
-    delimiter: str = "/"
+    address_patterns: tuple[_RegexAddress, ...]
+    old: _RegexAddress | None = None  # an s command's regex
 
 
 def _read_delimited(script: str, i: int, delimiter: str) -> tuple[str, int]:
@@ -712,30 +736,40 @@ def _read_delimited(script: str, i: int, delimiter: str) -> tuple[str, int]:
     return script[start:i], i + 1
 
 
-def _read_address(script: str, i: int) -> tuple[object, int]:
-    """One sed address: an int (a line), ("regex", text, delimiter), or "other"."""
+def _read_digits(script: str, i: int) -> int:
+    while i < len(script) and script[i].isdigit():
+        i += 1
+    return i
+
+
+def _read_address(script: str, i: int) -> tuple[_SedAddress, int]:
+    """One sed address and the index past it; None when there is none."""
     if i < len(script) and script[i].isdigit():
-        j = i
-        while j < len(script) and script[j].isdigit():
-            j += 1
-        if j < len(script) and script[j] == "~":  # first~step
-            j += 1
-            while j < len(script) and script[j].isdigit():
-                j += 1
-            return "other", j
-        return int(script[i:j]), j
+        end = _read_digits(script, i)
+        if end < len(script) and script[end] == "~":
+            return _UNNUMBERED_ADDRESS, _read_digits(script, end + 1)
+        return int(script[i:end]), end
     if i < len(script) and script[i] == "$":
-        return "other", i + 1
+        return _UNNUMBERED_ADDRESS, i + 1
     if i < len(script) and script[i] in "/\\":
         delimiter = "/"
-        if script[i] == "\\":
+        if script[i] == "\\":  # \cREGEXc
             i += 1
             delimiter = script[i] if i < len(script) else "/"
         pattern, i = _read_delimited(script, i + 1, delimiter)
         while i < len(script) and script[i] in "IM":
             i += 1
-        return ("regex", pattern, delimiter), i
+        return _RegexAddress(pattern, delimiter), i
     return None, i
+
+
+def _read_second_address(script: str, i: int) -> tuple[_SedAddress, int]:
+    if i < len(script) and script[i] in "+~":
+        end = _read_digits(script, i + 1)
+        if script[i] == "+":
+            return _LinesAfter(int(script[i + 1:end] or 0)), end
+        return _UNNUMBERED_ADDRESS, end
+    return _read_address(script, i)
 
 
 def _skip_to_line_end(script: str, i: int) -> int:
@@ -744,6 +778,12 @@ def _skip_to_line_end(script: str, i: int) -> int:
     while i < len(script) and script[i] != "\n":
         i += 2 if script[i] == "\\" else 1
     return i
+
+
+# s flags, and the commands whose argument is a label up to ";" or a newline
+_SUBSTITUTE_FLAGS = frozenset("gpiImMe0123456789")
+_LABEL_COMMANDS = frozenset(":btTv")
+_TO_LINE_END_COMMANDS = frozenset("aicrRwWe")
 
 
 def _parse_sed_script(script: str) -> list[_SedCommand]:
@@ -757,17 +797,9 @@ def _parse_sed_script(script: str) -> list[_SedCommand]:
             i = _skip_to_line_end(script, i)
             continue
         first, i = _read_address(script, i)
-        second: object = None
+        second: _SedAddress = None
         if first is not None and i < n and script[i] == ",":
-            i += 1
-            if i < n and script[i] in "+~":
-                j = i + 1
-                while j < n and script[j].isdigit():
-                    j += 1
-                step = int(script[i + 1:j] or 0)
-                second, i = (("plus", step) if script[i] == "+" else "other"), j
-            else:
-                second, i = _read_address(script, i)
+            second, i = _read_second_address(script, i + 1)
         while i < n and script[i] in " \t":
             i += 1
         negated = i < n and script[i] == "!"
@@ -777,40 +809,40 @@ def _parse_sed_script(script: str) -> list[_SedCommand]:
             break
         name = script[i]
         i += 1
-        lines = () if negated else _addressed_lines(first, second)
-        patterns = tuple((a[1], a[2]) for a in (first, second)
-                         if isinstance(a, tuple) and a[0] == "regex")
-        old, delimiter = None, "/"
-        if name in "aic":
+        old = None
+        if name in _TO_LINE_END_COMMANDS:
             i = _skip_to_line_end(script, i)
+        elif name in _LABEL_COMMANDS:
+            while i < n and script[i] not in ";\n}":
+                i += 1
         elif name in "sy" and i < n:
             delimiter = script[i]
-            old, i = _read_delimited(script, i + 1, delimiter)
-            _, i = _read_delimited(script, i, delimiter)
-            while i < n and script[i] in "gpiImMe0123456789":
+            pattern, i = _read_delimited(script, i + 1, delimiter)
+            _, i = _read_delimited(script, i, delimiter)  # the replacement
+            while i < n and script[i] in _SUBSTITUTE_FLAGS:
                 i += 1
             if i < n and script[i] == "w":
                 i = _skip_to_line_end(script, i)
-            if name == "y":
-                old = None
-        elif name in "rRwWe:btTv":
-            i = _skip_to_line_end(script, i) if name in "rRwWe" else i
-            while name in ":btTv" and i < n and script[i] not in ";\n}":
-                i += 1
-        commands.append(_SedCommand(name, lines, patterns, old, delimiter))
+            if name == "s":
+                old = _RegexAddress(pattern, delimiter)
+        commands.append(_SedCommand(
+            name,
+            lines=() if negated else _addressed_lines(first, second),
+            address_patterns=tuple(a for a in (first, second) if isinstance(a, _RegexAddress)),
+            old=old))
     return commands
 
 
-def _addressed_lines(first: object, second: object) -> tuple[int, ...]:
-    if not isinstance(first, int) or isinstance(first, bool):
+def _addressed_lines(first: _SedAddress, second: _SedAddress) -> tuple[int, ...]:
+    if not isinstance(first, int):
         return ()
     if second is None:
         return (first,)
     if isinstance(second, int):
         # a second line before the first selects the first line alone (GNU sed)
         return tuple(range(first, max(first, second) + 1))
-    if isinstance(second, tuple) and second[0] == "plus":
-        return tuple(range(first, first + second[1] + 1))
+    if isinstance(second, _LinesAfter):
+        return tuple(range(first, first + second.count + 1))
     return ()
 
 
@@ -875,14 +907,12 @@ def _sed_anchors(command: _SimpleCommand) -> Iterator[Anchor]:
     files = [_resolve(operand, command.cwd) for operand in invocation.files]
     edited = files[0] if len(files) == 1 else None
     for sed_command in _parse_sed_script(invocation.script):
-        texts: list[tuple[str, str]] = []
-        if sed_command.old is not None:
-            texts.append((sed_command.old, sed_command.delimiter))
+        texts = [sed_command.old] if sed_command.old is not None else []
         if sed_command.name in _SED_REPLACING_COMMANDS:
             texts.extend(sed_command.address_patterns)
         located_by_text = False
-        for pattern, delimiter in texts:
-            literal = _sed_literal(pattern, delimiter, invocation.extended)
+        for text in texts:
+            literal = _sed_literal(text.pattern, text.delimiter, invocation.extended)
             if literal is None or "\n" in literal or len(_collapse(literal)) < MIN_SED_TEXT_CHARS:
                 continue
             located_by_text = True
