@@ -1,0 +1,245 @@
+"""A recorded run replayed end to end against real code nobody here wrote: the
+requests 2.32.3 sdist from PyPI made a git repository, and a run of a bash-only agent
+on it (grep -n, nl -ba | sed -n, a sed -i edit, a python -c edit, submit), written in
+mini-swe-agent 1.x's format with the outputs the commands really print. On SQLite and
+on PostgreSQL: every decision in three arms, the anchors of each next action, the tree
+rebuilt to exactly the submitted patch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+
+import pytest
+import sqlalchemy as sa
+
+from ctxdb.agent.replay import RunSpec, load_run_specs, replay_run, run_replay
+from ctxdb.cli import main
+from ctxdb.db import resolve_url
+from ctxdb.store import ContextStore
+
+REQUIREMENT = "requests==2.32.3"
+SDIST_ROOT = "requests-2.32.3"
+UTILS = "src/requests/utils.py"
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
+           "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
+TASK = ("get_auth_from_url returns ('', '') for a URL without a password; it should "
+        "return None for the missing password.")
+OLD_TEXT = 'auth = ("", "")'
+NEW_TEXT = 'auth = ("", None)'
+
+pytestmark = pytest.mark.network
+
+
+def _git(*args: str, cwd) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env={**os.environ, **GIT_ENV}).stdout
+
+
+@pytest.fixture(scope="session")
+def requests_repository(tmp_path_factory):
+    """The sdist as a git repository with one commit; returns (bare git dir, commit)."""
+    download = tmp_path_factory.mktemp("requests-sdist-replay")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+         "--disable-pip-version-check", "-q", REQUIREMENT, "-d", str(download)],
+        check=True, capture_output=True,
+    )
+    (archive,) = download.glob("requests-*.tar.gz")
+    with tarfile.open(archive) as tar:
+        tar.extractall(download, filter="data")
+    work = download / SDIST_ROOT
+    _git("init", "-q", "-b", "main", cwd=work)
+    _git("add", "-A", cwd=work)
+    _git("commit", "-q", "-m", "requests 2.32.3", cwd=work)
+    bare = download / "requests.git"
+    _git("clone", "-q", "--bare", str(work), str(bare), cwd=download)
+    return bare, _git("rev-parse", "HEAD", cwd=work).strip()
+
+
+def _shell(command: str, cwd) -> tuple[int, str]:
+    done = subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, **GIT_ENV})
+    return done.returncode, done.stdout + done.stderr
+
+
+def _recorded_run(repository, tmp_path) -> tuple[dict, str]:
+    """The run, recorded by really running its commands in a checkout of the repository
+    (the outputs are what they print there); returns the trajectory and its patch."""
+    bare, commit = repository
+    checkout = tmp_path / "agent-checkout"
+    _git("clone", "-q", str(bare), str(checkout), cwd=tmp_path)
+    _git("checkout", "-q", commit, cwd=checkout)
+    commands = [
+        ("Find the function.", f"grep -n 'def get_auth_from_url' {UTILS}"),
+        ("Read it.", f"nl -ba {UTILS} | sed -n '1018,1032p'"),
+        ("A look elsewhere first.", "ls src/requests | head -5"),
+        ("Replace the empty password.", f"sed -i 's/{OLD_TEXT}/{NEW_TEXT}/' {UTILS}"),
+        ("And the docstring, with Python.",
+         "python3 -c \"import pathlib; p = pathlib.Path('" + UTILS + "'); "
+         "p.write_text(p.read_text().replace('extract them into a tuple of', "
+         "'extract them into a pair of'))\""),
+        ("Check.", "git diff --stat"),
+    ]
+    messages = [{"role": "system", "content": "You are a helpful assistant. ONE bash block."},
+                {"role": "user", "content": f"<pr_description>\nConsider the following PR "
+                                            f"description:\n{TASK}\n</pr_description>"}]
+    for thought, command in commands:
+        code, output = _shell(command, checkout)
+        messages.append({"role": "assistant",
+                         "content": f"THOUGHT: {thought}\n\n```bash\n{command}\n```"})
+        messages.append({"role": "user", "content": f"<returncode>{code}</returncode>\n"
+                                                    f"<output>\n{output}</output>"})
+    _code, output = _shell(SUBMIT, checkout)
+    submission = output.split("\n", 1)[1]
+    messages += [{"role": "assistant", "content": f"THOUGHT: Done.\n\n```bash\n{SUBMIT}\n```"},
+                 {"role": "user", "content": submission}]
+    trajectory = {"trajectory_format": "mini-swe-agent-1", "instance_id": "psf__requests-1",
+                  "info": {"submission": submission, "exit_status": "Submitted",
+                           "config": {"environment": {"cwd": "/testbed", "timeout": 30}}},
+                  "messages": messages}
+    return trajectory, submission
+
+
+def _rows(store_url: str, sql: str, **params) -> list:
+    engine = sa.create_engine(resolve_url(store_url))
+    try:
+        with engine.connect() as connection:
+            return connection.execute(sa.text(sql), params).all()
+    finally:
+        engine.dispose()
+
+
+def test_a_recorded_run_replays_end_to_end(requests_repository, store_url, tmp_path):
+    trajectory, submission = _recorded_run(requests_repository, tmp_path)
+    path = tmp_path / "psf__requests-1.traj.json"
+    path.write_text(json.dumps(trajectory), encoding="utf-8")
+    bare, commit = requests_repository
+    spec = RunSpec(path, "psf__requests-1", bare, commit, resolved=True)
+
+    result = replay_run(store_url, spec, run_id="replay-test")
+
+    assert result.error is None, result.error
+    assert result.decisions == 7 and result.refused_decisions == 0
+    assert result.tree_matches_submission is True, result.tree_note
+    (run,) = _rows(store_url, "SELECT * FROM replay_run")
+    assert run.decisions == 7 and run.tree_matches_submission and run.tree_lost_at_seq is None
+    decisions = _rows(store_url, "SELECT seq, arm, decision_id, prompt_tokens, cached_tokens, "
+                                 "action_kind FROM replay_decision ORDER BY seq, arm")
+    assert len(decisions) == 7 * 3
+    by_arm = {arm: [d for d in decisions if d.arm == arm] for arm in ("ctx08", "current", "mask10")}
+    # the harness re-sends a growing history; with 6 observations mask10 masks none
+    current = [d.prompt_tokens for d in by_arm["current"]]
+    assert current == sorted(current) and current[0] < current[-1]
+    assert [d.prompt_tokens for d in by_arm["mask10"]] == current
+    # an append-only history: each decision's prompt but the first is a cache hit up to
+    # what the one before sent
+    assert by_arm["current"][0].cached_tokens == 0
+    assert all(d.cached_tokens == p.prompt_tokens - 3  # the reply priming is not a prefix
+               for p, d in zip(by_arm["current"], by_arm["current"][1:]))
+    assert [d.action_kind for d in by_arm["current"]] == [
+        "other", "other", "other", "edit", "edit", "other", "submit"]
+    # the ctx08 windows are decisions of the store like any other, lined up by seq
+    ctx08 = _rows(store_url, "SELECT d.seq, d.instance_id, d.decision_type FROM decision d "
+                             "JOIN replay_decision r ON r.decision_id = d.decision_id "
+                             "ORDER BY d.seq")
+    assert [(d.seq, d.instance_id) for d in ctx08] == [(k, "psf__requests-1") for k in range(1, 8)]
+    assert [d.decision_type for d in ctx08] == ["localize"] * 4 + ["edit"] * 3
+    # the sed edit's old text, read three steps earlier, is an anchor of decision 4
+    anchors = _rows(store_url, "SELECT seq, anchor_class, anchor_text, held_by_seq "
+                               "FROM replay_anchor ORDER BY seq, anchor_no")
+    assert (4, "edit_text", OLD_TEXT, 2) in [tuple(a) for a in anchors]
+    # the python -c edit's .replace() argument, and a word of it the task never said
+    assert (5, "edit_text", "extract them into a tuple of", 2) in [tuple(a) for a in anchors]
+    assert (5, "identifier", "extract", 2) in [tuple(a) for a in anchors]
+    outcomes = _rows(store_url, "SELECT o.arm, o.kept, o.fate FROM replay_anchor_outcome o "
+                                "JOIN replay_anchor a USING (run_id, instance_id, seq, anchor_no) "
+                                "WHERE a.seq = 4 AND a.anchor_class = 'edit_text'")
+    assert {(o.arm, bool(o.kept)) for o in outcomes} >= {("current", True), ("mask10", True)}
+    assert all(o.fate is None for o in outcomes if o.kept)
+
+    # again: the run is replaced, not added
+    assert replay_run(store_url, spec, run_id="replay-test").error is None
+    assert len(_rows(store_url, "SELECT 1 FROM replay_decision")) == 7 * 3
+    assert len(_rows(store_url, "SELECT 1 FROM decision WHERE run_id = 'replay-test'")) == 7
+    with ContextStore.open(store_url) as store:
+        assert store.verify() == {}  # every invariant check of the windows holds
+
+
+def test_the_cli_replays_a_runs_file_and_reports_it(requests_repository, tmp_path, capsys):
+    trajectory, _submission = _recorded_run(requests_repository, tmp_path)
+    (tmp_path / "trajs").mkdir()
+    (tmp_path / "trajs" / "run.traj.json").write_text(json.dumps(trajectory), encoding="utf-8")
+    bare, commit = requests_repository
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text(json.dumps({"instance_id": "psf__requests-1", "repo": "psf/requests",
+                                "base_commit": commit, "resolved": False,
+                                "trajectory": "trajs/run.traj.json",
+                                "repo_git": str(bare)}) + "\n"
+                    + json.dumps({"instance_id": "bad", "trajectory": "trajs/none.json"}) + "\n",
+                    encoding="utf-8")
+    db = tmp_path / "replay.db"
+    assert main(["replay", str(runs), "--db", str(db), "--workers", "1"]) == 2  # a bad line
+    captured = capsys.readouterr()
+    assert "1 run(s) done, 7 decisions" in captured.out
+    assert "runs.jsonl:2: base_commit: expected a non-empty string" in captured.err
+    assert main(["report", "replay", "--db", str(db), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report  # the sections, read back from SQL
+
+
+def test_a_run_that_fails_midway_leaves_nothing_behind(requests_repository, tmp_path,
+                                                        monkeypatch):
+    trajectory, _ = _recorded_run(requests_repository, tmp_path)
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(trajectory), encoding="utf-8")
+    bare, commit = requests_repository
+    db = str(tmp_path / "s.db")
+    calls = []
+    original = ContextStore.construct
+
+    def construct_then_fail(self, request, *args, **kwargs):
+        calls.append(request.seq)
+        if request.seq == 4:
+            raise RuntimeError("the machine went away at decision 4")
+        return original(self, request, *args, **kwargs)
+
+    monkeypatch.setattr(ContextStore, "construct", construct_then_fail)
+    summary = run_replay(db, [RunSpec(path, "psf__requests-1", bare, commit)], workers=1)
+    assert calls == [1, 2, 3, 4]
+    (failed,) = summary.failed
+    assert "psf__requests-1" in failed.error and "decision 4" in failed.error
+    for table in ("decision", "evidence_item", "item_event", "window_item", "replay_run",
+                  "replay_decision", "replay_anchor"):
+        assert _rows(db, f"SELECT COUNT(*) FROM {table}")[0][0] == 0, table
+
+
+def test_load_run_specs_names_each_bad_line_and_field(tmp_path):
+    (tmp_path / "t.traj.json").write_text("{}", encoding="utf-8")
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("\n".join([
+        "not json",
+        json.dumps([1]),
+        json.dumps({"instance_id": "a", "trajectory": "t.traj.json", "base_commit": "abc",
+                    "repo_git": str(tmp_path / "missing")}),
+        json.dumps({"instance_id": "b", "trajectory": "none.json", "base_commit": "abc",
+                    "repo_git": str(tmp_path)}),
+        json.dumps({"instance_id": "c", "trajectory": "t.traj.json", "base_commit": "abc",
+                    "repo_git": str(tmp_path), "resolved": "yes"}),
+        json.dumps({"instance_id": "d", "trajectory": "t.traj.json", "base_commit": "abc",
+                    "repo_git": str(tmp_path)}),
+    ]), encoding="utf-8")
+    specs, errors = load_run_specs(runs)
+    assert [s.instance_id for s in specs] == ["d"]
+    assert errors == [
+        f"{runs}:1: not JSON (Expecting value)",
+        f"{runs}:2: expected a JSON object",
+        f"{runs}:3: repo_git: no such directory {tmp_path / 'missing'}",
+        f"{runs}:4: trajectory: no such file {tmp_path / 'none.json'}",
+        f"{runs}:5: resolved: expected true, false or null",
+    ]
