@@ -62,6 +62,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property, lru_cache
+from typing import NamedTuple
 
 __all__ = [
     "Anchor",
@@ -930,33 +931,34 @@ def _sed_anchors(command: _SimpleCommand) -> Iterator[Anchor]:
 class _PythonScript:
     source: str
     cwd: str
-    runs: bool  # run by this command (python -c, python - <<EOF, or a script it runs)
 
 
-def _python_run(words: Sequence[str]) -> tuple[str | None, bool, str | None] | None:
-    """For a python command: (the -c code, whether it reads its program on stdin, the
-    script it runs); None for any other command."""
+class _PythonRun(NamedTuple):
+    code: str | None  # python -c CODE
+    reads_stdin: bool  # python - <<EOF, python3 <<EOF
+
+
+def _python_run(words: Sequence[str]) -> _PythonRun | None:
+    """How a python command gets its program; None for any other command."""
     if not words or not _PYTHON_EXECUTABLE.match(posixpath.basename(words[0])):
         return None
     i = 1
     while i < len(words):
         word = words[i]
         if word == "-":
-            return None, True, None
-        if word.startswith("-") and len(word) > 1:
-            flags = word[1:]
-            if "c" in flags:
-                code_at = flags.index("c")
-                code = flags[code_at + 1:] or (words[i + 1] if i + 1 < len(words) else "")
-                return code, False, None
-            if "m" in flags:
-                return None, False, None
-            if flags[-1] in "WX" and len(flags) == 1:
-                i += 1  # the option's argument
-            i += 1
-            continue
-        return None, False, word
-    return None, True, None
+            return _PythonRun(None, reads_stdin=True)
+        if not word.startswith("-"):
+            return _PythonRun(None, reads_stdin=False)  # it runs a script file
+        flags = word[1:]
+        if "c" in flags:
+            code = flags[flags.index("c") + 1:] or (words[i + 1] if i + 1 < len(words) else "")
+            return _PythonRun(code, reads_stdin=False)
+        if "m" in flags:
+            return _PythonRun(None, reads_stdin=False)
+        if flags in ("W", "X"):
+            i += 1  # the option's argument
+        i += 1
+    return _PythonRun(None, reads_stdin=True)
 
 
 def _heredoc_targets(command: _SimpleCommand) -> list[str]:
@@ -970,28 +972,17 @@ def _heredoc_targets(command: _SimpleCommand) -> list[str]:
 
 
 def _python_scripts(commands: Sequence[_SimpleCommand]) -> list[_PythonScript]:
-    run_paths: set[str] = set()
+    """The Python programs of a command: python -c code, a heredoc python reads, and a
+    heredoc written to a .py file — run by this command or not: its text is this
+    action's (the recorded agents often write a script one step and run it the next)."""
     scripts: list[_PythonScript] = []
-    written: list[tuple[str, str, str]] = []  # (path, source, cwd)
     for command in commands:
         run = _python_run(command.words)
-        if run is not None:
-            code, reads_stdin, script = run
-            if code is not None:
-                scripts.append(_PythonScript(code, command.cwd, runs=True))
-            if reads_stdin:
-                scripts.extend(_PythonScript(doc, command.cwd, runs=True)
-                               for doc in command.heredocs)
-            if script is not None:
-                run_paths.add(_resolve(script, command.cwd))
-        for target in _heredoc_targets(command):
-            if target.endswith(".py"):
-                for document in command.heredocs:
-                    written.append((_resolve(target, command.cwd), document, command.cwd))
-    # A script written here counts whether or not this command runs it: its text is
-    # this action's (the recorded agents often write one step and run it the next).
-    scripts.extend(_PythonScript(source, cwd, runs=path in run_paths)
-                   for path, source, cwd in written)
+        if run is not None and run.code is not None:
+            scripts.append(_PythonScript(run.code, command.cwd))
+        writes_python = any(target.endswith(".py") for target in _heredoc_targets(command))
+        if (run is not None and run.reads_stdin) or writes_python:
+            scripts.extend(_PythonScript(document, command.cwd) for document in command.heredocs)
     return scripts
 
 
@@ -1320,8 +1311,8 @@ def _operand_words(command: _SimpleCommand) -> list[str]:
         operands = [word for word in words if not word.startswith("-")]
         return operands[1:]
     run = _python_run(command.words)
-    if run is not None and run[0] is not None:
-        return []
+    if run is not None and run.code is not None:
+        return [word for word in words if word != run.code]
     return words
 
 
@@ -1399,9 +1390,9 @@ def _identifier_text(commands: Sequence[_SimpleCommand]) -> str:
         for word in simple.words[1:]:
             if word.startswith("-") or _path_of_token(word, simple.cwd) is not None:
                 continue
-            parts.append(_python_code_text(word, simple.cwd)
-                         if run is not None and run[0] == word else word)
-        python_heredocs = (run is not None and run[1]) or any(
+            is_code = run is not None and run.code == word
+            parts.append(_python_code_text(word, simple.cwd) if is_code else word)
+        python_heredocs = (run is not None and run.reads_stdin) or any(
             target.endswith(".py") for target in _heredoc_targets(simple))
         for document in simple.heredocs:
             parts.append(_python_code_text(document, simple.cwd) if python_heredocs else document)
