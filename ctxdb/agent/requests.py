@@ -17,7 +17,8 @@ The rules, each what a harness developer would write with today's API:
 - the working tree's ``git diff`` is the live patch.
 
 A text over the request's limits is cut to fit (a command to the event's command
-limit): the replay never loses a decision to them.
+limit), and a lone surrogate (a trajectory may escape undecodable output that way) becomes
+U+FFFD: the replay never loses a decision to the request's rules.
 """
 
 from __future__ import annotations
@@ -40,6 +41,15 @@ _GREP_LINE = re.compile(r"^(?P<path>[\w./-]+\.py):(?P<line>[1-9]\d{0,8}):", re.M
 _TRACEBACK = "Traceback (most recent call last)"
 _TEST_RUNNERS = re.compile(r"\b(pytest|py\.test|bin/test|runtests\.py|unittest|tox)\b")
 GREP_HITS_PER_OBSERVATION_MAX = 64  # a huge grep is a search result, not a reading
+
+
+def storable(text: str) -> str:
+    """``text`` with what UTF-8 cannot hold (lone surrogates) replaced by U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def event_kind(step: Step) -> str:
@@ -109,15 +119,15 @@ def build_request(*, run_id: str, instance_id: str, k: int, task: str, steps: Se
                   workdir: str, patch: str, edited_before: bool, store,
                   tree_has: Callable[[str], bool]) -> DecisionRequest:
     """Decision k's request: ``steps`` are the steps before turn k (with observations)."""
-    task = task[:TASK_MAX_CHARS]
+    task = storable(task[:TASK_MAX_CHARS])
     builder = RequestBuilder(run_id, instance_id, k, EDIT if edited_before else LOCALIZE,
                              task, task[:SHORT_TEXT_MAX_CHARS], store=store)
     for step in steps:
         observation = step.observation
         if observation is None:
             continue
-        command = step.action[:SHORT_TEXT_MAX_CHARS] if step.action else None
-        text = observation.output[:LONG_TEXT_MAX_CHARS]
+        command = storable(step.action[:SHORT_TEXT_MAX_CHARS]) if step.action else None
+        text = storable(observation.output[:LONG_TEXT_MAX_CHARS])
         if not text.strip():
             continue  # an empty output says nothing a window could keep
         builder.event(event_kind(step), text, step.number, command)
@@ -125,7 +135,7 @@ def build_request(*, run_id: str, instance_id: str, k: int, task: str, steps: Se
             for path in printed_files(step.action, workdir):
                 if tree_has(path):
                     builder.file(path)
-            for hit in grep_hits(observation.output, workdir):
+            for hit in grep_hits(text, workdir):
                 if tree_has(hit.split(":", 1)[0]):
                     builder.grep_hit(hit)
     if patch.strip():

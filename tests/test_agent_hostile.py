@@ -1,0 +1,153 @@
+"""Hostile recorded runs: each gives a clear error or a flagged step, nothing outside the
+scratch copy changes, and nothing half-written is left in the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from ctxdb.agent.replay import RunSpec, replay_run
+from ctxdb.cli import main
+from ctxdb.db import resolve_url
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
+COMMAND_TIMEOUT_S = 3
+
+
+@pytest.fixture
+def repository(tmp_path):
+    """A tiny repository: (its git directory, the commit)."""
+    work = tmp_path / "repo"
+    (work / "pkg").mkdir(parents=True)
+    (work / "pkg" / "mod.py").write_text("def total(items):\n    return sum(items)\n")
+    env = {**os.environ, **GIT_ENV}
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "base"]):
+        subprocess.run(["git", *args], cwd=work, check=True, env=env, capture_output=True)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=work, check=True,
+                            capture_output=True, text=True).stdout.strip()
+    return work, commit
+
+
+def _trajectory(commands_and_outputs, submission: str = "") -> dict:
+    messages = [{"role": "system", "content": "One bash block."},
+                {"role": "user", "content": "<pr_description>\nFix total.\n</pr_description>"}]
+    for command, output in commands_and_outputs:
+        messages += [{"role": "assistant", "content": f"THOUGHT: go\n\n```bash\n{command}\n```"},
+                     {"role": "user", "content": f"<returncode>0</returncode>\n<output>\n"
+                                                 f"{output}</output>"}]
+    messages += [{"role": "assistant", "content": f"THOUGHT: done\n\n```bash\n{SUBMIT}\n```"},
+                 {"role": "user", "content": submission}]
+    return {"trajectory_format": "mini-swe-agent-1", "messages": messages,
+            "info": {"submission": submission, "config": {"environment": {"cwd": "/testbed"}}}}
+
+
+def _replay(tmp_path, repository, trajectory: dict):
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(trajectory), encoding="utf-8")
+    work, commit = repository
+    db = str(tmp_path / "store.db")
+    result = replay_run(db, RunSpec(path, "hostile-1", work, commit),
+                        command_timeout_s=COMMAND_TIMEOUT_S)
+    return result, db
+
+
+def _count(db: str, sql: str) -> int:
+    engine = sa.create_engine(resolve_url(db))
+    try:
+        with engine.connect() as connection:
+            return connection.execute(sa.text(sql)).scalar_one()
+    finally:
+        engine.dispose()
+
+
+def test_commands_cannot_write_outside_the_copy_reach_the_network_or_outlive_their_limit(
+        tmp_path, repository):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("untouched\n")
+    os.chmod(tmp_path, 0o777)  # the sandbox's user could write here, were it visible writable
+    os.chmod(outside, 0o666)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    connections: list = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                connections.append(listener.accept())
+            except OSError:
+                continue
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    marker = f"ctxdb-hostile-{os.getpid()}"
+    started = time.monotonic()
+    try:
+        result, db = _replay(tmp_path, repository, _trajectory([
+            (f"echo changed > {outside}; echo x > /etc/ctxdb-hostile; echo ok", "ok\n"),
+            (f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}))\"",
+             ""),
+            (f"sleep 1000 # {marker}", ""),
+            (f"(sleep 1000 # {marker}\n) & wait", ""),
+            ("f(){ f | f & }; f", ""),
+            ("sed -i 's/sum(items)/sum(items, 0)/' pkg/mod.py", ""),
+        ], submission=""))
+    finally:
+        stop.set()
+        acceptor.join()
+        listener.close()
+    assert result.error is None, result.error
+    assert outside.read_text() == "untouched\n"
+    assert not os.path.exists("/etc/ctxdb-hostile")
+    assert connections == []
+    # four commands at the limit, each ended with everything it started
+    assert time.monotonic() - started < 4 * COMMAND_TIMEOUT_S + 60
+    leftover = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    assert leftover.stdout.strip() == ""
+    # the edit inside the copy did happen: the rebuilt tree differs from the (empty)
+    # submission, and the replay says so rather than failing
+    assert result.tree_matches_submission is False
+    assert result.tree_note.startswith("submission differs")
+    assert _count(db, "SELECT COUNT(*) FROM replay_decision WHERE arm = 'ctx08'") == 7
+
+
+def test_a_huge_observation_and_odd_text_are_decisions_not_failures(tmp_path, repository):
+    huge = "x" * (10 * 1024 * 1024)
+    result, db = _replay(tmp_path, repository, _trajectory([
+        ("yes x | head -c 10485760", huge),
+        ("printf 'caf\\xe9'", "caf\udce9 and a lone \ud800 surrogate"),
+        ("cat pkg/mod.py", "def total(items):\n    return sum(items)\n"),
+    ]))
+    assert result.error is None, result.error
+    assert result.decisions == 4 and result.refused_decisions == 0
+    assert _count(db, "SELECT COUNT(*) FROM decision") == 4
+    assert _count(db, "SELECT COUNT(*) FROM replay_decision") == 12
+
+
+def test_a_bad_trajectory_is_refused_by_name_and_writes_nothing(tmp_path, repository, capsys):
+    work, _commit = repository
+    db = tmp_path / "store.db"
+    for name, content in (("truncated.traj.json", b'{"messages": [{"role": "sys'),
+                          ("binary.traj.json", b"\x00\xff\xfe garbage"),
+                          ("empty.traj.json", b"")):
+        path = tmp_path / name
+        path.write_bytes(content)
+        assert main(["replay", str(path), "--tree", str(work), "--db", str(db)]) == 2
+        error = capsys.readouterr().err
+        assert error.startswith("ctxdb: error: ") and str(path) in error
+    assert not db.exists()
+    assert main(["replay", str(tmp_path / "missing.traj.json"), "--tree", str(work),
+                 "--db", str(db)]) == 2
+    assert "missing.traj.json" in capsys.readouterr().err
