@@ -333,7 +333,8 @@ def _measure_anchors(store, run, step, earlier, observations, prompts, decision_
     verdicts = _event_verdicts(store, decision_id, request) if decision_id else {}
     observed_steps = [s for s in earlier if s.observation is not None]
     for number, anchor in enumerate(found, start=1):
-        holding = anchor_rules.observations_holding(anchor, observations)
+        holding = anchor_rules.observations_holding(anchor, observations,
+                                                    file_lines=tree.file_lines)
         held_by = observed_steps[holding[-1]] if holding else None
         anchor_rows.append({
             "run_id": run_id, "instance_id": instance_id, "seq": step.number,
