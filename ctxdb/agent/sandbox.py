@@ -104,6 +104,7 @@ DEVICE_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 # Exit status of the setup script when a step failed (its message went to the status pipe).
 _SETUP_FAILED = 125
 _READY = "ready"
+_FAILED = "failed"
 
 
 class SandboxError(RuntimeError):
@@ -207,55 +208,56 @@ def _top_level_entries() -> tuple[list[str], list[tuple[str, str]]]:
 
 def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str],
                   read_only_paths: Sequence[str], status_fd: int) -> str:
-    """The bash script run as root inside the new namespaces: each step is a command
-    that must succeed; the first that fails writes what it was meant to do and what it
-    said to the status pipe and ends the script. When all have run, 'ready' goes to the
-    status pipe, which is closed, and the command is exec'd ($1 of the script)."""
+    """The bash script run as root inside the new namespaces: each step is one command
+    that must succeed. What a step says on stderr goes to the status pipe; the first
+    that fails adds 'failed<TAB>what it was meant to do' there and ends the script. When
+    all have run, 'ready' goes to the status pipe, which is closed, and the command is
+    exec'd ($1 of the script). Steps are few and batched: this runs for every command."""
     steps: list[tuple[str, list[str]]] = []
 
     def step(what: str, *argv: str) -> None:
         steps.append((what, list(argv)))
 
-    def read_only_bind(source: str, target: str) -> None:
-        step(f"bind {source} at {target}", "mount", "--bind", source, target)
-        step(f"make {target} read-only", "mount", "-o", "remount,bind,ro,nosuid,nodev",
-             target)
-
     root = new_root
+    directories, symlinks = _top_level_entries()
+    shim_target = _python_shim_target()
     step("mount a tmpfs as the new root", "mount", "-t", "tmpfs", "-o",
          f"size={ROOT_SIZE},mode=0755,nosuid,nodev", "ctxdb-sandbox", root)
-    directories, symlinks = _top_level_entries()
+    mount_points = [f"{root}/{name}" for name in (*directories, "proc", "dev", "tmp", "run")]
+    mount_points.append(f"{root}{workdir}")
+    if shim_target is not None:
+        mount_points.append(f"{root}{SHIM_DIR}")
+    step("make the mount points in the new root", "mkdir", "-p", *mount_points)
     for name, target in symlinks:
         step(f"recreate the symlink /{name}", "ln", "-s", target, f"{root}/{name}")
     for name in directories:
-        step(f"make the mount point /{name}", "mkdir", f"{root}/{name}")
-        read_only_bind(f"/{name}", f"{root}/{name}")
-    for name in ("proc", "dev", "tmp", "run"):
-        step(f"make the mount point /{name}", "mkdir", "-p", f"{root}/{name}")
+        step(f"bind /{name} read-only", "mount", "--bind", "-o", "ro,nosuid,nodev",
+             f"/{name}", f"{root}/{name}")
     step("mount a fresh /proc of the new pid namespace", "mount", "-t", "proc", "-o",
          "nosuid,nodev,noexec", "proc", f"{root}/proc")
     step("mount a private /tmp", "mount", "-t", "tmpfs", "-o",
          f"size={TMP_SIZE},mode=1777,nosuid,nodev", "ctxdb-tmp", f"{root}/tmp")
     step("mount a minimal /dev", "mount", "-t", "tmpfs", "-o",
          f"size={DEV_SIZE},mode=0755,nosuid", "ctxdb-dev", f"{root}/dev")
+    step("make the /dev entries", "mkdir", f"{root}/dev/shm")
+    step("make the /dev nodes' mount points", "touch",
+         *(f"{root}/dev/{node}" for node in DEVICE_NODES))
     for node in DEVICE_NODES:
-        step(f"make /dev/{node}", "touch", f"{root}/dev/{node}")
         step(f"bind /dev/{node}", "mount", "--bind", f"/dev/{node}", f"{root}/dev/{node}")
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
         step(f"link /dev/{name}", "ln", "-s", target, f"{root}/dev/{name}")
-    step("make /dev/shm", "mkdir", f"{root}/dev/shm")
     step("mount /dev/shm", "mount", "-t", "tmpfs", "-o",
          f"size={SHM_SIZE},mode=1777,nosuid,nodev", "ctxdb-shm", f"{root}/dev/shm")
+    if read_only_paths:  # after /tmp is mounted: they may lie under it
+        step("make the read-only paths' mount points", "mkdir", "-p",
+             *(f"{root}{path}" for path in read_only_paths))
     for path in read_only_paths:
-        step(f"make the mount point {path}", "mkdir", "-p", f"{root}{path}")
-        read_only_bind(path, f"{root}{path}")
-    shim_target = _python_shim_target()
+        step(f"bind {path} at {path} read-only", "mount", "--bind", "-o", "ro,nosuid,nodev",
+             path, f"{root}{path}")
     if shim_target is not None:
-        step("make the python shim directory", "mkdir", f"{root}{SHIM_DIR}")
         step(f"link python to {shim_target}", "ln", "-s", shim_target,
              f"{root}{SHIM_DIR}/python")
-    step(f"make the mount point {workdir}", "mkdir", "-p", f"{root}{workdir}")
     step(f"bind the scratch tree at {workdir}", "mount", "--bind", tree, f"{root}{workdir}")
     step("make /dev read-only", "mount", "-o", "remount,ro,nosuid", f"{root}/dev")
     step("make the new root read-only", "mount", "-o", "remount,ro,nosuid,nodev", root)
@@ -273,9 +275,8 @@ def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str]
     lines = [
         "set -u",
         f"status_fd={status_fd}",
-        'step() { local what=$1 said; shift; said=$("$@" 2>&1) || '
-        '{ printf \'%s\\t%s\\n\' "$what" "$said" >&"$status_fd"; '
-        f"exit {_SETUP_FAILED}; }}; }}",
+        'step() { local what=$1; shift; "$@" 2>&"$status_fd" || '
+        f'{{ printf \'{_FAILED}\\t%s\\n\' "$what" >&"$status_fd"; exit {_SETUP_FAILED}; }}; }}',
     ]
     lines += [f"step {shlex.quote(what)} {shlex.join(argv)}" for what, argv in steps]
     lines += [
@@ -327,13 +328,16 @@ def _run(command: str, tree: Path, *, workdir: str, timeout_s: float,
         os.rmdir(new_root)
     duration = time.monotonic() - started
     text = output.decode(errors="replace")
-    if not status.startswith(_READY) and not timed_out:
-        what, _, said = status.rstrip("\n").partition("\t")
-        if not what:  # unshare itself failed: the setup script never ran
+    status_lines = status.splitlines()
+    if status_lines[-1:] != [_READY] and not timed_out:
+        failed = [line for line in status_lines if line.startswith(f"{_FAILED}\t")]
+        if not failed:  # unshare itself failed: the setup script never ran
             raise SandboxUnavailable(
                 "sandbox step 'unshare' failed: expected to enter new mount, net, pid, ipc "
                 "and uts namespaces (needs root or CAP_SYS_ADMIN); exit status "
                 f"{returncode}: {text.strip()!r}")
+        what = failed[-1].partition("\t")[2]
+        said = "\n".join(line for line in status_lines if not line.startswith(f"{_FAILED}\t"))
         raise SandboxError(f"sandbox step {what!r} failed: {said.strip()!r}")
     return CommandResult(returncode=returncode, output=text, timed_out=timed_out,
                          duration_s=duration, output_truncated=truncated)
