@@ -1,0 +1,260 @@
+"""The sandbox that re-runs recorded agent commands, tested for real: real namespaces,
+real mounts, real processes (nothing of unshare is mocked). Each test fails if the
+isolation it names broke: a file outside the scratch tree changed, a connection got
+through, a process outlived its call, a privilege survived."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from ctxdb.agent import sandbox
+from ctxdb.agent.sandbox import (
+    MAX_OUTPUT_BYTES,
+    SANDBOX_UID,
+    SandboxError,
+    SandboxUnavailable,
+    run_isolated,
+)
+from ctxdb.agent.worktree import HARNESS_ENV, ScratchTree
+
+# Seconds a killed sandbox may take beyond its time limit to return.
+KILL_SLACK_S = 4.0
+
+
+def _git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout
+
+
+@pytest.fixture(scope="module")
+def source_git(tmp_path_factory) -> Path:
+    """A bare git directory holding one commit of a tiny project."""
+    work = tmp_path_factory.mktemp("source")
+    _git("init", "--quiet", "--initial-branch=main", cwd=work)
+    (work / "README").write_text("a tiny project\n")
+    (work / "pkg").mkdir()
+    (work / "pkg" / "mod.py").write_text("def answer():\n    return 42\n")
+    (work / "data.bin").write_bytes(b"\0large data the store may lack\0")
+    _git("add", "-A", cwd=work)
+    _git("-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "--quiet",
+         "-m", "first", cwd=work)
+    bare = tmp_path_factory.mktemp("bare") / "project.git"
+    _git("clone", "--quiet", "--bare", str(work), str(bare), cwd=work)
+    return bare
+
+
+@pytest.fixture
+def tree(source_git, tmp_path):
+    with ScratchTree.create(source_git, "main", parent=tmp_path) as scratch:
+        yield scratch
+
+
+def _processes_with(marker: str) -> list[str]:
+    """Command lines of the host's processes that contain marker."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append(f"{entry.name}: {cmdline}")
+    return found
+
+
+def _assert_none_left(marker: str) -> None:
+    deadline = time.monotonic() + 2  # a killed namespace's processes are reaped at once
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _processes_with(marker) == []
+
+
+def test_writes_outside_the_scratch_tree_fail_and_change_nothing(tree, tmp_path):
+    beside = tmp_path / "beside-the-tree.txt"  # on the host, next to the tree
+    beside.write_text("host\n")
+    beside.chmod(0o666)
+    # /var is shown inside, read-only: only the mount protects a world-writable file
+    with open(f"/var/tmp/ctxdb-sandbox-{secrets.token_hex(4)}", "w") as handle:
+        shown = Path(handle.name)
+        handle.write("host\n")
+    shown.chmod(0o666)
+    in_etc = Path(f"/etc/ctxdb-sandbox-{secrets.token_hex(4)}")
+    in_root = Path(f"/root/ctxdb-sandbox-{secrets.token_hex(4)}")
+    try:
+        for target in (beside, shown, Path("/etc/hostname"), in_etc, in_root,
+                       Path("/testbed/../escaped")):
+            result = tree.run(f"echo pwned >> {target}; echo pwned > {target}")
+            assert result.returncode != 0, (target, result.output)
+        assert beside.read_text() == "host\n"
+        assert shown.read_text() == "host\n"
+        assert not in_etc.exists() and not in_root.exists()
+        assert not (tree.home / "escaped").exists()
+        assert "pwned" not in Path("/etc/hostname").read_text()
+        assert "Read-only file system" in tree.run(f"echo pwned > {shown}").output
+    finally:
+        shown.unlink()
+
+
+def test_writes_in_the_tree_show_in_diff_and_submission(tree):
+    index_before = (tree.path / ".git" / "index").read_bytes()
+    result = tree.run("echo 'more' >> README && printf 'NEW = 1\\n' > pkg/new.py && pwd")
+    assert (result.returncode, result.output, result.timed_out) == (0, "/testbed\n", False)
+    diff, submission = tree.diff(), tree.submission()
+    assert "+more" in diff and "pkg/new.py" not in diff  # untracked: not in git diff
+    assert "+more" in submission and "+NEW = 1" in submission
+    assert tree.changed_paths() == ["README", "pkg/new.py"]
+    # the tree's own index is left as it was: the new file still untracked inside
+    assert (tree.path / ".git" / "index").read_bytes() == index_before
+    assert tree.run("git status --porcelain").output == " M README\n?? pkg/new.py\n"
+    # exactly what the harness's submit command prints, its marker line removed
+    submitted = tree.run("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && "
+                         "git diff --cached").output
+    assert submitted.splitlines(keepends=True)[1:] == submission.splitlines(keepends=True)
+
+
+def test_the_agents_git_commands_work_inside(tree):
+    result = tree.run("echo x >> pkg/mod.py && git stash --quiet && git status --porcelain "
+                      "&& git stash pop --quiet && git checkout --quiet pkg/mod.py && git status "
+                      "--porcelain && echo clean")
+    assert (result.returncode, result.output) == (0, "clean\n")
+    assert tree.submission() == ""
+
+
+def test_a_blob_absent_from_the_store_is_skipped_not_reported_deleted(source_git, tmp_path):
+    lacking = tmp_path / "lacking.git"
+    _git("clone", "--quiet", "--bare", "--no-local", str(source_git), str(lacking),
+         cwd=tmp_path)
+    blob = _git("rev-parse", "main:data.bin", cwd=lacking).strip()
+    _drop_object(lacking, blob)
+    with ScratchTree.create(lacking, "main", parent=tmp_path) as scratch:
+        assert [s.path for s in scratch.skipped] == ["data.bin"]
+        assert not (scratch.path / "data.bin").exists()
+        assert scratch.run("git status --porcelain").output == ""
+        assert scratch.submission() == "" and scratch.diff() == ""
+
+
+def _drop_object(git_dir: Path, blob: str) -> None:
+    """Make git_dir lack one blob: unpack its pack to loose objects, remove the blob's."""
+    packs = list((git_dir / "objects" / "pack").glob("*.pack"))
+    for pack in packs:
+        moved = pack.with_suffix(".moved")
+        pack.rename(moved)
+        pack.with_suffix(".idx").unlink()
+        subprocess.run(["git", "unpack-objects", "-q"], cwd=git_dir, stdin=moved.open("rb"),
+                       check=True)
+        moved.unlink()
+    (git_dir / "objects" / blob[:2] / blob[2:]).unlink()
+
+
+def test_no_network_even_to_the_hosts_loopback(tree):
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    try:
+        result = tree.run(f"python3 -c \"import socket; socket.create_connection(("
+                          f"'127.0.0.1', {port}), timeout=3); print('connected')\"", 10)
+        assert result.returncode != 0 and "connected" not in result.output
+        assert "unreachable" in result.output or "refused" in result.output
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize("shape", ["{sleep}", "{sleep} & wait", "(setsid {sleep} &); echo left"])
+def test_a_command_that_never_ends_is_killed_with_all_it_started(tree, shape):
+    marker = f"1000.{secrets.randbelow(10**6):06d}"  # an argument no other process has
+    timeout_s = 1.5
+    started = time.monotonic()
+    result = tree.run(shape.format(sleep=f"sleep {marker}"), timeout_s)
+    elapsed = time.monotonic() - started
+    if "echo left" in shape:  # ended by itself: what it left in the background dies too
+        assert (result.timed_out, result.output) == (False, "left\n")
+    else:
+        assert result.timed_out and result.returncode != 0
+    assert elapsed < timeout_s + KILL_SLACK_S
+    _assert_none_left(marker)
+
+
+def test_a_fork_loop_is_contained_and_ended(tree):
+    marker = f"fork-loop-{secrets.token_hex(4)}"
+    loop = (f"import os  # {marker}\n"
+            "while True:\n"
+            "    try:\n"
+            "        os.fork()\n"
+            "    except OSError:\n"
+            "        pass\n")
+    timeout_s = 3.0
+    started = time.monotonic()
+    result = tree.run(f"python3 -c {_shell_quote(loop)}", timeout_s)
+    assert result.timed_out
+    assert time.monotonic() - started < timeout_s + KILL_SLACK_S
+    _assert_none_left(marker)
+    assert tree.run("echo alive").output == "alive\n"  # and the next command runs
+
+
+def _shell_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def test_privileges_are_gone(tree):
+    checks = {
+        "id -u": f"{SANDBOX_UID}\n",
+        "grep CapEff /proc/self/status": "CapEff:\t0000000000000000\n",
+        "grep NoNewPrivs /proc/self/status": "NoNewPrivs:\t1\n",
+    }
+    for command, expected in checks.items():
+        assert tree.run(command).output == expected, command
+    for trick in ("mount -o remount,rw /usr",
+                  "mount -t tmpfs none /testbed/pkg",
+                  "umount /testbed",
+                  "chmod 777 /etc/passwd",
+                  "chown nobody /etc/passwd",
+                  "su -c true root",
+                  # a user namespace of its own makes it 'root' there, not on the mounts
+                  "unshare -rm sh -c 'mount -o remount,rw /etc && touch /etc/pwned'",
+                  "ls /root"):
+        result = tree.run(trick)
+        assert result.returncode != 0, (trick, result.output)
+    assert not Path("/etc/pwned").exists()
+    assert oct(Path("/etc/passwd").stat().st_mode & 0o777) == "0o644"
+
+
+def test_a_flood_of_output_comes_back_bounded(tree):
+    started = time.monotonic()
+    result = tree.run("head -c 10000000 /dev/zero | tr '\\0' a; echo done >&2", 30)
+    assert time.monotonic() - started < 10
+    assert (result.returncode, result.timed_out, result.output_truncated) == (0, False, True)
+    assert len(result.output) == MAX_OUTPUT_BYTES and set(result.output) == {"a"}
+
+
+def test_the_harness_environment_and_python_are_there(tree):
+    result = tree.run('echo "$PAGER $TQDM_DISABLE $HOME"; python -c "print(1 + 1)"; '
+                      "python3 -c 'import sys; print(sys.version_info[0])'")
+    assert result.output == f"{HARNESS_ENV['PAGER']} 1 /tmp\n2\n3\n"
+
+
+def test_a_setup_step_that_fails_is_named(tmp_path):
+    tree_dir = tmp_path / "tree"
+    tree_dir.mkdir()
+    missing = tmp_path / "no-such-store"
+    with pytest.raises(SandboxError, match=f"sandbox step 'bind {missing} at"):
+        run_isolated("true", tree_dir, timeout_s=10, env={}, read_only_paths=[missing])
+
+
+def test_a_missing_unshare_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no unshare there
+    with pytest.raises(SandboxUnavailable, match="unshare"):
+        sandbox._run("true", tmp_path, workdir="/testbed", timeout_s=5, env={},
+                     read_only_paths=())
