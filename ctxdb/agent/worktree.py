@@ -55,6 +55,17 @@ HARNESS_ENV: Mapping[str, str] = {
     "TQDM_DISABLE": "1",
 }
 TREE_DIR = "testbed"
+SETUP_TIMEOUT_S = 60
+# What SWE-bench's image build did to /testbed's tracked files before the harness
+# started, by repository: a recorded run began from that state, so its replay must too.
+# For astropy 4.1 to 5.3 its pre_install step pins setuptools in pyproject.toml (older
+# versions have no such line and the edit leaves them as they are); every development
+# run of those versions submitted the pin unless its agent reverted pyproject.toml.
+SWEBENCH_TESTBED_SETUP: Mapping[str, str] = {
+    "astropy/astropy": "if [ -f pyproject.toml ]; then sed -i "
+                       "'s/requires = \\[\"setuptools\",/requires = [\"setuptools==68.0.0\",/' "
+                       "pyproject.toml; fi",
+}
 
 _GIT = ("git", "-c", "protocol.allow=never", "-c", "safe.directory=*")
 
@@ -96,9 +107,11 @@ class ScratchTree:
 
     @classmethod
     def create(cls, git_dir: Path | str, commit: str, parent: Path | str | None = None, *,
-               workdir: str = DEFAULT_WORKDIR) -> ScratchTree:
+               workdir: str = DEFAULT_WORKDIR, setup_command: str | None = None) -> ScratchTree:
         """A working copy of ``commit`` of the git directory ``git_dir`` (bare or not),
-        in a new temporary directory under ``parent`` (the system's default if None)."""
+        in a new temporary directory under ``parent`` (the system's default if None).
+        ``setup_command`` (e.g. ``SWEBENCH_TESTBED_SETUP[repo]``) is run in it, in the
+        sandbox, before it is handed over; it must succeed."""
         git_dir = Path(git_dir).resolve()
         home = Path(tempfile.mkdtemp(prefix="ctxdb-scratch-", dir=parent)).resolve()
         try:
@@ -117,7 +130,15 @@ class ScratchTree:
             _chown_tree(tree)
             _git(["update-index", "-q", "--refresh"], cwd=tree)
             os.chown(tree / ".git" / "index", SANDBOX_UID, SANDBOX_GID)
-            return cls(home, full_commit, object_store, skipped, workdir)
+            scratch = cls(home, full_commit, object_store, skipped, workdir)
+            if setup_command:
+                done = scratch.run(setup_command, SETUP_TIMEOUT_S)
+                if done.returncode != 0 or done.timed_out:
+                    raise ScratchTreeError(
+                        f"the setup command {setup_command!r} failed "
+                        f"({'timed out' if done.timed_out else done.returncode}): "
+                        f"{done.output.strip()[-500:]}")
+            return scratch
         except BaseException:
             shutil.rmtree(home, ignore_errors=True)
             raise
