@@ -117,7 +117,7 @@ class SandboxUnavailable(SandboxError):
 
 @dataclass(frozen=True)
 class CommandResult:
-    returncode: int
+    returncode: int  # the command's exit status; -9 (killed) when it timed out
     # stdout and stderr merged, the first MAX_OUTPUT_BYTES decoded with errors="replace"
     output: str
     timed_out: bool
@@ -166,6 +166,11 @@ def ensure_sandbox() -> None:
 
 
 def _probe() -> None:
+    if os.geteuid() != 0:
+        raise SandboxUnavailable(
+            "sandbox step 'run as root' failed: expected this process to be root (making "
+            f"namespaces and mounts, then dropping to uid {SANDBOX_UID}, need it); it runs "
+            f"as uid {os.geteuid()}")
     with tempfile.TemporaryDirectory(prefix="ctxdb-sandbox-probe-") as scratch:
         tree = Path(scratch)
         os.chown(tree, SANDBOX_UID, SANDBOX_GID)

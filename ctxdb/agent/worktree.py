@@ -7,10 +7,11 @@ harness's ``/testbed``. It is made fast and without touching the source git dire
 
 - ``git init`` with the source's object store borrowed through ``objects/info/alternates``
   (nothing copied), the source's default branch set to the commit and the index read
-  from it. git sizes abbreviated object names (``index abc..def`` lines) by the objects
-  it sees, alternates included: like the harness's full clone (10 digits for sympy and
-  astropy in every recorded submission), so nothing is pinned. Not ``git clone --shared``: that would also copy every ref of the source,
-  later commits included, where SWE-bench's /testbed has the one branch at the base;
+  from it. Not ``git clone --shared``: that would also copy every ref of the source,
+  later commits included, where SWE-bench's /testbed has the one branch at the base.
+  git sizes abbreviated object names (``index abc..def`` lines) by the objects it sees,
+  alternates included, as in the harness's full clone (10 digits for sympy and astropy
+  in every recorded submission): nothing is pinned;
 - the files written blob by blob (``materialize.write_commit_tree``: one ``git
   cat-file --batch``), so a blob absent from the store is skipped, not fatal. Each
   skipped path is listed in ``skipped`` and flagged skip-worktree in the index, so
@@ -55,7 +56,7 @@ HARNESS_ENV: Mapping[str, str] = {
     "TQDM_DISABLE": "1",
 }
 TREE_DIR = "testbed"
-SETUP_TIMEOUT_S = 60
+SETUP_TIMEOUT_S = 60  # for create's setup_command
 # What SWE-bench's image build did to /testbed's tracked files before the harness
 # started, by repository: a recorded run began from that state, so its replay must too.
 # For astropy 4.1 to 5.3 its pre_install step pins setuptools in pyproject.toml (older
