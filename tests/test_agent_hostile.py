@@ -151,3 +151,18 @@ def test_a_bad_trajectory_is_refused_by_name_and_writes_nothing(tmp_path, reposi
     assert main(["replay", str(tmp_path / "missing.traj.json"), "--tree", str(work),
                  "--db", str(db)]) == 2
     assert "missing.traj.json" in capsys.readouterr().err
+
+
+def test_a_run_whose_edit_does_not_replay_is_flagged_from_that_step_on(tmp_path, repository):
+    # recorded as succeeding, the edit of a file this tree lacks fails when re-run: the
+    # trees after it are not known to be the run's, and the replay goes on, flagged
+    result, db = _replay(tmp_path, repository, _trajectory([
+        ("cat pkg/mod.py", "def total(items):\n    return sum(items)\n"),
+        ("sed -i 's/return sum(items)/return sum(items, 0)/' pkg/other.py", ""),
+        ("cat pkg/mod.py", "def total(items):\n    return sum(items)\n"),
+    ]))
+    assert result.error is None and result.decisions == 4
+    assert result.tree_note.startswith("command diverged: step 2 (exit 2, recorded 0)")
+    assert _count(db, "SELECT tree_lost_at_seq FROM replay_run") == 3
+    assert _count(db, "SELECT COUNT(*) FROM replay_decision WHERE arm = 'ctx08' "
+                      "AND tree_known") == 2

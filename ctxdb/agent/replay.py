@@ -250,7 +250,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
                 "run_id": run_id, "instance_id": spec.instance_id, "seq": k, "arm": arm,
                 "decision_id": decision_id if arm == ARM_CTX08 else None,
                 "prompt_tokens": tokens, "cached_tokens": cached, "action_kind": action_kind,
-                "tree_known": tree_lost_at is None or k <= tree_lost_at})
+                "tree_known": tree_lost_at is None or k < tree_lost_at})
         if step.action and not step.is_submit:
             _measure_anchors(store, run, step, earlier, observations, prompts, decision_id,
                              request, tree, run_id, spec.instance_id, anchor_rows, outcome_rows)
