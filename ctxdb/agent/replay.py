@@ -56,7 +56,7 @@ from .arms import (
 )
 from .requests import build_request, first_edit_step
 from .trajectory import AgentRun, ObservationKind, read_trajectory
-from .worktree import ScratchTree
+from .worktree import SWEBENCH_TESTBED_SETUP, ScratchTree
 
 DEFAULT_RUN_ID = "replay"
 DEFAULT_WORKERS = max(1, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") \
@@ -88,6 +88,9 @@ class RunSpec:
     base_commit: str
     resolved: bool | None = None
     repo: str | None = None
+    # what the harness's environment did to the tree before the run began (SWE-bench's
+    # image setup): the line's testbed_setup, else worktree.SWEBENCH_TESTBED_SETUP[repo]
+    testbed_setup: str | None = None
 
 
 @dataclass
@@ -118,7 +121,8 @@ class RunsFileError(ValueError):
 
 def load_run_specs(path: str | Path) -> tuple[list[RunSpec], list[str]]:
     """RUNS.jsonl: ``instance_id``, ``trajectory`` (relative to the file), ``base_commit``,
-    ``repo_git``, and optionally ``repo`` and ``resolved``. Returns the good lines and one
+    ``repo_git``, and optionally ``repo``, ``resolved`` and ``testbed_setup`` (a shell
+    command run in the fresh tree before the run's own commands). Returns the good lines and one
     error per bad line, naming the line and field."""
     path = Path(path)
     try:
@@ -144,6 +148,9 @@ def load_run_specs(path: str | Path) -> tuple[list[RunSpec], list[str]]:
                     if not isinstance(row.get(name), str) or not row.get(name)]
         if "resolved" in row and not isinstance(row["resolved"], (bool, type(None))):
             problems.append(f"{where}: resolved: expected true, false or null")
+        for name in ("repo", "testbed_setup"):
+            if name in row and not isinstance(row[name], (str, type(None))):
+                problems.append(f"{where}: {name}: expected a string or null")
         if problems:
             errors.extend(problems)
             continue
@@ -155,8 +162,9 @@ def load_run_specs(path: str | Path) -> tuple[list[RunSpec], list[str]]:
         if not git_dir.is_dir():
             errors.append(f"{where}: repo_git: no such directory {git_dir}")
             continue
+        setup = row.get("testbed_setup", SWEBENCH_TESTBED_SETUP.get(row.get("repo") or ""))
         specs.append(RunSpec(trajectory, row["instance_id"], git_dir, row["base_commit"],
-                             row.get("resolved"), row.get("repo")))
+                             row.get("resolved"), row.get("repo"), setup))
     return specs, errors
 
 
@@ -193,7 +201,7 @@ def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
     try:
         run = read_trajectory(spec.trajectory)
         with ScratchTree.create(spec.git_dir, spec.base_commit, parent=work_dir,
-                                workdir=run.workdir) as tree:
+                                workdir=run.workdir, setup_command=spec.testbed_setup) as tree:
             recon_path = os.path.join(tree.home, RECON_FILE)
             index_repository(tree.path, recon_path, progress=False)
             with ContextStore.open(db_url, recon=recon_path, settings=settings) as store:
