@@ -27,6 +27,7 @@ import re
 import subprocess
 import time
 import traceback
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -39,7 +40,7 @@ from sqlalchemy import delete, select
 from .. import models
 from ..config import Settings, load_settings
 from ..recon import index_repository
-from ..request import RequestError
+from ..request import RequestError, UnresolvedEntityWarning
 from ..store import ContextStore
 from ..tokens import get_counter
 from . import anchors as anchor_rules
@@ -241,7 +242,11 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
                 workdir=run.workdir, patch=patch,
                 edited_before=first_edit is not None and k > first_edit, store=store,
                 tree_has=tree.has_file)
-            context = store.construct(request)
+            with warnings.catch_warnings():
+                # recorded in the decision's flags (unresolved_entity:E4); a replay of
+                # thousands of decisions would print one line each
+                warnings.simplefilter("ignore", UnresolvedEntityWarning)
+                context = store.construct(request)
             window, decision_id = context.render(), context.decision_id
         except RequestError:
             result.refused_decisions += 1
