@@ -243,3 +243,21 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path):
         f"{runs}:4: trajectory: no such file {tmp_path / 'none.json'}",
         f"{runs}:5: resolved: expected true, false or null",
     ]
+
+
+def test_one_run_replays_on_a_tree_at_hand(requests_repository, tmp_path, capsys):
+    trajectory, _submission = _recorded_run(requests_repository, tmp_path)
+    path = tmp_path / "psf__requests-1.traj.json"
+    path.write_text(json.dumps(trajectory), encoding="utf-8")
+    bare, commit = requests_repository
+    checkout = tmp_path / "my-checkout"
+    _git("clone", "-q", str(bare), str(checkout), cwd=tmp_path)
+    before = _git("status", "--porcelain", cwd=checkout)
+    db = tmp_path / "one.db"
+    assert main(["replay", str(path), "--tree", str(checkout), "--db", str(db)]) == 0
+    assert "1 run(s) done, 7 decisions (0 refused); tree gives the submitted patch in 1 of 1" \
+        in capsys.readouterr().out
+    # the tree at hand is read, never changed: the run's edits went to a scratch copy
+    assert _git("status", "--porcelain", cwd=checkout) == before == ""
+    assert _git("rev-parse", "HEAD", cwd=checkout).strip() == commit
+    assert _rows(str(db), "SELECT instance_id FROM replay_run")[0][0] == "psf__requests-1"
