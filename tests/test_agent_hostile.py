@@ -154,15 +154,43 @@ def test_a_bad_trajectory_is_refused_by_name_and_writes_nothing(tmp_path, reposi
 
 
 def test_a_run_whose_edit_does_not_replay_is_flagged_from_that_step_on(tmp_path, repository):
-    # recorded as succeeding, the edit of a file this tree lacks fails when re-run: the
-    # trees after it are not known to be the run's, and the replay goes on, flagged
+    # recorded as succeeding, the edit of a file this tree lacks fails when re-run and
+    # the tree ends otherwise than the run's: the trees after that edit are not known to
+    # be the run's, and the replay goes on, flagged
+    submitted = ("diff --git a/pkg/other.py b/pkg/other.py\n--- a/pkg/other.py\n"
+                 "+++ b/pkg/other.py\n@@ -1 +1 @@\n-x\n+y\n")
     result, db = _replay(tmp_path, repository, _trajectory([
         ("cat pkg/mod.py", "def total(items):\n    return sum(items)\n"),
         ("sed -i 's/return sum(items)/return sum(items, 0)/' pkg/other.py", ""),
         ("cat pkg/mod.py", "def total(items):\n    return sum(items)\n"),
-    ]))
+    ], submission=submitted))
     assert result.error is None and result.decisions == 4
-    assert result.tree_note.startswith("command diverged: step 2 (exit 2, recorded 0)")
+    assert result.tree_note.startswith("command diverged: step 2 (exit 2, recorded 0); "
+                                       "submission differs")
     assert _count(db, "SELECT tree_lost_at_seq FROM replay_run") == 3
     assert _count(db, "SELECT COUNT(*) FROM replay_decision WHERE arm = 'ctx08' "
                       "AND tree_known") == 2
+
+
+def test_a_diverged_edit_whose_tree_still_ends_as_the_run_s_is_not_flagged(tmp_path,
+                                                                          repository):
+    # the edit happened, but the command's exit differs from the recording (here: a
+    # check after it fails; in the development runs, a script needing a package this
+    # machine lacks): the tree ends as the run's did, so no decision is flagged
+    result, db = _replay(tmp_path, repository, _trajectory([
+        ("sed -i 's/sum(items)/sum(items, 0)/' pkg/mod.py && false", ""),
+    ], submission=_submission_after_edit(repository, tmp_path)))
+    assert result.tree_matches_submission is True
+    assert result.tree_note is None
+    assert _count(db, "SELECT COUNT(*) FROM replay_run WHERE tree_lost_at_seq IS NULL") == 1
+    assert _count(db, "SELECT COUNT(*) FROM replay_decision WHERE NOT tree_known") == 0
+
+
+def _submission_after_edit(repository, tmp_path) -> str:
+    work, commit = repository
+    clone = tmp_path / "edited"
+    subprocess.run(["git", "clone", "-q", str(work), str(clone)], check=True)
+    subprocess.run(["sed", "-i", "s/sum(items)/sum(items, 0)/", "pkg/mod.py"], cwd=clone,
+                   check=True)
+    return subprocess.run(["git", "diff"], cwd=clone, check=True, capture_output=True,
+                          text=True).stdout

@@ -228,8 +228,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
     observations: list[str] = []  # outputs of steps before k, as the harness showed them
     arms = {arm: _Arm() for arm in (ARM_CTX08, ARM_CURRENT, ARM_MASK10)}
     decision_rows, anchor_rows, outcome_rows = [], [], []
-    tree_lost_at: int | None = None
-    tree_note: str | None = None
+    divergence: tuple[int, str] | None = None  # the first edit the re-run did otherwise
     tree_version = tree.fingerprint()
     for step in run.steps:
         k = step.number
@@ -263,7 +262,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
                 "run_id": run_id, "instance_id": spec.instance_id, "seq": k, "arm": arm,
                 "decision_id": decision_id if arm == ARM_CTX08 else None,
                 "prompt_tokens": tokens, "cached_tokens": cached, "action_kind": action_kind,
-                "tree_known": tree_lost_at is None or k < tree_lost_at})
+                "tree_known": True})  # settled when the run is done
         if step.action and not step.is_submit:
             _measure_anchors(store, run, step, earlier, observations, prompts, decision_id,
                              request, tree, run_id, spec.instance_id, anchor_rows, outcome_rows)
@@ -272,10 +271,9 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
         if step.action and not step.is_submit:
             outcome = tree.run(step.action, timeout_s)
             result.rerun_seconds += outcome.duration_s
-            if tree_lost_at is None and _diverged(step, outcome):
-                tree_lost_at = k + 1
-                tree_note = (f"{NOTE_COMMAND_DIVERGED}: step {k} "
-                             f"({_divergence(step, outcome)})")
+            if divergence is None and _diverged(step, outcome):
+                divergence = (k, f"{NOTE_COMMAND_DIVERGED}: step {k} "
+                                 f"({_divergence(step, outcome)})")
             version = tree.fingerprint()
             if version != tree_version:
                 tree_version = version
@@ -286,8 +284,14 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
     else:
         matches = _same_patch(submitted, run.submission)
         note = None if matches else f"{NOTE_DIFFERS}: {_first_difference(submitted, run.submission)}"
+    # An edit that ended otherwise than recorded (often only its output differs: the
+    # recorded environment had packages this one lacks) lost the tree only when the
+    # rebuilt tree does not end as the run's did: then every decision after it is flagged.
+    tree_lost_at = divergence[0] + 1 if divergence and not matches else None
+    for row in decision_rows:
+        row["tree_known"] = tree_lost_at is None or row["seq"] < tree_lost_at
     result.tree_matches_submission = matches
-    result.tree_note = tree_note or note
+    result.tree_note = divergence[1] + "; " + note if divergence and note else note
     result.decisions = len(run.steps)
     result.replay_seconds = time.perf_counter() - started - result.rerun_seconds
     _write_replay(store, run_id, spec, run, result, tree_lost_at, decision_rows, anchor_rows,
