@@ -194,3 +194,23 @@ def _submission_after_edit(repository, tmp_path) -> str:
                    check=True)
     return subprocess.run(["git", "diff"], cwd=clone, check=True, capture_output=True,
                           text=True).stdout
+
+
+def test_git_config_a_command_writes_is_never_run_by_the_host(tmp_path, repository):
+    # root on the host reads the tree with git after every command: a recorded command
+    # that plants a command in the tree's git config (or points git elsewhere for it)
+    # must not get it run there
+    marker = tmp_path / "ran-on-the-host"
+    evil = f"touch {marker}; echo"
+    result, db = _replay(tmp_path, repository, _trajectory([
+        (f"git config core.fsmonitor '{evil}' && git config diff.external '{evil}' && "
+         f"git config filter.x.clean '{evil}' && echo '* filter=x diff=x' > .gitattributes "
+         f"&& git config diff.x.textconv '{evil}' && echo change >> pkg/mod.py", ""),
+        (f"mkdir -p /tmp/c && cp -r .git/. /tmp/c && echo /tmp/c > .git/commondir && "
+         f"git config core.pager '{evil}'", ""),
+        ("echo more >> pkg/mod.py", ""),
+    ]))
+    assert result.error is None, result.error
+    assert not marker.exists()
+    # the host still saw the edits the commands made
+    assert _count(db, "SELECT COUNT(*) FROM replay_run WHERE tree_matches_submission") == 0

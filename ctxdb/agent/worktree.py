@@ -19,12 +19,17 @@ harness's ``/testbed``. It is made fast and without touching the source git dire
 - everything chowned to the sandbox's unprivileged user, then the index refreshed
   (its stat data taken after the chown, so the first ``git status`` inside is fast).
 
-The host reads the tree with git too (``diff``, ``submission``): as root on a tree owned
-by another user, which git refuses without ``safe.directory``; with no optional locks,
-never fetching, and with neither the host's global nor its system git config (a
-``color.ui`` or ``diff.noprefix`` there would change the patches). ``submission`` stages
-into a copy of the index and writes the objects it hashes into a directory of its own,
-so neither the tree's index nor its object store changes.
+The host reads the tree with git too (``diff``, ``submission``, ``fingerprint``), as root,
+so never through the tree's own ``.git``: a recorded command can write its config
+(``core.fsmonitor``, ``diff.external``, a filter driver, a ``commondir``), and git run by
+root would run what it names, on the host. The host reads through a git directory of its
+own (``host.git`` beside the tree, root's, never mounted writable in the sandbox): the
+base commit's index, the source's objects as alternates, a config of ctxdb's, the tree as
+its work tree — and with no optional locks, never fetching, neither the host's global nor
+its system git config (a ``color.ui`` or ``diff.noprefix`` there would change the
+patches), no external diff or textconv. So the host compares the tree with the base
+commit (where the agent's own commits, if any, are not followed). ``submission`` stages
+into a copy of that index and writes the objects it hashes into a directory of its own.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ HARNESS_ENV: Mapping[str, str] = {
     "TQDM_DISABLE": "1",
 }
 TREE_DIR = "testbed"
+HOST_GIT_DIR = "host.git"  # the host's view of the tree: root's, never the sandbox's
 SETUP_TIMEOUT_S = 60  # for create's setup_command
 # What SWE-bench's image build did to /testbed's tracked files before the harness
 # started, by repository: a recorded run began from that state, so its replay must too.
@@ -68,7 +74,8 @@ SWEBENCH_TESTBED_SETUP: Mapping[str, str] = {
                        "pyproject.toml; fi",
 }
 
-_GIT = ("git", "-c", "protocol.allow=never", "-c", "safe.directory=*")
+_GIT = ("git", "-c", "protocol.allow=never", "-c", "safe.directory=*",
+        "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
 
 
 class ScratchTreeError(RuntimeError):
@@ -84,10 +91,10 @@ def _git_env(**extra: str) -> dict[str, str]:
 
 
 def _git(args: list[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
-         stdin: bytes | None = None) -> bytes:
+         stdin: bytes | None = None, check: bool = True) -> bytes:
     done = subprocess.run([*_GIT, *args], cwd=cwd, input=stdin, capture_output=True,
                           env=dict(env) if env is not None else _git_env(), check=False)
-    if done.returncode != 0:
+    if done.returncode != 0 and check:
         raise ScratchTreeError(f"git {' '.join(args[:3])} failed ({done.returncode}): "
                                f"{done.stderr.decode(errors='replace').strip()}")
     return done.stdout
@@ -132,6 +139,16 @@ class ScratchTree:
             _git(["update-index", "-q", "--refresh"], cwd=tree)
             os.chown(tree / ".git" / "index", SANDBOX_UID, SANDBOX_GID)
             scratch = cls(home, full_commit, object_store, skipped, workdir)
+            host = home / HOST_GIT_DIR
+            _git(["init", "--quiet", "--bare", f"--initial-branch={branch}", str(host)])
+            (host / "objects" / "info" / "alternates").write_text(f"{object_store}\n",
+                                                                  encoding="utf-8")
+            _git(["--git-dir", str(host), "config", "core.bare", "false"])
+            _git(["--git-dir", str(host), "update-ref", f"refs/heads/{branch}", full_commit])
+            _git(["read-tree", full_commit], env=scratch._host_env())
+            if skipped:
+                _git(["update-index", "--skip-worktree", "-z", "--stdin"],
+                     env=scratch._host_env(), stdin=paths)
             if setup_command:
                 done = scratch.run(setup_command, SETUP_TIMEOUT_S)
                 if done.returncode != 0 or done.timed_out:
@@ -139,6 +156,7 @@ class ScratchTree:
                         f"the setup command {setup_command!r} failed "
                         f"({'timed out' if done.timed_out else done.returncode}): "
                         f"{done.output.strip()[-500:]}")
+            _git(["update-index", "-q", "--refresh"], env=scratch._host_env(), check=False)
             return scratch
         except BaseException:
             shutil.rmtree(home, ignore_errors=True)
@@ -164,18 +182,18 @@ class ScratchTree:
     def diff(self) -> str:
         """The live patch of the tracked files: ``git diff HEAD`` (what the agent's own
         ``git diff`` prints while it has staged nothing). New files are not in it."""
-        return self._read_git(["diff", "HEAD"])
+        return self._read_git(["diff", "--no-ext-diff", "--no-textconv", "HEAD"])
 
     def submission(self) -> str:
         """Exactly what the harness's ``git add -A && git diff --cached`` would print now,
         the tree's own index and object store left as they are."""
         with self._staged_everything() as env:
-            return self._read_git(["diff", "--cached"], env)
+            return self._read_git(["diff", "--no-ext-diff", "--no-textconv", "--cached"], env)
 
     def changed_paths(self) -> list[str]:
         """The paths ``submission`` holds a change of (added, modified, deleted), sorted."""
         with self._staged_everything() as env:
-            names = self._read_git(["diff", "--cached", "--name-only", "-z",
+            names = self._read_git(["diff", "--no-ext-diff", "--cached", "--name-only", "-z",
                                     "--no-renames"], env)
         return sorted(name for name in names.split("\0") if name)
 
@@ -211,8 +229,15 @@ class ScratchTree:
             return None
         return target
 
+    def _host_env(self, **extra: str) -> dict[str, str]:
+        """git's environment for the host's reads: its own git directory, the tree as
+        work tree (the tree's .git is never read by the host)."""
+        return _git_env(GIT_DIR=str(self.home / HOST_GIT_DIR), GIT_WORK_TREE=str(self.path),
+                        **extra)
+
     def _read_git(self, args: list[str], env: Mapping[str, str] | None = None) -> str:
-        out = _git(["--no-optional-locks", *args], cwd=self.path, env=env)
+        out = _git(["--no-optional-locks", *args], cwd=self.path,
+                   env=env if env is not None else self._host_env())
         return out.decode(errors="replace")
 
     def _staged_everything(self) -> _StagedCopy:
@@ -233,9 +258,10 @@ class _StagedCopy:
         index = os.path.join(self.scratch, "index")
         objects = os.path.join(self.scratch, "objects")
         os.mkdir(objects)
-        shutil.copyfile(self.tree.path / ".git" / "index", index)
-        env = _git_env(GIT_INDEX_FILE=index, GIT_OBJECT_DIRECTORY=objects,
-                       GIT_ALTERNATE_OBJECT_DIRECTORIES=str(self.tree.path / ".git" / "objects"))
+        host = self.tree.home / HOST_GIT_DIR
+        shutil.copyfile(host / "index", index)
+        env = self.tree._host_env(GIT_INDEX_FILE=index, GIT_OBJECT_DIRECTORY=objects,
+                                  GIT_ALTERNATE_OBJECT_DIRECTORIES=str(host / "objects"))
         _git(["add", "-A"], cwd=self.tree.path, env=env)
         return env
 
