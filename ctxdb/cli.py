@@ -479,11 +479,19 @@ def _cmd_replay(args) -> int:
     1 when a run failed, else 0."""
     from pathlib import Path
 
-    from .agent.replay import RunsFileError, replay_spec_for_tree, load_run_specs, run_replay
+    from .agent.replay import RunsFileError, load_run_specs, replay_spec_for_tree, run_replay
+    from .agent.trajectory import MAX_COMMAND_TIMEOUT_S
     from .db import resolve_url
 
     source = Path(args.runs)
     errors: list[str] = []
+    if args.timeout is not None and not 0 < args.timeout <= MAX_COMMAND_TIMEOUT_S:
+        raise ValueError(f"--timeout {args.timeout:g}: expected seconds above 0, at most "
+                         f"{MAX_COMMAND_TIMEOUT_S}")
+    if args.workers < 1:
+        raise ValueError("--workers: expected at least 1")
+    if args.limit is not None and args.limit < 1:
+        raise ValueError("--limit: expected at least 1")
     if args.tree is not None:
         if not source.name.endswith(".json"):
             raise ValueError(f"{source}: with --tree, expected one trajectory (.traj.json)")

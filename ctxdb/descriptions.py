@@ -323,6 +323,8 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
             "action_kind": "What the agent did next: edit, other, none (a format error) or "
                            "submit.",
             "tree_known": "The working tree at this decision is the run's (re-run so far).",
+            "refused": "ctx08: the request was refused, so the prompt is the harness's own "
+                       "messages alone.",
         },
     ),
     "replay_anchor": (

@@ -383,6 +383,7 @@ replay_decision = Table(
     Column("cached_tokens", Integer, nullable=False),  # the prefix shared with seq - 1
     Column("action_kind", String(20), nullable=False),  # edit | other | none | submit
     Column("tree_known", Boolean, nullable=False),
+    Column("refused", Boolean, nullable=False),  # ctx08: the request was refused
     PrimaryKeyConstraint("run_id", "instance_id", "seq", "arm"),
     ForeignKeyConstraint(["run_id", "instance_id"],
                          ["replay_run.run_id", "replay_run.instance_id"]),

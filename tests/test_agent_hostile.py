@@ -214,3 +214,50 @@ def test_git_config_a_command_writes_is_never_run_by_the_host(tmp_path, reposito
     assert not marker.exists()
     # the host still saw the edits the commands made
     assert _count(db, "SELECT COUNT(*) FROM replay_run WHERE tree_matches_submission") == 0
+
+
+def test_a_long_run_masks_in_mask10_and_replays_beside_another_in_two_workers(tmp_path,
+                                                                              repository):
+    from ctxdb.agent.replay import run_replay
+
+    work, commit = repository
+    steps = [(f"cat pkg/mod.py # read {i}", f"def total(items):\n    return sum(items)  # {i}\n")
+             for i in range(1, 13)]
+    specs = []
+    for name in ("long-1", "long-2"):
+        path = tmp_path / f"{name}.traj.json"
+        path.write_text(json.dumps(_trajectory(steps)), encoding="utf-8")
+        specs.append(RunSpec(path, name, work, commit))
+    db = str(tmp_path / "two.db")
+    summary = run_replay(db, specs, workers=2, command_timeout_s=COMMAND_TIMEOUT_S)
+    assert [r.error for r in summary.results] == [None, None]
+    assert _count(db, "SELECT COUNT(*) FROM replay_run") == 2
+    assert _count(db, "SELECT COUNT(*) FROM decision") == 2 * 13
+    engine = sa.create_engine(resolve_url(db))
+    with engine.connect() as connection:
+        rows = {(r.seq, r.arm): r for r in connection.execute(sa.text(
+            "SELECT seq, arm, prompt_tokens, cached_tokens FROM replay_decision "
+            "WHERE instance_id = 'long-1'"))}
+    engine.dispose()
+    # up to 10 observations nothing is masked; at 11 the oldest is, and the cache breaks
+    # at it: only the system prompt, the task and the first turn are still a prefix
+    assert rows[(11, "mask10")].prompt_tokens == rows[(11, "current")].prompt_tokens
+    assert rows[(12, "mask10")].prompt_tokens < rows[(12, "current")].prompt_tokens
+    assert rows[(12, "current")].cached_tokens == rows[(11, "current")].prompt_tokens - 3
+    assert rows[(12, "mask10")].cached_tokens < rows[(11, "mask10")].prompt_tokens / 2
+
+
+def test_a_run_id_the_store_holds_for_something_else_is_refused(tmp_path, repository):
+    from ctxdb.store import ContextStore
+
+    db = str(tmp_path / "store.db")
+    with ContextStore.open(db) as store, store.write_transaction() as connection:
+        connection.execute(sa.text("INSERT INTO run (run_id, arm, created_at) "
+                                   "VALUES ('ab/ctx08/default', 'ctx08', 'now')"))
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(_trajectory([("ls", "pkg\n")])), encoding="utf-8")
+    work, commit = repository
+    result = replay_run(db, RunSpec(path, "hostile-1", work, commit), run_id="ab/ctx08/default")
+    assert "--run-id ab/ctx08/default: this store's run ab/ctx08/default is not a replay" \
+        in result.error
+    assert _count(db, "SELECT COUNT(*) FROM replay_run") == 0

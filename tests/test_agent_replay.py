@@ -233,6 +233,8 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path):
                     "repo_git": str(tmp_path), "resolved": "yes"}),
         json.dumps({"instance_id": "d", "trajectory": "t.traj.json", "base_commit": "abc",
                     "repo_git": str(tmp_path)}),
+        json.dumps({"instance_id": "d", "trajectory": "t.traj.json", "base_commit": "abc",
+                    "repo_git": str(tmp_path)}),
     ]), encoding="utf-8")
     specs, errors = load_run_specs(runs)
     assert [s.instance_id for s in specs] == ["d"]
@@ -242,6 +244,7 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path):
         f"{runs}:3: repo_git: no such directory {tmp_path / 'missing'}",
         f"{runs}:4: trajectory: no such file {tmp_path / 'none.json'}",
         f"{runs}:5: resolved: expected true, false or null",
+        f"{runs}:7: instance_id 'd': already on line 6 (a run is replayed once)",
     ]
 
 

@@ -171,3 +171,37 @@ def test_prompt_tokens_and_the_prefix_a_cache_serves():
     # the first message whole, then the shared start "d " of the second
     assert counter.cached_tokens(first, changed) == 3 + CHAT_MESSAGE_OVERHEAD_TOKENS + 1
     assert counter.cached_tokens(None, first) == 0
+
+
+@pytest.mark.parametrize(("environment", "expected"), [
+    ({"cwd": "/../../tmp/x"}, "info.config.environment.cwd '/../../tmp/x': expected an absolute"),
+    ({"cwd": "relative"}, "info.config.environment.cwd 'relative'"),
+    ({"cwd": "/"}, "info.config.environment.cwd '/'"),
+    ({"cwd": 5}, "info.config.environment.cwd 5"),
+    ({"timeout": 1e9}, "info.config.environment.timeout 1000000000.0: expected seconds"),
+    ({"timeout": float("inf")}, "info.config.environment.timeout inf"),
+    ({"timeout": 0}, "info.config.environment.timeout 0"),
+    ({"timeout": True}, "info.config.environment.timeout True"),
+    ([1, 2], "info.config.environment: expected an object"),
+])
+def test_where_the_agent_worked_and_its_time_limit_are_checked(environment, expected):
+    data = v1_run(2)
+    data["info"]["config"] = {"environment": environment}
+    with pytest.raises(TrajectoryError) as raised:
+        parse_trajectory(data, "x.traj.json")
+    assert str(raised.value).startswith("x.traj.json: ") and expected in str(raised.value)
+
+
+def test_odd_shapes_are_refused_by_name_not_with_a_traceback(tmp_path):
+    data = v1_run(2)
+    data["info"]["config"] = "not an object"
+    with pytest.raises(TrajectoryError, match="info.config.environment: expected an object"):
+        parse_trajectory(data, "x")
+    data = v1_run(2)
+    data["messages"][2]["content"] = [{"type": "text", "text": 5}]
+    with pytest.raises(TrajectoryError, match=r"messages\[2\].content: expected text parts"):
+        parse_trajectory(data, "x")
+    deep = tmp_path / "deep.traj.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(TrajectoryError, match="nested too deeply"):
+        read_trajectory(deep)

@@ -63,8 +63,8 @@ def _write_replay(store) -> None:
         " :matches, :lost, :note, 'now')")
     decision_sql = (
         "INSERT INTO replay_decision (run_id, instance_id, seq, arm, prompt_tokens,"
-        " cached_tokens, action_kind, tree_known)"
-        " VALUES (:run, :instance, :seq, :arm, :prompt, :cached, :action, true)")
+        " cached_tokens, action_kind, tree_known, refused)"
+        " VALUES (:run, :instance, :seq, :arm, :prompt, :cached, :action, :known, :refused)")
     anchor_sql = (
         "INSERT INTO replay_anchor (run_id, instance_id, seq, anchor_no, anchor_class,"
         " anchor_text) VALUES (:run, :instance, :seq, :no, :class, 'text')")
@@ -85,12 +85,14 @@ def _write_replay(store) -> None:
                 for seq, (prompt, cached) in enumerate(steps, start=1):
                     connection.execute(text(decision_sql), {
                         "run": RUN, "instance": instance, "seq": seq, "arm": arm,
-                        "prompt": prompt, "cached": cached, "action": ACTIONS[(instance, seq)]})
+                        "prompt": prompt, "cached": cached, "action": ACTIONS[(instance, seq)],
+                        "known": seq != 2, "refused": arm == "ctx08" and seq == 1})
         for arm, prompts in VARIANT_TOKENS.items():
             for seq, prompt in enumerate(prompts, start=1):
                 connection.execute(text(decision_sql), {
                     "run": VARIANT_RUN, "instance": "a", "seq": seq, "arm": arm,
-                    "prompt": prompt, "cached": 0, "action": "other"})
+                    "prompt": prompt, "cached": 0, "action": "other",
+                    "known": seq != 2, "refused": arm == "ctx08" and seq == 1})
         for (instance, seq, number, anchor_class), fates in ANCHORS.items():
             key = {"run": RUN, "instance": instance, "seq": seq, "no": number}
             connection.execute(text(anchor_sql), {**key, "class": anchor_class})
@@ -168,6 +170,16 @@ def test_arms_cache_and_cost_at_the_default_ratio_and_another(replay_store):
     assert current["median_cost_per_run"] == pytest.approx(3300)
     assert current["cost_per_resolved_run"] == pytest.approx(10450)
     assert other[(RUN, "ctx08")]["cost_tokens"] == pytest.approx(3650 + 800)
+
+
+def test_arms_count_the_decisions_to_read_with_care(replay_store):
+    arms = _by(_rows(replay_store, "replay_arms"), "run_id", "arm")
+    # a refused ctx08 request at seq 1 of each of the run's two replays; seq 2 of each
+    # made on a tree not known to be the run's, in every arm
+    assert arms[(RUN, "ctx08")]["refused_decisions"] == 2
+    assert arms[(RUN, "current")]["refused_decisions"] == 0
+    assert arms[(RUN, "current")]["tree_unknown_decisions"] == 2
+    assert arms[(VARIANT_RUN, "current")]["tree_unknown_decisions"] == 1
 
 
 def test_recall_counts_only_the_anchors_the_current_arm_kept(replay_store):
@@ -285,7 +297,7 @@ def test_the_screen_json_and_page(replay_store):
     # current: 2 runs, 1 resolved, 6 decisions, median, p90, total, per resolved run
     assert ["replay", "current", "2", "1", "6", "2,000", "4,000", "14,000", "14,000"] in [
         line.split() for line in lines]
-    assert ["replay", "current", "0.507", "7,610", "2,740", "7,610"] in [
+    assert ["replay", "current", "0.507", "7,610", "2,740", "7,610", "0", "2"] in [
         line.split() for line in lines]  # cached share and cost
     assert ["replay", "ctx08", "path", "3", "2", "0.667", "1", "0", "0.000"] in [
         line.split() for line in lines]  # recall as fractions
@@ -322,8 +334,8 @@ def test_the_page_escapes_text_from_the_store(store_url):
                 {"r": hostile})
             connection.execute(text(
                 "INSERT INTO replay_decision (run_id, instance_id, seq, arm, prompt_tokens,"
-                " cached_tokens, action_kind, tree_known)"
-                " VALUES (:r, 'a', 1, 'current', 10, 0, 'other', true)"), {"r": hostile})
+                " cached_tokens, action_kind, tree_known, refused)"
+                " VALUES (:r, 'a', 1, 'current', 10, 0, 'other', true, false)"), {"r": hostile})
         with store.engine.connect() as connection:
             page = replay_html(connection)
     assert hostile not in page and "<i>" not in page

@@ -39,6 +39,7 @@ from sqlalchemy import delete, select
 
 from .. import models
 from ..config import Settings, load_settings
+from ..pipeline.persist import settings_json
 from ..recon import index_repository
 from ..request import RequestError, UnresolvedEntityWarning
 from ..store import ContextStore
@@ -60,6 +61,7 @@ from .trajectory import AgentRun, ObservationKind, read_trajectory
 from .worktree import SWEBENCH_TESTBED_SETUP, ScratchTree
 
 DEFAULT_RUN_ID = "replay"
+REPLAY_RUN_NOTE = "replay of recorded agent runs"  # run.note: what the run id is for
 DEFAULT_WORKERS = max(1, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") \
     else max(1, os.cpu_count() or 1)
 RECON_FILE = "recon.db"
@@ -132,6 +134,7 @@ def load_run_specs(path: str | Path) -> tuple[list[RunSpec], list[str]]:
         raise RunsFileError(f"{path}: cannot read: {exc}") from exc
     specs: list[RunSpec] = []
     errors: list[str] = []
+    first_line_of: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -155,6 +158,11 @@ def load_run_specs(path: str | Path) -> tuple[list[RunSpec], list[str]]:
         if problems:
             errors.extend(problems)
             continue
+        if row["instance_id"] in first_line_of:
+            errors.append(f"{where}: instance_id {row['instance_id']!r}: already on line "
+                          f"{first_line_of[row['instance_id']]} (a run is replayed once)")
+            continue
+        first_line_of[row["instance_id"]] = number
         trajectory = (path.parent / row["trajectory"]).resolve()
         git_dir = Path(row["repo_git"]).expanduser()
         if not trajectory.is_file():
@@ -206,6 +214,7 @@ def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
             recon_path = os.path.join(tree.home, RECON_FILE)
             index_repository(tree.path, recon_path, progress=False)
             with ContextStore.open(db_url, recon=recon_path, settings=settings) as store:
+                check_replay_run_id(store, run_id)
                 _forget_run(store, run_id, spec.instance_id)
                 try:
                     _replay(store, run, spec, tree, result, run_id, settings,
@@ -249,7 +258,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
             window, decision_id = context.render(), context.decision_id
         except RequestError:
             result.refused_decisions += 1
-            window, decision_id = "", None
+            window, decision_id = "", None  # the harness would send its own prompt alone
         prompts = {ARM_CTX08: ctx08_prompt(run, window) if window else
                    [dict(run.messages[0]), dict(run.messages[1])],
                    ARM_CURRENT: current_prompt(run, k), ARM_MASK10: mask10_prompt(run, k)}
@@ -262,13 +271,14 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
                 "run_id": run_id, "instance_id": spec.instance_id, "seq": k, "arm": arm,
                 "decision_id": decision_id if arm == ARM_CTX08 else None,
                 "prompt_tokens": tokens, "cached_tokens": cached, "action_kind": action_kind,
+                "refused": arm == ARM_CTX08 and decision_id is None,
                 "tree_known": True})  # settled when the run is done
         if step.action and not step.is_submit:
             _measure_anchors(store, run, step, earlier, observations, prompts, decision_id,
                              request, tree, run_id, spec.instance_id, anchor_rows, outcome_rows)
         if step.observation is not None:
             observations.append(step.observation.text)
-        if step.action and not step.is_submit:
+        if step.action:  # the submit command too: cleanup is often chained to it
             outcome = tree.run(step.action, timeout_s)
             result.rerun_seconds += outcome.duration_s
             if divergence is None and _diverged(step, outcome):
@@ -340,8 +350,10 @@ def _first_difference(ours: str, theirs: str) -> str:
 
 def _measure_anchors(store, run, step, earlier, observations, prompts, decision_id, request,
                      tree, run_id, instance_id, anchor_rows, outcome_rows) -> None:
+    # the task as the harness sent it: its whole first message (every arm sends it)
     found = anchor_rules.anchors_of_action(step.action, earlier_observations=observations,
-                                           system_prompt=run.system_prompt, task=run.task)
+                                           system_prompt=run.system_prompt,
+                                           task=run.instruction)
     if not found:
         return
     indexes = {arm: anchor_rules.WindowIndex(prompt_text(messages))
@@ -443,11 +455,7 @@ def _forget_run(store: ContextStore, run_id: str, instance_id: str) -> None:
 def _write_replay(store, run_id, spec, run, result, tree_lost_at, decision_rows, anchor_rows,
                   outcome_rows) -> None:
     with store.write_transaction() as connection:
-        if connection.execute(select(models.run.c.run_id).where(
-                models.run.c.run_id == run_id)).first() is None:
-            connection.execute(models.run.insert().values(
-                run_id=run_id, arm=ARM_CTX08, created_at=_now(),
-                note="replay of recorded agent runs"))
+        _ensure_replay_run(connection, store, run_id)
         connection.execute(models.replay_run.insert().values(
             run_id=run_id, instance_id=spec.instance_id, trajectory=str(spec.trajectory),
             trajectory_format=run.trajectory_format, resolved=spec.resolved,
@@ -463,6 +471,24 @@ def _write_replay(store, run_id, spec, run, result, tree_lost_at, decision_rows,
                 connection.execute(table.insert(), rows)
 
 
+def _ensure_replay_run(connection, store: ContextStore, run_id: str) -> None:
+    """The store run the windows go under, made if absent (many workers may race to)."""
+    connection.execute(models.insert_ignoring_duplicates(connection, models.run).values(
+        run_id=run_id, arm=ARM_CTX08, created_at=_now(),
+        settings_json=settings_json(store.settings), note=REPLAY_RUN_NOTE))
+
+
+def check_replay_run_id(store: ContextStore, run_id: str) -> None:
+    """Refuse a run id the store holds for something else: replaying a run deletes the
+    run's earlier windows under that id, which must never be another run's decisions."""
+    with store.engine.connect() as connection:
+        row = connection.execute(select(models.run.c.note).where(
+            models.run.c.run_id == run_id)).first()
+    if row is not None and row.note != REPLAY_RUN_NOTE:
+        raise ValueError(f"--run-id {run_id}: this store's run {run_id} is not a replay "
+                         f"({row.note or 'no note'}); choose another run id")
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -475,8 +501,10 @@ def run_replay(db_url: str, specs: list[RunSpec], *, run_id: str = DEFAULT_RUN_I
     summary = ReplaySummary()
     if not specs:
         return summary
-    with ContextStore.open(db_url, settings=settings):
-        pass  # create or upgrade once, before the workers race
+    with ContextStore.open(db_url, settings=settings) as store:  # create or upgrade once
+        check_replay_run_id(store, run_id)
+        with store.write_transaction() as connection:
+            _ensure_replay_run(connection, store, run_id)
     if progress:
         progress(0, len(specs))
     options = {"run_id": run_id, "settings": settings, "work_dir": work_dir,

@@ -38,7 +38,7 @@ ARMS_SCREEN_TABLES = (
     ["run_id", "arm", "runs", "resolved_runs", "decisions", "median_prompt_tokens",
      "p90_prompt_tokens", "total_prompt_tokens", "tokens_per_resolved_run"],
     ["run_id", "arm", "cached_share", "cost_tokens", "median_cost_per_run",
-     "cost_per_resolved_run"],
+     "cost_per_resolved_run", "refused_decisions", "tree_unknown_decisions"],
 )
 
 

@@ -20,6 +20,7 @@ sent every message before it (``history_before(k)``).
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -37,11 +38,14 @@ _RETURNCODE = re.compile(r"<returncode>(-?\d+)</returncode>")
 _OUTPUT = re.compile(r"<output>\n?(.*?)</output>", re.DOTALL)
 _OUTPUT_HEAD = re.compile(r"<output_head>\n?(.*?)</output_head>", re.DOTALL)
 _OUTPUT_TAIL = re.compile(r"<output_tail>\n?(.*?)</output_tail>", re.DOTALL)
+_FENCED_BLOCK = re.compile(r"```\w*\s*\n.*?\n```", re.DOTALL)  # a command block, any tag
 _TIMED_OUT = re.compile(r"^The last command <command>.*?</command> timed out", re.DOTALL)
 # the first line a run's last command prints: the harness submits what follows it
 SUBMIT_MARKERS = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
 DEFAULT_WORKDIR = "/testbed"
 DEFAULT_COMMAND_TIMEOUT_S = 60  # mini-swe-agent's environment timeout in the development runs
+# the most a recorded run may ask for one command: a replay worker is never held longer
+MAX_COMMAND_TIMEOUT_S = 600
 
 
 class TrajectoryError(ValueError):
@@ -126,7 +130,10 @@ def _chat(message: Any, where: str) -> dict[str, str]:
     if not isinstance(role, str):
         raise TrajectoryError(f"{where}.role: expected a string")
     if isinstance(content, list):  # multimodal content: its text parts, in order
-        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        texts = [part.get("text", "") for part in content if isinstance(part, dict)]
+        if not all(isinstance(text, str) for text in texts):
+            raise TrajectoryError(f"{where}.content: expected text parts with string 'text'")
+        content = "".join(texts)
     if content is None and role in ("assistant", "tool", "exit"):
         content = ""
     if not isinstance(content, str):
@@ -148,6 +155,8 @@ def read_trajectory(path: str | Path) -> AgentRun:
     except json.JSONDecodeError as exc:
         raise TrajectoryError(f"{path}: not JSON ({exc.msg} at line {exc.lineno} "
                               f"column {exc.colno}): truncated or not a trajectory") from exc
+    except RecursionError:
+        raise TrajectoryError(f"{path}: JSON nested too deeply to be a trajectory") from None
     return parse_trajectory(data, str(path))
 
 
@@ -162,6 +171,7 @@ def parse_trajectory(data: Any, name: str = "<trajectory>") -> AgentRun:
         raise TrajectoryError(f"{name}: trajectory_format {fmt!r}: expected one of "
                               f"{', '.join(FORMATS)}")
     info = data.get("info") if isinstance(data.get("info"), dict) else {}
+    workdir, timeout = _environment(info, name)
     chats = [_chat(m, f"{name}: messages[{i}]") for i, m in enumerate(messages)]
     if chats[0]["role"] != "system":
         raise TrajectoryError(f"{name}: messages[0]: expected the system prompt, "
@@ -171,8 +181,6 @@ def parse_trajectory(data: Any, name: str = "<trajectory>") -> AgentRun:
     reader = _steps_v2 if fmt == FORMAT_V2 else _steps_v1
     steps = reader(messages, chats, name)
     submission = info.get("submission")
-    environment = (info.get("config") or {}).get("environment") or {}
-    timeout = environment.get("timeout", DEFAULT_COMMAND_TIMEOUT_S)
     return AgentRun(
         path=name, trajectory_format=fmt,
         instance_id=data.get("instance_id") if isinstance(data.get("instance_id"), str) else None,
@@ -181,10 +189,28 @@ def parse_trajectory(data: Any, name: str = "<trajectory>") -> AgentRun:
         steps=tuple(steps),
         submission=submission if isinstance(submission, str) else None,
         exit_status=info.get("exit_status") if isinstance(info.get("exit_status"), str) else None,
-        workdir=environment.get("cwd") or DEFAULT_WORKDIR,
-        command_timeout_s=float(timeout) if isinstance(timeout, (int, float)) and timeout > 0
-        else DEFAULT_COMMAND_TIMEOUT_S,
+        workdir=workdir, command_timeout_s=timeout,
     )
+
+
+def _environment(info: dict, name: str) -> tuple[str, float]:
+    """Where the agent worked and each command's time limit, checked: the replay mounts
+    the tree at that directory and holds a worker that long."""
+    config = info.get("config") or {}
+    environment = (config.get("environment") or {}) if isinstance(config, dict) else None
+    if not isinstance(environment, dict):
+        raise TrajectoryError(f"{name}: info.config.environment: expected an object")
+    cwd = environment.get("cwd") or DEFAULT_WORKDIR
+    if (not isinstance(cwd, str) or not cwd.startswith("/") or cwd == "/"
+            or posixpath.normpath(cwd) != cwd or "\0" in cwd):
+        raise TrajectoryError(f"{name}: info.config.environment.cwd {cwd!r}: expected an "
+                              "absolute, normalized directory other than /")
+    timeout = environment.get("timeout", DEFAULT_COMMAND_TIMEOUT_S)
+    if (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+            or not 0 < timeout <= MAX_COMMAND_TIMEOUT_S):
+        raise TrajectoryError(f"{name}: info.config.environment.timeout {timeout!r}: expected "
+                              f"seconds above 0, at most {MAX_COMMAND_TIMEOUT_S}")
+    return cwd, float(timeout)
 
 
 def _thought(turn: str, pattern: re.Pattern[str]) -> str:
@@ -261,7 +287,7 @@ def _steps_v2(messages: list, chats: list[dict[str, str]], name: str) -> list[St
             observation = _observation_v2(following, chats[following],
                                           _extra(messages[following]), commands)
         steps.append(Step(len(steps) + 1, index, chat["content"],
-                          _thought(chat["content"], re.compile(r"```\w*\s*\n.*?\n```", re.DOTALL)),
+                          _thought(chat["content"], _FENCED_BLOCK),
                           commands, observation))
         index += 1
     return steps

@@ -11,7 +11,9 @@ harness sent, and what the agent's next action used.
   with its `decision_id`; `current`: exactly what the harness sent; `mask10`: the same
   with observations older than the 10 newest replaced by a placeholder) — its prompt's
   tokens and how many of them a prompt cache would serve (the prefix it shares with the
-  arm's previous decision), the action that followed (`action_kind`).
+  arm's previous decision), the action that followed (`action_kind`), whether the tree is
+  the run's (`tree_known`) and whether the ctx08 request was refused (`refused`: its
+  prompt is then the harness's own messages alone).
 - `replay_anchor`: what action `seq` took from earlier observations (ctxdb.agent.anchors),
   with the newest earlier step whose observation held it (`held_by_seq`).
 - `replay_anchor_outcome`: per arm, whether the window kept the anchor, and where a lost
@@ -61,6 +63,7 @@ def upgrade() -> None:
         sa.Column("cached_tokens", sa.Integer, nullable=False),
         sa.Column("action_kind", sa.String(20), nullable=False),
         sa.Column("tree_known", sa.Boolean, nullable=False),
+        sa.Column("refused", sa.Boolean, nullable=False),
         sa.PrimaryKeyConstraint("run_id", "instance_id", "seq", "arm"),
         sa.ForeignKeyConstraint(["run_id", "instance_id"],
                                 ["replay_run.run_id", "replay_run.instance_id"]),

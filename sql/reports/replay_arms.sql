@@ -5,11 +5,15 @@
 -- tokens-per-solved), the cached share (cached over prompt tokens), and the cost in token
 -- units with a cache read priced at the bound parameter cached_price_ratio times an input
 -- token: sum(prompt - cached) + ratio * sum(cached); that cost per run (median over runs)
--- and per resolved run (total over resolved runs). The reference arm (current) first.
+-- and per resolved run (total over resolved runs); and the decisions to read with care:
+-- those whose ctx08 request was refused (the harness's own prompt alone was counted) and
+-- those made on a tree not known to be the run's. The reference arm (current) first.
 WITH run_arm AS (  -- one replayed run in one arm
     SELECT d.run_id, d.arm, d.instance_id,
            MAX(CASE WHEN r.resolved THEN 1 ELSE 0 END) AS resolved,
            COUNT(*) AS decisions,
+           SUM(CASE WHEN d.refused THEN 1 ELSE 0 END) AS refused_decisions,
+           SUM(CASE WHEN d.tree_known THEN 0 ELSE 1 END) AS tree_unknown_decisions,
            SUM(d.prompt_tokens) AS prompt_tokens,
            SUM(d.cached_tokens) AS cached_tokens,
            SUM(d.prompt_tokens - d.cached_tokens)
@@ -57,7 +61,9 @@ SELECT
     1.0 * SUM(a.cached_tokens) / NULLIF(SUM(a.prompt_tokens), 0) AS cached_share,
     SUM(a.cost_tokens) AS cost_tokens,
     c.median_cost_per_run,
-    1.0 * SUM(a.cost_tokens) / NULLIF(SUM(a.resolved), 0) AS cost_per_resolved_run
+    1.0 * SUM(a.cost_tokens) / NULLIF(SUM(a.resolved), 0) AS cost_per_resolved_run,
+    SUM(a.refused_decisions) AS refused_decisions,
+    SUM(a.tree_unknown_decisions) AS tree_unknown_decisions
 FROM run_arm a
 JOIN decision_tokens t ON t.run_id = a.run_id AND t.arm = a.arm
 JOIN run_cost c ON c.run_id = a.run_id AND c.arm = a.arm
