@@ -16,6 +16,7 @@ import pytest
 
 from ctxdb.agent import sandbox
 from ctxdb.agent.sandbox import (
+    MAX_ADDRESS_SPACE_BYTES,
     MAX_OUTPUT_BYTES,
     SANDBOX_UID,
     SandboxError,
@@ -237,6 +238,13 @@ def test_a_flood_of_output_comes_back_bounded(tree):
     assert time.monotonic() - started < 10
     assert (result.returncode, result.timed_out, result.output_truncated) == (0, False, True)
     assert len(result.output) == MAX_OUTPUT_BYTES and set(result.output) == {"a"}
+
+
+def test_a_memory_hog_fails_instead_of_taking_the_hosts_memory(tree):
+    # one allocation past the address-space limit: refused at once, nothing is touched
+    result = tree.run(f"python3 -c 'bytearray({MAX_ADDRESS_SPACE_BYTES})'; echo after", 30)
+    assert "MemoryError" in result.output and result.output.endswith("after\n")
+    assert not result.timed_out
 
 
 def test_the_harness_environment_and_python_are_there(tree):

@@ -16,8 +16,8 @@ inside a fresh root built for the call:
   ``/proc`` of the new pid namespace;
 - a down loopback as the only network interface.
 
-Then it chroots, sets resource limits (``prlimit``: processes, file size, no core
-files), drops every privilege (``setpriv``: uid and gid ``SANDBOX_UID``, no
+Then it chroots, sets resource limits (``prlimit``: processes, file size, address
+space, no core files), drops every privilege (``setpriv``: uid and gid ``SANDBOX_UID``, no
 supplementary groups, no-new-privs, empty capability and bounding sets: as root inside
 the namespaces a command could remount the read-only binds read-write) and runs the
 command with ``bash -c`` in ``workdir``, as the recorded harness did.
@@ -65,6 +65,10 @@ SANDBOX_GID = 65534
 MAX_PROCESSES = 512
 # RLIMIT_FSIZE: no single file written (in the tree, in /tmp) may grow past this.
 MAX_FILE_BYTES = 512 * 1024 * 1024
+# RLIMIT_AS: one process's address space, so a recorded command cannot take the host's
+# memory (a replay runs beside others on a shared machine); a Python script with its
+# libraries maps well under 1 GiB.
+MAX_ADDRESS_SPACE_BYTES = 8 * 1024 ** 3
 # The private /tmp is memory: bounded.
 TMP_SIZE = "512m"
 SHM_SIZE = "64m"
@@ -270,7 +274,8 @@ def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str]
     command_env = {**BASE_ENV, **env}
     enter = [
         "chroot", root,
-        "prlimit", f"--nproc={MAX_PROCESSES}", f"--fsize={MAX_FILE_BYTES}", "--core=0", "--",
+        "prlimit", f"--nproc={MAX_PROCESSES}", f"--fsize={MAX_FILE_BYTES}",
+        f"--as={MAX_ADDRESS_SPACE_BYTES}", "--core=0", "--",
         "setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups",
         "--no-new-privs", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all",
         "--",
