@@ -261,3 +261,22 @@ def test_a_run_id_the_store_holds_for_something_else_is_refused(tmp_path, reposi
     assert "--run-id ab/ctx08/default: this store's run ab/ctx08/default is not a replay" \
         in result.error
     assert _count(db, "SELECT COUNT(*) FROM replay_run") == 0
+
+
+def test_an_anchor_only_a_superseded_output_held_is_lost_as_stale(tmp_path, repository):
+    # the same command twice: the newer output supersedes the older (P6), which held the
+    # word the next command uses — ctx08 loses it to staleness, the reference arms keep it
+    result, db = _replay(tmp_path, repository, _trajectory([
+        ("python3 check.py", "Traceback (most recent call last):\nValueError: quux_total\n"),
+        ("python3 check.py", "all fine\n"),
+        ("grep -rn quux_total pkg", ""),
+    ]))
+    assert result.error is None, result.error
+    engine = sa.create_engine(resolve_url(db))
+    with engine.connect() as connection:
+        outcomes = {(r.arm, bool(r.kept), r.fate) for r in connection.execute(sa.text(
+            "SELECT o.arm, o.kept, o.fate FROM replay_anchor_outcome o JOIN replay_anchor a "
+            "USING (run_id, instance_id, seq, anchor_no) WHERE a.anchor_text = 'quux_total'"))}
+    engine.dispose()
+    assert outcomes == {("current", True, None), ("mask10", True, None),
+                        ("ctx08", False, "stale")}

@@ -35,7 +35,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Callable
 
-from sqlalchemy import delete, select
+from sqlalchemy import column, delete, select, table
 
 from .. import models
 from ..config import Settings, load_settings
@@ -395,7 +395,7 @@ def _event_verdicts(store: ContextStore, decision_id: int, request) -> dict[int,
     """step number -> what became of its observation's item in decision_id's window (for
     an anchor it held that the window lost)."""
     steps = [event.decision_seq for event in request.live.events]
-    item, verdict = models.evidence_item, _verdict_view()
+    item, verdict = models.evidence_item, _ITEM_VERDICT
     with store.engine.connect() as connection:
         rows = connection.execute(
             select(item.c.item_id, item.c.provenance, item.c.in_pool, verdict.c.verdict,
@@ -413,17 +413,17 @@ def _event_verdicts(store: ContextStore, decision_id: int, request) -> dict[int,
     return fates
 
 
-def _verdict_view():
-    from sqlalchemy import column, table
-
-    return table("v_item_verdict", column("decision_id"), column("item_id"), column("verdict"),
-                 column("driver"))
+# each pool item's final verdict and its driver (sql/views/50_v_item_verdict.sql)
+_ITEM_VERDICT = table("v_item_verdict", column("decision_id"), column("item_id"),
+                      column("verdict"), column("driver"))
+# the final driver rendering gives an observation a newer one superseded (P6): its role
+_STALE_DRIVER_PREFIX = "stale:"
 
 
 def _fate_of(verdict: str, driver: str, in_pool: bool) -> Fate:
     if not in_pool:
         return Fate.CAPPED
-    if "stale" in driver or "supersed" in driver:
+    if driver.startswith(_STALE_DRIVER_PREFIX):
         return Fate.STALE
     if verdict == "masked":
         return Fate.MASKED
