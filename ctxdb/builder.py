@@ -58,6 +58,9 @@ class RequestBuilder:
     decision_question: str | None = None
     insertion_point: InsertionPoint | None = None
     token_ceiling: int | None = None  # this decision's ceiling, at most the store's
+    # where the harness's commands saw the indexed tree (an agent's /testbed, while recon
+    # indexed a copy elsewhere): an absolute frame path under it is a path of the tree
+    workdir: str | None = None
     _evidence: list[EvidenceInput] = field(default_factory=list)
     _live: dict[str, list[str]] = field(default_factory=dict)
     _patch: str | None = None
@@ -212,8 +215,10 @@ class RequestBuilder:
 
     def _indexed_path(self, path: str) -> str | None:
         """The frame's file as recon names it — an absolute path only when it lies under
-        the indexed root, a relative one only when recon has that very file; without
-        recon, a relative path as given."""
+        the indexed root or the harness's ``workdir``, a relative one only when recon has
+        that very file; without recon, a relative path as given."""
+        if self.workdir and path.startswith(self.workdir.rstrip("/") + "/"):
+            path = path[len(self.workdir.rstrip("/")) + 1:]
         store = self._recon()
         if store is None:
             return None if path.startswith("/") or "site-packages" in path else path

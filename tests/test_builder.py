@@ -91,6 +91,18 @@ def test_the_target_enters_the_pool_and_the_window(recon_store):
     assert unknown.evidence == ()  # recon has no such symbol: nothing strict would refuse
 
 
+def test_frames_under_the_harness_workdir_are_frames_of_the_indexed_tree(recon_store):
+    # the agent ran in /testbed; recon indexed a copy elsewhere
+    traceback = TRACEBACK.replace(str(SHOPCART.resolve()), "/testbed")
+    elsewhere = _builder(recon_store).traceback(traceback).build()
+    assert [e.provenance for e in elsewhere.evidence] == ["03: the plan node's target"]
+    builder = _builder(recon_store)
+    builder.workdir = "/testbed"
+    request = builder.traceback(traceback).build()
+    assert [(e.entity, e.provenance) for e in request.evidence] == [
+        (TOTAL, "03: frame 1 (innermost 1) of the traceback: shopcart/pricing.py:65")]
+
+
 def test_without_recon_a_line_is_its_span(store_url):
     request = _builder().grep_hit("shopcart/pricing.py:64").traceback(TRACEBACK).build()
     # an absolute frame path cannot be placed without the index: left to the live text

@@ -14,7 +14,9 @@ The rules, each what a harness developer would write with today's API:
   ``tool_output`` otherwise (the harness's own notes too: they have no kind of their own);
 - a source file the agent printed (``cat``, ``nl``, ``sed -n``, ``head``, ``tail``)
   is added as that file, and each ``grep -n`` line as a hit — only files of the tree;
-- the working tree's ``git diff`` is the live patch.
+- the working tree's ``git diff`` is the live patch;
+- a traceback's frames under the agent's working directory (``/testbed``) are frames of
+  the indexed tree, as they are for a harness that indexes the tree where it runs.
 
 A text over the request's limits is cut to fit (a command to the event's command
 limit), and a lone surrogate (a trajectory may escape undecodable output that way) becomes
@@ -121,7 +123,7 @@ def build_request(*, run_id: str, instance_id: str, k: int, task: str, steps: Se
     """Decision k's request: ``steps`` are the steps before turn k (with observations)."""
     task = storable(task[:TASK_MAX_CHARS])
     builder = RequestBuilder(run_id, instance_id, k, EDIT if edited_before else LOCALIZE,
-                             task, task[:SHORT_TEXT_MAX_CHARS], store=store)
+                             task, task[:SHORT_TEXT_MAX_CHARS], store=store, workdir=workdir)
     for step in steps:
         observation = step.observation
         if observation is None:
