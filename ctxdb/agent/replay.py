@@ -215,6 +215,8 @@ def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
             index_repository(tree.path, recon_path, progress=False)
             with ContextStore.open(db_url, recon=recon_path, settings=settings) as store:
                 check_replay_run_id(store, run_id)
+                with store.write_transaction() as connection:  # before any window makes it
+                    _ensure_replay_run(connection, store, run_id)
                 _forget_run(store, run_id, spec.instance_id)
                 try:
                     _replay(store, run, spec, tree, result, run_id, settings,
