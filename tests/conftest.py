@@ -8,7 +8,9 @@ errors with the reason: the backend is never skipped silently.
 from __future__ import annotations
 
 import itertools
+import subprocess
 import sys
+import tarfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -89,3 +91,23 @@ def recon_target(backend, request, tmp_path):
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+REQUESTS_REQUIREMENT = "requests==2.32.3"  # real code nobody here wrote, pinned
+REQUESTS_SDIST_ROOT = "requests-2.32.3"
+
+
+@pytest.fixture(scope="session")
+def requests_root(tmp_path_factory):
+    """The requests sdist from PyPI, extracted: downloaded once per session. Tests read
+    it; one that changes files works on a copy."""
+    download = tmp_path_factory.mktemp("requests-sdist")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+         "--disable-pip-version-check", "-q", REQUESTS_REQUIREMENT, "-d", str(download)],
+        check=True,
+    )
+    (archive,) = download.glob("requests-*.tar.gz")
+    with tarfile.open(archive) as tar:
+        tar.extractall(download, filter="data")
+    return download / REQUESTS_SDIST_ROOT

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
-import sys
-import tarfile
 
 import pytest
 import sqlalchemy as sa
@@ -21,8 +20,6 @@ from ctxdb.cli import main
 from ctxdb.db import resolve_url
 from ctxdb.store import ContextStore
 
-REQUIREMENT = "requests==2.32.3"
-SDIST_ROOT = "requests-2.32.3"
 UTILS = "src/requests/utils.py"
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
@@ -42,18 +39,11 @@ def _git(*args: str, cwd) -> str:
 
 
 @pytest.fixture(scope="session")
-def requests_repository(tmp_path_factory):
+def requests_repository(requests_root, tmp_path_factory):
     """The sdist as a git repository with one commit; returns (bare git dir, commit)."""
-    download = tmp_path_factory.mktemp("requests-sdist-replay")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-         "--disable-pip-version-check", "-q", REQUIREMENT, "-d", str(download)],
-        check=True, capture_output=True,
-    )
-    (archive,) = download.glob("requests-*.tar.gz")
-    with tarfile.open(archive) as tar:
-        tar.extractall(download, filter="data")
-    work = download / SDIST_ROOT
+    download = tmp_path_factory.mktemp("requests-replay")
+    work = download / "requests"
+    shutil.copytree(requests_root, work)
     _git("init", "-q", "-b", "main", cwd=work)
     _git("add", "-A", cwd=work)
     _git("commit", "-q", "-m", "requests 2.32.3", cwd=work)

@@ -1,4 +1,5 @@
-"""The recon index on real code nobody here wrote: the requests 2.32.3 sdist from PyPI.
+"""The recon index on real code nobody here wrote: the requests 2.32.3 sdist from PyPI
+(conftest.requests_root).
 
 The expectations are exact: the sdist is pinned and indexing is deterministic, so a
 change to extraction or name resolution shows here. A deliberate one updates them (and
@@ -7,17 +8,12 @@ RECON_SCHEMA_VERSION).
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import tarfile
 
 import pytest
 import sqlalchemy as sa
 
 from ctxdb.recon import IndexStats, index_repository, lookup_symbol, open_recon
 
-REQUIREMENT = "requests==2.32.3"
-SDIST_ROOT = "requests-2.32.3"
 
 FILES = 34
 TEST_FILES = 15  # tests/**: conftest, testserver and helpers too
@@ -31,21 +27,6 @@ EDGES_BY_KIND = {
 }
 
 pytestmark = pytest.mark.network
-
-
-@pytest.fixture(scope="session")
-def requests_root(tmp_path_factory):
-    """The extracted sdist root, downloaded once per session."""
-    download = tmp_path_factory.mktemp("requests-sdist")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-         "--disable-pip-version-check", "-q", REQUIREMENT, "-d", str(download)],
-        check=True,
-    )
-    (archive,) = download.glob("requests-*.tar.gz")
-    with tarfile.open(archive) as tar:
-        tar.extractall(download, filter="data")
-    return download / SDIST_ROOT
 
 
 @pytest.fixture(scope="session")

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import traceback
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -27,6 +25,7 @@ from ..recon.schema import create_recon_engine
 from ..spec import ARM_CTX08, ARMS
 from ..sqlfiles import sql_statement
 from ..store import ContextStore
+from ..workers import DEFAULT_WORKERS, run_each
 from .decisions import LOCALIZATIONS, build_decisions
 from .gold import store_gold_facts
 from .instances import Instance, load_instances
@@ -46,8 +45,6 @@ def is_ranker_url(ranker: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.netloc)
 
 
-# one worker process per core this process may run on: the instances are independent
-DEFAULT_WORKERS = len(os.sched_getaffinity(0))
 
 
 @dataclass
@@ -210,34 +207,13 @@ def run_ab(db_url: str, instances_path, options: AbOptions, progress=None) -> Ab
     summary = AbSummary(input_errors=errors)
     if not instances:  # nothing to run: the store is not created or touched
         return summary
-    if progress:
-        progress(0, len(instances))
     # create/upgrade once, before the workers race
     with ContextStore.open(db_url, settings=settings) as store:
         check_one_ranker_per_variant(store, options)
-    if options.workers == 1 or len(instances) <= 1:
-        for instance in instances:
-            summary.results.append(run_instance(db_url, instance, options, settings))
-            if progress:
-                progress(len(summary.results), len(instances))
-    else:
-        _run_in_pool(db_url, instances, options, settings, summary, progress)
+    summary.results = run_each(run_instance, [(db_url, instance, options, settings)
+                                              for instance in instances],
+                               options.workers, progress)
     with ContextStore.open(db_url, settings=settings) as store:
         label_runs(store, options)
-    return summary
-
-
-def _run_in_pool(db_url: str, instances: list[Instance], options: AbOptions,
-                 settings: Settings, summary: AbSummary, progress) -> None:
-    import multiprocessing
-
-    # fork where there is one: the parent holds no open engine or connection by now
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    with ProcessPoolExecutor(max_workers=options.workers, mp_context=context) as pool:
-        futures = [pool.submit(run_instance, db_url, i, options, settings) for i in instances]
-        for future in as_completed(futures):
-            summary.results.append(future.result())
-            if progress:
-                progress(len(summary.results), len(instances))
     summary.results.sort(key=lambda r: r.instance_id)
+    return summary

@@ -28,7 +28,6 @@ import subprocess
 import time
 import traceback
 import warnings
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -43,6 +42,7 @@ from ..pipeline.persist import settings_json
 from ..recon import index_repository
 from ..request import RequestError, UnresolvedEntityWarning
 from ..store import ContextStore
+from ..workers import DEFAULT_WORKERS, run_each
 from ..tokens import get_counter
 from . import anchors as anchor_rules
 from .arms import (
@@ -62,8 +62,6 @@ from .worktree import SWEBENCH_TESTBED_SETUP, ScratchTree
 
 DEFAULT_RUN_ID = "replay"
 REPLAY_RUN_NOTE = "replay of recorded agent runs"  # run.note: what the run id is for
-DEFAULT_WORKERS = max(1, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") \
-    else max(1, os.cpu_count() or 1)
 RECON_FILE = "recon.db"
 # tree_note causes (the text before the first ':')
 NOTE_DIFFERS = "submission differs"
@@ -495,6 +493,13 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def _replay_job(db_url: str, spec: RunSpec, run_id: str, settings: Settings,
+                work_dir: str | None, command_timeout_s: float | None) -> RunResult:
+    """One worker's job: ``replay_run`` with its options by position."""
+    return replay_run(db_url, spec, run_id=run_id, settings=settings, work_dir=work_dir,
+                      command_timeout_s=command_timeout_s)
+
+
 def run_replay(db_url: str, specs: list[RunSpec], *, run_id: str = DEFAULT_RUN_ID,
                workers: int = DEFAULT_WORKERS, settings: Settings | None = None,
                work_dir: str | None = None, command_timeout_s: float | None = None,
@@ -507,25 +512,8 @@ def run_replay(db_url: str, specs: list[RunSpec], *, run_id: str = DEFAULT_RUN_I
         check_replay_run_id(store, run_id)
         with store.write_transaction() as connection:
             _ensure_replay_run(connection, store, run_id)
-    if progress:
-        progress(0, len(specs))
-    options = {"run_id": run_id, "settings": settings, "work_dir": work_dir,
-               "command_timeout_s": command_timeout_s}
-    if workers <= 1 or len(specs) <= 1:
-        for spec in specs:
-            summary.results.append(replay_run(db_url, spec, **options))
-            if progress:
-                progress(len(summary.results), len(specs))
-    else:
-        import multiprocessing
-
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures = [pool.submit(replay_run, db_url, spec, **options) for spec in specs]
-            for future in as_completed(futures):
-                summary.results.append(future.result())
-                if progress:
-                    progress(len(summary.results), len(specs))
+    summary.results = run_each(
+        _replay_job, [(db_url, spec, run_id, settings, work_dir, command_timeout_s)
+                      for spec in specs], workers, progress)
     summary.results.sort(key=lambda r: r.instance_id)
     return summary
