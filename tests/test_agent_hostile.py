@@ -216,8 +216,8 @@ def test_git_config_a_command_writes_is_never_run_by_the_host(tmp_path, reposito
     assert _count(db, "SELECT COUNT(*) FROM replay_run WHERE tree_matches_submission") == 0
 
 
-def test_a_long_run_masks_in_mask10_and_replays_beside_another_in_two_workers(tmp_path,
-                                                                              repository):
+def test_a_long_run_masks_in_mask10_and_replays_beside_another_in_two_workers(
+        tmp_path, repository, store_url):
     from ctxdb.agent.replay import run_replay
 
     work, commit = repository
@@ -228,7 +228,7 @@ def test_a_long_run_masks_in_mask10_and_replays_beside_another_in_two_workers(tm
         path = tmp_path / f"{name}.traj.json"
         path.write_text(json.dumps(_trajectory(steps)), encoding="utf-8")
         specs.append(RunSpec(path, name, work, commit))
-    db = str(tmp_path / "two.db")
+    db = store_url  # SQLite and PostgreSQL
     summary = run_replay(db, specs, workers=2, command_timeout_s=COMMAND_TIMEOUT_S)
     assert [r.error for r in summary.results] == [None, None]
     assert _count(db, "SELECT COUNT(*) FROM replay_run") == 2
