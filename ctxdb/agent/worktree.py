@@ -201,7 +201,8 @@ class ScratchTree:
         """Changes whenever a file ``git add -A`` would see changes: the id of the tree
         object that staging everything makes (ignored files do not count)."""
         with self._staged_everything() as env:
-            return _git(["write-tree"], cwd=self.path, env=env).decode().strip()
+            # --missing-ok: a blob absent from the source (skip-worktree) is no change
+            return _git(["write-tree", "--missing-ok"], cwd=self.path, env=env).decode().strip()
 
     def has_file(self, path: str) -> bool:
         """Is ``path`` (relative to the tree, or absolute under ``workdir``) a file of it?"""
