@@ -238,11 +238,10 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
     arms = {arm: _Arm() for arm in (ARM_CTX08, ARM_CURRENT, ARM_MASK10)}
     decision_rows, anchor_rows, outcome_rows = [], [], []
     divergence: tuple[int, str] | None = None  # the first edit the re-run did otherwise
-    tree_version = tree.fingerprint()
+    tree_version, patch = tree.fingerprint(), tree.diff()
     for step in run.steps:
         k = step.number
         earlier = run.steps[: k - 1]
-        patch = tree.diff()
         request = None
         try:
             request = build_request(
@@ -259,7 +258,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
         except RequestError:
             result.refused_decisions += 1
             window, decision_id = "", None  # the harness would send its own prompt alone
-        prompts = {ARM_CTX08: ctx08_prompt(run, window) if window else
+        prompts = {ARM_CTX08: ctx08_prompt(run, window) if decision_id is not None else
                    [dict(run.messages[0]), dict(run.messages[1])],
                    ARM_CURRENT: current_prompt(run, k), ARM_MASK10: mask10_prompt(run, k)}
         action_kind = _action_kind(step)
@@ -285,8 +284,8 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
                 divergence = (k, f"{NOTE_COMMAND_DIVERGED}: step {k} "
                                  f"({_divergence(step, outcome)})")
             version = tree.fingerprint()
-            if version != tree_version:
-                tree_version = version
+            if version != tree_version:  # only a changed tree is read and indexed again
+                tree_version, patch = version, tree.diff()
                 index_repository(tree.path, recon_path, progress=False)
     submitted = tree.submission()
     if run.submission is None:
