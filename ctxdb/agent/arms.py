@@ -44,11 +44,10 @@ def current_prompt(run: AgentRun, k: int) -> list[dict[str, str]]:
 
 
 def mask10_prompt(run: AgentRun, k: int, keep_newest: int = MASK_KEEP_NEWEST) -> list[dict[str, str]]:
-    """Observations are the user messages after the instruction: all but the newest
-    ``keep_newest`` become their placeholder."""
+    """The history with every observation but the newest ``keep_newest`` replaced by its
+    placeholder (``masked_observation_indexes``)."""
     messages = run.history_before(k)
-    observation_indexes = [i for i, m in enumerate(messages) if i >= 2 and m["role"] != "assistant"]
-    for index in observation_indexes[: max(0, len(observation_indexes) - keep_newest)]:
+    for index in masked_observation_indexes(run, k, keep_newest):
         messages[index] = {"role": messages[index]["role"],
                            "content": mask_placeholder(messages[index]["content"])}
     return messages
@@ -56,8 +55,10 @@ def mask10_prompt(run: AgentRun, k: int, keep_newest: int = MASK_KEEP_NEWEST) ->
 
 def masked_observation_indexes(run: AgentRun, k: int,
                                keep_newest: int = MASK_KEEP_NEWEST) -> frozenset[int]:
-    """Message indexes the mask10 arm replaced at decision k."""
-    indexes = [i for i, m in enumerate(run.history_before(k))
+    """Message indexes the mask10 arm replaces at decision k: observations are the
+    messages after the instruction that are not the agent's turns, all but the newest
+    ``keep_newest`` of them."""
+    indexes = [i for i, m in enumerate(run.messages[: run.steps[k - 1].message_index])
                if i >= 2 and m["role"] != "assistant"]
     return frozenset(indexes[: max(0, len(indexes) - keep_newest)])
 

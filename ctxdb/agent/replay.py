@@ -193,11 +193,6 @@ def replay_spec_for_tree(trajectory: Path, tree: Path, base_commit: str | None =
     return RunSpec(trajectory, instance_id or run.instance_id or name, tree, base_commit)
 
 
-@dataclass
-class _Arm:
-    previous: list[dict[str, str]] | None = None
-
-
 def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
                settings: Settings | None = None, work_dir: str | None = None,
                command_timeout_s: float | None = None) -> RunResult:
@@ -235,7 +230,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
     counter = PromptCounter(get_counter(settings.tokenizer).count)
     first_edit = first_edit_step(run.steps, anchor_rules.is_edit_command)
     observations: list[str] = []  # outputs of steps before k, as the harness showed them
-    arms = {arm: _Arm() for arm in (ARM_CTX08, ARM_CURRENT, ARM_MASK10)}
+    previous: dict[str, list[dict[str, str]]] = {}  # each arm's prompt at decision k - 1
     decision_rows, anchor_rows, outcome_rows = [], [], []
     divergence: tuple[int, str] | None = None  # the first edit the re-run did otherwise
     tree_version, patch = tree.fingerprint(), tree.diff()
@@ -264,8 +259,8 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
         action_kind = _action_kind(step)
         for arm, messages in prompts.items():
             tokens = counter.prompt_tokens(messages)
-            cached = counter.cached_tokens(arms[arm].previous, messages)
-            arms[arm].previous = messages
+            cached = counter.cached_tokens(previous.get(arm), messages)
+            previous[arm] = messages
             decision_rows.append({
                 "run_id": run_id, "instance_id": spec.instance_id, "seq": k, "arm": arm,
                 "decision_id": decision_id if arm == ARM_CTX08 else None,
@@ -334,6 +329,8 @@ def _divergence(step, outcome) -> str:
 
 
 def _same_patch(first: str, second: str) -> bool:
+    # the harness stored the submit command's output with its leading whitespace (and
+    # marker line) removed: the patches are compared up to surrounding whitespace
     return first.strip() == second.strip()
 
 
