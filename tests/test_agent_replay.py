@@ -180,7 +180,11 @@ def test_the_cli_replays_a_runs_file_and_reports_it(requests_repository, tmp_pat
     assert "runs.jsonl:2: base_commit: expected a non-empty string" in captured.err
     assert main(["report", "replay", "--db", str(db), "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report  # the sections, read back from SQL
+    arms = {row["arm"]: row for row in report["arms"]["rows"]}
+    assert sorted(arms) == ["ctx08", "current", "mask10"]
+    assert all((row["runs"], row["decisions"], row["resolved_runs"]) == (1, 7, 0)
+               for row in arms.values())
+    assert report["fidelity"]["rows"][0]["trees_matching"] == 1
 
 
 def test_a_run_that_fails_midway_leaves_nothing_behind(requests_repository, tmp_path,
