@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from .pipeline.state import BudgetStep
@@ -42,12 +43,21 @@ class DecisionContext:
         """The exact text to send."""
         return task_block(self.task) + "".join(e.text for e in self.window)
 
-    def messages(self) -> list[dict[str, str]]:
+    def messages(self, prefix: Sequence[dict[str, str]] = ()) -> list[dict[str, str]]:
         """The window as OpenAI chat messages: the task block as the system message, the
         items in window order as the user message — their contents joined are exactly
-        ``render()``."""
+        ``render()``. With ``prefix`` (a harness's own system and instruction messages),
+        those come first, verbatim, and the window follows as one user message."""
+        items = "".join(e.text for e in self.window)
+        if prefix:
+            if not self.task and not items:
+                return [dict(m) for m in prefix]  # an agent loop's first step
+            return [dict(m) for m in prefix] + [
+                {"role": "user", "content": task_block(self.task) + items}]
+        if not self.task:
+            return [{"role": "user", "content": items}]
         return [{"role": "system", "content": task_block(self.task)},
-                {"role": "user", "content": "".join(e.text for e in self.window)}]
+                {"role": "user", "content": items}]
 
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -15,7 +15,7 @@ from sqlalchemy import Connection
 from .context import DecisionContext, WindowEntry
 from .pipeline.budget import cut_task
 from .pipeline.state import BudgetStep
-from .pipeline.vocabulary import FAILURE_KINDS
+from .pipeline.vocabulary import FAILURE_KINDS, TASK_IN_PREFIX_FLAG
 from .pipeline.window_text import DECISION_REF_PREFIX, TASK_HEADER
 from .request import STORE_INTEGER_MAX
 from .sqlfiles import sql_statement
@@ -70,7 +70,10 @@ def rendered_window(connection: Connection, decision_id: int) -> str:
 def _window_task(connection: Connection, head) -> str:
     """The task as the window showed it: cut only when the decision is flagged so."""
     task = head["task_text"]
-    if "task_truncated" in (head["flags"] or "").split(","):
+    flags = (head["flags"] or "").split(",")
+    if TASK_IN_PREFIX_FLAG in flags:
+        return ""  # the harness's own prompt carried it
+    if "task_truncated" in flags:
         steps = _rows(connection, "budget_steps", decision_id=head["decision_id"])
         task = _cut_task(task, head["token_ceiling"], steps)
     return task

@@ -31,7 +31,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.expression import false, true
 
 from .db import insert_statement
-from .spec import EVIDENCE_KINDS, EVIDENCE_SOURCES
+from .spec import EVIDENCE_SOURCES, STORED_EVIDENCE_KINDS
 
 metadata = MetaData()
 
@@ -156,7 +156,7 @@ evidence_item = Table(
     # OR chains, not IN lists: SQLite builds a temporary index per row for an IN list in a
     # CHECK (migration 0005)
     CheckConstraint(_any_of("source", EVIDENCE_SOURCES), name="ck_evidence_source"),
-    CheckConstraint(_any_of("kind", EVIDENCE_KINDS), name="ck_evidence_kind"),
+    CheckConstraint(_any_of("kind", STORED_EVIDENCE_KINDS), name="ck_evidence_kind"),
 )
 Index("ix_evidence_item_fact", evidence_item.c.decision_id, evidence_item.c.fact_key)
 
@@ -350,7 +350,8 @@ gold_fact = Table(
 )
 
 # Replays of recorded agent runs (0008, issue 20): ctxdb.agent.replay writes them.
-REPLAY_ARMS_RULE = "arm IN ('ctx08', 'current', 'mask10')"
+# the three arms, and ctx08 with one loop rule off (its ablation, 0009)
+REPLAY_ARMS_RULE = "arm IN ('ctx08', 'current', 'mask10') OR arm LIKE 'ctx08-without-%'"
 
 replay_run = Table(
     "replay_run",

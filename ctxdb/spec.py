@@ -40,6 +40,10 @@ EVIDENCE_KINDS = (
     "test_output",
 )
 EVIDENCE_SOURCES = ("03", "04", "05", "06", "07", "patch", "live")
+# What an agent loop's history adds (issue 22): the agent's own turn, a folded file view,
+# the harness's own feedback (a format error, a timeout note). Stored, never requested.
+LOOP_EVIDENCE_KINDS = ("agent_turn", "file_view", "harness_note")
+STORED_EVIDENCE_KINDS = EVIDENCE_KINDS + LOOP_EVIDENCE_KINDS
 
 # §3.1 "07 plan obligations first, 06 impact edges next, 04 hits next, 03 recon
 # next, live state next". 05 (localization) and the patch are the change target

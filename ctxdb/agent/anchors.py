@@ -75,6 +75,7 @@ __all__ = [
     "anchors_of_action",
     "is_edit_command",
     "observations_holding",
+    "shell_commands",
 ]
 
 
@@ -1418,3 +1419,9 @@ def _python_code_text(source: str, cwd: str) -> str:
     for path in sorted(paths, key=len, reverse=True):
         code = code.replace(path, " ")
     return code
+
+
+def shell_commands(text: str) -> list[_SimpleCommand]:
+    """The simple commands of a shell line (``name``, ``words``, ``cwd`` relative to the
+    repository root, ``output_files()``), as the anchors read them."""
+    return _shell_commands(text)

@@ -22,47 +22,43 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import subprocess
 import time
 import traceback
-import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Callable
 
-from sqlalchemy import column, delete, select, table
+from sqlalchemy import delete, select
 
 from .. import models
 from ..config import Settings, load_settings
 from ..pipeline.persist import settings_json
-from ..recon import index_repository
-from ..request import RequestError, UnresolvedEntityWarning
+from ..request import RequestError
 from ..store import ContextStore
 from ..workers import DEFAULT_WORKERS, run_each
 from ..tokens import get_counter
 from . import anchors as anchor_rules
+from .adapter import TreeFiles, construct_step, plan_window
+from .loop import ABLATIONS, AGENT_TURN, POINTER, LoopRules, ablation_arm, build_window, loop_step
 from .arms import (
     ARM_CTX08,
     ARM_CURRENT,
     ARM_MASK10,
     PromptCounter,
-    ctx08_prompt,
     current_prompt,
     mask10_prompt,
     masked_observation_indexes,
     prompt_text,
 )
-from .requests import build_request, first_edit_step
 from .trajectory import AgentRun, ObservationKind, read_trajectory
 from .worktree import SWEBENCH_TESTBED_SETUP, ScratchTree
 
 DEFAULT_RUN_ID = "replay"
 REPLAY_RUN_NOTE = "replay of recorded agent runs"  # run.note: what the run id is for
-RECON_FILE = "recon.db"
 # tree_note causes (the text before the first ':')
 NOTE_DIFFERS = "submission differs"
 NOTE_COMMAND_DIVERGED = "command diverged"
@@ -204,9 +200,7 @@ def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
         run = read_trajectory(spec.trajectory)
         with ScratchTree.create(spec.git_dir, spec.base_commit, parent=work_dir,
                                 workdir=run.workdir, setup_command=spec.testbed_setup) as tree:
-            recon_path = os.path.join(tree.home, RECON_FILE)
-            index_repository(tree.path, recon_path, progress=False)
-            with ContextStore.open(db_url, recon=recon_path, settings=settings) as store:
+            with ContextStore.open(db_url, settings=settings) as store:
                 check_replay_run_id(store, run_id)
                 with store.write_transaction() as connection:  # before any window makes it
                     _ensure_replay_run(connection, store, run_id)
@@ -226,36 +220,40 @@ def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
 def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree,
             result: RunResult, run_id: str, settings: Settings, timeout_s: float,
             started: float) -> None:
-    recon_path = os.path.join(tree.home, RECON_FILE)
     counter = PromptCounter(get_counter(settings.tokenizer).count)
-    first_edit = first_edit_step(run.steps, anchor_rules.is_edit_command)
     observations: list[str] = []  # outputs of steps before k, as the harness showed them
     previous: dict[str, list[dict[str, str]]] = {}  # each arm's prompt at decision k - 1
     decision_rows, anchor_rows, outcome_rows = [], [], []
     divergence: tuple[int, str] | None = None  # the first edit the re-run did otherwise
-    tree_version, patch = tree.fingerprint(), tree.diff()
+    tree_version = tree.fingerprint()
+    prefix = [dict(run.messages[0]), dict(run.messages[1])]
     for step in run.steps:
         k = step.number
         earlier = run.steps[: k - 1]
-        request = None
+        loop_steps = [loop_step(s) for s in earlier]
         try:
-            request = build_request(
-                run_id=run_id, instance_id=spec.instance_id, k=k, task=run.task, steps=earlier,
-                workdir=run.workdir, patch=patch,
-                edited_before=first_edit is not None and k > first_edit, store=store,
-                tree_has=tree.has_file)
-            with warnings.catch_warnings():
-                # recorded in the decision's flags (unresolved_entity:E4); a replay of
-                # thousands of decisions would print one line each
-                warnings.simplefilter("ignore", UnresolvedEntityWarning)
-                context = store.construct(request)
-            window, decision_id = context.render(), context.decision_id
+            context = construct_step(store, run_id=run_id, instance_id=spec.instance_id,
+                                     task=run.task, steps=loop_steps, tree=tree.path,
+                                     prefix=prefix, seq=k)
+            decision_id = context.decision_id
+            prompts = {ARM_CTX08: context.messages(prefix=prefix)}
+            windows = {ARM_CTX08: _built_window(store, decision_id)}
         except RequestError:
             result.refused_decisions += 1
-            window, decision_id = "", None  # the harness would send its own prompt alone
-        prompts = {ARM_CTX08: ctx08_prompt(run, window) if decision_id is not None else
-                   [dict(run.messages[0]), dict(run.messages[1])],
-                   ARM_CURRENT: current_prompt(run, k), ARM_MASK10: mask10_prompt(run, k)}
+            decision_id = None  # the harness would send its own prompt alone
+            prompts = {ARM_CTX08: [dict(m) for m in prefix]}
+            windows = {}
+        for rule in ABLATIONS:
+            files = TreeFiles(tree.path)
+            window = build_window(loop_steps, files, LoopRules().without(rule))
+            plan = plan_window(window, loop_steps, settings.tokenizer, settings.token_ceiling,
+                               run.task, prefix, run_ref=f"run:{run_id}:{spec.instance_id}")
+            text = plan.text(run.task)
+            prompts[ablation_arm(rule)] = [dict(m) for m in prefix] + (
+                [{"role": "user", "content": text}] if text else [])
+            windows[ablation_arm(rule)] = window
+        prompts[ARM_CURRENT] = current_prompt(run, k)
+        prompts[ARM_MASK10] = mask10_prompt(run, k)
         action_kind = _action_kind(step)
         for arm, messages in prompts.items():
             tokens = counter.prompt_tokens(messages)
@@ -265,11 +263,11 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
                 "run_id": run_id, "instance_id": spec.instance_id, "seq": k, "arm": arm,
                 "decision_id": decision_id if arm == ARM_CTX08 else None,
                 "prompt_tokens": tokens, "cached_tokens": cached, "action_kind": action_kind,
-                "refused": arm == ARM_CTX08 and decision_id is None,
+                "refused": arm.startswith(ARM_CTX08) and arm not in windows,
                 "tree_known": True})  # settled when the run is done
         if step.action and not step.is_submit:
-            _measure_anchors(store, run, step, earlier, observations, prompts, decision_id,
-                             request, tree, run_id, spec.instance_id, anchor_rows, outcome_rows)
+            _measure_anchors(run, step, earlier, observations, prompts, windows, tree, run_id,
+                             spec.instance_id, anchor_rows, outcome_rows)
         if step.observation is not None:
             observations.append(step.observation.text)
         if step.action:  # the submit command too: cleanup is often chained to it
@@ -279,9 +277,8 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
                 divergence = (k, f"{NOTE_COMMAND_DIVERGED}: step {k} "
                                  f"({_divergence(step, outcome)})")
             version = tree.fingerprint()
-            if version != tree_version:  # only a changed tree is read and indexed again
-                tree_version, patch = version, tree.diff()
-                index_repository(tree.path, recon_path, progress=False)
+            if version != tree_version:  # only a changed tree is read again
+                tree_version = version
     submitted = tree.submission()
     if run.submission is None:
         matches, note = None, NOTE_NO_SUBMISSION
@@ -344,8 +341,8 @@ def _first_difference(ours: str, theirs: str) -> str:
     return "same files, other lines"
 
 
-def _measure_anchors(store, run, step, earlier, observations, prompts, decision_id, request,
-                     tree, run_id, instance_id, anchor_rows, outcome_rows) -> None:
+def _measure_anchors(run, step, earlier, observations, prompts, windows, tree, run_id,
+                     instance_id, anchor_rows, outcome_rows) -> None:
     # the task as the harness sent it: its whole first message (every arm sends it)
     found = anchor_rules.anchors_of_action(step.action, earlier_observations=observations,
                                            system_prompt=run.system_prompt,
@@ -355,7 +352,6 @@ def _measure_anchors(store, run, step, earlier, observations, prompts, decision_
     indexes = {arm: anchor_rules.WindowIndex(prompt_text(messages))
                for arm, messages in prompts.items()}
     masked = masked_observation_indexes(run, step.number)
-    verdicts = _event_verdicts(store, decision_id, request) if decision_id else {}
     observed_steps = [s for s in earlier if s.observation is not None]
     for number, anchor in enumerate(found, start=1):
         holding = anchor_rules.observations_holding(anchor, observations,
@@ -373,8 +369,8 @@ def _measure_anchors(store, run, step, earlier, observations, prompts, decision_
                 if arm == ARM_MASK10:
                     fate = Fate.MASKED if held_by and held_by.observation.message_index in masked \
                         else Fate.CUT
-                elif arm == ARM_CTX08:
-                    fate = verdicts.get(held_by.number, Fate.NEVER_GIVEN) if held_by \
+                elif arm in windows:
+                    fate = _loop_fate(windows[arm], held_by.number) if held_by \
                         else Fate.NEVER_GIVEN
                 else:
                     fate = Fate.CUT
@@ -384,48 +380,29 @@ def _measure_anchors(store, run, step, earlier, observations, prompts, decision_
                 "fate": str(fate) if fate else None})
 
 
-_EVENT_PROVENANCE = re.compile(r"^live: event #(\d+) of")
-
-
-def _event_verdicts(store: ContextStore, decision_id: int, request) -> dict[int, Fate]:
-    """step number -> what became of its observation's item in decision_id's window (for
-    an anchor it held that the window lost)."""
-    steps = [event.decision_seq for event in request.live.events]
-    item, verdict = models.evidence_item, _ITEM_VERDICT
+def _built_window(store: ContextStore, decision_id: int) -> dict[int, str]:
+    """step -> the rendering its output part had in the recorded window."""
+    item = models.window_item
     with store.engine.connect() as connection:
-        rows = connection.execute(
-            select(item.c.item_id, item.c.provenance, item.c.in_pool, verdict.c.verdict,
-                   verdict.c.driver)
-            .join(verdict, (verdict.c.decision_id == item.c.decision_id)
-                  & (verdict.c.item_id == item.c.item_id))
-            .where(item.c.decision_id == decision_id, item.c.source == "live")).all()
-    fates: dict[int, Fate] = {}
-    for row in rows:
-        match = _EVENT_PROVENANCE.match(row.provenance)
-        if match is None:
-            continue
-        step_number = steps[int(match.group(1)) - 1]
-        fates[step_number] = _fate_of(row.verdict, row.driver or "", row.in_pool)
-    return fates
+        rows = connection.execute(select(item.c.item_id, item.c.rendering).where(
+            item.c.decision_id == decision_id)).all()
+    return {int(row.item_id[1:]) // 2: row.rendering for row in rows
+            if int(row.item_id[1:]) % 2 == 0}
 
 
-# each pool item's final verdict and its driver (sql/views/50_v_item_verdict.sql)
-_ITEM_VERDICT = table("v_item_verdict", column("decision_id"), column("item_id"),
-                      column("verdict"), column("driver"))
-# the final driver rendering gives an observation a newer one superseded (P6): its role
-_STALE_DRIVER_PREFIX = "stale:"
-
-
-def _fate_of(verdict: str, driver: str, in_pool: bool) -> Fate:
-    if not in_pool:
-        return Fate.CAPPED
-    if driver.startswith(_STALE_DRIVER_PREFIX):
-        return Fate.STALE
-    if verdict == "masked":
+def _loop_fate(window, step_number: int) -> Fate:
+    """What became of the output of ``step_number`` in a loop window (a recorded one:
+    step -> rendering; an ablation's: its LoopWindow)."""
+    if isinstance(window, dict):
+        rendering = window.get(step_number)
+    else:
+        rendering = next((p.rendering for p in window.parts
+                          if p.step == step_number and p.kind != AGENT_TURN), None)
+    if rendering is None:
+        return Fate.NEVER_GIVEN
+    if rendering == POINTER:
         return Fate.MASKED
-    if verdict in ("rejected", "evicted", "folded"):
-        return Fate.CAPPED
-    return Fate.CUT  # in the window (or a duplicate of what is): the anchor's part is not
+    return Fate.CUT  # shown (whole, cut, or as the lines it printed): the anchor's part is not
 
 
 def _forget_run(store: ContextStore, run_id: str, instance_id: str) -> None:

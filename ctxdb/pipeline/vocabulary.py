@@ -28,6 +28,10 @@ IN_WINDOW, REJECTED, DEDUPED, MASKED, EVICTED, FOLDED = (
     "in_window", "rejected", "deduped", "masked", "evicted", "folded")
 FINAL_VERDICTS = (IN_WINDOW, REJECTED, DEDUPED, MASKED, EVICTED, FOLDED)
 
+# an agent-loop decision whose harness prompt carries the task (decision.flags): the
+# window does not repeat it (ctxdb.agent.adapter)
+TASK_IN_PREFIX_FLAG = "task_in_prefix"
+
 # Drivers: what admitted an item, as prefix + link kind / edge kind
 OBLIGATION = "obligation:"  # a structural link of the current obligation (v_gate_rule)
 IMPACT = "impact:"  # a direct impact edge from the change target (v_gate_rule)

@@ -55,7 +55,9 @@ def without_cut_mark(text: str) -> str:
 
 
 def task_block(task: str) -> str:
-    return TASK_HEADER.format(task=task)
+    """The window's first block; none when the task is sent in the harness's own prompt
+    (an agent-loop decision flagged ``task_in_prefix``: its window task is empty)."""
+    return TASK_HEADER.format(task=task) if task else ""
 
 
 def item_header(candidate: WindowItem) -> str:

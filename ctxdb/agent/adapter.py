@@ -1,0 +1,302 @@
+"""The agent-loop adapter (issue 22): a harness's history in, one recorded decision and
+its window out — the same call for the replay and a live loop.
+
+``construct_step`` takes what a bash agent's harness has at the start of a turn — its own
+prompt messages (system, instructions with the task), the steps so far and the working
+tree — builds the window by ``ctxdb.agent.loop``'s rules, fits it under the store's
+ceiling with the harness's prompt counted, and writes it as one decision in one
+transaction: the history's parts as ``evidence_item`` rows (kinds ``agent_turn``,
+``file_view``, ``harness_note`` and the live output kinds), each part's form and why in
+``item_event``, the window in ``window_item``. ``DecisionContext.messages(prefix=...)``
+then gives the chat messages to send.
+
+With ``arm="current"`` nothing is folded: the window is the whole history as the harness
+would send it, recorded as the ``current`` arm (spec §8's switch, ``CTX=current``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ..context import DecisionContext, WindowEntry
+from ..pipeline import persist
+from ..pipeline.audit import AuditLog
+from ..pipeline.window_text import task_block
+from ..pipeline.state import BACK, MIDDLE, TRANSIENT, WORKING_SET, BudgetStep, PoolItem, new_decision
+from ..pipeline.vocabulary import BUDGET, IN_WINDOW, MASKED, RENDER, TASK_IN_PREFIX_FLAG
+from ..request import DecisionRequest, PlanNode, RequestError
+from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
+from ..tokens import bounded_count, get_counter
+from .loop import (
+    AGENT_TURN,
+    FILE_VIEW,
+    MASK_HINT,
+    POINTER,
+    SHOWN_CUT,
+    SHOWN_WHOLE,
+    LoopPart,
+    LoopRules,
+    LoopStep,
+    LoopWindow,
+    build_window,
+    decision_type_of,
+    item_numbers,
+    observation_kind,
+)
+
+CHAT_MESSAGE_OVERHEAD_TOKENS = 3  # role and separators per chat message (OpenAI's count)
+CHAT_REPLY_PRIMING_TOKENS = 3
+FILE_READ_MAX_BYTES = 2 * 1024 * 1024  # a larger file is not a source a view shows
+TOKEN_MEMO_SIZE = 8192  # parts repeat at every step of a run: each counted once
+LOOP_PROVENANCE = "live: step {step} {part} of the agent loop"
+LADDER_FOLD_FRESH, LADDER_FOLD_VIEW, LADDER_CUT_COMMAND, LADDER_CUT_NEWEST = (
+    "loop_fold_fresh", "loop_fold_view", "loop_cut_command", "loop_cut_newest")
+CUT_COMMAND_CHARS = 200  # an old command cut by the ladder keeps its start
+
+
+class TreeFiles:
+    """Repository files as the tree holds them now, read once per decision."""
+
+    def __init__(self, root: str | Path | None) -> None:
+        self.root = Path(root).resolve() if root is not None else None
+        self._lines: dict[str, list[str] | None] = {}
+
+    def __call__(self, path: str) -> list[str] | None:
+        if path in self._lines:
+            return self._lines[path]
+        self._lines[path] = lines = self._read(path)
+        return lines
+
+    def _read(self, path: str) -> list[str] | None:
+        if self.root is None:
+            return None
+        candidate = (self.root / path).resolve()
+        if self.root not in candidate.parents or not candidate.is_file():
+            return None
+        try:
+            if candidate.stat().st_size > FILE_READ_MAX_BYTES:
+                return None
+            data = candidate.read_bytes()
+        except OSError:
+            return None
+        if b"\0" in data:
+            return None  # binary
+        return data.decode("utf-8", "replace").splitlines()
+
+
+@lru_cache(maxsize=TOKEN_MEMO_SIZE)
+def _count(tokenizer: str, text: str) -> int:
+    return bounded_count(get_counter(tokenizer).count, text)
+
+
+def message_tokens(tokenizer: str, content: str) -> int:
+    return _count(tokenizer, content) + CHAT_MESSAGE_OVERHEAD_TOKENS
+
+
+def steps_from_dicts(values: Sequence[dict]) -> list[LoopStep]:
+    """Steps as JSON gives them (``command``, ``output``, ``kind``, ``returncode``,
+    ``thought``, ``observation``), checked: a bad one is named by its index."""
+    steps = []
+    for index, value in enumerate(values):
+        where = f"steps[{index}]"
+        if not isinstance(value, dict):
+            raise RequestError(f"{where}: expected an object, got {type(value).__name__}")
+        unknown = set(value) - set(LoopStep.__dataclass_fields__)
+        if unknown:
+            raise RequestError(f"{where}: unknown field(s) {sorted(unknown)}")
+        for name in ("command", "output", "thought", "observation", "kind"):
+            if name in value and value[name] is not None and not isinstance(value[name], str):
+                raise RequestError(f"{where}.{name}: expected text, got "
+                                   f"{type(value[name]).__name__}")
+        if "returncode" in value and value["returncode"] is not None and (
+                not isinstance(value["returncode"], int) or isinstance(value["returncode"], bool)):
+            raise RequestError(f"{where}.returncode: expected an integer or null")
+        steps.append(LoopStep(**value))
+    return steps
+
+
+def construct_step(store, *, run_id: str, instance_id: str, task: str,
+                   steps: Sequence[LoopStep | dict], tree: str | Path | None = None,
+                   prefix: Sequence[dict[str, str]] = (), arm: str = ARM_CTX08,
+                   seq: int | None = None, rules: LoopRules | None = None) -> DecisionContext:
+    """Decision ``seq`` (default: the next step) of an agent loop, recorded; see the
+    module's docstring. ``prefix``: the harness's own messages, sent before the window
+    (when they hold the task, ``task`` is not repeated in the window)."""
+    steps = [s if isinstance(s, LoopStep) else steps_from_dicts([s])[0] for s in steps]
+    _check(run_id, instance_id, task, prefix, arm, seq)
+    seq = seq if seq is not None else len(steps) + 1
+    rules = rules or LoopRules()
+    files = TreeFiles(tree)
+    if arm == ARM_CURRENT:
+        window = LoopWindow(parts=_history_whole(steps), decision_type=decision_type_of(steps))
+    else:
+        window = build_window(steps, files, rules)
+    settings = store.settings
+    plan = plan_window(window, steps, settings.tokenizer, settings.token_ceiling, task, prefix,
+                       run_ref=f"run:{run_id}:{instance_id}")
+    request_json = json.dumps({
+        "run_id": run_id, "instance_id": instance_id, "seq": seq, "arm": arm, "task": task,
+        "prefix": list(prefix), "steps": [asdict(s) for s in steps]}, ensure_ascii=False)
+    request = DecisionRequest(
+        run_id=run_id, instance_id=instance_id, seq=seq, decision_type=window.decision_type,
+        task=task, plan_node=PlanNode(node_id=f"step-{seq}", obligation=task), arm=arm)
+    digest = hashlib.sha256(request_json.encode("utf-8", "surrogatepass")).hexdigest()
+    decision = new_decision(request, request_json, digest, settings,
+                            [TASK_IN_PREFIX_FLAG] if plan.task_in_prefix else [])
+    decision.pool = [_pool_item(part) for part in window.parts]
+    decision.audit = AuditLog()
+    entries = []
+    tokenizer = settings.tokenizer
+    for position, part in enumerate(window.parts, start=1):
+        item_id = f"E{part.item_no}"
+        decision.audit.add(item_id, RENDER, part.rendering, part.rule,
+                           tokens_after=part.tokens)
+        last = position == len(window.parts)
+        entries.append(WindowEntry(
+            position, item_id, "working_memory" if part.kind == AGENT_TURN else "live_current"
+            if part.rendering in (SHOWN_WHOLE, SHOWN_CUT) else "live_folded", part.rendering,
+            WORKING_SET if part.kind in (AGENT_TURN, FILE_VIEW) else TRANSIENT,
+            BACK if last else MIDDLE, last and part.kind != AGENT_TURN,
+            part.tokens + (_count(tokenizer, plan.header) if position == 1 else 0),
+            (plan.header if position == 1 else "") + part.text, part.lines))
+    for entry in entries:
+        decision.audit.final(entry.item_id, BUDGET,
+                             MASKED if entry.rendering == POINTER else IN_WINDOW,
+                             "loop", tokens_after=entry.token_count,
+                             detail=f"position {entry.position}, {entry.block}")
+    decision.budget_steps = plan.budget_steps
+    decision.window_task = "" if plan.task_in_prefix else task
+    decision.token_count = plan.total_tokens
+
+    def write(connection):
+        persist.write_inputs(connection, store, decision, restart=False)
+        return persist.write_outcome(connection, decision, entries)
+
+    context = store.write(write)
+    store.runs_seen[run_id] = (arm, request.variant)
+    store.remember_texts(decision.text_digests)
+    return context
+
+
+@dataclass
+class WindowPlan:
+    """A loop window fitted under the ceiling: what construct_step records."""
+
+    window: LoopWindow
+    header: str  # the window's first line: how to read a masked part back
+    task_in_prefix: bool
+    budget_steps: list[BudgetStep]
+    total_tokens: int  # the harness's prefix, the window message and the reply priming
+
+    def text(self, task: str) -> str:
+        return ("" if self.task_in_prefix else task_block(task)) + self.window.text(self.header)
+
+
+def plan_window(window: LoopWindow, steps: Sequence[LoopStep], tokenizer: str, ceiling: int,
+                task: str, prefix: Sequence[dict[str, str]], run_ref: str) -> WindowPlan:
+    """Count ``window`` with the harness's ``prefix`` and fit it under ``ceiling``."""
+    task_in_prefix = any(task.strip() and task.strip() in m.get("content", "") for m in prefix)
+    empty = not window.parts and task_in_prefix  # the first step: the harness's prompt alone
+    header = "" if empty else MASK_HINT.format(ref=run_ref) + "\n\n"
+    fixed = (sum(message_tokens(tokenizer, m["content"]) for m in prefix)
+             + CHAT_REPLY_PRIMING_TOKENS
+             + (0 if empty else CHAT_MESSAGE_OVERHEAD_TOKENS + _count(tokenizer, header))
+             + (0 if task_in_prefix else _count(tokenizer, task_block(task))))
+    for part in window.parts:
+        part.tokens = _count(tokenizer, part.text)
+    budget_steps = _fit(window, steps, tokenizer, ceiling, fixed)
+    return WindowPlan(window, header, task_in_prefix, budget_steps,
+                      fixed + sum(p.tokens for p in window.parts))
+
+
+def _check(run_id, instance_id, task, prefix, arm, seq) -> None:
+    for name, value in (("run_id", run_id), ("instance_id", instance_id), ("task", task)):
+        if not isinstance(value, str) or not value.strip():
+            raise RequestError(f"{name}: expected non-empty text")
+    if arm not in ARMS:
+        raise RequestError(f"arm: expected one of {ARMS}, got {arm!r}")
+    if seq is not None and (not isinstance(seq, int) or seq < 1):
+        raise RequestError(f"seq: expected a positive integer, got {seq!r}")
+    for index, message in enumerate(prefix):
+        if not isinstance(message, dict) or not isinstance(message.get("content"), str) \
+                or not isinstance(message.get("role"), str):
+            raise RequestError(f"prefix[{index}]: expected a chat message with role and "
+                               f"content text")
+
+
+def _history_whole(steps: Sequence[LoopStep]) -> list[LoopPart]:
+    parts = []
+    for number, step in enumerate(steps, start=1):
+        turn_no, output_no = item_numbers(number)
+        turn = (step.thought.strip() + "\n" if step.thought.strip() else "") + (
+            f"$ {step.command}" if step.command is not None else "")
+        parts.append(LoopPart(turn_no, number, AGENT_TURN, turn, f"[step {number}] {turn}\n",
+                              SHOWN_WHOLE, "current", command=step.command))
+        parts.append(LoopPart(output_no, number, observation_kind(step), step.shown,
+                              f"{step.shown.rstrip()}\n\n", SHOWN_WHOLE, "current",
+                              command=step.command))
+    return parts
+
+
+def _pool_item(part: LoopPart) -> PoolItem:
+    return PoolItem(
+        item_no=part.item_no, source="live", kind=part.kind, content=part.content,
+        provenance=LOOP_PROVENANCE.format(step=part.step, part="command" if part.kind ==
+                                          AGENT_TURN else "output"),
+        arrival_no=part.item_no, arrived_in_seq=part.step, in_harness_order=True,
+        command=part.command, path=part.path,
+        start_line=part.lines[0] if part.lines else None,
+        end_line=part.lines[1] if part.lines else None)
+
+
+def _fit(window: LoopWindow, steps: Sequence[LoopStep], tokenizer: str, ceiling: int,
+         fixed: int) -> list[BudgetStep]:
+    """The ceiling's ladder for a loop window: fold the older fresh outputs, then the
+    folded views, oldest first; then cut the oldest commands; then the newest output to
+    the lines at its end that fit."""
+    log: list[BudgetStep] = []
+
+    def total() -> int:
+        return fixed + sum(p.tokens for p in window.parts)
+
+    def replace_text(part: LoopPart, text: str, rendering: str, rule: str, ladder: str) -> None:
+        before = total()
+        part.text, part.rendering, part.rule = text, rendering, rule
+        part.tokens = _count(tokenizer, text)
+        log.append(BudgetStep(len(log) + 1, ladder, f"E{part.item_no}", before, total()))
+
+    outputs = [p for p in window.parts if p.kind != AGENT_TURN]
+    newest = outputs[-1] if outputs else None
+    for ladder, chosen in (
+            (LADDER_FOLD_FRESH, [p for p in outputs if p.rendering == SHOWN_WHOLE
+                                 and p is not newest]),
+            (LADDER_FOLD_VIEW, [p for p in outputs if p.kind == FILE_VIEW
+                                and p.rendering != POINTER and p is not newest])):
+        for part in chosen:
+            if total() <= ceiling:
+                return log
+            lines = part.content.count("\n") + 1 if part.content else 0
+            replace_text(part, f"[E{part.item_no} {part.kind.replace('_', ' ')} masked: "
+                               f"{lines} lines]\n\n", POINTER, "over the ceiling", ladder)
+    for part in [p for p in window.parts if p.kind == AGENT_TURN]:
+        if total() <= ceiling:
+            return log
+        if len(part.text) > CUT_COMMAND_CHARS:
+            replace_text(part, part.text[:CUT_COMMAND_CHARS]
+                         + f"… [E{part.item_no} cut: over the ceiling]\n", SHOWN_CUT,
+                         "over the ceiling", LADDER_CUT_COMMAND)
+    if newest is not None and total() > ceiling:
+        room = ceiling - (total() - newest.tokens)
+        lines = newest.text.splitlines()
+        kept: list[str] = []
+        while lines and _count(tokenizer, "\n".join([lines[-1], *kept])) < max(room - 20, 0):
+            kept.insert(0, lines.pop())
+        replace_text(newest, f"[E{newest.item_no} cut to its last {len(kept)} lines: over "
+                             f"the ceiling]\n" + "\n".join(kept) + "\n\n", SHOWN_CUT,
+                     "over the ceiling", LADDER_CUT_NEWEST)
+    return log

@@ -1,0 +1,403 @@
+"""Agent-loop windows (issue 22): one window per step of a bash agent's loop, built from
+its history by rules measured on recorded runs (``ctxdb replay``; docs/agent-loop.md).
+
+A step is the agent's command and what came back (``LoopStep``). The window for the next
+decision holds every earlier step, oldest first, each in the cheapest form that keeps
+what a next action takes from it:
+
+- **Commands, always.** Each step shows the agent's command as it wrote it (a command
+  over ``COMMAND_SHOWN_MAX_CHARS`` is cut for the window, whole in the store). The
+  agent's free-text reasoning is not carried: on the development runs it was 44% of what
+  a harness sends and held nothing a next action took that the commands and outputs do
+  not (``LoopRules.thoughts`` turns it back on).
+- **Fresh outputs whole.** The newest outputs are shown as the harness sent them. They
+  fold in strides (``FOLD_STRIDE``): the fold horizon moves every few steps, not at every
+  step, so consecutive windows share a long byte-identical prefix a prompt cache serves.
+- **A folded file view stays a view.** A folded output of a command that only printed
+  files (``cat``, ``nl``, ``sed -n``, ``head``, ``tail``, ``grep -n`` …) becomes the lines
+  it showed, line-numbered and read from the tree as it is now — only the lines no earlier
+  kept view of that file shows. It stays while its file is in play (a command named the
+  file within ``FILE_IN_PLAY_STEPS`` steps of the fold horizon).
+- **Everything else folded is a pointer** naming the item; ``ctxdb show`` prints it whole.
+
+Decision type, from the history alone (``decision_type_of``): ``localize`` before the
+first edit, ``repair`` when the newest output is a failure after an edit, else ``edit``.
+The harness's own system and instruction messages (with the task) are the window's
+prefix, sent verbatim and counted against the ceiling; the task is not sent again.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from .anchors import is_edit_command, shell_commands
+from .trajectory import ObservationKind
+
+# Rules measured on the 97 development runs (docs/agent-loop.md has the sweep).
+FRESH_OUTPUTS = 4  # the newest outputs shown whole
+FOLD_STRIDE = 4  # the fold horizon moves in steps of this many decisions
+FILE_IN_PLAY_STEPS = 10  # a folded file's views stay while a command named it this recently
+COMMAND_SHOWN_MAX_CHARS = 6_000  # a longer command (a here-document script) is cut
+VIEW_LINES_MAX = 400  # lines one folded view shows at most (a whole-file cat is a reading)
+
+# the window's item kinds (spec EVIDENCE_KINDS): what each part of a step is
+AGENT_TURN, FILE_VIEW, HARNESS_NOTE = "agent_turn", "file_view", "harness_note"
+TOOL_OUTPUT, TEST_OUTPUT, TRACEBACK, ERROR = "tool_output", "test_output", "traceback", "error"
+# renderings a loop part takes (window_item.rendering)
+SHOWN_WHOLE, SHOWN_CUT, SHOWN_LINES, POINTER = "verbatim", "truncated", "view", "pointer"
+
+_VIEW_COMMANDS = frozenset({"cat", "nl", "sed", "head", "tail", "grep", "egrep", "cd", "ls",
+                            "wc", "echo"})
+_FILE_PRINTERS = frozenset({"cat", "nl", "sed", "head", "tail"})
+_GREP_COMMANDS = frozenset({"grep", "egrep"})
+_TEST_RUNNERS = re.compile(r"\b(pytest|py\.test|bin/test|runtests\.py|unittest|tox)\b")
+_TRACEBACK = "Traceback (most recent call last)"
+_NUMBERED = re.compile(r"^\s*(\d+)\t")
+_GREP_NUMBERED = re.compile(r"^(?:(?P<path>[^\s:]+):)?(?P<line>\d+)[:-]")
+_SED_RANGE = re.compile(r"^(\d+)(?:,(\d+))?p$")
+_HEAD_COUNT = re.compile(r"^-(?:n)?(\d+)$")
+DEFAULT_HEAD_LINES = 10
+MASK_HINT = "ctxdb show {ref} E<n> prints a masked output whole."
+
+
+@dataclass(frozen=True)
+class LoopStep:
+    """One step of the loop: the agent's command (None when its turn had none or
+    several) and the observation that came back (``output``: the command's output, or
+    the harness's own feedback; empty is allowed). ``observation``: the observation as the
+    harness showed it (its markup), when it differs from ``output``."""
+
+    command: str | None
+    output: str = ""
+    kind: str = ObservationKind.OUTPUT
+    returncode: int | None = None
+    thought: str = ""
+    observation: str | None = None
+
+    @property
+    def shown(self) -> str:
+        return self.observation if self.observation is not None else self.output
+
+
+@dataclass(frozen=True)
+class LoopRules:
+    """The window's rules, each one switchable for an ablation."""
+
+    fresh_outputs: int = FRESH_OUTPUTS
+    fold_stride: int = FOLD_STRIDE
+    file_in_play_steps: int = FILE_IN_PLAY_STEPS
+    views: bool = True  # folded file views stay as lines; off: a pointer like any output
+    thoughts: bool = False  # the agent's reasoning shown beside its commands
+    strided: bool = True  # off: the horizon moves at every step
+
+    def without(self, rule: str) -> "LoopRules":
+        """These rules with ``rule`` (a name of ``ABLATIONS``) off."""
+        return replace(self, **ABLATIONS[rule])
+
+
+# what turning each rule off means (the replay's ablation arms)
+ABLATIONS: dict[str, dict] = {
+    "views": {"views": False},
+    "strides": {"strided": False},
+    "in_play": {"file_in_play_steps": 10**6},
+}
+
+
+def ablation_arm(rule: str) -> str:
+    """The replay arm of the loop window with ``rule`` off."""
+    return f"ctx08-without-{rule}"
+
+
+def loop_step(step) -> LoopStep:
+    """A recorded step (``trajectory.Step``) as the loop reads it."""
+    observation = step.observation
+    return LoopStep(
+        command=step.action, thought=step.thought,
+        output=observation.output if observation else "",
+        kind=observation.kind if observation else ObservationKind.NOTE,
+        returncode=observation.returncode if observation else None,
+        observation=observation.text if observation else None)
+
+
+@dataclass
+class LoopPart:
+    """One item of a loop window: a step's command or its observation."""
+
+    item_no: int
+    step: int
+    kind: str
+    content: str  # the raw text, kept whole in the store
+    text: str  # what the window shows
+    rendering: str
+    rule: str  # why it has this form (item_event.driver)
+    command: str | None = None
+    path: str | None = None
+    lines: tuple[int, int] | None = None
+    tokens: int = 0
+
+
+@dataclass
+class LoopWindow:
+    parts: list[LoopPart] = field(default_factory=list)
+    decision_type: str = "localize"
+    horizon: int = 0  # outputs of steps up to here are folded
+
+    def text(self, header: str = "") -> str:
+        return header + "".join(part.text for part in self.parts)
+
+
+FileReader = Callable[[str], "list[str] | None"]
+
+
+def item_numbers(step: int) -> tuple[int, int]:
+    """The item numbers of step ``step``'s command and observation: stable across the
+    run's decisions, so a pointer printed once stays true."""
+    return 2 * step - 1, 2 * step
+
+
+def fold_horizon(done: int, rules: LoopRules) -> int:
+    """The newest step whose output is folded, when ``done`` steps came before."""
+    unfolded = done - rules.fresh_outputs
+    if unfolded <= 0:
+        return 0
+    stride = rules.fold_stride if rules.strided else 1
+    return unfolded // stride * stride
+
+
+def observation_kind(step: LoopStep) -> str:
+    if step.kind in (ObservationKind.FORMAT_ERROR, ObservationKind.NOTE) or step.command is None:
+        return HARNESS_NOTE
+    if _TRACEBACK in step.output:
+        return TRACEBACK
+    if _TEST_RUNNERS.search(step.command):
+        return TEST_OUTPUT
+    if step.returncode not in (None, 0) or step.kind == ObservationKind.TIMEOUT:
+        return ERROR
+    return TOOL_OUTPUT
+
+
+def decision_type_of(steps: Sequence[LoopStep]) -> str:
+    """localize before the first edit; repair when the newest output is a failure after
+    an edit; edit otherwise."""
+    edited = any(s.command and is_edit_command(s.command) for s in steps)
+    if not edited:
+        return "localize"
+    if steps and observation_kind(steps[-1]) in (TRACEBACK, ERROR) or (
+            steps and observation_kind(steps[-1]) == TEST_OUTPUT
+            and steps[-1].returncode not in (None, 0)):
+        return "repair"
+    return "edit"
+
+
+# ------------------------------------------------------------------------ file views
+
+def viewed_lines(step: LoopStep, read_file: FileReader) -> dict[str, list[int]] | None:
+    """The lines of each file a reading command printed, or None when the command did
+    anything but print files (wrote, ran code, edited)."""
+    if not step.command or step.kind not in (ObservationKind.OUTPUT, ObservationKind.OUTPUT_CUT):
+        return None
+    try:
+        commands = shell_commands(step.command)
+    except (ValueError, IndexError):
+        return None
+    if not commands or any(c.name not in _VIEW_COMMANDS or c.output_files()
+                           or (c.name == "sed" and any(w.startswith("-i") for w in c.words))
+                           for c in commands):
+        return None
+    numbered = _numbered_lines(step.output)
+    viewed: dict[str, list[int]] = {}
+    piped_range: tuple[int, int] | None = None
+    for command in commands:
+        if command.name == "sed":
+            piped_range = _sed_range(command.words) or piped_range
+    for command in commands:
+        if command.name not in _FILE_PRINTERS | _GREP_COMMANDS:
+            continue
+        files = [path for path in (_repository_path(w, command.cwd) for w in command.words[1:]
+                                   if not w.startswith("-"))
+                 if path is not None and read_file(path) is not None]
+        if not files:
+            continue
+        if command.name in _GREP_COMMANDS:
+            for path, lines in _grep_lines(step.output, files).items():
+                viewed.setdefault(path, []).extend(lines)
+            continue
+        if len(files) != 1:
+            continue
+        path = files[0]
+        lines = read_file(path) or []
+        if numbered:
+            chosen = numbered
+        elif command.name == "sed":
+            first, last = _sed_range(command.words) or (0, -1)
+            chosen = list(range(first, min(last, len(lines)) + 1))
+        elif command.name == "head":
+            chosen = list(range(1, min(_head_count(command.words), len(lines)) + 1))
+        elif command.name == "tail":
+            count = _head_count(command.words)
+            chosen = list(range(max(1, len(lines) - count + 1), len(lines) + 1))
+        elif piped_range:
+            chosen = list(range(piped_range[0], min(piped_range[1], len(lines)) + 1))
+        else:
+            chosen = list(range(1, min(step.output.count("\n") + 1, len(lines)) + 1))
+        viewed.setdefault(path, []).extend(chosen)
+    return {path: sorted(set(lines)) for path, lines in viewed.items() if lines} or None
+
+
+def _repository_path(word: str, cwd: str) -> str | None:
+    if any(ch in word for ch in "*?[]{}$`"):
+        return None
+    base = cwd if cwd.startswith("/") else posixpath.join("/testbed", cwd)
+    absolute = posixpath.normpath(posixpath.join(base, word))
+    if not absolute.startswith("/testbed/"):
+        return None
+    return absolute[len("/testbed/"):]
+
+
+def _numbered_lines(output: str) -> list[int]:
+    numbers = []
+    for line in output.splitlines():
+        match = _NUMBERED.match(line)
+        if match:
+            numbers.append(int(match.group(1)))
+    return numbers
+
+
+def _grep_lines(output: str, files: list[str]) -> dict[str, list[int]]:
+    found: dict[str, list[int]] = {}
+    for line in output.splitlines():
+        match = _GREP_NUMBERED.match(line)
+        if not match:
+            continue
+        named = match["path"]
+        path = next((f for f in files if named and (f == named or f.endswith("/" + named)
+                                                    or named.endswith(f))), None)
+        if path is None and not named and len(files) == 1:
+            path = files[0]
+        if path is not None:
+            found.setdefault(path, []).append(int(match["line"]))
+    return found
+
+
+def _sed_range(words: Sequence[str]) -> tuple[int, int] | None:
+    if "-n" not in words:
+        return None
+    for word in words[1:]:
+        match = _SED_RANGE.match(word)
+        if match:
+            first = int(match.group(1))
+            return first, int(match.group(2) or first)
+    return None
+
+
+def _head_count(words: Sequence[str]) -> int:
+    for index, word in enumerate(words):
+        match = _HEAD_COUNT.match(word)
+        if match:
+            return int(match.group(1))
+        if word == "-n" and index + 1 < len(words) and words[index + 1].isdigit():
+            return int(words[index + 1])
+    return DEFAULT_HEAD_LINES
+
+
+def _runs(numbers: Sequence[int]) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
+    for number in numbers:
+        if runs and number == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], number)
+        else:
+            runs.append((number, number))
+    return runs
+
+
+def _mentions(command: str | None, path: str) -> bool:
+    return bool(command) and posixpath.basename(path) in command
+
+
+# --------------------------------------------------------------------------- window
+
+def build_window(steps: Sequence[LoopStep], read_file: FileReader,
+                 rules: LoopRules = LoopRules()) -> LoopWindow:
+    """The window after ``steps`` (oldest first), reading files through ``read_file``
+    (repository-relative path -> its lines now, or None)."""
+    done = len(steps)
+    horizon = fold_horizon(done, rules)
+    window = LoopWindow(decision_type=decision_type_of(steps), horizon=horizon)
+    shown: dict[str, set[int]] = {}  # lines of each file an earlier kept view shows
+    for number, step in enumerate(steps, start=1):
+        turn_no, output_no = item_numbers(number)
+        window.parts.append(_turn_part(turn_no, number, step, rules, horizon))
+        kind = observation_kind(step)
+        if number > horizon:
+            window.parts.append(LoopPart(output_no, number, kind, step.shown,
+                                         _block(number, step.shown), SHOWN_WHOLE, "fresh",
+                                         command=step.command))
+            continue
+        views = viewed_lines(step, read_file) if rules.views else None
+        if views:
+            in_play = {path: lines for path, lines in views.items()
+                       if _in_play(steps, path, horizon, rules)}
+            if in_play:
+                window.parts.append(_view_part(output_no, number, step, in_play, read_file,
+                                               shown))
+                continue
+        window.parts.append(_pointer_part(output_no, number, kind, step))
+    return window
+
+
+def _block(step_no: int, body: str) -> str:
+    return f"{body.rstrip()}\n\n"
+
+
+def _turn_part(item_no: int, step_no: int, step: LoopStep, rules: LoopRules,
+               horizon: int) -> LoopPart:
+    command = step.command if step.command is not None else "(no command)"
+    text, rendering, rule = command, SHOWN_WHOLE, "command"
+    if len(command) > COMMAND_SHOWN_MAX_CHARS:
+        text = (command[:COMMAND_SHOWN_MAX_CHARS]
+                + f"\n[E{item_no} cut at {COMMAND_SHOWN_MAX_CHARS} characters of {len(command)}]")
+        rendering, rule = SHOWN_CUT, "command over COMMAND_SHOWN_MAX_CHARS"
+    shown = f"[step {step_no}] $ {text}\n"
+    if rules.thoughts and step_no > horizon and step.thought.strip():
+        shown = f"[step {step_no}] {step.thought.strip()}\n$ {text}\n"
+    return LoopPart(item_no, step_no, AGENT_TURN, step.thought + "\n" + command if step.thought
+                    else command, shown, rendering, rule, command=step.command)
+
+
+def _in_play(steps: Sequence[LoopStep], path: str, horizon: int, rules: LoopRules) -> bool:
+    last = max((n for n, s in enumerate(steps[:horizon], start=1) if _mentions(s.command, path)),
+               default=0)
+    return horizon - last <= rules.file_in_play_steps
+
+
+def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list[int]],
+               read_file: FileReader, shown: dict[str, set[int]]) -> LoopPart:
+    blocks = []
+    first_path, span = None, None
+    for path, numbers in views.items():
+        lines = read_file(path) or []
+        seen = shown.setdefault(path, set())
+        new = [n for n in numbers if 1 <= n <= len(lines) and n not in seen][:VIEW_LINES_MAX]
+        seen.update(new)
+        if not new:
+            blocks.append(f"[E{item_no} {path}: the lines it showed are shown above]")
+            continue
+        runs = _runs(new)
+        label = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in runs)
+        body = "\n".join(f"{n}\t{lines[n - 1]}" for n in new)
+        blocks.append(f"[E{item_no} {path} lines {label}, as the tree holds them now]\n{body}")
+        if first_path is None:
+            first_path, span = path, (runs[0][0], runs[-1][1])
+    return LoopPart(item_no, step_no, FILE_VIEW, step.shown, "\n".join(blocks) + "\n\n",
+                    SHOWN_LINES, "folded file view", command=step.command, path=first_path,
+                    lines=span)
+
+
+def _pointer_part(item_no: int, step_no: int, kind: str, step: LoopStep) -> LoopPart:
+    lines = step.output.count("\n") + 1 if step.output else 0
+    return LoopPart(item_no, step_no, kind, step.shown,
+                    f"[E{item_no} {kind.replace('_', ' ')} masked: {lines} lines]\n\n",
+                    POINTER, "folded", command=step.command)
