@@ -378,7 +378,7 @@ replay_decision = Table(
     Column("run_id", String(200), nullable=False),
     Column("instance_id", String(200), nullable=False),
     Column("seq", Integer, nullable=False),
-    Column("arm", String(20), nullable=False),
+    Column("arm", String(40), nullable=False),
     Column("decision_id", Integer, ForeignKey("decision.decision_id")),  # the ctx08 window
     Column("prompt_tokens", Integer, nullable=False),
     Column("cached_tokens", Integer, nullable=False),  # the prefix shared with seq - 1
@@ -419,7 +419,7 @@ replay_anchor_outcome = Table(
     Column("instance_id", String(200), nullable=False),
     Column("seq", Integer, nullable=False),
     Column("anchor_no", Integer, nullable=False),
-    Column("arm", String(20), nullable=False),
+    Column("arm", String(40), nullable=False),
     Column("kept", Boolean, nullable=False),
     Column("fate", String(20)),  # where a lost anchor went (ctxdb.agent.replay.Fate)
     PrimaryKeyConstraint("run_id", "instance_id", "seq", "anchor_no", "arm"),

@@ -15,6 +15,8 @@ import subprocess
 import pytest
 import sqlalchemy as sa
 
+from ctxdb.agent import replay as replay_module
+from ctxdb.agent.loop import ABLATIONS, ablation_arm
 from ctxdb.agent.replay import RunSpec, load_run_specs, replay_run, run_replay
 from ctxdb.cli import main
 from ctxdb.db import resolve_url
@@ -121,8 +123,9 @@ def test_a_recorded_run_replays_end_to_end(requests_repository, store_url, tmp_p
     assert run.decisions == 7 and run.tree_matches_submission and run.tree_lost_at_seq is None
     decisions = _rows(store_url, "SELECT seq, arm, decision_id, prompt_tokens, cached_tokens, "
                                  "action_kind FROM replay_decision ORDER BY seq, arm")
-    assert len(decisions) == 7 * 3
-    by_arm = {arm: [d for d in decisions if d.arm == arm] for arm in ("ctx08", "current", "mask10")}
+    arms = ("ctx08", "current", "mask10", *(ablation_arm(rule) for rule in ABLATIONS))
+    assert len(decisions) == 7 * len(arms)
+    by_arm = {arm: [d for d in decisions if d.arm == arm] for arm in arms}
     # the harness re-sends a growing history; with 6 observations mask10 masks none
     current = [d.prompt_tokens for d in by_arm["current"]]
     assert current == sorted(current) and current[0] < current[-1]
@@ -150,12 +153,21 @@ def test_a_recorded_run_replays_end_to_end(requests_repository, store_url, tmp_p
     outcomes = _rows(store_url, "SELECT o.arm, o.kept, o.fate FROM replay_anchor_outcome o "
                                 "JOIN replay_anchor a USING (run_id, instance_id, seq, anchor_no) "
                                 "WHERE a.seq = 4 AND a.anchor_class = 'edit_text'")
-    assert {(o.arm, bool(o.kept)) for o in outcomes} >= {("current", True), ("mask10", True)}
+    assert {(o.arm, bool(o.kept)) for o in outcomes} >= {("current", True), ("mask10", True),
+                                                         ("ctx08", True)}
     assert all(o.fate is None for o in outcomes if o.kept)
+    # the loop window's own parts: every earlier command, the run's task not repeated
+    windows = _rows(store_url, "SELECT d.seq, w.item_id, w.rendering, w.rendered_text "
+                               "FROM window_item w JOIN decision d USING (decision_id) "
+                               "ORDER BY d.seq, w.position")
+    assert [w.item_id for w in windows if w.seq == 7] == [f"E{n}" for n in range(1, 13)]
+    assert all(trajectory["messages"][2 * step]["content"].split("```bash\n")[-1].split("\n```")[0]
+               in "".join(w.rendered_text for w in windows if w.seq == 7)
+               for step in range(1, 7))
 
     # again: the run is replaced, not added
     assert replay_run(store_url, spec, run_id="replay-test").error is None
-    assert len(_rows(store_url, "SELECT 1 FROM replay_decision")) == 7 * 3
+    assert len(_rows(store_url, "SELECT 1 FROM replay_decision")) == 7 * len(arms)
     assert len(_rows(store_url, "SELECT 1 FROM decision WHERE run_id = 'replay-test'")) == 7
     with ContextStore.open(store_url) as store:
         assert store.verify() == {}  # every invariant check of the windows holds
@@ -181,7 +193,8 @@ def test_the_cli_replays_a_runs_file_and_reports_it(requests_repository, tmp_pat
     assert main(["report", "replay", "--db", str(db), "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     arms = {row["arm"]: row for row in report["arms"]["rows"]}
-    assert sorted(arms) == ["ctx08", "current", "mask10"]
+    assert sorted(arms) == sorted(["ctx08", "current", "mask10",
+                                   *(ablation_arm(rule) for rule in ABLATIONS)])
     assert all((row["runs"], row["decisions"], row["resolved_runs"]) == (1, 7, 0)
                for row in arms.values())
     assert report["fidelity"]["rows"][0]["trees_matching"] == 1
@@ -195,15 +208,15 @@ def test_a_run_that_fails_midway_leaves_nothing_behind(requests_repository, tmp_
     bare, commit = requests_repository
     db = str(tmp_path / "s.db")
     calls = []
-    original = ContextStore.construct
+    original = replay_module.construct_step
 
-    def construct_then_fail(self, request, *args, **kwargs):
-        calls.append(request.seq)
-        if request.seq == 4:
+    def construct_then_fail(store, **kwargs):
+        calls.append(kwargs["seq"])
+        if kwargs["seq"] == 4:
             raise RuntimeError("the machine went away at decision 4")
-        return original(self, request, *args, **kwargs)
+        return original(store, **kwargs)
 
-    monkeypatch.setattr(ContextStore, "construct", construct_then_fail)
+    monkeypatch.setattr(replay_module, "construct_step", construct_then_fail)
     summary = run_replay(db, [RunSpec(path, "psf__requests-1", bare, commit)], workers=1)
     assert calls == [1, 2, 3, 4]
     (failed,) = summary.failed

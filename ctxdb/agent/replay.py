@@ -2,12 +2,14 @@
 
 For each run: its working tree is rebuilt in an isolated scratch copy of the base commit
 (``worktree.ScratchTree``: the run's commands re-run in order, only to move the files —
-the recorded outputs stay the observations), indexed by recon, and for every decision k
-(the model call that made turn k):
+the recorded outputs stay the observations), and for every decision k (the model call
+that made turn k):
 
-- ``ctx08``: the request the run's state gives (``requests.build_request``), constructed
-  by the store — a decision row like any other (``instance_id`` = the run's instance,
-  ``seq`` = k), sent with the harness's own system and instruction messages;
+- ``ctx08``: the agent-loop window of the steps before k over the tree as it then was
+  (``adapter.construct_step``), recorded by the store — a decision row like any other
+  (``instance_id`` = the run's instance, ``seq`` = k), sent after the harness's own
+  system and instruction messages; and ``ctx08-without-<rule>``: the same window with
+  one rule of ``loop.ABLATIONS`` off, counted and measured but not recorded;
 - ``current``: exactly what the harness sent; ``mask10``: that with the observations
   older than the 10 newest masked (``arms``);
 - the anchors of action k (``anchors``), and for each arm whether its prompt kept them,

@@ -5,13 +5,15 @@
   lines it printed, read from the tree) and `harness_note` (the harness's own feedback:
   a format error, a timeout note).
 - `replay_decision.arm` and `replay_anchor_outcome.arm` also take `ctx08-without-<rule>`:
-  the loop window with one of its rules off, the replay's ablation rows.
+  the loop window with one of its rules off, the replay's ablation rows (40 characters,
+  was 20).
 
 Revision ID: 0009
 Revises: 0008
 Create Date: 2026-12-02
 """
 
+import sqlalchemy as sa
 from alembic import op
 
 revision = "0009"
@@ -36,19 +38,23 @@ def _any_of(column: str, values) -> str:
     return " OR ".join(f"{column} = '{value}'" for value in values)
 
 
-def _set_checks(kinds, arms: str) -> None:
+ARM_CHARS_0008, ARM_CHARS_0009 = 20, 40
+
+
+def _set_checks(kinds, arms: str, arm_chars: int) -> None:
     with op.batch_alter_table("evidence_item") as batch:
         batch.drop_constraint("ck_evidence_kind", type_="check")
         batch.create_check_constraint("ck_evidence_kind", _any_of("kind", kinds))
     for table, name in REPLAY_ARM_CHECKS:
         with op.batch_alter_table(table) as batch:
             batch.drop_constraint(name, type_="check")
+            batch.alter_column("arm", type_=sa.String(arm_chars))
             batch.create_check_constraint(name, arms)
 
 
 def upgrade() -> None:
-    _set_checks(KINDS_0005 + LOOP_KINDS, ARMS_0009)
+    _set_checks(KINDS_0005 + LOOP_KINDS, ARMS_0009, ARM_CHARS_0009)
 
 
 def downgrade() -> None:
-    _set_checks(KINDS_0005, ARMS_0008)
+    _set_checks(KINDS_0005, ARMS_0008, ARM_CHARS_0008)
