@@ -54,5 +54,9 @@ bench: $(INSTALLED)
 	$(BIN)/python bench/recon_index.py
 	$(BIN)/python bench/construct.py
 
+# the script a new SQLite store is made from, regenerated after adding a migration
+head-schema: $(INSTALLED)
+	$(BIN)/python -c 'from ctxdb.migrate import head_schema_script; import sys; sys.stdout.write(head_schema_script())' > sql/schema/head.sqlite.sql
+
 clean:
 	rm -rf $(VENV) $(DEMO_DB) $(DEMO_DB)-wal $(DEMO_DB)-shm $(DEMO_RECON) $(DEMO_RECON)-wal $(DEMO_RECON)-shm

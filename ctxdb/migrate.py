@@ -190,3 +190,52 @@ def _upgrade(engine: Engine, target: str) -> tuple[str | None, str]:
                 if broken:
                     raise StoreVersionError(f"upgrade broke foreign keys: {broken[:5]}")
     return before, after
+
+
+# ----------------------------------------------------------- a new SQLite store, fast
+# Running the migrations on an empty SQLite file takes 0.3-1.5 s (alembic's import and
+# eight revisions of batch table copies); an agent loop opens stores often. A new store
+# instead runs the script the migrations amount to (sql/schema/head.sqlite.sql: tables,
+# indexes, seed rows and the stamp), generated from them by ``head_schema_script``;
+# tests/test_migrations.py holds the file equal to a fresh migration's.
+HEAD_SCHEMA_SQL = "schema/head.sqlite"
+HEAD_SCHEMA_HEADER = ("-- The schema a new SQLite store gets: what the migrations in migrations/ "
+                      "amount to at head,\n-- views aside (sql/views/ is installed after). "
+                      "Generated: make head-schema.\n")
+
+
+def head_schema_script() -> str:
+    """The migrations' result on an empty in-memory SQLite store as one script: each
+    table, index and seed row, and the stamp; the views and their install rows left out."""
+    engine = make_engine("sqlite://")
+    try:
+        upgrade_in_memory(engine)
+        with engine.connect() as connection:
+            statements = list(connection.connection.driver_connection.iterdump())
+    finally:
+        engine.dispose()
+    kept = [s for s in statements
+            if s not in ("BEGIN TRANSACTION;", "COMMIT;")
+            and not s.startswith("CREATE VIEW")
+            and not s.startswith('INSERT INTO "installed_view"')]
+    return HEAD_SCHEMA_HEADER + "\n".join(kept) + "\n"
+
+
+def _head_statements() -> list[str]:
+    from .sqlfiles import sql_script_statements
+
+    return sql_script_statements(HEAD_SCHEMA_SQL)
+
+
+def create_new_sqlite_store(engine: Engine) -> bool:
+    """Make an empty SQLite store the head schema in one IMMEDIATE transaction; False
+    when another process made it first (it is then upgraded or used as it is)."""
+    with engine.connect() as connection:
+        connection = connection.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+        with connection.begin():
+            if current_revision(connection) is not None:
+                return False
+            for statement in _head_statements():
+                connection.exec_driver_sql(statement)
+            create_views(connection)
+    return True

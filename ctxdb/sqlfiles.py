@@ -83,3 +83,25 @@ def sql_files(relative_dir: str) -> list[SqlFile]:
 def check_files() -> list[SqlFile]:
     """``sql/checks/*.sql``: each returns the rows that break one rule."""
     return [_read(p, p.stem) for p in sorted(require_dir(CHECKS_DIR).glob("*.sql"))]
+
+
+@functools.cache
+def sql_script_statements(relative_name: str) -> list[str]:
+    """The statements of the script ``sql/<relative_name>.sql``, split where SQLite's
+    own parser says one is complete (a ``;`` inside a string does not end one)."""
+    import sqlite3
+
+    path = require_dir(SQL_DIR) / f"{relative_name}.sql"
+    if not path.is_file():
+        raise FileNotFoundError(f"no SQL file {path}")
+    statements, pending = [], ""
+    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+        if not pending and line.startswith("--"):
+            continue
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    if pending.strip():
+        raise ValueError(f"{path}: ends inside a statement")
+    return statements

@@ -36,6 +36,7 @@ from .migrate import (
     current_revision,
     head_revision,
     upgrade_engine,
+    create_new_sqlite_store,
     upgrade_in_memory,
 )
 from .sqlfiles import check_files, view_files
@@ -170,6 +171,8 @@ class ContextStore:
                 _check_known(revision)
             if revision != head_revision() and is_sqlite_in_memory(url):
                 upgrade_in_memory(engine)
+            elif revision is None and is_sqlite(url) and create_new_sqlite_store(engine):
+                pass  # a new store: the head schema made directly (migrate.py says why)
             elif revision != head_revision():
                 engine.dispose()  # nobody else holds the file while we upgrade
                 upgrade_engine(url)

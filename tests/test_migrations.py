@@ -238,3 +238,39 @@ def test_the_light_reading_of_the_revisions_agrees_with_alembic(store_url):
                 MigrationContext.configure(connection).get_current_revision())
     finally:
         engine.dispose()
+
+
+def _catalog_and_rows(path: Path) -> tuple[list, dict]:
+    """Every schema object's SQL, and every table's rows (views' install times aside)."""
+    import sqlite3
+
+    connection = sqlite3.connect(path)
+    try:
+        # a table's columns and constraints, one per line, in any order: alembic's batch
+        # copies write a table's constraints in no fixed order
+        catalog = sorted(((kind, name, table, sorted(line.strip().rstrip(",")
+                                                       for line in (sql or "").splitlines()))
+                          for kind, name, table, sql in connection.execute(
+                              "SELECT type, name, tbl_name, sql FROM sqlite_master")), key=str)
+        rows = {}
+        for (table,) in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            columns = [c[1] for c in connection.execute(f'PRAGMA table_info("{table}")')
+                       if c[1] != "installed_at"]
+            rows[table] = sorted(connection.execute(
+                f'SELECT {", ".join(columns)} FROM "{table}"').fetchall(), key=str)
+        return catalog, rows
+    finally:
+        connection.close()
+
+
+def test_a_new_sqlite_store_is_made_as_the_migrations_would_make_it(tmp_path):
+    fast, migrated = tmp_path / "fast.db", tmp_path / "migrated.db"
+    ContextStore.open(fast).close()  # the direct path: an empty file becomes head
+    upgrade_engine(resolve_url(migrated))  # every migration in turn
+    fast_catalog, fast_rows = _catalog_and_rows(fast)
+    assert (fast_catalog, fast_rows) == _catalog_and_rows(migrated)
+    assert fast_rows["alembic_version"] == [(head_revision(),)]
+    assert fast_rows["representation_policy"]  # seed rows came with it
+    with ContextStore.open(fast) as store:
+        assert store.revision() == head_revision() and store.view_drift() == []
