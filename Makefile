@@ -15,7 +15,7 @@ DEMO_REPO := fixtures/repos/shopcart
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[deepseek,test,datasette]'
+	$(BIN)/python -m pip install --quiet -e '.[deepseek,test,datasette,minisweagent]'
 	touch $@
 
 # The tests start their own throwaway PostgreSQL 15 cluster from these binaries.

@@ -18,7 +18,8 @@ what a next action takes from it:
   it showed, line-numbered and read from the tree as it is now — only the lines no earlier
   kept view of that file shows. It stays while its file is in play (a command named the
   file within ``FILE_IN_PLAY_STEPS`` steps of the fold horizon).
-- **Everything else folded is a pointer** naming the item; ``ctxdb show`` prints it whole.
+- **Everything else folded is a pointer** naming the item, with the repository files the
+  output named (a search's result is its paths); ``ctxdb show`` prints it whole.
 
 Decision type, from the history alone (``decision_type_of``): ``localize`` before the
 first edit, ``repair`` when the newest output is a failure after an edit, else ``edit``.
@@ -42,6 +43,9 @@ FOLD_STRIDE = 4  # the fold horizon moves in steps of this many decisions
 FILE_IN_PLAY_STEPS = 10  # a folded file's views stay while a command named it this recently
 COMMAND_SHOWN_MAX_CHARS = 6_000  # a longer command (a here-document script) is cut
 VIEW_LINES_MAX = 400  # lines one folded view shows at most (a whole-file cat is a reading)
+# a masked output keeps the repository files it named (a find, ls or grep -l is read for
+# them): at most this many, in the order named
+POINTER_PATHS_MAX = 30
 
 # the window's item kinds (spec EVIDENCE_KINDS): what each part of a step is
 AGENT_TURN, FILE_VIEW, HARNESS_NOTE = "agent_turn", "file_view", "harness_note"
@@ -92,6 +96,7 @@ class LoopRules:
     views: bool = True  # folded file views stay as lines; off: a pointer like any output
     thoughts: bool = False  # the agent's reasoning shown beside its commands
     strided: bool = True  # off: the horizon moves at every step
+    pointer_paths: bool = True  # a masked output keeps the files it named
 
     def without(self, rule: str) -> "LoopRules":
         """These rules with ``rule`` (a name of ``ABLATIONS``) off."""
@@ -103,6 +108,7 @@ ABLATIONS: dict[str, dict] = {
     "views": {"views": False},
     "strides": {"strided": False},
     "in_play": {"file_in_play_steps": 10**6},
+    "named_files": {"pointer_paths": False},
 }
 
 
@@ -344,7 +350,8 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
                 window.parts.append(_view_part(output_no, number, step, in_play, read_file,
                                                shown))
                 continue
-        window.parts.append(_pointer_part(output_no, number, kind, step))
+        window.parts.append(_pointer_part(output_no, number, kind, step,
+                                          read_file if rules.pointer_paths else None))
     return window
 
 
@@ -396,8 +403,28 @@ def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list
                     lines=span)
 
 
-def _pointer_part(item_no: int, step_no: int, kind: str, step: LoopStep) -> LoopPart:
+_PATH_TOKEN = re.compile(r"(?:\./|/testbed/)?((?:[\w.-]+/)*[\w.-]+\.\w+)")
+
+
+def named_paths(output: str, read_file: FileReader) -> list[str]:
+    """The repository files an output names (``path``, ``./path``, ``/testbed/path``,
+    ``path:12:``), each once, at most ``POINTER_PATHS_MAX``."""
+    found: list[str] = []
+    for match in _PATH_TOKEN.finditer(output):
+        path = match.group(1)
+        if path in found or "/" not in path or read_file(path) is None:
+            continue
+        found.append(path)
+        if len(found) == POINTER_PATHS_MAX:
+            break
+    return found
+
+
+def _pointer_part(item_no: int, step_no: int, kind: str, step: LoopStep,
+                  read_file: FileReader | None) -> LoopPart:
     lines = step.output.count("\n") + 1 if step.output else 0
+    paths = named_paths(step.output, read_file) if read_file is not None else []
+    named = f"; files named: {' '.join(paths)}" if paths else ""
     return LoopPart(item_no, step_no, kind, step.shown,
-                    f"[E{item_no} {kind.replace('_', ' ')} masked: {lines} lines]\n\n",
+                    f"[E{item_no} {kind.replace('_', ' ')} masked: {lines} lines{named}]\n\n",
                     POINTER, "folded", command=step.command)

@@ -1,0 +1,165 @@
+"""mini-swe-agent 2.x with ctxdb's window: a model wrapper, so the harness runs unchanged.
+
+mini-swe-agent's agent keeps the whole history in ``agent.messages`` and hands it to
+``model.query(messages)`` at every step. ``CtxdbModel`` wraps any of its chat models and,
+at each query, reads that history as ctxdb steps, records the decision
+(``construct_step``) and sends the harness's own system and instance messages verbatim
+followed by ctxdb's window as one user message. The agent, its environment, its
+templates and its trajectory file stay mini-swe-agent's own.
+
+The switch (spec §8): ``CTX=current`` sends the harness's messages untouched and still
+records each decision, as arm ``current``; ``CTX=ctx08`` (the default) sends the window.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..agent.adapter import construct_step
+from ..agent.loop import LoopRules, LoopStep, loop_step
+from ..agent.trajectory import FORMAT_V2, AgentRun, parse_trajectory
+from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
+
+ARM_VARIABLE = "CTX"  # the environment variable that picks the arm (spec §8)
+HISTORY_NAME = "mini-swe-agent messages"  # how an error names the history it read
+PREFIX_MESSAGES = 2  # the system message and the instance (task) message
+FORMAT_ERROR = "FormatError"  # mini-swe-agent's extra.interrupt_type for a rejected reply
+
+
+class HistoryError(ValueError):
+    """A message list ctxdb cannot read as a mini-swe-agent history."""
+
+
+def read_history(messages: Sequence[dict]) -> tuple[list[dict[str, str]], list[LoopStep],
+                                                    AgentRun]:
+    """mini-swe-agent's ``agent.messages`` as ``(prefix, steps, run)``: the system and
+    instance messages (role and content), one ``LoopStep`` per model reply so far, and
+    the history as ctxdb's trajectory reader sees it (``run.task`` is the task).
+
+    A reply the harness rejected (a format error) is not in the list, only its error
+    message is: it becomes a step with no command, so step k is still model call k."""
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise HistoryError(f"{HISTORY_NAME}: messages[{index}]: expected a chat message "
+                               "with a role (CtxdbModel wraps chat-completion models, not "
+                               "Responses-API ones)")
+    if len(messages) < PREFIX_MESSAGES:
+        raise HistoryError(f"{HISTORY_NAME}: expected the system message and the instance "
+                           f"message first, got {len(messages)} message(s)")
+    try:
+        run = parse_trajectory({"messages": _with_rejected_turns(messages),
+                                "trajectory_format": FORMAT_V2}, HISTORY_NAME)
+    except ValueError as exc:
+        raise HistoryError(str(exc)) from exc
+    prefix = [dict(m) for m in run.messages[:PREFIX_MESSAGES]]
+    return prefix, [loop_step(step) for step in run.steps], run
+
+
+def _with_rejected_turns(messages: Sequence[dict]) -> list[dict]:
+    """The history with an empty assistant turn before each harness interruption that no
+    turn precedes (mini-swe-agent adds a format error's message, not the reply it
+    rejected): the trajectory reader pairs every observation with a turn."""
+    completed: list[dict] = []
+    for index, message in enumerate(messages):
+        extra = message.get("extra") if isinstance(message.get("extra"), dict) else {}
+        if (index >= PREFIX_MESSAGES and extra.get("interrupt_type")
+                and message["role"] != "assistant" and completed[-1]["role"] != "assistant"):
+            reply = extra.get("model_response") if extra.get("interrupt_type") == FORMAT_ERROR \
+                else ""
+            completed.append({"role": "assistant", "content": reply if isinstance(reply, str)
+                              else "", "extra": {"actions": []}})
+        completed.append(message)
+    return completed
+
+
+def arm_from_environment(arm: str | None = None) -> str:
+    """``arm`` when given, else ``$CTX``, else ctx08; checked against the spec's arms."""
+    chosen = arm if arm is not None else os.environ.get(ARM_VARIABLE, "").strip() or ARM_CTX08
+    if chosen not in ARMS:
+        source = "arm" if arm is not None else f"${ARM_VARIABLE}"
+        raise ValueError(f"{source}: expected one of {', '.join(ARMS)}, got {chosen!r}")
+    return chosen
+
+
+class CtxdbModel:
+    """A mini-swe-agent model that sends ctxdb's window (see the module's docstring).
+
+    ``store``: an open ``ContextStore``, or a store URL/path this model opens and closes
+    (``close()``). ``tree``: the directory the agent's commands run in, read for file
+    views (None: folded views become pointers). ``task``: the problem statement (None:
+    taken from the instance message). ``run_id``: one run is one arm, so the default is
+    new per model. ``arm``: overrides ``$CTX``, read here, once."""
+
+    def __init__(self, model: Any, store: Any, *, instance_id: str, tree: str | Path | None,
+                 task: str | None = None, run_id: str | None = None, arm: str | None = None,
+                 rules: LoopRules | None = None) -> None:
+        if store is None:
+            raise ValueError("store: expected a ContextStore or a store URL, got None")
+        if isinstance(store, (str, os.PathLike)):
+            from ..store import ContextStore
+
+            store, self._owns_store = ContextStore.open(store), True
+        else:
+            self._owns_store = False
+        self.model, self.store = model, store
+        self.arm = arm_from_environment(arm)
+        self.instance_id, self.task, self.rules = instance_id, task, rules
+        self.tree = Path(tree) if tree is not None else None
+        self.run_id = run_id or f"mini-swe-agent-{self.arm}-{uuid.uuid4().hex[:12]}"
+        self.decision_ids: list[int] = []  # one per query, in order
+
+    def query(self, messages: list[dict], **kwargs) -> dict:
+        """Record this step's decision, then ask the wrapped model with ctxdb's messages
+        (``current``: with the harness's own, untouched)."""
+        prefix, steps, run = read_history(messages)
+        context = construct_step(
+            self.store, run_id=self.run_id, instance_id=self.instance_id,
+            task=self.task if self.task is not None else run.task, steps=steps,
+            tree=self.tree, prefix=prefix, arm=self.arm, rules=self.rules)
+        self.decision_ids.append(context.decision_id)
+        sent = messages if self.arm == ARM_CURRENT else context.messages(prefix=prefix)
+        return self.model.query(sent, **kwargs)
+
+    # the rest of mini-swe-agent's Model protocol: the wrapped model's own
+    @property
+    def config(self) -> Any:
+        return self.model.config
+
+    def format_message(self, **kwargs) -> dict:
+        return self.model.format_message(**kwargs)
+
+    def format_observation_messages(self, message: dict, outputs: list[dict],
+                                    template_vars: dict | None = None) -> list[dict]:
+        return self.model.format_observation_messages(message, outputs, template_vars)
+
+    def get_template_vars(self, **kwargs) -> dict[str, Any]:
+        return self.model.get_template_vars(**kwargs)
+
+    def serialize(self) -> dict:
+        """The wrapped model's, with where ctxdb recorded the run (the trajectory file
+        then names its decisions)."""
+        data = self.model.serialize()
+        data.setdefault("info", {})["ctxdb"] = {
+            "run_id": self.run_id, "arm": self.arm, "instance_id": self.instance_id,
+            "decision_ids": list(self.decision_ids)}
+        return data
+
+    def __getattr__(self, name: str) -> Any:  # anything else a harness reads (cost, stats)
+        if name == "model":  # not set yet: __init__ failed before it
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+    def close(self) -> None:
+        """Close the store if this model opened it."""
+        if self._owns_store:
+            self.store.close()
+
+    def __enter__(self) -> "CtxdbModel":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
