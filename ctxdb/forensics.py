@@ -16,10 +16,11 @@ from .context import DecisionContext, WindowEntry
 from .pipeline.budget import cut_task
 from .pipeline.state import BudgetStep
 from .pipeline.vocabulary import FAILURE_KINDS, TASK_IN_PREFIX_FLAG
-from .pipeline.window_text import DECISION_REF_PREFIX, TASK_HEADER
+from .pipeline.window_text import DECISION_REF_PREFIX, task_block
 from .request import STORE_INTEGER_MAX
 from .sqlfiles import sql_statement
 
+RUN_REF_PREFIX = "run:"  # ctxdb.agent.adapter's windows name their run so
 _REF = re.compile(rf"^{DECISION_REF_PREFIX}(?P<hex>[0-9a-f]{{8,64}})$")
 
 
@@ -35,8 +36,11 @@ def _rows(connection: Connection, name: str, **params):
 
 
 def resolve_decision(connection: Connection, ref: str | int) -> int:
-    """A decision id from ``42`` or a masking pointer's ``req-3f2a9c1d0b7e``."""
+    """A decision id from ``42``, a masking pointer's ``req-3f2a9c1d0b7e``, or an
+    agent-loop window's ``run:RUN:INSTANCE`` (that run's newest decision)."""
     ref = str(ref)
+    if ref.startswith(RUN_REF_PREFIX):
+        return _newest_of_run(connection, ref[len(RUN_REF_PREFIX):])
     match = _REF.match(ref)
     if match:
         prefix = match["hex"]
@@ -55,6 +59,17 @@ def resolve_decision(connection: Connection, ref: str | int) -> int:
     return decision_id
 
 
+def _newest_of_run(connection: Connection, run_and_instance: str) -> int:
+    # either id may hold a colon: each place it could part them is tried
+    for at in [i for i, ch in enumerate(run_and_instance) if ch == ":"]:
+        rows = _rows(connection, "newest_decision_of_run", run_id=run_and_instance[:at],
+                     instance_id=run_and_instance[at + 1:])
+        if rows:
+            return rows[0]["decision_id"]
+    raise NotFound(f"{RUN_REF_PREFIX}{run_and_instance[:80]}: no decision of that run and "
+                   f"instance (expected {RUN_REF_PREFIX}RUN_ID:INSTANCE_ID)")
+
+
 def header(connection: Connection, decision_id: int):
     return _rows(connection, "decision_header", decision_id=decision_id)[0]
 
@@ -64,7 +79,7 @@ def rendered_window(connection: Connection, decision_id: int) -> str:
     head = header(connection, decision_id)
     window = _rows(connection, "window_of_decision", decision_id=decision_id)
     body = "".join(row["rendered_text"] for row in window)
-    return TASK_HEADER.format(task=_window_task(connection, head)) + body
+    return task_block(_window_task(connection, head)) + body
 
 
 def _window_task(connection: Connection, head) -> str:

@@ -24,6 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..context import DecisionContext, WindowEntry
+from ..forensics import RUN_REF_PREFIX
 from ..pipeline import persist
 from ..pipeline.audit import AuditLog
 from ..pipeline.window_text import task_block
@@ -138,7 +139,7 @@ def construct_step(store, *, run_id: str, instance_id: str, task: str,
         window = build_window(steps, files, rules)
     settings = store.settings
     plan = plan_window(window, steps, settings.tokenizer, settings.token_ceiling, task, prefix,
-                       run_ref=f"run:{run_id}:{instance_id}")
+                       run_ref=run_ref(run_id, instance_id))
     request_json = json.dumps({
         "run_id": run_id, "instance_id": instance_id, "seq": seq, "arm": arm, "task": task,
         "prefix": list(prefix), "steps": [asdict(s) for s in steps]}, ensure_ascii=False)
@@ -214,6 +215,11 @@ def plan_window(window: LoopWindow, steps: Sequence[LoopStep], tokenizer: str, c
                       fixed + sum(p.tokens for p in window.parts))
 
 
+def run_ref(run_id: str, instance_id: str) -> str:
+    """How a loop window names its run for ``ctxdb show`` (its newest decision)."""
+    return f"{RUN_REF_PREFIX}{run_id}:{instance_id}"
+
+
 def _check(run_id, instance_id, task, prefix, arm, seq) -> None:
     for name, value in (("run_id", run_id), ("instance_id", instance_id), ("task", task)):
         if not isinstance(value, str) or not value.strip():
@@ -280,9 +286,9 @@ def _fit(window: LoopWindow, steps: Sequence[LoopStep], tokenizer: str, ceiling:
         for part in chosen:
             if total() <= ceiling:
                 return log
-            lines = part.content.count("\n") + 1 if part.content else 0
+            lines = len(part.content.splitlines())
             replace_text(part, f"[E{part.item_no} {part.kind.replace('_', ' ')} masked: "
-                               f"{lines} lines]\n\n", POINTER, "over the ceiling", ladder)
+                               f"{lines} line{'' if lines == 1 else 's'}]\n\n", POINTER, "over the ceiling", ladder)
     for part in [p for p in window.parts if p.kind == AGENT_TURN]:
         if total() <= ceiling:
             return log

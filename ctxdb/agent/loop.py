@@ -10,7 +10,8 @@ what a next action takes from it:
   agent's free-text reasoning is not carried: on the development runs it was 44% of what
   a harness sends and held nothing a next action took that the commands and outputs do
   not (``LoopRules.thoughts`` turns it back on).
-- **Fresh outputs whole.** The newest outputs are shown as the harness sent them. They
+- **Fresh outputs whole.** The newest outputs are shown as the harness sent them, but for
+  runs of lines an earlier fresh output shows (``REPEAT_RUN_MIN_LINES``). They
   fold in strides (``FOLD_STRIDE``): the fold horizon moves every few steps, not at every
   step, so consecutive windows share a long byte-identical prefix a prompt cache serves.
 - **A folded file view stays a view.** A folded output of a command that only printed
@@ -43,6 +44,11 @@ FOLD_STRIDE = 4  # the fold horizon moves in steps of this many decisions
 FILE_IN_PLAY_STEPS = 10  # a folded file's views stay while a command named it this recently
 COMMAND_SHOWN_MAX_CHARS = 6_000  # a longer command (a here-document script) is cut
 VIEW_LINES_MAX = 400  # lines one folded view shows at most (a whole-file cat is a reading)
+# A fresh output's run of at least REPEAT_RUN_MIN_LINES lines that an earlier fresh output
+# shows (a re-run test's header, the same warnings, a file printed again) is a note naming
+# it; lines shorter than REPEAT_LINE_MIN_CHARS (blank, a brace) are never a repeat.
+REPEAT_RUN_MIN_LINES = 3
+REPEAT_LINE_MIN_CHARS = 8
 # a masked output keeps the repository files it named (a find, ls or grep -l is read for
 # them): at most this many, in the order named
 POINTER_PATHS_MAX = 30
@@ -97,6 +103,7 @@ class LoopRules:
     thoughts: bool = False  # the agent's reasoning shown beside its commands
     strided: bool = True  # off: the horizon moves at every step
     pointer_paths: bool = True  # a masked output keeps the files it named
+    repeats: bool = True  # a fresh output's lines an earlier fresh output shows are elided
 
     def without(self, rule: str) -> "LoopRules":
         """These rules with ``rule`` (a name of ``ABLATIONS``) off."""
@@ -109,6 +116,7 @@ ABLATIONS: dict[str, dict] = {
     "strides": {"strided": False},
     "in_play": {"file_in_play_steps": 10**6},
     "named_files": {"pointer_paths": False},
+    "repeats": {"repeats": False},
 }
 
 
@@ -333,13 +341,19 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
     horizon = fold_horizon(done, rules)
     window = LoopWindow(decision_type=decision_type_of(steps), horizon=horizon)
     shown: dict[str, set[int]] = {}  # lines of each file an earlier kept view shows
+    whole_lines: dict[str, int] = {}  # a line an earlier fresh output shows -> its step
     for number, step in enumerate(steps, start=1):
         turn_no, output_no = item_numbers(number)
         window.parts.append(_turn_part(turn_no, number, step, rules, horizon))
         kind = observation_kind(step)
         if number > horizon:
+            text, rendering, rule = step.shown, SHOWN_WHOLE, "fresh"
+            if rules.repeats:
+                text = _without_repeats(step.shown, number, whole_lines)
+                if text != step.shown:
+                    rendering, rule = SHOWN_CUT, "fresh, lines an earlier output shows elided"
             window.parts.append(LoopPart(output_no, number, kind, step.shown,
-                                         _block(number, step.shown), SHOWN_WHOLE, "fresh",
+                                         _block(number, text), rendering, rule,
                                          command=step.command))
             continue
         views = viewed_lines(step, read_file) if rules.views else None
@@ -353,6 +367,34 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
         window.parts.append(_pointer_part(output_no, number, kind, step,
                                           read_file if rules.pointer_paths else None))
     return window
+
+
+def _without_repeats(text: str, step_no: int, whole_lines: dict[str, int]) -> str:
+    """``text`` with each run of ``REPEAT_RUN_MIN_LINES`` or more lines that an earlier
+    fresh output of the window shows replaced by a note naming that output; records the
+    lines it shows for the outputs after it."""
+    lines = text.splitlines()
+    kept: list[str] = []
+    index = 0
+    while index < len(lines):
+        end = index
+        while end < len(lines) and _repeated(lines[end], whole_lines):
+            end += 1
+        if end - index >= REPEAT_RUN_MIN_LINES:
+            source = whole_lines[lines[index]]
+            kept.append(f"[… {_lines(end - index)} as in the output of step {source} …]")
+            index = end
+            continue
+        kept.extend(lines[index:max(end, index + 1)])
+        index = max(end, index + 1)
+    for line in kept:
+        if len(line.strip()) >= REPEAT_LINE_MIN_CHARS:
+            whole_lines.setdefault(line, step_no)
+    return "\n".join(kept) if len(kept) != len(lines) else text
+
+
+def _repeated(line: str, whole_lines: dict[str, int]) -> bool:
+    return len(line.strip()) >= REPEAT_LINE_MIN_CHARS and line in whole_lines
 
 
 def _block(step_no: int, body: str) -> str:
@@ -420,11 +462,15 @@ def named_paths(output: str, read_file: FileReader) -> list[str]:
     return found
 
 
+def _lines(count: int) -> str:
+    return f"{count} line{'' if count == 1 else 's'}"
+
+
 def _pointer_part(item_no: int, step_no: int, kind: str, step: LoopStep,
                   read_file: FileReader | None) -> LoopPart:
-    lines = step.output.count("\n") + 1 if step.output else 0
+    lines = len(step.output.splitlines())
     paths = named_paths(step.output, read_file) if read_file is not None else []
     named = f"; files named: {' '.join(paths)}" if paths else ""
     return LoopPart(item_no, step_no, kind, step.shown,
-                    f"[E{item_no} {kind.replace('_', ' ')} masked: {lines} lines{named}]\n\n",
+                    f"[E{item_no} {kind.replace('_', ' ')} masked: {_lines(lines)}{named}]\n\n",
                     POINTER, "folded", command=step.command)

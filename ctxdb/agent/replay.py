@@ -44,7 +44,7 @@ from ..store import ContextStore
 from ..workers import DEFAULT_WORKERS, run_each
 from ..tokens import get_counter
 from . import anchors as anchor_rules
-from .adapter import TreeFiles, construct_step, plan_window
+from .adapter import TreeFiles, construct_step, plan_window, run_ref
 from .loop import ABLATIONS, AGENT_TURN, POINTER, LoopRules, ablation_arm, build_window, loop_step
 from .arms import (
     ARM_CTX08,
@@ -249,7 +249,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
             files = TreeFiles(tree.path)
             window = build_window(loop_steps, files, LoopRules().without(rule))
             plan = plan_window(window, loop_steps, settings.tokenizer, settings.token_ceiling,
-                               run.task, prefix, run_ref=f"run:{run_id}:{spec.instance_id}")
+                               run.task, prefix, run_ref=run_ref(run_id, spec.instance_id))
             text = plan.text(run.task)
             prompts[ablation_arm(rule)] = [dict(m) for m in prefix] + (
                 [{"role": "user", "content": text}] if text else [])

@@ -1,0 +1,213 @@
+"""Agent-loop windows (issue 22): the rules of ctxdb.agent.loop on hand-made histories,
+and ctxdb.agent.adapter recording them as decisions."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxdb import ContextStore
+from ctxdb.agent.adapter import TreeFiles, construct_step, run_ref
+from ctxdb.agent.loop import (
+    FILE_IN_PLAY_STEPS,
+    POINTER,
+    SHOWN_CUT,
+    SHOWN_LINES,
+    SHOWN_WHOLE,
+    LoopRules,
+    LoopStep,
+    build_window,
+    decision_type_of,
+    fold_horizon,
+    viewed_lines,
+)
+from ctxdb.request import RequestError
+
+MODULE = "".join(f"def function_{n}(value):\n    return value + {n}\n" for n in range(1, 41))
+
+
+def _tree(tmp_path):
+    (tmp_path / "pkg").mkdir(parents=True)
+    (tmp_path / "pkg" / "mod.py").write_text(MODULE, encoding="utf-8")
+    (tmp_path / "pkg" / "other.py").write_text("ALPHA = 1\nBETA = 2\n", encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("first note\nsecond note\n", encoding="utf-8")
+    return tmp_path
+
+
+def _nl(start: int, end: int, text: str = MODULE) -> str:
+    lines = text.splitlines()
+    return "".join(f"{n:6}\t{lines[n - 1]}\n" for n in range(start, end + 1))
+
+
+def _filler(count: int) -> list[LoopStep]:
+    return [LoopStep(f"python -c 'print({n})'", f"{n}\n") for n in range(count)]
+
+
+def test_the_fold_horizon_moves_in_strides():
+    rules = LoopRules(fresh_outputs=4, fold_stride=4)
+    assert [fold_horizon(done, rules) for done in range(14)] == \
+        [0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 8, 8]
+    unstrided = LoopRules(fresh_outputs=4, fold_stride=4, strided=False)
+    assert [fold_horizon(done, unstrided) for done in range(7)] == [0, 0, 0, 0, 0, 1, 2]
+
+
+def test_what_a_reading_command_printed(tmp_path):
+    files = TreeFiles(_tree(tmp_path))
+    cases = {
+        "nl -ba pkg/mod.py | sed -n '3,6p'": (_nl(3, 6), {"pkg/mod.py": [3, 4, 5, 6]}),
+        "sed -n '5,7p' pkg/mod.py": ("x\ny\nz\n", {"pkg/mod.py": [5, 6, 7]}),
+        "cd /testbed/pkg && head -n 3 mod.py": ("a\nb\nc\n", {"pkg/mod.py": [1, 2, 3]}),
+        "cat notes.txt": ("first note\nsecond note\n", {"notes.txt": [1, 2]}),
+        "grep -n BETA pkg/other.py": ("2:BETA = 2\n", {"pkg/other.py": [2]}),
+        "grep -n ALPHA pkg/other.py pkg/mod.py": ("pkg/other.py:1:ALPHA = 1\n",
+                                                  {"pkg/other.py": [1]}),
+    }
+    for command, (output, expected) in cases.items():
+        assert viewed_lines(LoopStep(command, output), files) == expected, command
+    # anything that writes, edits or runs code is not a reading
+    for command in ("sed -i 's/a/b/' pkg/mod.py", "cat pkg/mod.py > copy.py",
+                    "python -c 'print(1)'", "cat missing.py"):
+        assert viewed_lines(LoopStep(command, "x\n"), files) is None, command
+
+
+def test_commands_always_fresh_outputs_whole_folded_views_as_lines_of_the_tree_now(tmp_path):
+    root = _tree(tmp_path)
+    view = LoopStep("nl -ba pkg/mod.py | sed -n '3,6p'", _nl(3, 6))
+    search = LoopStep("grep -rl BETA .", "./pkg/other.py\n")
+    steps = [view, search, *_filler(6), LoopStep("grep -n function_3 pkg/mod.py", "5:x\n")]
+    # the file changed after it was read: a folded view shows it as it is now
+    changed = MODULE.replace("return value + 3", "return value - 3")
+    (root / "pkg" / "mod.py").write_text(changed, encoding="utf-8")
+    window = build_window(steps, TreeFiles(root))
+    assert window.horizon == 4
+    text = window.text()
+    for step in steps:
+        assert step.command in text  # every command, folded or not
+    renderings = {part.item_no: part.rendering for part in window.parts}
+    assert renderings[2] == SHOWN_LINES and renderings[4] == POINTER
+    assert all(renderings[2 * n] == SHOWN_WHOLE for n in range(5, 10))
+    assert "6\treturn value - 3" not in text and "6\t    return value - 3" in text
+    assert "[E4 tool output masked: 1 line; files named: pkg/other.py]" in text, text
+    # the same history on the same tree: the same bytes (a prompt cache's first need)
+    assert build_window(steps, TreeFiles(root)).text() == text
+
+
+def test_a_view_shows_only_lines_no_earlier_view_shows_and_leaves_when_out_of_play(tmp_path):
+    root = _tree(tmp_path)
+    first = LoopStep("nl -ba pkg/mod.py | sed -n '1,6p'", _nl(1, 6))
+    second = LoopStep("nl -ba pkg/mod.py | sed -n '4,8p'", _nl(4, 8))
+    window = build_window([first, second, *_filler(6)], TreeFiles(root))
+    view = [p for p in window.parts if p.item_no == 4][0]
+    assert view.rendering == SHOWN_LINES and "lines 7-8," in view.text
+    assert "\n4\t" not in view.text
+    # a file no command named for FILE_IN_PLAY_STEPS steps before the horizon: its views go
+    later = [first, *_filler(FILE_IN_PLAY_STEPS + 8)]
+    part = build_window(later, TreeFiles(root)).parts[1]
+    assert part.rendering == POINTER
+
+
+def test_consecutive_windows_share_their_prefix_between_folds(tmp_path):
+    root = _tree(tmp_path)
+    steps = [LoopStep("nl -ba pkg/mod.py | sed -n '1,4p'", _nl(1, 4)), *_filler(12)]
+    texts = [build_window(steps[:done], TreeFiles(root)).text() for done in range(len(steps) + 1)]
+    moves = [done for done in range(1, len(steps) + 1)
+             if fold_horizon(done, LoopRules()) != fold_horizon(done - 1, LoopRules())]
+    for done in range(1, len(steps) + 1):
+        if done not in moves:
+            assert texts[done].startswith(texts[done - 1]), done  # appended, nothing changed
+
+
+def test_a_fresh_output_elides_what_an_earlier_fresh_output_shows(tmp_path):
+    report = "".join(f"tests/test_mod.py::test_{n} PASSED\n" for n in range(6))
+    steps = [LoopStep("pytest -v tests", report + "1 failed"),
+             LoopStep("pytest -v tests", report + "all passed")]
+    window = build_window(steps, TreeFiles(_tree(tmp_path)))
+    newest = window.parts[-1]
+    assert newest.rendering == SHOWN_CUT
+    assert newest.text == "[… 6 lines as in the output of step 1 …]\nall passed\n\n"
+    whole = build_window(steps, TreeFiles(tmp_path), LoopRules().without("repeats"))
+    assert whole.parts[-1].rendering == SHOWN_WHOLE
+
+
+def test_the_decision_type_comes_from_the_history():
+    read = LoopStep("cat pkg/mod.py", "x")
+    edit = LoopStep("sed -i 's/a/b/' pkg/mod.py", "")
+    failing = LoopStep("python -m pytest tests", "1 failed", returncode=1)
+    assert decision_type_of([]) == decision_type_of([read]) == "localize"
+    assert decision_type_of([read, edit]) == "edit"
+    assert decision_type_of([read, edit, failing]) == "repair"
+
+
+@pytest.fixture
+def store(tmp_path):
+    with ContextStore.open(tmp_path / "loop.db") as opened:
+        yield opened
+
+
+PREFIX = [{"role": "system", "content": "You are a bash agent. Reply with one command."},
+          {"role": "user", "content": "Fix it.\n<task>function_3 subtracts</task>"}]
+
+
+def test_a_step_is_recorded_with_the_harness_prompt_first_and_the_task_once(store, tmp_path):
+    root = _tree(tmp_path / "tree")
+    steps = [LoopStep("nl -ba pkg/mod.py | sed -n '3,6p'", _nl(3, 6)),
+             LoopStep("true", ""),  # an empty output is a step like any other
+             *_filler(6)]
+    context = construct_step(store, run_id="loop", instance_id="demo", task="function_3 subtracts",
+                             steps=steps, tree=root, prefix=PREFIX)
+    messages = context.messages(prefix=PREFIX)
+    assert messages[:2] == PREFIX and len(messages) == 3
+    assert messages[2]["content"].count("function_3 subtracts") == 0
+    assert messages[2]["content"] == store.show(context.decision_id)
+    assert "task_in_prefix" in context.flags
+    with store.engine.connect() as connection:
+        kinds = dict(connection.exec_driver_sql(
+            "SELECT item_id, kind FROM evidence_item WHERE decision_id = ?",
+            (context.decision_id,)).all())
+    assert kinds["E1"] == "agent_turn" and kinds["E2"] == "file_view"
+    assert store.verify() == {}
+    # a masked part is one `ctxdb show` away, by the name the window prints
+    assert run_ref("loop", "demo") in messages[2]["content"]
+    assert "python -c 'print(0)'" in store.show(run_ref("loop", "demo"), "E5")
+    # the first step: the harness's prompt alone
+    first = construct_step(store, run_id="loop", instance_id="demo", task="function_3 subtracts",
+                           steps=[], tree=root, prefix=PREFIX)
+    assert first.messages(prefix=PREFIX) == PREFIX
+
+
+def test_the_ceiling_holds_with_the_harness_prompt_counted(tmp_path):
+    import dataclasses
+
+    from ctxdb.config import load_settings
+
+    root = _tree(tmp_path / "tree")
+    settings = dataclasses.replace(load_settings(), token_ceiling=400)
+    steps = [LoopStep(f"python run_{n}.py", "".join(f"output line {n}.{i}\n" for i in range(60)))
+             for n in range(6)]
+    with ContextStore.open(tmp_path / "tight.db", settings=settings) as store:
+        context = construct_step(store, run_id="tight", instance_id="demo", task="t",
+                                 steps=steps, tree=root, prefix=PREFIX)
+        assert context.token_count <= 400
+        assert [s.ladder_step for s in context.budget_log][:1] == ["loop_fold_fresh"]
+        assert "output line" in context.window[-1].text  # the newest keeps its end
+
+
+def test_the_current_arm_sends_the_history_whole(store, tmp_path):
+    steps = [LoopStep("ls", "a\nb\n", thought="Look around."), *_filler(9)]
+    context = construct_step(store, run_id="base", instance_id="demo", task="t", steps=steps,
+                             tree=_tree(tmp_path / "tree"), prefix=PREFIX, arm="current")
+    text = context.messages(prefix=PREFIX)[2]["content"]
+    assert "Look around." in text and all(s.output in text for s in steps)
+    assert {e.rendering for e in context.window} == {SHOWN_WHOLE}
+
+
+def test_bad_steps_are_named(store):
+    with pytest.raises(RequestError, match=r"steps\[0\]\.output: expected text"):
+        construct_step(store, run_id="r", instance_id="i", task="t",
+                       steps=[{"command": "ls", "output": 3}])
+    with pytest.raises(RequestError, match=r"steps\[0\]: unknown field\(s\) \['stdout'\]"):
+        construct_step(store, run_id="r", instance_id="i", task="t",
+                       steps=[{"command": "ls", "stdout": ""}])
+    with pytest.raises(RequestError, match="arm: expected one of"):
+        construct_step(store, run_id="r", instance_id="i", task="t", steps=[], arm="mask10")
+    with pytest.raises(RequestError, match=r"prefix\[0\]"):
+        construct_step(store, run_id="r", instance_id="i", task="t", steps=[], prefix=["hi"])
