@@ -68,10 +68,9 @@ def _with_rejected_turns(messages: Sequence[dict]) -> list[dict]:
         extra = message.get("extra") if isinstance(message.get("extra"), dict) else {}
         if (index >= PREFIX_MESSAGES and extra.get("interrupt_type")
                 and message["role"] != "assistant" and completed[-1]["role"] != "assistant"):
-            reply = extra.get("model_response") if extra.get("interrupt_type") == FORMAT_ERROR \
-                else ""
-            completed.append({"role": "assistant", "content": reply if isinstance(reply, str)
-                              else "", "extra": {"actions": []}})
+            reply = extra.get("model_response") if extra["interrupt_type"] == FORMAT_ERROR else ""
+            completed.append({"role": "assistant", "extra": {"actions": []},
+                              "content": reply if isinstance(reply, str) else ""})
         completed.append(message)
     return completed
 
@@ -97,6 +96,7 @@ class CtxdbModel:
     def __init__(self, model: Any, store: Any, *, instance_id: str, tree: str | Path | None,
                  task: str | None = None, run_id: str | None = None, arm: str | None = None,
                  rules: LoopRules | None = None) -> None:
+        self.arm = arm_from_environment(arm)  # checked before the store is opened
         if store is None:
             raise ValueError("store: expected a ContextStore or a store URL, got None")
         if isinstance(store, (str, os.PathLike)):
@@ -106,7 +106,6 @@ class CtxdbModel:
         else:
             self._owns_store = False
         self.model, self.store = model, store
-        self.arm = arm_from_environment(arm)
         self.instance_id, self.task, self.rules = instance_id, task, rules
         self.tree = Path(tree) if tree is not None else None
         self.run_id = run_id or f"mini-swe-agent-{self.arm}-{uuid.uuid4().hex[:12]}"

@@ -1,0 +1,215 @@
+"""ctxdb.integrations.minisweagent end to end: mini-swe-agent 2.x's own agent, local
+environment, default config and scripted model, with the model wrapped in CtxdbModel,
+fixing a bug planted in the requests sdist by real commands (a view, a traceback, a
+sed -i fix, pytest, the submit) — on SQLite and PostgreSQL, in both arms of CTX."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from sqlalchemy import text
+
+from ctxdb import ContextStore
+from ctxdb.agent.trajectory import read_trajectory
+from ctxdb.integrations.minisweagent import CtxdbModel, HistoryError, read_history
+
+pytestmark = pytest.mark.network  # requests_root downloads the sdist
+
+UTILS = "src/requests/utils.py"
+BUGGY, FIXED = "        value = value.items\n", "        value = value.items()\n"
+TASK = ("to_key_val_list({'key': 'val'}) in requests.utils raises TypeError "
+        "('builtin_function_or_method' object is not iterable); it should return "
+        "[('key', 'val')].")
+REPRODUCER = """python -c "from requests.utils import to_key_val_list; \
+print(to_key_val_list({'key': 'val'}))\""""
+GREP = f"grep -n 'def to_key_val_list' {UTILS}"
+VIEW = f"nl -ba {UTILS} | sed -n '345,372p'"
+FIX = f"sed -i 's/value = value.items$/value = value.items()/' {UTILS}"
+PYTEST = "python -m pytest -q -p no:cacheprovider tests/test_utils.py -k TestToKeyValList"
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
+# the scripted replies: (thought, command), or None for a reply the harness rejects
+SCRIPT = [("Find the function.", GREP),
+          None,  # two commands in one reply: mini-swe-agent's format error
+          ("Read it.", VIEW),
+          ("Reproduce.", REPRODUCER),
+          ("items is not called: call it.", FIX),
+          ("Check the change.", "git diff"),
+          ("Reproduce again.", REPRODUCER),
+          ("Run its tests.", PYTEST),
+          ("Submit.", SUBMIT)]
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+
+
+@pytest.fixture(scope="session")
+def mswea(tmp_path_factory):
+    """mini-swe-agent's modules, imported quietly with its global config in a temporary
+    directory (it makes one and reads a .env from it at import)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MSWEA_SILENT_STARTUP", "1")
+        patch.setenv("MSWEA_GLOBAL_CONFIG_DIR", str(tmp_path_factory.mktemp("mswea-config")))
+        import minisweagent
+        from minisweagent.agents.default import DefaultAgent
+        from minisweagent.environments.local import LocalEnvironment
+        from minisweagent.exceptions import FormatError
+        from minisweagent.models.test_models import DeterministicModel, make_output
+        from minisweagent.models.utils.actions_text import parse_regex_actions
+    config = yaml.safe_load((minisweagent.package_dir / "config" / "default.yaml").read_text())
+    return SimpleNamespace(DefaultAgent=DefaultAgent, LocalEnvironment=LocalEnvironment,
+                           FormatError=FormatError, DeterministicModel=DeterministicModel,
+                           make_output=make_output, parse_regex_actions=parse_regex_actions,
+                           config=config)
+
+
+@pytest.fixture
+def tree(requests_root, tmp_path):
+    """A git checkout of the sdist with the bug planted and committed."""
+    work = tmp_path / "requests"
+    shutil.copytree(requests_root, work)
+    source = (work / UTILS).read_text()
+    assert source.count(FIXED) == 1
+    (work / UTILS).write_text(source.replace(FIXED, BUGGY))
+    for command in (["init", "-q", "-b", "main"], ["add", "-A"],
+                    ["commit", "-q", "-m", "requests 2.32.3, bug planted"]):
+        subprocess.run(["git", *command], cwd=work, check=True, env={**os.environ, **GIT_ENV})
+    return work
+
+
+def _scripted_outputs(mswea) -> tuple[list[dict], dict[int, Exception]]:
+    """The script as mini-swe-agent's DeterministicModel replies, and the rejected reply
+    (by its index) as the FormatError mini-swe-agent's text-based parser raises for it."""
+    outputs, rejected = [], {}
+    for entry in SCRIPT:
+        if entry is None:
+            reply = "Both at once.\n\n```mswea_bash_command\nls\n```\n\n```mswea_bash_command\npwd\n```"
+            with pytest.raises(mswea.FormatError) as error:
+                mswea.parse_regex_actions(
+                    reply, action_regex=r"```mswea_bash_command\s*\n(.*?)\n```",
+                    format_error_template=mswea.config["model"]["format_error_template"])
+            rejected[len(outputs)] = error.value
+            outputs.append(mswea.make_output(reply, []))  # never returned
+        else:
+            thought, command = entry
+            outputs.append(mswea.make_output(
+                f"THOUGHT: {thought}\n\n```mswea_bash_command\n{command}\n```",
+                [{"command": command}]))
+    return outputs, rejected
+
+
+def _run_agent(mswea, store_url, tree, trajectory, **options):
+    """One run of mini-swe-agent's DefaultAgent on ``tree``, saving its trajectory; returns
+    (result, agent, the CtxdbModel, what reached the scripted model: per call, the messages
+    and whether they were the agent's own list)."""
+    received: list[tuple[list[dict], int]] = []
+    outputs, rejected = _scripted_outputs(mswea)
+
+    class Recording(mswea.DeterministicModel):
+        def query(self, messages, **kwargs):
+            received.append((copy.deepcopy(messages), id(messages)))
+            if self.current_index + 1 in rejected:  # the reply a real model's parser rejects
+                self.current_index += 1
+                raise rejected[self.current_index]
+            return super().query(messages, **kwargs)
+
+    config = mswea.config
+    inner = Recording(outputs=outputs,
+                      observation_template=config["model"]["observation_template"])
+    env = mswea.LocalEnvironment(cwd=str(tree), env={
+        **config["environment"]["env"], "PYTHONPATH": "src", "PYTHONDONTWRITEBYTECODE": "1",
+        "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"})
+    model = CtxdbModel(inner, store_url, instance_id="requests-to-key-val-list", tree=tree,
+                       **options)
+    agent = mswea.DefaultAgent(model, env, **{**config["agent"], "output_path": trajectory})
+    try:
+        result = agent.run(TASK)
+    finally:
+        model.close()
+    return result, agent, model, [(m, same == id(agent.messages)) for m, same in received]
+
+
+def _decisions(store_url, run_id) -> tuple[str, list[tuple[int, str]]]:
+    with ContextStore.open(store_url) as store, store.engine.connect() as connection:
+        arm = connection.execute(text("SELECT arm FROM run WHERE run_id = :r"),
+                                 {"r": run_id}).scalar_one()
+        rows = connection.execute(text(
+            "SELECT seq, instance_id FROM decision WHERE run_id = :r ORDER BY decision_id"),
+            {"r": run_id}).all()
+    return arm, [tuple(row) for row in rows]
+
+
+def _check_submitted(result) -> None:
+    assert result["exit_status"] == "Submitted"
+    patch = result["submission"]
+    assert f"-{BUGGY}+{FIXED}" in patch
+    assert patch.count("diff --git") == 1 and f"a/{UTILS}" in patch
+
+
+def test_ctx08_sends_the_window_after_the_harness_prompt(mswea, store_url, tree, tmp_path,
+                                                         monkeypatch):
+    monkeypatch.delenv("CTX", raising=False)
+    trajectory = tmp_path / "run.traj.json"
+    result, agent, model, received = _run_agent(mswea, store_url, tree, trajectory)
+    _check_submitted(result)
+    calls = len(SCRIPT)
+    assert model.arm == "ctx08" and len(received) == calls
+    arm, rows = _decisions(store_url, model.run_id)
+    assert arm == "ctx08"
+    assert rows == [(seq, "requests-to-key-val-list") for seq in range(1, calls + 1)]
+    assert len(model.decision_ids) == calls
+
+    harness_prefix = [{"role": m["role"], "content": m["content"]} for m in agent.messages[:2]]
+    assert harness_prefix[0]["role"] == "system" and TASK in harness_prefix[1]["content"]
+    assert received[0][0] == harness_prefix  # the first step: the harness's prompt alone
+    for messages, _ in received[1:]:
+        assert messages[:2] == harness_prefix and len(messages) == 3
+        assert messages[2]["role"] == "user" and TASK not in messages[2]["content"]
+
+    last = received[-1][0][2]["content"]
+    assert f"[step 1] $ {GREP}\n" in last  # an old command, always shown
+    assert "[step 2] $ (no command)" in last  # the rejected reply is a step of its own
+    # steps 1-4 are folded: the view stays as lines read from the tree as it is now (the
+    # fixed line), the traceback is a pointer
+    assert f"369\t{FIXED}" in last and f"369\t{BUGGY}" not in last
+    assert "[E8 traceback masked:" in last and "object is not iterable" not in last
+    assert "1 passed" not in last and "5 passed" in last  # the test run, fresh and whole
+    # the trajectory mini-swe-agent saved names the run, and ctxdb's reader reads it back
+    saved = json.loads(trajectory.read_text())
+    assert saved["info"]["ctxdb"]["decision_ids"] == model.decision_ids
+    assert read_trajectory(trajectory).submission == result["submission"]
+
+
+def test_ctx_current_sends_the_harness_messages_untouched(mswea, store_url, tree,
+                                                          monkeypatch):
+    monkeypatch.setenv("CTX", "current")
+    result, agent, model, received = _run_agent(mswea, store_url, tree, None,
+                                                run_id="mini-current")
+    _check_submitted(result)
+    assert model.arm == "current" and model.run_id == "mini-current"
+    for messages, same_list in received:
+        assert same_list  # the agent's own list, not a copy
+        assert messages == agent.messages[:len(messages)]
+    assert len(received[-1][0]) > 10  # the whole history, every observation
+    arm, rows = _decisions(store_url, "mini-current")
+    assert arm == "current" and [seq for seq, _ in rows] == list(range(1, len(SCRIPT) + 1))
+
+
+def test_unreadable_histories_and_arms_are_named(mswea, tmp_path, monkeypatch):
+    with pytest.raises(HistoryError, match=r"messages\[0\]: expected the system prompt"):
+        read_history([{"role": "user", "content": "x"}, {"role": "user", "content": "y"}])
+    with pytest.raises(HistoryError, match="expected the system message and the instance"):
+        read_history([{"role": "system", "content": "x"}])
+    with pytest.raises(HistoryError, match=r"messages\[1\].*Responses-API"):
+        read_history([{"role": "system", "content": "x"}, {"type": "message"}])
+    monkeypatch.setenv("CTX", "ctx09")
+    with pytest.raises(ValueError, match=r"\$CTX: expected one of ctx08, current, got 'ctx09'"):
+        CtxdbModel(object(), str(tmp_path / "s.db"), instance_id="i", tree=None)
+    with pytest.raises(ValueError, match="arm: expected one of"):
+        CtxdbModel(object(), str(tmp_path / "s.db"), instance_id="i", tree=None, arm="nope")
