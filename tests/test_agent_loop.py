@@ -211,3 +211,18 @@ def test_bad_steps_are_named(store):
         construct_step(store, run_id="r", instance_id="i", task="t", steps=[], arm="mask10")
     with pytest.raises(RequestError, match=r"prefix\[0\]"):
         construct_step(store, run_id="r", instance_id="i", task="t", steps=[], prefix=["hi"])
+
+
+def test_views_follow_the_agent_where_it_works(store, tmp_path):
+    root = _tree(tmp_path / "checkout")
+    steps = [LoopStep(f"cd {root} && nl -ba pkg/mod.py | sed -n '3,6p'", _nl(3, 6)),
+             LoopStep(f"grep -rl BETA {root}", f"{root}/pkg/other.py\n"), *_filler(6)]
+    # a harness that runs commands in the tree itself: the tree is where they work
+    context = construct_step(store, run_id="local", instance_id="demo", task="t", steps=steps,
+                             tree=root, prefix=PREFIX)
+    assert [e.rendering for e in context.window[1:4:2]] == [SHOWN_LINES, POINTER]
+    assert "files named: pkg/other.py" in context.window[3].text
+    # the same commands read as run in /testbed name nothing of this tree
+    elsewhere = construct_step(store, run_id="local", instance_id="demo", task="t",
+                               steps=steps, tree=root, prefix=PREFIX, workdir="/testbed")
+    assert elsewhere.window[1].rendering == POINTER

@@ -44,6 +44,7 @@ from .loop import (
     LoopRules,
     LoopStep,
     LoopWindow,
+    DEFAULT_WORKDIR,
     build_window,
     decision_type_of,
     item_numbers,
@@ -124,10 +125,13 @@ def steps_from_dicts(values: Sequence[dict]) -> list[LoopStep]:
 def construct_step(store, *, run_id: str, instance_id: str, task: str,
                    steps: Sequence[LoopStep | dict], tree: str | Path | None = None,
                    prefix: Sequence[dict[str, str]] = (), arm: str = ARM_CTX08,
-                   seq: int | None = None, rules: LoopRules | None = None) -> DecisionContext:
+                   seq: int | None = None, rules: LoopRules | None = None,
+                   workdir: str | None = None) -> DecisionContext:
     """Decision ``seq`` (default: the next step) of an agent loop, recorded; see the
     module's docstring. ``prefix``: the harness's own messages, sent before the window
-    (when they hold the task, ``task`` is not repeated in the window)."""
+    (when they hold the task, ``task`` is not repeated in the window). ``workdir``: where
+    the agent's commands run, as they name it (default: ``tree`` itself; a SWE-bench
+    harness's ``/testbed`` when the tree is a copy of it)."""
     steps = [s if isinstance(s, LoopStep) else steps_from_dicts([s])[0] for s in steps]
     _check(run_id, instance_id, task, prefix, arm, seq)
     seq = seq if seq is not None else len(steps) + 1
@@ -136,9 +140,12 @@ def construct_step(store, *, run_id: str, instance_id: str, task: str,
     if arm == ARM_CURRENT:
         window = LoopWindow(parts=_history_whole(steps), decision_type=decision_type_of(steps))
     else:
-        window = build_window(steps, files, rules)
+        window = build_window(steps, files, rules, workdir or (
+            str(files.root) if files.root is not None else DEFAULT_WORKDIR))
     settings = store.settings
-    plan = plan_window(window, steps, settings.tokenizer, settings.token_ceiling, task, prefix,
+    # the current arm is the harness's history as it sent it: never fitted
+    ceiling = settings.token_ceiling if arm != ARM_CURRENT else None
+    plan = plan_window(window, steps, settings.tokenizer, ceiling, task, prefix,
                        run_ref=run_ref(run_id, instance_id))
     request_json = json.dumps({
         "run_id": run_id, "instance_id": instance_id, "seq": seq, "arm": arm, "task": task,
@@ -198,9 +205,11 @@ class WindowPlan:
         return ("" if self.task_in_prefix else task_block(task)) + self.window.text(self.header)
 
 
-def plan_window(window: LoopWindow, steps: Sequence[LoopStep], tokenizer: str, ceiling: int,
-                task: str, prefix: Sequence[dict[str, str]], run_ref: str) -> WindowPlan:
-    """Count ``window`` with the harness's ``prefix`` and fit it under ``ceiling``."""
+def plan_window(window: LoopWindow, steps: Sequence[LoopStep], tokenizer: str,
+                ceiling: int | None, task: str, prefix: Sequence[dict[str, str]],
+                run_ref: str) -> WindowPlan:
+    """Count ``window`` with the harness's ``prefix`` and fit it under ``ceiling`` (None:
+    as it is)."""
     task_in_prefix = any(task.strip() and task.strip() in m.get("content", "") for m in prefix)
     empty = not window.parts and task_in_prefix  # the first step: the harness's prompt alone
     header = "" if empty else MASK_HINT.format(ref=run_ref) + "\n\n"
@@ -210,7 +219,7 @@ def plan_window(window: LoopWindow, steps: Sequence[LoopStep], tokenizer: str, c
              + (0 if task_in_prefix else _count(tokenizer, task_block(task))))
     for part in window.parts:
         part.tokens = _count(tokenizer, part.text)
-    budget_steps = _fit(window, steps, tokenizer, ceiling, fixed)
+    budget_steps = _fit(window, steps, tokenizer, ceiling, fixed) if ceiling is not None else []
     return WindowPlan(window, header, task_in_prefix, budget_steps,
                       fixed + sum(p.tokens for p in window.parts))
 

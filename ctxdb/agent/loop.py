@@ -70,6 +70,7 @@ _GREP_NUMBERED = re.compile(r"^(?:(?P<path>[^\s:]+):)?(?P<line>\d+)[:-]")
 _SED_RANGE = re.compile(r"^(\d+)(?:,(\d+))?p$")
 _HEAD_COUNT = re.compile(r"^-(?:n)?(\d+)$")
 DEFAULT_HEAD_LINES = 10
+DEFAULT_WORKDIR = "/testbed"  # where SWE-bench's harnesses run the agent's commands
 MASK_HINT = "ctxdb show {ref} E<n> prints a masked output whole."
 
 
@@ -208,9 +209,11 @@ def decision_type_of(steps: Sequence[LoopStep]) -> str:
 
 # ------------------------------------------------------------------------ file views
 
-def viewed_lines(step: LoopStep, read_file: FileReader) -> dict[str, list[int]] | None:
+def viewed_lines(step: LoopStep, read_file: FileReader,
+                 workdir: str = DEFAULT_WORKDIR) -> dict[str, list[int]] | None:
     """The lines of each file a reading command printed, or None when the command did
-    anything but print files (wrote, ran code, edited)."""
+    anything but print files (wrote, ran code, edited). ``workdir``: where the agent's
+    commands run (the repository's root)."""
     if not step.command or step.kind not in (ObservationKind.OUTPUT, ObservationKind.OUTPUT_CUT):
         return None
     try:
@@ -230,7 +233,8 @@ def viewed_lines(step: LoopStep, read_file: FileReader) -> dict[str, list[int]] 
     for command in commands:
         if command.name not in _FILE_PRINTERS | _GREP_COMMANDS:
             continue
-        files = [path for path in (_repository_path(w, command.cwd) for w in command.words[1:]
+        files = [path for path in (_repository_path(w, command.cwd, workdir)
+                                                  for w in command.words[1:]
                                    if not w.startswith("-"))
                  if path is not None and read_file(path) is not None]
         if not files:
@@ -261,14 +265,20 @@ def viewed_lines(step: LoopStep, read_file: FileReader) -> dict[str, list[int]] 
     return {path: sorted(set(lines)) for path, lines in viewed.items() if lines} or None
 
 
-def _repository_path(word: str, cwd: str) -> str | None:
+def _repository_path(word: str, cwd: str, workdir: str) -> str | None:
+    """A command's word as a path relative to the repository root, or None. ``cwd`` is
+    as the anchors read it: relative to ``/testbed``, or absolute outside it."""
     if any(ch in word for ch in "*?[]{}$`"):
         return None
-    base = cwd if cwd.startswith("/") else posixpath.join("/testbed", cwd)
+    root = workdir.rstrip("/") or "/"
+    if cwd.startswith("/"):
+        base = cwd
+    else:
+        base = posixpath.join(root, cwd)
     absolute = posixpath.normpath(posixpath.join(base, word))
-    if not absolute.startswith("/testbed/"):
+    if not absolute.startswith(root + "/"):
         return None
-    return absolute[len("/testbed/"):]
+    return absolute[len(root) + 1:]
 
 
 def _numbered_lines(output: str) -> list[int]:
@@ -334,9 +344,10 @@ def _mentions(command: str | None, path: str) -> bool:
 # --------------------------------------------------------------------------- window
 
 def build_window(steps: Sequence[LoopStep], read_file: FileReader,
-                 rules: LoopRules = LoopRules()) -> LoopWindow:
+                 rules: LoopRules = LoopRules(), workdir: str = DEFAULT_WORKDIR) -> LoopWindow:
     """The window after ``steps`` (oldest first), reading files through ``read_file``
-    (repository-relative path -> its lines now, or None)."""
+    (repository-relative path -> its lines now, or None); the agent's commands run in
+    ``workdir``, the repository's root."""
     done = len(steps)
     horizon = fold_horizon(done, rules)
     window = LoopWindow(decision_type=decision_type_of(steps), horizon=horizon)
@@ -356,7 +367,7 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
                                          _block(number, text), rendering, rule,
                                          command=step.command))
             continue
-        views = viewed_lines(step, read_file) if rules.views else None
+        views = viewed_lines(step, read_file, workdir) if rules.views else None
         if views:
             in_play = {path: lines for path, lines in views.items()
                        if _in_play(steps, path, horizon, rules)}
@@ -365,7 +376,8 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
                                                shown))
                 continue
         window.parts.append(_pointer_part(output_no, number, kind, step,
-                                          read_file if rules.pointer_paths else None))
+                                          read_file if rules.pointer_paths else None,
+                                          workdir))
     return window
 
 
@@ -445,14 +457,15 @@ def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list
                     lines=span)
 
 
-_PATH_TOKEN = re.compile(r"(?:\./|/testbed/)?((?:[\w.-]+/)*[\w.-]+\.\w+)")
+_PATH_TOKEN = re.compile(r"(?:\./)?((?:[\w.-]+/)*[\w.-]+\.\w+)")
 
 
-def named_paths(output: str, read_file: FileReader) -> list[str]:
-    """The repository files an output names (``path``, ``./path``, ``/testbed/path``,
+def named_paths(output: str, read_file: FileReader, workdir: str = DEFAULT_WORKDIR) -> list[str]:
+    """The repository files an output names (``path``, ``./path``, ``WORKDIR/path``,
     ``path:12:``), each once, at most ``POINTER_PATHS_MAX``."""
     found: list[str] = []
-    for match in _PATH_TOKEN.finditer(output):
+    root = workdir.rstrip("/") + "/"
+    for match in _PATH_TOKEN.finditer(output.replace(root, "")):
         path = match.group(1)
         if path in found or "/" not in path or read_file(path) is None:
             continue
@@ -467,9 +480,9 @@ def _lines(count: int) -> str:
 
 
 def _pointer_part(item_no: int, step_no: int, kind: str, step: LoopStep,
-                  read_file: FileReader | None) -> LoopPart:
+                  read_file: FileReader | None, workdir: str) -> LoopPart:
     lines = len(step.output.splitlines())
-    paths = named_paths(step.output, read_file) if read_file is not None else []
+    paths = named_paths(step.output, read_file, workdir) if read_file is not None else []
     named = f"; files named: {' '.join(paths)}" if paths else ""
     return LoopPart(item_no, step_no, kind, step.shown,
                     f"[E{item_no} {kind.replace('_', ' ')} masked: {_lines(lines)}{named}]\n\n",

@@ -236,7 +236,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
         try:
             context = construct_step(store, run_id=run_id, instance_id=spec.instance_id,
                                      task=run.task, steps=loop_steps, tree=tree.path,
-                                     prefix=prefix, seq=k)
+                                     prefix=prefix, seq=k, workdir=run.workdir)
             decision_id = context.decision_id
             prompts = {ARM_CTX08: context.messages(prefix=prefix)}
             windows = {ARM_CTX08: _built_window(store, decision_id)}
@@ -247,7 +247,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
             windows = {}
         for rule in ABLATIONS:
             files = TreeFiles(tree.path)
-            window = build_window(loop_steps, files, LoopRules().without(rule))
+            window = build_window(loop_steps, files, LoopRules().without(rule), run.workdir)
             plan = plan_window(window, loop_steps, settings.tokenizer, settings.token_ceiling,
                                run.task, prefix, run_ref=run_ref(run_id, spec.instance_id))
             text = plan.text(run.task)
