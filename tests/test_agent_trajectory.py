@@ -117,6 +117,22 @@ def test_a_v2_run_reads_its_actions_raw_output_and_interruptions():
     assert all(m["role"] != "exit" for m in run.messages)  # never sent to the model
 
 
+def test_a_v2_reply_the_harness_rejected_unrecorded_is_a_step_of_its_own():
+    # mini-swe-agent 2.4 keeps the format error it answered with, not the reply itself
+    rejected = {"role": "user", "content": "Format error: expected one action",
+                "extra": {"interrupt_type": "FormatError"}}
+    turn = {"role": "assistant", "content": "Reading.", "extra": {"actions": [{"command": "ls"}]}}
+    output = {"role": "user", "content": "a.py", "extra": {"raw_output": "a.py", "returncode": 0}}
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK},
+                rejected, turn, output, rejected, turn, output]
+    run = parse_trajectory({"trajectory_format": FORMAT_V2, "messages": messages})
+    assert [s.action for s in run.steps] == [None, "ls", None, "ls"]
+    assert [s.observation.kind for s in run.steps] == [
+        ObservationKind.FORMAT_ERROR, ObservationKind.OUTPUT] * 2
+    # the history before each model call ends where that call's reply would have been
+    assert [len(run.history_before(k)) for k in (1, 2, 3, 4)] == [2, 3, 5, 6]
+
+
 @pytest.mark.parametrize(("content", "expected"), [
     (b'{"messages": [', "not JSON"),
     (b"\xff\xfe{}", "not UTF-8"),

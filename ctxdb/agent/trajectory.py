@@ -269,6 +269,15 @@ def _steps_v2(messages: list, chats: list[dict[str, str]], name: str) -> list[St
     index = 2
     while index < len(chats):
         chat, extra = chats[index], _extra(messages[index])
+        if (chat["role"] != "assistant" and extra.get("interrupt_type") == "FormatError"
+                and chats[index - 1]["role"] != "assistant"):
+            # 2.x records the harness's complaint but not the reply it rejected: that
+            # model call is a step with no command, so step k stays the k-th call
+            steps.append(Step(len(steps) + 1, index, "", "", (),
+                              Observation(index, chat["content"], ObservationKind.FORMAT_ERROR,
+                                          chat["content"])))
+            index += 1
+            continue
         if chat["role"] != "assistant":
             if chat["role"] in ("user", "tool", "exit") and steps and index > 2:
                 index += 1  # a further observation of a turn with several actions
