@@ -9,6 +9,7 @@ from ctxdb import ContextStore
 from ctxdb.agent.adapter import TreeFiles, construct_step, run_ref
 from ctxdb.agent.loop import (
     FILE_IN_PLAY_STEPS,
+    OUTPUT_PART,
     POINTER,
     SHOWN_CUT,
     SHOWN_LINES,
@@ -18,6 +19,7 @@ from ctxdb.agent.loop import (
     build_window,
     decision_type_of,
     fold_horizon,
+    step_of_item,
     viewed_lines,
 )
 from ctxdb.request import RequestError
@@ -82,11 +84,11 @@ def test_commands_always_fresh_outputs_whole_folded_views_as_lines_of_the_tree_n
     text = window.text()
     for step in steps:
         assert step.command in text  # every command, folded or not
-    renderings = {part.item_no: part.rendering for part in window.parts}
-    assert renderings[2] == SHOWN_LINES and renderings[4] == POINTER
-    assert all(renderings[2 * n] == SHOWN_WHOLE for n in range(5, 10))
+    renderings = {step_of_item(part.item_no): part.rendering for part in window.parts}
+    assert renderings[1, OUTPUT_PART] == SHOWN_LINES and renderings[2, OUTPUT_PART] == POINTER
+    assert all(renderings[n, OUTPUT_PART] == SHOWN_WHOLE for n in range(5, 10))
     assert "6\treturn value - 3" not in text and "6\t    return value - 3" in text
-    assert "[E4 tool output masked: 1 line; files named: pkg/other.py]" in text, text
+    assert "[E5 tool output masked: 1 line; files named: pkg/other.py]" in text, text
     # the same history on the same tree: the same bytes (a prompt cache's first need)
     assert build_window(steps, TreeFiles(root)).text() == text
 
@@ -96,7 +98,7 @@ def test_a_view_shows_only_lines_no_earlier_view_shows_and_leaves_when_out_of_pl
     first = LoopStep("nl -ba pkg/mod.py | sed -n '1,6p'", _nl(1, 6))
     second = LoopStep("nl -ba pkg/mod.py | sed -n '4,8p'", _nl(4, 8))
     window = build_window([first, second, *_filler(6)], TreeFiles(root))
-    view = [p for p in window.parts if p.item_no == 4][0]
+    view = [p for p in window.parts if step_of_item(p.item_no) == (2, OUTPUT_PART)][0]
     assert view.rendering == SHOWN_LINES and "lines 7-8," in view.text
     assert "\n4\t" not in view.text
     # a file no command named for FILE_IN_PLAY_STEPS steps before the horizon: its views go
@@ -164,10 +166,11 @@ def test_a_step_is_recorded_with_the_harness_prompt_first_and_the_task_once(stor
             "SELECT item_id, kind FROM evidence_item WHERE decision_id = ?",
             (context.decision_id,)).all())
     assert kinds["E1"] == "agent_turn" and kinds["E2"] == "file_view"
+    assert kinds["E5"] == "harness_note" or kinds["E5"] == "tool_output"  # the empty output
     assert store.verify() == {}
     # a masked part is one `ctxdb show` away, by the name the window prints
     assert run_ref("loop", "demo") in messages[2]["content"]
-    assert "python -c 'print(0)'" in store.show(run_ref("loop", "demo"), "E5")
+    assert "python -c 'print(0)'" in store.show(run_ref("loop", "demo"), "E7")
     # the first step: the harness's prompt alone
     first = construct_step(store, run_id="loop", instance_id="demo", task="function_3 subtracts",
                            steps=[], tree=root, prefix=PREFIX)
@@ -226,3 +229,15 @@ def test_views_follow_the_agent_where_it_works(store, tmp_path):
     elsewhere = construct_step(store, run_id="local", instance_id="demo", task="t",
                                steps=steps, tree=root, prefix=PREFIX, workdir="/testbed")
     assert elsewhere.window[1].rendering == POINTER
+
+
+def test_the_newest_reasoning_comes_last_and_leaves_the_prefix_alone(tmp_path):
+    files = TreeFiles(_tree(tmp_path))
+    steps = [LoopStep("ls", "pkg\n", thought="I will replace `return value + 3` next."),
+             LoopStep("pwd", "/testbed\n", thought="Then run the tests.")]
+    first, second = (build_window(steps[:n], files).text() for n in (1, 2))
+    assert first.endswith("[step 1, your reasoning]\nI will replace `return value + 3` next.\n\n")
+    without_reasoning = first[: first.index("[step 1, your reasoning]")]
+    assert second.startswith(without_reasoning) and "return value + 3" not in second
+    assert build_window(steps[:1], files, LoopRules(last_thought=False)).text() \
+        == without_reasoning

@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from ctxdb.agent import replay as replay_module
-from ctxdb.agent.loop import ABLATIONS, ablation_arm
+from ctxdb.agent.loop import ABLATIONS, ablation_arm, item_numbers
 from ctxdb.agent.replay import RunSpec, load_run_specs, replay_run, run_replay
 from ctxdb.cli import main
 from ctxdb.db import resolve_url
@@ -160,7 +160,9 @@ def test_a_recorded_run_replays_end_to_end(requests_repository, store_url, tmp_p
     windows = _rows(store_url, "SELECT d.seq, w.item_id, w.rendering, w.rendered_text "
                                "FROM window_item w JOIN decision d USING (decision_id) "
                                "ORDER BY d.seq, w.position")
-    assert [w.item_id for w in windows if w.seq == 7] == [f"E{n}" for n in range(1, 13)]
+    # each earlier step's command and output, and the newest turn's reasoning last
+    assert [w.item_id for w in windows if w.seq == 7] == [
+        f"E{n}" for step in range(1, 7) for n in item_numbers(step)[:2]] + ["E18"]
     assert all(trajectory["messages"][2 * step]["content"].split("```bash\n")[-1].split("\n```")[0]
                in "".join(w.rendered_text for w in windows if w.seq == 7)
                for step in range(1, 7))

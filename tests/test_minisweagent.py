@@ -178,7 +178,7 @@ def test_ctx08_sends_the_window_after_the_harness_prompt(mswea, store_url, tree,
     # steps 1-4 are folded: the view stays as lines read from the tree as it is now (the
     # fixed line), the traceback is a pointer
     assert f"369\t{FIXED}" in last and f"369\t{BUGGY}" not in last
-    assert "[E8 traceback masked:" in last and "object is not iterable" not in last
+    assert "[E11 traceback masked:" in last and "object is not iterable" not in last  # step 4
     assert "1 passed" not in last and "5 passed" in last  # the test run, fresh and whole
     # the trajectory mini-swe-agent saved names the run, and ctxdb's reader reads it back
     saved = json.loads(trajectory.read_text())

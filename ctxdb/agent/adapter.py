@@ -45,6 +45,7 @@ from .loop import (
     LoopStep,
     LoopWindow,
     DEFAULT_WORKDIR,
+    LAST_THOUGHT_RULE,
     build_window,
     decision_type_of,
     item_numbers,
@@ -56,8 +57,9 @@ CHAT_REPLY_PRIMING_TOKENS = 3
 FILE_READ_MAX_BYTES = 2 * 1024 * 1024  # a larger file is not a source a view shows
 TOKEN_MEMO_SIZE = 8192  # parts repeat at every step of a run: each counted once
 LOOP_PROVENANCE = "live: step {step} {part} of the agent loop"
-LADDER_FOLD_FRESH, LADDER_FOLD_VIEW, LADDER_CUT_COMMAND, LADDER_CUT_NEWEST = (
-    "loop_fold_fresh", "loop_fold_view", "loop_cut_command", "loop_cut_newest")
+LADDER_DROP_REASONING, LADDER_FOLD_FRESH, LADDER_FOLD_VIEW, LADDER_CUT_COMMAND, \
+    LADDER_CUT_NEWEST = ("loop_drop_reasoning", "loop_fold_fresh", "loop_fold_view",
+                         "loop_cut_command", "loop_cut_newest")
 CUT_COMMAND_CHARS = 200  # an old command cut by the ladder keeps its start
 
 
@@ -160,16 +162,19 @@ def construct_step(store, *, run_id: str, instance_id: str, task: str,
     decision.audit = AuditLog()
     entries = []
     tokenizer = settings.tokenizer
+    outputs = [p for p in window.parts if p.kind != AGENT_TURN]
+    newest = outputs[-1] if outputs else None
+    at_back = False  # the newest output and what follows it (the newest reasoning)
     for position, part in enumerate(window.parts, start=1):
         item_id = f"E{part.item_no}"
         decision.audit.add(item_id, RENDER, part.rendering, part.rule,
                            tokens_after=part.tokens)
-        last = position == len(window.parts)
+        at_back = at_back or part is newest
         entries.append(WindowEntry(
             position, item_id, "working_memory" if part.kind == AGENT_TURN else "live_current"
             if part.rendering in (SHOWN_WHOLE, SHOWN_CUT) else "live_folded", part.rendering,
             WORKING_SET if part.kind in (AGENT_TURN, FILE_VIEW) else TRANSIENT,
-            BACK if last else MIDDLE, last and part.kind != AGENT_TURN,
+            BACK if at_back else MIDDLE, part is newest,
             part.tokens + (_count(tokenizer, plan.header) if position == 1 else 0),
             (plan.header if position == 1 else "") + part.text, part.lines))
     for entry in entries:
@@ -247,7 +252,7 @@ def _check(run_id, instance_id, task, prefix, arm, seq) -> None:
 def _history_whole(steps: Sequence[LoopStep]) -> list[LoopPart]:
     parts = []
     for number, step in enumerate(steps, start=1):
-        turn_no, output_no = item_numbers(number)
+        turn_no, output_no, _thought_no = item_numbers(number)
         turn = (step.thought.strip() + "\n" if step.thought.strip() else "") + (
             f"$ {step.command}" if step.command is not None else "")
         parts.append(LoopPart(turn_no, number, AGENT_TURN, turn, f"[step {number}] {turn}\n",
@@ -287,6 +292,14 @@ def _fit(window: LoopWindow, steps: Sequence[LoopStep], tokenizer: str, ceiling:
 
     outputs = [p for p in window.parts if p.kind != AGENT_TURN]
     newest = outputs[-1] if outputs else None
+    reasoning = [p for p in window.parts if p.kind == AGENT_TURN and p.rule == LAST_THOUGHT_RULE]
+    for part in reasoning:  # the newest reasoning goes first: the commands and outputs stay
+        if total() <= ceiling:
+            return log
+        before = total()
+        window.parts.remove(part)
+        log.append(BudgetStep(len(log) + 1, LADDER_DROP_REASONING, f"E{part.item_no}", before,
+                              total()))
     for ladder, chosen in (
             (LADDER_FOLD_FRESH, [p for p in outputs if p.rendering == SHOWN_WHOLE
                                  and p is not newest]),

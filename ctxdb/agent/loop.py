@@ -6,10 +6,12 @@ decision holds every earlier step, oldest first, each in the cheapest form that 
 what a next action takes from it:
 
 - **Commands, always.** Each step shows the agent's command as it wrote it (a command
-  over ``COMMAND_SHOWN_MAX_CHARS`` is cut for the window, whole in the store). The
-  agent's free-text reasoning is not carried: on the development runs it was 44% of what
-  a harness sends and held nothing a next action took that the commands and outputs do
-  not (``LoopRules.thoughts`` turns it back on).
+  over ``COMMAND_SHOWN_MAX_CHARS`` is cut for the window, whole in the store).
+- **The newest reasoning, last.** The agent's free-text reasoning is carried for its
+  newest turn only, after the newest output (the next window drops it without touching
+  a byte before it). Older reasoning was 44% of what a harness sends on the development
+  runs; the newest held the exact text the next edit replaced where nothing else did
+  (``LoopRules.thoughts`` shows every fresh turn's).
 - **Fresh outputs whole.** The newest outputs are shown as the harness sent them, but for
   runs of lines an earlier fresh output shows (``REPEAT_RUN_MIN_LINES``). They
   fold in strides (``FOLD_STRIDE``): the fold horizon moves every few steps, not at every
@@ -103,6 +105,8 @@ class LoopRules:
     views: bool = True  # folded file views stay as lines; off: a pointer like any output
     thoughts: bool = False  # the agent's reasoning shown beside its commands
     strided: bool = True  # off: the horizon moves at every step
+    view_lines_max: int = VIEW_LINES_MAX
+    last_thought: bool = True  # the newest turn's reasoning, after the newest output
     pointer_paths: bool = True  # a masked output keeps the files it named
     repeats: bool = True  # a fresh output's lines an earlier fresh output shows are elided
 
@@ -167,10 +171,22 @@ class LoopWindow:
 FileReader = Callable[[str], "list[str] | None"]
 
 
-def item_numbers(step: int) -> tuple[int, int]:
-    """The item numbers of step ``step``'s command and observation: stable across the
-    run's decisions, so a pointer printed once stays true."""
-    return 2 * step - 1, 2 * step
+LAST_THOUGHT_RULE = "the newest reasoning"
+PARTS_PER_STEP = 3  # a step's command, its observation, and its reasoning
+COMMAND_PART, OUTPUT_PART, THOUGHT_PART = range(PARTS_PER_STEP)
+
+
+def item_numbers(step: int) -> tuple[int, int, int]:
+    """The item numbers of step ``step``'s command, observation and reasoning: stable
+    across the run's decisions, so a pointer printed once stays true."""
+    first = PARTS_PER_STEP * (step - 1) + 1
+    return first, first + 1, first + 2
+
+
+def step_of_item(item_no: int) -> tuple[int, int]:
+    """(step, part) of an item number: part 0 the command, 1 the observation, 2 the
+    reasoning."""
+    return (item_no - 1) // PARTS_PER_STEP + 1, (item_no - 1) % PARTS_PER_STEP
 
 
 def fold_horizon(done: int, rules: LoopRules) -> int:
@@ -354,7 +370,7 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
     shown: dict[str, set[int]] = {}  # lines of each file an earlier kept view shows
     whole_lines: dict[str, int] = {}  # a line an earlier fresh output shows -> its step
     for number, step in enumerate(steps, start=1):
-        turn_no, output_no = item_numbers(number)
+        turn_no, output_no, _thought_no = item_numbers(number)
         window.parts.append(_turn_part(turn_no, number, step, rules, horizon))
         kind = observation_kind(step)
         if number > horizon:
@@ -373,11 +389,19 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
                        if _in_play(steps, path, horizon, rules)}
             if in_play:
                 window.parts.append(_view_part(output_no, number, step, in_play, read_file,
-                                               shown))
+                                               shown, rules.view_lines_max))
                 continue
         window.parts.append(_pointer_part(output_no, number, kind, step,
                                           read_file if rules.pointer_paths else None,
                                           workdir))
+    if rules.last_thought and steps and steps[-1].thought.strip():
+        # the newest reasoning goes last: the next window drops it without changing a
+        # byte before it (a prompt cache keeps serving everything up to the output)
+        _, _, thought_no = item_numbers(done)
+        thought = steps[-1].thought.strip()
+        window.parts.append(LoopPart(thought_no, done, AGENT_TURN, thought,
+                                     f"[step {done}, your reasoning]\n{thought}\n\n",
+                                     SHOWN_WHOLE, LAST_THOUGHT_RULE))
     return window
 
 
@@ -435,13 +459,13 @@ def _in_play(steps: Sequence[LoopStep], path: str, horizon: int, rules: LoopRule
 
 
 def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list[int]],
-               read_file: FileReader, shown: dict[str, set[int]]) -> LoopPart:
+               read_file: FileReader, shown: dict[str, set[int]], lines_max: int) -> LoopPart:
     blocks = []
     first_path, span = None, None
     for path, numbers in views.items():
         lines = read_file(path) or []
         seen = shown.setdefault(path, set())
-        new = [n for n in numbers if 1 <= n <= len(lines) and n not in seen][:VIEW_LINES_MAX]
+        new = [n for n in numbers if 1 <= n <= len(lines) and n not in seen][:lines_max]
         seen.update(new)
         if not new:
             blocks.append(f"[E{item_no} {path}: the lines it showed are shown above]")

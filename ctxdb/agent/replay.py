@@ -45,7 +45,17 @@ from ..workers import DEFAULT_WORKERS, run_each
 from ..tokens import get_counter
 from . import anchors as anchor_rules
 from .adapter import TreeFiles, construct_step, plan_window, run_ref
-from .loop import ABLATIONS, AGENT_TURN, POINTER, LoopRules, ablation_arm, build_window, loop_step
+from .loop import (
+    ABLATIONS,
+    AGENT_TURN,
+    OUTPUT_PART,
+    POINTER,
+    LoopRules,
+    ablation_arm,
+    build_window,
+    loop_step,
+    step_of_item,
+)
 from .arms import (
     ARM_CTX08,
     ARM_CURRENT,
@@ -388,8 +398,8 @@ def _built_window(store: ContextStore, decision_id: int) -> dict[int, str]:
     with store.engine.connect() as connection:
         rows = connection.execute(select(item.c.item_id, item.c.rendering).where(
             item.c.decision_id == decision_id)).all()
-    return {int(row.item_id[1:]) // 2: row.rendering for row in rows
-            if int(row.item_id[1:]) % 2 == 0}
+    parts = {step_of_item(int(row.item_id[1:])): row.rendering for row in rows}
+    return {step: rendering for (step, part), rendering in parts.items() if part == OUTPUT_PART}
 
 
 def _loop_fate(window, step_number: int) -> Fate:
