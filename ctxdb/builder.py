@@ -203,15 +203,8 @@ class RequestBuilder:
 
     def _entity_at(self, path: str, first: int, last: int) -> str:
         store = self._recon()
-        if store is not None and last <= STORE_INTEGER_MAX:  # past it: check() names the key
-            from .recon.reader import ReconReader
-
-            with store.engine.connect() as connection, store.recon_connection(connection) as rc:
-                row = ReconReader(rc).rows("recon/enclosing_symbol_of_span",
-                                           {"path": path, "first_line": first, "last_line": last})
-            if row:
-                return row[0].key
-        return f"{path}:{first}-{last}"
+        key = store.entity_at(path, first, last) if store is not None else None
+        return key or f"{path}:{first}-{last}"  # past the store's integers: check() names it
 
     def _indexed_path(self, path: str) -> str | None:
         """The frame's file as recon names it — an absolute path only when it lies under

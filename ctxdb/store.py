@@ -34,11 +34,12 @@ from .db import (
 from .migrate import (
     _check_known,
     current_revision,
+    create_new_sqlite_store,
     head_revision,
     upgrade_engine,
-    create_new_sqlite_store,
     upgrade_in_memory,
 )
+from .request import STORE_INTEGER_MAX
 from .sqlfiles import check_files, view_files
 from .tokens import count_cached
 from .views import create_views, drop_views, view_drift
@@ -378,6 +379,19 @@ class ContextStore:
         from .pipeline.construct import construct
 
         return construct(self, request, strict=self.strict if strict is None else strict)
+
+    def entity_at(self, path: str, line: int, end_line: int | None = None) -> str | None:
+        """The entity key of the innermost symbol (the module included) whose span holds
+        line ``line`` (to ``end_line``) of ``path`` in the recon index: where a
+        traceback's ``path:line`` or an edit points. None without recon or a symbol there."""
+        if not self.recon_available or not 1 <= line <= (end_line or line) <= STORE_INTEGER_MAX:
+            return None
+        from .recon.reader import ReconReader
+
+        with self.engine.connect() as connection, self.recon_connection(connection) as rc:
+            rows = ReconReader(rc).rows("recon/enclosing_symbol_of_span", {
+                "path": path, "first_line": line, "last_line": end_line or line})
+        return rows[0].key if rows else None
 
     def retrieve(self, task: str, *, failing_tests=(), traceback: str | None = None,
                  limit: int | None = None):

@@ -103,6 +103,14 @@ def test_frames_under_the_harness_workdir_are_frames_of_the_indexed_tree(recon_s
         (TOTAL, "03: frame 1 (innermost 1) of the traceback: shopcart/pricing.py:65")]
 
 
+def test_entity_at_names_the_innermost_symbol_holding_a_line(recon_store, store_url):
+    assert recon_store.entity_at("shopcart/pricing.py", 64) == TOTAL
+    assert recon_store.entity_at("shopcart/missing.py", 3) is None
+    assert recon_store.entity_at("shopcart/pricing.py", 0) is None
+    with ContextStore.open(store_url) as no_recon:
+        assert no_recon.entity_at("shopcart/pricing.py", 64) is None
+
+
 def test_without_recon_a_line_is_its_span(store_url):
     request = _builder().grep_hit("shopcart/pricing.py:64").traceback(TRACEBACK).build()
     # an absolute frame path cannot be placed without the index: left to the live text
