@@ -381,7 +381,7 @@ class ContextStore:
         return construct(self, request, strict=self.strict if strict is None else strict)
 
     def entity_at(self, path: str, line: int, end_line: int | None = None) -> str | None:
-        """The entity key of the innermost symbol (the module included) whose span holds
+        """The entity key of the innermost symbol whose span holds
         line ``line`` (to ``end_line``) of ``path`` in the recon index: where a
         traceback's ``path:line`` or an edit points. None without recon or a symbol there."""
         if not self.recon_available or not 1 <= line <= (end_line or line) <= STORE_INTEGER_MAX:
