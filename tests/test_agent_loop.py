@@ -40,6 +40,10 @@ def _nl(start: int, end: int, text: str = MODULE) -> str:
     return "".join(f"{n:6}\t{lines[n - 1]}\n" for n in range(start, end + 1))
 
 
+def _lines(start: int, end: int) -> str:
+    return "".join(line + "\n" for line in MODULE.splitlines()[start - 1:end])
+
+
 def _filler(count: int) -> list[LoopStep]:
     return [LoopStep(f"python -c 'print({n})'", f"{n}\n") for n in range(count)]
 
@@ -56,8 +60,13 @@ def test_what_a_reading_command_printed(tmp_path):
     files = TreeFiles(_tree(tmp_path))
     cases = {
         "nl -ba pkg/mod.py | sed -n '3,6p'": (_nl(3, 6), {"pkg/mod.py": [3, 4, 5, 6]}),
-        "sed -n '5,7p' pkg/mod.py": ("x\ny\nz\n", {"pkg/mod.py": [5, 6, 7]}),
-        "cd /testbed/pkg && head -n 3 mod.py": ("a\nb\nc\n", {"pkg/mod.py": [1, 2, 3]}),
+        "sed -n '5,7p' pkg/mod.py": (_lines(5, 7), {"pkg/mod.py": [5, 6, 7]}),
+        "cd /testbed/pkg && head -n 3 mod.py": (_lines(1, 3), {"pkg/mod.py": [1, 2, 3]}),
+        # found in the file by their text: a regex address, a grep without -n, grep -r
+        "sed -n '/def function_3(/,/return/p' pkg/mod.py": (_lines(5, 6),
+                                                            {"pkg/mod.py": [5, 6]}),
+        "grep 'return value + 2$' pkg/mod.py": ("    return value + 2\n", {"pkg/mod.py": [4]}),
+        "grep -r BETA .": ("./pkg/other.py:BETA = 2\n", {"pkg/other.py": [2]}),
         "cat notes.txt": ("first note\nsecond note\n", {"notes.txt": [1, 2]}),
         "grep -n BETA pkg/other.py": ("2:BETA = 2\n", {"pkg/other.py": [2]}),
         "grep -n ALPHA pkg/other.py pkg/mod.py": ("pkg/other.py:1:ALPHA = 1\n",

@@ -32,6 +32,7 @@ prefix, sent verbatim and counted against the ceiling; the task is not sent agai
 
 from __future__ import annotations
 
+import bisect
 import posixpath
 import re
 from collections.abc import Callable, Sequence
@@ -69,9 +70,6 @@ _TEST_RUNNERS = re.compile(r"\b(pytest|py\.test|bin/test|runtests\.py|unittest|t
 _TRACEBACK = "Traceback (most recent call last)"
 _NUMBERED = re.compile(r"^\s*(\d+)\t")
 _GREP_NUMBERED = re.compile(r"^(?:(?P<path>[^\s:]+):)?(?P<line>\d+)[:-]")
-_SED_RANGE = re.compile(r"^(\d+)(?:,(\d+))?p$")
-_HEAD_COUNT = re.compile(r"^-(?:n)?(\d+)$")
-DEFAULT_HEAD_LINES = 10
 DEFAULT_WORKDIR = "/testbed"  # where SWE-bench's harnesses run the agent's commands
 MASK_HINT = "ctxdb show {ref} E<n> prints a masked output whole."
 
@@ -225,11 +223,14 @@ def decision_type_of(steps: Sequence[LoopStep]) -> str:
 
 # ------------------------------------------------------------------------ file views
 
-def viewed_lines(step: LoopStep, read_file: FileReader,
-                 workdir: str = DEFAULT_WORKDIR) -> dict[str, list[int]] | None:
+def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_WORKDIR,
+                 located: dict | None = None) -> dict[str, list[int]] | None:
     """The lines of each file a reading command printed, or None when the command did
     anything but print files (wrote, ran code, edited). ``workdir``: where the agent's
-    commands run (the repository's root)."""
+    commands run (the repository's root). Numbered output (``nl``, ``cat -n``, ``grep -n``)
+    names its lines; otherwise each printed line is found in the file as it is now, in
+    order (``sed -n '/def f/,/return/p'``, ``grep`` without ``-n``, a whole ``cat``).
+    ``located``: a cache of the files' line positions, shared by one window's views."""
     if not step.command or step.kind not in (ObservationKind.OUTPUT, ObservationKind.OUTPUT_CUT):
         return None
     try:
@@ -240,45 +241,57 @@ def viewed_lines(step: LoopStep, read_file: FileReader,
                            or (c.name == "sed" and any(w.startswith("-i") for w in c.words))
                            for c in commands):
         return None
+    located = located if located is not None else {}
     numbered = _numbered_lines(step.output)
     viewed: dict[str, list[int]] = {}
-    piped_range: tuple[int, int] | None = None
-    for command in commands:
-        if command.name == "sed":
-            piped_range = _sed_range(command.words) or piped_range
     for command in commands:
         if command.name not in _FILE_PRINTERS | _GREP_COMMANDS:
             continue
-        files = [path for path in (_repository_path(w, command.cwd, workdir)
-                                                  for w in command.words[1:]
-                                   if not w.startswith("-"))
-                 if path is not None and read_file(path) is not None]
-        if not files:
-            continue
+        operands = [path for path in (_repository_path(w, command.cwd, workdir)
+                                      for w in command.words[1:] if not w.startswith("-"))
+                    if path is not None]
+        files = [path for path in operands if read_file(path) is not None]
         if command.name in _GREP_COMMANDS:
-            for path, lines in _grep_lines(step.output, files).items():
+            for path, lines in _grep_lines(step.output, files, command.cwd, workdir, read_file,
+                                           located).items():
                 viewed.setdefault(path, []).extend(lines)
             continue
         if len(files) != 1:
             continue
         path = files[0]
-        lines = read_file(path) or []
-        if numbered:
-            chosen = numbered
-        elif command.name == "sed":
-            first, last = _sed_range(command.words) or (0, -1)
-            chosen = list(range(first, min(last, len(lines)) + 1))
-        elif command.name == "head":
-            chosen = list(range(1, min(_head_count(command.words), len(lines)) + 1))
-        elif command.name == "tail":
-            count = _head_count(command.words)
-            chosen = list(range(max(1, len(lines) - count + 1), len(lines) + 1))
-        elif piped_range:
-            chosen = list(range(piped_range[0], min(piped_range[1], len(lines)) + 1))
-        else:
-            chosen = list(range(1, min(step.output.count("\n") + 1, len(lines)) + 1))
+        chosen = numbered or _locate(step.output.splitlines(), path, read_file, located)
         viewed.setdefault(path, []).extend(chosen)
     return {path: sorted(set(lines)) for path, lines in viewed.items() if lines} or None
+
+
+def _line_positions(path: str, read_file: FileReader, located: dict) -> dict[str, list[int]]:
+    """Each distinct non-blank line of the file -> its line numbers, ascending."""
+    positions = located.get(path)
+    if positions is None:
+        positions = {}
+        for number, line in enumerate(read_file(path) or [], start=1):
+            if line.strip():
+                positions.setdefault(line.rstrip(), []).append(number)
+        located[path] = positions
+    return positions
+
+
+def _locate(printed: Sequence[str], path: str, read_file: FileReader,
+            located: dict) -> list[int]:
+    """The file lines ``printed`` shows, found in order (a line found nowhere after the
+    one before it is looked for from the top: a grep's hits are in order anyway)."""
+    positions = _line_positions(path, read_file, located)
+    found: list[int] = []
+    cursor = 0
+    for line in printed:
+        candidates = positions.get(line.rstrip()) if line.strip() else None
+        if not candidates:
+            continue
+        at = bisect.bisect_right(candidates, cursor)
+        number = candidates[at] if at < len(candidates) else candidates[0]
+        found.append(number)
+        cursor = number
+    return found
 
 
 def _repository_path(word: str, cwd: str, workdir: str) -> str | None:
@@ -306,41 +319,29 @@ def _numbered_lines(output: str) -> list[int]:
     return numbers
 
 
-def _grep_lines(output: str, files: list[str]) -> dict[str, list[int]]:
+def _grep_lines(output: str, files: list[str], cwd: str, workdir: str, read_file: FileReader,
+                located: dict) -> dict[str, list[int]]:
+    """The file lines a grep printed: ``path:N:text``, ``N:text`` (one file), ``path:text``
+    (found in that file), or bare text (one file; found in it)."""
     found: dict[str, list[int]] = {}
+    single = files[0] if len(files) == 1 else None
     for line in output.splitlines():
         match = _GREP_NUMBERED.match(line)
-        if not match:
+        if match:
+            named = match["path"]
+            path = (_repository_path(named, cwd, workdir) if named else single)
+            if path is not None and read_file(path) is not None:
+                found.setdefault(path, []).append(int(match["line"]))
             continue
-        named = match["path"]
-        path = next((f for f in files if named and (f == named or f.endswith("/" + named)
-                                                    or named.endswith(f))), None)
-        if path is None and not named and len(files) == 1:
-            path = files[0]
+        path, text = single, line
+        head, colon, rest = line.partition(":")
+        if colon and ("/" in head or head.endswith(".py")):
+            named = _repository_path(head, cwd, workdir)
+            if named is not None and read_file(named) is not None:
+                path, text = named, rest
         if path is not None:
-            found.setdefault(path, []).append(int(match["line"]))
+            found.setdefault(path, []).extend(_locate([text], path, read_file, located))
     return found
-
-
-def _sed_range(words: Sequence[str]) -> tuple[int, int] | None:
-    if "-n" not in words:
-        return None
-    for word in words[1:]:
-        match = _SED_RANGE.match(word)
-        if match:
-            first = int(match.group(1))
-            return first, int(match.group(2) or first)
-    return None
-
-
-def _head_count(words: Sequence[str]) -> int:
-    for index, word in enumerate(words):
-        match = _HEAD_COUNT.match(word)
-        if match:
-            return int(match.group(1))
-        if word == "-n" and index + 1 < len(words) and words[index + 1].isdigit():
-            return int(words[index + 1])
-    return DEFAULT_HEAD_LINES
 
 
 def _runs(numbers: Sequence[int]) -> list[tuple[int, int]]:
@@ -369,6 +370,7 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
     window = LoopWindow(decision_type=decision_type_of(steps), horizon=horizon)
     shown: dict[str, set[int]] = {}  # lines of each file an earlier kept view shows
     whole_lines: dict[str, int] = {}  # a line an earlier fresh output shows -> its step
+    located: dict = {}  # each file's line positions, for the views that find lines in it
     for number, step in enumerate(steps, start=1):
         turn_no, output_no, _thought_no = item_numbers(number)
         window.parts.append(_turn_part(turn_no, number, step, rules, horizon))
@@ -383,7 +385,7 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
                                          _block(number, text), rendering, rule,
                                          command=step.command))
             continue
-        views = viewed_lines(step, read_file, workdir) if rules.views else None
+        views = viewed_lines(step, read_file, workdir, located) if rules.views else None
         if views:
             in_play = {path: lines for path, lines in views.items()
                        if _in_play(steps, path, horizon, rules)}
