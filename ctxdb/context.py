@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from .pipeline.state import BudgetStep
-from .pipeline.window_text import task_block
+from .pipeline.window_text import task_block, window_head
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class DecisionContext:
 
     def render(self) -> str:
         """The exact text to send."""
-        return task_block(self.task) + "".join(e.text for e in self.window)
+        return window_head(self.task, self.flags) + "".join(e.text for e in self.window)
 
     def messages(self, prefix: Sequence[dict[str, str]] = ()) -> list[dict[str, str]]:
         """The window as OpenAI chat messages: the task block as the system message, the
@@ -50,11 +50,11 @@ class DecisionContext:
         those come first, verbatim, and the window follows as one user message."""
         items = "".join(e.text for e in self.window)
         if prefix:
-            if not self.task and not items:
+            head = window_head(self.task, self.flags)
+            if not head and not items:
                 return [dict(m) for m in prefix]  # an agent loop's first step
-            return [dict(m) for m in prefix] + [
-                {"role": "user", "content": task_block(self.task) + items}]
-        if not self.task:
+            return [dict(m) for m in prefix] + [{"role": "user", "content": head + items}]
+        if not window_head(self.task, self.flags):
             return [{"role": "user", "content": items}]
         return [{"role": "system", "content": task_block(self.task)},
                 {"role": "user", "content": items}]

@@ -15,8 +15,8 @@ from sqlalchemy import Connection
 from .context import DecisionContext, WindowEntry
 from .pipeline.budget import cut_task
 from .pipeline.state import BudgetStep
-from .pipeline.vocabulary import FAILURE_KINDS, TASK_IN_PREFIX_FLAG
-from .pipeline.window_text import DECISION_REF_PREFIX, task_block
+from .pipeline.vocabulary import FAILURE_KINDS
+from .pipeline.window_text import DECISION_REF_PREFIX, window_head
 from .request import STORE_INTEGER_MAX
 from .sqlfiles import sql_statement
 
@@ -79,16 +79,13 @@ def rendered_window(connection: Connection, decision_id: int) -> str:
     head = header(connection, decision_id)
     window = _rows(connection, "window_of_decision", decision_id=decision_id)
     body = "".join(row["rendered_text"] for row in window)
-    return task_block(_window_task(connection, head)) + body
+    return window_head(_window_task(connection, head), (head["flags"] or "").split(",")) + body
 
 
 def _window_task(connection: Connection, head) -> str:
     """The task as the window showed it: cut only when the decision is flagged so."""
     task = head["task_text"]
-    flags = (head["flags"] or "").split(",")
-    if TASK_IN_PREFIX_FLAG in flags:
-        return ""  # the harness's own prompt carried it
-    if "task_truncated" in flags:
+    if "task_truncated" in (head["flags"] or "").split(","):
         steps = _rows(connection, "budget_steps", decision_id=head["decision_id"])
         task = _cut_task(task, head["token_ceiling"], steps)
     return task

@@ -183,7 +183,7 @@ def construct_step(store, *, run_id: str, instance_id: str, task: str,
                              "loop", tokens_after=entry.token_count,
                              detail=f"position {entry.position}, {entry.block}")
     decision.budget_steps = plan.budget_steps
-    decision.window_task = "" if plan.task_in_prefix else task
+    decision.window_task = task  # the flag task_in_prefix keeps it out of the window
     decision.token_count = plan.total_tokens
 
     def write(connection):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ..entities import is_symbol_key
+from .vocabulary import TASK_IN_PREFIX_FLAG
 
 
 class _Item(Protocol):
@@ -55,9 +56,13 @@ def without_cut_mark(text: str) -> str:
 
 
 def task_block(task: str) -> str:
-    """The window's first block; none when the task is sent in the harness's own prompt
-    (an agent-loop decision flagged ``task_in_prefix``: its window task is empty)."""
-    return TASK_HEADER.format(task=task) if task else ""
+    return TASK_HEADER.format(task=task)
+
+
+def window_head(task: str, flags) -> str:
+    """The window's first block: the task's, or none for an agent-loop decision whose
+    harness prompt carries the task (flagged ``task_in_prefix``)."""
+    return "" if TASK_IN_PREFIX_FLAG in flags else task_block(task)
 
 
 def item_header(candidate: WindowItem) -> str:
