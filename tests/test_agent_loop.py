@@ -44,6 +44,10 @@ def _lines(start: int, end: int) -> str:
     return "".join(line + "\n" for line in MODULE.splitlines()[start - 1:end])
 
 
+# the tests' own rules: what they check does not move with the measured defaults
+RULES = LoopRules(fresh_outputs=4, fold_stride=4)
+
+
 def _filler(count: int) -> list[LoopStep]:
     return [LoopStep(f"python -c 'print({n})'", f"{n}\n") for n in range(count)]
 
@@ -88,7 +92,7 @@ def test_commands_always_fresh_outputs_whole_folded_views_as_lines_of_the_tree_n
     # the file changed after it was read: a folded view shows it as it is now
     changed = MODULE.replace("return value + 3", "return value - 3")
     (root / "pkg" / "mod.py").write_text(changed, encoding="utf-8")
-    window = build_window(steps, TreeFiles(root))
+    window = build_window(steps, TreeFiles(root), RULES)
     assert window.horizon == 4
     text = window.text()
     for step in steps:
@@ -99,29 +103,30 @@ def test_commands_always_fresh_outputs_whole_folded_views_as_lines_of_the_tree_n
     assert "6\treturn value - 3" not in text and "6\t    return value - 3" in text
     assert "[E5 tool output masked: 1 line; files named: pkg/other.py]" in text, text
     # the same history on the same tree: the same bytes (a prompt cache's first need)
-    assert build_window(steps, TreeFiles(root)).text() == text
+    assert build_window(steps, TreeFiles(root), RULES).text() == text
 
 
 def test_a_view_shows_only_lines_no_earlier_view_shows_and_leaves_when_out_of_play(tmp_path):
     root = _tree(tmp_path)
     first = LoopStep("nl -ba pkg/mod.py | sed -n '1,6p'", _nl(1, 6))
     second = LoopStep("nl -ba pkg/mod.py | sed -n '4,8p'", _nl(4, 8))
-    window = build_window([first, second, *_filler(6)], TreeFiles(root))
+    window = build_window([first, second, *_filler(6)], TreeFiles(root), RULES)
     view = [p for p in window.parts if step_of_item(p.item_no) == (2, OUTPUT_PART)][0]
     assert view.rendering == SHOWN_LINES and "lines 7-8," in view.text
     assert "\n4\t" not in view.text
     # a file no command named for FILE_IN_PLAY_STEPS steps before the horizon: its views go
     later = [first, *_filler(FILE_IN_PLAY_STEPS + 8)]
-    part = build_window(later, TreeFiles(root)).parts[1]
+    part = build_window(later, TreeFiles(root), RULES).parts[1]
     assert part.rendering == POINTER
 
 
 def test_consecutive_windows_share_their_prefix_between_folds(tmp_path):
     root = _tree(tmp_path)
     steps = [LoopStep("nl -ba pkg/mod.py | sed -n '1,4p'", _nl(1, 4)), *_filler(12)]
-    texts = [build_window(steps[:done], TreeFiles(root)).text() for done in range(len(steps) + 1)]
+    texts = [build_window(steps[:done], TreeFiles(root), RULES).text()
+             for done in range(len(steps) + 1)]
     moves = [done for done in range(1, len(steps) + 1)
-             if fold_horizon(done, LoopRules()) != fold_horizon(done - 1, LoopRules())]
+             if fold_horizon(done, RULES) != fold_horizon(done - 1, RULES)]
     for done in range(1, len(steps) + 1):
         if done not in moves:
             assert texts[done].startswith(texts[done - 1]), done  # appended, nothing changed
@@ -131,11 +136,11 @@ def test_a_fresh_output_elides_what_an_earlier_fresh_output_shows(tmp_path):
     report = "".join(f"tests/test_mod.py::test_{n} PASSED\n" for n in range(6))
     steps = [LoopStep("pytest -v tests", report + "1 failed"),
              LoopStep("pytest -v tests", report + "all passed")]
-    window = build_window(steps, TreeFiles(_tree(tmp_path)))
+    window = build_window(steps, TreeFiles(_tree(tmp_path)), RULES)
     newest = window.parts[-1]
     assert newest.rendering == SHOWN_CUT
     assert newest.text == "[… 6 lines as in the output of step 1 …]\nall passed\n\n"
-    whole = build_window(steps, TreeFiles(tmp_path), LoopRules().without("repeats"))
+    whole = build_window(steps, TreeFiles(tmp_path), RULES.without("repeats"))
     assert whole.parts[-1].rendering == SHOWN_WHOLE
 
 
@@ -164,7 +169,7 @@ def test_a_step_is_recorded_with_the_harness_prompt_first_and_the_task_once(stor
              LoopStep("true", ""),  # an empty output is a step like any other
              *_filler(6)]
     context = construct_step(store, run_id="loop", instance_id="demo", task="function_3 subtracts",
-                             steps=steps, tree=root, prefix=PREFIX)
+                             steps=steps, tree=root, prefix=PREFIX, rules=RULES)
     messages = context.messages(prefix=PREFIX)
     assert messages[:2] == PREFIX and len(messages) == 3
     assert messages[2]["content"].count("function_3 subtracts") == 0
@@ -182,7 +187,7 @@ def test_a_step_is_recorded_with_the_harness_prompt_first_and_the_task_once(stor
     assert "python -c 'print(0)'" in store.show(run_ref("loop", "demo"), "E7")
     # the first step: the harness's prompt alone
     first = construct_step(store, run_id="loop", instance_id="demo", task="function_3 subtracts",
-                           steps=[], tree=root, prefix=PREFIX)
+                           steps=[], tree=root, prefix=PREFIX, rules=RULES)
     assert first.messages(prefix=PREFIX) == PREFIX
 
 
@@ -197,7 +202,7 @@ def test_the_ceiling_holds_with_the_harness_prompt_counted(tmp_path):
              for n in range(6)]
     with ContextStore.open(tmp_path / "tight.db", settings=settings) as store:
         context = construct_step(store, run_id="tight", instance_id="demo", task="t",
-                                 steps=steps, tree=root, prefix=PREFIX)
+                                 steps=steps, tree=root, prefix=PREFIX, rules=RULES)
         assert context.token_count <= 400
         assert [s.ladder_step for s in context.budget_log][:1] == ["loop_fold_fresh"]
         assert "output line" in context.window[-1].text  # the newest keeps its end
@@ -231,12 +236,13 @@ def test_views_follow_the_agent_where_it_works(store, tmp_path):
              LoopStep(f"grep -rl BETA {root}", f"{root}/pkg/other.py\n"), *_filler(6)]
     # a harness that runs commands in the tree itself: the tree is where they work
     context = construct_step(store, run_id="local", instance_id="demo", task="t", steps=steps,
-                             tree=root, prefix=PREFIX)
+                             tree=root, prefix=PREFIX, rules=RULES)
     assert [e.rendering for e in context.window[1:4:2]] == [SHOWN_LINES, POINTER]
     assert "files named: pkg/other.py" in context.window[3].text
     # the same commands read as run in /testbed name nothing of this tree
     elsewhere = construct_step(store, run_id="local", instance_id="demo", task="t",
-                               steps=steps, tree=root, prefix=PREFIX, workdir="/testbed")
+                               steps=steps, tree=root, prefix=PREFIX, rules=RULES,
+                               workdir="/testbed")
     assert elsewhere.window[1].rendering == POINTER
 
 
@@ -250,3 +256,14 @@ def test_the_newest_reasoning_comes_last_and_leaves_the_prefix_alone(tmp_path):
     assert second.startswith(without_reasoning) and "return value + 3" not in second
     assert build_window(steps[:1], files, LoopRules(last_thought=False)).text() \
         == without_reasoning
+
+
+def test_a_view_names_the_files_it_printed_that_are_out_of_play(tmp_path):
+    root = _tree(tmp_path)
+    search = LoopStep("grep -rn BETA .", "./pkg/other.py:2:BETA = 2\n./notes.txt:1:first note\n")
+    # pkg/other.py is named again later (in play); notes.txt is not
+    steps = [search, *_filler(8), LoopStep("cat pkg/other.py", "ALPHA = 1\nBETA = 2\n"),
+             *_filler(8)]
+    part = build_window(steps, TreeFiles(root), RULES).parts[1]
+    assert part.rendering == SHOWN_LINES and "2\tBETA = 2" in part.text
+    assert part.text.endswith("[E2 also printed: notes.txt]\n\n")

@@ -18,6 +18,7 @@ import yaml
 from sqlalchemy import text
 
 from ctxdb import ContextStore
+from ctxdb.agent.loop import LoopRules
 from ctxdb.agent.trajectory import read_trajectory
 from ctxdb.integrations.minisweagent import CtxdbModel, HistoryError, read_history
 
@@ -156,7 +157,9 @@ def test_ctx08_sends_the_window_after_the_harness_prompt(mswea, store_url, tree,
                                                          monkeypatch):
     monkeypatch.delenv("CTX", raising=False)
     trajectory = tmp_path / "run.traj.json"
-    result, agent, model, received = _run_agent(mswea, store_url, tree, trajectory)
+    # rules that fold within the scripted run's nine steps (the defaults fold later)
+    result, agent, model, received = _run_agent(mswea, store_url, tree, trajectory,
+                                                rules=LoopRules(fresh_outputs=4, fold_stride=4))
     _check_submitted(result)
     calls = len(SCRIPT)
     assert model.arm == "ctx08" and len(received) == calls

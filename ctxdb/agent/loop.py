@@ -42,8 +42,8 @@ from .anchors import is_edit_command, shell_commands
 from .trajectory import ObservationKind
 
 # Rules measured on the 97 development runs (docs/agent-loop.md has the sweep).
-FRESH_OUTPUTS = 4  # the newest outputs shown whole
-FOLD_STRIDE = 4  # the fold horizon moves in steps of this many decisions
+FRESH_OUTPUTS = 2  # the newest outputs shown whole, at least
+FOLD_STRIDE = 8  # the fold horizon moves in steps of this many decisions
 FILE_IN_PLAY_STEPS = 10  # a folded file's views stay while a command named it this recently
 COMMAND_SHOWN_MAX_CHARS = 6_000  # a longer command (a here-document script) is cut
 VIEW_LINES_MAX = 400  # lines one folded view shows at most (a whole-file cat is a reading)
@@ -390,8 +390,13 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
             in_play = {path: lines for path, lines in views.items()
                        if _in_play(steps, path, horizon, rules)}
             if in_play:
-                window.parts.append(_view_part(output_no, number, step, in_play, read_file,
-                                               shown, rules.view_lines_max))
+                part = _view_part(output_no, number, step, in_play, read_file, shown,
+                                  rules.view_lines_max)
+                resting = [path for path in views if path not in in_play]
+                if resting and rules.pointer_paths:  # their lines go; their names stay
+                    part.text = (part.text[:-1] + f"[E{output_no} also printed: "
+                                 f"{' '.join(resting[:POINTER_PATHS_MAX])}]\n\n")
+                window.parts.append(part)
                 continue
         window.parts.append(_pointer_part(output_no, number, kind, step,
                                           read_file if rules.pointer_paths else None,
