@@ -47,7 +47,9 @@ class DecisionContext:
         """The window as OpenAI chat messages: the task block as the system message, the
         items in window order as the user message — their contents joined are exactly
         ``render()``. With ``prefix`` (a harness's own system and instruction messages),
-        those come first, verbatim, and the window follows as one user message."""
+        those come first, verbatim, and the window follows as one user message. An
+        agent-loop window whose task the harness's prompt carries (``task_in_prefix``)
+        has no task block: without ``prefix`` it is the user message alone."""
         items = "".join(e.text for e in self.window)
         if prefix:
             head = window_head(self.task, self.flags)

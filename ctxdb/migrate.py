@@ -229,7 +229,7 @@ def _head_statements() -> list[str]:
 
 def create_new_sqlite_store(engine: Engine) -> bool:
     """Make an empty SQLite store the head schema in one IMMEDIATE transaction; False
-    when another process made it first (it is then upgraded or used as it is)."""
+    when another process made it first (the caller reads its revision again)."""
     with engine.connect() as connection:
         connection = connection.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
         with connection.begin():

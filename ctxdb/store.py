@@ -174,7 +174,8 @@ class ContextStore:
                 upgrade_in_memory(engine)
             elif revision is None and is_sqlite(url) and create_new_sqlite_store(engine):
                 pass  # a new store: the head schema made directly (migrate.py says why)
-            elif revision != head_revision():
+            elif revision != head_revision() and _revision_now(engine) != head_revision():
+                # (another process may have just made this new store: then it is used)
                 engine.dispose()  # nobody else holds the file while we upgrade
                 upgrade_engine(url)
             else:
@@ -489,6 +490,11 @@ class ContextStore:
         with self.engine.connect() as connection:
             return forensics.diff(connection, forensics.resolve_decision(connection, decision_a),
                                   forensics.resolve_decision(connection, decision_b))
+
+
+def _revision_now(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        return current_revision(connection)
 
 
 def _checkpoint(connection: Connection) -> None:

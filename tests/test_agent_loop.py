@@ -267,3 +267,38 @@ def test_a_view_names_the_files_it_printed_that_are_out_of_play(tmp_path):
     part = build_window(steps, TreeFiles(root), RULES).parts[1]
     assert part.rendering == SHOWN_LINES and "2\tBETA = 2" in part.text
     assert part.text.endswith("[E2 also printed: notes.txt]\n\n")
+
+
+def test_the_ladder_always_ends_under_the_ceiling_or_refuses(tmp_path):
+    import dataclasses
+
+    from ctxdb.config import load_settings
+
+    root = _tree(tmp_path / "tree")
+    report = "".join(f"collected line {i}\n" for i in range(40))
+    # short commands the command cut cannot shorten, outputs elided as repeats, and a
+    # newest output of one long line
+    steps = [LoopStep(f"echo {n}", report + f"run {n}\n") for n in range(40)]
+    steps.append(LoopStep("python big.py", "x" * 5000))
+    settings = dataclasses.replace(load_settings(), token_ceiling=400)
+    with ContextStore.open(tmp_path / "tight.db", settings=settings) as store:
+        context = construct_step(store, run_id="tight", instance_id="demo", task="t",
+                                 steps=steps, tree=root, prefix=PREFIX, rules=RULES)
+        assert context.token_count <= 400
+        ladder = {s.ladder_step for s in context.budget_log}
+        assert {"loop_fold_fresh", "loop_fold_command", "loop_evict_oldest",
+                "loop_cut_newest"} <= ladder
+        assert store.verify() == {}
+        huge = [{"role": "system", "content": "rule " * 600}]
+        with pytest.raises(RequestError, match="over the ceiling 400"):
+            construct_step(store, run_id="tight", instance_id="demo", task="t", steps=steps,
+                           tree=root, prefix=huge, rules=RULES)
+
+
+def test_odd_outputs_do_not_break_a_view(tmp_path):
+    files = TreeFiles(_tree(tmp_path))
+    assert viewed_lines(LoopStep("grep -r BETA pkg", "pkg/\x00x.py:BETA\n"), files) is None
+    two = "nl -ba pkg/mod.py | sed -n '3,4p' && nl -ba pkg/other.py"
+    output = _nl(3, 4) + "     1\tALPHA = 1\n     2\tBETA = 2\n"
+    assert viewed_lines(LoopStep(two, output), files) == {"pkg/mod.py": [3, 4],
+                                                         "pkg/other.py": [1, 2]}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -29,7 +29,7 @@ from ..pipeline import persist
 from ..pipeline.audit import AuditLog
 from ..pipeline.window_text import task_block
 from ..pipeline.state import BACK, MIDDLE, TRANSIENT, WORKING_SET, BudgetStep, PoolItem, new_decision
-from ..pipeline.vocabulary import BUDGET, IN_WINDOW, MASKED, RENDER, TASK_IN_PREFIX_FLAG
+from ..pipeline.vocabulary import BUDGET, EVICTED, IN_WINDOW, MASKED, RENDER, TASK_IN_PREFIX_FLAG
 from ..request import DecisionRequest, PlanNode, RequestError
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 from ..tokens import bounded_count, get_counter
@@ -39,6 +39,7 @@ from .loop import (
     MASK_HINT,
     POINTER,
     SHOWN_CUT,
+    SHOWN_LINES,
     SHOWN_WHOLE,
     LoopPart,
     LoopRules,
@@ -50,6 +51,7 @@ from .loop import (
     decision_type_of,
     item_numbers,
     observation_kind,
+    step_of_item,
 )
 
 CHAT_MESSAGE_OVERHEAD_TOKENS = 3  # role and separators per chat message (OpenAI's count)
@@ -57,9 +59,16 @@ CHAT_REPLY_PRIMING_TOKENS = 3
 FILE_READ_MAX_BYTES = 2 * 1024 * 1024  # a larger file is not a source a view shows
 TOKEN_MEMO_SIZE = 8192  # parts repeat at every step of a run: each counted once
 LOOP_PROVENANCE = "live: step {step} {part} of the agent loop"
-LADDER_DROP_REASONING, LADDER_FOLD_FRESH, LADDER_FOLD_VIEW, LADDER_CUT_COMMAND, \
-    LADDER_CUT_NEWEST = ("loop_drop_reasoning", "loop_fold_fresh", "loop_fold_view",
-                         "loop_cut_command", "loop_cut_newest")
+PART_NAMES = ("command", "output", "reasoning")  # by loop.step_of_item's part number
+# the ceiling's ladder (budget_log.ladder_step), in its order
+LADDER_DROP_REASONING = "loop_drop_reasoning"
+LADDER_FOLD_FRESH = "loop_fold_fresh"
+LADDER_FOLD_VIEW = "loop_fold_view"
+LADDER_CUT_COMMAND = "loop_cut_command"
+LADDER_FOLD_COMMAND = "loop_fold_command"
+LADDER_EVICT_OLDEST = "loop_evict_oldest"
+LADDER_CUT_NEWEST = "loop_cut_newest"
+OVER_CEILING_RULE = "over the ceiling"
 CUT_COMMAND_CHARS = 200  # an old command cut by the ladder keeps its start
 
 
@@ -77,7 +86,7 @@ class TreeFiles:
         return lines
 
     def _read(self, path: str) -> list[str] | None:
-        if self.root is None:
+        if self.root is None or "\0" in path:
             return None
         candidate = (self.root / path).resolve()
         if self.root not in candidate.parents or not candidate.is_file():
@@ -147,8 +156,8 @@ def construct_step(store, *, run_id: str, instance_id: str, task: str,
     settings = store.settings
     # the current arm is the harness's history as it sent it: never fitted
     ceiling = settings.token_ceiling if arm != ARM_CURRENT else None
-    plan = plan_window(window, steps, settings.tokenizer, ceiling, task, prefix,
-                       run_ref=run_ref(run_id, instance_id))
+    plan = plan_window(window, settings.tokenizer, ceiling, task, prefix,
+                       run_ref=run_ref(run_id, instance_id), as_messages=arm == ARM_CURRENT)
     request_json = json.dumps({
         "run_id": run_id, "instance_id": instance_id, "seq": seq, "arm": arm, "task": task,
         "prefix": list(prefix), "steps": [asdict(s) for s in steps]}, ensure_ascii=False)
@@ -158,8 +167,11 @@ def construct_step(store, *, run_id: str, instance_id: str, task: str,
     digest = hashlib.sha256(request_json.encode("utf-8", "surrogatepass")).hexdigest()
     decision = new_decision(request, request_json, digest, settings,
                             [TASK_IN_PREFIX_FLAG] if plan.task_in_prefix else [])
-    decision.pool = [_pool_item(part) for part in window.parts]
+    decision.pool = sorted((_pool_item(part) for part in window.parts + plan.evicted),
+                           key=lambda item: item.item_no)
     decision.audit = AuditLog()
+    for part in plan.evicted:
+        decision.audit.final(f"E{part.item_no}", BUDGET, EVICTED, OVER_CEILING_RULE)
     entries = []
     tokenizer = settings.tokenizer
     outputs = [p for p in window.parts if p.kind != AGENT_TURN]
@@ -205,28 +217,33 @@ class WindowPlan:
     task_in_prefix: bool
     budget_steps: list[BudgetStep]
     total_tokens: int  # the harness's prefix, the window message and the reply priming
+    evicted: list[LoopPart] = field(default_factory=list)  # dropped by the ladder
 
     def text(self, task: str) -> str:
         return ("" if self.task_in_prefix else task_block(task)) + self.window.text(self.header)
 
 
-def plan_window(window: LoopWindow, steps: Sequence[LoopStep], tokenizer: str,
-                ceiling: int | None, task: str, prefix: Sequence[dict[str, str]],
-                run_ref: str) -> WindowPlan:
+def plan_window(window: LoopWindow, tokenizer: str, ceiling: int | None, task: str,
+                prefix: Sequence[dict[str, str]], run_ref: str,
+                as_messages: bool = False) -> WindowPlan:
     """Count ``window`` with the harness's ``prefix`` and fit it under ``ceiling`` (None:
-    as it is)."""
+    as it is). ``as_messages``: each part is one chat message of the harness's own
+    history (the current arm), counted with its chat overhead and no header."""
     task_in_prefix = any(task.strip() and task.strip() in m.get("content", "") for m in prefix)
     empty = not window.parts and task_in_prefix  # the first step: the harness's prompt alone
-    header = "" if empty else MASK_HINT.format(ref=run_ref) + "\n\n"
+    header = "" if empty or as_messages else MASK_HINT.format(ref=run_ref) + "\n\n"
     fixed = (sum(message_tokens(tokenizer, m["content"]) for m in prefix)
              + CHAT_REPLY_PRIMING_TOKENS
-             + (0 if empty else CHAT_MESSAGE_OVERHEAD_TOKENS + _count(tokenizer, header))
+             + (0 if empty or as_messages else CHAT_MESSAGE_OVERHEAD_TOKENS)
+             + _count(tokenizer, header)
              + (0 if task_in_prefix else _count(tokenizer, task_block(task))))
     for part in window.parts:
-        part.tokens = _count(tokenizer, part.text)
-    budget_steps = _fit(window, steps, tokenizer, ceiling, fixed) if ceiling is not None else []
+        part.tokens = (message_tokens(tokenizer, part.content) if as_messages
+                       else _count(tokenizer, part.text))
+    evicted: list[LoopPart] = []
+    budget_steps = _fit(window, tokenizer, ceiling, fixed, evicted) if ceiling is not None else []
     return WindowPlan(window, header, task_in_prefix, budget_steps,
-                      fixed + sum(p.tokens for p in window.parts))
+                      fixed + sum(p.tokens for p in window.parts), evicted)
 
 
 def run_ref(run_id: str, instance_id: str) -> str:
@@ -266,65 +283,109 @@ def _history_whole(steps: Sequence[LoopStep]) -> list[LoopPart]:
 def _pool_item(part: LoopPart) -> PoolItem:
     return PoolItem(
         item_no=part.item_no, source="live", kind=part.kind, content=part.content,
-        provenance=LOOP_PROVENANCE.format(step=part.step, part="command" if part.kind ==
-                                          AGENT_TURN else "output"),
+        provenance=LOOP_PROVENANCE.format(step=part.step,
+                                          part=PART_NAMES[step_of_item(part.item_no)[1]]),
         arrival_no=part.item_no, arrived_in_seq=part.step, in_harness_order=True,
         command=part.command, path=part.path,
         start_line=part.lines[0] if part.lines else None,
         end_line=part.lines[1] if part.lines else None)
 
 
-def _fit(window: LoopWindow, steps: Sequence[LoopStep], tokenizer: str, ceiling: int,
-         fixed: int) -> list[BudgetStep]:
-    """The ceiling's ladder for a loop window: fold the older fresh outputs, then the
-    folded views, oldest first; then cut the oldest commands; then the newest output to
-    the lines at its end that fit."""
+def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
+         evicted: list[LoopPart]) -> list[BudgetStep]:
+    """The ceiling's ladder for a loop window, each step logged: drop the newest
+    reasoning; fold the older outputs shown whole or elided, then the folded views,
+    oldest first; cut the long commands to their start, then fold the oldest commands;
+    then evict the oldest parts; then cut the newest output to what fits of its end. A window the ladder cannot bring
+    under the ceiling (the harness's own prompt is over it) is refused."""
     log: list[BudgetStep] = []
 
     def total() -> int:
         return fixed + sum(p.tokens for p in window.parts)
 
-    def replace_text(part: LoopPart, text: str, rendering: str, rule: str, ladder: str) -> None:
+    def replace_text(part: LoopPart, text: str, rendering: str, ladder: str) -> None:
         before = total()
-        part.text, part.rendering, part.rule = text, rendering, rule
+        part.text, part.rendering, part.rule = text, rendering, OVER_CEILING_RULE
         part.tokens = _count(tokenizer, text)
         log.append(BudgetStep(len(log) + 1, ladder, f"E{part.item_no}", before, total()))
 
     outputs = [p for p in window.parts if p.kind != AGENT_TURN]
     newest = outputs[-1] if outputs else None
-    reasoning = [p for p in window.parts if p.kind == AGENT_TURN and p.rule == LAST_THOUGHT_RULE]
-    for part in reasoning:  # the newest reasoning goes first: the commands and outputs stay
+    for part in [p for p in window.parts if p.rule == LAST_THOUGHT_RULE]:
         if total() <= ceiling:
             return log
         before = total()
         window.parts.remove(part)
+        evicted.append(part)
         log.append(BudgetStep(len(log) + 1, LADDER_DROP_REASONING, f"E{part.item_no}", before,
                               total()))
-    for ladder, chosen in (
-            (LADDER_FOLD_FRESH, [p for p in outputs if p.rendering == SHOWN_WHOLE
-                                 and p is not newest]),
-            (LADDER_FOLD_VIEW, [p for p in outputs if p.kind == FILE_VIEW
-                                and p.rendering != POINTER and p is not newest])):
-        for part in chosen:
-            if total() <= ceiling:
-                return log
-            lines = len(part.content.splitlines())
-            replace_text(part, f"[E{part.item_no} {part.kind.replace('_', ' ')} masked: "
-                               f"{lines} line{'' if lines == 1 else 's'}]\n\n", POINTER, "over the ceiling", ladder)
-    for part in [p for p in window.parts if p.kind == AGENT_TURN]:
+    folding = [p for p in outputs if p is not newest and p.rendering in (SHOWN_WHOLE, SHOWN_CUT)]
+    folding += [p for p in outputs if p is not newest and p.rendering == SHOWN_LINES]
+    for part in folding:
+        if total() <= ceiling:
+            return log
+        lines = len(part.content.splitlines())
+        replace_text(part, f"[E{part.item_no} {part.kind.replace('_', ' ')} masked: {lines} "
+                           f"line{'' if lines == 1 else 's'}]\n\n", POINTER,
+                     LADDER_FOLD_VIEW if part.kind == FILE_VIEW else LADDER_FOLD_FRESH)
+    commands = [p for p in window.parts if p.kind == AGENT_TURN and p.rule != LAST_THOUGHT_RULE]
+    for part in commands:
         if total() <= ceiling:
             return log
         if len(part.text) > CUT_COMMAND_CHARS:
             replace_text(part, part.text[:CUT_COMMAND_CHARS]
                          + f"… [E{part.item_no} cut: over the ceiling]\n", SHOWN_CUT,
-                         "over the ceiling", LADDER_CUT_COMMAND)
+                         LADDER_CUT_COMMAND)
+    for part in commands[:-1]:  # the newest command stays: the newest output is its answer
+        if total() <= ceiling:
+            return log
+        replace_text(part, f"[step {part.step}] $ … [E{part.item_no}]\n", POINTER,
+                     LADDER_FOLD_COMMAND)
+    newest_command = commands[-1] if commands else None
+    for part in [p for p in window.parts if p is not newest and p is not newest_command]:
+        if total() <= ceiling:
+            return log
+        before = total()  # the oldest steps leave the window whole: the store keeps them
+        window.parts.remove(part)
+        evicted.append(part)
+        log.append(BudgetStep(len(log) + 1, LADDER_EVICT_OLDEST, f"E{part.item_no}", before,
+                              total()))
     if newest is not None and total() > ceiling:
         room = ceiling - (total() - newest.tokens)
-        lines = newest.text.splitlines()
-        kept: list[str] = []
-        while lines and _count(tokenizer, "\n".join([lines[-1], *kept])) < max(room - 20, 0):
-            kept.insert(0, lines.pop())
-        replace_text(newest, f"[E{newest.item_no} cut to its last {len(kept)} lines: over "
-                             f"the ceiling]\n" + "\n".join(kept) + "\n\n", SHOWN_CUT,
-                     "over the ceiling", LADDER_CUT_NEWEST)
+        replace_text(newest, _tail_that_fits(newest, room, tokenizer), SHOWN_CUT,
+                     LADDER_CUT_NEWEST)
+    if total() > ceiling:
+        raise RequestError(
+            f"token_ceiling: the harness's prompt and the least a window holds come to "
+            f"{total()} tokens, over the ceiling {ceiling}")
     return log
+
+
+def _tail_that_fits(part: LoopPart, room: int, tokenizer: str) -> str:
+    """The end of a part's text that fits in ``room`` tokens with its note: whole lines,
+    as many as fit (a binary search), or the end of the last line when none does."""
+    lines = part.text.rstrip("\n").splitlines()
+
+    def cut(kept: int) -> str:
+        return (f"[E{part.item_no} cut to its last {kept} of {len(lines)} lines: over the "
+                f"ceiling]\n" + "\n".join(lines[len(lines) - kept:]) + "\n\n")
+
+    low, high = 0, len(lines)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if _count(tokenizer, cut(middle)) <= room:
+            low = middle
+        else:
+            high = middle - 1
+    if low or not lines:
+        return cut(low)
+    note = f"[E{part.item_no} cut to the end of its last line: over the ceiling]\n"
+    last = lines[-1]
+    low, high = 0, len(last)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if _count(tokenizer, note + last[len(last) - middle:] + "\n\n") <= room:
+            low = middle
+        else:
+            high = middle - 1
+    return note + last[len(last) - low:] + "\n\n"

@@ -33,6 +33,7 @@ prefix, sent verbatim and counted against the ceiling; the task is not sent agai
 from __future__ import annotations
 
 import bisect
+import functools
 import posixpath
 import re
 from collections.abc import Callable, Sequence
@@ -113,11 +114,13 @@ class LoopRules:
         return replace(self, **ABLATIONS[rule])
 
 
+NAME_PATTERNS_CACHED = 1024  # file names looked for in commands, compiled once each
+EVERY_STEP = 10**9  # a file-in-play window no run reaches: every file stays in play
 # what turning each rule off means (the replay's ablation arms)
 ABLATIONS: dict[str, dict] = {
     "views": {"views": False},
     "strides": {"strided": False},
-    "in_play": {"file_in_play_steps": 10**6},
+    "in_play": {"file_in_play_steps": EVERY_STEP},
     "named_files": {"pointer_paths": False},
     "repeats": {"repeats": False},
 }
@@ -242,15 +245,16 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
                            for c in commands):
         return None
     located = located if located is not None else {}
-    numbered = _numbered_lines(step.output)
+    printing = [(command, [path for path in (_repository_path(w, command.cwd, workdir)
+                                             for w in command.words[1:] if not w.startswith("-"))
+                           if path is not None and read_file(path) is not None])
+                for command in commands if command.name in _FILE_PRINTERS | _GREP_COMMANDS]
+    # numbers printed by the one command that names a file are its file's; with several,
+    # each file's lines are found by their text
+    numbered = (_numbered_lines(step.output)
+                if sum(1 for _, files in printing if files) == 1 else [])
     viewed: dict[str, list[int]] = {}
-    for command in commands:
-        if command.name not in _FILE_PRINTERS | _GREP_COMMANDS:
-            continue
-        operands = [path for path in (_repository_path(w, command.cwd, workdir)
-                                      for w in command.words[1:] if not w.startswith("-"))
-                    if path is not None]
-        files = [path for path in operands if read_file(path) is not None]
+    for command, files in printing:
         if command.name in _GREP_COMMANDS:
             for path, lines in _grep_lines(step.output, files, command.cwd, workdir, read_file,
                                            located).items():
@@ -284,6 +288,9 @@ def _locate(printed: Sequence[str], path: str, read_file: FileReader,
     found: list[int] = []
     cursor = 0
     for line in printed:
+        numbered = _NUMBERED.match(line)
+        if numbered:  # an nl listing's line: its text after the number
+            line = line[numbered.end():]
         candidates = positions.get(line.rstrip()) if line.strip() else None
         if not candidates:
             continue
@@ -355,7 +362,15 @@ def _runs(numbers: Sequence[int]) -> list[tuple[int, int]]:
 
 
 def _mentions(command: str | None, path: str) -> bool:
-    return bool(command) and posixpath.basename(path) in command
+    """The command names the file: its path, or its name as a whole word (``cd pkg &&
+    cat mod.py``; ``test_mod.py`` does not name ``mod.py``)."""
+    return bool(command) and (path in command or _name_pattern(posixpath.basename(path))
+                              .search(command) is not None)
+
+
+@functools.lru_cache(maxsize=NAME_PATTERNS_CACHED)
+def _name_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![\w.-])" + re.escape(name) + r"(?![\w-])")
 
 
 # --------------------------------------------------------------------------- window
@@ -382,7 +397,7 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
                 if text != step.shown:
                     rendering, rule = SHOWN_CUT, "fresh, lines an earlier output shows elided"
             window.parts.append(LoopPart(output_no, number, kind, step.shown,
-                                         _block(number, text), rendering, rule,
+                                         _block(text), rendering, rule,
                                          command=step.command))
             continue
         views = viewed_lines(step, read_file, workdir, located) if rules.views else None
@@ -440,7 +455,7 @@ def _repeated(line: str, whole_lines: dict[str, int]) -> bool:
     return len(line.strip()) >= REPEAT_LINE_MIN_CHARS and line in whole_lines
 
 
-def _block(step_no: int, body: str) -> str:
+def _block(body: str) -> str:
     return f"{body.rstrip()}\n\n"
 
 
@@ -475,7 +490,9 @@ def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list
         new = [n for n in numbers if 1 <= n <= len(lines) and n not in seen][:lines_max]
         seen.update(new)
         if not new:
-            blocks.append(f"[E{item_no} {path}: the lines it showed are shown above]")
+            gone = all(n > len(lines) for n in numbers)
+            blocks.append(f"[E{item_no} {path}: " + ("the lines it showed are past the file's "
+                          "end now]" if gone else "the lines it showed are shown above]"))
             continue
         runs = _runs(new)
         label = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in runs)

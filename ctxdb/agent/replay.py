@@ -258,8 +258,12 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
         for rule in ABLATIONS:
             files = TreeFiles(tree.path)
             window = build_window(loop_steps, files, LoopRules().without(rule), run.workdir)
-            plan = plan_window(window, loop_steps, settings.tokenizer, settings.token_ceiling,
-                               run.task, prefix, run_ref=run_ref(run_id, spec.instance_id))
+            try:
+                plan = plan_window(window, settings.tokenizer, settings.token_ceiling,
+                                   run.task, prefix, run_ref=run_ref(run_id, spec.instance_id))
+            except RequestError:
+                prompts[ablation_arm(rule)] = [dict(m) for m in prefix]
+                continue
             text = plan.text(run.task)
             prompts[ablation_arm(rule)] = [dict(m) for m in prefix] + (
                 [{"role": "user", "content": text}] if text else [])

@@ -57,4 +57,15 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # 0008 cannot hold an agent loop's parts or the ablation arms: refuse rather than
+    # delete what the store recorded
+    connection = op.get_bind()
+    held = connection.execute(sa.text(
+        "SELECT (SELECT COUNT(*) FROM evidence_item WHERE " + _any_of("kind", LOOP_KINDS) + ")"
+        " + (SELECT COUNT(*) FROM replay_decision WHERE arm LIKE 'ctx08-without-%')"
+        " + (SELECT COUNT(*) FROM replay_anchor_outcome WHERE arm LIKE 'ctx08-without-%')"
+    )).scalar_one()
+    if held:
+        raise RuntimeError(f"downgrade to 0008: {held} rows of agent-loop decisions or "
+                           "ablation arms would not fit its checks; remove them first")
     _set_checks(KINDS_0005, ARMS_0008, ARM_CHARS_0008)
