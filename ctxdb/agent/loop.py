@@ -44,7 +44,7 @@ from .trajectory import ObservationKind
 
 # Rules measured on the 97 development runs (docs/agent-loop.md has the sweep).
 FRESH_OUTPUTS = 2  # the newest outputs shown whole, at least
-FOLD_STRIDE = 8  # the fold horizon moves in steps of this many decisions
+FOLD_STRIDE = 10  # the fold horizon moves in steps of this many decisions
 FILE_IN_PLAY_STEPS = 10  # a folded file's views stay while a command named it this recently
 COMMAND_SHOWN_MAX_CHARS = 6_000  # a longer command (a here-document script) is cut
 VIEW_LINES_MAX = 400  # lines one folded view shows at most (a whole-file cat is a reading)
