@@ -123,6 +123,7 @@ ABLATIONS: dict[str, dict] = {
     "in_play": {"file_in_play_steps": EVERY_STEP},
     "named_files": {"pointer_paths": False},
     "repeats": {"repeats": False},
+    "reasoning": {"last_thought": False},
 }
 
 
