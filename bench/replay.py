@@ -10,8 +10,8 @@ with ``repo_git`` added to each line (``--runs``, default
 ``replay_run`` how long each part took:
 
 - ``replay_decisions_per_s``: decisions over the seconds spent on everything but
-  re-running commands (reading the run, indexing, building requests, constructing
-  windows, counting the arms, measuring anchors, writing): the replay itself;
+  re-running commands (reading the run, building and recording the loop windows and the
+  ablation arms, counting the arms, measuring anchors, writing): the replay itself;
 - ``rerun_s_per_run_p50`` / ``_max``: re-running a run's commands in the sandbox.
 
 With one worker (the default) the figures are not shared with another replay process.

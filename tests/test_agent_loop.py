@@ -302,3 +302,18 @@ def test_odd_outputs_do_not_break_a_view(tmp_path):
     output = _nl(3, 4) + "     1\tALPHA = 1\n     2\tBETA = 2\n"
     assert viewed_lines(LoopStep(two, output), files) == {"pkg/mod.py": [3, 4],
                                                          "pkg/other.py": [1, 2]}
+
+
+def test_a_nul_or_undecodable_byte_is_stored_as_a_stand_in_and_kept_as_given(store):
+    import json
+
+    steps = [LoopStep("printf 'caf\\xe9'", "caf\udce9 \x00end")]
+    context = construct_step(store, run_id="odd", instance_id="demo", task="t", steps=steps,
+                             prefix=PREFIX)
+    assert "text_replaced" in context.flags
+    shown = context.render()
+    assert "caf\ufffd" in shown and " \u2400end" in shown and "\x00" not in shown
+    with store.engine.connect() as connection:
+        given = connection.exec_driver_sql("SELECT request_json FROM decision WHERE "
+                                           "decision_id = ?", (context.decision_id,)).scalar()
+    assert json.loads(given)["steps"][0]["output"] == "caf\udce9 \x00end"

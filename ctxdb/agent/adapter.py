@@ -30,7 +30,7 @@ from ..pipeline.audit import AuditLog
 from ..pipeline.window_text import task_block
 from ..pipeline.state import BACK, MIDDLE, TRANSIENT, WORKING_SET, BudgetStep, PoolItem, new_decision
 from ..pipeline.vocabulary import BUDGET, EVICTED, IN_WINDOW, MASKED, RENDER, TASK_IN_PREFIX_FLAG
-from ..request import DecisionRequest, PlanNode, RequestError
+from ..request import NUL, NUL_STAND_IN, DecisionRequest, PlanNode, RequestError
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 from ..tokens import bounded_count, get_counter
 from .loop import (
@@ -59,6 +59,7 @@ CHAT_REPLY_PRIMING_TOKENS = 3
 FILE_READ_MAX_BYTES = 2 * 1024 * 1024  # a larger file is not a source a view shows
 TOKEN_MEMO_SIZE = 8192  # parts repeat at every step of a run: each counted once
 LOOP_PROVENANCE = "live: step {step} {part} of the agent loop"
+TEXT_REPLACED_FLAG = "text_replaced"  # a NUL or lone surrogate made storable (flags)
 PART_NAMES = ("command", "output", "reasoning")  # by loop.step_of_item's part number
 # the ceiling's ladder (budget_log.ladder_step), in its order
 LADDER_DROP_REASONING = "loop_drop_reasoning"
@@ -146,6 +147,14 @@ def construct_step(store, *, run_id: str, instance_id: str, task: str,
     steps = [s if isinstance(s, LoopStep) else steps_from_dicts([s])[0] for s in steps]
     _check(run_id, instance_id, task, prefix, arm, seq)
     seq = seq if seq is not None else len(steps) + 1
+    # the request as given, JSON-escaped (a lone surrogate or a NUL survives as \u....)
+    request_json = json.dumps({
+        "run_id": run_id, "instance_id": instance_id, "seq": seq, "arm": arm, "task": task,
+        "prefix": list(prefix), "steps": [asdict(s) for s in steps]})
+    given = (task, prefix, steps)
+    task, prefix, steps = _storable(task), _storable(list(prefix)), _storable(steps)
+    flags = [] if (task, prefix, steps) == (given[0], list(given[1]), list(given[2])) \
+        else [TEXT_REPLACED_FLAG]
     rules = rules or LoopRules()
     files = TreeFiles(tree)
     if arm == ARM_CURRENT:
@@ -158,15 +167,12 @@ def construct_step(store, *, run_id: str, instance_id: str, task: str,
     ceiling = settings.token_ceiling if arm != ARM_CURRENT else None
     plan = plan_window(window, settings.tokenizer, ceiling, task, prefix,
                        run_ref=run_ref(run_id, instance_id), as_messages=arm == ARM_CURRENT)
-    request_json = json.dumps({
-        "run_id": run_id, "instance_id": instance_id, "seq": seq, "arm": arm, "task": task,
-        "prefix": list(prefix), "steps": [asdict(s) for s in steps]}, ensure_ascii=False)
     request = DecisionRequest(
         run_id=run_id, instance_id=instance_id, seq=seq, decision_type=window.decision_type,
         task=task, plan_node=PlanNode(node_id=f"step-{seq}", obligation=task), arm=arm)
     digest = hashlib.sha256(request_json.encode("utf-8", "surrogatepass")).hexdigest()
     decision = new_decision(request, request_json, digest, settings,
-                            [TASK_IN_PREFIX_FLAG] if plan.task_in_prefix else [])
+                            flags + ([TASK_IN_PREFIX_FLAG] if plan.task_in_prefix else []))
     decision.pool = sorted((_pool_item(part) for part in window.parts + plan.evicted),
                            key=lambda item: item.item_no)
     decision.audit = AuditLog()
@@ -244,6 +250,26 @@ def plan_window(window: LoopWindow, tokenizer: str, ceiling: int | None, task: s
     budget_steps = _fit(window, tokenizer, ceiling, fixed, evicted) if ceiling is not None else []
     return WindowPlan(window, header, task_in_prefix, budget_steps,
                       fixed + sum(p.tokens for p in window.parts), evicted)
+
+
+def _storable(value):
+    """Texts a store can hold, on every backend alike: a lone surrogate (undecodable
+    bytes) becomes U+FFFD, a NUL the pipeline's visible stand-in."""
+    if isinstance(value, str):
+        if NUL in value:
+            value = value.replace(NUL, NUL_STAND_IN)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            value = value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        return value
+    if isinstance(value, list):
+        return [_storable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _storable(v) for k, v in value.items()}
+    if isinstance(value, LoopStep):
+        return LoopStep(**{k: _storable(v) for k, v in asdict(value).items()})
+    return value
 
 
 def run_ref(run_id: str, instance_id: str) -> str:

@@ -56,6 +56,7 @@ REPEAT_LINE_MIN_CHARS = 8
 # a masked output keeps the repository files it named (a find, ls or grep -l is read for
 # them): at most this many, in the order named
 POINTER_PATHS_MAX = 30
+PATH_CHARS_MAX = 300  # longer runs of path characters are not paths
 
 # the window's item kinds (spec EVIDENCE_KINDS): what each part of a step is
 AGENT_TURN, FILE_VIEW, HARNESS_NOTE = "agent_turn", "file_view", "harness_note"
@@ -506,7 +507,10 @@ def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list
                     lines=span)
 
 
-_PATH_TOKEN = re.compile(r"(?:\./)?((?:[\w.-]+/)*[\w.-]+\.\w+)")
+# a path-like run of an output: a bounded run of path characters, split at anything else
+# (a regular expression that backtracked over a 10 MB run of letters took hours)
+_PATH_RUN = re.compile(r"[\w./-]{1,%d}" % PATH_CHARS_MAX)
+_HAS_EXTENSION = re.compile(r"[^/]\.\w+$")
 
 
 def named_paths(output: str, read_file: FileReader, workdir: str = DEFAULT_WORKDIR) -> list[str]:
@@ -514,9 +518,12 @@ def named_paths(output: str, read_file: FileReader, workdir: str = DEFAULT_WORKD
     ``path:12:``), each once, at most ``POINTER_PATHS_MAX``."""
     found: list[str] = []
     root = workdir.rstrip("/") + "/"
-    for match in _PATH_TOKEN.finditer(output.replace(root, "")):
-        path = match.group(1)
-        if path in found or "/" not in path or read_file(path) is None:
+    for match in _PATH_RUN.finditer(output.replace(root, "")):
+        path = match.group(0)
+        while path.startswith("./"):
+            path = path[2:]
+        if ("/" not in path or path in found or not _HAS_EXTENSION.search(path)
+                or read_file(path) is None):
             continue
         found.append(path)
         if len(found) == POINTER_PATHS_MAX:
