@@ -33,6 +33,7 @@ from ..pipeline.vocabulary import BUDGET, EVICTED, IN_WINDOW, MASKED, RENDER, TA
 from ..request import NUL, NUL_STAND_IN, DecisionRequest, PlanNode, RequestError
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 from ..tokens import bounded_count, get_counter
+from .arms import CHAT_MESSAGE_OVERHEAD_TOKENS, CHAT_REPLY_PRIMING_TOKENS
 from .loop import (
     AGENT_TURN,
     FILE_VIEW,
@@ -54,8 +55,6 @@ from .loop import (
     step_of_item,
 )
 
-CHAT_MESSAGE_OVERHEAD_TOKENS = 3  # role and separators per chat message (OpenAI's count)
-CHAT_REPLY_PRIMING_TOKENS = 3
 FILE_READ_MAX_BYTES = 2 * 1024 * 1024  # a larger file is not a source a view shows
 TOKEN_MEMO_SIZE = 8192  # parts repeat at every step of a run: each counted once
 LOOP_PROVENANCE = "live: step {step} {part} of the agent loop"
