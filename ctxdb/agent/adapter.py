@@ -32,6 +32,7 @@ from ..pipeline.state import BACK, MIDDLE, TRANSIENT, WORKING_SET, BudgetStep, P
 from ..pipeline.vocabulary import BUDGET, EVICTED, IN_WINDOW, MASKED, RENDER, TASK_IN_PREFIX_FLAG
 from ..request import NUL, NUL_STAND_IN, DecisionRequest, PlanNode, RequestError
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
+from ..sqlfiles import sql_statement
 from ..tokens import bounded_count, get_counter
 from .arms import CHAT_MESSAGE_OVERHEAD_TOKENS, CHAT_REPLY_PRIMING_TOKENS
 from .loop import (
@@ -48,6 +49,8 @@ from .loop import (
     LoopWindow,
     DEFAULT_WORKDIR,
     LAST_THOUGHT_RULE,
+    SettledPart,
+    SettledParts,
     build_window,
     decision_type_of,
     item_numbers,
@@ -59,7 +62,8 @@ FILE_READ_MAX_BYTES = 2 * 1024 * 1024  # a larger file is not a source a view sh
 TOKEN_MEMO_SIZE = 8192  # parts repeat at every step of a run: each counted once
 LOOP_PROVENANCE = "live: step {step} {part} of the agent loop"
 TEXT_REPLACED_FLAG = "text_replaced"  # a NUL or lone surrogate made storable (flags)
-PART_NAMES = ("command", "output", "reasoning")  # by loop.step_of_item's part number
+# by loop.step_of_item's part number
+PART_NAMES = ("command", "output", "reasoning", "changed lines")
 # the ceiling's ladder (budget_log.ladder_step), in its order
 LADDER_DROP_REASONING = "loop_drop_reasoning"
 LADDER_FOLD_FRESH = "loop_fold_fresh"
@@ -160,7 +164,8 @@ def construct_step(store, *, run_id: str, instance_id: str, task: str,
         window = LoopWindow(parts=_history_whole(steps), decision_type=decision_type_of(steps))
     else:
         window = build_window(steps, files, rules, workdir or (
-            str(files.root) if files.root is not None else DEFAULT_WORKDIR))
+            str(files.root) if files.root is not None else DEFAULT_WORKDIR),
+            settled_parts(store, run_id, instance_id, seq, rules))
     settings = store.settings
     # the current arm is the harness's history as it sent it: never fitted
     ceiling = settings.token_ceiling if arm != ARM_CURRENT else None
@@ -269,6 +274,26 @@ def _storable(value):
     if isinstance(value, LoopStep):
         return LoopStep(**{k: _storable(v) for k, v in asdict(value).items()})
     return value
+
+
+def settled_parts(store, run_id: str, instance_id: str, seq: int,
+                  rules: LoopRules) -> SettledParts | None:
+    """What the newest earlier decision of this run and instance showed for the parts a
+    loop window keeps as shown until its fold horizon moves (``loop.SettledParts``)."""
+    with store.engine.connect() as connection:
+        rows = connection.execute(sql_statement("forensics/previous_window_of_run"), {
+            "run_id": run_id, "instance_id": instance_id, "seq": seq}).mappings().all()
+    if not rows:
+        return None
+    done = step_of_item(rows[0]["newest_item_no"])[0]
+    header = MASK_HINT.format(ref=run_ref(run_id, instance_id)) + "\n\n"
+    parts = {}
+    for row in rows:
+        text = row["rendered_text"]
+        if text.startswith(header):  # the window's first part carries its header line
+            text = text[len(header):]
+        parts[row["item_no"]] = SettledPart(row["content_sha256"], row["rendering"], text)
+    return SettledParts.settling(done, parts, rules)
 
 
 def run_ref(run_id: str, instance_id: str) -> str:

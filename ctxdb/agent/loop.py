@@ -23,6 +23,11 @@ what a next action takes from it:
   file within ``FILE_IN_PLAY_STEPS`` steps of the fold horizon).
 - **Everything else folded is a pointer** naming the item, with the repository files the
   output named (a search's result is its paths); ``ctxdb show`` prints it whole.
+- **Folded parts settle until the horizon moves.** Between folds a folded part keeps the
+  text the previous window showed it with (``SettledParts``), so an edit does not change
+  the window's middle (a prompt cache would lose everything after it). When a command
+  changed lines a view shows, a note right after that command's output shows them as
+  they read now (``tree_change_item``); at the next fold the views are read afresh.
 
 Decision type, from the history alone (``decision_type_of``): ``localize`` before the
 first edit, ``repair`` when the newest output is a failure after an edit, else ``edit``.
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import hashlib
 import posixpath
 import re
 from collections.abc import Callable, Sequence
@@ -109,6 +115,7 @@ class LoopRules:
     last_thought: bool = True  # the newest turn's reasoning, after the newest output
     pointer_paths: bool = True  # a masked output keeps the files it named
     repeats: bool = True  # a fresh output's lines an earlier fresh output shows are elided
+    settled: bool = True  # folded parts keep the previous window's text between folds
 
     def without(self, rule: str) -> "LoopRules":
         """These rules with ``rule`` (a name of ``ABLATIONS``) off."""
@@ -125,6 +132,7 @@ ABLATIONS: dict[str, dict] = {
     "named_files": {"pointer_paths": False},
     "repeats": {"repeats": False},
     "reasoning": {"last_thought": False},
+    "settled": {"settled": False},
 }
 
 
@@ -175,8 +183,12 @@ FileReader = Callable[[str], "list[str] | None"]
 
 
 LAST_THOUGHT_RULE = "the newest reasoning"
-PARTS_PER_STEP = 3  # a step's command, its observation, and its reasoning
-COMMAND_PART, OUTPUT_PART, THOUGHT_PART = range(PARTS_PER_STEP)
+SETTLED_RULE = "settled: as the window showed it since the fold"
+TREE_CHANGE_RULE = "lines a folded view shows, changed by this step's command"
+# a step's command, its observation, its reasoning, and the note of what its command
+# changed in the files the window's views show
+PARTS_PER_STEP = 4
+COMMAND_PART, OUTPUT_PART, THOUGHT_PART, TREE_PART = range(PARTS_PER_STEP)
 
 
 def item_numbers(step: int) -> tuple[int, int, int]:
@@ -186,10 +198,59 @@ def item_numbers(step: int) -> tuple[int, int, int]:
     return first, first + 1, first + 2
 
 
+def tree_change_item(step: int) -> int:
+    """The item number of the note of lines step ``step``'s command changed in views."""
+    return PARTS_PER_STEP * (step - 1) + 1 + TREE_PART
+
+
 def step_of_item(item_no: int) -> tuple[int, int]:
     """(step, part) of an item number: part 0 the command, 1 the observation, 2 the
-    reasoning."""
+    reasoning, 3 the note of the lines its command changed."""
     return (item_no - 1) // PARTS_PER_STEP + 1, (item_no - 1) % PARTS_PER_STEP
+
+
+@dataclass(frozen=True)
+class SettledPart:
+    content_sha256: str  # the part's content (a step's output as the harness showed it)
+    rendering: str
+    text: str
+
+
+@dataclass(frozen=True)
+class SettledParts:
+    """What the previous decision's window of the same run showed for its folded parts
+    and its notes of changed lines (item number -> part), after ``done`` steps."""
+
+    done: int
+    parts: dict[int, SettledPart]
+
+    @classmethod
+    def of(cls, window: "LoopWindow", done: int, rules: "LoopRules") -> "SettledParts":
+        """A window's own parts as the next window of its run settles on them."""
+        return cls.settling(done, {
+            p.item_no: SettledPart(part_digest(p.content), p.rendering, p.text)
+            for p in window.parts}, rules)
+
+    @classmethod
+    def settling(cls, done: int, parts: dict[int, SettledPart],
+                 rules: "LoopRules") -> "SettledParts":
+        """Of a window's ``parts`` (item number -> as shown), those that settle: its
+        folded outputs and its notes of changed lines."""
+        horizon = fold_horizon(done, rules)
+        return cls(done, {item_no: part for item_no, part in parts.items()
+                          if part.rendering in (SHOWN_LINES, POINTER)
+                          and _settles(item_no, horizon)})
+
+
+def part_digest(content: str) -> str:
+    """A part's content as the store names it (``tokens.content_sha256``); a text the
+    store would not hold as given (a lone surrogate) is still named, not refused."""
+    return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _settles(item_no: int, horizon: int) -> bool:
+    step, part = step_of_item(item_no)
+    return part == TREE_PART or (part == OUTPUT_PART and step <= horizon)
 
 
 def fold_horizon(done: int, rules: LoopRules) -> int:
@@ -378,13 +439,19 @@ def _name_pattern(name: str) -> re.Pattern[str]:
 # --------------------------------------------------------------------------- window
 
 def build_window(steps: Sequence[LoopStep], read_file: FileReader,
-                 rules: LoopRules = LoopRules(), workdir: str = DEFAULT_WORKDIR) -> LoopWindow:
+                 rules: LoopRules = LoopRules(), workdir: str = DEFAULT_WORKDIR,
+                 settled: SettledParts | None = None) -> LoopWindow:
     """The window after ``steps`` (oldest first), reading files through ``read_file``
     (repository-relative path -> its lines now, or None); the agent's commands run in
-    ``workdir``, the repository's root."""
+    ``workdir``, the repository's root. ``settled``: what the previous decision's window
+    of this run showed (kept while the fold horizon stays where it was)."""
     done = len(steps)
     horizon = fold_horizon(done, rules)
     window = LoopWindow(decision_type=decision_type_of(steps), horizon=horizon)
+    kept = (settled.parts if rules.settled and settled is not None
+            and settled.done == done - 1 and fold_horizon(settled.done, rules) == horizon
+            else {})
+    changed: list[str] = []  # lines views show that the newest step's command changed
     shown: dict[str, set[int]] = {}  # lines of each file an earlier kept view shows
     whole_lines: dict[str, int] = {}  # a line an earlier fresh output shows -> its step
     located: dict = {}  # each file's line positions, for the views that find lines in it
@@ -401,7 +468,14 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
             window.parts.append(LoopPart(output_no, number, kind, step.shown,
                                          _block(text), rendering, rule,
                                          command=step.command))
+            note = (kept.get(tree_change_item(number)) if number < done
+                    else _tree_change_note(number, changed) if changed else None)
+            if note is not None:
+                window.parts.append(LoopPart(tree_change_item(number), number, FILE_VIEW,
+                                             note.text, note.text, SHOWN_LINES,
+                                             TREE_CHANGE_RULE, command=step.command))
             continue
+        part = None
         views = viewed_lines(step, read_file, workdir, located) if rules.views else None
         if views:
             in_play = {path: lines for path, lines in views.items()
@@ -413,11 +487,10 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
                 if resting and rules.pointer_paths:  # their lines go; their names stay
                     part.text = (part.text[:-1] + f"[E{output_no} also printed: "
                                  f"{' '.join(resting[:POINTER_PATHS_MAX])}]\n\n")
-                window.parts.append(part)
-                continue
-        window.parts.append(_pointer_part(output_no, number, kind, step,
-                                          read_file if rules.pointer_paths else None,
-                                          workdir))
+        if part is None:
+            part = _pointer_part(output_no, number, kind, step,
+                                 read_file if rules.pointer_paths else None, workdir)
+        window.parts.append(_settle(part, kept, changed))
     if rules.last_thought and steps and steps[-1].thought.strip():
         # the newest reasoning goes last: the next window drops it without changing a
         # byte before it (a prompt cache keeps serving everything up to the output)
@@ -427,6 +500,131 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
                                      f"[step {done}, your reasoning]\n{thought}\n\n",
                                      SHOWN_WHOLE, LAST_THOUGHT_RULE))
     return window
+
+
+def _settle(part: LoopPart, kept: dict[int, SettledPart], changed: list[str]) -> LoopPart:
+    """``part`` as the previous window showed it, when it did and the fold horizon stayed;
+    the lines of a view that read otherwise now than the window says go to ``changed``."""
+    settled = kept.get(part.item_no)
+    if settled is None or settled.content_sha256 != part_digest(part.content):
+        return part
+    mark = f"[E{part.item_no} "
+    notes = [kept[n].text for n in sorted(kept)
+             if step_of_item(n)[1] == TREE_PART and mark in kept[n].text]
+    if settled.rendering == SHOWN_LINES and (notes or settled.text != part.text):
+        # (a file put back as the view shows it makes an earlier note untrue: said too)
+        changed.extend(_changed_lines(part.item_no, _believed(part.item_no, settled.text, notes),
+                                      _view_lines(part.text)))
+    if settled.text != part.text:
+        part.text, part.rendering, part.rule = settled.text, settled.rendering, SETTLED_RULE
+    return part
+
+
+_VIEW_HEADER = re.compile(r"^\[E\d+ (?P<path>.+) lines [\d, -]+, as the tree holds them now\]$")
+_VIEW_LINE = re.compile(r"^(\d+)\t(.*)$")
+# a note's lines (``_tree_change_note``): a file's changed lines follow its header
+NOW_READS, GONE = "as it reads now", "no longer as shown above: read it again"
+_NOTE_FILE = re.compile(r"^\[E(?P<item>\d+) (?P<path>.+), (?P<what>%s|%s)\]$"
+                        % (re.escape(NOW_READS), re.escape(GONE)))
+_NOTE_MOVED = re.compile(r"^\[lines? (?P<first>\d+)(?:-(?P<last>\d+))?: as shown above at "
+                         r"(?P<origin>\d+)(?:-\d+)?\]$")
+
+
+def _view_lines(text: str) -> dict[str, dict[int, str]]:
+    """A view part's lines: path -> {line number: text}."""
+    views: dict[str, dict[int, str]] = {}
+    lines: dict[int, str] | None = None
+    for line in text.splitlines():
+        header = _VIEW_HEADER.match(line)
+        if header:
+            lines = views.setdefault(header["path"], {})
+            continue
+        numbered = _VIEW_LINE.match(line)
+        if numbered and lines is not None:
+            lines[int(numbered.group(1))] = numbered.group(2)
+    return views
+
+
+def _believed(item_no: int, view: str, notes: Sequence[str]) -> dict[str, dict[int, str]]:
+    """The lines of view ``item_no`` as a reader of the window holds them: the view's,
+    as the earlier notes of changed lines corrected them, in order."""
+    believed = _view_lines(view)
+    for note in notes:
+        lines: dict[int, str] | None = None
+        before: dict[int, str] = {}
+        for line in note.splitlines():
+            header = _NOTE_FILE.match(line)
+            if header:
+                mine = int(header["item"]) == item_no
+                if mine and header["what"] == GONE:
+                    believed.pop(header["path"], None)
+                lines = believed.setdefault(header["path"], {}) if mine \
+                    and header["what"] == NOW_READS else None
+                before = dict(lines or {})  # what "as shown above" in this note refers to
+                continue
+            if lines is None:
+                continue
+            moved = _NOTE_MOVED.match(line)
+            if moved:
+                first = int(moved["first"])
+                offset = first - int(moved["origin"])
+                for number in range(first, int(moved["last"] or first) + 1):
+                    if number - offset in before:
+                        lines[number] = before[number - offset]
+                continue
+            numbered = _VIEW_LINE.match(line)
+            if numbered:
+                lines[int(numbered.group(1))] = numbered.group(2)
+    return believed
+
+
+def _changed_lines(item_no: int, believed: dict[str, dict[int, str]],
+                   now: dict[str, dict[int, str]]) -> list[str]:
+    """What a reader who holds ``believed`` needs to know view ``item_no``'s files as
+    ``now``: each line that reads otherwise, as it reads now; a run of lines that only
+    moved, as where the window showed it; a file the view no longer shows, named."""
+    notes = [f"[E{item_no} {path}, {GONE}]" for path in believed if path not in now]
+    for path, lines in now.items():
+        was = believed.get(path, {})
+        where: dict[str, list[int]] = {}
+        for number, text in was.items():
+            where.setdefault(text, []).append(number)
+        shown: list[str] = []
+        moved: list[int] = []  # [first, last, offset] of a run that only moved
+        for number in sorted(lines):
+            text = lines[number]
+            if was.get(number) == text:
+                _flush_moved(moved, shown)
+                continue
+            if moved and number == moved[1] + 1 and was.get(number - moved[2]) == text:
+                moved[1] = number
+                continue
+            _flush_moved(moved, shown)
+            if text.strip() and where.get(text):
+                origin = min(where[text], key=lambda at: abs(number - at))
+                moved[:] = [number, number, number - origin]
+                continue
+            shown.append(f"{number}\t{text}")
+        _flush_moved(moved, shown)
+        if shown:
+            notes.append(f"[E{item_no} {path}, {NOW_READS}]")
+            notes.extend(shown)
+    return notes
+
+
+def _flush_moved(moved: list[int], shown: list[str]) -> None:
+    if moved:
+        first, last, offset = moved
+        span = f"{first}-{last}" if first != last else str(first)
+        was = f"{first - offset}-{last - offset}" if first != last else str(first - offset)
+        shown.append(f"[line{'s' if first != last else ''} {span}: as shown above at {was}]")
+        moved.clear()
+
+
+def _tree_change_note(step_no: int, changed: list[str]) -> SettledPart:
+    text = (f"[E{tree_change_item(step_no)} step {step_no}'s command changed lines the views "
+            f"above show]\n" + "\n".join(changed) + "\n\n")
+    return SettledPart(part_digest(text), SHOWN_LINES, text)
 
 
 def _without_repeats(text: str, step_no: int, whole_lines: dict[str, int]) -> str:

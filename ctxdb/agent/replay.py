@@ -51,6 +51,7 @@ from .loop import (
     OUTPUT_PART,
     POINTER,
     LoopRules,
+    SettledParts,
     ablation_arm,
     build_window,
     loop_step,
@@ -235,6 +236,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
     counter = PromptCounter(get_counter(settings.tokenizer).count)
     observations: list[str] = []  # outputs of steps before k, as the harness showed them
     previous: dict[str, list[dict[str, str]]] = {}  # each arm's prompt at decision k - 1
+    settled: dict[str, SettledParts] = {}  # each ablation's window at k - 1, as it settles
     decision_rows, anchor_rows, outcome_rows = [], [], []
     divergence: tuple[int, str] | None = None  # the first edit the re-run did otherwise
     tree_version = tree.fingerprint()
@@ -257,13 +259,16 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
             windows = {}
         for rule in ABLATIONS:
             files = TreeFiles(tree.path)
-            window = build_window(loop_steps, files, LoopRules().without(rule), run.workdir)
+            rules = LoopRules().without(rule)
+            window = build_window(loop_steps, files, rules, run.workdir,
+                                  settled.pop(rule, None))
             try:
                 plan = plan_window(window, settings.tokenizer, settings.token_ceiling,
                                    run.task, prefix, run_ref=run_ref(run_id, spec.instance_id))
             except RequestError:
                 prompts[ablation_arm(rule)] = [dict(m) for m in prefix]
                 continue
+            settled[rule] = SettledParts.of(window, len(loop_steps), rules)
             text = plan.text(run.task)
             prompts[ablation_arm(rule)] = [dict(m) for m in prefix] + (
                 [{"role": "user", "content": text}] if text else [])
