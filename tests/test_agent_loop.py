@@ -18,8 +18,11 @@ from ctxdb.agent.loop import (
     LoopStep,
     build_window,
     decision_type_of,
+    MASK_HINT,
+    SettledParts,
     fold_horizon,
     item_numbers,
+    tree_change_item,
     step_of_item,
     viewed_lines,
 )
@@ -132,6 +135,71 @@ def test_consecutive_windows_share_their_prefix_between_folds(tmp_path):
     for done in range(1, len(steps) + 1):
         if done not in moves:
             assert texts[done].startswith(texts[done - 1]), done  # appended, nothing changed
+
+
+def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_changed(
+        store, tmp_path):
+    root = _tree(tmp_path)
+    mod = root / "pkg" / "mod.py"
+    steps = [LoopStep("nl -ba pkg/mod.py | sed -n '3,8p'", _nl(3, 8)), *_filler(8)]
+    assert fold_horizon(len(steps), RULES) == fold_horizon(len(steps) + 2, RULES) == 4
+    windows = [build_window(steps, TreeFiles(root), RULES)]
+    stored = [construct_step(store, run_id="loop", instance_id="settle", task="t", steps=steps,
+                             tree=root, rules=RULES)]
+
+    def step(command: str, text: str) -> None:
+        mod.write_text(text, encoding="utf-8")
+        steps.append(LoopStep(command, ""))
+        settled = SettledParts.of(windows[-1], len(steps) - 1, RULES)
+        windows.append(build_window(steps, TreeFiles(root), RULES, settled=settled))
+        stored.append(construct_step(store, run_id="loop", instance_id="settle", task="t",
+                                     steps=steps, tree=root, rules=RULES))
+
+    # one line replaced and two inserted above the rest of the view
+    edited = MODULE.replace("return value + 3", "return value - 3").replace(
+        "def function_2(", "# a\n# b\ndef function_2(")
+    step("sed -i edit pkg/mod.py", edited)
+    before, after = windows[-2].text(), windows[-1].text()
+    newest_output = after.rindex("[step 10]")
+    assert after.startswith(before) and newest_output == len(before)  # only appended
+    note = after[newest_output:]
+    assert note.endswith(
+        f"[E{tree_change_item(10)} step 10's command changed lines the views above show]\n"
+        "[E2 pkg/mod.py, as it reads now]\n3\t# a\n4\t# b\n"
+        "[lines 5-7: as shown above at 3-5]\n8\t    return value - 3\n\n"), note
+    # the file put back: the note of the step that did it says so
+    step("git checkout pkg/mod.py", MODULE)
+    assert windows[-1].text().startswith(after)
+    assert windows[-1].text().endswith("[E2 pkg/mod.py, as it reads now]\n"
+                                       "[lines 3-5: as shown above at 5-7]\n"
+                                       "6\t    return value + 3\n"
+                                       "7\tdef function_4(value):\n"
+                                       "8\t    return value + 4\n\n")
+    # the store's windows settle alike: the same texts from the recorded decisions
+    assert [_window_body(store, c) for c in stored] == [w.text() for w in windows]
+    # the fold horizon moves: views read afresh, the notes gone
+    mod.write_text(edited, encoding="utf-8")
+    steps.extend(_filler(2))
+    folded = build_window(steps, TreeFiles(root), RULES,
+                          settled=SettledParts.of(windows[-1], len(steps) - 2, RULES))
+    assert fold_horizon(len(steps), RULES) == 8
+    assert "changed lines the views" not in folded.text()
+    assert "3\t# a\n" in folded.text() and "8\t    return value - 3" in folded.text()
+    # without the rule, the view is re-read at every step (the middle of the window moves)
+    unsettled = build_window(steps[:10], TreeFiles(root), RULES.without("settled"),
+                             settled=SettledParts.of(windows[0], 9, RULES))
+    assert "8\t    return value - 3" in unsettled.text()
+    assert "changed lines the views" not in unsettled.text()
+
+
+def _window_body(store, context) -> str:
+    """The loop window's parts as the store holds them (the header and task left out)."""
+    with store.engine.connect() as connection:
+        texts = [row[0] for row in connection.exec_driver_sql(
+            "SELECT rendered_text FROM window_item WHERE decision_id = ? ORDER BY position",
+            (context.decision_id,))]
+    head = MASK_HINT.format(ref=run_ref("loop", "settle")) + "\n\n"
+    return "".join(texts).removeprefix(head)
 
 
 def test_a_fresh_output_elides_what_an_earlier_fresh_output_shows(tmp_path):
