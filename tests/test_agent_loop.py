@@ -3,10 +3,12 @@ and ctxdb.agent.adapter recording them as decisions."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from ctxdb import ContextStore
-from ctxdb.agent.adapter import TreeFiles, construct_step, run_ref
+from ctxdb.agent.adapter import TreeFiles, construct_step, plan_window, run_ref
 from ctxdb.agent.loop import (
     FILE_IN_PLAY_STEPS,
     OUTPUT_PART,
@@ -22,6 +24,7 @@ from ctxdb.agent.loop import (
     SettledParts,
     fold_horizon,
     item_numbers,
+    newest_output,
     tree_change_item,
     step_of_item,
     viewed_lines,
@@ -160,9 +163,9 @@ def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_
         "def function_2(", "# a\n# b\ndef function_2(")
     step("sed -i edit pkg/mod.py", edited)
     before, after = windows[-2].text(), windows[-1].text()
-    newest_output = after.rindex("[step 10]")
-    assert after.startswith(before) and newest_output == len(before)  # only appended
-    note = after[newest_output:]
+    appended_at = after.rindex("[step 10]")
+    assert after.startswith(before) and appended_at == len(before)  # only appended
+    note = after[appended_at:]
     assert note.endswith(
         f"[E{tree_change_item(10)} step 10's command changed lines the views above show]\n"
         "[E2 pkg/mod.py, as it reads now]\n3\t# a\n4\t# b\n"
@@ -175,6 +178,12 @@ def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_
                                        "6\t    return value + 3\n"
                                        "7\tdef function_4(value):\n"
                                        "8\t    return value + 4\n\n")
+    # under a tight ceiling the ladder keeps the newest output, not the note after it
+    tight = plan_window(copy.deepcopy(windows[1]), store.settings.tokenizer, 150, "t", [],
+                        run_ref("loop", "settle"))
+    newest = newest_output(tight.window.parts)
+    assert newest is not None and newest.step == 10 and newest.rendering != POINTER
+    assert tight.total_tokens <= 150
     # the store's windows settle alike: the same texts from the recorded decisions
     assert [_window_body(store, c) for c in stored] == [w.text() for w in windows]
     # the fold horizon moves: views read afresh, the notes gone

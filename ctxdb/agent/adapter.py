@@ -54,6 +54,7 @@ from .loop import (
     build_window,
     decision_type_of,
     item_numbers,
+    newest_output,
     observation_kind,
     step_of_item,
 )
@@ -184,8 +185,7 @@ def construct_step(store, *, run_id: str, instance_id: str, task: str,
         decision.audit.final(f"E{part.item_no}", BUDGET, EVICTED, OVER_CEILING_RULE)
     entries = []
     tokenizer = settings.tokenizer
-    outputs = [p for p in window.parts if p.kind != AGENT_TURN]
-    newest = outputs[-1] if outputs else None
+    newest = newest_output(window.parts)
     at_back = False  # the newest output and what follows it (the newest reasoning)
     for position, part in enumerate(window.parts, start=1):
         item_id = f"E{part.item_no}"
@@ -360,7 +360,7 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
         log.append(BudgetStep(len(log) + 1, ladder, f"E{part.item_no}", before, total()))
 
     outputs = [p for p in window.parts if p.kind != AGENT_TURN]
-    newest = outputs[-1] if outputs else None
+    newest = newest_output(window.parts)
     for part in [p for p in window.parts if p.rule == LAST_THOUGHT_RULE]:
         if total() <= ceiling:
             return log

@@ -209,6 +209,13 @@ def step_of_item(item_no: int) -> tuple[int, int]:
     return (item_no - 1) // PARTS_PER_STEP + 1, (item_no - 1) % PARTS_PER_STEP
 
 
+def newest_output(parts: Sequence["LoopPart"]) -> "LoopPart | None":
+    """The newest step's observation among a window's parts (a note of the lines its
+    command changed, or the newest reasoning, may follow it)."""
+    return next((p for p in reversed(parts) if step_of_item(p.item_no)[1] == OUTPUT_PART),
+                None)
+
+
 @dataclass(frozen=True)
 class SettledPart:
     content_sha256: str  # the part's content (a step's output as the harness showed it)
