@@ -4,6 +4,7 @@ and ctxdb.agent.adapter recording them as decisions."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 
@@ -144,19 +145,20 @@ def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_
         store, tmp_path):
     root = _tree(tmp_path)
     mod = root / "pkg" / "mod.py"
+    rules = dataclasses.replace(RULES, moved_run_summarized_min=3)
     steps = [LoopStep("nl -ba pkg/mod.py | sed -n '3,8p'", _nl(3, 8)), *_filler(8)]
-    assert fold_horizon(len(steps), RULES) == fold_horizon(len(steps) + 2, RULES) == 4
-    windows = [build_window(steps, TreeFiles(root), RULES)]
+    assert fold_horizon(len(steps), rules) == fold_horizon(len(steps) + 2, rules) == 4
+    windows = [build_window(steps, TreeFiles(root), rules)]
     stored = [construct_step(store, run_id="loop", instance_id="settle", task="t", steps=steps,
-                             tree=root, rules=RULES)]
+                             tree=root, rules=rules)]
 
     def step(command: str, text: str) -> None:
         mod.write_text(text, encoding="utf-8")
         steps.append(LoopStep(command, ""))
-        settled = SettledParts.of(windows[-1], len(steps) - 1, RULES)
-        windows.append(build_window(steps, TreeFiles(root), RULES, settled=settled))
+        settled = SettledParts.of(windows[-1], len(steps) - 1, rules)
+        windows.append(build_window(steps, TreeFiles(root), rules, settled=settled))
         stored.append(construct_step(store, run_id="loop", instance_id="settle", task="t",
-                                     steps=steps, tree=root, rules=RULES))
+                                     steps=steps, tree=root, rules=rules))
 
     # one line replaced and two inserted above the rest of the view
     edited = MODULE.replace("return value + 3", "return value - 3").replace(
@@ -170,6 +172,12 @@ def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_
         f"[E{tree_change_item(10)} step 10's command changed lines the views above show]\n"
         "[E2 pkg/mod.py, as it reads now]\n3\t# a\n4\t# b\n"
         "[lines 5-7: as shown above at 3-5]\n8\t    return value - 3\n\n"), note
+    # a run shorter than the rule's minimum is shown as it reads now, numbers and all
+    literal = build_window(steps[:10], TreeFiles(root), dataclasses.replace(
+        rules, moved_run_summarized_min=4), settled=SettledParts.of(windows[0], 9, rules))
+    assert literal.text().endswith("[E2 pkg/mod.py, as it reads now]\n3\t# a\n4\t# b\n"
+                                   "5\tdef function_2(value):\n6\t    return value + 2\n"
+                                   "7\tdef function_3(value):\n8\t    return value - 3\n\n")
     # the file put back: the note of the step that did it says so
     step("git checkout pkg/mod.py", MODULE)
     assert windows[-1].text().startswith(after)
@@ -189,14 +197,14 @@ def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_
     # the fold horizon moves: views read afresh, the notes gone
     mod.write_text(edited, encoding="utf-8")
     steps.extend(_filler(2))
-    folded = build_window(steps, TreeFiles(root), RULES,
-                          settled=SettledParts.of(windows[-1], len(steps) - 2, RULES))
-    assert fold_horizon(len(steps), RULES) == 8
+    folded = build_window(steps, TreeFiles(root), rules,
+                          settled=SettledParts.of(windows[-1], len(steps) - 2, rules))
+    assert fold_horizon(len(steps), rules) == 8
     assert "changed lines the views" not in folded.text()
     assert "3\t# a\n" in folded.text() and "8\t    return value - 3" in folded.text()
     # without the rule, the view is re-read at every step (the middle of the window moves)
-    unsettled = build_window(steps[:10], TreeFiles(root), RULES.without("settled"),
-                             settled=SettledParts.of(windows[0], 9, RULES))
+    unsettled = build_window(steps[:10], TreeFiles(root), rules.without("settled"),
+                             settled=SettledParts.of(windows[0], 9, rules))
     assert "8\t    return value - 3" in unsettled.text()
     assert "changed lines the views" not in unsettled.text()
 

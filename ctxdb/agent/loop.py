@@ -59,6 +59,10 @@ VIEW_LINES_MAX = 400  # lines one folded view shows at most (a whole-file cat is
 # it; lines shorter than REPEAT_LINE_MIN_CHARS (blank, a brace) are never a repeat.
 REPEAT_RUN_MIN_LINES = 3
 REPEAT_LINE_MIN_CHARS = 8
+# a note of changed lines names a run of lines that only moved by where the window showed
+# it from this many lines on; a shorter run is shown as it reads now (its numbers are what
+# a line-addressed edit uses)
+MOVED_RUN_SUMMARIZED_MIN = 10
 # a masked output keeps the repository files it named (a find, ls or grep -l is read for
 # them): at most this many, in the order named
 POINTER_PATHS_MAX = 30
@@ -116,6 +120,7 @@ class LoopRules:
     pointer_paths: bool = True  # a masked output keeps the files it named
     repeats: bool = True  # a fresh output's lines an earlier fresh output shows are elided
     settled: bool = True  # folded parts keep the previous window's text between folds
+    moved_run_summarized_min: int = MOVED_RUN_SUMMARIZED_MIN
 
     def without(self, rule: str) -> "LoopRules":
         """These rules with ``rule`` (a name of ``ABLATIONS``) off."""
@@ -497,7 +502,7 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
         if part is None:
             part = _pointer_part(output_no, number, kind, step,
                                  read_file if rules.pointer_paths else None, workdir)
-        window.parts.append(_settle(part, kept, changed))
+        window.parts.append(_settle(part, kept, changed, rules.moved_run_summarized_min))
     if rules.last_thought and steps and steps[-1].thought.strip():
         # the newest reasoning goes last: the next window drops it without changing a
         # byte before it (a prompt cache keeps serving everything up to the output)
@@ -509,7 +514,8 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
     return window
 
 
-def _settle(part: LoopPart, kept: dict[int, SettledPart], changed: list[str]) -> LoopPart:
+def _settle(part: LoopPart, kept: dict[int, SettledPart], changed: list[str],
+            summarized_min: int) -> LoopPart:
     """``part`` as the previous window showed it, when it did and the fold horizon stayed;
     the lines of a view that read otherwise now than the window says go to ``changed``."""
     settled = kept.get(part.item_no)
@@ -521,7 +527,7 @@ def _settle(part: LoopPart, kept: dict[int, SettledPart], changed: list[str]) ->
     if settled.rendering == SHOWN_LINES and (notes or settled.text != part.text):
         # (a file put back as the view shows it makes an earlier note untrue: said too)
         changed.extend(_changed_lines(part.item_no, _believed(part.item_no, settled.text, notes),
-                                      _view_lines(part.text)))
+                                      _view_lines(part.text), summarized_min))
     if settled.text != part.text:
         part.text, part.rendering, part.rule = settled.text, settled.rendering, SETTLED_RULE
     return part
@@ -586,10 +592,11 @@ def _believed(item_no: int, view: str, notes: Sequence[str]) -> dict[str, dict[i
 
 
 def _changed_lines(item_no: int, believed: dict[str, dict[int, str]],
-                   now: dict[str, dict[int, str]]) -> list[str]:
+                   now: dict[str, dict[int, str]], summarized_min: int) -> list[str]:
     """What a reader who holds ``believed`` needs to know view ``item_no``'s files as
-    ``now``: each line that reads otherwise, as it reads now; a run of lines that only
-    moved, as where the window showed it; a file the view no longer shows, named."""
+    ``now``: each line that reads otherwise, as it reads now; a run of at least
+    ``summarized_min`` lines that only moved, as where the window showed it (a shorter
+    one as it reads now); a file the view no longer shows, named."""
     notes = [f"[E{item_no} {path}, {GONE}]" for path in believed if path not in now]
     for path, lines in now.items():
         was = believed.get(path, {})
@@ -600,32 +607,36 @@ def _changed_lines(item_no: int, believed: dict[str, dict[int, str]],
         moved: list[int] = []  # [first, last, offset] of a run that only moved
         for number in sorted(lines):
             text = lines[number]
-            if was.get(number) == text:
-                _flush_moved(moved, shown)
-                continue
             if moved and number == moved[1] + 1 and was.get(number - moved[2]) == text:
-                moved[1] = number
+                moved[1] = number  # (a blank line that also reads the same in place
+                continue           # does not part a run that moved)
+            _flush_moved(moved, shown, lines, summarized_min)
+            if was.get(number) == text:
                 continue
-            _flush_moved(moved, shown)
             if text.strip() and where.get(text):
                 origin = min(where[text], key=lambda at: abs(number - at))
                 moved[:] = [number, number, number - origin]
                 continue
             shown.append(f"{number}\t{text}")
-        _flush_moved(moved, shown)
+        _flush_moved(moved, shown, lines, summarized_min)
         if shown:
             notes.append(f"[E{item_no} {path}, {NOW_READS}]")
             notes.extend(shown)
     return notes
 
 
-def _flush_moved(moved: list[int], shown: list[str]) -> None:
-    if moved:
-        first, last, offset = moved
-        span = f"{first}-{last}" if first != last else str(first)
-        was = f"{first - offset}-{last - offset}" if first != last else str(first - offset)
-        shown.append(f"[line{'s' if first != last else ''} {span}: as shown above at {was}]")
-        moved.clear()
+def _flush_moved(moved: list[int], shown: list[str], lines: dict[int, str],
+                 summarized_min: int) -> None:
+    if not moved:
+        return
+    first, last, offset = moved
+    moved.clear()
+    if last - first + 1 < summarized_min:
+        shown.extend(f"{number}\t{lines[number]}" for number in range(first, last + 1))
+        return
+    span = f"{first}-{last}" if first != last else str(first)
+    was = f"{first - offset}-{last - offset}" if first != last else str(first - offset)
+    shown.append(f"[line{'s' if first != last else ''} {span}: as shown above at {was}]")
 
 
 def _tree_change_note(step_no: int, changed: list[str]) -> SettledPart:
