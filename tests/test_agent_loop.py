@@ -21,6 +21,7 @@ from ctxdb.agent.loop import (
     LoopStep,
     build_window,
     decision_type_of,
+    GONE,
     MASK_HINT,
     SettledParts,
     fold_horizon,
@@ -155,7 +156,7 @@ def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_
     def step(command: str, text: str) -> None:
         mod.write_text(text, encoding="utf-8")
         steps.append(LoopStep(command, ""))
-        settled = SettledParts.of(windows[-1], len(steps) - 1, rules)
+        settled = SettledParts.of(windows[-1], steps[:-1], rules)
         windows.append(build_window(steps, TreeFiles(root), rules, settled=settled))
         stored.append(construct_step(store, run_id="loop", instance_id="settle", task="t",
                                      steps=steps, tree=root, rules=rules))
@@ -171,10 +172,10 @@ def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_
     assert note.endswith(
         f"[E{tree_change_item(10)} step 10's command changed lines the views above show]\n"
         "[E2 pkg/mod.py, as it reads now]\n3\t# a\n4\t# b\n"
-        "[lines 5-7: as shown above at 3-5]\n8\t    return value - 3\n\n"), note
+        "[lines 5-7 now read what lines 3-5 read]\n8\t    return value - 3\n\n"), note
     # a run shorter than the rule's minimum is shown as it reads now, numbers and all
     literal = build_window(steps[:10], TreeFiles(root), dataclasses.replace(
-        rules, moved_run_summarized_min=4), settled=SettledParts.of(windows[0], 9, rules))
+        rules, moved_run_summarized_min=4), settled=SettledParts.of(windows[0], steps[:9], rules))
     assert literal.text().endswith("[E2 pkg/mod.py, as it reads now]\n3\t# a\n4\t# b\n"
                                    "5\tdef function_2(value):\n6\t    return value + 2\n"
                                    "7\tdef function_3(value):\n8\t    return value - 3\n\n")
@@ -182,7 +183,7 @@ def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_
     step("git checkout pkg/mod.py", MODULE)
     assert windows[-1].text().startswith(after)
     assert windows[-1].text().endswith("[E2 pkg/mod.py, as it reads now]\n"
-                                       "[lines 3-5: as shown above at 5-7]\n"
+                                       "[lines 3-5 now read what lines 5-7 read]\n"
                                        "6\t    return value + 3\n"
                                        "7\tdef function_4(value):\n"
                                        "8\t    return value + 4\n\n")
@@ -198,15 +199,68 @@ def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_
     mod.write_text(edited, encoding="utf-8")
     steps.extend(_filler(2))
     folded = build_window(steps, TreeFiles(root), rules,
-                          settled=SettledParts.of(windows[-1], len(steps) - 2, rules))
+                          settled=SettledParts.of(windows[-1], steps[:-2], rules))
     assert fold_horizon(len(steps), rules) == 8
     assert "changed lines the views" not in folded.text()
     assert "3\t# a\n" in folded.text() and "8\t    return value - 3" in folded.text()
     # without the rule, the view is re-read at every step (the middle of the window moves)
     unsettled = build_window(steps[:10], TreeFiles(root), rules.without("settled"),
-                             settled=SettledParts.of(windows[0], 9, rules))
+                             settled=SettledParts.of(windows[0], steps[:9], rules))
     assert "8\t    return value - 3" in unsettled.text()
     assert "changed lines the views" not in unsettled.text()
+
+
+def test_what_the_window_says_of_a_file_is_held_against_the_tree_between_folds(tmp_path):
+    root = _tree(tmp_path)
+    mod = root / "pkg" / "mod.py"
+    rules = dataclasses.replace(RULES, moved_run_summarized_min=3)
+    # a view without numbers: its lines were found by their text
+    steps = [LoopStep("sed -n '3,8p' pkg/mod.py", _lines(3, 8)), *_filler(8)]
+    first = build_window(steps, TreeFiles(root), rules)
+    note = f"[E{tree_change_item(10)} step 10's command changed lines the views above show]\n"
+
+    def next_window(previous, history, command="sed -i edit pkg/mod.py") -> str:
+        later = [*history, LoopStep(command, "")]
+        return build_window(later, TreeFiles(root), rules,
+                            settled=SettledParts.of(previous, history, rules)).text()
+
+    def write(text: str) -> None:
+        mod.write_text(text, encoding="utf-8")
+
+    # a line edited in place no longer matches the view's text: still said
+    write(MODULE.replace("return value + 3", "return value - 3"))
+    assert next_window(first, steps).endswith(
+        note + "[E2 pkg/mod.py, as it reads now]\n6\t    return value - 3\n\n")
+    # a file cut short: the lines past its end are named; a file gone, said
+    write("".join(MODULE.splitlines(keepends=True)[:6]))
+    assert next_window(first, steps).endswith(
+        note + "[E2 pkg/mod.py, as it reads now]\n[lines 7-8: past the file's end now]\n\n")
+    mod.unlink()
+    assert next_window(first, steps).endswith(note + f"[E2 pkg/mod.py, {GONE}]\n\n")
+
+    # the ladder showed the view as a pointer: the notes naming it are still held to the tree
+    write(MODULE.replace("return value + 3", "return value - 3"))
+    edited = [*steps, LoopStep("sed -i edit pkg/mod.py", "")]
+    with_note = build_window(edited, TreeFiles(root), rules,
+                             settled=SettledParts.of(first, steps, rules))
+    view = next(part for part in with_note.parts if part.item_no == 2)
+    view.text, view.rendering = "[E2 file view masked: 6 lines]\n\n", POINTER
+    write(MODULE.replace("return value + 3", "return value * 3"))
+    again = f"[E{tree_change_item(11)} step 11's command changed lines the views above show]\n"
+    corrected = again + "[E2 pkg/mod.py, as it reads now]\n6\t    return value * 3\n\n"
+    text = next_window(with_note, edited, "sed -i again pkg/mod.py")
+    assert "[E2 file view masked: 6 lines]" in text and text.endswith(corrected)
+    # the view evicted from that window comes back read afresh; the note after it corrected
+    with_note.parts.remove(view)
+    text = next_window(with_note, edited, "sed -i again pkg/mod.py")
+    assert "[E2 pkg/mod.py lines 3-5, 7-8, as the tree holds them now]" in text
+    assert text.endswith(corrected)
+    # another history under the same run (one command differs): nothing settles on it
+    other = [*steps[:3], LoopStep("python -c 'print(99)'", steps[3].output), *steps[4:]]
+    text = build_window([*other, LoopStep("sed -i again pkg/mod.py", "")], TreeFiles(root),
+                        rules, settled=SettledParts.of(first, steps, rules)).text()
+    assert "changed lines the views" not in text
+    assert "[E2 pkg/mod.py lines 3-5, 7-8, as the tree holds them now]" in text  # read afresh
 
 
 def _window_body(store, context) -> str:

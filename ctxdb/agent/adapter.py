@@ -49,10 +49,13 @@ from .loop import (
     LoopWindow,
     DEFAULT_WORKDIR,
     LAST_THOUGHT_RULE,
+    PARTS_PER_STEP,
+    TREE_PART,
     SettledPart,
     SettledParts,
     build_window,
     decision_type_of,
+    is_history_item,
     item_numbers,
     newest_output,
     observation_kind,
@@ -280,20 +283,29 @@ def settled_parts(store, run_id: str, instance_id: str, seq: int,
                   rules: LoopRules) -> SettledParts | None:
     """What the newest earlier decision of this run and instance showed for the parts a
     loop window keeps as shown until its fold horizon moves (``loop.SettledParts``)."""
+    if not rules.settled:
+        return None
     with store.engine.connect() as connection:
         rows = connection.execute(sql_statement("forensics/previous_window_of_run"), {
-            "run_id": run_id, "instance_id": instance_id, "seq": seq}).mappings().all()
+            "run_id": run_id, "instance_id": instance_id, "seq": seq, "view": SHOWN_LINES,
+            "pointer": POINTER, "parts_per_step": PARTS_PER_STEP,
+            "note_part": (TREE_PART + 1) % PARTS_PER_STEP}).mappings().all()
     if not rows:
         return None
-    done = step_of_item(rows[0]["newest_item_no"])[0]
+    done = step_of_item(rows[-1]["item_no"])[0]
     header = MASK_HINT.format(ref=run_ref(run_id, instance_id)) + "\n\n"
-    parts = {}
+    parts, history = {}, {}
     for row in rows:
+        if is_history_item(row["item_no"]):
+            history[row["item_no"]] = row["content_sha256"]
         text = row["rendered_text"]
+        if text is None:
+            continue
         if text.startswith(header):  # the window's first part carries its header line
             text = text[len(header):]
-        parts[row["item_no"]] = SettledPart(row["content_sha256"], row["rendering"], text)
-    return SettledParts.settling(done, parts, rules)
+        parts[row["item_no"]] = SettledPart(row["content_sha256"], row["rendering"], text,
+                                            row["note_content"])
+    return SettledParts.settling(done, parts, history, rules)
 
 
 def run_ref(run_id: str, instance_id: str) -> str:

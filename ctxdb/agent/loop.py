@@ -83,6 +83,7 @@ _TRACEBACK = "Traceback (most recent call last)"
 _NUMBERED = re.compile(r"^\s*(\d+)\t")
 _GREP_NUMBERED = re.compile(r"^(?:(?P<path>[^\s:]+):)?(?P<line>\d+)[:-]")
 DEFAULT_WORKDIR = "/testbed"  # where SWE-bench's harnesses run the agent's commands
+NO_COMMAND = "(no command)"  # a turn with no command, or several
 MASK_HINT = "ctxdb show {ref} E<n> prints a masked output whole."
 
 
@@ -128,6 +129,7 @@ class LoopRules:
 
 
 NAME_PATTERNS_CACHED = 1024  # file names looked for in commands, compiled once each
+DIGESTS_CACHED = 4096  # a run's steps come back at every decision: each digested once
 EVERY_STEP = 10**9  # a file-in-play window no run reaches: every file stays in play
 # what turning each rule off means (the replay's ablation arms)
 ABLATIONS: dict[str, dict] = {
@@ -223,41 +225,64 @@ def newest_output(parts: Sequence["LoopPart"]) -> "LoopPart | None":
 
 @dataclass(frozen=True)
 class SettledPart:
-    content_sha256: str  # the part's content (a step's output as the harness showed it)
+    """A part as a window showed it: the digest of its content, its form and text, and
+    for a note of changed lines its content (the ladder may have shown it as a pointer)."""
+
+    content_sha256: str
     rendering: str
     text: str
+    content: str | None = None
 
 
 @dataclass(frozen=True)
 class SettledParts:
     """What the previous decision's window of the same run showed for its folded parts
-    and its notes of changed lines (item number -> part), after ``done`` steps."""
+    and its notes of changed lines (item number -> part), after ``done`` steps; and the
+    digest of every command and output of those steps (``history_digests``), so a window
+    settles only on the history it continues."""
 
     done: int
     parts: dict[int, SettledPart]
+    history: dict[int, str]
 
     @classmethod
-    def of(cls, window: "LoopWindow", done: int, rules: "LoopRules") -> "SettledParts":
-        """A window's own parts as the next window of its run settles on them."""
-        return cls.settling(done, {
-            p.item_no: SettledPart(part_digest(p.content), p.rendering, p.text)
-            for p in window.parts}, rules)
+    def of(cls, window: "LoopWindow", steps: Sequence["LoopStep"],
+           rules: "LoopRules") -> "SettledParts":
+        """A window built after ``steps``, as the next window of its run settles on it."""
+        return cls.settling(len(steps), {
+            p.item_no: SettledPart(part_digest(p.content), p.rendering, p.text, p.content)
+            for p in window.parts}, history_digests(steps), rules)
 
     @classmethod
-    def settling(cls, done: int, parts: dict[int, SettledPart],
+    def settling(cls, done: int, parts: dict[int, SettledPart], history: dict[int, str],
                  rules: "LoopRules") -> "SettledParts":
         """Of a window's ``parts`` (item number -> as shown), those that settle: its
         folded outputs and its notes of changed lines."""
         horizon = fold_horizon(done, rules)
         return cls(done, {item_no: part for item_no, part in parts.items()
                           if part.rendering in (SHOWN_LINES, POINTER)
-                          and _settles(item_no, horizon)})
+                          and _settles(item_no, horizon)}, history)
 
 
+@functools.lru_cache(maxsize=DIGESTS_CACHED)
 def part_digest(content: str) -> str:
     """A part's content as the store names it (``tokens.content_sha256``); a text the
     store would not hold as given (a lone surrogate) is still named, not refused."""
     return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def history_digests(steps: Sequence["LoopStep"]) -> dict[int, str]:
+    """Item number -> content digest of each step's command and output."""
+    digests = {}
+    for number, step in enumerate(steps, start=1):
+        command_no, output_no, _ = item_numbers(number)
+        digests[command_no] = part_digest(turn_content(step))
+        digests[output_no] = part_digest(step.shown)
+    return digests
+
+
+def is_history_item(item_no: int) -> bool:
+    return step_of_item(item_no)[1] in (COMMAND_PART, OUTPUT_PART)
 
 
 def _settles(item_no: int, horizon: int) -> bool:
@@ -462,7 +487,10 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
     window = LoopWindow(decision_type=decision_type_of(steps), horizon=horizon)
     kept = (settled.parts if rules.settled and settled is not None
             and settled.done == done - 1 and fold_horizon(settled.done, rules) == horizon
-            else {})
+            and settled.history == history_digests(steps[:settled.done]) else {})
+    # the notes of changed lines the window shows, oldest first: what a reader holds
+    notes = [kept[n].text for n in sorted(kept)
+             if step_of_item(n)[1] == TREE_PART and kept[n].rendering == SHOWN_LINES]
     changed: list[str] = []  # lines views show that the newest step's command changed
     shown: dict[str, set[int]] = {}  # lines of each file an earlier kept view shows
     whole_lines: dict[str, int] = {}  # a line an earlier fresh output shows -> its step
@@ -483,9 +511,10 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
             note = (kept.get(tree_change_item(number)) if number < done
                     else _tree_change_note(number, changed) if changed else None)
             if note is not None:
-                window.parts.append(LoopPart(tree_change_item(number), number, FILE_VIEW,
-                                             note.text, note.text, SHOWN_LINES,
-                                             TREE_CHANGE_RULE, command=step.command))
+                window.parts.append(LoopPart(
+                    tree_change_item(number), number, FILE_VIEW, note.content or note.text,
+                    note.text, note.rendering, TREE_CHANGE_RULE
+                    if note.rendering == SHOWN_LINES else SETTLED_RULE, command=step.command))
             continue
         part = None
         views = viewed_lines(step, read_file, workdir, located) if rules.views else None
@@ -502,7 +531,8 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
         if part is None:
             part = _pointer_part(output_no, number, kind, step,
                                  read_file if rules.pointer_paths else None, workdir)
-        window.parts.append(_settle(part, kept, changed, rules.moved_run_summarized_min))
+        window.parts.append(_settle(part, kept, notes, changed, read_file,
+                                    rules.moved_run_summarized_min))
     if rules.last_thought and steps and steps[-1].thought.strip():
         # the newest reasoning goes last: the next window drops it without changing a
         # byte before it (a prompt cache keeps serving everything up to the output)
@@ -514,22 +544,22 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
     return window
 
 
-def _settle(part: LoopPart, kept: dict[int, SettledPart], changed: list[str],
-            summarized_min: int) -> LoopPart:
-    """``part`` as the previous window showed it, when it did and the fold horizon stayed;
-    the lines of a view that read otherwise now than the window says go to ``changed``."""
+def _settle(part: LoopPart, kept: dict[int, SettledPart], notes: Sequence[str],
+            changed: list[str], read_file: FileReader, summarized_min: int) -> LoopPart:
+    """``part`` as the previous window showed it, when it did (its content the same) and
+    the fold horizon stayed. Between folds, what the window says of the lines its view
+    shows — the view, then the notes naming it — is held against the tree: the lines that
+    read otherwise now go to ``changed``."""
     settled = kept.get(part.item_no)
-    if settled is None or settled.content_sha256 != part_digest(part.content):
-        return part
-    mark = f"[E{part.item_no} "
-    notes = [kept[n].text for n in sorted(kept)
-             if step_of_item(n)[1] == TREE_PART and mark in kept[n].text]
-    if settled.rendering == SHOWN_LINES and (notes or settled.text != part.text):
-        # (a file put back as the view shows it makes an earlier note untrue: said too)
-        changed.extend(_changed_lines(part.item_no, _believed(part.item_no, settled.text, notes),
-                                      _view_lines(part.text), summarized_min))
-    if settled.text != part.text:
+    if settled is not None and settled.content_sha256 == part_digest(part.content) \
+            and settled.text != part.text:
         part.text, part.rendering, part.rule = settled.text, settled.rendering, SETTLED_RULE
+    mark = f"[E{part.item_no} "
+    mine = [note for note in notes if mark in note]
+    if settled is not None or mine:
+        view = part.text if part.rendering == SHOWN_LINES else ""
+        changed.extend(_changed_lines(part.item_no, _believed(part.item_no, view, mine),
+                                      read_file, summarized_min))
     return part
 
 
@@ -539,8 +569,10 @@ _VIEW_LINE = re.compile(r"^(\d+)\t(.*)$")
 NOW_READS, GONE = "as it reads now", "no longer as shown above: read it again"
 _NOTE_FILE = re.compile(r"^\[E(?P<item>\d+) (?P<path>.+), (?P<what>%s|%s)\]$"
                         % (re.escape(NOW_READS), re.escape(GONE)))
-_NOTE_MOVED = re.compile(r"^\[lines? (?P<first>\d+)(?:-(?P<last>\d+))?: as shown above at "
-                         r"(?P<origin>\d+)(?:-\d+)?\]$")
+_NOTE_MOVED = re.compile(r"^\[lines? (?P<first>\d+)(?:-(?P<last>\d+))? now reads? what "
+                         r"lines? (?P<origin>\d+)(?:-\d+)? read\]$")
+_NOTE_PAST_END = re.compile(r"^\[lines? (?P<first>\d+)(?:-(?P<last>\d+))?: past the file's "
+                            r"end now\]$")
 
 
 def _view_lines(text: str) -> dict[str, dict[int, str]]:
@@ -560,7 +592,7 @@ def _view_lines(text: str) -> dict[str, dict[int, str]]:
 
 def _believed(item_no: int, view: str, notes: Sequence[str]) -> dict[str, dict[int, str]]:
     """The lines of view ``item_no`` as a reader of the window holds them: the view's,
-    as the earlier notes of changed lines corrected them, in order."""
+    as the notes of changed lines that name it corrected them, in order."""
     believed = _view_lines(view)
     for note in notes:
         lines: dict[int, str] | None = None
@@ -573,76 +605,100 @@ def _believed(item_no: int, view: str, notes: Sequence[str]) -> dict[str, dict[i
                     believed.pop(header["path"], None)
                 lines = believed.setdefault(header["path"], {}) if mine \
                     and header["what"] == NOW_READS else None
-                before = dict(lines or {})  # what "as shown above" in this note refers to
+                before = dict(lines or {})  # what "what line N read" in this note means
                 continue
             if lines is None:
                 continue
             moved = _NOTE_MOVED.match(line)
-            if moved:
-                first = int(moved["first"])
-                offset = first - int(moved["origin"])
-                for number in range(first, int(moved["last"] or first) + 1):
-                    if number - offset in before:
-                        lines[number] = before[number - offset]
+            past_end = _NOTE_PAST_END.match(line)
+            if moved or past_end:
+                span = moved or past_end
+                first = int(span["first"])
+                for number in range(first, int(span["last"] or first) + 1):
+                    origin = number - first + int(moved["origin"]) if moved else None
+                    if origin in before:
+                        lines[number] = before[origin]
+                    else:
+                        lines.pop(number, None)
                 continue
             numbered = _VIEW_LINE.match(line)
             if numbered:
                 lines[int(numbered.group(1))] = numbered.group(2)
-    return believed
+    return {path: lines for path, lines in believed.items() if lines}
 
 
-def _changed_lines(item_no: int, believed: dict[str, dict[int, str]],
-                   now: dict[str, dict[int, str]], summarized_min: int) -> list[str]:
-    """What a reader who holds ``believed`` needs to know view ``item_no``'s files as
-    ``now``: each line that reads otherwise, as it reads now; a run of at least
-    ``summarized_min`` lines that only moved, as where the window showed it (a shorter
-    one as it reads now); a file the view no longer shows, named."""
-    notes = [f"[E{item_no} {path}, {GONE}]" for path in believed if path not in now]
-    for path, lines in now.items():
-        was = believed.get(path, {})
+@dataclass
+class _MovedRun:
+    """Lines first..last that now read what the lines ``offset`` above them read."""
+
+    first: int
+    last: int
+    offset: int
+
+
+def _changed_lines(item_no: int, believed: dict[str, dict[int, str]], read_file: FileReader,
+                   summarized_min: int) -> list[str]:
+    """What a reader who holds ``believed`` of view ``item_no``'s files needs to know them
+    as the tree holds them now, line by line: each line that reads otherwise, as it reads
+    now; a run of at least ``summarized_min`` lines that now read what other lines did, by
+    those lines (a shorter one as it reads now); lines past the end; a file gone, named."""
+    notes: list[str] = []
+    for path, was in believed.items():
+        file_lines = read_file(path)
+        if file_lines is None:
+            notes.append(f"[E{item_no} {path}, {GONE}]")
+            continue
         where: dict[str, list[int]] = {}
         for number, text in was.items():
             where.setdefault(text, []).append(number)
         shown: list[str] = []
-        moved: list[int] = []  # [first, last, offset] of a run that only moved
-        for number in sorted(lines):
-            text = lines[number]
-            if moved and number == moved[1] + 1 and was.get(number - moved[2]) == text:
-                moved[1] = number  # (a blank line that also reads the same in place
+        run: _MovedRun | None = None
+        for number in sorted(n for n in was if n <= len(file_lines)):
+            text = file_lines[number - 1]
+            if run and number == run.last + 1 and was.get(number - run.offset) == text:
+                run.last = number  # (a blank line that also reads the same in place
                 continue           # does not part a run that moved)
-            _flush_moved(moved, shown, lines, summarized_min)
-            if was.get(number) == text:
+            _flush_moved(run, shown, file_lines, summarized_min)
+            run = None
+            if was[number] == text:
                 continue
             if text.strip() and where.get(text):
                 origin = min(where[text], key=lambda at: abs(number - at))
-                moved[:] = [number, number, number - origin]
+                run = _MovedRun(number, number, number - origin)
                 continue
             shown.append(f"{number}\t{text}")
-        _flush_moved(moved, shown, lines, summarized_min)
+        _flush_moved(run, shown, file_lines, summarized_min)
+        past_end = [n for n in sorted(was) if n > len(file_lines)]
+        if past_end:
+            shown.append(f"[{_span(past_end[0], past_end[-1])}: past the file's end now]")
         if shown:
             notes.append(f"[E{item_no} {path}, {NOW_READS}]")
             notes.extend(shown)
     return notes
 
 
-def _flush_moved(moved: list[int], shown: list[str], lines: dict[int, str],
+def _span(first: int, last: int) -> str:
+    return f"lines {first}-{last}" if first != last else f"line {first}"
+
+
+def _flush_moved(run: _MovedRun | None, shown: list[str], file_lines: Sequence[str],
                  summarized_min: int) -> None:
-    if not moved:
+    """A finished run of moved lines into ``shown``: named by where they came from, or
+    line by line when it is shorter than ``summarized_min``."""
+    if run is None:
         return
-    first, last, offset = moved
-    moved.clear()
-    if last - first + 1 < summarized_min:
-        shown.extend(f"{number}\t{lines[number]}" for number in range(first, last + 1))
+    if run.last - run.first + 1 < summarized_min:
+        shown.extend(f"{n}\t{file_lines[n - 1]}" for n in range(run.first, run.last + 1))
         return
-    span = f"{first}-{last}" if first != last else str(first)
-    was = f"{first - offset}-{last - offset}" if first != last else str(first - offset)
-    shown.append(f"[line{'s' if first != last else ''} {span}: as shown above at {was}]")
+    reads = "reads" if run.first == run.last else "read"
+    shown.append(f"[{_span(run.first, run.last)} now {reads} what "
+                 f"{_span(run.first - run.offset, run.last - run.offset)} read]")
 
 
 def _tree_change_note(step_no: int, changed: list[str]) -> SettledPart:
     text = (f"[E{tree_change_item(step_no)} step {step_no}'s command changed lines the views "
             f"above show]\n" + "\n".join(changed) + "\n\n")
-    return SettledPart(part_digest(text), SHOWN_LINES, text)
+    return SettledPart(part_digest(text), SHOWN_LINES, text, text)
 
 
 def _without_repeats(text: str, step_no: int, whole_lines: dict[str, int]) -> str:
@@ -677,9 +733,15 @@ def _block(body: str) -> str:
     return f"{body.rstrip()}\n\n"
 
 
+def turn_content(step: LoopStep) -> str:
+    """A step's command part as the store keeps it: the reasoning, then the command."""
+    command = step.command if step.command is not None else NO_COMMAND
+    return step.thought + "\n" + command if step.thought else command
+
+
 def _turn_part(item_no: int, step_no: int, step: LoopStep, rules: LoopRules,
                horizon: int) -> LoopPart:
-    command = step.command if step.command is not None else "(no command)"
+    command = step.command if step.command is not None else NO_COMMAND
     text, rendering, rule = command, SHOWN_WHOLE, "command"
     if len(command) > COMMAND_SHOWN_MAX_CHARS:
         text = (command[:COMMAND_SHOWN_MAX_CHARS]
@@ -688,8 +750,8 @@ def _turn_part(item_no: int, step_no: int, step: LoopStep, rules: LoopRules,
     shown = f"[step {step_no}] $ {text}\n"
     if rules.thoughts and step_no > horizon and step.thought.strip():
         shown = f"[step {step_no}] {step.thought.strip()}\n$ {text}\n"
-    return LoopPart(item_no, step_no, AGENT_TURN, step.thought + "\n" + command if step.thought
-                    else command, shown, rendering, rule, command=step.command)
+    return LoopPart(item_no, step_no, AGENT_TURN, turn_content(step), shown, rendering, rule,
+                    command=step.command)
 
 
 def _in_play(steps: Sequence[LoopStep], path: str, horizon: int, rules: LoopRules) -> bool:

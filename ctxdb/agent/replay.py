@@ -47,7 +47,6 @@ from . import anchors as anchor_rules
 from .adapter import TreeFiles, construct_step, plan_window, run_ref
 from .loop import (
     ABLATIONS,
-    AGENT_TURN,
     OUTPUT_PART,
     POINTER,
     LoopRules,
@@ -268,7 +267,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
             except RequestError:
                 prompts[ablation_arm(rule)] = [dict(m) for m in prefix]
                 continue
-            settled[rule] = SettledParts.of(window, len(loop_steps), rules)
+            settled[rule] = SettledParts.of(window, loop_steps, rules)
             text = plan.text(run.task)
             prompts[ablation_arm(rule)] = [dict(m) for m in prefix] + (
                 [{"role": "user", "content": text}] if text else [])
@@ -418,7 +417,7 @@ def _loop_fate(window, step_number: int) -> Fate:
         rendering = window.get(step_number)
     else:
         rendering = next((p.rendering for p in window.parts
-                          if p.step == step_number and p.kind != AGENT_TURN), None)
+                          if step_of_item(p.item_no) == (step_number, OUTPUT_PART)), None)
     if rendering is None:
         return Fate.NEVER_GIVEN
     if rendering == POINTER:
