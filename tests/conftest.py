@@ -3,6 +3,12 @@
 The PostgreSQL cluster starts once per session and is stopped when the session
 ends, whether tests passed or not. If it cannot start, every PostgreSQL test
 errors with the reason: the backend is never skipped silently.
+
+Markers are set here, from what a test uses, not in its body (pyproject.toml lists
+them): ``pg`` on every test that reaches the cluster (a ``pg_cluster`` fixture or the
+``postgresql`` side of a backend parameter), ``network`` on every test that downloads
+(the ``requests_root`` fixture; whole modules mark themselves), ``slow`` on the tests
+named in SLOW_TESTS. ``make test-fast`` deselects all three.
 """
 
 from __future__ import annotations
@@ -22,8 +28,50 @@ sys.path.insert(0, str(Path(__file__).parent))
 from pgcluster import PostgresCluster  # noqa: E402
 
 BACKENDS = ("sqlite", "postgresql")
+POSTGRESQL = BACKENDS[1]
+# fixtures whose use marks a test: the cluster (pg_url and friends depend on it) and
+# the sdist download
+PG_FIXTURE = "pg_cluster"
+NETWORK_FIXTURE = "requests_root"
+# "file.py::test_name" (every parametrization) of the tests that take 2 s or more on
+# SQLite alone (`pytest -m "not pg and not network" --durations=20`): the fast subset
+# leaves them out. The golden windows stay in it however long they take.
+SLOW_TESTS = frozenset({
+    "test_ab_cli.py::test_progress_bar_on_a_terminal_silence_in_a_pipe",
+    "test_agent_hostile.py::test_a_huge_observation_and_odd_text_are_decisions_not_failures",
+    "test_agent_hostile.py::test_a_long_run_masks_in_mask10_and_replays_beside_another_in_two_workers",
+    "test_agent_hostile.py::test_commands_cannot_write_outside_the_copy_reach_the_network_or_outlive_their_limit",
+    "test_agent_sandbox.py::test_a_fork_loop_is_contained_and_ended",
+    "test_agent_sandbox.py::test_privileges_are_gone",
+    "test_hostile_input.py::test_fuzzed_requests_are_refused_by_name_writing_nothing",
+    "test_pipeline.py::test_window_is_identical_across_hash_seeds",
+    "test_properties.py::test_invariants_hold_on_any_pool_sqlite",
+    "test_rank.py::test_the_write_lock_is_free_while_the_call_is_in_flight",
+    "test_retrieve.py::test_byte_identical_across_hash_seeds",
+})
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 _database_numbers = itertools.count(1)
+
+
+def pytest_collection_modifyitems(items):
+    slow_found = set()
+    for item in items:
+        parameters = getattr(item, "callspec", None)
+        if PG_FIXTURE in item.fixturenames or (
+                parameters is not None and POSTGRESQL in parameters.params.values()):
+            item.add_marker(pytest.mark.pg)
+        if NETWORK_FIXTURE in item.fixturenames:
+            item.add_marker(pytest.mark.network)
+        name = f"{Path(item.path).name}::{getattr(item, 'originalname', item.name)}"
+        if name in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
+            slow_found.add(name)
+    # a renamed slow test would quietly join the fast subset: name it instead
+    collected_files = {Path(item.path).name for item in items}
+    lost = sorted(name for name in SLOW_TESTS - slow_found
+                  if name.split("::", 1)[0] in collected_files)
+    if lost:
+        raise pytest.UsageError(f"conftest.py SLOW_TESTS names tests that are gone: {lost}")
 
 
 @pytest.fixture(autouse=True)
@@ -36,7 +84,12 @@ def _away_from_the_checkout(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="session")
-def pg_cluster():
+def pg_cluster(request):
+    # a test that reaches the cluster another way than the hook above sees is caught
+    # here, in the run that was meant to leave PostgreSQL out
+    if "not pg" in (request.config.option.markexpr or ""):
+        pytest.fail("a test reached PostgreSQL without the pg marker: name the "
+                    f"{PG_FIXTURE} fixture or a backend parameter in it")
     cluster = PostgresCluster()
     try:
         cluster.start()
