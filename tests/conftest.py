@@ -44,10 +44,12 @@ SLOW_TESTS = frozenset({
     "test_ab.py::test_oracle_ranker_through_the_openai_client",
     "test_ab_cli.py::test_progress_bar_on_a_terminal_silence_in_a_pipe",
     "test_agent_hostile.py::test_a_huge_observation_and_odd_text_are_decisions_not_failures",
-    "test_agent_hostile.py::test_a_long_run_masks_in_mask10_and_replays_beside_another_in_two_workers",
+    "test_agent_hostile.py::"
+    "test_a_long_run_masks_in_mask10_and_replays_beside_another_in_two_workers",
     "test_agent_hostile.py::test_a_run_whose_edit_does_not_replay_is_flagged_from_that_step_on",
     "test_agent_hostile.py::test_an_anchor_only_an_earlier_run_of_the_same_command_held_is_kept",
-    "test_agent_hostile.py::test_commands_cannot_write_outside_the_copy_reach_the_network_or_outlive_their_limit",
+    "test_agent_hostile.py::"
+    "test_commands_cannot_write_outside_the_copy_reach_the_network_or_outlive_their_limit",
     "test_agent_hostile.py::test_git_config_a_command_writes_is_never_run_by_the_host",
     "test_agent_sandbox.py::test_a_command_that_never_ends_is_killed_with_all_it_started",
     "test_agent_sandbox.py::test_a_fork_loop_is_contained_and_ended",

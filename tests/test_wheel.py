@@ -21,9 +21,9 @@ pytestmark = pytest.mark.network  # the fresh environment installs from PyPI
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOPCART = ROOT / "fixtures" / "repos" / "shopcart"
-SUBPROCESS_TIMEOUT_S = 600  # a fresh environment installs from PyPI
-GOLDEN_WINDOWS_TEST = ROOT / "tests" / "test_windows_unchanged.py"
 EDIT_REQUEST = ROOT / "fixtures" / "decisions" / "edit.json"
+GOLDEN_WINDOWS_TEST = ROOT / "tests" / "test_windows_unchanged.py"
+SUBPROCESS_TIMEOUT_S = 600  # a fresh environment installs from PyPI
 
 
 def _run(args, cwd):
@@ -86,8 +86,9 @@ def test_the_golden_windows_are_unchanged_under_the_newest_versions(installed):
     """A new release inside a range (SQLAlchemy, tiktoken's BPE, tree-sitter, ...) that
     changes a window's bytes fails here, naming the versions it ran with."""
     bin_dir, work = installed
-    result = subprocess.run([str(bin_dir / "python"), "-m", "pytest", "-q", "-p",
-                             "no:cacheprovider", str(GOLDEN_WINDOWS_TEST)],
-                            cwd=work, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
+    result = subprocess.run(
+        [str(bin_dir / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         str(GOLDEN_WINDOWS_TEST)],
+        cwd=work, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
     versions = _run([str(bin_dir / "pip"), "freeze"], work)
     assert result.returncode == 0, f"{result.stdout}\n{result.stderr}\nwith:\n{versions}"

