@@ -16,6 +16,9 @@ FAST_TESTS := not pg and not network and not slow
 # (mini-swe-agent's tests download, so its extra is not needed there)
 MINIMA_VENV := .venv-minima
 MINIMA_EXTRAS := deepseek,test,datasette,postgresql
+# which tests run there: the fast ones; MINIMA_TESTS='not network' adds PostgreSQL's
+# (psycopg's floor) and the slow ones, once `make postgres-server` has the binaries
+MINIMA_TESTS ?= $(FAST_TESTS)
 LOCK_VENV := .venv-lock
 PG_BIN ?= /usr/lib/postgresql/15/bin
 DEMO_DB ?= ctx08.db
@@ -53,7 +56,7 @@ test-minima:
 	$(MINIMA_VENV)/bin/python -m pip install --quiet -c $(MINIMA) \
 	  "$$(ls build/minima/ctxdb-*.whl)[$(MINIMA_EXTRAS)]"
 	$(MINIMA_VENV)/bin/python -m pip freeze
-	$(MINIMA_VENV)/bin/pytest -p no:cacheprovider -m '$(FAST_TESTS)'
+	$(MINIMA_VENV)/bin/pytest -p no:cacheprovider -m '$(MINIMA_TESTS)'
 
 # Lock the development environment anew: the newest versions the ranges allow, resolved
 # in a throwaway environment (commit the new lock after `make test` passes on it).
