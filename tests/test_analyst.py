@@ -45,7 +45,7 @@ from ctxdb.models import metadata  # noqa: E402
 from ctxdb.sqlfiles import sql_files, view_files  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = REPO_ROOT / "docs"
 DATASETTE_LINE = (0, 65)  # its metadata file holds canned queries (pyproject.toml)
 SLUGIFY = "shop/util.py::slugify"  # a pool item the gate rejects in EDIT_REQUEST
 # How long a starting Datasette may take to answer before the test gives up (a wait for
@@ -429,25 +429,32 @@ def test_tokens_count_asking_for_deepseek_without_it_prints_no_count(tmp_path):
     assert "pip install 'ctxdb[deepseek]'" in result.stderr
 
 
-# --- README ----------------------------------------------------------------------------
+# --- the documentation pages: README.md links them ------------------------------------
 
 
-def _section(title: str) -> str:
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## )", README, re.DOTALL | re.MULTILINE)
-    assert match, f"README.md has no '## {title}' section"
+def _page(name: str) -> str:
+    return (DOCS / name).read_text(encoding="utf-8")
+
+
+def _section(page: str, title: str) -> str:
+    """The text under a page's ``## title``, up to the next ``## `` heading or the end."""
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", _page(page),
+                      re.DOTALL | re.MULTILINE)
+    assert match, f"docs/{page} has no '## {title}' section"
     return match.group(1)
 
 
-def test_the_readme_forensic_queries_are_the_canned_ones_and_pick_decisions_robustly():
+def test_the_audit_page_forensic_queries_are_the_canned_ones_and_pick_decisions_robustly():
+    audit = _page("audit.md")
     for file in sql_files("analyst"):
-        assert file.sql in README, f"README.md should show sql/analyst/{file.path.name}"
+        assert file.sql in audit, f"docs/audit.md should show sql/analyst/{file.path.name}"
     # SQL naming a decision by number (a URL's ?decision_id=2 is a parameter's value)
-    assert not re.search(r"(?<![?&])decision_id\s*=\s*\d", README), (
-        "a forensic query in README.md names a decision id, true only in a fresh store")
+    assert not re.search(r"(?<![?&])decision_id\s*=\s*\d", audit), (
+        "a forensic query in docs/audit.md names a decision id, true only in a fresh store")
 
 
-def test_the_readme_settings_name_every_environment_variable():
-    settings = _section("Settings")
+def test_the_settings_page_names_every_environment_variable():
+    settings = _section("settings.md", "Settings")
     found = set()
     for directory in ("ctxdb", "tests", "bench"):
         for path in (REPO_ROOT / directory).rglob("*.py"):
@@ -455,7 +462,7 @@ def test_the_readme_settings_name_every_environment_variable():
                                     path.read_text(encoding="utf-8")))
     assert {"CTXDB_URL", "CTXDB_RECON", "CTXDB_RECORD_GOLDEN"} <= found
     missing = sorted(name for name in found if f"`{name}`" not in settings)
-    assert not missing, f"README.md's Settings section does not name {missing}"
+    assert not missing, f"docs/settings.md does not name {missing}"
 
 
 def _options_with_defaults(parser, path=()):
@@ -467,14 +474,14 @@ def _options_with_defaults(parser, path=()):
             yield " ".join(path), action
 
 
-def test_the_readme_settings_give_every_cli_default():
-    settings = _section("Settings")
+def test_the_settings_page_gives_every_cli_default():
+    settings = _section("settings.md", "Settings")
     rows = [line for line in settings.splitlines() if line.startswith("|")]
     home = str(Path.home())
     for command, action in _options_with_defaults(build_parser()):
         option = action.option_strings[-1]
         row = [r for r in rows if f"`{command} {option}`" in r]
-        assert row, f"README.md's Settings table has no row for `{command} {option}`"
+        assert row, f"docs/settings.md's table has no row for `{command} {option}`"
         default = action.default
         if isinstance(default, str):
             shown = default.replace(home, "~")
@@ -483,22 +490,22 @@ def test_the_readme_settings_give_every_cli_default():
         assert any(f"`{option}`" in r for r in rows), option
 
 
-def test_the_readme_glossary_defines_the_words_the_audit_uses():
+def test_the_glossary_page_defines_the_words_the_audit_uses():
     from ctxdb.pipeline import vocabulary
     from ctxdb.spec import EVIDENCE_SOURCES, RENDERINGS, TIERS
 
-    glossary = _section("Glossary")
+    glossary = _section("glossary.md", "Glossary")
     words = [*EVIDENCE_SOURCES, *(f"P{n}" for n in range(1, 7)), *TIERS, *RENDERINGS,
              *vocabulary.FINAL_VERDICTS, *vocabulary.STAGES,
              vocabulary.OBLIGATION, vocabulary.IMPACT, vocabulary.FOLD, vocabulary.RANKED,
              "near:", "no_structural_link"]
     missing = [word for word in words if f"`{word}" not in glossary]
-    assert not missing, f"README.md's Glossary does not define {missing}"
+    assert not missing, f"docs/glossary.md does not define {missing}"
 
 
-def test_the_readme_cli_section_shows_the_analyst_commands():
-    cli = _section("CLI")
+def test_the_command_line_page_shows_the_analyst_commands():
+    cli = _section("commands.md", "CLI")
     for text in ("--window-only", "--format text|json|messages", "--entity KEY",
                  "ctxdb db history", "ctxdb db schema-docs", "ctxdb datasette-metadata"):
         assert text in cli, text
-    assert "datasette ctx08.db --metadata" in README
+    assert "datasette ctx08.db --metadata" in _page("audit.md")

@@ -1,0 +1,58 @@
+"""Check that a move of the README into docs/ lost nothing.
+
+``python tools/moved_paragraphs.py REV`` reads README.md as it was at the git revision
+REV and prints every paragraph of it (text between blank lines, whitespace folded)
+that is in neither the README.md of the working tree nor any docs/*.md page. Exit 1
+when one is missing, 0 when every paragraph was kept somewhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WHITESPACE = re.compile(r"\s+")
+
+
+# a link from the README into docs/ reads ](docs/page.md); from a page beside it, ](page.md)
+README_LINK_INTO_DOCS = "](docs/"
+PAGE_LINK_IN_DOCS = "]("
+
+
+def folded(text: str) -> str:
+    """Whitespace folded to single spaces, links into docs/ as a page there writes them."""
+    return WHITESPACE.sub(" ", text).replace(README_LINK_INTO_DOCS, PAGE_LINK_IN_DOCS)
+
+
+def paragraphs(text: str) -> list[str]:
+    """The text's paragraphs, each folded."""
+    blocks = (folded(block).strip() for block in re.split(r"\n\s*\n", text))
+    return [block for block in blocks if block]
+
+
+def missing_paragraphs(old_readme: str, new_texts: list[str]) -> list[str]:
+    """The old README's paragraphs found in none of the new texts."""
+    haystack = "\n".join(folded(text) for text in new_texts)
+    return [paragraph for paragraph in paragraphs(old_readme) if paragraph not in haystack]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rev", help="the git revision whose README.md was split")
+    args = parser.parse_args(argv)
+    old = subprocess.run(["git", "show", f"{args.rev}:README.md"], cwd=REPO_ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    pages = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+    missing = missing_paragraphs(old, [page.read_text(encoding="utf-8") for page in pages])
+    for paragraph in missing:
+        print(f"missing: {paragraph[:200]}")
+    print(f"{len(paragraphs(old))} paragraphs, {len(missing)} missing")
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
