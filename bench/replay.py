@@ -16,7 +16,7 @@ with ``repo_git`` added to each line (``--runs``, default
 
 With one worker (the default) the figures are not shared with another replay process.
 The LAST line is the figures as key=value pairs. With ``--all`` it replays every run
-and also prints the replay report (the README's figures).
+and also prints the replay report (the figures of docs/replay.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ metadata file.
 Both read the same sources — the tables of ``ctxdb/models.py`` with the words of
 ``ctxdb/descriptions.py``, the views' leading comments in ``sql/views/`` — so the
 schema page and what Datasette shows cannot drift apart. The canned queries are every
-``sql/reports/*.sql`` and the forensic queries of ``sql/analyst/*.sql`` (the README's).
+``sql/reports/*.sql`` and the forensic queries of ``sql/analyst/*.sql`` (docs/audit.md's).
 """
 
 from __future__ import annotations

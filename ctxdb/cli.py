@@ -785,7 +785,7 @@ def build_parser() -> argparse.ArgumentParser:
     ab_run.add_argument("--arms", default="ctx08,current",
                         help="comma-separated arms (default: ctx08,current)")
     ab_run.add_argument("--variants", default="default",
-                        help="comma-separated ctx08 variants (default: default); see README")
+                        help="comma-separated ctx08 variants (default: default); see docs/ab.md")
     ab_run.add_argument("--localization", choices=("oracle", "retrieval"), default="oracle",
                         help="edit target: the first gold entity (oracle) or the top hit")
     ab_run.add_argument("--workers", type=int, default=DEFAULT_WORKERS,

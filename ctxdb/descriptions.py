@@ -100,7 +100,7 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
                        "decisions; select by entity_key to follow one entity.",
             "item_no": "The numeric part of item_id, for ordering.",
             "source": "Where it came from: 03 recon, 04 retrieval, 05 localization, "
-                      "06 impact, 07 plan, patch, live (see the README's glossary).",
+                      "06 impact, 07 plan, patch, live (see docs/glossary.md).",
             "kind": "The §3.1 evidence kind: source_code, symbol, retrieved_hit, "
                     "fault_entity, ..., tool_output, test_output.",
             "entity_key": "The entity it is about (path::Qualified.name, or a path), if any.",

@@ -1,4 +1,4 @@
-"""Entity keys (DESIGN.md "Identities"), the one place that parses them.
+"""Entity keys (docs/request.md), the one place that parses them.
 
 ``path::Qual.name`` for symbols, ``path:START-END`` for line spans, ``path`` for files.
 The gate, dedup, gold facts and the recon index all key on them; what counts as a test

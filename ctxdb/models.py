@@ -431,7 +431,7 @@ replay_anchor_outcome = Table(
 )
 
 # Which view files are installed, and the sha256 of the text each was made from:
-# the views are kept out of migration history (DESIGN.md), so this is how a
+# the views are kept out of migration history (docs/design.md), so this is how a
 # check can compare what the database holds with sql/views/.
 installed_view = Table(
     "installed_view",

@@ -56,7 +56,7 @@ IMPACT_EDGE_KINDS = ("CalledBy", "ConfigConsumer", "SchemaConsumer", "PreserveOb
 # §3.3 renderings
 RENDERINGS = ("verbatim", "signature", "digest", "truncated", "omitted")
 
-# DESIGN.md: the decision types a harness asks about
+# the decision types a harness asks about (docs/request.md)
 DECISION_TYPES = ("localize", "edit", "repair", "other")
 
 # §8: the A/B arms: the constructor, and "stuff everything"

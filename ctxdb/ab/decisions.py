@@ -32,7 +32,7 @@ LOCALIZATIONS = ("oracle", "retrieval")
 RETRIEVAL_TOP_K = 30  # the component-04 stand-in: top 30 symbols by BM25
 QUERY_MAX_TERMS = 40
 # retrieval localization: the top candidates an edit decision gets as change sites. Set
-# on the whole development set (README, "Retrieval"): a gold symbol verbatim in 22%, 28%
+# on the whole development set (docs/recon.md, "Retrieval"): a gold symbol verbatim in 22%, 28%
 # and 37% of edit windows with 1, 2 and 3, at a median of 2,341, 3,043 and 3,545 tokens.
 RETRIEVAL_EDIT_SITES = 3
 FUNCTION_KINDS = frozenset({"function", "method"})  # recon's symbol kinds of a def

@@ -1,7 +1,7 @@
 """The oracle ranker: an instance's gold facts behind the ranking step's real HTTP path.
 
-``ctxdb ab run --ranker oracle`` bounds the ranking step (§4) from above (DESIGN.md,
-"What the window must keep"): an OpenAI-compatible chat-completions server on
+``ctxdb ab run --ranker oracle`` bounds the ranking step (§4) from above (docs/ab.md,
+"The ranker"): an OpenAI-compatible chat-completions server on
 127.0.0.1 that scores each residue candidate 1.0 if its item holds one of the
 instance's gold facts — by the definition the recall reports credit
 (``sql/reports/window_recall.sql``): an item of the fact's entity, or an item of the

@@ -1,1 +1,1 @@
-"""The decision pipeline, one module per stage of spec §5 (DESIGN.md "One decision, end to end")."""
+"""The decision pipeline, one module per stage of spec §5 (docs/pipeline.md, docs/design.md)."""

@@ -1,4 +1,4 @@
-"""One decision, end to end (DESIGN.md "One decision, end to end").
+"""One decision, end to end (docs/design.md, "One decision, through the pipeline").
 
 normalise the request → (a) assemble the pool and the gate's inputs, reading recon
 before the write transaction → (b) the gate, on the decision's rows written in a

@@ -1,8 +1,8 @@
 """The gate's inputs: what the current obligation structurally reaches, read from recon.
 
 Derived at assembly and written as the decision's own rows (``decision_link``,
-``impact_edge``, ``item_nearness``) so the gate view runs on them (DESIGN.md, "what
-required to discharge the obligation can mean, deterministically"):
+``impact_edge``, ``item_nearness``) so the gate view runs on them (docs/pipeline.md,
+"What counts as a structural link"):
 
 * links — the target, 05's change targets, the plan node's dependencies, the symbol
   at the insertion point,
@@ -55,7 +55,7 @@ NEAR_MAX_RECON_HOPS = 2
 NEAR_HOP_SCORE = {1: 1.0, 2: 0.5}  # near_score's structural part, by recon hops
 # near_score's threshold: residual iff the score reaches it (sql/views/20_v_gate_rule.sql
 # holds the same number; tests/test_contract.py holds the two equal). Set on the whole
-# development set (README, "Nearness"), never per instance.
+# development set (docs/pipeline.md, `near_score`), never per instance.
 NEAR_MIN_SCORE = 0.0
 NEAR_SCORE_DECIMALS = 4
 NEAR_CONTENT_CHARS = 400  # how much of an item's text the shared-terms test reads

@@ -39,13 +39,13 @@ from .vocabulary import FOLD, FOLDED, OUTLINE_OF_FOLDED_IN, RANK, RANK_ADMITTED,
 STAGE = RANK
 # The fold rule admits an item this many recon edges from its bucket's symbol at most —
 # a neighbour's neighbour (the callee of a callee of a failing test). Set on the whole
-# development set with no ranker (README, "Development set"): at 1 hop the localize
+# development set with no ranker (docs/ab.md, "The development set"): at 1 hop the localize
 # window kept 0.16 of the edited code its pool held, at 2 hops 0.39, for a median of
 # 519 -> 1,460 tokens.
 FOLD_MAX_RECON_HOPS = 2
 # ... or an item whose near_score reaches a direct recon neighbour's structural score: a
 # term of its own, or a few terms that few other items share, say as much as an edge.
-# Set on the whole development set with no ranker (README, "Development set"): the
+# Set on the whole development set with no ranker (docs/ab.md, "The development set"): the
 # localize window kept 0.851 of the edited code its pool held with recon edges alone,
 # 0.942 with this (lone outlines by edges only), for a median of 3,213 -> 3,538 tokens
 # (without that exception 0.950 at 3,655; at 1.5, 0.926; at 0.5, 0.967 at 3,894).

@@ -41,7 +41,7 @@ def upgrade() -> None:
         # The request exactly as the harness sent it: nothing the user gave is lost.
         sa.Column("request_json", sa.Text, nullable=False),
         sa.Column("request_sha256", sa.String(64), nullable=False),
-        # Every window records which tokenizer counted it (DESIGN.md "Tokens").
+        # Every window records which tokenizer counted it (docs/tokens.md).
         sa.Column("tokenizer", sa.String(40), nullable=False),
         sa.Column("token_ceiling", sa.Integer, nullable=False),
         sa.Column("token_count", sa.Integer),
