@@ -18,7 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 WHITESPACE = re.compile(r"\s+")
 
 
-# a link from the README into docs/ reads ](docs/page.md); from a page beside it, ](page.md)
+# a link from the README into docs/ reads ](docs/NAME); from a page beside it, ](NAME)
 README_LINK_INTO_DOCS = "](docs/"
 PAGE_LINK_IN_DOCS = "]("
 
