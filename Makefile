@@ -25,7 +25,7 @@ DEMO_DB ?= ctx08.db
 DEMO_RECON ?= recon.db
 DEMO_REPO := fixtures/repos/shopcart
 
-.PHONY: demo test test-fast test-minima lock lint bench postgres-server clean
+.PHONY: demo test test-fast test-minima lock lint bench docs postgres-server clean
 
 $(INSTALLED): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
@@ -90,11 +90,17 @@ demo: $(INSTALLED)
 	done
 
 lint: $(INSTALLED)
-	$(BIN)/ruff check ctxdb tests bench migrations examples
+	$(BIN)/ruff check ctxdb tests bench migrations examples tools
 
 bench: $(INSTALLED)
 	$(BIN)/python bench/recon_index.py
 	$(BIN)/python bench/construct.py
+
+# the generated pages of docs/, rewritten after a change of the schema or of a command's
+# options (tests/test_analyst.py and tests/test_docs.py fail while they are stale)
+docs: $(INSTALLED)
+	$(BIN)/ctxdb db schema-docs -o docs/schema.md
+	$(BIN)/python -m ctxdb.docs_cli -o docs/cli.md
 
 # the script a new SQLite store is made from, regenerated after adding a migration
 head-schema: $(INSTALLED)
