@@ -436,14 +436,6 @@ def _page(name: str) -> str:
     return (DOCS / name).read_text(encoding="utf-8")
 
 
-def _section(page: str, title: str) -> str:
-    """The text under a page's ``## title``, up to the next ``## `` heading or the end."""
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", _page(page),
-                      re.DOTALL | re.MULTILINE)
-    assert match, f"docs/{page} has no '## {title}' section"
-    return match.group(1)
-
-
 def test_the_audit_page_forensic_queries_are_the_canned_ones_and_pick_decisions_robustly():
     audit = _page("audit.md")
     for file in sql_files("analyst"):
@@ -454,7 +446,7 @@ def test_the_audit_page_forensic_queries_are_the_canned_ones_and_pick_decisions_
 
 
 def test_the_settings_page_names_every_environment_variable():
-    settings = _section("settings.md", "Settings")
+    settings = _page("settings.md")
     found = set()
     for directory in ("ctxdb", "tests", "bench"):
         for path in (REPO_ROOT / directory).rglob("*.py"):
@@ -475,7 +467,7 @@ def _options_with_defaults(parser, path=()):
 
 
 def test_the_settings_page_gives_every_cli_default():
-    settings = _section("settings.md", "Settings")
+    settings = _page("settings.md")
     rows = [line for line in settings.splitlines() if line.startswith("|")]
     home = str(Path.home())
     for command, action in _options_with_defaults(build_parser()):
@@ -494,7 +486,7 @@ def test_the_glossary_page_defines_the_words_the_audit_uses():
     from ctxdb.pipeline import vocabulary
     from ctxdb.spec import EVIDENCE_SOURCES, RENDERINGS, TIERS
 
-    glossary = _section("glossary.md", "Glossary")
+    glossary = _page("glossary.md")
     words = [*EVIDENCE_SOURCES, *(f"P{n}" for n in range(1, 7)), *TIERS, *RENDERINGS,
              *vocabulary.FINAL_VERDICTS, *vocabulary.STAGES,
              vocabulary.OBLIGATION, vocabulary.IMPACT, vocabulary.FOLD, vocabulary.RANKED,
@@ -504,7 +496,7 @@ def test_the_glossary_page_defines_the_words_the_audit_uses():
 
 
 def test_the_command_line_page_shows_the_analyst_commands():
-    cli = _section("commands.md", "CLI")
+    cli = _page("commands.md")
     for text in ("--window-only", "--format text|json|messages", "--entity KEY",
                  "ctxdb db history", "ctxdb db schema-docs", "ctxdb datasette-metadata"):
         assert text in cli, text
