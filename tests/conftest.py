@@ -56,6 +56,7 @@ SLOW_TESTS = frozenset({
     "test_agent_sandbox.py::test_privileges_are_gone",
     "test_agent_sandbox.py::test_writes_in_the_tree_show_in_diff_and_submission",
     "test_analyst.py::test_a_real_datasette_serves_the_store_with_its_metadata",
+    "test_docs.py::test_the_readme_library_example_runs_from_a_checkout",
     "test_hostile_input.py::test_fuzzed_requests_are_refused_by_name_writing_nothing",
     "test_live_aging.py::test_a_failure_of_one_long_line_keeps_its_end",
     "test_pipeline.py::test_window_is_identical_across_hash_seeds",

@@ -4,6 +4,8 @@ no citation of a file the repository does not hold."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ CITING_DIRECTORIES = ("ctxdb", "tests", "bench", "sql", "migrations", "examples"
                       "docs")
 CITING_FILES = ("README.md", "CHANGELOG.md", "pyproject.toml", "Makefile")
 COMMITTED_CLI_PAGE = DOCS / "cli.md"
+EXAMPLE_TIMEOUT_S = 120  # indexing the fixture repository and one decision: seconds
 # a markdown file's name or path as code and pages cite it: README.md, docs/schema.md
 CITED_MARKDOWN = re.compile(r"(?<![\w./-])([\w./-]*\w\.md)\b")
 
@@ -106,3 +109,19 @@ def test_the_cli_reference_generator_writes_the_page(tmp_path):
     output = tmp_path / "cli.md"
     assert docs_cli.main(["-o", str(output)]) == 0
     assert output.read_text(encoding="utf-8") == docs_cli.cli_markdown()
+
+
+def test_the_readme_library_example_runs_from_a_checkout(tmp_path):
+    readme = README.read_text(encoding="utf-8")
+    example = re.search(r"^## Library\n.*?^```python\n(.*?)^```", readme,
+                        re.DOTALL | re.MULTILINE)
+    assert example, "README.md's Library section has no python example"
+    (tmp_path / "fixtures").symlink_to(REPO_ROOT / "fixtures")
+    # the example's last lines leave values unused; print the ones a reader checks
+    script = example.group(1) + (
+        "\nprint(context.token_count <= context.ceiling, store_ok)\n")
+    script = script.replace("store.verify()", "store_ok = store.verify() == {}")
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, text=True,
+                            capture_output=True, timeout=EXAMPLE_TIMEOUT_S)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True True"
