@@ -133,7 +133,9 @@ class IndexStats:
     """One indexing run. symbols/edges/files_flagged/skipped are totals in the index
     afterwards. `skipped`: the files indexed without symbols (too large, too deep) and
     the paths the walk passed over (FIFOs, sockets, devices, symlink loops, links
-    leaving the root, ...), by path."""
+    leaving the root, ...), by path. `edges_resolved`: the edges this run resolved (all
+    of them in a cold build; in an incremental one, the changed files' and those a change
+    may have moved)."""
 
     files_seen: int
     files_parsed: int
@@ -143,6 +145,7 @@ class IndexStats:
     edges: int
     seconds: float
     skipped: tuple[SkippedPath, ...] = ()
+    edges_resolved: int = 0
 
     @property
     def files_skipped(self) -> int:
@@ -660,6 +663,9 @@ class _Loader:
         if len(self._file_rows) >= self.FLUSH_FILES:
             self.flush()
 
+    def reference_count(self) -> int:
+        return sum(len(references) for _, references in self._references)
+
     def references(self) -> Iterator[tuple[int, Reference]]:
         """Every loaded reference, in load order, with its source's symbol id."""
         for first, references in self._references:
@@ -1081,9 +1087,10 @@ def _index(
             loader.flush()
             if cold:
                 n_edges, resolver = _write_edges_cold(w, loader, state.next_ids.edge)
+                resolved = loader.reference_count()
             else:
-                resolver = _resolve_incrementally(w, resolver, plan, loader,
-                                                  state.next_ids.edge)
+                resolver, resolved = _resolve_incrementally(w, resolver, plan, loader,
+                                                            state.next_ids.edge)
             keys = changes.stat_keys
             _write_file_stats(w, [(f.id, keys[f.path]) for f in loader.files if f.path in keys]
                               + changes.confirmed, started_ns)
@@ -1098,7 +1105,7 @@ def _index(
             symbols, edges, flagged = _totals(engine)
             skipped = read_skipped(engine)
         return IndexStats(len(changes.files), len(loader.files), len(removed), flagged,
-                          symbols, edges, time.perf_counter() - started, skipped)
+                          symbols, edges, time.perf_counter() - started, skipped, resolved)
     finally:
         engine.dispose()
 
@@ -1310,19 +1317,21 @@ def _module_paths(resolver: Resolver) -> dict[str, str]:
 
 
 def _resolve_incrementally(w: _Writer, resolver: Resolver, plan: _Plan, loader: _Loader,
-                           next_edge: int) -> Resolver:
+                           next_edge: int) -> tuple[Resolver, int]:
     """Resolve the new files' edges and the edges elsewhere whose destination may have
-    moved (see above); write them. Returns the resolver, now of the new index."""
+    moved (see above); write them. Returns the resolver, now of the new index, and how
+    many edges were resolved (tests edges follow their calls: not counted)."""
     resolver.replace_files([old.id for old in plan.old_files], loader.files, loader.symbols,
                            sorted(loader.bindings), loader.bases)
     names, everything = _moved_names(plan, loader, resolver)
     if everything:
         resolver.rebase(list(resolver.written_bases))
-        _write_edges_incremental(w, loader, next_edge)
-        return resolver
+        return resolver, _write_edges_incremental(w, loader, next_edge)
     selected = dict(plan.into)
     _select_edges_naming(w, names, selected, kinds=None)
-    rebased = {base.class_id for base in loader.bases}
+    # every class of the new files (one may have lost all its bases), and the classes
+    # elsewhere whose written bases may resolve otherwise now
+    rebased = {symbol.id for symbol in loader.symbols if symbol.kind == "class"}
     rebased |= {edge.src_symbol_id for edge in selected.values() if edge.kind == "inherits"}
     resolver.rebase(rebased)
     _select_edges_naming(w, _names_under_moved_bases(plan, loader, resolver, rebased),
@@ -1352,7 +1361,7 @@ def _resolve_incrementally(w: _Writer, resolver: Resolver, plan: _Plan, loader: 
         rows.append(call.as_tests_edge(next_edge))
         next_edge += 1
     w.insert(schema.edge, rows, EDGE_COLUMNS)
-    return resolver
+    return resolver, len(selected) + len(rows) - len(new_test_calls)
 
 
 def _moved_names(plan: _Plan, loader: _Loader, resolver: Resolver) -> tuple[set[str], bool]:
@@ -1508,17 +1517,20 @@ def _follow_tests_edges(w: _Writer, calls: list[EdgeRecord], next_edge: int) -> 
     return next_edge
 
 
-def _write_edges_incremental(w: _Writer, loader: _Loader, next_edge: int) -> None:
+def _write_edges_incremental(w: _Writer, loader: _Loader, next_edge: int) -> int:
+    """Insert the new files' edges, then resolve every edge again. Returns how many edges
+    were resolved (tests edges not counted)."""
     new_edges = []
     for src, ref in loader.references():
         new_edges.append((next_edge, ref.kind, src, None, ref.dst_name, ref.typed_name, ref.line))
         next_edge += 1
     w.insert(schema.edge, new_edges, EDGE_COLUMNS)
-    _reresolve(w, next_edge)
+    return _reresolve(w, next_edge)
 
 
-def _reresolve(w: _Writer, next_edge: int) -> None:
-    """Resolve every edge again from the stored rows; write only what changed."""
+def _reresolve(w: _Writer, next_edge: int) -> int:
+    """Resolve every edge again from the stored rows; write only what changed. Returns
+    how many edges were resolved (tests edges not counted)."""
     files = list(map(ResolverFile._make, w.execute(
         "SELECT id, path, module, is_test FROM recon.file ORDER BY id"
     )))
@@ -1569,3 +1581,4 @@ def _reresolve(w: _Writer, next_edge: int) -> None:
         fresh.append(call.as_tests_edge(next_edge))
         next_edge += 1
     w.insert(schema.edge, fresh, EDGE_COLUMNS)
+    return len(edges) - len(old_tests)
