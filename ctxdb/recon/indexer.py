@@ -804,8 +804,13 @@ def _read_state(engine: sa.Engine, target: Any, rebuild: bool) -> _State:
             for table in schema.ADDED_TABLES)
         states = "recon/index_file_states" if has_added_tables else \
             "recon/index_file_states_without_stats"
-        existing = {path: _Existing(*rest) for path, *rest in
-                    conn.execute(sql_statement(states))}
+        # through the driver: a few thousand rows, read on every run
+        cursor = conn.connection.dbapi_connection.cursor()
+        try:
+            cursor.execute(load_sql(states))
+            existing = {path: _Existing(*rest) for path, *rest in cursor.fetchall()}
+        finally:
+            cursor.close()
         nxt = conn.execute(
             sa.text(
                 "SELECT (SELECT coalesce(max(id), 0) + 1 FROM recon.file),"
@@ -820,53 +825,55 @@ def _read_state(engine: sa.Engine, target: Any, rebuild: bool) -> _State:
 class _Changes(NamedTuple):
     """What a run found on disk, compared with the index."""
 
-    files: list[tuple[str, str]]  # every file to index: (relative path, absolute path)
+    paths: list[str]  # every file to index (relative paths; sorted when walked whole)
+    full_paths: dict[str, str]  # relative → absolute path, of the files looked at
     skipped: list[SkippedPath]  # what the walk passed over, sorted
     modules: dict[str, str]  # relative path → dotted module name
-    to_parse: list[tuple[str, str]]  # new or changed files
+    to_parse: list[tuple[str, str]]  # new or changed files (relative, absolute), sorted
     removed: list[str]  # indexed paths gone
     confirmed: list[tuple[int, str]]  # (file id, stat key): stat moved, content did not
     stat_keys: dict[str, str]  # of the files looked at
 
 
 def _find_changes(root: str | os.PathLike, engine: sa.Engine, state: _State,
-                  changed: list[str] | None, started_ns: int) -> _Changes:
-    """New, changed and vanished files. A file is hashed only when it is new to the walk's
-    comparison (no stat key kept) or its stat key moved; with `changed`, only the files at
-    or under those relative paths are looked at, the others taken as indexed."""
+                  scopes: list[str] | None, started_ns: int) -> _Changes:
+    """New, changed and vanished files. A file is hashed only when no stat key of it is
+    kept or its stat key moved; with `scopes`, only the files at or under those relative
+    paths are looked at, the others taken as indexed."""
     existing = state.existing
-    if changed is None:
+    if scopes is None:
         walk = walk_repository(root)
-        files, skipped, looked_at = walk.files, walk.skipped, walk.files
-        stat_keys = walk.stat_keys or {}
+        full_paths = dict(walk.files)
+        paths = [rel for rel, _ in walk.files]
+        skipped, stat_keys = walk.skipped, walk.stat_keys or {}
     else:
-        root_real = os.path.realpath(root)
-        looked_at, skipped, stat_keys = [], [], {}
-        for scope in changed:
+        full_paths, skipped, stat_keys = {}, [], {}
+        for scope in scopes:
             walk = walk_repository(root, under=scope)
-            looked_at += walk.files
+            full_paths.update(walk.files)
             skipped += walk.skipped
             stat_keys.update(walk.stat_keys or {})
         with engine.connect() as connection:
             stored_skipped = [SkippedPath(*row) for row in
                               connection.execute(sql_statement("recon/index_skipped_paths"))]
-        skipped = sorted(skipped + [s for s in stored_skipped if not _under(s.path, changed)])
-        files = sorted(looked_at + [(rel, os.path.join(root_real, rel)) for rel in existing
-                                    if not _under(rel, changed)])
-    seen = {rel for rel, _ in files}
+        skipped = sorted(skipped + [s for s in stored_skipped if not _under(s.path, scopes)])
+        in_scope = _indexed_under(existing, scopes)
+        paths = [rel for rel in existing if rel not in in_scope]
+        paths += full_paths
+    seen = set(paths)
     removed = sorted(p for p in existing if p not in seen)
     same_paths = not removed and len(seen) == len(existing)
     # module names move only when paths come or go (a package gains an __init__.py)
     modules = ({rel: old.module for rel, old in existing.items()} if same_paths
-               else module_names(rel for rel, _ in files))
+               else module_names(paths))
     to_parse, confirmed = [], []
-    looked = {rel for rel, _ in looked_at}
-    for rel, full in files:
+    for rel in paths if not same_paths else full_paths:
         old = existing.get(rel)
+        full = full_paths.get(rel)
         if old is None or old.module != modules[rel]:
-            to_parse.append((rel, full))
+            to_parse.append((rel, full or os.path.join(os.path.realpath(root), rel)))
             continue
-        if rel not in looked:
+        if full is None:  # not looked at
             continue
         key = stat_keys.get(rel)
         if key is not None and key == old.stat_key:
@@ -875,12 +882,24 @@ def _find_changes(root: str | os.PathLike, engine: sa.Engine, state: _State,
             to_parse.append((rel, full))
         elif key is not None and stat_key_is_settled(key, started_ns):
             confirmed.append((old.id, key))
-    return _Changes(files, skipped, modules, to_parse, removed, confirmed, stat_keys)
+    to_parse.sort()
+    return _Changes(paths, full_paths, skipped, modules, to_parse, removed, confirmed,
+                    stat_keys)
 
 
 def _under(rel: str, scopes: list[str]) -> bool:
     """Whether a relative path is one of `scopes` or below one of them."""
     return any(rel == scope or rel.startswith(scope + "/") for scope in scopes)
+
+
+def _indexed_under(existing: dict[str, _Existing], scopes: list[str]) -> set[str]:
+    """The indexed paths at or under these scopes (only a scope that is no indexed file,
+    perhaps a directory, needs a look at every path)."""
+    found = {scope for scope in scopes if scope in existing}
+    wider = [scope for scope in scopes if scope not in existing]
+    if wider:
+        found |= {rel for rel in existing if _under(rel, wider)}
+    return found
 
 
 def _changed_scopes(root: str | os.PathLike, changed: Any) -> list[str] | None:
@@ -1039,7 +1058,7 @@ def _index(
         cold = not state.exists or rebuild
         changes = _find_changes(root, engine, state, None if cold else scopes, started_ns)
         if cold:
-            to_parse, removed = list(changes.files), []
+            to_parse, removed = list(changes.full_paths.items()), []
         else:
             to_parse, removed = changes.to_parse, changes.removed
         root_path = indexed_root(root)
@@ -1052,14 +1071,17 @@ def _index(
                         _create_added_tables(w)
                     _write_file_stats(w, changes.confirmed, started_ns)
             symbols, edges, flagged = _totals(engine)
-            return IndexStats(len(changes.files), 0, 0, flagged, symbols, edges,
+            return IndexStats(len(changes.paths), 0, 0, flagged, symbols, edges,
                               time.perf_counter() - started, read_skipped(engine))
 
         bar = ProgressBar("recon", len(to_parse), "files", enabled=progress)
         modules = changes.modules
         jobs = [_ParseJob(rel, full, modules[rel], limits) for rel, full in to_parse]
         resolver = None
-        forget_resolver(identity)  # changed below, kept again once committed
+        # handed over: changed below, kept again once committed (dropped on any error)
+        kept = None if cold else kept_resolver(identity, state.generation)
+        if cold:
+            forget_resolver(identity)  # its memory is better spent on the build
         with _parser_pool(len(jobs)) as pool, _write_transaction(engine) as w:
             if cold:
                 _create_tables(w, drop=rebuild)
@@ -1069,7 +1091,7 @@ def _index(
                     _create_added_tables(w)
                 if _stored_generation(w) != state.generation:
                     raise _GenerationMoved(target)
-                resolver = kept_resolver(identity, state.generation) or _load_resolver(w)
+                resolver = kept or _load_resolver(w)
                 gone = [state.existing[p].id for p in removed]
                 gone += [state.existing[rel].id for rel, _ in to_parse if rel in state.existing]
                 paths_move = bool(removed) or any(
@@ -1104,7 +1126,7 @@ def _index(
         else:
             symbols, edges, flagged = _totals(engine)
             skipped = read_skipped(engine)
-        return IndexStats(len(changes.files), len(loader.files), len(removed), flagged,
+        return IndexStats(len(changes.paths), len(loader.files), len(removed), flagged,
                           symbols, edges, time.perf_counter() - started, skipped, resolved)
     finally:
         engine.dispose()

@@ -246,6 +246,12 @@ class Resolver:
         (of new file ids). Bases are not resolved again: `rebase` the classes whose
         bases may have moved (the new ones, and those whose written bases were
         resolved into the removed files or may resolve otherwise now)."""
+        files = list(files)
+        removed = list(removed)
+        # module symbols of the removed files by path: when the same paths come back
+        # under the same module names, the module index only needs their new symbols
+        old_modules = {self.file_path[fid]: (self.file_module[fid], self.module_sym.get(fid))
+                       for fid in removed if fid in self.file_path}
         touched_top: set[str] = set()
         for fid in removed:
             for sid in self.file_symbols.pop(fid, ()):
@@ -277,7 +283,17 @@ class Resolver:
                 self.unique_top[name] = definitions[0]
             else:
                 self.unique_top.pop(name, None)
-        self._index_modules()
+        new_modules = {file.path: (file.module, self.module_sym.get(file.id)) for file in files}
+        if {path: module for path, (module, _) in old_modules.items()} == \
+                {path: module for path, (module, _) in new_modules.items()}:
+            moved = {old_sym: new_modules[path][1]
+                     for path, (_, old_sym) in old_modules.items() if old_sym is not None}
+            if None not in moved.values() and len(moved) == len(old_modules):
+                self.modules = {name: moved.get(sid, sid) for name, sid in self.modules.items()}
+            else:  # a file gained or lost its module symbol (it became too large to parse)
+                self._index_modules()
+        else:
+            self._index_modules()
         self.forget_lookups()
 
     def rebase(self, class_ids: Iterable[int]) -> None:

@@ -35,6 +35,7 @@ Tables (see `recon_tables`):
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterator
@@ -259,12 +260,20 @@ class ReconVersionError(RuntimeError):
 
 def current_meta() -> dict[str, str]:
     """What `recon_meta` must hold for this code to read the index."""
+    tree_sitter, tree_sitter_python = _parser_versions()
     return {
         "schema_version": str(RECON_SCHEMA_VERSION),
         "parser": PARSER_NAME,
-        "tree_sitter": version("tree-sitter"),
-        "tree_sitter_python": version("tree-sitter-python"),
+        "tree_sitter": tree_sitter,
+        "tree_sitter_python": tree_sitter_python,
     }
+
+
+@functools.cache
+def _parser_versions() -> tuple[str, str]:
+    """The installed parser packages' versions (read once: a package's metadata costs
+    milliseconds to find, and an incremental run has few to spare)."""
+    return version("tree-sitter"), version("tree-sitter-python")
 
 
 def default_target() -> str:
