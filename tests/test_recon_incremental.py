@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 from ctxdb.recon import index_repository, open_recon
-from ctxdb.recon.resolve import forget_resolver
+from ctxdb.recon.kept import forget_indexer_state
 from ctxdb.recon.schema import GENERATION_KEY
 from conftest import fresh_pg_database
 
@@ -239,7 +239,7 @@ def test_every_edit_leaves_what_a_cold_build_makes(recon_target, cold_target, tm
     for step, edit, changed in _steps():
         edit(root)
         if not kept:
-            forget_resolver()  # as a new process would: the resolver is loaded from the index
+            forget_indexer_state()  # as a new process would: the resolver is loaded from the index
         stats = index_repository(root, recon_target, changed=changed)
         assert stats.files_parsed + stats.files_removed > 0, step
         _assert_same(index_content(recon_target), _cold(root, cold_target), step)
@@ -372,3 +372,48 @@ def test_changed_paths_must_be_paths_under_the_root(tmp_path, bad, message):
     _write(root, REPO)
     with pytest.raises((TypeError, ValueError), match=message):
         index_repository(root, tmp_path / "recon.db", changed=bad)
+
+
+def test_a_walk_from_kept_listings_finds_what_a_fresh_walk_finds(tmp_path, monkeypatch):
+    """Directories whose stat key has not moved are not listed again; each change to the
+    tree moves its directory's key, so the walk sees it."""
+    from ctxdb.recon import indexer
+
+    monkeypatch.setattr(indexer, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
+    root = tmp_path / "repo"
+    _write(root, REPO)
+    (root / "docs/locale/de").mkdir(parents=True)
+    (root / "docs/locale/de/notes.txt").write_text("no Python here\n")
+
+    def fresh():
+        forget_indexer_state()
+        return indexer.walk_repository(root)
+
+    def changes():
+        yield lambda: _write(root, {"docs/locale/de/conf.py": "X = 1\n"})
+        yield lambda: _edit(root, "app/core.py", "def make", "def make_one")
+        yield lambda: (root / "app/extra.py").unlink()
+        yield lambda: _write(root, {"app/sub/deep.py": "def deep():\n    return 1\n"})
+        yield lambda: (root / "app/sub/pyvenv.cfg").write_text("home = /usr\n")
+        yield lambda: os.symlink(root / "app/util.py", root / "app/alias.py")
+        yield lambda: os.replace(root / "app/alias.py", root / "app/renamed.py")
+        yield lambda: os.mkfifo(root / "tests/pipe.py")
+        yield lambda: shutil.rmtree(root / "docs")
+
+    time.sleep(PAST_THE_WINDOW_S)
+    assert indexer.walk_repository(root) == fresh()
+    listed = []
+    real_scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path: listed.append(path) or real_scandir(path))
+    indexer.walk_repository(root)
+    assert listed == []  # every directory's listing kept
+    _edit(root, "app/core.py", "return engine", "return engine  # same directory")
+    assert indexer.walk_repository(root) == fresh() and listed  # a file's edit: its new key
+    for change in changes():
+        indexer.walk_repository(root)  # listings kept (settled by now)
+        change()
+        time.sleep(PAST_THE_WINDOW_S)
+        kept_walk = indexer.walk_repository(root)
+        assert kept_walk == fresh()
+    assert ("app/renamed.py", str(root / "app/renamed.py")) in kept_walk.files
+    assert not any(rel.startswith("app/sub/") for rel, _ in kept_walk.files)

@@ -44,6 +44,7 @@ from ctxdb.entities import is_test_path
 from ctxdb.progress import ProgressBar
 from ctxdb.sqlfiles import load_sql, sql_statement
 from ctxdb.recon import schema
+from ctxdb.recon.kept import directory_listings, forget_resolver, keep_resolver, kept_resolver
 from ctxdb.recon.extract import (
     MAX_FILE_BYTES,
     MAX_PARSE_DEPTH,
@@ -64,9 +65,6 @@ from ctxdb.recon.resolve import (
     ResolverFile,
     ResolverSymbol,
     WrittenBase,
-    forget_resolver,
-    keep_resolver,
-    kept_resolver,
     module_names,
     path_module,
 )
@@ -193,37 +191,59 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
     or a second path to files indexed where they are), and directories that could not
     be read.
     """
+    walk_started_ns = time.time_ns()
     root_real = os.path.realpath(root)
     inside = root_real.rstrip(os.sep) + os.sep
+    listings = directory_listings(root_real)
     out: list[tuple[str, str]] = []
     skipped: list[SkippedPath] = []
     keys: dict[str, str] = {}
     pending: list[tuple[str, str]] = []
 
-    def take(entry: os.DirEntry, rel: str) -> None:
-        """One directory entry: indexed, listed as skipped, descended into, or passed."""
-        name = entry.name
+    def take_link(path: str, name: str, rel: str) -> None:
         try:
-            if entry.is_symlink():
-                reason = _symlink_skip(entry.path, name, inside)
-                if reason is None:
-                    out.append((f"{rel}{name}", entry.path))
-                    keys[f"{rel}{name}"] = stat_key(os.stat(entry.path))
-                elif reason:
-                    skipped.append(SkippedPath(f"{rel}{name}", reason))
-            elif entry.is_dir(follow_symlinks=False):
-                if not _skipped_dir(entry.path, name):
-                    pending.append((entry.path, f"{rel}{name}/"))
-            elif name.endswith(".py"):
-                st = entry.stat(follow_symlinks=False)
-                reason = _special_file_skip(st.st_mode)
-                if reason is None:
-                    out.append((f"{rel}{name}", entry.path))
-                    keys[f"{rel}{name}"] = stat_key(st)
-                else:
-                    skipped.append(SkippedPath(f"{rel}{name}", reason))
+            reason = _symlink_skip(path, name, inside)
+            if reason is None:
+                out.append((f"{rel}{name}", path))
+                keys[f"{rel}{name}"] = stat_key(os.stat(path))
+            elif reason:
+                skipped.append(SkippedPath(f"{rel}{name}", reason))
         except OSError:
             skipped.append(SkippedPath(f"{rel}{name}", SKIP_UNREADABLE))
+
+    def visit(directory: str, rel: str) -> None:
+        """One directory: its own listing, or the one kept while its stat key holds."""
+        stats: dict[str, os.stat_result] = {}
+        try:
+            st = os.stat(directory)
+            key = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            listing = listings.get(directory)
+            if listing is None or listing.key != key:
+                listing = _list_directory(directory, key, stats)
+                if (not listing.unreadable and
+                        max(key[0], key[1]) < walk_started_ns - RACY_WINDOW_NS):
+                    listings[directory] = listing
+                else:
+                    listings.pop(directory, None)
+        except OSError:
+            skipped.append(SkippedPath(rel.rstrip("/") or ".", SKIP_UNREADABLE))
+            return
+        if rel and listing.virtualenv:
+            return
+        for name in listing.files:
+            path = os.path.join(directory, name)
+            try:
+                st = stats.get(name) or os.lstat(path)
+            except OSError:
+                skipped.append(SkippedPath(f"{rel}{name}", SKIP_UNREADABLE))
+                continue
+            out.append((f"{rel}{name}", path))
+            keys[f"{rel}{name}"] = stat_key(st)
+        for name in listing.links:
+            take_link(os.path.join(directory, name), name, rel)
+        skipped.extend(SkippedPath(f"{rel}{name}", reason) for name, reason in listing.skipped)
+        pending.extend((os.path.join(directory, name), f"{rel}{name}/")
+                       for name in listing.subdirs)
 
     if not under:
         pending.append((root_real, ""))
@@ -235,24 +255,73 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
             if os.path.islink(directory) or not os.path.isdir(directory) or _skipped_dir(
                     directory, part):
                 return Walk([], [], {})
-        try:
-            entry = next((e for e in os.scandir(directory) if e.name == name), None)
-        except OSError:
-            entry = None
-        if entry is not None:
-            take(entry, f"{parent}/" if parent else "")
+        path = os.path.join(directory, name)
+        rel = f"{parent}/" if parent else ""
+        if os.path.islink(path):
+            take_link(path, name, rel)
+        elif os.path.isdir(path):
+            if not _skipped_dir(path, name):
+                pending.append((path, f"{rel}{name}/"))
+        elif name.endswith(".py") and os.path.lexists(path):
+            try:
+                st = os.lstat(path)
+                reason = _special_file_skip(st.st_mode)
+                if reason is None:
+                    out.append((f"{rel}{name}", path))
+                    keys[f"{rel}{name}"] = stat_key(st)
+                else:
+                    skipped.append(SkippedPath(f"{rel}{name}", reason))
+            except OSError:
+                skipped.append(SkippedPath(f"{rel}{name}", SKIP_UNREADABLE))
     while pending:
-        directory, rel = pending.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            skipped.append(SkippedPath(rel.rstrip("/") or ".", SKIP_UNREADABLE))
-            continue
-        for entry in entries:
-            take(entry, rel)
+        visit(*pending.pop())
     out.sort()
     skipped.sort()
     return Walk(out, skipped, keys)
+
+
+class _Listing(NamedTuple):
+    """What a directory holds for the walk, as of its stat key (mtime, ctime, inode):
+    adding, removing or renaming an entry moves it, so the listing holds while it does."""
+
+    key: tuple[int, int, int]
+    virtualenv: bool  # it holds pyvenv.cfg: never entered (but as the root)
+    files: tuple[str, ...]  # regular .py files
+    links: tuple[str, ...]  # symbolic links: where they lead is looked at on every walk
+    subdirs: tuple[str, ...]  # directories to enter
+    skipped: tuple[tuple[str, str], ...]  # (name, reason) of .py names no regular file
+    unreadable: bool  # an entry could not be looked at: the listing is not kept
+
+
+def _list_directory(directory: str, key: tuple[int, int, int],
+                    stats: dict[str, os.stat_result]) -> _Listing:
+    """A directory's listing (OSError if it cannot be read); fills `stats` with the
+    regular files' stat results."""
+    files, links, subdirs, skipped = [], [], [], []
+    virtualenv = unreadable = False
+    for entry in os.scandir(directory):
+        name = entry.name
+        try:
+            if name == "pyvenv.cfg" and os.path.exists(entry.path):
+                virtualenv = True
+            if entry.is_symlink():
+                links.append(name)
+            elif entry.is_dir(follow_symlinks=False):
+                if name not in SKIP_DIRS and not name.endswith(".egg-info"):
+                    subdirs.append(name)
+            elif name.endswith(".py"):
+                st = entry.stat(follow_symlinks=False)
+                reason = _special_file_skip(st.st_mode)
+                if reason is None:
+                    files.append(name)
+                    stats[name] = st
+                else:
+                    skipped.append((name, reason))
+        except OSError:
+            skipped.append((name, SKIP_UNREADABLE))
+            unreadable = True
+    return _Listing(key, virtualenv, tuple(files), tuple(links), tuple(subdirs),
+                    tuple(skipped), unreadable)
 
 
 def _skipped_dir(path: str, name: str) -> bool:

@@ -28,18 +28,12 @@ and an incremental one resolve through the same code.
 from __future__ import annotations
 
 import builtins
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
 _BUILTINS = frozenset(dir(builtins))
 _AMBIGUOUS = -1
-# Resolvers kept in process, by index, for the next incremental run: a harness re-indexes
-# one repository after every command. Each holds a repository's names (~40 MB for
-# Django's), so only the most recent few are kept.
-KEPT_RESOLVERS = 2
-_KEPT: OrderedDict[str, tuple[str, Resolver]] = OrderedDict()
 
 
 class ResolverFile(NamedTuple):
@@ -480,29 +474,3 @@ class Resolver:
                 return found
         return None
 
-
-def kept_resolver(identity: str, generation: str | None) -> Resolver | None:
-    """The resolver kept for this index if it is of this generation (then it is handed
-    over: the caller changes it, and keeps it again once its changes are committed)."""
-    kept = _KEPT.pop(identity, None)
-    if kept is None or generation is None or kept[0] != generation:
-        return None
-    return kept[1]
-
-
-def keep_resolver(identity: str, generation: str, resolver: Resolver | None) -> None:
-    """Keep the resolver matching this index at this generation."""
-    _KEPT.pop(identity, None)
-    if resolver is None:
-        return
-    _KEPT[identity] = (generation, resolver)
-    while len(_KEPT) > KEPT_RESOLVERS:
-        _KEPT.popitem(last=False)
-
-
-def forget_resolver(identity: str | None = None) -> None:
-    """Drop the resolver kept for one index, or all of them."""
-    if identity is None:
-        _KEPT.clear()
-    else:
-        _KEPT.pop(identity, None)
