@@ -338,6 +338,7 @@ def test_an_index_without_stat_keys_gets_them(tmp_path, monkeypatch):
     index_repository(root, target)
     with sqlite3.connect(target) as con:
         con.execute("DROP TABLE file_stat")
+    forget_indexer_state()  # as by another process, which an older ctxdb would be
     time.sleep(PAST_THE_WINDOW_S)
     assert index_repository(root, target).files_parsed == 0
     with sqlite3.connect(target) as con:
@@ -408,7 +409,7 @@ def test_a_walk_from_kept_listings_finds_what_a_fresh_walk_finds(tmp_path, monke
     indexer.walk_repository(root)
     assert listed == []  # every directory's listing kept
     _edit(root, "app/core.py", "return engine", "return engine  # same directory")
-    assert indexer.walk_repository(root) == fresh() and listed  # a file's edit: its new key
+    assert indexer.walk_repository(root) == fresh()  # a file edited: its new stat key seen
     for change in changes():
         indexer.walk_repository(root)  # listings kept (settled by now)
         change()

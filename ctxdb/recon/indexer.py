@@ -44,7 +44,15 @@ from ctxdb.entities import is_test_path
 from ctxdb.progress import ProgressBar
 from ctxdb.sqlfiles import load_sql, sql_statement
 from ctxdb.recon import schema
-from ctxdb.recon.kept import directory_listings, forget_resolver, keep_resolver, kept_resolver
+from ctxdb.recon.kept import (
+    directory_listings,
+    forget_index,
+    forget_resolver,
+    keep_index,
+    keep_resolver,
+    kept_index,
+    kept_resolver,
+)
 from ctxdb.recon.extract import (
     MAX_FILE_BYTES,
     MAX_PARSE_DEPTH,
@@ -663,6 +671,7 @@ class _Loader:
         self.next_symbol = next_symbol
         # kept for name resolution
         self.files: list[ResolverFile] = []
+        self.states: dict[str, _Existing] = {}  # what the next run compares with, by path
         self.symbols: list[ResolverSymbol] = []
         self.bindings: list[ModuleBinding] = []
         self.bases: list[WrittenBase] = []  # inherits references: resolved first
@@ -697,6 +706,7 @@ class _Loader:
                                 parsed.line_count, is_test, parsed.syntax_error,
                                 parsed.not_utf8, parsed.skipped))
         self.files.append(ResolverFile(fid, rel, module, is_test))
+        self.states[rel] = _Existing(fid, parsed.sha256, module, None)
         if parsed.skipped is not None:  # a file row alone
             self.skipped.append(SkippedPath(rel, parsed.skipped))
             return
@@ -845,17 +855,28 @@ class _NextIds(NamedTuple):
     edge: int
 
 
+class _KeptIndex(NamedTuple):
+    """What a run leaves in process of the index it wrote, for the next run over it
+    (kept per generation, so read only while the index is exactly that)."""
+
+    existing: dict[str, _Existing]
+    skipped_paths: list[SkippedPath]  # recon.skipped_path, sorted
+    totals: tuple[int, int, int]  # symbols, edges, flagged files
+    skipped: tuple[SkippedPath, ...]  # `read_skipped`
+
+
 class _State(NamedTuple):
     """What an index holds before a run."""
 
     exists: bool
     existing: dict[str, _Existing]  # by path
-    next_ids: _NextIds
     generation: str | None
+    root: str | None  # as recorded
     has_added_tables: bool  # schema.ADDED_TABLES are there
+    kept: _KeptIndex | None  # what the last run in this process left, if still current
 
 
-def _read_state(engine: sa.Engine, target: Any, rebuild: bool) -> _State:
+def _read_state(engine: sa.Engine, target: Any, rebuild: bool, identity: str) -> _State:
     with engine.connect() as conn:
         meta = schema.read_meta(conn)
         if meta is None:
@@ -864,31 +885,27 @@ def _read_state(engine: sa.Engine, target: Any, rebuild: bool) -> _State:
                     f"{schema.describe_target(target)} has recon tables but no version stamp. "
                     f"Rebuild it: {schema.rebuild_hint(target)}"
                 )
-            return _State(False, {}, _NextIds(1, 1, 1), None, True)
+            return _State(False, {}, None, None, True, None)
         if rebuild:
-            return _State(True, {}, _NextIds(1, 1, 1), None, True)
+            return _State(True, {}, None, None, True, None)
         schema.check_meta(meta, target)
+        generation, root = meta.get(schema.GENERATION_KEY), meta.get(schema.ROOT_KEY)
+        kept = kept_index(identity, generation)
+        if kept is not None:
+            return _State(True, kept.existing, generation, root, True, kept)
         has_added_tables = all(
             sa.inspect(conn).has_table(table.name, schema=schema.RECON_SCHEMA)
             for table in schema.ADDED_TABLES)
         states = "recon/index_file_states" if has_added_tables else \
             "recon/index_file_states_without_stats"
-        # through the driver: a few thousand rows, read on every run
+        # through the driver: a few thousand rows
         cursor = conn.connection.dbapi_connection.cursor()
         try:
             cursor.execute(load_sql(states))
             existing = {path: _Existing(*rest) for path, *rest in cursor.fetchall()}
         finally:
             cursor.close()
-        nxt = conn.execute(
-            sa.text(
-                "SELECT (SELECT coalesce(max(id), 0) + 1 FROM recon.file),"
-                " (SELECT coalesce(max(id), 0) + 1 FROM recon.symbol),"
-                " (SELECT coalesce(max(id), 0) + 1 FROM recon.edge)"
-            )
-        ).one()
-        return _State(True, existing, _NextIds(*nxt), meta.get(schema.GENERATION_KEY),
-                      has_added_tables)
+        return _State(True, existing, generation, root, has_added_tables, None)
 
 
 class _Changes(NamedTuple):
@@ -922,9 +939,12 @@ def _find_changes(root: str | os.PathLike, engine: sa.Engine, state: _State,
             full_paths.update(walk.files)
             skipped += walk.skipped
             stat_keys.update(walk.stat_keys or {})
-        with engine.connect() as connection:
-            stored_skipped = [SkippedPath(*row) for row in
-                              connection.execute(sql_statement("recon/index_skipped_paths"))]
+        if state.kept is not None:
+            stored_skipped = state.kept.skipped_paths
+        else:
+            with engine.connect() as connection:
+                stored_skipped = [SkippedPath(*row) for row in connection.execute(
+                    sql_statement("recon/index_skipped_paths"))]
         skipped = sorted(skipped + [s for s in stored_skipped if not _under(s.path, scopes)])
         in_scope = _indexed_under(existing, scopes)
         paths = [rel for rel in existing if rel not in in_scope]
@@ -998,15 +1018,13 @@ def _changed_scopes(root: str | os.PathLike, changed: Any) -> list[str] | None:
     return sorted(scopes)
 
 
-def _totals(engine: sa.Engine) -> tuple[int, int, int]:
-    with engine.connect() as conn:
-        row = conn.execute(
-            sa.text(
-                "SELECT (SELECT count(*) FROM recon.symbol), (SELECT count(*) FROM recon.edge),"
-                " (SELECT count(*) FROM recon.file WHERE syntax_error OR not_utf8)"
-            )
-        ).one()
-    return tuple(row)
+def _totals(w: _Writer) -> tuple[int, int, int]:
+    return tuple(w.run("recon/index_totals").fetchone())
+
+
+def _read_skipped(w: _Writer) -> tuple[SkippedPath, ...]:
+    # sorted here, not in SQL: collations differ between backends
+    return tuple(sorted(SkippedPath(*row) for row in w.run("recon/index_skipped").fetchall()))
 
 
 def _write_skipped_paths(w: _Writer, skipped: list[SkippedPath]) -> None:
@@ -1014,15 +1032,20 @@ def _write_skipped_paths(w: _Writer, skipped: list[SkippedPath]) -> None:
     w.insert(schema.skipped_path, [tuple(row) for row in skipped], ("path", "reason"))
 
 
-def _ensure_skipped_paths(engine: sa.Engine, skipped: list[SkippedPath]) -> None:
+def _ensure_skipped_paths(engine: sa.Engine, skipped: list[SkippedPath],
+                          stored: list[SkippedPath] | None) -> bool:
     """A run that found no Python file changed still records what the walk passed over
-    when that changed (a FIFO appeared); otherwise it writes nothing."""
-    with engine.connect() as connection:
-        stored = connection.execute(sa.text(
-            "SELECT path, reason FROM recon.skipped_path ORDER BY path")).all()
-    if sorted(map(tuple, stored)) != [tuple(row) for row in skipped]:
-        with _write_transaction(engine) as w:
-            _write_skipped_paths(w, skipped)
+    when that changed (a FIFO appeared); otherwise it writes nothing. `stored`: the
+    table's rows if known. Returns whether it wrote."""
+    if stored is None:
+        with engine.connect() as connection:
+            stored = sorted(SkippedPath(*row) for row in
+                            connection.execute(sql_statement("recon/index_skipped_paths")))
+    if [tuple(row) for row in stored] == [tuple(row) for row in skipped]:
+        return False
+    with _write_transaction(engine) as w:
+        _write_skipped_paths(w, skipped)
+    return True
 
 
 def _write_file_stats(w: _Writer, rows: list[tuple[int, str]], started_ns: int) -> None:
@@ -1035,8 +1058,7 @@ def _write_file_stats(w: _Writer, rows: list[tuple[int, str]], started_ns: int) 
 def read_skipped(bind: sa.Engine | sa.Connection) -> tuple[SkippedPath, ...]:
     """What the index holds as skipped: files without symbols (too large, too deep) and
     the paths the last walk passed over, by path."""
-    sql = sa.text("SELECT path, skipped FROM recon.file WHERE skipped IS NOT NULL"
-                  " UNION ALL SELECT path, reason FROM recon.skipped_path")
+    sql = sql_statement("recon/index_skipped")
     if isinstance(bind, sa.Engine):
         with bind.connect() as connection:
             rows = connection.execute(sql).all()
@@ -1123,7 +1145,7 @@ def _index(
     engine = schema.create_recon_engine(target)
     identity = _target_identity(target)
     try:
-        state = _read_state(engine, target, rebuild)
+        state = _read_state(engine, target, rebuild, identity)
         cold = not state.exists or rebuild
         changes = _find_changes(root, engine, state, None if cold else scopes, started_ns)
         if cold:
@@ -1132,16 +1154,8 @@ def _index(
             to_parse, removed = changes.to_parse, changes.removed
         root_path = indexed_root(root)
         if not cold and not to_parse and not removed:
-            _ensure_generation(engine, root_path)
-            _ensure_skipped_paths(engine, changes.skipped)
-            if changes.confirmed:  # bookkeeping only: the index's content is as it was
-                with _write_transaction(engine) as w:
-                    if not state.has_added_tables:
-                        _create_added_tables(w)
-                    _write_file_stats(w, changes.confirmed, started_ns)
-            symbols, edges, flagged = _totals(engine)
-            return IndexStats(len(changes.paths), 0, 0, flagged, symbols, edges,
-                              time.perf_counter() - started, read_skipped(engine))
+            return _nothing_changed(engine, identity, state, changes, root_path, started,
+                                    started_ns)
 
         bar = ProgressBar("recon", len(to_parse), "files", enabled=progress)
         modules = changes.modules
@@ -1149,17 +1163,20 @@ def _index(
         resolver = None
         # handed over: changed below, kept again once committed (dropped on any error)
         kept = None if cold else kept_resolver(identity, state.generation)
+        forget_index(identity)
         if cold:
             forget_resolver(identity)  # its memory is better spent on the build
         with _parser_pool(len(jobs)) as pool, _write_transaction(engine) as w:
             if cold:
                 _create_tables(w, drop=rebuild)
                 _write_meta(w)
+                next_ids = _NextIds(1, 1, 1)
             else:
                 if not state.has_added_tables:
                     _create_added_tables(w)
                 if _stored_generation(w) != state.generation:
                     raise _GenerationMoved(target)
+                next_ids = _NextIds(*w.run("recon/index_next_ids").fetchone())
                 resolver = kept or _load_resolver(w)
                 gone = [state.existing[p].id for p in removed]
                 gone += [state.existing[rel].id for rel, _ in to_parse if rel in state.existing]
@@ -1168,8 +1185,7 @@ def _index(
                     for rel, _ in to_parse)
                 plan = _plan_replacement(w, resolver, sorted(gone), paths_move)
                 _delete_files(w, sorted(gone))
-            loader = _Loader(w, state.next_ids.file, state.next_ids.symbol,
-                             defer_body_terms=cold)
+            loader = _Loader(w, next_ids.file, next_ids.symbol, defer_body_terms=cold)
             results = _parse_results(pool, jobs)
             for job, parsed in zip(jobs, results, strict=True):
                 if parsed is not None:
@@ -1177,28 +1193,73 @@ def _index(
                 bar.step()
             loader.flush()
             if cold:
-                n_edges, resolver = _write_edges_cold(w, loader, state.next_ids.edge)
+                n_edges, resolver = _write_edges_cold(w, loader, next_ids.edge)
                 resolved = loader.reference_count()
             else:
                 resolver, resolved = _resolve_incrementally(w, resolver, plan, loader,
-                                                            state.next_ids.edge)
+                                                            next_ids.edge)
             keys = changes.stat_keys
-            _write_file_stats(w, [(f.id, keys[f.path]) for f in loader.files if f.path in keys]
-                              + changes.confirmed, started_ns)
+            stats = [(f.id, keys[f.path]) for f in loader.files if f.path in keys]
+            _write_file_stats(w, stats + changes.confirmed, started_ns)
             _write_skipped_paths(w, changes.skipped)
             _write_root(w, root_path)
             generation = _write_generation(w)
+            if cold:
+                totals = (len(loader.symbols), n_edges, loader.flagged)
+                skipped = tuple(sorted(loader.skipped + changes.skipped))
+            else:
+                totals, skipped = _totals(w), _read_skipped(w)
         keep_resolver(identity, generation, resolver)
-        if cold:
-            symbols, edges, flagged = len(loader.symbols), n_edges, loader.flagged
-            skipped = tuple(sorted(loader.skipped + changes.skipped))
-        else:
-            symbols, edges, flagged = _totals(engine)
-            skipped = read_skipped(engine)
-        return IndexStats(len(changes.paths), len(loader.files), len(removed), flagged,
-                          symbols, edges, time.perf_counter() - started, skipped, resolved)
+        replaced = set(removed) | {rel for rel, _ in to_parse}
+        existing = {} if cold else {path: old for path, old in state.existing.items()
+                                    if path not in replaced}
+        existing.update(loader.states)
+        _keep_stat_keys(existing, stats + changes.confirmed, started_ns)
+        keep_index(identity, generation,
+                   _KeptIndex(existing, changes.skipped, totals, skipped))
+        return IndexStats(len(changes.paths), len(loader.files), len(removed), totals[2],
+                          totals[0], totals[1], time.perf_counter() - started, skipped,
+                          resolved)
     finally:
         engine.dispose()
+
+
+def _nothing_changed(engine: sa.Engine, identity: str, state: _State, changes: _Changes,
+                     root_path: str, started: float, started_ns: int) -> IndexStats:
+    """A run that found no file to parse or remove: the index's content stays as it is
+    (a new generation only for an index without one, or indexed from another root)."""
+    wrote = False
+    if state.generation is None or state.root != root_path:
+        _ensure_generation(engine, root_path)
+        wrote = True
+    kept = state.kept
+    wrote |= _ensure_skipped_paths(engine, changes.skipped,
+                                   kept.skipped_paths if kept is not None else None)
+    if changes.confirmed:  # bookkeeping only: the index's content is as it was
+        with _write_transaction(engine) as w:
+            if not state.has_added_tables:
+                _create_added_tables(w)
+            _write_file_stats(w, changes.confirmed, started_ns)
+        _keep_stat_keys(state.existing, changes.confirmed, started_ns)
+    if wrote or kept is None:
+        forget_index(identity)
+        with engine.connect() as connection:
+            totals = tuple(connection.execute(sql_statement("recon/index_totals")).one())
+            skipped = read_skipped(connection)
+    else:
+        totals, skipped = kept.totals, kept.skipped
+    return IndexStats(len(changes.paths), 0, 0, totals[2], totals[0], totals[1],
+                      time.perf_counter() - started, skipped)
+
+
+def _keep_stat_keys(existing: dict[str, _Existing], stats: list[tuple[int, str]],
+                    started_ns: int) -> None:
+    """Record in the kept file states the stat keys just written."""
+    settled = {fid: key for fid, key in stats if stat_key_is_settled(key, started_ns)}
+    if settled:
+        for path, old in existing.items():
+            if old.id in settled:
+                existing[path] = old._replace(stat_key=settled[old.id])
 
 
 def _target_identity(target: Any) -> str:
