@@ -226,8 +226,8 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
             st = os.stat(directory)
             key = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
             listing = listings.get(directory)
-            if listing is None or listing.key != key:
-                listing = _list_directory(directory, key, stats)
+            if listing is None or listing.key != key or listing.rel != rel:
+                listing = _list_directory(directory, rel, key, stats)
                 if (not listing.unreadable and
                         max(key[0], key[1]) < walk_started_ns - RACY_WINDOW_NS):
                     listings[directory] = listing
@@ -238,20 +238,18 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
             return
         if rel and listing.virtualenv:
             return
-        for name in listing.files:
-            path = os.path.join(directory, name)
+        for file_rel, path in listing.files:
             try:
-                st = stats.get(name) or os.lstat(path)
+                st = stats.get(path) or os.lstat(path)
             except OSError:
-                skipped.append(SkippedPath(f"{rel}{name}", SKIP_UNREADABLE))
+                skipped.append(SkippedPath(file_rel, SKIP_UNREADABLE))
                 continue
-            out.append((f"{rel}{name}", path))
-            keys[f"{rel}{name}"] = stat_key(st)
+            out.append((file_rel, path))
+            keys[file_rel] = stat_key(st)
         for name in listing.links:
-            take_link(os.path.join(directory, name), name, rel)
-        skipped.extend(SkippedPath(f"{rel}{name}", reason) for name, reason in listing.skipped)
-        pending.extend((os.path.join(directory, name), f"{rel}{name}/")
-                       for name in listing.subdirs)
+            take_link(f"{directory}/{name}", name, rel)
+        skipped.extend(listing.skipped)
+        pending.extend(listing.subdirs)
 
     if not under:
         pending.append((root_real, ""))
@@ -293,18 +291,19 @@ class _Listing(NamedTuple):
     adding, removing or renaming an entry moves it, so the listing holds while it does."""
 
     key: tuple[int, int, int]
+    rel: str  # the directory's path relative to the root, with a trailing /
     virtualenv: bool  # it holds pyvenv.cfg: never entered (but as the root)
-    files: tuple[str, ...]  # regular .py files
-    links: tuple[str, ...]  # symbolic links: where they lead is looked at on every walk
-    subdirs: tuple[str, ...]  # directories to enter
-    skipped: tuple[tuple[str, str], ...]  # (name, reason) of .py names no regular file
+    files: tuple[tuple[str, str], ...]  # regular .py files: (relative, absolute path)
+    links: tuple[str, ...]  # names of symbolic links: where they lead is looked at anew
+    subdirs: tuple[tuple[str, str], ...]  # directories to enter: (absolute, relative/)
+    skipped: tuple[SkippedPath, ...]  # .py names that are no regular file
     unreadable: bool  # an entry could not be looked at: the listing is not kept
 
 
-def _list_directory(directory: str, key: tuple[int, int, int],
+def _list_directory(directory: str, rel: str, key: tuple[int, int, int],
                     stats: dict[str, os.stat_result]) -> _Listing:
     """A directory's listing (OSError if it cannot be read); fills `stats` with the
-    regular files' stat results."""
+    regular files' stat results, by absolute path."""
     files, links, subdirs, skipped = [], [], [], []
     virtualenv = unreadable = False
     for entry in os.scandir(directory):
@@ -316,19 +315,19 @@ def _list_directory(directory: str, key: tuple[int, int, int],
                 links.append(name)
             elif entry.is_dir(follow_symlinks=False):
                 if name not in SKIP_DIRS and not name.endswith(".egg-info"):
-                    subdirs.append(name)
+                    subdirs.append((entry.path, f"{rel}{name}/"))
             elif name.endswith(".py"):
                 st = entry.stat(follow_symlinks=False)
                 reason = _special_file_skip(st.st_mode)
                 if reason is None:
-                    files.append(name)
-                    stats[name] = st
+                    files.append((f"{rel}{name}", entry.path))
+                    stats[entry.path] = st
                 else:
-                    skipped.append((name, reason))
+                    skipped.append(SkippedPath(f"{rel}{name}", reason))
         except OSError:
-            skipped.append((name, SKIP_UNREADABLE))
+            skipped.append(SkippedPath(f"{rel}{name}", SKIP_UNREADABLE))
             unreadable = True
-    return _Listing(key, virtualenv, tuple(files), tuple(links), tuple(subdirs),
+    return _Listing(key, rel, virtualenv, tuple(files), tuple(links), tuple(subdirs),
                     tuple(skipped), unreadable)
 
 
