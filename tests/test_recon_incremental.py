@@ -11,6 +11,8 @@ machine's bookkeeping (stat keys), not the index's content.
 from __future__ import annotations
 
 import os
+import random
+import re
 import shutil
 import sqlite3
 import time
@@ -418,3 +420,86 @@ def test_a_walk_from_kept_listings_finds_what_a_fresh_walk_finds(tmp_path, monke
         assert kept_walk == fresh()
     assert ("app/renamed.py", str(root / "app/renamed.py")) in kept_walk.files
     assert not any(rel.startswith("app/sub/") for rel, _ in kept_walk.files)
+
+
+# --- random edits ----------------------------------------------------------------------------
+
+RANDOM_EDIT_SEED = 25
+RANDOM_EDIT_STEPS = 24
+_DEFINITION = re.compile(r"^\s*(?:def|class) ([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
+_CLASS_BASES = re.compile(r"^class ([A-Za-z_][A-Za-z0-9_]*)(\([^)]*\))?:", re.MULTILINE)
+
+
+def _random_edit(root: Path, rng: random.Random, number: int) -> list[str]:
+    """One random edit of the kinds that move names; returns the paths it touched."""
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py"))
+    rel = rng.choice(files)
+    text = (root / rel).read_text()
+    names = _DEFINITION.findall(text)
+    kind = rng.choice(["rename_definition", "rename_everywhere", "copy_definition",
+                       "rebase", "import", "body", "delete_file", "add_file", "init"])
+    if kind == "rename_definition" and names:
+        name = rng.choice(names)
+        (root / rel).write_text(re.sub(rf"\b(def|class) {name}\b", rf"\1 {name}_r{number}",
+                                       text, count=1))
+        return [rel]
+    if kind == "rename_everywhere" and names:
+        name = rng.choice(names)
+        for other in files:
+            path = root / other
+            path.write_text(re.sub(rf"\b{name}\b", f"{name}_e{number}", path.read_text()))
+        return files
+    if kind == "copy_definition" and names:  # a second definition elsewhere: ambiguity
+        target = rng.choice(files)
+        name = rng.choice(names)
+        with (root / target).open("a") as fh:
+            fh.write(f"\n\ndef {name}():\n    return {number}\n")
+        return [target]
+    if kind == "rebase":
+        classes = _CLASS_BASES.findall(text)
+        every_class = [c for f in files for c, _ in _CLASS_BASES.findall((root / f).read_text())]
+        if classes and every_class:
+            name, _ = rng.choice(classes)
+            base = rng.choice(every_class + [""])
+            (root / rel).write_text(re.sub(rf"^class {name}(\([^)]*\))?:",
+                                           f"class {name}({base}):" if base else f"class {name}:",
+                                           text, count=1, flags=re.MULTILINE))
+            return [rel]
+    if kind == "import":
+        module = rng.choice(files)[:-3].replace("/", ".").removesuffix(".__init__")
+        line = rng.choice([f"from {module} import *\n", f"import {module} as m{number}\n",
+                           f"from {module} import {rng.choice(names or ['x'])}\n"])
+        (root / rel).write_text(line + text)
+        return [rel]
+    if kind == "delete_file" and len(files) > 3:
+        (root / rel).unlink()
+        return [rel]
+    if kind == "add_file":
+        new = f"shopcart/added_{number}.py"
+        (root / new).write_text(f"from .money import ZERO\n\n\nclass Added{number}:\n"
+                                f"    def total(self):\n        return ZERO\n")
+        return [new]
+    if kind == "init":
+        init = rng.choice(["tests/__init__.py", "shopcart/__init__.py"])
+        if (root / init).exists():
+            (root / init).unlink()
+        else:
+            (root / init).write_text("from .money import *\n" if "shopcart" in init else "")
+        return [init]
+    (root / rel).write_text(text + f"\n# edit {number}\n")
+    return [rel]
+
+
+def test_random_edits_leave_what_a_cold_build_makes(tmp_path):
+    rng = random.Random(RANDOM_EDIT_SEED)
+    root = tmp_path / "shopcart"
+    shutil.copytree(SHOPCART, root)
+    target, cold = str(tmp_path / "recon.db"), str(tmp_path / "cold.db")
+    index_repository(root, target)
+    for number in range(RANDOM_EDIT_STEPS):
+        touched = _random_edit(root, rng, number)
+        if rng.random() < 0.25:
+            forget_indexer_state()
+        told = touched if rng.random() < 0.5 else None
+        index_repository(root, target, changed=told)
+        _assert_same(index_content(target), _cold(root, cold), f"random edit {number}")
