@@ -503,3 +503,21 @@ def test_random_edits_leave_what_a_cold_build_makes(tmp_path):
         told = touched if rng.random() < 0.5 else None
         index_repository(root, target, changed=told)
         _assert_same(index_content(target), _cold(root, cold), f"random edit {number}")
+
+
+def test_cli_index_told_what_changed(tmp_path, capsys):
+    from test_recon import _cli
+
+    root = tmp_path / "shopcart"
+    shutil.copytree(SHOPCART, root)
+    db = str(tmp_path / "recon.db")
+    assert _cli("recon", "index", str(root), "--recon", db) == 0
+    _edit(root, "shopcart/tax.py", '"""Sales tax by region."""', '"""Sales tax, by region."""')
+    _edit(root, "shopcart/money.py", '"""', '"""Money. ')
+    capsys.readouterr()
+    assert _cli("recon", "index", str(root), "--recon", db, "--changed", "shopcart/tax.py") == 0
+    assert "18 files (1 parsed, 0 removed" in capsys.readouterr().out
+    assert _cli("recon", "index", str(root), "--recon", db, "--changed", "../elsewhere.py") == 2
+    assert "changed: '../elsewhere.py' is not under the indexed root" in capsys.readouterr().err
+    assert _cli("recon", "index", str(root), "--recon", db) == 0  # a walk finds the other
+    assert "18 files (1 parsed, 0 removed" in capsys.readouterr().out
