@@ -109,9 +109,9 @@ SKIP_UNREADABLE = "unreadable"
 # A file changed this shortly before it was read keeps no stat key (see
 # stat_key_is_settled): 2 s covers the coarsest common timestamps (FAT's).
 RACY_WINDOW_NS = 2_000_000_000
-# A change touching at most this many names finds the edges naming them with one indexed
-# pass each; more, with one pass over every edge's names.
-MAX_NAME_PASSES = 8
+# A change touching at most this many names finds the edges naming them with one pass over
+# the edge table each (~17 ms on Django's); more, with one read of every edge (~90 ms).
+MAX_NAME_PASSES = 4
 # How many times a run starts over when another indexer changed the index between its
 # reading the index and its taking the write lock.
 MAX_INDEX_ATTEMPTS = 3
@@ -484,7 +484,7 @@ class _Writer:
         if rows:
             self.cur.executemany(self.q(sql), rows)
 
-    def run(self, name: str, **params: Any) -> Any:
+    def run(self, name: str, /, **params: Any) -> Any:
         """The statement of ``sql/<name>.sql`` with these parameters; the cursor."""
         sql, order = _compiled_sql(name, self.dialect)
         self.cur.execute(sql, params if order is None else tuple(params[k] for k in order))
@@ -532,9 +532,13 @@ class _Writer:
 
 @functools.lru_cache(maxsize=64)
 def _compiled_sql(name: str, dialect: sa.engine.Dialect) -> tuple[str, tuple[str, ...] | None]:
-    """``sql/<name>.sql`` in the driver's parameter style, and the parameters' order for
-    a positional style (None: the driver takes them by name)."""
-    compiled = sa.text(load_sql(name)).compile(dialect=dialect)
+    """``sql/<name>.<database>.sql`` or ``sql/<name>.sql`` in the driver's parameter
+    style, and the parameters' order for a positional style (None: by name)."""
+    try:  # a statement written for this database, else the common one
+        text = load_sql(f"{name}.{dialect.name}")
+    except FileNotFoundError:
+        text = load_sql(name)
+    compiled = sa.text(text).compile(dialect=dialect)
     order = compiled.positiontup
     return str(compiled), (tuple(order) if order is not None else None)
 
@@ -1565,14 +1569,9 @@ def _module_keys(resolver: Resolver, plan: _Plan, path: str) -> set[str]:
 
 def _close_over_bindings(names: set[str], resolver: Resolver) -> None:
     """Add every name bound by import to a target with a moved name among its parts."""
-    bound_by_part: dict[str, set[str]] = {}
-    for bound in resolver.bindings.values():
-        for name, target in bound.items():
-            for part in target.split("."):
-                bound_by_part.setdefault(part, set()).add(name)
     frontier = set(names)
     while frontier:
-        reached = set().union(*(bound_by_part.get(part, ()) for part in frontier)) - names
+        reached = resolver.names_bound_to(frontier) - names
         names |= reached
         frontier = reached
 
@@ -1627,7 +1626,7 @@ def _select_edges_naming(w: _Writer, names: set[str], selected: dict[int, EdgeRe
     if len(names) <= MAX_NAME_PASSES:
         rows = []
         for name in sorted(names):
-            rows += w.run("recon/index_edges_naming", pattern=_part_pattern(name)).fetchall()
+            rows += w.run("recon/index_edges_naming", name=name).fetchall()
     else:
         rows = w.run("recon/index_edges_all").fetchall()
     for edge in map(EdgeRecord._make, rows):
@@ -1638,12 +1637,6 @@ def _select_edges_naming(w: _Writer, names: set[str], selected: dict[int, EdgeRe
             parts.update(edge.typed_name.split("."))
         if not parts.isdisjoint(names):
             selected[edge.id] = edge
-
-
-def _part_pattern(name: str) -> str:
-    """A LIKE pattern for a dotted name (wrapped in dots) holding `name` as a part."""
-    escaped = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%.{escaped}.%"
 
 
 def _follow_tests_edges(w: _Writer, calls: list[EdgeRecord], next_edge: int) -> int:

@@ -130,6 +130,9 @@ class Resolver:
         self.unique_top: dict[str, int] = {}
         self.bindings: dict[int, dict[str, str]] = {}
         self.stars: dict[int, list[str]] = {}
+        # part of an import target → the names bound to targets holding it, with how many
+        # bindings; built on first use by `names_bound_to`, then kept up to date
+        self._bound_by_part: dict[str, dict[str, int]] | None = None
         self.written_bases: dict[int, list[WrittenBase]] = {}
         self.bases: dict[int, list[int]] = {}
         self.modules: dict[str, int] = {}
@@ -179,9 +182,10 @@ class Resolver:
             if binding.name == "*":
                 self.stars.setdefault(binding.file_id, []).append(binding.target)
             else:
-                self.bindings.setdefault(binding.file_id, {}).setdefault(
-                    binding.name, binding.target
-                )
+                bound = self.bindings.setdefault(binding.file_id, {})
+                if binding.name not in bound:
+                    bound[binding.name] = binding.target
+                    self._count_binding(binding.name, binding.target, 1)
         for base in inherits:
             self.written_bases.setdefault(base.class_id, []).append(base)
         return top_names
@@ -265,6 +269,8 @@ class Resolver:
                     if not definitions:
                         del self.top_definitions[name]
                     touched_top.add(name)
+            for name, target in self.bindings.get(fid, {}).items():
+                self._count_binding(name, target, -1)
             for table in (self.file_path, self.file_module, self.file_is_test,
                           self.module_sym, self.bindings, self.stars):
                 table.pop(fid, None)
@@ -289,6 +295,30 @@ class Resolver:
         else:
             self._index_modules()
         self.forget_lookups()
+
+    def names_bound_to(self, parts: Iterable[str]) -> set[str]:
+        """The names some module binds by import to a target holding one of these parts
+        (between dots)."""
+        if self._bound_by_part is None:
+            self._bound_by_part = {}
+            for bound in self.bindings.values():
+                for name, target in bound.items():
+                    self._count_binding(name, target, 1)
+        found: set[str] = set()
+        for part in parts:
+            found.update(self._bound_by_part.get(part, ()))
+        return found
+
+    def _count_binding(self, name: str, target: str, step: int) -> None:
+        if self._bound_by_part is None:
+            return
+        for part in set(target.split(".")):
+            names = self._bound_by_part.setdefault(part, {})
+            names[name] = names.get(name, 0) + step
+            if names[name] == 0:
+                del names[name]
+                if not names:
+                    del self._bound_by_part[part]
 
     def rebase(self, class_ids: Iterable[int]) -> None:
         """Resolve these classes' written bases again (after `replace_files`)."""
