@@ -521,3 +521,39 @@ def test_cli_index_told_what_changed(tmp_path, capsys):
     assert "changed: '../elsewhere.py' is not under the indexed root" in capsys.readouterr().err
     assert _cli("recon", "index", str(root), "--recon", db) == 0  # a walk finds the other
     assert "18 files (1 parsed, 0 removed" in capsys.readouterr().out
+
+
+def test_a_run_starts_over_when_another_indexer_commits_first(tmp_path, monkeypatch):
+    """Between a run's reading the index and its write lock another indexer may commit:
+    the run reads again (its file states and kept resolver would be of the old index)."""
+    from ctxdb.recon import indexer
+
+    root = tmp_path / "repo"
+    _write(root, REPO)
+    target = str(tmp_path / "recon.db")
+    index_repository(root, target)
+    cold = str(tmp_path / "cold.db")
+    real_read_state = indexer._read_state
+    commits = []
+
+    def read_then_another_commits(*args):
+        state = real_read_state(*args)
+        if len(commits) < commits_wanted:  # another indexer's commit: a new generation
+            with sqlite3.connect(target) as con:
+                con.execute("UPDATE recon_meta SET value = ? WHERE key = ?",
+                            (f"another-{len(commits)}", GENERATION_KEY))
+            commits.append(True)
+        return state
+
+    monkeypatch.setattr(indexer, "_read_state", read_then_another_commits)
+    commits_wanted = 1
+    _edit(root, "app/core.py", "return engine", "return engine  # changed")
+    assert index_repository(root, target).files_parsed == 1
+    assert commits == [True]
+    _assert_same(index_content(target), _cold(root, cold), "a run that started over")
+
+    commits.clear()
+    commits_wanted = indexer.MAX_INDEX_ATTEMPTS
+    _edit(root, "app/core.py", "# changed", "# changed again")
+    with pytest.raises(RuntimeError, match="another indexer kept changing the index"):
+        index_repository(root, target)
