@@ -1253,6 +1253,11 @@ def _nothing_changed(engine: sa.Engine, identity: str, state: _State, changes: _
         with engine.connect() as connection:
             totals = tuple(connection.execute(sql_statement("recon/index_totals")).one())
             skipped = read_skipped(connection)
+            generation = read_generation(connection)
+        # what this run read, for the next one, if no run changed the index meanwhile
+        if generation is not None and generation == state.generation:
+            keep_index(identity, generation,
+                       _KeptIndex(state.existing, changes.skipped, totals, skipped))
     else:
         totals, skipped = kept.totals, kept.skipped
     return IndexStats(len(changes.paths), 0, 0, totals[2], totals[0], totals[1],
