@@ -223,17 +223,19 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
         except OSError:
             skipped.append(SkippedPath(f"{rel}{name}", SKIP_UNREADABLE))
 
+    settled_before_ns = walk_started_ns - RACY_WINDOW_NS
+    lstat, list_get = os.lstat, listings.get
+
     def visit(directory: str, rel: str) -> None:
         """One directory: its own listing, or the one kept while its stat key holds."""
         stats: dict[str, os.stat_result] = {}
         try:
             st = os.stat(directory)
             key = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-            listing = listings.get(directory)
+            listing = list_get(directory)
             if listing is None or listing.key != key or listing.rel != rel:
                 listing = _list_directory(directory, rel, key, stats)
-                if (not listing.unreadable and
-                        max(key[0], key[1]) < walk_started_ns - RACY_WINDOW_NS):
+                if not listing.unreadable and max(key[0], key[1]) < settled_before_ns:
                     listings[directory] = listing
                 else:
                     listings.pop(directory, None)
@@ -244,7 +246,7 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
             return
         for file_rel, path in listing.files:
             try:
-                st = stats.get(path) or os.lstat(path)
+                st = stats.get(path) or lstat(path)
             except OSError:
                 skipped.append(SkippedPath(file_rel, SKIP_UNREADABLE))
                 continue
@@ -252,8 +254,10 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
             keys[file_rel] = stat_key(st)
         for name in listing.links:
             take_link(f"{directory}/{name}", name, rel)
-        skipped.extend(listing.skipped)
-        pending.extend(listing.subdirs)
+        if listing.skipped:
+            skipped.extend(listing.skipped)
+        if listing.subdirs:
+            pending.extend(listing.subdirs)
 
     if not under:
         pending.append((root_real, ""))
