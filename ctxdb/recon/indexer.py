@@ -1291,8 +1291,7 @@ def _create_added_tables(w: _Writer) -> None:
 
 
 def _stored_generation(w: _Writer) -> str | None:
-    row = w.execute("SELECT value FROM recon.recon_meta WHERE key = ?",
-                    (schema.GENERATION_KEY,)).fetchone()
+    row = w.run("recon/index_generation", generation_key=schema.GENERATION_KEY).fetchone()
     return row[0] if row is not None else None
 
 
@@ -1411,7 +1410,7 @@ def _delete_files(w: _Writer, gone: list[int]) -> None:
     # Edges from other files into the deleted symbols keep a stale id here (PostgreSQL's
     # foreign key sets it NULL); re-resolution afterwards points them at the new symbols.
     w.executemany("DELETE FROM recon.binding WHERE file_id = ?", ids)
-    w.executemany("DELETE FROM recon.file_stat WHERE file_id = ?", ids)
+    w.run_many("recon/index_delete_file_stat", [{"file_id": i} for i in gone])
     w.executemany("DELETE FROM recon.symbol WHERE file_id = ?", ids)
     w.executemany("DELETE FROM recon.file_source WHERE file_id = ?", ids)
     w.executemany("DELETE FROM recon.file WHERE id = ?", ids)
