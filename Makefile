@@ -1,21 +1,36 @@
 # Two commands for a newcomer: `make demo` and `make test`. Both build the
-# virtual environment on first use (and again when pyproject.toml changes).
+# virtual environment on first use (and again when pyproject.toml or the lock changes),
+# at the versions constraints/development.txt locks. `make test-fast` is the minute's
+# check while developing: SQLite only, no download, no slow test.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
+EXTRAS := deepseek,test,datasette,minisweagent,postgresql
+LOCK := constraints/development.txt
+MINIMA := constraints/minima.txt
+# the markers tests/conftest.py sets; test-fast leaves them out
+FAST_TESTS := not pg and not network and not slow
+# test-minima: the wheel at the ranges' lower bounds, in an environment of its own
+# (mini-swe-agent's tests download, so its extra is not needed there)
+MINIMA_VENV := .venv-minima
+MINIMA_EXTRAS := deepseek,test,datasette,postgresql
+# which tests run there: the fast ones; MINIMA_TESTS='not network' adds PostgreSQL's
+# (psycopg's floor) and the slow ones, once `make postgres-server` has the binaries
+MINIMA_TESTS ?= $(FAST_TESTS)
+LOCK_VENV := .venv-lock
 PG_BIN ?= /usr/lib/postgresql/15/bin
 DEMO_DB ?= ctx08.db
 DEMO_RECON ?= recon.db
 DEMO_REPO := fixtures/repos/shopcart
 
-.PHONY: demo test lint bench postgres-server clean
+.PHONY: demo test test-fast test-minima lock lint bench postgres-server clean
 
-$(INSTALLED): pyproject.toml
+$(INSTALLED): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[deepseek,test,datasette,minisweagent]'
+	$(BIN)/python -m pip install --quiet -c $(LOCK) -e '.[$(EXTRAS)]'
 	touch $@
 
 # The tests start their own throwaway PostgreSQL 15 cluster from these binaries.
@@ -26,6 +41,33 @@ postgres-server:
 
 test: $(INSTALLED) postgres-server
 	$(BIN)/pytest
+
+test-fast: $(INSTALLED)
+	$(BIN)/pytest -m '$(FAST_TESTS)'
+
+# The wheel installed with the lowest versions pyproject.toml's ranges allow, then the
+# fast tests on it (run from the checkout, they import the installed ctxdb: pytest puts
+# tests/, not the checkout, on the path).
+test-minima:
+	rm -rf $(MINIMA_VENV) build/minima
+	$(PYTHON) -m venv $(MINIMA_VENV)
+	$(MINIMA_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MINIMA_VENV)/bin/python -m pip wheel --quiet --no-deps -w build/minima .
+	$(MINIMA_VENV)/bin/python -m pip install --quiet -c $(MINIMA) \
+	  "$$(ls build/minima/ctxdb-*.whl)[$(MINIMA_EXTRAS)]"
+	$(MINIMA_VENV)/bin/python -m pip freeze
+	$(MINIMA_VENV)/bin/pytest -p no:cacheprovider -m '$(MINIMA_TESTS)'
+
+# Lock the development environment anew: the newest versions the ranges allow, resolved
+# in a throwaway environment (commit the new lock after `make test` passes on it).
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LOCK_VENV)/bin/python -m pip install --quiet '.[$(EXTRAS)]'
+	{ sed -n '/^#/p' $(LOCK); $(LOCK_VENV)/bin/python -m pip freeze --exclude ctxdb; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK)
+	rm -rf $(LOCK_VENV)
 
 # The main job on the embedded default: index the fixture repository, construct its
 # three decisions (localize, edit, repair after a failing test) into ./ctx08.db.
@@ -59,4 +101,4 @@ head-schema: $(INSTALLED)
 	$(BIN)/python -c 'from ctxdb.migrate import head_schema_script; import sys; sys.stdout.write(head_schema_script())' > sql/schema/head.sqlite.sql
 
 clean:
-	rm -rf $(VENV) $(DEMO_DB) $(DEMO_DB)-wal $(DEMO_DB)-shm $(DEMO_RECON) $(DEMO_RECON)-wal $(DEMO_RECON)-shm
+	rm -rf $(VENV) $(MINIMA_VENV) $(LOCK_VENV) $(DEMO_DB) $(DEMO_DB)-wal $(DEMO_DB)-shm $(DEMO_RECON) $(DEMO_RECON)-wal $(DEMO_RECON)-shm

@@ -27,7 +27,7 @@ sys.path.insert(0, str(BENCH.parent / "tests"))
 
 from construct import POOL_SIZES, build_request, django_recon  # noqa: E402
 from recon_index import DEFAULT_CACHE  # noqa: E402
-from window_snapshots import decision_snapshot, digest  # noqa: E402
+from window_snapshots import decision_snapshot, digest, record_made_with  # noqa: E402
 
 from ctxdb import ContextStore, load_settings  # noqa: E402
 
@@ -63,6 +63,7 @@ def main() -> None:
     found = snapshots(args.cache)
     if args.record:
         GOLDEN.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
+        record_made_with()
         print(f"recorded {len(found)} decisions in {GOLDEN}")
         print(f"decisions={len(found)} changed=0")
         return

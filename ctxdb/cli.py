@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import DB_URL_ENV, DEFAULT_DB_PATH, TOKENIZER_NAMES, ConfigError
+from .workers import DEFAULT_WORKERS
 
 # What the handlers need is imported in them: `ctxdb --help` and a mistyped command
 # load no SQLAlchemy, alembic, tree-sitter or tokenizer.
@@ -657,10 +658,6 @@ def _cmd_tokens_count(args) -> int:
     return EXIT_OK
 
 
-# = ctxdb.ab.runner.DEFAULT_WORKERS (not imported: --help stays fast)
-DEFAULT_AB_WORKERS = len(os.sched_getaffinity(0))
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ctxdb",
@@ -791,7 +788,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="comma-separated ctx08 variants (default: default); see README")
     ab_run.add_argument("--localization", choices=("oracle", "retrieval"), default="oracle",
                         help="edit target: the first gold entity (oracle) or the top hit")
-    ab_run.add_argument("--workers", type=int, default=DEFAULT_AB_WORKERS,
+    ab_run.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
                         help="worker processes (default: the CPUs this process may use)")
     ab_run.add_argument("--cache", default=str(Path.home() / ".cache" / "ctxdb" / "ab"),
                         help="where materialized trees and their recon indexes are kept")
@@ -835,7 +832,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "trajectory's instance_id, else its file name)")
     replay.add_argument("--run-id", default="replay",
                         help="the store run the windows are written under (default: replay)")
-    replay.add_argument("--workers", type=int, default=DEFAULT_AB_WORKERS,
+    replay.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
                         help="worker processes (default: the CPUs this process may use)")
     replay.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                         help="each re-run command's time limit (default: the run's own, 60 s "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import os
 import sqlite3
 from pathlib import Path
@@ -28,7 +29,7 @@ SQLITE_BUSY_TIMEOUT_MS = 10_000
 # Execution option naming the SQLite BEGIN mode for a connection's transactions.
 SQLITE_BEGIN_OPTION = "ctxdb_sqlite_begin"
 SQLITE_BEGIN_MODES = ("DEFERRED", "IMMEDIATE")
-PG_DRIVER = "psycopg"  # the PostgreSQL driver ctxdb depends on (pyproject.toml)
+PG_DRIVER = "psycopg"  # the PostgreSQL driver: the extra ctxdb[postgresql] installs it
 # alembic's default table, where a store's schema stamp is kept; a ctxdb store has it
 # beside its own tables (from the first migration on, e.g. `decision`).
 VERSION_TABLE = "alembic_version"
@@ -180,10 +181,20 @@ def resolve_url(url_or_path: str | os.PathLike | None = None) -> str:
         if url.get_backend_name() == "postgresql" and url.get_driver_name() != PG_DRIVER:
             raise ValueError(f"database URL {shown}: expected postgresql+{PG_DRIVER}:// "
                              f"(ctxdb reaches PostgreSQL through {PG_DRIVER}, psycopg 3)")
+        if url.get_backend_name() == "postgresql":
+            require_pg_driver(shown)
         return value
     if value == ":memory:":
         return "sqlite://"
     return f"sqlite:///{Path(value).expanduser().resolve()}"
+
+
+def require_pg_driver(shown: str) -> None:
+    """Refuse a PostgreSQL URL, naming the extra to install, where psycopg is missing
+    (SQLite users install ctxdb without it)."""
+    if importlib.util.find_spec(PG_DRIVER) is None:
+        raise ValueError(f"database URL {shown}: PostgreSQL needs the {PG_DRIVER} driver, "
+                         "which is not installed: pip install 'ctxdb[postgresql]'")
 
 
 def read_only_uri(path: str) -> str:

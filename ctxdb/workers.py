@@ -6,15 +6,21 @@ its result; results come back as the jobs finish, and ``progress(done, total)`` 
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Callable, Sequence
 
-# one worker process per core this process may run on (every core where the platform
-# cannot say which: macOS has no sched_getaffinity)
-DEFAULT_WORKERS = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                   else max(1, os.cpu_count() or 1))
+
+def usable_cpu_count() -> int:
+    """The cores this process may run on: its affinity mask where the platform keeps one
+    (Linux), else every core (macOS and Windows have no ``os.sched_getaffinity``)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+# one worker process per usable core; the CLI shows it in --help, so this module's
+# process-pool imports wait until a pool is started
+DEFAULT_WORKERS = usable_cpu_count()
 
 
 def run_each(function: Callable[..., Any], jobs: Sequence[tuple], workers: int,
@@ -30,6 +36,9 @@ def run_each(function: Callable[..., Any], jobs: Sequence[tuple], workers: int,
             if progress:
                 progress(len(results), len(jobs))
         return results
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
     # fork where there is one: the parent holds no open engine or connection by now
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")

@@ -3,10 +3,13 @@ and ctxdb.agent.adapter recording them as decisions."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+
 import pytest
 
 from ctxdb import ContextStore
-from ctxdb.agent.adapter import TreeFiles, construct_step, run_ref
+from ctxdb.agent.adapter import TreeFiles, construct_step, plan_window, run_ref
 from ctxdb.agent.loop import (
     FILE_IN_PLAY_STEPS,
     OUTPUT_PART,
@@ -18,7 +21,13 @@ from ctxdb.agent.loop import (
     LoopStep,
     build_window,
     decision_type_of,
+    GONE,
+    MASK_HINT,
+    SettledParts,
     fold_horizon,
+    item_numbers,
+    newest_output,
+    tree_change_item,
     step_of_item,
     viewed_lines,
 )
@@ -101,7 +110,8 @@ def test_commands_always_fresh_outputs_whole_folded_views_as_lines_of_the_tree_n
     assert renderings[1, OUTPUT_PART] == SHOWN_LINES and renderings[2, OUTPUT_PART] == POINTER
     assert all(renderings[n, OUTPUT_PART] == SHOWN_WHOLE for n in range(5, 10))
     assert "6\treturn value - 3" not in text and "6\t    return value - 3" in text
-    assert "[E5 tool output masked: 1 line; files named: pkg/other.py]" in text, text
+    masked = f"[E{item_numbers(2)[1]} tool output masked: 1 line; files named: pkg/other.py]"
+    assert masked in text, text
     # the same history on the same tree: the same bytes (a prompt cache's first need)
     assert build_window(steps, TreeFiles(root), RULES).text() == text
 
@@ -130,6 +140,137 @@ def test_consecutive_windows_share_their_prefix_between_folds(tmp_path):
     for done in range(1, len(steps) + 1):
         if done not in moves:
             assert texts[done].startswith(texts[done - 1]), done  # appended, nothing changed
+
+
+def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_changed(
+        store, tmp_path):
+    root = _tree(tmp_path)
+    mod = root / "pkg" / "mod.py"
+    rules = dataclasses.replace(RULES, moved_run_summarized_min=3)
+    steps = [LoopStep("nl -ba pkg/mod.py | sed -n '3,8p'", _nl(3, 8)), *_filler(8)]
+    assert fold_horizon(len(steps), rules) == fold_horizon(len(steps) + 2, rules) == 4
+    windows = [build_window(steps, TreeFiles(root), rules)]
+    stored = [construct_step(store, run_id="loop", instance_id="settle", task="t", steps=steps,
+                             tree=root, rules=rules)]
+
+    def step(command: str, text: str) -> None:
+        mod.write_text(text, encoding="utf-8")
+        steps.append(LoopStep(command, ""))
+        settled = SettledParts.of(windows[-1], steps[:-1], rules)
+        windows.append(build_window(steps, TreeFiles(root), rules, settled=settled))
+        stored.append(construct_step(store, run_id="loop", instance_id="settle", task="t",
+                                     steps=steps, tree=root, rules=rules))
+
+    # one line replaced and two inserted above the rest of the view
+    edited = MODULE.replace("return value + 3", "return value - 3").replace(
+        "def function_2(", "# a\n# b\ndef function_2(")
+    step("sed -i edit pkg/mod.py", edited)
+    before, after = windows[-2].text(), windows[-1].text()
+    appended_at = after.rindex("[step 10]")
+    assert after.startswith(before) and appended_at == len(before)  # only appended
+    note = after[appended_at:]
+    assert note.endswith(
+        f"[E{tree_change_item(10)} step 10's command changed lines the views above show]\n"
+        "[E2 pkg/mod.py, as it reads now]\n3\t# a\n4\t# b\n"
+        "[lines 5-7 now read what lines 3-5 read]\n8\t    return value - 3\n\n"), note
+    # a run shorter than the rule's minimum is shown as it reads now, numbers and all
+    literal = build_window(steps[:10], TreeFiles(root), dataclasses.replace(
+        rules, moved_run_summarized_min=4), settled=SettledParts.of(windows[0], steps[:9], rules))
+    assert literal.text().endswith("[E2 pkg/mod.py, as it reads now]\n3\t# a\n4\t# b\n"
+                                   "5\tdef function_2(value):\n6\t    return value + 2\n"
+                                   "7\tdef function_3(value):\n8\t    return value - 3\n\n")
+    # the file put back: the note of the step that did it says so
+    step("git checkout pkg/mod.py", MODULE)
+    assert windows[-1].text().startswith(after)
+    assert windows[-1].text().endswith("[E2 pkg/mod.py, as it reads now]\n"
+                                       "[lines 3-5 now read what lines 5-7 read]\n"
+                                       "6\t    return value + 3\n"
+                                       "7\tdef function_4(value):\n"
+                                       "8\t    return value + 4\n\n")
+    # under a tight ceiling the ladder keeps the newest output, not the note after it
+    tight = plan_window(copy.deepcopy(windows[1]), store.settings.tokenizer, 150, "t", [],
+                        run_ref("loop", "settle"))
+    newest = newest_output(tight.window.parts)
+    assert newest is not None and newest.step == 10 and newest.rendering != POINTER
+    assert tight.total_tokens <= 150
+    # the store's windows settle alike: the same texts from the recorded decisions
+    assert [_window_body(store, c) for c in stored] == [w.text() for w in windows]
+    # the fold horizon moves: views read afresh, the notes gone
+    mod.write_text(edited, encoding="utf-8")
+    steps.extend(_filler(2))
+    folded = build_window(steps, TreeFiles(root), rules,
+                          settled=SettledParts.of(windows[-1], steps[:-2], rules))
+    assert fold_horizon(len(steps), rules) == 8
+    assert "changed lines the views" not in folded.text()
+    assert "3\t# a\n" in folded.text() and "8\t    return value - 3" in folded.text()
+    # without the rule, the view is re-read at every step (the middle of the window moves)
+    unsettled = build_window(steps[:10], TreeFiles(root), rules.without("settled"),
+                             settled=SettledParts.of(windows[0], steps[:9], rules))
+    assert "8\t    return value - 3" in unsettled.text()
+    assert "changed lines the views" not in unsettled.text()
+
+
+def test_what_the_window_says_of_a_file_is_held_against_the_tree_between_folds(tmp_path):
+    root = _tree(tmp_path)
+    mod = root / "pkg" / "mod.py"
+    rules = dataclasses.replace(RULES, moved_run_summarized_min=3)
+    # a view without numbers: its lines were found by their text
+    steps = [LoopStep("sed -n '3,8p' pkg/mod.py", _lines(3, 8)), *_filler(8)]
+    first = build_window(steps, TreeFiles(root), rules)
+    note = f"[E{tree_change_item(10)} step 10's command changed lines the views above show]\n"
+
+    def next_window(previous, history, command="sed -i edit pkg/mod.py") -> str:
+        later = [*history, LoopStep(command, "")]
+        return build_window(later, TreeFiles(root), rules,
+                            settled=SettledParts.of(previous, history, rules)).text()
+
+    def write(text: str) -> None:
+        mod.write_text(text, encoding="utf-8")
+
+    # a line edited in place no longer matches the view's text: still said
+    write(MODULE.replace("return value + 3", "return value - 3"))
+    assert next_window(first, steps).endswith(
+        note + "[E2 pkg/mod.py, as it reads now]\n6\t    return value - 3\n\n")
+    # a file cut short: the lines past its end are named; a file gone, said
+    write("".join(MODULE.splitlines(keepends=True)[:6]))
+    assert next_window(first, steps).endswith(
+        note + "[E2 pkg/mod.py, as it reads now]\n[lines 7-8: past the file's end now]\n\n")
+    mod.unlink()
+    assert next_window(first, steps).endswith(note + f"[E2 pkg/mod.py, {GONE}]\n\n")
+
+    # the ladder showed the view as a pointer: the notes naming it are still held to the tree
+    write(MODULE.replace("return value + 3", "return value - 3"))
+    edited = [*steps, LoopStep("sed -i edit pkg/mod.py", "")]
+    with_note = build_window(edited, TreeFiles(root), rules,
+                             settled=SettledParts.of(first, steps, rules))
+    view = next(part for part in with_note.parts if part.item_no == 2)
+    view.text, view.rendering = "[E2 file view masked: 6 lines]\n\n", POINTER
+    write(MODULE.replace("return value + 3", "return value * 3"))
+    again = f"[E{tree_change_item(11)} step 11's command changed lines the views above show]\n"
+    corrected = again + "[E2 pkg/mod.py, as it reads now]\n6\t    return value * 3\n\n"
+    text = next_window(with_note, edited, "sed -i again pkg/mod.py")
+    assert "[E2 file view masked: 6 lines]" in text and text.endswith(corrected)
+    # the view evicted from that window comes back read afresh; the note after it corrected
+    with_note.parts.remove(view)
+    text = next_window(with_note, edited, "sed -i again pkg/mod.py")
+    assert "[E2 pkg/mod.py lines 3-5, 7-8, as the tree holds them now]" in text
+    assert text.endswith(corrected)
+    # another history under the same run (one command differs): nothing settles on it
+    other = [*steps[:3], LoopStep("python -c 'print(99)'", steps[3].output), *steps[4:]]
+    text = build_window([*other, LoopStep("sed -i again pkg/mod.py", "")], TreeFiles(root),
+                        rules, settled=SettledParts.of(first, steps, rules)).text()
+    assert "changed lines the views" not in text
+    assert "[E2 pkg/mod.py lines 3-5, 7-8, as the tree holds them now]" in text  # read afresh
+
+
+def _window_body(store, context) -> str:
+    """The loop window's parts as the store holds them (the header and task left out)."""
+    with store.engine.connect() as connection:
+        texts = [row[0] for row in connection.exec_driver_sql(
+            "SELECT rendered_text FROM window_item WHERE decision_id = ? ORDER BY position",
+            (context.decision_id,))]
+    head = MASK_HINT.format(ref=run_ref("loop", "settle")) + "\n\n"
+    return "".join(texts).removeprefix(head)
 
 
 def test_a_fresh_output_elides_what_an_earlier_fresh_output_shows(tmp_path):
@@ -180,11 +321,13 @@ def test_a_step_is_recorded_with_the_harness_prompt_first_and_the_task_once(stor
             "SELECT item_id, kind FROM evidence_item WHERE decision_id = ?",
             (context.decision_id,)).all())
     assert kinds["E1"] == "agent_turn" and kinds["E2"] == "file_view"
-    assert kinds["E5"] == "harness_note" or kinds["E5"] == "tool_output"  # the empty output
+    empty_output = f"E{item_numbers(2)[1]}"
+    assert kinds[empty_output] in ("harness_note", "tool_output")
     assert store.verify() == {}
     # a masked part is one `ctxdb show` away, by the name the window prints
     assert run_ref("loop", "demo") in messages[2]["content"]
-    assert "python -c 'print(0)'" in store.show(run_ref("loop", "demo"), "E7")
+    assert "python -c 'print(0)'" in store.show(run_ref("loop", "demo"),
+                                                f"E{item_numbers(3)[0]}")
     # the first step: the harness's prompt alone
     first = construct_step(store, run_id="loop", instance_id="demo", task="function_3 subtracts",
                            steps=[], tree=root, prefix=PREFIX, rules=RULES)

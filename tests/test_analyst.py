@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -45,6 +46,7 @@ from ctxdb.sqlfiles import sql_files, view_files  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+DATASETTE_LINE = (0, 65)  # its metadata file holds canned queries (pyproject.toml)
 SLUGIFY = "shop/util.py::slugify"  # a pool item the gate rejects in EDIT_REQUEST
 # How long a starting Datasette may take to answer before the test gives up (a wait for
 # readiness on a busy machine, not a timing assertion).
@@ -226,7 +228,8 @@ def test_a_real_datasette_serves_the_store_with_its_metadata(demo_store, tmp_pat
                         f"datasette did not start: {server.communicate()[0].decode()[-2000:]}"
                     ) from None
                 time.sleep(0.2)
-        assert versions["datasette"]["version"] == "0.65.5"  # the version pyproject pins
+        # the 0.65 line, which pyproject.toml's range keeps
+        assert Version(versions["datasette"]["version"]).release[:2] == DATASETTE_LINE
 
         query = urllib.parse.urlencode({"decision_id": 2, "entity": SLUGIFY,
                                         "_shape": "objects"})

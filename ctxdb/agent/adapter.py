@@ -32,6 +32,7 @@ from ..pipeline.state import BACK, MIDDLE, TRANSIENT, WORKING_SET, BudgetStep, P
 from ..pipeline.vocabulary import BUDGET, EVICTED, IN_WINDOW, MASKED, RENDER, TASK_IN_PREFIX_FLAG
 from ..request import NUL, NUL_STAND_IN, DecisionRequest, PlanNode, RequestError
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
+from ..sqlfiles import sql_statement
 from ..tokens import bounded_count, get_counter
 from .arms import CHAT_MESSAGE_OVERHEAD_TOKENS, CHAT_REPLY_PRIMING_TOKENS
 from .loop import (
@@ -48,9 +49,15 @@ from .loop import (
     LoopWindow,
     DEFAULT_WORKDIR,
     LAST_THOUGHT_RULE,
+    PARTS_PER_STEP,
+    TREE_PART,
+    SettledPart,
+    SettledParts,
     build_window,
     decision_type_of,
+    is_history_item,
     item_numbers,
+    newest_output,
     observation_kind,
     step_of_item,
 )
@@ -59,7 +66,8 @@ FILE_READ_MAX_BYTES = 2 * 1024 * 1024  # a larger file is not a source a view sh
 TOKEN_MEMO_SIZE = 8192  # parts repeat at every step of a run: each counted once
 LOOP_PROVENANCE = "live: step {step} {part} of the agent loop"
 TEXT_REPLACED_FLAG = "text_replaced"  # a NUL or lone surrogate made storable (flags)
-PART_NAMES = ("command", "output", "reasoning")  # by loop.step_of_item's part number
+# by loop.step_of_item's part number
+PART_NAMES = ("command", "output", "reasoning", "changed lines")
 # the ceiling's ladder (budget_log.ladder_step), in its order
 LADDER_DROP_REASONING = "loop_drop_reasoning"
 LADDER_FOLD_FRESH = "loop_fold_fresh"
@@ -160,7 +168,8 @@ def construct_step(store, *, run_id: str, instance_id: str, task: str,
         window = LoopWindow(parts=_history_whole(steps), decision_type=decision_type_of(steps))
     else:
         window = build_window(steps, files, rules, workdir or (
-            str(files.root) if files.root is not None else DEFAULT_WORKDIR))
+            str(files.root) if files.root is not None else DEFAULT_WORKDIR),
+            settled_parts(store, run_id, instance_id, seq, rules))
     settings = store.settings
     # the current arm is the harness's history as it sent it: never fitted
     ceiling = settings.token_ceiling if arm != ARM_CURRENT else None
@@ -179,8 +188,7 @@ def construct_step(store, *, run_id: str, instance_id: str, task: str,
         decision.audit.final(f"E{part.item_no}", BUDGET, EVICTED, OVER_CEILING_RULE)
     entries = []
     tokenizer = settings.tokenizer
-    outputs = [p for p in window.parts if p.kind != AGENT_TURN]
-    newest = outputs[-1] if outputs else None
+    newest = newest_output(window.parts)
     at_back = False  # the newest output and what follows it (the newest reasoning)
     for position, part in enumerate(window.parts, start=1):
         item_id = f"E{part.item_no}"
@@ -271,6 +279,35 @@ def _storable(value):
     return value
 
 
+def settled_parts(store, run_id: str, instance_id: str, seq: int,
+                  rules: LoopRules) -> SettledParts | None:
+    """What the newest earlier decision of this run and instance showed for the parts a
+    loop window keeps as shown until its fold horizon moves (``loop.SettledParts``)."""
+    if not rules.settled:
+        return None
+    with store.engine.connect() as connection:
+        rows = connection.execute(sql_statement("forensics/previous_window_of_run"), {
+            "run_id": run_id, "instance_id": instance_id, "seq": seq, "view": SHOWN_LINES,
+            "pointer": POINTER, "parts_per_step": PARTS_PER_STEP,
+            "note_part": (TREE_PART + 1) % PARTS_PER_STEP}).mappings().all()
+    if not rows:
+        return None
+    done = step_of_item(rows[-1]["item_no"])[0]
+    header = MASK_HINT.format(ref=run_ref(run_id, instance_id)) + "\n\n"
+    parts, history = {}, {}
+    for row in rows:
+        if is_history_item(row["item_no"]):
+            history[row["item_no"]] = row["content_sha256"]
+        text = row["rendered_text"]
+        if text is None:
+            continue
+        if text.startswith(header):  # the window's first part carries its header line
+            text = text[len(header):]
+        parts[row["item_no"]] = SettledPart(row["content_sha256"], row["rendering"], text,
+                                            row["note_content"])
+    return SettledParts.settling(done, parts, history, rules)
+
+
 def run_ref(run_id: str, instance_id: str) -> str:
     """How a loop window names its run for ``ctxdb show`` (its newest decision)."""
     return f"{RUN_REF_PREFIX}{run_id}:{instance_id}"
@@ -335,7 +372,7 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
         log.append(BudgetStep(len(log) + 1, ladder, f"E{part.item_no}", before, total()))
 
     outputs = [p for p in window.parts if p.kind != AGENT_TURN]
-    newest = outputs[-1] if outputs else None
+    newest = newest_output(window.parts)
     for part in [p for p in window.parts if p.rule == LAST_THOUGHT_RULE]:
         if total() <= ceiling:
             return log

@@ -23,6 +23,11 @@ what a next action takes from it:
   file within ``FILE_IN_PLAY_STEPS`` steps of the fold horizon).
 - **Everything else folded is a pointer** naming the item, with the repository files the
   output named (a search's result is its paths); ``ctxdb show`` prints it whole.
+- **Folded parts settle until the horizon moves.** Between folds a folded part keeps the
+  text the previous window showed it with (``SettledParts``), so an edit does not change
+  the window's middle (a prompt cache would lose everything after it). When a command
+  changed lines a view shows, a note right after that command's output shows them as
+  they read now (``tree_change_item``); at the next fold the views are read afresh.
 
 Decision type, from the history alone (``decision_type_of``): ``localize`` before the
 first edit, ``repair`` when the newest output is a failure after an edit, else ``edit``.
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import hashlib
 import posixpath
 import re
 from collections.abc import Callable, Sequence
@@ -53,6 +59,10 @@ VIEW_LINES_MAX = 400  # lines one folded view shows at most (a whole-file cat is
 # it; lines shorter than REPEAT_LINE_MIN_CHARS (blank, a brace) are never a repeat.
 REPEAT_RUN_MIN_LINES = 3
 REPEAT_LINE_MIN_CHARS = 8
+# a note of changed lines names a run of lines that only moved by where the window showed
+# it from this many lines on; a shorter run is shown as it reads now (its numbers are what
+# a line-addressed edit uses)
+MOVED_RUN_SUMMARIZED_MIN = 10
 # a masked output keeps the repository files it named (a find, ls or grep -l is read for
 # them): at most this many, in the order named
 POINTER_PATHS_MAX = 30
@@ -73,6 +83,7 @@ _TRACEBACK = "Traceback (most recent call last)"
 _NUMBERED = re.compile(r"^\s*(\d+)\t")
 _GREP_NUMBERED = re.compile(r"^(?:(?P<path>[^\s:]+):)?(?P<line>\d+)[:-]")
 DEFAULT_WORKDIR = "/testbed"  # where SWE-bench's harnesses run the agent's commands
+NO_COMMAND = "(no command)"  # a turn with no command, or several
 MASK_HINT = "ctxdb show {ref} E<n> prints a masked output whole."
 
 
@@ -109,6 +120,8 @@ class LoopRules:
     last_thought: bool = True  # the newest turn's reasoning, after the newest output
     pointer_paths: bool = True  # a masked output keeps the files it named
     repeats: bool = True  # a fresh output's lines an earlier fresh output shows are elided
+    settled: bool = True  # folded parts keep the previous window's text between folds
+    moved_run_summarized_min: int = MOVED_RUN_SUMMARIZED_MIN
 
     def without(self, rule: str) -> "LoopRules":
         """These rules with ``rule`` (a name of ``ABLATIONS``) off."""
@@ -116,6 +129,7 @@ class LoopRules:
 
 
 NAME_PATTERNS_CACHED = 1024  # file names looked for in commands, compiled once each
+DIGESTS_CACHED = 4096  # a run's steps come back at every decision: each digested once
 EVERY_STEP = 10**9  # a file-in-play window no run reaches: every file stays in play
 # what turning each rule off means (the replay's ablation arms)
 ABLATIONS: dict[str, dict] = {
@@ -125,6 +139,7 @@ ABLATIONS: dict[str, dict] = {
     "named_files": {"pointer_paths": False},
     "repeats": {"repeats": False},
     "reasoning": {"last_thought": False},
+    "settled": {"settled": False},
 }
 
 
@@ -175,8 +190,12 @@ FileReader = Callable[[str], "list[str] | None"]
 
 
 LAST_THOUGHT_RULE = "the newest reasoning"
-PARTS_PER_STEP = 3  # a step's command, its observation, and its reasoning
-COMMAND_PART, OUTPUT_PART, THOUGHT_PART = range(PARTS_PER_STEP)
+SETTLED_RULE = "settled: as the window showed it since the fold"
+TREE_CHANGE_RULE = "lines a folded view shows, changed by this step's command"
+# a step's command, its observation, its reasoning, and the note of what its command
+# changed in the files the window's views show
+PARTS_PER_STEP = 4
+COMMAND_PART, OUTPUT_PART, THOUGHT_PART, TREE_PART = range(PARTS_PER_STEP)
 
 
 def item_numbers(step: int) -> tuple[int, int, int]:
@@ -186,10 +205,89 @@ def item_numbers(step: int) -> tuple[int, int, int]:
     return first, first + 1, first + 2
 
 
+def tree_change_item(step: int) -> int:
+    """The item number of the note of lines step ``step``'s command changed in views."""
+    return PARTS_PER_STEP * (step - 1) + 1 + TREE_PART
+
+
 def step_of_item(item_no: int) -> tuple[int, int]:
     """(step, part) of an item number: part 0 the command, 1 the observation, 2 the
-    reasoning."""
+    reasoning, 3 the note of the lines its command changed."""
     return (item_no - 1) // PARTS_PER_STEP + 1, (item_no - 1) % PARTS_PER_STEP
+
+
+def newest_output(parts: Sequence["LoopPart"]) -> "LoopPart | None":
+    """The newest step's observation among a window's parts (a note of the lines its
+    command changed, or the newest reasoning, may follow it)."""
+    return next((p for p in reversed(parts) if step_of_item(p.item_no)[1] == OUTPUT_PART),
+                None)
+
+
+@dataclass(frozen=True)
+class SettledPart:
+    """A part as a window showed it: the digest of its content, its form and text, and
+    for a note of changed lines its content (the ladder may have shown it as a pointer)."""
+
+    content_sha256: str
+    rendering: str
+    text: str
+    content: str | None = None
+
+
+@dataclass(frozen=True)
+class SettledParts:
+    """What the previous decision's window of the same run showed for its folded parts
+    and its notes of changed lines (item number -> part), after ``done`` steps; and the
+    digest of every command and output of those steps (``history_digests``), so a window
+    settles only on the history it continues."""
+
+    done: int
+    parts: dict[int, SettledPart]
+    history: dict[int, str]
+
+    @classmethod
+    def of(cls, window: "LoopWindow", steps: Sequence["LoopStep"],
+           rules: "LoopRules") -> "SettledParts":
+        """A window built after ``steps``, as the next window of its run settles on it."""
+        return cls.settling(len(steps), {
+            p.item_no: SettledPart(part_digest(p.content), p.rendering, p.text, p.content)
+            for p in window.parts}, history_digests(steps), rules)
+
+    @classmethod
+    def settling(cls, done: int, parts: dict[int, SettledPart], history: dict[int, str],
+                 rules: "LoopRules") -> "SettledParts":
+        """Of a window's ``parts`` (item number -> as shown), those that settle: its
+        folded outputs and its notes of changed lines."""
+        horizon = fold_horizon(done, rules)
+        return cls(done, {item_no: part for item_no, part in parts.items()
+                          if part.rendering in (SHOWN_LINES, POINTER)
+                          and _settles(item_no, horizon)}, history)
+
+
+@functools.lru_cache(maxsize=DIGESTS_CACHED)
+def part_digest(content: str) -> str:
+    """A part's content as the store names it (``tokens.content_sha256``); a text the
+    store would not hold as given (a lone surrogate) is still named, not refused."""
+    return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def history_digests(steps: Sequence["LoopStep"]) -> dict[int, str]:
+    """Item number -> content digest of each step's command and output."""
+    digests = {}
+    for number, step in enumerate(steps, start=1):
+        command_no, output_no, _ = item_numbers(number)
+        digests[command_no] = part_digest(turn_content(step))
+        digests[output_no] = part_digest(step.shown)
+    return digests
+
+
+def is_history_item(item_no: int) -> bool:
+    return step_of_item(item_no)[1] in (COMMAND_PART, OUTPUT_PART)
+
+
+def _settles(item_no: int, horizon: int) -> bool:
+    step, part = step_of_item(item_no)
+    return part == TREE_PART or (part == OUTPUT_PART and step <= horizon)
 
 
 def fold_horizon(done: int, rules: LoopRules) -> int:
@@ -378,13 +476,22 @@ def _name_pattern(name: str) -> re.Pattern[str]:
 # --------------------------------------------------------------------------- window
 
 def build_window(steps: Sequence[LoopStep], read_file: FileReader,
-                 rules: LoopRules = LoopRules(), workdir: str = DEFAULT_WORKDIR) -> LoopWindow:
+                 rules: LoopRules = LoopRules(), workdir: str = DEFAULT_WORKDIR,
+                 settled: SettledParts | None = None) -> LoopWindow:
     """The window after ``steps`` (oldest first), reading files through ``read_file``
     (repository-relative path -> its lines now, or None); the agent's commands run in
-    ``workdir``, the repository's root."""
+    ``workdir``, the repository's root. ``settled``: what the previous decision's window
+    of this run showed (kept while the fold horizon stays where it was)."""
     done = len(steps)
     horizon = fold_horizon(done, rules)
     window = LoopWindow(decision_type=decision_type_of(steps), horizon=horizon)
+    kept = (settled.parts if rules.settled and settled is not None
+            and settled.done == done - 1 and fold_horizon(settled.done, rules) == horizon
+            and settled.history == history_digests(steps[:settled.done]) else {})
+    # the notes of changed lines the window shows, oldest first: what a reader holds
+    notes = [kept[n].text for n in sorted(kept)
+             if step_of_item(n)[1] == TREE_PART and kept[n].rendering == SHOWN_LINES]
+    changed: list[str] = []  # lines views show that the newest step's command changed
     shown: dict[str, set[int]] = {}  # lines of each file an earlier kept view shows
     whole_lines: dict[str, int] = {}  # a line an earlier fresh output shows -> its step
     located: dict = {}  # each file's line positions, for the views that find lines in it
@@ -401,7 +508,15 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
             window.parts.append(LoopPart(output_no, number, kind, step.shown,
                                          _block(text), rendering, rule,
                                          command=step.command))
+            note = (kept.get(tree_change_item(number)) if number < done
+                    else _tree_change_note(number, changed) if changed else None)
+            if note is not None:
+                window.parts.append(LoopPart(
+                    tree_change_item(number), number, FILE_VIEW, note.content or note.text,
+                    note.text, note.rendering, TREE_CHANGE_RULE
+                    if note.rendering == SHOWN_LINES else SETTLED_RULE, command=step.command))
             continue
+        part = None
         views = viewed_lines(step, read_file, workdir, located) if rules.views else None
         if views:
             in_play = {path: lines for path, lines in views.items()
@@ -413,11 +528,11 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
                 if resting and rules.pointer_paths:  # their lines go; their names stay
                     part.text = (part.text[:-1] + f"[E{output_no} also printed: "
                                  f"{' '.join(resting[:POINTER_PATHS_MAX])}]\n\n")
-                window.parts.append(part)
-                continue
-        window.parts.append(_pointer_part(output_no, number, kind, step,
-                                          read_file if rules.pointer_paths else None,
-                                          workdir))
+        if part is None:
+            part = _pointer_part(output_no, number, kind, step,
+                                 read_file if rules.pointer_paths else None, workdir)
+        window.parts.append(_settle(part, kept, notes, changed, read_file,
+                                    rules.moved_run_summarized_min))
     if rules.last_thought and steps and steps[-1].thought.strip():
         # the newest reasoning goes last: the next window drops it without changing a
         # byte before it (a prompt cache keeps serving everything up to the output)
@@ -427,6 +542,163 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
                                      f"[step {done}, your reasoning]\n{thought}\n\n",
                                      SHOWN_WHOLE, LAST_THOUGHT_RULE))
     return window
+
+
+def _settle(part: LoopPart, kept: dict[int, SettledPart], notes: Sequence[str],
+            changed: list[str], read_file: FileReader, summarized_min: int) -> LoopPart:
+    """``part`` as the previous window showed it, when it did (its content the same) and
+    the fold horizon stayed. Between folds, what the window says of the lines its view
+    shows — the view, then the notes naming it — is held against the tree: the lines that
+    read otherwise now go to ``changed``."""
+    settled = kept.get(part.item_no)
+    if settled is not None and settled.content_sha256 == part_digest(part.content) \
+            and settled.text != part.text:
+        part.text, part.rendering, part.rule = settled.text, settled.rendering, SETTLED_RULE
+    mark = f"[E{part.item_no} "
+    mine = [note for note in notes if mark in note]
+    if settled is not None or mine:
+        view = part.text if part.rendering == SHOWN_LINES else ""
+        changed.extend(_changed_lines(part.item_no, _believed(part.item_no, view, mine),
+                                      read_file, summarized_min))
+    return part
+
+
+_VIEW_HEADER = re.compile(r"^\[E\d+ (?P<path>.+) lines [\d, -]+, as the tree holds them now\]$")
+_VIEW_LINE = re.compile(r"^(\d+)\t(.*)$")
+# a note's lines (``_tree_change_note``): a file's changed lines follow its header
+NOW_READS, GONE = "as it reads now", "no longer as shown above: read it again"
+_NOTE_FILE = re.compile(r"^\[E(?P<item>\d+) (?P<path>.+), (?P<what>%s|%s)\]$"
+                        % (re.escape(NOW_READS), re.escape(GONE)))
+_NOTE_MOVED = re.compile(r"^\[lines? (?P<first>\d+)(?:-(?P<last>\d+))? now reads? what "
+                         r"lines? (?P<origin>\d+)(?:-\d+)? read\]$")
+_NOTE_PAST_END = re.compile(r"^\[lines? (?P<first>\d+)(?:-(?P<last>\d+))?: past the file's "
+                            r"end now\]$")
+
+
+def _view_lines(text: str) -> dict[str, dict[int, str]]:
+    """A view part's lines: path -> {line number: text}."""
+    views: dict[str, dict[int, str]] = {}
+    lines: dict[int, str] | None = None
+    for line in text.splitlines():
+        header = _VIEW_HEADER.match(line)
+        if header:
+            lines = views.setdefault(header["path"], {})
+            continue
+        numbered = _VIEW_LINE.match(line)
+        if numbered and lines is not None:
+            lines[int(numbered.group(1))] = numbered.group(2)
+    return views
+
+
+def _believed(item_no: int, view: str, notes: Sequence[str]) -> dict[str, dict[int, str]]:
+    """The lines of view ``item_no`` as a reader of the window holds them: the view's,
+    as the notes of changed lines that name it corrected them, in order."""
+    believed = _view_lines(view)
+    for note in notes:
+        lines: dict[int, str] | None = None
+        before: dict[int, str] = {}
+        for line in note.splitlines():
+            header = _NOTE_FILE.match(line)
+            if header:
+                mine = int(header["item"]) == item_no
+                if mine and header["what"] == GONE:
+                    believed.pop(header["path"], None)
+                lines = believed.setdefault(header["path"], {}) if mine \
+                    and header["what"] == NOW_READS else None
+                before = dict(lines or {})  # what "what line N read" in this note means
+                continue
+            if lines is None:
+                continue
+            moved = _NOTE_MOVED.match(line)
+            past_end = _NOTE_PAST_END.match(line)
+            if moved or past_end:
+                span = moved or past_end
+                first = int(span["first"])
+                for number in range(first, int(span["last"] or first) + 1):
+                    origin = number - first + int(moved["origin"]) if moved else None
+                    if origin in before:
+                        lines[number] = before[origin]
+                    else:
+                        lines.pop(number, None)
+                continue
+            numbered = _VIEW_LINE.match(line)
+            if numbered:
+                lines[int(numbered.group(1))] = numbered.group(2)
+    return {path: lines for path, lines in believed.items() if lines}
+
+
+@dataclass
+class _MovedRun:
+    """Lines first..last that now read what the lines ``offset`` above them read."""
+
+    first: int
+    last: int
+    offset: int
+
+
+def _changed_lines(item_no: int, believed: dict[str, dict[int, str]], read_file: FileReader,
+                   summarized_min: int) -> list[str]:
+    """What a reader who holds ``believed`` of view ``item_no``'s files needs to know them
+    as the tree holds them now, line by line: each line that reads otherwise, as it reads
+    now; a run of at least ``summarized_min`` lines that now read what other lines did, by
+    those lines (a shorter one as it reads now); lines past the end; a file gone, named."""
+    notes: list[str] = []
+    for path, was in believed.items():
+        file_lines = read_file(path)
+        if file_lines is None:
+            notes.append(f"[E{item_no} {path}, {GONE}]")
+            continue
+        where: dict[str, list[int]] = {}
+        for number, text in was.items():
+            where.setdefault(text, []).append(number)
+        shown: list[str] = []
+        run: _MovedRun | None = None
+        for number in sorted(n for n in was if n <= len(file_lines)):
+            text = file_lines[number - 1]
+            if run and number == run.last + 1 and was.get(number - run.offset) == text:
+                run.last = number  # (a blank line that also reads the same in place
+                continue           # does not part a run that moved)
+            _flush_moved(run, shown, file_lines, summarized_min)
+            run = None
+            if was[number] == text:
+                continue
+            if text.strip() and where.get(text):
+                origin = min(where[text], key=lambda at: abs(number - at))
+                run = _MovedRun(number, number, number - origin)
+                continue
+            shown.append(f"{number}\t{text}")
+        _flush_moved(run, shown, file_lines, summarized_min)
+        past_end = [n for n in sorted(was) if n > len(file_lines)]
+        if past_end:
+            shown.append(f"[{_span(past_end[0], past_end[-1])}: past the file's end now]")
+        if shown:
+            notes.append(f"[E{item_no} {path}, {NOW_READS}]")
+            notes.extend(shown)
+    return notes
+
+
+def _span(first: int, last: int) -> str:
+    return f"lines {first}-{last}" if first != last else f"line {first}"
+
+
+def _flush_moved(run: _MovedRun | None, shown: list[str], file_lines: Sequence[str],
+                 summarized_min: int) -> None:
+    """A finished run of moved lines into ``shown``: named by where they came from, or
+    line by line when it is shorter than ``summarized_min``."""
+    if run is None:
+        return
+    if run.last - run.first + 1 < summarized_min:
+        shown.extend(f"{n}\t{file_lines[n - 1]}" for n in range(run.first, run.last + 1))
+        return
+    reads = "reads" if run.first == run.last else "read"
+    shown.append(f"[{_span(run.first, run.last)} now {reads} what "
+                 f"{_span(run.first - run.offset, run.last - run.offset)} read]")
+
+
+def _tree_change_note(step_no: int, changed: list[str]) -> SettledPart:
+    text = (f"[E{tree_change_item(step_no)} step {step_no}'s command changed lines the views "
+            f"above show]\n" + "\n".join(changed) + "\n\n")
+    return SettledPart(part_digest(text), SHOWN_LINES, text, text)
 
 
 def _without_repeats(text: str, step_no: int, whole_lines: dict[str, int]) -> str:
@@ -461,9 +733,15 @@ def _block(body: str) -> str:
     return f"{body.rstrip()}\n\n"
 
 
+def turn_content(step: LoopStep) -> str:
+    """A step's command part as the store keeps it: the reasoning, then the command."""
+    command = step.command if step.command is not None else NO_COMMAND
+    return step.thought + "\n" + command if step.thought else command
+
+
 def _turn_part(item_no: int, step_no: int, step: LoopStep, rules: LoopRules,
                horizon: int) -> LoopPart:
-    command = step.command if step.command is not None else "(no command)"
+    command = step.command if step.command is not None else NO_COMMAND
     text, rendering, rule = command, SHOWN_WHOLE, "command"
     if len(command) > COMMAND_SHOWN_MAX_CHARS:
         text = (command[:COMMAND_SHOWN_MAX_CHARS]
@@ -472,8 +750,8 @@ def _turn_part(item_no: int, step_no: int, step: LoopStep, rules: LoopRules,
     shown = f"[step {step_no}] $ {text}\n"
     if rules.thoughts and step_no > horizon and step.thought.strip():
         shown = f"[step {step_no}] {step.thought.strip()}\n$ {text}\n"
-    return LoopPart(item_no, step_no, AGENT_TURN, step.thought + "\n" + command if step.thought
-                    else command, shown, rendering, rule, command=step.command)
+    return LoopPart(item_no, step_no, AGENT_TURN, turn_content(step), shown, rendering, rule,
+                    command=step.command)
 
 
 def _in_play(steps: Sequence[LoopStep], path: str, horizon: int, rules: LoopRules) -> bool:

@@ -47,10 +47,10 @@ from . import anchors as anchor_rules
 from .adapter import TreeFiles, construct_step, plan_window, run_ref
 from .loop import (
     ABLATIONS,
-    AGENT_TURN,
     OUTPUT_PART,
     POINTER,
     LoopRules,
+    SettledParts,
     ablation_arm,
     build_window,
     loop_step,
@@ -235,6 +235,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
     counter = PromptCounter(get_counter(settings.tokenizer).count)
     observations: list[str] = []  # outputs of steps before k, as the harness showed them
     previous: dict[str, list[dict[str, str]]] = {}  # each arm's prompt at decision k - 1
+    settled: dict[str, SettledParts] = {}  # each ablation's window at k - 1, as it settles
     decision_rows, anchor_rows, outcome_rows = [], [], []
     divergence: tuple[int, str] | None = None  # the first edit the re-run did otherwise
     tree_version = tree.fingerprint()
@@ -257,13 +258,16 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
             windows = {}
         for rule in ABLATIONS:
             files = TreeFiles(tree.path)
-            window = build_window(loop_steps, files, LoopRules().without(rule), run.workdir)
+            rules = LoopRules().without(rule)
+            window = build_window(loop_steps, files, rules, run.workdir,
+                                  settled.pop(rule, None))
             try:
                 plan = plan_window(window, settings.tokenizer, settings.token_ceiling,
                                    run.task, prefix, run_ref=run_ref(run_id, spec.instance_id))
             except RequestError:
                 prompts[ablation_arm(rule)] = [dict(m) for m in prefix]
                 continue
+            settled[rule] = SettledParts.of(window, loop_steps, rules)
             text = plan.text(run.task)
             prompts[ablation_arm(rule)] = [dict(m) for m in prefix] + (
                 [{"role": "user", "content": text}] if text else [])
@@ -413,7 +417,7 @@ def _loop_fate(window, step_number: int) -> Fate:
         rendering = window.get(step_number)
     else:
         rendering = next((p.rendering for p in window.parts
-                          if p.step == step_number and p.kind != AGENT_TURN), None)
+                          if step_of_item(p.item_no) == (step_number, OUTPUT_PART)), None)
     if rendering is None:
         return Fate.NEVER_GIVEN
     if rendering == POINTER:

@@ -80,6 +80,7 @@ from ctxdb.recon.resolve import (
     module_names,
     path_module,
 )
+from ctxdb.workers import usable_cpu_count
 
 # Directory names never descended into (plus *.egg-info and any dir holding pyvenv.cfg).
 SKIP_DIRS = frozenset(
@@ -432,20 +433,13 @@ def _too_large(fh: Any) -> ParsedFile:
     return unparsed_file(digest.hexdigest(), size, lines, False, SKIP_TOO_LARGE)
 
 
-def _pool_size() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
-
-
 @contextmanager
 def _parser_pool(n_jobs: int) -> Iterator[Any]:
     """A process pool when there is enough to parse, else None.
 
     Created before the write connection is opened, so no worker inherits it.
     """
-    workers = _pool_size()
+    workers = usable_cpu_count()
     if n_jobs < POOL_MIN_FILES or workers < 2:
         yield None
         return
@@ -511,7 +505,7 @@ class _Writer:
             self.cur.execute("PRAGMA recon.synchronous=NORMAL")
             self.cur.execute("PRAGMA recon.cache_size=-65536")  # KiB: 64 MiB for the load
             self.cur.execute("PRAGMA temp_store=MEMORY")  # index builds sort in memory
-            self.cur.execute(f"PRAGMA threads={_pool_size()}")  # ... with helper threads
+            self.cur.execute(f"PRAGMA threads={usable_cpu_count()}")  # ... with helper threads
             self.cur.execute("BEGIN IMMEDIATE")
 
     def commit(self) -> None:

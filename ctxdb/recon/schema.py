@@ -60,7 +60,7 @@ from sqlalchemy.pool import NullPool
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from ctxdb.config import DEFAULT_RECON, RECON_ENV  # noqa: F401  (named here for importers)
-from ctxdb.db import sqlite_engine
+from ctxdb.db import require_pg_driver, sqlite_engine
 from ctxdb.recon.extract import PARSER_NAME
 
 # Bump when the tables, the extraction rules or the resolution rules change: an index
@@ -315,6 +315,8 @@ def create_recon_engine(target: str | os.PathLike, *, read_only: bool = False) -
     """
     path = sqlite_path(target)
     if path is None:
+        if make_url(str(target)).get_backend_name() == "postgresql":
+            require_pg_driver(describe_target(target))
         return sa.create_engine(str(target), poolclass=NullPool)
     # the sqlite3 driver's own settings; cross_thread: the indexer hands bulk work to a
     # helper thread (serially)
