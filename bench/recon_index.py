@@ -200,12 +200,13 @@ def main() -> None:
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from ctxdb.recon.extract import count_lines
-    from ctxdb.recon.indexer import _pool_size, walk_python_files
+    from ctxdb.recon.indexer import walk_python_files
+    from ctxdb.workers import usable_cpu_count
 
     root = ensure_sdist(args.cache)
     paths = [full for _, full in walk_python_files(root)]
     lines = sum(count_lines(Path(p).read_bytes().decode("utf-8", "replace")) for p in paths)
-    workers = _pool_size()
+    workers = usable_cpu_count()
     load = os.getloadavg()[0]
     print(f"{root}: {len(paths)} files, {lines} lines; {workers} CPUs; load average {load:.2f}")
     if load > 0.5:
