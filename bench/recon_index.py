@@ -9,20 +9,32 @@ measures, REPEAT times each and interleaved:
               file, one process, no database work;
 - floor_pool: the same in a process pool of the indexer's size (what the hardware allows);
 - cold:       index_repository into a fresh SQLite recon.db, in a subprocess (so the
-              peak RSS is its own; pool workers are reported separately);
-- nochange:   index_repository again with nothing changed (same subprocess).
+              peak RSS is its own; pool workers are reported separately), over a copy
+              of the tree (the steps below edit it);
+- nochange:   index_repository again with nothing changed (same subprocess): the first
+              run after the cold one (it hashes the files whose stat keys the cold run
+              could not keep yet), then NOCHANGE_RUNS more, walking the tree, and as
+              many telling it nothing changed (`changed=[]`, when the code has it);
+- one-file:   for each of SAMPLE_FILES (files of different sizes, and the two the issue
+              named), one comment line appended, then a run that walks the tree; again,
+              then a run told the path (`changed=[path]`); and a definition appended
+              (a new top-level name), then a walking run. Medians over the files.
 
 Prints medians. The LAST line is the figures as key=value pairs. The figures move
-with whatever else runs on the machine: compare cold_s with floor_s of the same run.
+with whatever else runs on the machine: compare cold_s with floor_s of the same run,
+and one sitting's figures with each other (run another checkout's code with
+PYTHONPATH=that/checkout: the child process imports ctxdb from there).
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import multiprocessing
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -34,6 +46,11 @@ from pathlib import Path
 REQUIREMENT = "Django==5.0.6"
 SDIST_DIR = "Django-5.0.6"
 DEFAULT_CACHE = Path.home() / ".cache" / "ctxdb-bench"
+# The files a one-file change is measured on: the two the issue named, and the files at
+# these quantiles of size (bytes) among the non-empty ones.
+NAMED_FILES = ("django/utils/text.py", "django/db/models/query.py")
+SIZE_QUANTILES = (0.1, 0.3, 0.5, 0.7, 0.9, 0.99)
+NOCHANGE_RUNS = 9
 
 
 def ensure_sdist(cache: Path) -> Path:
@@ -85,18 +102,65 @@ def floor_pool_seconds(paths: list[str], workers: int) -> float:
     return time.perf_counter() - started
 
 
-# --- cold + no-change, in a child process -------------------------------------------------
+# --- cold, no-change and one-file changes, in a child process -----------------------------
 
 
-def child(root: str, target: str) -> None:
+def sample_files(root: Path, paths: list[str]) -> list[str]:
+    """SAMPLE_FILES: the named files and the files at SIZE_QUANTILES of size."""
+    sized = sorted((os.path.getsize(p), os.path.relpath(p, root)) for p in paths
+                   if os.path.getsize(p) > 0)
+    picked = [rel for rel in NAMED_FILES if (root / rel).is_file()]
+    for quantile in SIZE_QUANTILES:
+        rel = sized[min(len(sized) - 1, int(quantile * len(sized)))][1]
+        if rel not in picked:
+            picked.append(rel)
+    return picked
+
+
+def _timed(run) -> tuple[float, object]:
+    started = time.perf_counter()
+    stats = run()
+    return time.perf_counter() - started, stats
+
+
+def child(root: str, target: str, samples: list[str]) -> None:
     from ctxdb.recon import index_repository
 
+    knows_changed = "changed" in inspect.signature(index_repository).parameters
     cold = index_repository(root, target)
-    nochange = index_repository(root, target)
+    first_nochange, _ = _timed(lambda: index_repository(root, target))
+    nochange, nochange_known = [], []
+    for _ in range(NOCHANGE_RUNS):
+        nochange.append(_timed(lambda: index_repository(root, target))[0])
+        if knows_changed:
+            nochange_known.append(_timed(
+                lambda: index_repository(root, target, changed=[]))[0])
+    per_file = []
+    for number, rel in enumerate(samples):
+        path = Path(root) / rel
+        with path.open("a") as fh:
+            fh.write("# one more comment line\n")
+        walked, stats = _timed(lambda: index_repository(root, target))
+        assert stats.files_parsed == 1, (rel, stats)
+        known = None
+        if knows_changed:
+            with path.open("a") as fh:
+                fh.write("# and another\n")
+            known, stats = _timed(lambda rel=rel: index_repository(root, target, changed=[rel]))
+            assert stats.files_parsed == 1, (rel, stats)
+        with path.open("a") as fh:
+            fh.write(f"\n\ndef ctxdb_bench_added_{number}():\n    return {number}\n")
+        defined, stats = _timed(lambda: index_repository(root, target))
+        assert stats.files_parsed == 1, (rel, stats)
+        per_file.append({"path": rel, "bytes": path.stat().st_size, "walk_s": walked,
+                         "known_s": known, "def_s": defined,
+                         "edges_resolved": getattr(stats, "edges_resolved", None)})
     print(json.dumps({
         "cold_s": cold.seconds,
-        "nochange_s": nochange.seconds,
-        "nochange_parsed": nochange.files_parsed,
+        "first_nochange_s": first_nochange,
+        "nochange_s": statistics.median(nochange),
+        "nochange_known_s": statistics.median(nochange_known) if nochange_known else None,
+        "per_file": per_file,
         "files": cold.files_seen,
         "symbols": cold.symbols,
         "edges": cold.edges,
@@ -105,13 +169,21 @@ def child(root: str, target: str) -> None:
     }))
 
 
-def run_child(root: Path) -> dict:
+def run_child(root: Path, samples: list[str]) -> dict:
     with tempfile.TemporaryDirectory(prefix="ctxdb-bench-") as tmp:
+        tree = Path(tmp) / root.name
+        shutil.copytree(root, tree, symlinks=True)
         out = subprocess.run(
-            [sys.executable, __file__, "--child", str(root), str(Path(tmp) / "recon.db")],
+            [sys.executable, __file__, "--child", str(tree), str(Path(tmp) / "recon.db"),
+             json.dumps(samples)],
             check=True, capture_output=True, text=True,
         ).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def _median_ms(values: list[float | None]) -> str:
+    known = [v for v in values if v is not None]
+    return f"{statistics.median(known) * 1000:.1f}" if known else "n/a"
 
 
 def main() -> None:
@@ -119,39 +191,53 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE,
                         help=f"download/extract directory (default {DEFAULT_CACHE})")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement")
-    parser.add_argument("--child", nargs=2, metavar=("ROOT", "DB"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=3, metavar=("ROOT", "DB", "SAMPLES"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(*args.child)
+        child(args.child[0], args.child[1], json.loads(args.child[2]))
         return
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from ctxdb.recon.extract import count_lines
-    from ctxdb.recon.indexer import _pool_size, walk_python_files
+    from ctxdb.recon.indexer import walk_python_files
+    from ctxdb.workers import usable_cpu_count
 
     root = ensure_sdist(args.cache)
     paths = [full for _, full in walk_python_files(root)]
     lines = sum(count_lines(Path(p).read_bytes().decode("utf-8", "replace")) for p in paths)
-    workers = _pool_size()
+    workers = usable_cpu_count()
     load = os.getloadavg()[0]
     print(f"{root}: {len(paths)} files, {lines} lines; {workers} CPUs; load average {load:.2f}")
     if load > 0.5:
         print("note: other processes are using the CPUs; the figures will be pessimistic")
 
+    samples = sample_files(root, paths)
     floors, pools, colds, nochanges, rss, worker_rss = [], [], [], [], [], []
+    first_nochanges, nochanges_known, per_file = [], [], []
     for i in range(args.repeat):
         floors.append(floor_seconds(paths))
         pools.append(floor_pool_seconds(paths, workers))
-        result = run_child(root)
-        assert result["nochange_parsed"] == 0, result
+        result = run_child(root, samples)
         colds.append(result["cold_s"])
+        first_nochanges.append(result["first_nochange_s"])
         nochanges.append(result["nochange_s"])
+        nochanges_known.append(result["nochange_known_s"])
+        per_file += result["per_file"]
         rss.append(result["rss_mb"])
         worker_rss.append(result["worker_rss_mb"])
         print(f"run {i + 1}: floor {floors[-1]:.2f}s  floor_pool {pools[-1]:.2f}s  "
-              f"cold {colds[-1]:.2f}s  nochange {nochanges[-1]:.3f}s  rss {rss[-1]:.0f} MB "
+              f"cold {colds[-1]:.2f}s  nochange {nochanges[-1] * 1000:.1f} ms "
+              f"(changed=[]: {_median_ms([nochanges_known[-1]])} ms; first "
+              f"{first_nochanges[-1]:.3f}s)  rss {rss[-1]:.0f} MB "
               f"(workers {worker_rss[-1]:.0f} MB)  "
               f"{result['symbols']} symbols {result['edges']} edges", flush=True)
+        for change in result["per_file"]:
+            print(f"  {change['path']} ({change['bytes']} bytes): comment "
+                  f"{change['walk_s'] * 1000:.1f} ms, told the path "
+                  f"{_median_ms([change['known_s']])} ms; definition added "
+                  f"{change['def_s'] * 1000:.1f} ms ({change['edges_resolved']} edges "
+                  f"resolved)", flush=True)
 
     cold = statistics.median(colds)
     floor = statistics.median(floors)
@@ -163,6 +249,13 @@ def main() -> None:
         "floor_pool_s": f"{statistics.median(pools):.2f}",
         "ratio_to_floor": f"{cold / floor:.2f}",
         "nochange_s": f"{statistics.median(nochanges):.3f}",
+        "nochange_ms": _median_ms(nochanges),
+        "nochange_known_ms": _median_ms(nochanges_known),
+        "first_nochange_s": f"{statistics.median(first_nochanges):.3f}",
+        "onefile_ms": _median_ms([c["walk_s"] for c in per_file]),
+        "onefile_known_ms": _median_ms([c["known_s"] for c in per_file]),
+        "onefile_def_ms": _median_ms([c["def_s"] for c in per_file]),
+        "onefile_files": len(samples),
         "files_per_s": f"{len(paths) / cold:.0f}",
         "lines_per_s": f"{lines / cold:.0f}",
         "rss_mb": f"{statistics.median(rss):.0f}",

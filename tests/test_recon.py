@@ -479,7 +479,8 @@ def test_missing_index_is_a_version_error(tmp_path):
 
 def test_recon_tables_metadata():
     assert {t.name for t in recon_tables.sorted_tables} == {
-        "recon_meta", "file", "file_source", "symbol", "edge", "binding", "skipped_path"
+        "recon_meta", "file", "file_source", "symbol", "edge", "binding", "skipped_path",
+        "file_stat",
     }
     assert all(t.schema == "recon" for t in recon_tables.sorted_tables)
 

@@ -43,6 +43,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="drop the index and build it from scratch (needed after a version change)",
     )
     index.add_argument(
+        "--changed",
+        action="append",
+        metavar="PATH",
+        help="a path (file or directory, relative to PATH or absolute under it) that may "
+        "have changed since the last run; repeat for more. Only these are looked at "
+        "(default: walk the whole tree)",
+    )
+    index.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,

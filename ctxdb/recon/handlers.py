@@ -29,8 +29,9 @@ def _err(message: str) -> None:
 def cmd_index(args: argparse.Namespace) -> int:
     target = args.recon or default_target()
     try:
-        stats = index_repository(args.path, target, rebuild=args.rebuild, progress=args.progress)
-    except (ReconVersionError, NotADirectoryError) as exc:
+        stats = index_repository(args.path, target, rebuild=args.rebuild, progress=args.progress,
+                                 changed=args.changed)
+    except (ReconVersionError, NotADirectoryError, ValueError) as exc:
         _err(str(exc))
         return EXIT_USAGE
     print(

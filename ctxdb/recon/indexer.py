@@ -1,25 +1,30 @@
 """Build and refresh the recon index of a repository: `index_repository`.
 
-Phases: walk → compare content hashes with the index (one SELECT) → parse what changed
-(in a process pool when there is a lot) → write everything in one transaction.
+Phases: walk → compare with the index → parse what changed (in a process pool when
+there is a lot) → write everything in one transaction, under a new generation.
 
-Incremental runs re-parse only files whose sha256 (or dotted module name) changed,
-delete the rows of changed and vanished files, insert the new rows, and then re-resolve
-*every* edge of the repository from the stored rows (`binding` keeps each module's
-imports so unchanged files need not be re-parsed) and update the ones whose destination
-moved. Re-resolving everything is the simple correct choice: a changed file can add,
-remove or shadow a name that edges anywhere resolve to (a new second ``helper`` makes
-the repo-wide unique ``helper`` ambiguous; a changed base list changes ``self.x`` in
-subclasses). It costs one read of the edge table; parsing is the expensive part.
+Finding what changed reads no file that did not: each file's stat key (size, mtime,
+ctime, inode) is kept with its content hash, and only a file whose key moved is hashed
+(and parsed if its hash or dotted module name moved). A key is kept only when the file
+had not changed for RACY_WINDOW_NS before it was read (timestamps are coarse). The walk
+keeps, in process, each directory's listing while the directory's own key holds, so a
+walk of an unchanged tree stats but never lists. A harness that knows what it changed
+says so (`changed=[...]`) and nothing else is looked at.
 
-Change detection reads and hashes every file (no mtime shortcut: content decides); on
-Django's 2.7k files that is about 0.1 s, and a run that finds nothing changed writes
-nothing.
+An incremental run re-parses the changed files, deletes their rows and their full-text
+entries, inserts the new ones, and resolves again only the edges a change may move
+(see "incremental resolution" below): the new files' own, those into the replaced
+files, and those naming a name whose meaning may have moved. It works on the name
+resolver kept in process from the last run over the index (recon/kept.py: same
+generation only), or one loaded from the stored rows (`binding` keeps each module's
+imports so unchanged files need not be re-parsed). A test compares the result of a
+series of edits with cold builds, table by table.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import gc
 import hashlib
 import multiprocessing
@@ -30,7 +35,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +46,17 @@ import sqlalchemy as sa
 from ctxdb.db import insert_statement
 from ctxdb.entities import is_test_path
 from ctxdb.progress import ProgressBar
+from ctxdb.sqlfiles import load_sql, sql_statement
 from ctxdb.recon import schema
+from ctxdb.recon.kept import (
+    directory_listings,
+    forget_index,
+    forget_resolver,
+    keep_index,
+    keep_resolver,
+    kept_index,
+    kept_resolver,
+)
 from ctxdb.recon.extract import (
     MAX_FILE_BYTES,
     MAX_PARSE_DEPTH,
@@ -63,6 +78,7 @@ from ctxdb.recon.resolve import (
     ResolverSymbol,
     WrittenBase,
     module_names,
+    path_module,
 )
 from ctxdb.workers import usable_cpu_count
 
@@ -91,6 +107,15 @@ SKIP_SOCKET = "socket"
 SKIP_DEVICE = "device"
 SKIP_NOT_REGULAR = "not_regular"
 SKIP_UNREADABLE = "unreadable"
+# A file changed this shortly before it was read keeps no stat key (see
+# stat_key_is_settled): 2 s covers the coarsest common timestamps (FAT's).
+RACY_WINDOW_NS = 2_000_000_000
+# A change touching at most this many names finds the edges naming them with one pass over
+# the edge table each (~17 ms on Django's); more, with one read of every edge (~90 ms).
+MAX_NAME_PASSES = 4
+# How many times a run starts over when another indexer changed the index between its
+# reading the index and its taking the write lock.
+MAX_INDEX_ATTEMPTS = 3
 # PostgreSQL's tsvector limits: positions above 16383 are clipped, and a lexeme keeps at
 # most 256 of them (more is an error in a literal, not a clip).
 TSVECTOR_MAX_POSITION = 16383
@@ -119,7 +144,9 @@ class IndexStats:
     """One indexing run. symbols/edges/files_flagged/skipped are totals in the index
     afterwards. `skipped`: the files indexed without symbols (too large, too deep) and
     the paths the walk passed over (FIFOs, sockets, devices, symlink loops, links
-    leaving the root, ...), by path."""
+    leaving the root, ...), by path. `edges_resolved`: the edges this run resolved (all
+    of them in a cold build; in an incremental one, the changed files' and those a change
+    may have moved)."""
 
     files_seen: int
     files_parsed: int
@@ -129,6 +156,7 @@ class IndexStats:
     edges: int
     seconds: float
     skipped: tuple[SkippedPath, ...] = ()
+    edges_resolved: int = 0
 
     @property
     def files_skipped(self) -> int:
@@ -141,6 +169,21 @@ class IndexStats:
 class Walk(NamedTuple):
     files: list[tuple[str, str]]  # (relative posix path, absolute path), sorted
     skipped: list[SkippedPath]  # sorted by path
+    stat_keys: dict[str, str] | None = None  # relative path → `stat_key` of its file
+
+
+def stat_key(st: os.stat_result) -> str:
+    """What change detection compares: size, modification and change times, inode. A
+    file whose key is what it was when its content was hashed is taken as unchanged."""
+    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
+
+
+def stat_key_is_settled(key: str, read_after_ns: int) -> bool:
+    """Whether a stat key can vouch for the content read after `read_after_ns`: a file
+    changed within RACY_WINDOW_NS before it was read may change again without its times
+    moving (timestamps are coarse), so its key is not kept and it is hashed next time."""
+    _, mtime_ns, ctime_ns, _ = key.split(":")
+    return max(int(mtime_ns), int(ctime_ns)) < read_after_ns - RACY_WINDOW_NS
 
 
 def walk_python_files(root: str | os.PathLike) -> list[tuple[str, str]]:
@@ -148,8 +191,11 @@ def walk_python_files(root: str | os.PathLike) -> list[tuple[str, str]]:
     return walk_repository(root).files
 
 
-def walk_repository(root: str | os.PathLike) -> Walk:
+def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
     """The Python files to index under `root`, and what was passed over.
+
+    `under`: only this relative path (a file, or a directory and everything below it),
+    with the same rules: nothing when one of its directories would not be entered.
 
     Skipped without a word: SKIP_DIRS, ``*.egg-info`` and virtualenvs (a dir holding
     ``pyvenv.cfg``). Listed in `Walk.skipped`: every ``.py`` name that is not a regular
@@ -158,46 +204,146 @@ def walk_repository(root: str | os.PathLike) -> Walk:
     or a second path to files indexed where they are), and directories that could not
     be read.
     """
+    walk_started_ns = time.time_ns()
     root_real = os.path.realpath(root)
     inside = root_real.rstrip(os.sep) + os.sep
+    listings = directory_listings(root_real)
     out: list[tuple[str, str]] = []
     skipped: list[SkippedPath] = []
-    pending = [(root_real, "")]
-    while pending:
-        directory, rel = pending.pop()
+    keys: dict[str, str] = {}
+    pending: list[tuple[str, str]] = []
+
+    def take_link(path: str, name: str, rel: str) -> None:
         try:
-            entries = list(os.scandir(directory))
+            reason = _symlink_skip(path, name, inside)
+            if reason is None:
+                out.append((f"{rel}{name}", path))
+                keys[f"{rel}{name}"] = stat_key(os.stat(path))
+            elif reason:
+                skipped.append(SkippedPath(f"{rel}{name}", reason))
+        except OSError:
+            skipped.append(SkippedPath(f"{rel}{name}", SKIP_UNREADABLE))
+
+    settled_before_ns = walk_started_ns - RACY_WINDOW_NS
+    lstat, list_get = os.lstat, listings.get
+
+    def visit(directory: str, rel: str) -> None:
+        """One directory: its own listing, or the one kept while its stat key holds."""
+        stats: dict[str, os.stat_result] = {}
+        try:
+            st = os.stat(directory)
+            key = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            listing = list_get(directory)
+            if listing is None or listing.key != key or listing.rel != rel:
+                listing = _list_directory(directory, rel, key, stats)
+                if not listing.unreadable and max(key[0], key[1]) < settled_before_ns:
+                    listings[directory] = listing
+                else:
+                    listings.pop(directory, None)
         except OSError:
             skipped.append(SkippedPath(rel.rstrip("/") or ".", SKIP_UNREADABLE))
-            continue
-        for entry in entries:
-            name = entry.name
+            return
+        if rel and listing.virtualenv:
+            return
+        for file_rel, path in listing.files:
             try:
-                if entry.is_symlink():
-                    reason = _symlink_skip(entry.path, name, inside)
-                    if reason is None:
-                        out.append((f"{rel}{name}", entry.path))
-                    elif reason:
-                        skipped.append(SkippedPath(f"{rel}{name}", reason))
-                elif entry.is_dir(follow_symlinks=False):
-                    if (
-                        name in SKIP_DIRS
-                        or name.endswith(".egg-info")
-                        or os.path.exists(os.path.join(entry.path, "pyvenv.cfg"))
-                    ):
-                        continue
-                    pending.append((entry.path, f"{rel}{name}/"))
-                elif name.endswith(".py"):
-                    reason = _special_file_skip(entry.stat(follow_symlinks=False).st_mode)
-                    if reason is None:
-                        out.append((f"{rel}{name}", entry.path))
-                    else:
-                        skipped.append(SkippedPath(f"{rel}{name}", reason))
+                st = stats.get(path) or lstat(path)
+            except OSError:
+                skipped.append(SkippedPath(file_rel, SKIP_UNREADABLE))
+                continue
+            out.append((file_rel, path))
+            keys[file_rel] = stat_key(st)
+        for name in listing.links:
+            take_link(f"{directory}/{name}", name, rel)
+        if listing.skipped:
+            skipped.extend(listing.skipped)
+        if listing.subdirs:
+            pending.extend(listing.subdirs)
+
+    if not under:
+        pending.append((root_real, ""))
+    else:
+        parent, _, name = under.rpartition("/")
+        directory = root_real
+        for part in parent.split("/") if parent else ():
+            directory = os.path.join(directory, part)
+            if os.path.islink(directory) or not os.path.isdir(directory) or _skipped_dir(
+                    directory, part):
+                return Walk([], [], {})
+        path = os.path.join(directory, name)
+        rel = f"{parent}/" if parent else ""
+        if os.path.islink(path):
+            take_link(path, name, rel)
+        elif os.path.isdir(path):
+            if not _skipped_dir(path, name):
+                pending.append((path, f"{rel}{name}/"))
+        elif name.endswith(".py") and os.path.lexists(path):
+            try:
+                st = os.lstat(path)
+                reason = _special_file_skip(st.st_mode)
+                if reason is None:
+                    out.append((f"{rel}{name}", path))
+                    keys[f"{rel}{name}"] = stat_key(st)
+                else:
+                    skipped.append(SkippedPath(f"{rel}{name}", reason))
             except OSError:
                 skipped.append(SkippedPath(f"{rel}{name}", SKIP_UNREADABLE))
+    while pending:
+        visit(*pending.pop())
     out.sort()
     skipped.sort()
-    return Walk(out, skipped)
+    return Walk(out, skipped, keys)
+
+
+class _Listing(NamedTuple):
+    """What a directory holds for the walk, as of its stat key (mtime, ctime, inode):
+    adding, removing or renaming an entry moves it, so the listing holds while it does."""
+
+    key: tuple[int, int, int]
+    rel: str  # the directory's path relative to the root, with a trailing /
+    virtualenv: bool  # it holds pyvenv.cfg: never entered (but as the root)
+    files: tuple[tuple[str, str], ...]  # regular .py files: (relative, absolute path)
+    links: tuple[str, ...]  # names of symbolic links: where they lead is looked at anew
+    subdirs: tuple[tuple[str, str], ...]  # directories to enter: (absolute, relative/)
+    skipped: tuple[SkippedPath, ...]  # .py names that are no regular file
+    unreadable: bool  # an entry could not be looked at: the listing is not kept
+
+
+def _list_directory(directory: str, rel: str, key: tuple[int, int, int],
+                    stats: dict[str, os.stat_result]) -> _Listing:
+    """A directory's listing (OSError if it cannot be read); fills `stats` with the
+    regular files' stat results, by absolute path."""
+    files, links, subdirs, skipped = [], [], [], []
+    virtualenv = unreadable = False
+    for entry in os.scandir(directory):
+        name = entry.name
+        try:
+            if name == "pyvenv.cfg" and os.path.exists(entry.path):
+                virtualenv = True
+            if entry.is_symlink():
+                links.append(name)
+            elif entry.is_dir(follow_symlinks=False):
+                if name not in SKIP_DIRS and not name.endswith(".egg-info"):
+                    subdirs.append((entry.path, f"{rel}{name}/"))
+            elif name.endswith(".py"):
+                st = entry.stat(follow_symlinks=False)
+                reason = _special_file_skip(st.st_mode)
+                if reason is None:
+                    files.append((f"{rel}{name}", entry.path))
+                    stats[entry.path] = st
+                else:
+                    skipped.append(SkippedPath(f"{rel}{name}", reason))
+        except OSError:
+            skipped.append(SkippedPath(f"{rel}{name}", SKIP_UNREADABLE))
+            unreadable = True
+    return _Listing(key, rel, virtualenv, tuple(files), tuple(links), tuple(subdirs),
+                    tuple(skipped), unreadable)
+
+
+def _skipped_dir(path: str, name: str) -> bool:
+    """A directory the walk never enters (build output, VCS data, a virtualenv)."""
+    return (name in SKIP_DIRS or name.endswith(".egg-info")
+            or os.path.exists(os.path.join(path, "pyvenv.cfg")))
 
 
 def _special_file_skip(mode: int) -> str | None:
@@ -336,6 +482,18 @@ class _Writer:
         if rows:
             self.cur.executemany(self.q(sql), rows)
 
+    def run(self, name: str, /, **params: Any) -> Any:
+        """The statement of ``sql/<name>.sql`` with these parameters; the cursor."""
+        sql, order = _compiled_sql(name, self.dialect)
+        self.cur.execute(sql, params if order is None else tuple(params[k] for k in order))
+        return self.cur
+
+    def run_many(self, name: str, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            sql, order = _compiled_sql(name, self.dialect)
+            self.cur.executemany(
+                sql, rows if order is None else [tuple(r[k] for k in order) for r in rows])
+
     def insert(self, table: sa.Table, rows: list[tuple], columns: tuple[str, ...] = ()) -> None:
         """Rows in `columns` order (default: all of the table's)."""
         if rows:
@@ -368,6 +526,19 @@ class _Writer:
 
     def close(self) -> None:
         self.raw.close()
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_sql(name: str, dialect: sa.engine.Dialect) -> tuple[str, tuple[str, ...] | None]:
+    """``sql/<name>.<database>.sql`` or ``sql/<name>.sql`` in the driver's parameter
+    style, and the parameters' order for a positional style (None: by name)."""
+    try:  # a statement written for this database, else the common one
+        text = load_sql(f"{name}.{dialect.name}")
+    except FileNotFoundError:
+        text = load_sql(name)
+    compiled = sa.text(text).compile(dialect=dialect)
+    order = compiled.positiontup
+    return str(compiled), (tuple(order) if order is not None else None)
 
 
 def _create_tables(w: _Writer, drop: bool) -> None:
@@ -452,11 +623,13 @@ def _write_root(w: _Writer, root: str) -> None:
     w.insert(schema.recon_meta, [(schema.ROOT_KEY, root)])
 
 
-def _write_generation(w: _Writer) -> None:
+def _write_generation(w: _Writer) -> str:
     """A new snapshot identity, in the transaction that changes the index: readers may
     keep what they read of one generation for as long as it is current."""
+    generation = uuid.uuid4().hex
     w.execute("DELETE FROM recon.recon_meta WHERE key = ?", (schema.GENERATION_KEY,))
-    w.insert(schema.recon_meta, [(schema.GENERATION_KEY, uuid.uuid4().hex)])
+    w.insert(schema.recon_meta, [(schema.GENERATION_KEY, generation)])
+    return generation
 
 
 class EdgeRecord(NamedTuple):
@@ -503,6 +676,7 @@ class _Loader:
         self.next_symbol = next_symbol
         # kept for name resolution
         self.files: list[ResolverFile] = []
+        self.states: dict[str, _Existing] = {}  # what the next run compares with, by path
         self.symbols: list[ResolverSymbol] = []
         self.bindings: list[ModuleBinding] = []
         self.bases: list[WrittenBase] = []  # inherits references: resolved first
@@ -524,6 +698,9 @@ class _Loader:
         self.deferred_first_symbol = next_symbol
         self.deferred_body_terms: list[str] = []
         self._symbol_ids_to_flush = range(next_symbol, next_symbol)
+        # entity keys of the loaded symbols, by id: an incremental run compares a file's
+        # definitions before and after by key (a cold build needs none)
+        self.symbol_keys: dict[int, str] = {}
 
     def add(self, rel: str, module: str, parsed: ParsedFile) -> None:
         fid = self.next_file
@@ -534,6 +711,7 @@ class _Loader:
                                 parsed.line_count, is_test, parsed.syntax_error,
                                 parsed.not_utf8, parsed.skipped))
         self.files.append(ResolverFile(fid, rel, module, is_test))
+        self.states[rel] = _Existing(fid, parsed.sha256, module, None)
         if parsed.skipped is not None:  # a file row alone
             self.skipped.append(SkippedPath(rel, parsed.skipped))
             return
@@ -550,6 +728,9 @@ class _Loader:
                  symbol.doc)
             )
             self.symbols.append(ResolverSymbol(sid, fid, parent, kind, name))
+        if not self.defer_body_terms:
+            self.symbol_keys.update((first + symbol.index, symbol.key)
+                                    for symbol in parsed.symbols)
         if self.defer_body_terms:
             self.deferred_body_terms.append(parsed.body_terms)
         else:
@@ -565,6 +746,9 @@ class _Loader:
             self.bindings.append(ModuleBinding(fid, binding.name, binding.target))
         if len(self._file_rows) >= self.FLUSH_FILES:
             self.flush()
+
+    def reference_count(self) -> int:
+        return sum(len(references) for _, references in self._references)
 
     def references(self) -> Iterator[tuple[int, Reference]]:
         """Every loaded reference, in load order, with its source's symbol id."""
@@ -663,11 +847,11 @@ def _stored_body_terms(w: _Writer, file_id: int) -> list[tuple[int, str]]:
 # --- the run ------------------------------------------------------------------------------
 
 
-@dataclass
-class _Existing:
+class _Existing(NamedTuple):
     id: int
     sha256: str
     module: str
+    stat_key: str | None  # when its content was last hashed; None: hash it to be sure
 
 
 class _NextIds(NamedTuple):
@@ -676,10 +860,28 @@ class _NextIds(NamedTuple):
     edge: int
 
 
-def _read_state(
-    engine: sa.Engine, target: Any, rebuild: bool
-) -> tuple[bool, dict[str, _Existing], _NextIds]:
-    """(schema exists, path → _Existing, the next free ids)."""
+class _KeptIndex(NamedTuple):
+    """What a run leaves in process of the index it wrote, for the next run over it
+    (kept per generation, so read only while the index is exactly that)."""
+
+    existing: dict[str, _Existing]
+    skipped_paths: list[SkippedPath]  # recon.skipped_path, sorted
+    totals: tuple[int, int, int]  # symbols, edges, flagged files
+    skipped: tuple[SkippedPath, ...]  # `read_skipped`
+
+
+class _State(NamedTuple):
+    """What an index holds before a run."""
+
+    exists: bool
+    existing: dict[str, _Existing]  # by path
+    generation: str | None
+    root: str | None  # as recorded
+    has_added_tables: bool  # schema.ADDED_TABLES are there
+    kept: _KeptIndex | None  # what the last run in this process left, if still current
+
+
+def _read_state(engine: sa.Engine, target: Any, rebuild: bool, identity: str) -> _State:
     with engine.connect() as conn:
         meta = schema.read_meta(conn)
         if meta is None:
@@ -688,31 +890,146 @@ def _read_state(
                     f"{schema.describe_target(target)} has recon tables but no version stamp. "
                     f"Rebuild it: {schema.rebuild_hint(target)}"
                 )
-            return False, {}, _NextIds(1, 1, 1)
+            return _State(False, {}, None, None, True, None)
         if rebuild:
-            return True, {}, _NextIds(1, 1, 1)
+            return _State(True, {}, None, None, True, None)
         schema.check_meta(meta, target)
-        rows = conn.execute(sa.text("SELECT path, id, sha256, module FROM recon.file"))
-        existing = {p: _Existing(i, s, m) for p, i, s, m in rows}
-        nxt = conn.execute(
-            sa.text(
-                "SELECT (SELECT coalesce(max(id), 0) + 1 FROM recon.file),"
-                " (SELECT coalesce(max(id), 0) + 1 FROM recon.symbol),"
-                " (SELECT coalesce(max(id), 0) + 1 FROM recon.edge)"
-            )
-        ).one()
-        return True, existing, _NextIds(*nxt)
+        generation, root = meta.get(schema.GENERATION_KEY), meta.get(schema.ROOT_KEY)
+        kept = kept_index(identity, generation)
+        if kept is not None:
+            return _State(True, kept.existing, generation, root, True, kept)
+        has_added_tables = all(
+            sa.inspect(conn).has_table(table.name, schema=schema.RECON_SCHEMA)
+            for table in schema.ADDED_TABLES)
+        states = "recon/index_file_states" if has_added_tables else \
+            "recon/index_file_states_without_stats"
+        # through the driver: a few thousand rows
+        cursor = conn.connection.dbapi_connection.cursor()
+        try:
+            cursor.execute(load_sql(states))
+            existing = {path: _Existing(*rest) for path, *rest in cursor.fetchall()}
+        finally:
+            cursor.close()
+        return _State(True, existing, generation, root, has_added_tables, None)
 
 
-def _totals(engine: sa.Engine) -> tuple[int, int, int]:
-    with engine.connect() as conn:
-        row = conn.execute(
-            sa.text(
-                "SELECT (SELECT count(*) FROM recon.symbol), (SELECT count(*) FROM recon.edge),"
-                " (SELECT count(*) FROM recon.file WHERE syntax_error OR not_utf8)"
-            )
-        ).one()
-    return tuple(row)
+class _Changes(NamedTuple):
+    """What a run found on disk, compared with the index."""
+
+    paths: list[str]  # every file to index (relative paths; sorted when walked whole)
+    full_paths: dict[str, str]  # relative → absolute path, of the files looked at
+    skipped: list[SkippedPath]  # what the walk passed over, sorted
+    modules: dict[str, str]  # relative path → dotted module name
+    to_parse: list[tuple[str, str]]  # new or changed files (relative, absolute), sorted
+    removed: list[str]  # indexed paths gone
+    confirmed: list[tuple[int, str]]  # (file id, stat key): stat moved, content did not
+    stat_keys: dict[str, str]  # of the files looked at
+
+
+def _find_changes(root: str | os.PathLike, engine: sa.Engine, state: _State,
+                  scopes: list[str] | None, started_ns: int) -> _Changes:
+    """New, changed and vanished files. A file is hashed only when no stat key of it is
+    kept or its stat key moved; with `scopes`, only the files at or under those relative
+    paths are looked at, the others taken as indexed."""
+    existing = state.existing
+    if scopes is None:
+        walk = walk_repository(root)
+        full_paths = dict(walk.files)
+        paths = [rel for rel, _ in walk.files]
+        skipped, stat_keys = walk.skipped, walk.stat_keys or {}
+    else:
+        full_paths, skipped, stat_keys = {}, [], {}
+        for scope in scopes:
+            walk = walk_repository(root, under=scope)
+            full_paths.update(walk.files)
+            skipped += walk.skipped
+            stat_keys.update(walk.stat_keys or {})
+        if state.kept is not None:
+            stored_skipped = state.kept.skipped_paths
+        else:
+            with engine.connect() as connection:
+                stored_skipped = [SkippedPath(*row) for row in connection.execute(
+                    sql_statement("recon/index_skipped_paths"))]
+        skipped = sorted(skipped + [s for s in stored_skipped if not _under(s.path, scopes)])
+        in_scope = _indexed_under(existing, scopes)
+        paths = [rel for rel in existing if rel not in in_scope]
+        paths += full_paths
+    seen = set(paths)
+    removed = sorted(p for p in existing if p not in seen)
+    same_paths = not removed and len(seen) == len(existing)
+    # module names move only when paths come or go (a package gains an __init__.py)
+    modules = ({rel: old.module for rel, old in existing.items()} if same_paths
+               else module_names(paths))
+    to_parse, confirmed = [], []
+    for rel in paths if not same_paths else full_paths:
+        old = existing.get(rel)
+        full = full_paths.get(rel)
+        if old is None or old.module != modules[rel]:
+            to_parse.append((rel, full or os.path.join(os.path.realpath(root), rel)))
+            continue
+        if full is None:  # not looked at
+            continue
+        key = stat_keys.get(rel)
+        if key is not None and key == old.stat_key:
+            continue
+        if _sha256_file(full) != old.sha256:
+            to_parse.append((rel, full))
+        elif key is not None and stat_key_is_settled(key, started_ns):
+            confirmed.append((old.id, key))
+    to_parse.sort()
+    return _Changes(paths, full_paths, skipped, modules, to_parse, removed, confirmed,
+                    stat_keys)
+
+
+def _under(rel: str, scopes: list[str]) -> bool:
+    """Whether a relative path is one of `scopes` or below one of them."""
+    return any(rel == scope or rel.startswith(scope + "/") for scope in scopes)
+
+
+def _indexed_under(existing: dict[str, _Existing], scopes: list[str]) -> set[str]:
+    """The indexed paths at or under these scopes (only a scope that is no indexed file,
+    perhaps a directory, needs a look at every path)."""
+    found = {scope for scope in scopes if scope in existing}
+    wider = [scope for scope in scopes if scope not in existing]
+    if wider:
+        found |= {rel for rel in existing if _under(rel, wider)}
+    return found
+
+
+def _changed_scopes(root: str | os.PathLike, changed: Any) -> list[str] | None:
+    """`index_repository`'s `changed`, as sorted relative posix paths (None: walk it all).
+
+    Each entry is a path relative to the root or an absolute path under it: a file, or a
+    directory standing for everything below it, whether or not it still exists."""
+    if isinstance(changed, str | os.PathLike):
+        raise TypeError(f"changed: expected a list of paths, got the single path {changed!r}")
+    root_real = os.path.realpath(root)
+    scopes = set()
+    for entry in changed:
+        if not isinstance(entry, str | os.PathLike) or not os.fspath(entry):
+            raise ValueError(f"changed: {entry!r} is not a path")
+        path = os.fspath(entry)
+        full = os.path.normpath(path if os.path.isabs(path) else os.path.join(root_real, path))
+        rel = os.path.relpath(full, root_real)
+        if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+            # perhaps through a link to the root: its directory's real path
+            real = os.path.join(os.path.realpath(os.path.dirname(full)), os.path.basename(full))
+            rel = os.path.relpath(real, root_real)
+            if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+                raise ValueError(f"changed: {path!r} is not under the indexed root {root_real}")
+        if rel == os.curdir:
+            return None
+        scopes.add(Path(rel).as_posix())
+    return sorted(scopes)
+
+
+def _totals(w: _Writer) -> tuple[int, int, int]:
+    return tuple(w.run("recon/index_totals").fetchone())
+
+
+def _read_skipped(w: _Writer) -> tuple[SkippedPath, ...]:
+    # sorted here, not in SQL: collations differ between backends
+    return tuple(sorted(SkippedPath(*row) for row in w.run("recon/index_skipped").fetchall()))
 
 
 def _write_skipped_paths(w: _Writer, skipped: list[SkippedPath]) -> None:
@@ -720,22 +1037,33 @@ def _write_skipped_paths(w: _Writer, skipped: list[SkippedPath]) -> None:
     w.insert(schema.skipped_path, [tuple(row) for row in skipped], ("path", "reason"))
 
 
-def _ensure_skipped_paths(engine: sa.Engine, skipped: list[SkippedPath]) -> None:
+def _ensure_skipped_paths(engine: sa.Engine, skipped: list[SkippedPath],
+                          stored: list[SkippedPath] | None) -> bool:
     """A run that found no Python file changed still records what the walk passed over
-    when that changed (a FIFO appeared); otherwise it writes nothing."""
-    with engine.connect() as connection:
-        stored = connection.execute(sa.text(
-            "SELECT path, reason FROM recon.skipped_path ORDER BY path")).all()
-    if sorted(map(tuple, stored)) != [tuple(row) for row in skipped]:
-        with _write_transaction(engine) as w:
-            _write_skipped_paths(w, skipped)
+    when that changed (a FIFO appeared); otherwise it writes nothing. `stored`: the
+    table's rows if known. Returns whether it wrote."""
+    if stored is None:
+        with engine.connect() as connection:
+            stored = sorted(SkippedPath(*row) for row in
+                            connection.execute(sql_statement("recon/index_skipped_paths")))
+    if [tuple(row) for row in stored] == [tuple(row) for row in skipped]:
+        return False
+    with _write_transaction(engine) as w:
+        _write_skipped_paths(w, skipped)
+    return True
+
+
+def _write_file_stats(w: _Writer, rows: list[tuple[int, str]], started_ns: int) -> None:
+    """Keep each file's stat key, when it can vouch for the content just read."""
+    w.run_many("recon/index_set_file_stat",
+               [{"file_id": fid, "stat_key": key} for fid, key in rows
+                if stat_key_is_settled(key, started_ns)])
 
 
 def read_skipped(bind: sa.Engine | sa.Connection) -> tuple[SkippedPath, ...]:
     """What the index holds as skipped: files without symbols (too large, too deep) and
     the paths the last walk passed over, by path."""
-    sql = sa.text("SELECT path, skipped FROM recon.file WHERE skipped IS NOT NULL"
-                  " UNION ALL SELECT path, reason FROM recon.skipped_path")
+    sql = sql_statement("recon/index_skipped")
     if isinstance(bind, sa.Engine):
         with bind.connect() as connection:
             rows = connection.execute(sql).all()
@@ -763,6 +1091,7 @@ def index_repository(
     rebuild: bool = False,
     progress: bool | None = None,
     limits: IndexLimits = IndexLimits(),
+    changed: Iterable[str | os.PathLike] | None = None,
 ) -> IndexStats:
     """Index the Python files under `root` into the recon index at `target`.
 
@@ -770,13 +1099,31 @@ def index_repository(
     A second run re-parses only changed files; `rebuild` drops and recreates the index.
     `progress`: None shows a bar on stderr when it is a terminal; True/False force it.
     `limits`: files larger or parse trees deeper are indexed as file rows alone.
+    `changed`: the paths (relative to `root`, or absolute under it; files, or directories
+    for everything below them) a harness knows may have changed since the last run: only
+    they are looked at, the rest of the index is taken as it is. None: walk the tree.
     Raises ReconVersionError if the index was written by another version (use rebuild).
     """
     started = time.perf_counter()
     if not os.path.isdir(root):
         raise NotADirectoryError(f"not a directory: {root}")
+    scopes = None if changed is None else _changed_scopes(root, changed)
     with _gc_paused():
-        return _index(root, target, rebuild, progress, limits, started)
+        for attempt in range(1, MAX_INDEX_ATTEMPTS + 1):
+            try:
+                return _index(root, target, rebuild, progress, limits, scopes, started)
+            except _GenerationMoved:
+                if attempt == MAX_INDEX_ATTEMPTS:
+                    raise
+    raise AssertionError("unreachable")
+
+
+class _GenerationMoved(RuntimeError):
+    """Another indexer changed the index between this run's reading it and its write lock."""
+
+    def __init__(self, target: Any) -> None:
+        super().__init__(f"{schema.describe_target(target)}: another indexer kept changing "
+                         f"the index ({MAX_INDEX_ATTEMPTS} attempts); run again")
 
 
 @contextmanager
@@ -794,49 +1141,54 @@ def _gc_paused() -> Iterator[None]:
 
 def _index(
     root: str | os.PathLike, target: Any, rebuild: bool, progress: bool | None,
-    limits: IndexLimits, started: float,
+    limits: IndexLimits, scopes: list[str] | None, started: float,
 ) -> IndexStats:
-    walk = walk_repository(root)
-    walked = walk.files
-    modules = module_names(rel for rel, _ in walked)
+    started_ns = time.time_ns()
     sqlite_path = schema.sqlite_path(target)
     if sqlite_path is not None:
         Path(sqlite_path).absolute().parent.mkdir(parents=True, exist_ok=True)
     engine = schema.create_recon_engine(target)
+    identity = _target_identity(target)
     try:
-        exists, existing, next_ids = _read_state(engine, target, rebuild)
-        # What changed: new paths, other content, or another dotted module name (a
-        # package gained or lost __init__.py: its relative imports mean other things).
-        if existing:
-            to_parse = [
-                (rel, full)
-                for rel, full in walked
-                if (old := existing.get(rel)) is None
-                or old.module != modules[rel]
-                or old.sha256 != _sha256_file(full)
-            ]
-            seen = {rel for rel, _ in walked}
-            removed = sorted(p for p in existing if p not in seen)
+        state = _read_state(engine, target, rebuild, identity)
+        cold = not state.exists or rebuild
+        changes = _find_changes(root, engine, state, None if cold else scopes, started_ns)
+        if cold:
+            to_parse, removed = list(changes.full_paths.items()), []
         else:
-            to_parse, removed = list(walked), []
-        cold = not exists or rebuild
+            to_parse, removed = changes.to_parse, changes.removed
         root_path = indexed_root(root)
         if not cold and not to_parse and not removed:
-            _ensure_generation(engine, root_path)
-            _ensure_skipped_paths(engine, walk.skipped)
-            symbols, edges, flagged = _totals(engine)
-            return IndexStats(len(walked), 0, 0, flagged, symbols, edges,
-                              time.perf_counter() - started, read_skipped(engine))
+            return _nothing_changed(engine, identity, state, changes, root_path, started,
+                                    started_ns)
 
         bar = ProgressBar("recon", len(to_parse), "files", enabled=progress)
+        modules = changes.modules
         jobs = [_ParseJob(rel, full, modules[rel], limits) for rel, full in to_parse]
+        resolver = None
+        # handed over: changed below, kept again once committed (dropped on any error)
+        kept = None if cold else kept_resolver(identity, state.generation)
+        forget_index(identity)
+        if cold:
+            forget_resolver(identity)  # its memory is better spent on the build
         with _parser_pool(len(jobs)) as pool, _write_transaction(engine) as w:
             if cold:
                 _create_tables(w, drop=rebuild)
                 _write_meta(w)
+                next_ids = _NextIds(1, 1, 1)
             else:
-                gone = [existing[p].id for p in removed]
-                gone += [existing[rel].id for rel, _ in to_parse if rel in existing]
+                if not state.has_added_tables:
+                    _create_added_tables(w)
+                if _stored_generation(w) != state.generation:
+                    raise _GenerationMoved(target)
+                next_ids = _NextIds(*w.run("recon/index_next_ids").fetchone())
+                resolver = kept or _load_resolver(w)
+                gone = [state.existing[p].id for p in removed]
+                gone += [state.existing[rel].id for rel, _ in to_parse if rel in state.existing]
+                paths_move = bool(removed) or any(
+                    rel not in state.existing or state.existing[rel].module != modules[rel]
+                    for rel, _ in to_parse)
+                plan = _plan_replacement(w, resolver, sorted(gone), paths_move)
                 _delete_files(w, sorted(gone))
             loader = _Loader(w, next_ids.file, next_ids.symbol, defer_body_terms=cold)
             results = _parse_results(pool, jobs)
@@ -846,26 +1198,111 @@ def _index(
                 bar.step()
             loader.flush()
             if cold:
-                n_edges = _write_edges_cold(w, loader, next_ids.edge)
+                n_edges, resolver = _write_edges_cold(w, loader, next_ids.edge)
+                resolved = loader.reference_count()
             else:
-                _write_edges_incremental(w, loader, next_ids.edge)
-            _write_skipped_paths(w, walk.skipped)
+                resolver, resolved = _resolve_incrementally(w, resolver, plan, loader,
+                                                            next_ids.edge)
+            keys = changes.stat_keys
+            stats = [(f.id, keys[f.path]) for f in loader.files if f.path in keys]
+            _write_file_stats(w, stats + changes.confirmed, started_ns)
+            _write_skipped_paths(w, changes.skipped)
             _write_root(w, root_path)
-            _write_generation(w)
-        if cold:
-            symbols, edges, flagged = len(loader.symbols), n_edges, loader.flagged
-            skipped = tuple(sorted(loader.skipped + walk.skipped))
-        else:
-            symbols, edges, flagged = _totals(engine)
-            skipped = read_skipped(engine)
-        return IndexStats(len(walked), len(loader.files), len(removed), flagged, symbols, edges,
-                          time.perf_counter() - started, skipped)
+            generation = _write_generation(w)
+            if cold:
+                totals = (len(loader.symbols), n_edges, loader.flagged)
+                skipped = tuple(sorted(loader.skipped + changes.skipped))
+            else:
+                totals, skipped = _totals(w), _read_skipped(w)
+        keep_resolver(identity, generation, resolver)
+        replaced = set(removed) | {rel for rel, _ in to_parse}
+        existing = {} if cold else {path: old for path, old in state.existing.items()
+                                    if path not in replaced}
+        existing.update(loader.states)
+        _keep_stat_keys(existing, stats + changes.confirmed, started_ns)
+        keep_index(identity, generation,
+                   _KeptIndex(existing, changes.skipped, totals, skipped))
+        return IndexStats(len(changes.paths), len(loader.files), len(removed), totals[2],
+                          totals[0], totals[1], time.perf_counter() - started, skipped,
+                          resolved)
     finally:
         engine.dispose()
 
 
-def _write_edges_cold(w: _Writer, loader: _Loader, next_edge: int) -> int:
-    """Resolve and insert every edge, and build the indexes. Returns the edge count.
+def _nothing_changed(engine: sa.Engine, identity: str, state: _State, changes: _Changes,
+                     root_path: str, started: float, started_ns: int) -> IndexStats:
+    """A run that found no file to parse or remove: the index's content stays as it is
+    (a new generation only for an index without one, or indexed from another root)."""
+    wrote = False
+    if state.generation is None or state.root != root_path:
+        _ensure_generation(engine, root_path)
+        wrote = True
+    kept = state.kept
+    wrote |= _ensure_skipped_paths(engine, changes.skipped,
+                                   kept.skipped_paths if kept is not None else None)
+    if changes.confirmed:  # bookkeeping only: the index's content is as it was
+        with _write_transaction(engine) as w:
+            if not state.has_added_tables:
+                _create_added_tables(w)
+            _write_file_stats(w, changes.confirmed, started_ns)
+        _keep_stat_keys(state.existing, changes.confirmed, started_ns)
+    if wrote or kept is None:
+        forget_index(identity)
+        with engine.connect() as connection:
+            totals = tuple(connection.execute(sql_statement("recon/index_totals")).one())
+            skipped = read_skipped(connection)
+            generation = read_generation(connection)
+        # what this run read, for the next one, if no run changed the index meanwhile
+        if generation is not None and generation == state.generation:
+            keep_index(identity, generation,
+                       _KeptIndex(state.existing, changes.skipped, totals, skipped))
+    else:
+        totals, skipped = kept.totals, kept.skipped
+    return IndexStats(len(changes.paths), 0, 0, totals[2], totals[0], totals[1],
+                      time.perf_counter() - started, skipped)
+
+
+def _keep_stat_keys(existing: dict[str, _Existing], stats: list[tuple[int, str]],
+                    started_ns: int) -> None:
+    """Record in the kept file states the stat keys just written."""
+    settled = {fid: key for fid, key in stats if stat_key_is_settled(key, started_ns)}
+    if settled:
+        for path, old in existing.items():
+            if old.id in settled:
+                existing[path] = old._replace(stat_key=settled[old.id])
+
+
+def _target_identity(target: Any) -> str:
+    """What names one index for the resolvers kept in process: a SQLite file's real
+    path, or the server URL."""
+    path = schema.sqlite_path(target)
+    return f"sqlite:{os.path.realpath(path)}" if path is not None else str(target)
+
+
+def _create_added_tables(w: _Writer) -> None:
+    for stmt in schema.added_table_ddl(w.dialect):
+        w.execute(stmt)
+
+
+def _stored_generation(w: _Writer) -> str | None:
+    row = w.run("recon/index_generation", generation_key=schema.GENERATION_KEY).fetchone()
+    return row[0] if row is not None else None
+
+
+def _load_resolver(w: _Writer) -> Resolver:
+    """A resolver over the index as it is (no resolver of its generation kept)."""
+    return Resolver(
+        map(ResolverFile._make, w.run("recon/index_resolver_files").fetchall()),
+        map(ResolverSymbol._make, w.run("recon/index_resolver_symbols").fetchall()),
+        # sorted here, not in SQL: collations differ between backends
+        sorted(map(ModuleBinding._make, w.run("recon/index_resolver_bindings").fetchall())),
+        map(WrittenBase._make, w.run("recon/index_resolver_bases").fetchall()),
+    )
+
+
+def _write_edges_cold(w: _Writer, loader: _Loader, next_edge: int) -> tuple[int, Resolver]:
+    """Resolve and insert every edge, and build the indexes. Returns the edge count and
+    the resolver (kept for the next, incremental, run).
 
     The database work runs on a helper thread, overlapped with name resolution here:
     SQLite releases the GIL while it builds indexes and inserts rows.
@@ -902,7 +1339,7 @@ def _write_edges_cold(w: _Writer, loader: _Loader, next_edge: int) -> int:
             eid += 1
         db.submit(w.insert, schema.edge, edges, EDGE_COLUMNS)
         db.submit(_create_indexes, w, edges=True)
-    return eid - next_edge
+    return eid - next_edge, resolver
 
 
 class _DatabaseThread:
@@ -967,22 +1404,283 @@ def _delete_files(w: _Writer, gone: list[int]) -> None:
     # Edges from other files into the deleted symbols keep a stale id here (PostgreSQL's
     # foreign key sets it NULL); re-resolution afterwards points them at the new symbols.
     w.executemany("DELETE FROM recon.binding WHERE file_id = ?", ids)
+    w.run_many("recon/index_delete_file_stat", [{"file_id": i} for i in gone])
     w.executemany("DELETE FROM recon.symbol WHERE file_id = ?", ids)
     w.executemany("DELETE FROM recon.file_source WHERE file_id = ?", ids)
     w.executemany("DELETE FROM recon.file WHERE id = ?", ids)
 
 
-def _write_edges_incremental(w: _Writer, loader: _Loader, next_edge: int) -> None:
+# --- incremental resolution ---------------------------------------------------------------
+#
+# A changed file gets new symbol ids, so an edge elsewhere is resolved again when
+# - it resolved into a replaced or removed file (its destination id is gone), or
+# - a part of its written or typed name (between dots) is a name whose meaning may have
+#   moved: a definition added, removed or re-kinded in a changed file; a name bound by
+#   import added, removed or re-targeted; the last part of a module name that appeared,
+#   vanished or moved to another file; closed over imports (a name bound to a target
+#   holding a moved name has moved too); or
+# - it is a call, and a part of its name is a member of a class whose bases moved, or of
+#   one of that class's bases before or after (the class's lookups go through them).
+# Everything else looks up, step by step, the same names in the same places as before,
+# and finds the same symbol. What cannot be bounded by names — a star import whose
+# module moved, a changed file's own star imports when another module star-imports it —
+# resolves every edge again. A test compares the result with a cold build after each of a
+# series of edits.
+
+
+class _OldFile(NamedTuple):
+    """A file as the index held it before it was replaced or removed."""
+
+    id: int
+    path: str
+    module: str
+    symbols: list[tuple]  # (id, parent id, key, kind, name), in id order
+    bindings: list[tuple[str, str]]  # (name, target)
+
+
+class _Plan(NamedTuple):
+    """What an incremental run reads before deleting the rows of the files it replaces."""
+
+    old_files: list[_OldFile]
+    into: dict[int, EdgeRecord]  # edges of other files resolved into them, by id
+    old_bases: dict[int, list[int]]  # the resolver's class bases before the change
+    old_modules: dict[str, str] | None  # module name → path, when paths come or go
+
+
+def _plan_replacement(w: _Writer, resolver: Resolver, gone: list[int],
+                      paths_move: bool) -> _Plan:
+    old_files = []
+    for fid in gone:
+        symbols = [tuple(row) for row in
+                   w.run("recon/index_old_symbols_of_file", file_id=fid).fetchall()]
+        bindings = [tuple(row) for row in
+                    w.run("recon/index_old_bindings_of_file", file_id=fid).fetchall()]
+        old_files.append(_OldFile(fid, resolver.file_path[fid], resolver.file_module[fid],
+                                  symbols, bindings))
+    gone_symbols = {row[0] for old in old_files for row in old.symbols}
+    into = {}
+    for old in old_files:
+        if not old.symbols:
+            continue
+        # a file's symbols have consecutive ids
+        rows = w.run("recon/index_edges_into_symbols", first_id=old.symbols[0][0],
+                     last_id=old.symbols[-1][0]).fetchall()
+        for edge in map(EdgeRecord._make, rows):
+            if edge.src_symbol_id not in gone_symbols:
+                into[edge.id] = edge
+    old_modules = _module_paths(resolver) if paths_move else None
+    return _Plan(old_files, into, dict(resolver.bases), old_modules)
+
+
+def _module_paths(resolver: Resolver) -> dict[str, str]:
+    return {name: resolver.file_path[resolver.sym_file[sid]]
+            for name, sid in resolver.modules.items()}
+
+
+def _resolve_incrementally(w: _Writer, resolver: Resolver, plan: _Plan, loader: _Loader,
+                           next_edge: int) -> tuple[Resolver, int]:
+    """Resolve the new files' edges and the edges elsewhere whose destination may have
+    moved (see above); write them. Returns the resolver, now of the new index, and how
+    many edges were resolved (tests edges follow their calls: not counted)."""
+    resolver.replace_files([old.id for old in plan.old_files], loader.files, loader.symbols,
+                           sorted(loader.bindings), loader.bases)
+    names, everything = _moved_names(plan, loader, resolver)
+    if everything:
+        resolver.rebase(list(resolver.written_bases))
+        return resolver, _write_edges_incremental(w, loader, next_edge)
+    selected = dict(plan.into)
+    _select_edges_naming(w, names, selected, kinds=None)
+    # every class of the new files (one may have lost all its bases), and the classes
+    # elsewhere whose written bases may resolve otherwise now
+    rebased = {symbol.id for symbol in loader.symbols if symbol.kind == "class"}
+    rebased |= {edge.src_symbol_id for edge in selected.values() if edge.kind == "inherits"}
+    resolver.rebase(rebased)
+    _select_edges_naming(w, _names_under_moved_bases(plan, loader, resolver, rebased),
+                         selected, kinds=("calls",))
+
+    resolve = resolver.resolve
+    updates = []
+    test_calls = []
+    for edge in selected.values():
+        dst = resolve(edge.src_symbol_id, edge.dst_name, edge.kind, edge.typed_name)
+        if dst != edge.dst_symbol_id:
+            updates.append({"dst_id": dst, "edge_id": edge.id})
+        if edge.kind == "calls" and resolver.is_test_function(edge.src_symbol_id):
+            test_calls.append(edge._replace(dst_symbol_id=dst))
+    w.run_many("recon/index_set_edge_destination", updates)
+    next_edge = _follow_tests_edges(w, test_calls, next_edge)
+
+    rows, new_test_calls = [], []
+    for src, ref in loader.references():
+        kind, name, typed = ref.kind, ref.dst_name, ref.typed_name
+        dst = resolve(src, name, kind, typed)
+        rows.append((next_edge, kind, src, dst, name, typed, ref.line))
+        if dst is not None and kind == "calls" and resolver.is_test_function(src):
+            new_test_calls.append(EdgeRecord(next_edge, kind, src, dst, name, typed, ref.line))
+        next_edge += 1
+    for call in new_test_calls:
+        rows.append(call.as_tests_edge(next_edge))
+        next_edge += 1
+    w.insert(schema.edge, rows, EDGE_COLUMNS)
+    return resolver, len(selected) + len(rows) - len(new_test_calls)
+
+
+def _moved_names(plan: _Plan, loader: _Loader, resolver: Resolver) -> tuple[set[str], bool]:
+    """The names whose meaning may have moved (see above), and whether the change cannot
+    be bounded by names (then every edge is resolved again)."""
+    old_symbols = {(key, kind): name for old in plan.old_files
+                   for _, _, key, kind, name in old.symbols}
+    new_symbols = {(loader.symbol_keys[s.id], s.kind): s.name for s in loader.symbols}
+    names = {old_symbols[k] if k in old_symbols else new_symbols[k]
+             for k in old_symbols.keys() ^ new_symbols.keys()}
+
+    new_path = {f.id: f.path for f in loader.files}
+    old_bound = {(old.path, name, target) for old in plan.old_files
+                 for name, target in old.bindings}
+    new_bound = {(new_path[b.file_id], b.name, b.target) for b in loader.bindings}
+    moved_modules: set[str] = set()
+    for path, name, _ in old_bound ^ new_bound:
+        if name == "*":  # its module's members moved, whatever their names
+            moved_modules |= _module_keys(resolver, plan, path)
+        else:
+            names.add(name)
+    if plan.old_modules is not None:
+        new_modules = _module_paths(resolver)
+        moved_modules |= {name for name in plan.old_modules.keys() | new_modules.keys()
+                          if plan.old_modules.get(name) != new_modules.get(name)}
+    if moved_modules:
+        for stars in resolver.stars.values():
+            for target in stars:
+                parts = target.split(".")
+                if any(".".join(parts[:i]) in moved_modules for i in range(1, len(parts) + 1)):
+                    return names, True
+        names |= {module.rsplit(".", 1)[-1] for module in moved_modules}
+    if names:
+        _close_over_bindings(names, resolver)
+    return names, False
+
+
+def _module_keys(resolver: Resolver, plan: _Plan, path: str) -> set[str]:
+    """The module names a file is known by, before and after."""
+    keys = {path_module(path)}
+    keys |= {old.module for old in plan.old_files if old.path == path}
+    keys |= {module for fid, module in resolver.file_module.items()
+             if resolver.file_path[fid] == path}
+    return keys
+
+
+def _close_over_bindings(names: set[str], resolver: Resolver) -> None:
+    """Add every name bound by import to a target with a moved name among its parts."""
+    frontier = set(names)
+    while frontier:
+        reached = resolver.names_bound_to(frontier) - names
+        names |= reached
+        frontier = reached
+
+
+def _names_under_moved_bases(plan: _Plan, loader: _Loader, resolver: Resolver,
+                             rebased: set[int]) -> set[str]:
+    """The member names of every class whose bases moved, and of its bases before and
+    after: what lookups through its method resolution order may now find elsewhere."""
+    old_key = {row[0]: row[2] for old in plan.old_files for row in old.symbols}
+    old_id_of_key = {key: sid for sid, key in old_key.items()}
+    new_key = loader.symbol_keys
+    moved = []
+    for cid in rebased:
+        old_cid = old_id_of_key.get(new_key[cid]) if cid in new_key else cid
+        if old_cid is None:  # a new class: its name is among the moved names already
+            continue
+        before = [old_key.get(base, base) for base in plan.old_bases.get(old_cid, ())]
+        after = [new_key.get(base, base) for base in resolver.bases.get(cid, ())]
+        if before != after:
+            moved.append((old_cid, cid))
+    if not moved:
+        return set()
+    old_members: dict[int, list[str]] = {}
+    for old in plan.old_files:
+        for _, parent, _, kind, name in old.symbols:
+            if kind != "module":
+                old_members.setdefault(parent, []).append(name)
+    names: set[str] = set()
+
+    def collect(start: int, bases: dict[int, list[int]], members: Any) -> None:
+        pending, seen = [start], set()
+        while pending:
+            cls = pending.pop()
+            if cls not in seen:
+                seen.add(cls)
+                names.update(members(cls))
+                pending.extend(bases.get(cls, ()))
+
+    for old_cid, cid in moved:
+        collect(old_cid, plan.old_bases,
+                lambda c: old_members.get(c, ()) if c in old_key else resolver.members.get(c, ()))
+        collect(cid, resolver.bases, lambda c: resolver.members.get(c, ()))
+    return names
+
+
+def _select_edges_naming(w: _Writer, names: set[str], selected: dict[int, EdgeRecord],
+                         kinds: tuple[str, ...] | None) -> None:
+    """Add to `selected` the edges (of these kinds, None: all but tests) with one of these
+    names as a part of their written or typed name."""
+    if not names:
+        return
+    if len(names) <= MAX_NAME_PASSES:
+        rows = []
+        for name in sorted(names):
+            rows += w.run("recon/index_edges_naming", name=name).fetchall()
+    else:
+        rows = w.run("recon/index_edges_all").fetchall()
+    for edge in map(EdgeRecord._make, rows):
+        if edge.id in selected or (kinds is not None and edge.kind not in kinds):
+            continue
+        parts = set(edge.dst_name.split("."))
+        if edge.typed_name is not None:
+            parts.update(edge.typed_name.split("."))
+        if not parts.isdisjoint(names):
+            selected[edge.id] = edge
+
+
+def _follow_tests_edges(w: _Writer, calls: list[EdgeRecord], next_edge: int) -> int:
+    """Each test function's resolved call gives a tests edge (same site): after these calls
+    were resolved again, insert, move or delete their tests edges. Returns the next id."""
+    by_source: dict[int, list[EdgeRecord]] = {}
+    for call in calls:
+        by_source.setdefault(call.src_symbol_id, []).append(call)
+    fresh, moved, stale = [], [], []
+    for src, src_calls in sorted(by_source.items()):
+        existing = {name: (eid, dst) for eid, dst, name in
+                    w.run("recon/index_tests_edges_of_symbol", src_id=src).fetchall()}
+        for call in src_calls:
+            found = existing.get(call.dst_name)
+            if call.dst_symbol_id is None:
+                if found is not None:
+                    stale.append({"edge_id": found[0]})
+            elif found is None:
+                fresh.append(call.as_tests_edge(next_edge))
+                next_edge += 1
+            elif found[1] != call.dst_symbol_id:
+                moved.append({"dst_id": call.dst_symbol_id, "edge_id": found[0]})
+    w.run_many("recon/index_delete_edge", stale)
+    w.run_many("recon/index_set_edge_destination", moved)
+    w.insert(schema.edge, fresh, EDGE_COLUMNS)
+    return next_edge
+
+
+def _write_edges_incremental(w: _Writer, loader: _Loader, next_edge: int) -> int:
+    """Insert the new files' edges, then resolve every edge again. Returns how many edges
+    were resolved (tests edges not counted)."""
     new_edges = []
     for src, ref in loader.references():
         new_edges.append((next_edge, ref.kind, src, None, ref.dst_name, ref.typed_name, ref.line))
         next_edge += 1
     w.insert(schema.edge, new_edges, EDGE_COLUMNS)
-    _reresolve(w, next_edge)
+    return _reresolve(w, next_edge)
 
 
-def _reresolve(w: _Writer, next_edge: int) -> None:
-    """Resolve every edge again from the stored rows; write only what changed."""
+def _reresolve(w: _Writer, next_edge: int) -> int:
+    """Resolve every edge again from the stored rows; write only what changed. Returns
+    how many edges were resolved (tests edges not counted)."""
     files = list(map(ResolverFile._make, w.execute(
         "SELECT id, path, module, is_test FROM recon.file ORDER BY id"
     )))
@@ -1033,3 +1731,4 @@ def _reresolve(w: _Writer, next_edge: int) -> None:
         fresh.append(call.as_tests_edge(next_edge))
         next_edge += 1
     w.insert(schema.edge, fresh, EDGE_COLUMNS)
+    return len(edges) - len(old_tests)

@@ -116,18 +116,52 @@ class Resolver:
         self.file_path: dict[int, str] = {}
         self.file_module: dict[int, str] = {}
         self.file_is_test: dict[int, bool] = {}
-        for file in files:
-            self.file_path[file.id] = file.path
-            self.file_module[file.id] = file.module
-            self.file_is_test[file.id] = bool(file.is_test)
-
         self.sym_file: dict[int, int] = {}
         self.sym_parent: dict[int, int | None] = {}
         self.sym_kind: dict[int, str] = {}
         self.sym_name: dict[int, str] = {}
         self.children: dict[tuple[int, str], int] = {}
         self.module_sym: dict[int, int] = {}
-        top: dict[str, int] = {}
+        # for updates in place (`replace_files`): each file's symbols, each scope's
+        # member names, and every top-level function or class of a name
+        self.file_symbols: dict[int, list[int]] = {}
+        self.members: dict[int, list[str]] = {}
+        self.top_definitions: dict[str, list[int]] = {}
+        self.unique_top: dict[str, int] = {}
+        self.bindings: dict[int, dict[str, str]] = {}
+        self.stars: dict[int, list[str]] = {}
+        # part of an import target → the names bound to targets holding it, with how many
+        # bindings; built on first use by `names_bound_to`, then kept up to date
+        self._bound_by_part: dict[str, dict[str, int]] | None = None
+        self.written_bases: dict[int, list[WrittenBase]] = {}
+        self.bases: dict[int, list[int]] = {}
+        self.modules: dict[str, int] = {}
+        self._mro: dict[int, list[int]] = {}
+        self._absolute: dict[str, int | None] = {}
+        self._in_progress: set = set()
+        self._cycle = False
+        self._add(files, symbols, bindings, inherits)
+        for name, definitions in self.top_definitions.items():
+            if len(definitions) == 1:
+                self.unique_top[name] = definitions[0]
+        self._index_modules()
+        self._resolve_bases(list(self.written_bases))
+
+    def _add(
+        self,
+        files: Iterable[ResolverFile],
+        symbols: Iterable[ResolverSymbol],
+        bindings: Iterable[ModuleBinding],
+        inherits: Iterable[WrittenBase],
+    ) -> set[str]:
+        """Take in these rows (files new to the resolver); returns the names of the
+        top-level functions and classes added."""
+        for file in files:
+            self.file_path[file.id] = file.path
+            self.file_module[file.id] = file.module
+            self.file_is_test[file.id] = bool(file.is_test)
+            self.file_symbols.setdefault(file.id, [])
+        top_names = set()
         for symbol in symbols:
             sid, fid, parent = symbol.id, symbol.file_id, symbol.parent_id
             kind, name = symbol.kind, symbol.name
@@ -135,15 +169,29 @@ class Resolver:
             self.sym_parent[sid] = parent
             self.sym_kind[sid] = kind
             self.sym_name[sid] = name
+            self.file_symbols[fid].append(sid)
             if kind == "module":
                 self.module_sym[fid] = sid
                 continue
             self.children.setdefault((parent, name), sid)  # first definition wins
+            self.members.setdefault(parent, []).append(name)
             if kind in ("function", "class") and self.sym_kind.get(parent) == "module":
-                top[name] = sid if name not in top else _AMBIGUOUS
-        self.unique_top = {k: v for k, v in top.items() if v != _AMBIGUOUS}
+                self.top_definitions.setdefault(name, []).append(sid)
+                top_names.add(name)
+        for binding in bindings:
+            if binding.name == "*":
+                self.stars.setdefault(binding.file_id, []).append(binding.target)
+            else:
+                bound = self.bindings.setdefault(binding.file_id, {})
+                if binding.name not in bound:
+                    bound[binding.name] = binding.target
+                    self._count_binding(binding.name, binding.target, 1)
+        for base in inherits:
+            self.written_bases.setdefault(base.class_id, []).append(base)
+        return top_names
 
-        # module name → module symbol; a name two files claim is not used
+    def _index_modules(self) -> None:
+        """Module name → module symbol; a name two files claim is not used."""
         index: dict[str, int] = {}
         for fid, module in self.file_module.items():
             if fid in self.module_sym:
@@ -155,33 +203,126 @@ class Resolver:
                 index[alias] = self.module_sym[fid] if alias not in index else _AMBIGUOUS
         self.modules = {k: v for k, v in index.items() if v != _AMBIGUOUS}
 
-        self.bindings: dict[int, dict[str, str]] = {}
-        self.stars: dict[int, list[str]] = {}
-        for binding in bindings:
-            if binding.name == "*":
-                self.stars.setdefault(binding.file_id, []).append(binding.target)
-            else:
-                self.bindings.setdefault(binding.file_id, {}).setdefault(
-                    binding.name, binding.target
-                )
+    def _resolve_bases(self, class_ids: Iterable[int]) -> None:
+        """Resolve the written bases of these classes again.
 
-        # bases: resolved without class bases (a base named Outer.Inner finds Inner
-        # among Outer's own members only), so the result does not depend on order
-        self.bases: dict[int, list[int]] = {}
-        self._mro: dict[int, list[int]] = {}
-        self._absolute: dict[str, int | None] = {}
-        self._in_progress: set = set()
-        self._cycle = False
-        resolved_bases = [
-            (base.class_id, self.resolve(base.class_id, base.base_name, "inherits",
-                                         base.typed_name))
-            for base in inherits
-        ]
-        for src, dst in resolved_bases:
-            if dst is not None and self.sym_kind.get(dst) == "class" and dst != src:
-                self.bases.setdefault(src, []).append(dst)
+        Bases are resolved without class bases (a base named Outer.Inner finds Inner
+        among Outer's own members only), so the result does not depend on order.
+        """
+        class_ids = list(class_ids)
+        kept, self.bases = self.bases, {}
+        self.forget_lookups()
+        resolved = {
+            cid: [self.resolve(base.class_id, base.base_name, "inherits", base.typed_name)
+                  for base in self.written_bases.get(cid, ())]
+            for cid in class_ids
+        }
+        self.bases = kept
+        self.forget_lookups()
+        for cid, found in resolved.items():
+            self.bases.pop(cid, None)
+            for dst in found:
+                if dst is not None and self.sym_kind.get(dst) == "class" and dst != cid:
+                    self.bases.setdefault(cid, []).append(dst)
+
+    def forget_lookups(self) -> None:
+        """Drop the memoized lookups (after the rows changed)."""
         self._mro.clear()
         self._absolute.clear()
+
+    # -- updates in place ------------------------------------------------------------------
+
+    def replace_files(
+        self,
+        removed: Iterable[int],
+        files: Iterable[ResolverFile],
+        symbols: Iterable[ResolverSymbol],
+        bindings: Iterable[ModuleBinding],
+        inherits: Iterable[WrittenBase],
+    ) -> None:
+        """Remove the files `removed` (ids) and everything in them, then add these rows
+        (of new file ids). Bases are not resolved again: `rebase` the classes whose
+        bases may have moved (the new ones, and those whose written bases were
+        resolved into the removed files or may resolve otherwise now)."""
+        files = list(files)
+        removed = list(removed)
+        # module symbols of the removed files by path: when the same paths come back
+        # under the same module names, the module index only needs their new symbols
+        old_modules = {self.file_path[fid]: (self.file_module[fid], self.module_sym.get(fid))
+                       for fid in removed if fid in self.file_path}
+        touched_top: set[str] = set()
+        for fid in removed:
+            for sid in self.file_symbols.pop(fid, ()):
+                parent, name = self.sym_parent.pop(sid), self.sym_name.pop(sid)
+                kind = self.sym_kind.pop(sid)
+                del self.sym_file[sid]
+                self.written_bases.pop(sid, None)
+                self.bases.pop(sid, None)
+                self.members.pop(sid, None)
+                if kind == "module":
+                    continue
+                if self.children.get((parent, name)) == sid:
+                    del self.children[(parent, name)]
+                definitions = self.top_definitions.get(name)
+                if definitions is not None and sid in definitions:
+                    definitions.remove(sid)
+                    if not definitions:
+                        del self.top_definitions[name]
+                    touched_top.add(name)
+            for name, target in self.bindings.get(fid, {}).items():
+                self._count_binding(name, target, -1)
+            for table in (self.file_path, self.file_module, self.file_is_test,
+                          self.module_sym, self.bindings, self.stars):
+                table.pop(fid, None)
+        touched_top |= self._add(files, symbols, bindings, inherits)
+        # the members lists of scopes in removed files went with them; those of
+        # surviving scopes only ever list names of their own file's symbols
+        for name in touched_top:
+            definitions = self.top_definitions.get(name, ())
+            if len(definitions) == 1:
+                self.unique_top[name] = definitions[0]
+            else:
+                self.unique_top.pop(name, None)
+        new_modules = {file.path: (file.module, self.module_sym.get(file.id)) for file in files}
+        if {path: module for path, (module, _) in old_modules.items()} == \
+                {path: module for path, (module, _) in new_modules.items()}:
+            moved = {old_sym: new_modules[path][1]
+                     for path, (_, old_sym) in old_modules.items() if old_sym is not None}
+            if None not in moved.values() and len(moved) == len(old_modules):
+                self.modules = {name: moved.get(sid, sid) for name, sid in self.modules.items()}
+            else:  # a file gained or lost its module symbol (it became too large to parse)
+                self._index_modules()
+        else:
+            self._index_modules()
+        self.forget_lookups()
+
+    def names_bound_to(self, parts: Iterable[str]) -> set[str]:
+        """The names some module binds by import to a target holding one of these parts
+        (between dots)."""
+        if self._bound_by_part is None:
+            self._bound_by_part = {}
+            for bound in self.bindings.values():
+                for name, target in bound.items():
+                    self._count_binding(name, target, 1)
+        found: set[str] = set()
+        for part in parts:
+            found.update(self._bound_by_part.get(part, ()))
+        return found
+
+    def _count_binding(self, name: str, target: str, step: int) -> None:
+        if self._bound_by_part is None:
+            return
+        for part in set(target.split(".")):
+            names = self._bound_by_part.setdefault(part, {})
+            names[name] = names.get(name, 0) + step
+            if names[name] == 0:
+                del names[name]
+                if not names:
+                    del self._bound_by_part[part]
+
+    def rebase(self, class_ids: Iterable[int]) -> None:
+        """Resolve these classes' written bases again (after `replace_files`)."""
+        self._resolve_bases(class_ids)
 
     # -- entry point -----------------------------------------------------------------------
 
@@ -220,6 +361,11 @@ class Resolver:
                 return None
             ent = self.member(ent, part)
         return ent
+
+    def is_test_function(self, sid: int) -> bool:
+        """A ``test*`` function or method in a test file (its calls give tests edges)."""
+        return is_test_function(self.file_is_test[self.sym_file[sid]], self.sym_kind[sid],
+                                self.sym_name[sid])
 
     def test_functions(self) -> set[int]:
         """Ids of test functions: ``test*`` functions and methods in test files."""
@@ -357,3 +503,4 @@ class Resolver:
             if found is not None:
                 return found
         return None
+

@@ -15,6 +15,10 @@ Tables (see `recon_tables`):
 - ``edge``         calls / imports / inherits / tests, symbol → symbol.
 - ``binding``      names a module binds by import, resolved to absolute dotted names
                    (kept so edges can be re-resolved without re-parsing unchanged files).
+- ``file_stat``    each file's stat key (size, mtime, ctime, inode) when its content was
+                   last hashed, so a later run hashes only the files whose stat moved;
+                   bookkeeping of the machine that indexed, not part of the index's
+                   content (no row: hash the file to be sure).
 - ``skipped_path`` what the walk passed over and why (FIFOs, sockets, devices, symlink
                    loops, links leaving the root, ...), replaced by each run; files too
                    large or too deep to parse are ``file`` rows with ``skipped`` set.
@@ -31,6 +35,7 @@ Tables (see `recon_tables`):
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterator
@@ -199,7 +204,26 @@ skipped_path = Table(
     "the root, directory links not followed, directories it could not read.",
 )
 
-TABLES = (recon_meta, file, file_source, symbol, edge, binding, skipped_path)
+file_stat = Table(
+    "file_stat",
+    recon_tables,
+    Column(
+        "file_id", Integer, ForeignKey("recon.file.id", ondelete="CASCADE"), primary_key=True
+    ),
+    Column(
+        "stat_key",
+        Text,
+        nullable=False,
+        comment="size:mtime_ns:ctime_ns:inode as read before the content was hashed",
+    ),
+    comment="Change detection's bookkeeping: a file whose stat key is unchanged is not "
+    "read again. No row for a file changed too shortly before it was read.",
+)
+
+TABLES = (recon_meta, file, file_source, symbol, edge, binding, skipped_path, file_stat)
+# Tables added since RECON_SCHEMA_VERSION 3 without changing what the index holds: an
+# index without them gets them on its next incremental run.
+ADDED_TABLES = (file_stat,)
 
 # Full-text index DDL: a virtual table (SQLite) or a generated column (PostgreSQL).
 # The FTS5 table is external-content over recon.symbol: it stores only the index.
@@ -236,12 +260,20 @@ class ReconVersionError(RuntimeError):
 
 def current_meta() -> dict[str, str]:
     """What `recon_meta` must hold for this code to read the index."""
+    tree_sitter, tree_sitter_python = _parser_versions()
     return {
         "schema_version": str(RECON_SCHEMA_VERSION),
         "parser": PARSER_NAME,
-        "tree_sitter": version("tree-sitter"),
-        "tree_sitter_python": version("tree-sitter-python"),
+        "tree_sitter": tree_sitter,
+        "tree_sitter_python": tree_sitter_python,
     }
+
+
+@functools.cache
+def _parser_versions() -> tuple[str, str]:
+    """The installed parser packages' versions (read once: a package's metadata costs
+    milliseconds to find, and an incremental run has few to spare)."""
+    return version("tree-sitter"), version("tree-sitter-python")
 
 
 def default_target() -> str:
@@ -309,6 +341,12 @@ def table_ddl(dialect: sa.engine.Dialect) -> list[str]:
     else:
         out.append(_PG_BODY)
     return out
+
+
+def added_table_ddl(dialect: sa.engine.Dialect) -> list[str]:
+    """CREATE TABLE IF NOT EXISTS for ADDED_TABLES, for an index written before them."""
+    return [str(CreateTable(table, if_not_exists=True).compile(dialect=dialect)).strip()
+            for table in ADDED_TABLES]
 
 
 def index_ddl(dialect: sa.engine.Dialect, *, edges: bool) -> list[str]:

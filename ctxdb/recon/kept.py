@@ -1,0 +1,90 @@
+"""What the indexer keeps in process between runs over the same index and tree.
+
+A harness re-indexes one repository after every command, so a run keeps, for the next:
+the name resolver of the index's generation (updated in place by an incremental run,
+never used for another generation), the index's file states and totals (the same), and
+each directory's listing for the walk (used while the directory's own stat key has not
+moved: adding, removing or renaming an entry moves it). Both are dropped by `forget_indexer_state`, e.g. for benchmarks; neither can
+go stale unnoticed. Pure Python: importing this loads no parser and no database driver.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .resolve import Resolver
+
+# A resolver holds a repository's names (~40 MB for Django's): only the most recent few.
+KEPT_RESOLVERS = 2
+# An index's file states and totals (~1 MB for Django's).
+KEPT_INDEXES = 4
+# Directory listings, per walked root (~1 MB for Django's 3,224 directories).
+KEPT_WALKS = 4
+
+_RESOLVERS: OrderedDict[str, tuple[str, Resolver]] = OrderedDict()
+_INDEXES: OrderedDict[str, tuple[str, Any]] = OrderedDict()
+_LISTINGS: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+
+def kept_resolver(identity: str, generation: str | None) -> Resolver | None:
+    """The resolver kept for this index if it is of this generation. It is handed over:
+    the caller changes it, and keeps it again once its changes are committed."""
+    kept = _RESOLVERS.pop(identity, None)
+    if kept is None or generation is None or kept[0] != generation:
+        return None
+    return kept[1]
+
+
+def keep_resolver(identity: str, generation: str, resolver: Resolver | None) -> None:
+    """Keep the resolver matching this index at this generation."""
+    _RESOLVERS.pop(identity, None)
+    if resolver is None:
+        return
+    _RESOLVERS[identity] = (generation, resolver)
+    while len(_RESOLVERS) > KEPT_RESOLVERS:
+        _RESOLVERS.popitem(last=False)
+
+
+def forget_resolver(identity: str) -> None:
+    _RESOLVERS.pop(identity, None)
+
+
+def kept_index(identity: str, generation: str | None) -> Any | None:
+    """What the last run left of this index (its file states, totals), if the index is
+    still of that generation."""
+    kept = _INDEXES.get(identity)
+    if kept is None or generation is None or kept[0] != generation:
+        return None
+    return kept[1]
+
+
+def keep_index(identity: str, generation: str, summary: Any) -> None:
+    _INDEXES.pop(identity, None)
+    _INDEXES[identity] = (generation, summary)
+    while len(_INDEXES) > KEPT_INDEXES:
+        _INDEXES.popitem(last=False)
+
+
+def forget_index(identity: str) -> None:
+    _INDEXES.pop(identity, None)
+
+
+def directory_listings(root: str) -> dict[str, Any]:
+    """The walk's listings of the directories under `root` (a real path), by path; the
+    walk fills it."""
+    listings = _LISTINGS.pop(root, None)
+    if listings is None:
+        listings = {}
+    _LISTINGS[root] = listings
+    while len(_LISTINGS) > KEPT_WALKS:
+        _LISTINGS.popitem(last=False)
+    return listings
+
+
+def forget_indexer_state() -> None:
+    """Drop everything kept: the next run is a fresh process's."""
+    _RESOLVERS.clear()
+    _INDEXES.clear()
+    _LISTINGS.clear()
