@@ -45,6 +45,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from ..tokens import HASHED_TEXT_KEPT_MAX_CHARS
 from .anchors import is_edit_command, shell_commands
 from .trajectory import ObservationKind
 
@@ -264,11 +265,21 @@ class SettledParts:
                           and _settles(item_no, horizon)}, history)
 
 
-@functools.lru_cache(maxsize=DIGESTS_CACHED)
 def part_digest(content: str) -> str:
     """A part's content as the store names it (``tokens.content_sha256``); a text the
-    store would not hold as given (a lone surrogate) is still named, not refused."""
+    store would not hold as given (a lone surrogate) is still named, not refused. Short
+    texts are remembered (a run's steps come back at every decision); a long one is not
+    kept alive for it."""
+    if len(content) > HASHED_TEXT_KEPT_MAX_CHARS:
+        return _digest(content)
+    return _digest_kept(content)
+
+
+def _digest(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+_digest_kept = functools.lru_cache(maxsize=DIGESTS_CACHED)(_digest)
 
 
 def history_digests(steps: Sequence["LoopStep"]) -> dict[int, str]:
