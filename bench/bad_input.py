@@ -35,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from requests_data import edit_request  # noqa: E402
 from sqlalchemy import create_engine, text  # noqa: E402
 
 from ctxdb import ContextStore  # noqa: E402
@@ -50,7 +51,6 @@ from ctxdb.request import (  # noqa: E402
     TASK_MAX_CHARS,
     VARIANT_MAX_CHARS,
 )
-from requests_data import edit_request  # noqa: E402
 
 SHOPCART = ROOT / "fixtures" / "repos" / "shopcart"
 

@@ -39,15 +39,15 @@ from recon_index import DEFAULT_CACHE, ensure_sdist  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 
 from ctxdb import ContextStore  # noqa: E402
-from ctxdb.request import DecisionRequest  # noqa: E402
 from ctxdb.caches import forget_process_caches  # noqa: E402
-from ctxdb.tokens import forget_counts_in_process  # noqa: E402
 from ctxdb.recon import (  # noqa: E402
     ReconVersionError,
     check_recon_version,
     index_repository,
     search_symbols,
 )
+from ctxdb.request import DecisionRequest  # noqa: E402
+from ctxdb.tokens import forget_counts_in_process  # noqa: E402
 
 RECON_FILE = "django-5.0.6-recon.db"
 

@@ -53,8 +53,9 @@ def writer(url: str, trial: int) -> None:
     """The child: decisions until killed, each id on stdout once committed."""
     import logging
 
-    from ctxdb import ContextStore
     from load import HEAVY_CORPUS, heavy_text, request_for
+
+    from ctxdb import ContextStore
 
     logging.getLogger("ctxdb").setLevel(logging.ERROR)
     corpus = [heavy_text(n) for n in range(HEAVY_CORPUS)]

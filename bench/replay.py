@@ -30,8 +30,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from ctxdb.agent.report import replay_screen
 from ctxdb.agent.replay import load_run_specs, run_replay
+from ctxdb.agent.report import replay_screen
 from ctxdb.db import resolve_url
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 
 from .diffs import parse_unified_diff
 from .request import (
+    STORE_INTEGER_MAX,
     DecisionRequest,
     EvidenceInput,
     InsertionPoint,
     LiveEvent,
     LiveState,
     PlanNode,
-    STORE_INTEGER_MAX,
     RequestError,
 )
 

@@ -170,11 +170,11 @@ class DecisionRequest:
     token_ceiling: int | None = None
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> "DecisionRequest":
+    def from_json(cls, text: str | bytes) -> DecisionRequest:
         return cls.from_dict(parse_request_json(text))
 
     @classmethod
-    def from_dict(cls, data: Any) -> "DecisionRequest":
+    def from_dict(cls, data: Any) -> DecisionRequest:
         """Checked as JSON against the schema (exact paths for a malformed structure),
         then as a dataclass by ``check()``: one set of rules for dicts, JSON and
         dataclasses alike (tests/test_hostile_input.py runs the same cases through all)."""
@@ -184,7 +184,7 @@ class DecisionRequest:
         return request
 
     @classmethod
-    def _build(cls, data: dict) -> "DecisionRequest":
+    def _build(cls, data: dict) -> DecisionRequest:
         """The dataclass of ``data`` as given: lists become tuples, nothing is coerced
         (a value of the wrong type stays wrong, for ``check()`` to name)."""
         node = dict(data["plan_node"])

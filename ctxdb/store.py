@@ -10,10 +10,11 @@ import sqlite3
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy import Connection, Engine, event, inspect, text
 from sqlalchemy.dialects import sqlite as sqlite_dialect
@@ -33,8 +34,8 @@ from .db import (
 )
 from .migrate import (
     _check_known,
-    current_revision,
     create_new_sqlite_store,
+    current_revision,
     head_revision,
     upgrade_engine,
     upgrade_in_memory,
@@ -154,7 +155,7 @@ class ContextStore:
         *,
         settings: Settings | None = None,
         strict: bool = False,
-    ) -> "ContextStore":
+    ) -> ContextStore:
         """``strict``: the default of ``construct(request, strict=...)``."""
         url = resolve_url(url_or_path)
         settings = settings or load_settings()
@@ -225,7 +226,7 @@ class ContextStore:
             self.texts_stored.clear()
         self.texts_stored |= digests
 
-    def __enter__(self) -> "ContextStore":
+    def __enter__(self) -> ContextStore:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -369,7 +370,7 @@ class ContextStore:
                 self._recon_available = False
         return self._recon_available
 
-    def construct(self, request, *, strict: bool | None = None) -> "DecisionContext":
+    def construct(self, request, *, strict: bool | None = None) -> DecisionContext:
         """Build, record and return the window for one decision (one transaction).
 
         An item naming an entity recon cannot give the text of (no recon, an unknown
@@ -464,7 +465,7 @@ class ContextStore:
             row = forensics.item(connection, decision_id, item_id)
         return row["original_content"] if row["original_content"] is not None else row["content"]
 
-    def context(self, decision: int | str) -> "DecisionContext":
+    def context(self, decision: int | str) -> DecisionContext:
         """The DecisionContext ``construct`` returned for a decision, read back from the
         store (``render()``, ``messages()`` and ``to_json()`` as they were)."""
         from . import forensics

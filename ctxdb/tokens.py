@@ -29,9 +29,9 @@ import importlib.util
 import re
 import threading
 import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 from sqlalchemy import Connection, bindparam, select
 
@@ -285,7 +285,8 @@ def count_cached(connection: Connection, tokenizer: str, texts: Iterable[str], *
 def store_counts(connection: Connection, tokenizer: str, counts: dict[str, int]) -> None:
     """Add counts (digest -> count) to ``token_count_cache``; one another writer added
     first is kept (a count never changes for a tokenizer and a text)."""
-    from .models import insert_ignoring_duplicates, token_count_cache as cache
+    from .models import insert_ignoring_duplicates
+    from .models import token_count_cache as cache
 
     if counts:
         connection.execute(

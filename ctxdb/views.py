@@ -11,7 +11,7 @@ catches an edited file and a view replaced by hand in the shell.
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 
 from sqlalchemy import Connection, inspect, select, text
 
@@ -60,7 +60,7 @@ def drop_views(connection: Connection) -> None:
 
 
 def create_views(connection: Connection) -> None:
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    now = datetime.now(UTC).isoformat(timespec="seconds")
     rows = []
     for view in view_files():
         # text() escapes the % of LIKE patterns for percent-style drivers (psycopg).

@@ -7,7 +7,8 @@ its result; results come back as the jobs finish, and ``progress(done, total)`` 
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 
 def usable_cpu_count() -> int:

@@ -94,7 +94,7 @@ class ChatServer:
         host, port = self.httpd.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def __enter__(self) -> "ChatServer":
+    def __enter__(self) -> ChatServer:
         self.thread.start()
         return self
 

@@ -15,7 +15,6 @@ from sqlalchemy import text
 
 from ctxdb import ContextStore
 from ctxdb.ab.gold import changed_tests, edited_entities
-from ctxdb.diffs import parse_unified_diff
 from ctxdb.ab.instances import load_instances
 from ctxdb.ab.materialize import SkippedBlob, materialize
 from ctxdb.ab.oracle_ranker import OracleRanker, Place
@@ -25,6 +24,7 @@ from ctxdb.ab.runner import AbOptions, run_ab
 from ctxdb.cli import main
 from ctxdb.config import load_settings
 from ctxdb.db import resolve_url
+from ctxdb.diffs import parse_unified_diff
 from ctxdb.pipeline.rank import ResidueCandidate, rank_residue
 from ctxdb.recon import index_repository
 from ctxdb.recon.schema import create_recon_engine

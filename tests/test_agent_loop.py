@@ -12,6 +12,8 @@ from ctxdb import ContextStore
 from ctxdb.agent.adapter import TreeFiles, construct_step, plan_window, run_ref
 from ctxdb.agent.loop import (
     FILE_IN_PLAY_STEPS,
+    GONE,
+    MASK_HINT,
     OUTPUT_PART,
     POINTER,
     SHOWN_CUT,
@@ -19,16 +21,14 @@ from ctxdb.agent.loop import (
     SHOWN_WHOLE,
     LoopRules,
     LoopStep,
+    SettledParts,
     build_window,
     decision_type_of,
-    GONE,
-    MASK_HINT,
-    SettledParts,
     fold_horizon,
     item_numbers,
     newest_output,
-    tree_change_item,
     step_of_item,
+    tree_change_item,
     viewed_lines,
 )
 from ctxdb.request import RequestError

@@ -3,7 +3,6 @@ prompts, tokens and cache (ctxdb.agent.arms)."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from ctxdb.agent.arms import (

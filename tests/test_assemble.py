@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from ctxdb.pipeline.assemble import ResolvedEntity, assemble_pool, cap_content, cap_provenance
-from ctxdb.entities import EntityRef, parse_entity_key
-from ctxdb.request import DecisionRequest
 from ctxdb.config import load_settings
+from ctxdb.entities import EntityRef, parse_entity_key
+from ctxdb.pipeline.assemble import ResolvedEntity, assemble_pool, cap_content, cap_provenance
+from ctxdb.request import DecisionRequest
 from ctxdb.spec import CONTENT_MAX_BYTES, POOL_MAX_ITEMS, PROVENANCE_MAX_CHARS
 
 

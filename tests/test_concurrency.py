@@ -14,10 +14,12 @@ import time
 from dataclasses import dataclass
 
 import pytest
+from requests_data import TOTAL_BODY, edit_request
 from sqlalchemy import create_engine, text
 
 import ctxdb.pipeline.construct as construct_module
 from ctxdb import ContextStore, RequestError, StoreBusy
+from ctxdb.pipeline.vocabulary import TOKENS_BOUNDED_FLAG
 from ctxdb.request import TASK_MAX_CHARS
 from ctxdb.store import WriteRetry
 from ctxdb.tokens import (
@@ -28,8 +30,6 @@ from ctxdb.tokens import (
     get_counter,
     has_long_run,
 )
-from ctxdb.pipeline.vocabulary import TOKENS_BOUNDED_FLAG
-from requests_data import TOTAL_BODY, edit_request
 
 # What a test's polling loop waits for another session at most (a bound that fails the
 # test if the awaited state never comes, not a timing assertion).

@@ -10,9 +10,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
-
 from conftest import BACKENDS, fresh_pg_database
+from sqlalchemy import text
 
 from ctxdb import ContextStore
 

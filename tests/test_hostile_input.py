@@ -10,9 +10,9 @@ unicode) with hypothesis, on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
-import contextlib
 import hashlib
 import json
 import re

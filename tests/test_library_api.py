@@ -10,6 +10,7 @@ from sqlalchemy import text
 import ctxdb
 from ctxdb import ContextStore, RequestError
 
+
 def _query(store, statement, params=None):
     """Rows of one query, on a connection closed at once (a connection left to the
     garbage collector is closed at an arbitrary moment of a later test)."""

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from conftest import fresh_pg_database
 
 from ctxdb.recon import index_repository, open_recon
 from ctxdb.recon.kept import forget_indexer_state
 from ctxdb.recon.schema import GENERATION_KEY
-from conftest import fresh_pg_database
 
 TEST_RACY_WINDOW_NS = 100_000_000
 PAST_THE_WINDOW_S = 0.15

@@ -8,12 +8,10 @@ RECON_SCHEMA_VERSION).
 
 from __future__ import annotations
 
-
 import pytest
 import sqlalchemy as sa
 
 from ctxdb.recon import IndexStats, index_repository, lookup_symbol, open_recon
-
 
 FILES = 34
 TEST_FILES = 15  # tests/**: conftest, testserver and helpers too

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from requests_data import edit_request
 from sqlalchemy import inspect, text
 from sqlalchemy.exc import OperationalError
 
@@ -12,7 +13,6 @@ from ctxdb import ContextStore
 from ctxdb.migrate import StoreVersionError, head_revision
 from ctxdb.models import metadata
 from ctxdb.recon import index_repository
-from requests_data import edit_request
 
 SHOPCART = Path(__file__).resolve().parent.parent / "fixtures" / "repos" / "shopcart"
 

@@ -34,8 +34,8 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
-from typing import NamedTuple
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import NamedTuple
 
 from ..pipeline.construct import assemble, normalise
 from ..recon.reader import ReconReader
@@ -61,7 +61,7 @@ class Place(NamedTuple):
     text: str | None = None  # an item: its text; a fact: its def/class line (head_text)
     is_outline: bool = False
 
-    def holds(self, fact: "Place") -> bool:
+    def holds(self, fact: Place) -> bool:
         """Recall's "holds" (sql/reports/window_recall.sql): the fact's own entity; a
         span of its file around it (a class; not an outline, whose span is the file's);
         or, from its file, a text showing the fact's def/class line."""

@@ -27,9 +27,17 @@ from ..context import DecisionContext, WindowEntry
 from ..forensics import RUN_REF_PREFIX
 from ..pipeline import persist
 from ..pipeline.audit import AuditLog
-from ..pipeline.window_text import task_block
-from ..pipeline.state import BACK, MIDDLE, TRANSIENT, WORKING_SET, BudgetStep, PoolItem, new_decision
+from ..pipeline.state import (
+    BACK,
+    MIDDLE,
+    TRANSIENT,
+    WORKING_SET,
+    BudgetStep,
+    PoolItem,
+    new_decision,
+)
 from ..pipeline.vocabulary import BUDGET, EVICTED, IN_WINDOW, MASKED, RENDER, TASK_IN_PREFIX_FLAG
+from ..pipeline.window_text import task_block
 from ..request import NUL, NUL_STAND_IN, DecisionRequest, PlanNode, RequestError
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 from ..sqlfiles import sql_statement
@@ -37,20 +45,20 @@ from ..tokens import bounded_count, get_counter
 from .arms import CHAT_MESSAGE_OVERHEAD_TOKENS, CHAT_REPLY_PRIMING_TOKENS
 from .loop import (
     AGENT_TURN,
+    DEFAULT_WORKDIR,
     FILE_VIEW,
+    LAST_THOUGHT_RULE,
     MASK_HINT,
+    PARTS_PER_STEP,
     POINTER,
     SHOWN_CUT,
     SHOWN_LINES,
     SHOWN_WHOLE,
+    TREE_PART,
     LoopPart,
     LoopRules,
     LoopStep,
     LoopWindow,
-    DEFAULT_WORKDIR,
-    LAST_THOUGHT_RULE,
-    PARTS_PER_STEP,
-    TREE_PART,
     SettledPart,
     SettledParts,
     build_window,

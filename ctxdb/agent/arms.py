@@ -21,8 +21,8 @@ then the common start of the first message that differs.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from .trajectory import AgentRun
 

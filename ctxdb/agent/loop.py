@@ -124,7 +124,7 @@ class LoopRules:
     settled: bool = True  # folded parts keep the previous window's text between folds
     moved_run_summarized_min: int = MOVED_RUN_SUMMARIZED_MIN
 
-    def without(self, rule: str) -> "LoopRules":
+    def without(self, rule: str) -> LoopRules:
         """These rules with ``rule`` (a name of ``ABLATIONS``) off."""
         return replace(self, **ABLATIONS[rule])
 
@@ -217,7 +217,7 @@ def step_of_item(item_no: int) -> tuple[int, int]:
     return (item_no - 1) // PARTS_PER_STEP + 1, (item_no - 1) % PARTS_PER_STEP
 
 
-def newest_output(parts: Sequence["LoopPart"]) -> "LoopPart | None":
+def newest_output(parts: Sequence[LoopPart]) -> LoopPart | None:
     """The newest step's observation among a window's parts (a note of the lines its
     command changed, or the newest reasoning, may follow it)."""
     return next((p for p in reversed(parts) if step_of_item(p.item_no)[1] == OUTPUT_PART),
@@ -247,8 +247,8 @@ class SettledParts:
     history: dict[int, str]
 
     @classmethod
-    def of(cls, window: "LoopWindow", steps: Sequence["LoopStep"],
-           rules: "LoopRules") -> "SettledParts":
+    def of(cls, window: LoopWindow, steps: Sequence[LoopStep],
+           rules: LoopRules) -> SettledParts:
         """A window built after ``steps``, as the next window of its run settles on it."""
         return cls.settling(len(steps), {
             p.item_no: SettledPart(part_digest(p.content), p.rendering, p.text, p.content)
@@ -256,7 +256,7 @@ class SettledParts:
 
     @classmethod
     def settling(cls, done: int, parts: dict[int, SettledPart], history: dict[int, str],
-                 rules: "LoopRules") -> "SettledParts":
+                 rules: LoopRules) -> SettledParts:
         """Of a window's ``parts`` (item number -> as shown), those that settle: its
         folded outputs and its notes of changed lines."""
         horizon = fold_horizon(done, rules)
@@ -282,7 +282,7 @@ def _digest(content: str) -> str:
 _digest_kept = functools.lru_cache(maxsize=DIGESTS_CACHED)(_digest)
 
 
-def history_digests(steps: Sequence["LoopStep"]) -> dict[int, str]:
+def history_digests(steps: Sequence[LoopStep]) -> dict[int, str]:
     """Item number -> content digest of each step's command and output."""
     digests = {}
     for number, step in enumerate(steps, start=1):

@@ -28,11 +28,11 @@ import re
 import subprocess
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Callable
 
 from sqlalchemy import delete, select
 
@@ -41,10 +41,20 @@ from ..config import Settings, load_settings
 from ..pipeline.persist import settings_json
 from ..request import RequestError
 from ..store import ContextStore
-from ..workers import DEFAULT_WORKERS, run_each
 from ..tokens import get_counter
+from ..workers import DEFAULT_WORKERS, run_each
 from . import anchors as anchor_rules
 from .adapter import TreeFiles, construct_step, plan_window, run_ref
+from .arms import (
+    ARM_CTX08,
+    ARM_CURRENT,
+    ARM_MASK10,
+    PromptCounter,
+    current_prompt,
+    mask10_prompt,
+    masked_observation_indexes,
+    prompt_text,
+)
 from .loop import (
     ABLATIONS,
     OUTPUT_PART,
@@ -55,16 +65,6 @@ from .loop import (
     build_window,
     loop_step,
     step_of_item,
-)
-from .arms import (
-    ARM_CTX08,
-    ARM_CURRENT,
-    ARM_MASK10,
-    PromptCounter,
-    current_prompt,
-    mask10_prompt,
-    masked_observation_indexes,
-    prompt_text,
 )
 from .trajectory import AgentRun, ObservationKind, read_trajectory
 from .worktree import SWEBENCH_TESTBED_SETUP, ScratchTree

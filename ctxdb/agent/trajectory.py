@@ -22,10 +22,11 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 FORMAT_V1 = "mini-swe-agent-1"
 FORMAT_V2 = "mini-swe-agent-1.1"

@@ -157,7 +157,7 @@ class CtxdbModel:
         if self._owns_store:
             self.store.close()
 
-    def __enter__(self) -> "CtxdbModel":
+    def __enter__(self) -> CtxdbModel:
         return self
 
     def __exit__(self, *exc) -> None:

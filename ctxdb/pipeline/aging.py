@@ -17,8 +17,8 @@ traceback) — in a later decision. Superseded are:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from .vocabulary import FAILURE_KINDS
 

@@ -4,7 +4,7 @@ the constructor's windows, so every A/B comparison is one SQL query."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .state import MIDDLE, WORKING_SET, Candidate, Decision
 from .vocabulary import BASELINE_DRIVER

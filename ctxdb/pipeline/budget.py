@@ -25,7 +25,7 @@ is cut and flagged ``task_truncated`` — no window over the ceiling is emitted.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .compress import sliding_window
 from .render import signature_of

@@ -22,8 +22,8 @@ import warnings
 from dataclasses import dataclass, field
 
 from ..context import DecisionContext, WindowEntry
-from ..recon.reader import ReconReader
 from ..entities import is_absolute_key, relative_to_root
+from ..recon.reader import ReconReader
 from ..request import (
     DecisionRequest,
     RequestError,

@@ -24,14 +24,14 @@ import functools
 import re
 from collections import Counter
 
+from ..ab.variants import NO_IMPACT_DIGEST
 from ..entities import entity_key_of_test_id, parse_entity_key
 from ..recon.reader import ReconReader
 from ..request import DecisionRequest
 from ..spec import PROVENANCE_MAX_CHARS
 from ..terms import terms
-from ..ab.variants import NO_IMPACT_DIGEST
-from .assemble import apply_pool_cap
 from .aging import observation_of, stale_arrivals
+from .assemble import apply_pool_cap
 from .dedup import fact_key
 from .state import Decision, ImpactEdge, Link, Nearness, PoolItem
 from .vocabulary import (
@@ -42,8 +42,8 @@ from .vocabulary import (
     IMPACT_DIGEST,
     INSERTION_POINT,
     NAMED_IN_CRITERIA,
-    OBLIGATION_DEPENDENCY,
     NEAR_TESTED_KINDS,
+    OBLIGATION_DEPENDENCY,
     TARGET_ENTITY,
     TRACEBACK_FRAME,
     VALIDATION_CALLEE,

@@ -19,16 +19,16 @@ from ..spec import COMPRESSED_TARGET_BYTES
 from ..sqlfiles import sql_statement
 from .aging import observation_of, stale_arrivals
 from .state import Candidate, Decision
-from .window_text import mask_pointer
 from .vocabulary import (
     CHANGE_TARGET_KINDS,
     DRIVER_ROLES,
     IMPACT,
-    RENDER,
     REJECTED,
+    RENDER,
     REQUIREMENT_KINDS,
     TRANSIENT_KINDS,
 )
+from .window_text import mask_pointer
 
 STAGE = RENDER
 DEFAULT_RENDERING = "signature"  # §3.3 caps: "cheapest safe"

@@ -46,17 +46,7 @@ import sqlalchemy as sa
 from ctxdb.db import insert_statement
 from ctxdb.entities import is_test_path
 from ctxdb.progress import ProgressBar
-from ctxdb.sqlfiles import load_sql, sql_statement
 from ctxdb.recon import schema
-from ctxdb.recon.kept import (
-    directory_listings,
-    forget_index,
-    forget_resolver,
-    keep_index,
-    keep_resolver,
-    kept_index,
-    kept_resolver,
-)
 from ctxdb.recon.extract import (
     MAX_FILE_BYTES,
     MAX_PARSE_DEPTH,
@@ -71,6 +61,15 @@ from ctxdb.recon.extract import (
     split_body_terms,
     unparsed_file,
 )
+from ctxdb.recon.kept import (
+    directory_listings,
+    forget_index,
+    forget_resolver,
+    keep_index,
+    keep_resolver,
+    kept_index,
+    kept_resolver,
+)
 from ctxdb.recon.resolve import (
     ModuleBinding,
     Resolver,
@@ -80,6 +79,7 @@ from ctxdb.recon.resolve import (
     module_names,
     path_module,
 )
+from ctxdb.sqlfiles import load_sql, sql_statement
 from ctxdb.workers import usable_cpu_count
 
 # Directory names never descended into (plus *.egg-info and any dir holding pyvenv.cfg).

@@ -27,9 +27,9 @@ from pathlib import Path
 
 from ..ab.decisions import RETRIEVAL_TOP_K, _fts_query
 from ..ab.gold import edited_entities
-from ..diffs import parse_unified_diff
 from ..ab.instances import Instance, load_instances
 from ..ab.materialize import materialize
+from ..diffs import parse_unified_diff
 from ..entities import is_symbol_key
 from ..recon.schema import create_recon_engine
 from .localize import failing_test_ids
