@@ -160,6 +160,10 @@ def loop_step(step) -> LoopStep:
         observation=observation.text if observation else None)
 
 
+# build_window's default rules (frozen, so one instance serves every call)
+DEFAULT_RULES = LoopRules()
+
+
 @dataclass
 class LoopPart:
     """One item of a loop window: a step's command or its observation."""
@@ -487,7 +491,7 @@ def _name_pattern(name: str) -> re.Pattern[str]:
 # --------------------------------------------------------------------------- window
 
 def build_window(steps: Sequence[LoopStep], read_file: FileReader,
-                 rules: LoopRules = LoopRules(), workdir: str = DEFAULT_WORKDIR,
+                 rules: LoopRules = DEFAULT_RULES, workdir: str = DEFAULT_WORKDIR,
                  settled: SettledParts | None = None) -> LoopWindow:
     """The window after ``steps`` (oldest first), reading files through ``read_file``
     (repository-relative path -> its lines now, or None); the agent's commands run in

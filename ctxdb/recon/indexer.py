@@ -139,6 +139,10 @@ class IndexLimits:
     max_parse_depth: int = MAX_PARSE_DEPTH
 
 
+# index's default limits (frozen, so one instance serves every call)
+DEFAULT_LIMITS = IndexLimits()
+
+
 @dataclass
 class IndexStats:
     """One indexing run. symbols/edges/files_flagged/skipped are totals in the index
@@ -1090,7 +1094,7 @@ def index_repository(
     *,
     rebuild: bool = False,
     progress: bool | None = None,
-    limits: IndexLimits = IndexLimits(),
+    limits: IndexLimits = DEFAULT_LIMITS,
     changed: Iterable[str | os.PathLike] | None = None,
 ) -> IndexStats:
     """Index the Python files under `root` into the recon index at `target`.
