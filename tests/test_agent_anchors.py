@@ -292,8 +292,8 @@ def test_the_harness_markup_is_not_window_text():
     assert anchor_kept(Anchor(IDENTIFIER, "output"), "<output>\noutput = 3\n</output>")
 
 
-FILE_LINES = {"pkg/mod.py": ["line %d" % n for n in range(1, 200)],
-              "pkg/other.py": ["line %d" % n for n in range(1, 200)]}
+FILE_LINES = {"pkg/mod.py": [f"line {n}" for n in range(1, 200)],
+              "pkg/other.py": [f"line {n}" for n in range(1, 200)]}
 ANCHOR_120 = Anchor(LINE, "pkg/mod.py:120", path="pkg/mod.py", line=120)
 
 

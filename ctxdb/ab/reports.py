@@ -194,10 +194,11 @@ PANELS_PER_ROW, PANEL_GAP, PANEL_HEIGHT = 3, 8, 220
 SCATTER_HEIGHT = 320
 PLACEMENT_BINS = 20  # twentieths: the edges of §7.6 (first and last quarter) fall on bins
 STYLE = (
-    "body{font-family:system-ui,sans-serif;color:#1a202c;max-width:%dpx;margin:24px auto;"
+    f"body{{font-family:system-ui,sans-serif;color:#1a202c;max-width:{PAGE_WIDTH}px;"
+    "margin:24px auto;"
     "padding:0 16px}"
     "h2{margin:1.4em 0 .3em}p{margin:.3em 0 .6em;max-width:900px}"
-    ".table-scroll{max-width:100%%;overflow-x:auto;margin-bottom:1em}"
+    ".table-scroll{max-width:100%;overflow-x:auto;margin-bottom:1em}"
     "table{border-collapse:collapse;font-size:12px}"
     "td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}"
     "th{background:#f0f0f0;text-align:left;font-weight:600}"
@@ -209,10 +210,10 @@ STYLE = (
     ".legend i.outline{background:none;height:0;border-top:2px dashed var(--key);"
     "vertical-align:middle}"
     ".legend i.zone{border:1px solid #d6d0bc}"
-    ".panels{display:flex;flex-wrap:wrap;gap:%dpx}"
-    "svg.chart{border:%dpx solid #eee;background:#fff;display:block}"
+    f".panels{{display:flex;flex-wrap:wrap;gap:{PANEL_GAP}px}}"
+    f"svg.chart{{border:{CHART_BORDER}px solid #eee;background:#fff;display:block}}"
     ".summary{background:#f7fafc;border:1px solid #e2e8f0;padding:.5em .8em}"
-) % (PAGE_WIDTH, PANEL_GAP, CHART_BORDER)
+)
 
 
 def _arm_color(arm: str) -> str:

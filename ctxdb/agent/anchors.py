@@ -147,7 +147,7 @@ BACKUP_SUFFIXES = (".bak", ".orig", ".new", ".tmp", ".old", ".rej", ".swp", "~")
 _IDENTIFIER = re.compile(r"(?<!\w)[A-Za-z_]\w{3,}")
 _WORD = re.compile(r"\w+")
 _PATH_CHARS = re.compile(r"[\w./-]+")
-_MARKUP = re.compile(r"</?(?:%s)>" % "|".join(HARNESS_MARKUP_TAGS))
+_MARKUP = re.compile(r"</?(?:{})>".format("|".join(HARNESS_MARKUP_TAGS)))
 _PYTHON_EXECUTABLE = re.compile(r"^python(?:\d+(?:\.\d+)*)?$")
 _SHELL_ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=")
 # As good as keywords: every method of every Python repository names them.

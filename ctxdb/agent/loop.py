@@ -582,8 +582,8 @@ _VIEW_HEADER = re.compile(r"^\[E\d+ (?P<path>.+) lines [\d, -]+, as the tree hol
 _VIEW_LINE = re.compile(r"^(\d+)\t(.*)$")
 # a note's lines (``_tree_change_note``): a file's changed lines follow its header
 NOW_READS, GONE = "as it reads now", "no longer as shown above: read it again"
-_NOTE_FILE = re.compile(r"^\[E(?P<item>\d+) (?P<path>.+), (?P<what>%s|%s)\]$"
-                        % (re.escape(NOW_READS), re.escape(GONE)))
+_NOTE_FILE = re.compile(r"^\[E(?P<item>\d+) (?P<path>.+), "
+                        rf"(?P<what>{re.escape(NOW_READS)}|{re.escape(GONE)})\]$")
 _NOTE_MOVED = re.compile(r"^\[lines? (?P<first>\d+)(?:-(?P<last>\d+))? now reads? what "
                          r"lines? (?P<origin>\d+)(?:-\d+)? read\]$")
 _NOTE_PAST_END = re.compile(r"^\[lines? (?P<first>\d+)(?:-(?P<last>\d+))?: past the file's "
@@ -802,7 +802,7 @@ def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list
 
 # a path-like run of an output: a bounded run of path characters, split at anything else
 # (a regular expression that backtracked over a 10 MB run of letters took hours)
-_PATH_RUN = re.compile(r"[\w./-]{1,%d}" % PATH_CHARS_MAX)
+_PATH_RUN = re.compile(rf"[\w./-]{{1,{PATH_CHARS_MAX}}}")
 _HAS_EXTENSION = re.compile(r"[^/]\.\w+$")
 
 
