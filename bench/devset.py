@@ -77,7 +77,7 @@ def ranker_name(ranker: str) -> str:
 
 
 def _rows(report: reports.Report) -> list[dict]:
-    return [dict(zip(report.columns, row)) for row in report.rows]
+    return [dict(zip(report.columns, row, strict=True)) for row in report.rows]
 
 
 def _number(value) -> str:

@@ -128,7 +128,7 @@ def _cut_task(task: str, ceiling: int, steps) -> str:
     the cut is replayed from ``budget_log`` here. tests/test_forensics.py holds the two
     together.
     """
-    for previous, step in zip([None, *steps], steps):
+    for previous, step in zip([None, *steps], steps, strict=False):
         bare_recount = step["ladder_step"] == "exact_recount" and step["item_id"] is None
         # an eviction for exactness logs the evicted item's row just before its recount
         after_eviction = (previous is not None and previous["ladder_step"] == "exact_recount"
@@ -308,7 +308,7 @@ def diff(connection: Connection, decision_a: int, decision_b: int) -> WindowDiff
     def facts(decision_id):
         rows = _rows(connection, "window_facts_of_decision", decision_id=decision_id)
         return {name: (row["item_id"], row["rendering"], row["content_sha256"])
-                for name, row in zip(unique_names([fact_name(row) for row in rows]), rows)}
+                for name, row in zip(unique_names([fact_name(row) for row in rows]), rows, strict=True)}
 
     a, b = facts(decision_a), facts(decision_b)
     both = sorted(set(a) & set(b))

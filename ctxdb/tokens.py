@@ -266,7 +266,7 @@ def count_cached(connection: Connection, tokenizer: str, texts: Iterable[str], *
 
     counter = None
     missing: dict[str, int] = {}
-    for text, digest in zip(texts, digests):
+    for text, digest in zip(texts, digests, strict=True):
         if digest in known or digest in missing:
             continue
         counter = counter or get_counter(tokenizer)

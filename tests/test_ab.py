@@ -288,7 +288,7 @@ def test_ab_run_both_arms_and_a_broken_line(store_url, tmp_path):
         ("fail_to_pass", "tests/test_pricing.py::test_percentage_coupon_reduces_the_tax"),
         ("fail_to_pass", "tests/test_pricing.py::test_fixed_coupon_is_taken_before_tax"),
     ]
-    by_arm = {row[0]: dict(zip(arms.columns, row)) for row in arms.rows}
+    by_arm = {row[0]: dict(zip(arms.columns, row, strict=True)) for row in arms.rows}
     # the constructor beats stuffing on precision and on tokens, within its budget
     assert by_arm["ctx08"]["precision_items"] > by_arm["current"]["precision_items"]
     assert by_arm["ctx08"]["mean_tokens"] < by_arm["current"]["mean_tokens"]
@@ -496,7 +496,7 @@ def report_store(store_url):
 def _report(store, name):
     with store.engine.connect() as connection:
         report = run_report(connection, name)
-    return [dict(zip(report.columns, row)) for row in report.rows]
+    return [dict(zip(report.columns, row, strict=True)) for row in report.rows]
 
 
 def test_precision_and_recall_by_hand(report_store):

@@ -134,7 +134,7 @@ def test_a_recorded_run_replays_end_to_end(requests_repository, store_url, tmp_p
     # what the one before sent
     assert by_arm["current"][0].cached_tokens == 0
     assert all(d.cached_tokens == p.prompt_tokens - 3  # the reply priming is not a prefix
-               for p, d in zip(by_arm["current"], by_arm["current"][1:]))
+               for p, d in zip(by_arm["current"], by_arm["current"][1:], strict=False))
     assert [d.action_kind for d in by_arm["current"]] == [
         "other", "other", "other", "edit", "edit", "other", "submit"]
     # the ctx08 windows are decisions of the store like any other, lined up by seq

@@ -132,7 +132,7 @@ def test_the_revision_chain_is_linear_and_ends_at_the_newest_file():
     assert scripts.get_bases() == [FIRST_REVISION] == [chain[0].revision]
     assert scripts.get_heads() == [head_revision()] == [chain[-1].revision]
     assert chain[0].down_revision is None
-    for previous, revision in zip(chain, chain[1:]):
+    for previous, revision in zip(chain, chain[1:], strict=False):
         assert revision.down_revision == previous.revision, revision.path
     # each numbered file in versions/ is one link, in order: the head is the newest file
     files = sorted(path.name for path in (MIGRATIONS_DIR / "versions").glob("*.py"))

@@ -134,7 +134,7 @@ def test_budget_pressure_masks_then_downgrades_then_evicts(store_url):
         f"[{masked[0][0]} tool_output masked — ctxdb show req-{request_sha[:12]} {masked[0][0]}]\n\n"
     )
     # re-measured after each action: every step's "before" is the previous "after"
-    for previous, step in zip(steps[1:], steps[2:]):
+    for previous, step in zip(steps[1:], steps[2:], strict=False):
         if step[0] != "exact_recount":
             assert step[2] == previous[3]
 

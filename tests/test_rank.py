@@ -72,7 +72,7 @@ def _rankings(ids_scores):
 def test_good_ranking_admits_at_threshold(store_url):
     ids = _residue_ids(3)
     with ChatServer() as server, _store(store_url, server) as store:
-        server.answers.append(Answer(_rankings(zip(ids, (0.9, 0.5, 0.2)))))
+        server.answers.append(Answer(_rankings(zip(ids, (0.9, 0.5, 0.2), strict=True))))
         ctx = store.construct(residue_request(3))
         assert store.verify() == {}
         verdicts = _verdicts(store, ctx.decision_id, ids)
@@ -124,7 +124,7 @@ def test_bad_answers_reject_the_whole_residue_without_a_second_call(store_url, c
     ids = _residue_ids(3)
     with ChatServer() as server, _store(store_url, server) as store:
         server.answers.append(answer)
-        server.answers.append(Answer(_rankings(zip(ids, (1, 1, 1)))))  # must never be asked for
+        server.answers.append(Answer(_rankings(zip(ids, (1, 1, 1), strict=True))))  # must never be asked for
         ctx = store.construct(residue_request(3))
         assert store.verify() == {}
         verdicts = _verdicts(store, ctx.decision_id, ids)
@@ -138,7 +138,7 @@ def test_bad_answers_reject_the_whole_residue_without_a_second_call(store_url, c
 def test_timeout_is_one_call_and_rejects(store_url):
     ids = _residue_ids(2)
     with ChatServer() as server, _store(store_url, server, timeout=0.5) as store:
-        server.answers.append(Answer(_rankings(zip(ids, (1, 1))), delay_seconds=2.0))
+        server.answers.append(Answer(_rankings(zip(ids, (1, 1), strict=True)), delay_seconds=2.0))
         ctx = store.construct(residue_request(2))
         verdicts = _verdicts(store, ctx.decision_id, ids)
         call = _rows(store, "SELECT parse_status FROM rank_call WHERE decision_id = :d",
@@ -262,7 +262,7 @@ def test_no_endpoint_folds_in_what_is_lexically_as_near_as_a_recon_edge(store_ur
 def test_same_request_same_ranking_same_window(store_url):
     ids = _residue_ids(2)
     with ChatServer() as server, _store(store_url, server) as store:
-        server.answers += [Answer(_rankings(zip(ids, (0.8, 0.1))))] * 2
+        server.answers += [Answer(_rankings(zip(ids, (0.8, 0.1), strict=True)))] * 2
         first = store.construct(residue_request(2))
         second = store.construct(residue_request(2))
     assert first.render() == second.render()
@@ -277,7 +277,7 @@ def test_cli_summary_and_why_show_the_call(tmp_path, capsys, monkeypatch):
     request_file.write_text(json.dumps(residue_request(2)))
     db = str(tmp_path / "c.db")
     with ChatServer() as server:
-        server.answers.append(Answer(_rankings(zip(ids, (0.75, 0.25)))))
+        server.answers.append(Answer(_rankings(zip(ids, (0.75, 0.25), strict=True))))
         monkeypatch.setenv("CTXDB_RANK_BASE_URL", server.base_url)
         assert main(["construct", str(request_file), "--db", db, "--summary"]) == 0
     out = capsys.readouterr().out
@@ -300,7 +300,7 @@ def test_the_write_lock_is_free_while_the_call_is_in_flight(tmp_path):
     db = tmp_path / "lock.db"
     ids = _residue_ids(2)
     with ChatServer() as server, _store(str(db), server) as store:
-        server.answers.append(Answer(_rankings(zip(ids, (0.9, 0.1))), delay_seconds=1.5))
+        server.answers.append(Answer(_rankings(zip(ids, (0.9, 0.1), strict=True)), delay_seconds=1.5))
         result = {}
         worker = threading.Thread(
             target=lambda: result.setdefault("ctx", store.construct(residue_request(2))))
@@ -346,7 +346,7 @@ def test_cap_counts_ranked_items_in_the_store_priority_order(store_url):
     request["impact_edges"] = [{"head": "shop/cart.py::Cart.total", "tail": key,
                                 "kind": "CalledBy", "depth": 1} for key in symbols]
     with ChatServer() as server, _store(store_url, server) as store:
-        server.answers.append(Answer(_rankings(zip(ids, (0.9, 0.9, 0.9)))))
+        server.answers.append(Answer(_rankings(zip(ids, (0.9, 0.9, 0.9), strict=True))))
         ctx = store.construct(request)
         assert store.verify() == {}
         admitted = _rows(store, """

@@ -111,7 +111,7 @@ def replay_store(store_url):
 def _rows(store, name: str, **params) -> list[dict]:
     with store.engine.connect() as connection:
         report = run_report(connection, name, params or None)
-    return [dict(zip(report.columns, row)) for row in report.rows]
+    return [dict(zip(report.columns, row, strict=True)) for row in report.rows]
 
 
 def _by(rows: list[dict], *keys: str) -> dict:

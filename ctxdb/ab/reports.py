@@ -85,13 +85,13 @@ def as_table(report: Report, columns: list[str] | None = None) -> str:
     """Plain text, numbers right-aligned, every cell written by ``format_cell``."""
     columns = columns or report.columns
     index = [report.columns.index(c) for c in columns]
-    cells = [[format_cell(c, row[i]) for c, i in zip(columns, index)] for row in report.rows]
+    cells = [[format_cell(c, row[i]) for c, i in zip(columns, index, strict=True)] for row in report.rows]
     numeric = _numeric_columns(report, index)
     widths = [max([len(c)] + [len(r[n]) for r in cells]) for n, c in enumerate(columns)]
 
     def line(values: list[str]) -> str:
         return "  ".join(v.rjust(w) if right else v.ljust(w)
-                         for v, w, right in zip(values, widths, numeric)).rstrip()
+                         for v, w, right in zip(values, widths, numeric, strict=True)).rstrip()
 
     lines = [line(columns), "  ".join("-" * w for w in widths)]
     lines += [line(r) for r in cells]
@@ -108,7 +108,7 @@ def as_csv(report: Report) -> str:
 
 def as_json(report: Report) -> str:
     return json.dumps({"report": report.name, "about": report.header,
-                       "rows": [dict(zip(report.columns, r)) for r in report.rows]},
+                       "rows": [dict(zip(report.columns, r, strict=True)) for r in report.rows]},
                       indent=2, default=str)
 
 
@@ -245,11 +245,11 @@ def html_table(report: Report, columns: list[str] | None = None) -> str:
     index = [report.columns.index(c) for c in columns]
     head = "".join(_header_cell(c) for c in columns)
     classes = ["num" if numeric else "verdict" if column == "verdict" else "text"
-               for column, numeric in zip(columns, _numeric_columns(report, index))]
+               for column, numeric in zip(columns, _numeric_columns(report, index), strict=True)]
     rows = []
     for row in report.rows:
         cells = []
-        for column, i, css in zip(columns, index, classes):
+        for column, i, css in zip(columns, index, classes, strict=True):
             cells.append(f'<td class="{css}">{html.escape(format_cell(column, row[i]))}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return (f'<div class="table-scroll"><table><thead><tr>{head}</tr></thead>'

@@ -98,7 +98,7 @@ class PromptCounter:
         if not previous:
             return 0
         cached = 0
-        for before, now in zip(previous, messages):
+        for before, now in zip(previous, messages, strict=False):
             if before == now:
                 cached += self.message_tokens(now["content"])
                 continue

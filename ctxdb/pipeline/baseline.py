@@ -20,7 +20,7 @@ def stuff_everything(decision: Decision, count: Callable[[list[str]], list[int]]
         for item in decision.pool
         if not decision.audit.verdict(item.item_id)  # out of the pool: the 256 cap is both arms'
     ]
-    for candidate, tokens in zip(window, count([c.block_text() for c in window])):
+    for candidate, tokens in zip(window, count([c.block_text() for c in window]), strict=True):
         candidate.tokens = tokens
     decision.candidates = window
     decision.token_count = count([window_text(decision.request.task, window)])[0]

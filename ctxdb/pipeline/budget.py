@@ -86,7 +86,7 @@ class Budgeter:
     # -- measuring -----------------------------------------------------------
     def _measure_items(self, items: list[Candidate]) -> None:
         counts = self.count([c.block_text() for c in items])
-        for candidate, tokens in zip(items, counts):
+        for candidate, tokens in zip(items, counts, strict=True):
             candidate.tokens = tokens
 
     def _header_tokens(self) -> int:
