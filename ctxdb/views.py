@@ -11,7 +11,7 @@ catches an edited file and a view replaced by hand in the shell.
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import Connection, inspect, select, text
 
