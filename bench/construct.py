@@ -96,7 +96,8 @@ def build_request(connection, size: int, seq: int) -> dict:
         "decision_type": "edit",
         "task": "QuerySet.filter() must reject a lookup on a reverse relation that is not loaded.",
         "plan_node": {
-            "node_id": "edit-1", "obligation": "Validate reverse-relation lookups in QuerySet.filter",
+            "node_id": "edit-1",
+            "obligation": "Validate reverse-relation lookups in QuerySet.filter",
             "target_entity": TARGET,
             "required_validation": ["tests/queries/tests.py::Queries1Tests.test_ticket7076"],
             "acceptance_criteria": ["filter() on an unloaded reverse relation raises FieldError"],
@@ -225,7 +226,9 @@ def main() -> None:
     # 1k against 100k prior decisions, side by side: two stores, calls interleaved.
     with tempfile.TemporaryDirectory() as tmp, ContextStore.open(
         Path(tmp) / "small.db", recon=str(recon_path)
-    ) as small_store, ContextStore.open(Path(tmp) / "large.db", recon=str(recon_path)) as large_store:
+    ) as small_store, ContextStore.open(
+        Path(tmp) / "large.db", recon=str(recon_path)
+    ) as large_store:
         counts = {}
         for store, prior in ((small_store, PRIOR_SMALL), (large_store, args.prior_large)):
             template = store.construct(requests[16]).decision_id

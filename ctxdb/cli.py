@@ -37,7 +37,8 @@ def _add_db_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--db",
         default=None,
-        help=f"store database: a file path or SQLAlchemy URL (default ${DB_URL_ENV} or ./{DEFAULT_DB_PATH})",
+        help=(f"store database: a file path or SQLAlchemy URL (default ${DB_URL_ENV} or "
+              f"./{DEFAULT_DB_PATH})"),
     )
 
 
@@ -321,7 +322,8 @@ def _print_why(decision_id: int, item_id: str, rows) -> None:
         if row["tokens_before"] is not None or row["tokens_after"] is not None:
             tokens = f"  [{row['tokens_before']} -> {row['tokens_after']} tokens]"
         detail = f"  ({row['detail']})" if row["detail"] else ""
-        print(f"  {mark} {row['stage']:<9} {row['action']:<20} {row['driver'] or ''}{tokens}{detail}")
+        print(f"  {mark} {row['stage']:<9} {row['action']:<20} "
+              f"{row['driver'] or ''}{tokens}{detail}")
     if first["window_position"] is not None:
         print(f"in the window at position {first['window_position']} ({first['window_block']},"
               f" {first['window_rendering']})")
@@ -668,7 +670,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ctxdb {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    db = commands.add_parser("db", help="operate on the store's schema", description="Schema operations.")
+    db = commands.add_parser("db", help="operate on the store's schema",
+                             description="Schema operations.")
     db_commands = db.add_subparsers(dest="db_command", metavar="SUBCOMMAND", required=True)
     upgrade = db_commands.add_parser(
         "upgrade", help="upgrade the store to the newest schema (views are recreated)",
@@ -725,7 +728,8 @@ def build_parser() -> argparse.ArgumentParser:
         "why", help="an item's whole path through the stages of a decision",
         description="Every stage action on ITEM in DECISION, from v_why, final verdict marked ■.",
     )
-    why.add_argument("decision", metavar="DECISION", help="decision id, or req-<hash> from a pointer")
+    why.add_argument("decision", metavar="DECISION",
+                     help="decision id, or req-<hash> from a pointer")
     why.add_argument("item", metavar="ITEM", nargs="?",
                      help="pool item id (E12), or an entity key for its first pool item")
     why.add_argument("--entity", metavar="KEY",
@@ -739,7 +743,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Without ITEM: the decision's summary and the window exactly as sent. "
         "With ITEM: the item's raw content, the full text if it was cut.",
     )
-    show.add_argument("decision", metavar="DECISION", help="decision id, or req-<hash> from a pointer")
+    show.add_argument("decision", metavar="DECISION",
+                      help="decision id, or req-<hash> from a pointer")
     show.add_argument("item", metavar="ITEM", nargs="?", help="pool item id, e.g. E12")
     show.add_argument("--window-only", action="store_true",
                       help="print only the window, exactly the text sent (no summary)")
@@ -901,8 +906,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="write to FILE instead of standard output")
     datasette.set_defaults(func=_cmd_datasette_metadata)
 
-    tokens = commands.add_parser("tokens", help="count tokens offline", description="Token counting.")
-    token_commands = tokens.add_subparsers(dest="tokens_command", metavar="SUBCOMMAND", required=True)
+    tokens = commands.add_parser("tokens", help="count tokens offline",
+                                 description="Token counting.")
+    token_commands = tokens.add_subparsers(dest="tokens_command", metavar="SUBCOMMAND",
+                                           required=True)
     count = token_commands.add_parser(
         "count", help="count the tokens of a file with each tokenizer",
         description="Print the exact token count of FILE (or - for stdin) per tokenizer.",

@@ -66,7 +66,8 @@ def _merge(base: dict, override: dict) -> dict:
         for key, value in values.items():
             if key not in merged[section]:
                 raise ConfigError(
-                    f"unknown config key [{section}].{key}; expected one of {sorted(merged[section])}"
+                    f"unknown config key [{section}].{key}; "
+                    f"expected one of {sorted(merged[section])}"
                 )
             merged[section][key] = value
     return merged

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_HUNK = re.compile(r"^@@ -(?P<old>\d+)(?:,(?P<old_len>\d+))? \+(?P<new>\d+)(?:,(?P<new_len>\d+))? @@")
+_HUNK = re.compile(r"^@@ -(?P<old>\d+)(?:,(?P<old_len>\d+))? "
+                   r"\+(?P<new>\d+)(?:,(?P<new_len>\d+))? @@")
 
 
 # a hunk's line numbers: 2**31 - 1, the stores' integer, has 10 digits (and int() of

@@ -308,7 +308,8 @@ def diff(connection: Connection, decision_a: int, decision_b: int) -> WindowDiff
     def facts(decision_id):
         rows = _rows(connection, "window_facts_of_decision", decision_id=decision_id)
         return {name: (row["item_id"], row["rendering"], row["content_sha256"])
-                for name, row in zip(unique_names([fact_name(row) for row in rows]), rows, strict=True)}
+                for name, row in zip(unique_names([fact_name(row) for row in rows]), rows,
+                                     strict=True)}
 
     a, b = facts(decision_a), facts(decision_b)
     both = sorted(set(a) & set(b))

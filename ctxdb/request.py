@@ -434,7 +434,8 @@ def _quote(value) -> str:
         return repr(value)
     if isinstance(value, int):
         # 64 bits print in at most 20 digits; a longer integer is described, not printed
-        return repr(value) if value.bit_length() <= 64 else f"an integer of {value.bit_length()} bits"
+        return (repr(value) if value.bit_length() <= 64
+                else f"an integer of {value.bit_length()} bits")
     if isinstance(value, _LongInteger):
         return f"an integer of {len(value.digits)} digits"
     if isinstance(value, (list, tuple)):
@@ -806,7 +807,8 @@ def _without_nul(value):
         return tuple(_without_nul(v) for v in value)
     if dataclasses.is_dataclass(value):
         return dataclasses.replace(
-            value, **{f.name: _without_nul(getattr(value, f.name)) for f in dataclasses.fields(value)}
+            value,
+            **{f.name: _without_nul(getattr(value, f.name)) for f in dataclasses.fields(value)},
         )
     return value
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from .paths import CHECKS_DIR, SQL_DIR, VIEWS_DIR, require_dir
 
-_VIEW_NAME = re.compile(r"^\s*CREATE\s+VIEW\s+([a-z_][a-z0-9_]*)\s+AS\b", re.IGNORECASE | re.MULTILINE)
+_VIEW_NAME = re.compile(r"^\s*CREATE\s+VIEW\s+([a-z_][a-z0-9_]*)\s+AS\b",
+                        re.IGNORECASE | re.MULTILINE)
 
 
 @dataclass(frozen=True)

@@ -512,7 +512,8 @@ def _recon_file(recon: str | os.PathLike) -> str:
     path = Path(recon).expanduser().resolve()
     if not path.is_file():
         raise ReconNotFound(
-            f"recon index {path} does not exist; build it with `ctxdb recon index PATH --recon {recon}`"
+            f"recon index {path} does not exist; "
+            f"build it with `ctxdb recon index PATH --recon {recon}`"
         )
     return str(path)
 

@@ -201,7 +201,8 @@ _load_lock = threading.Lock()
 def get_counter(name: str = CL100K_BASE) -> TokenCounter:
     """The counter called ``name``, loaded once per process."""
     if name not in _LOADERS:
-        raise ValueError(f"unknown tokenizer {name!r}; expected one of {', '.join(TOKENIZER_NAMES)}")
+        raise ValueError(f"unknown tokenizer {name!r}; "
+                         f"expected one of {', '.join(TOKENIZER_NAMES)}")
     with _load_lock:
         if name not in _loaded:
             _loaded[name] = _LOADERS[name]()

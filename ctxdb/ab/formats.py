@@ -57,7 +57,8 @@ def format_tick(value: float, step: float, percent: bool = False) -> str:
     if percent:
         value, step = 100 * value, 100 * step
     decimals = 0
-    while decimals < SHARE_DECIMALS and abs(step * 10 ** decimals - round(step * 10 ** decimals)) > 1e-9:
+    while (decimals < SHARE_DECIMALS
+           and abs(step * 10 ** decimals - round(step * 10 ** decimals)) > 1e-9):
         decimals += 1
     text = f"{value:,.{decimals}f}"
     return text + "%" if percent else text

@@ -96,14 +96,16 @@ def changed_tests(connection: Connection, test_patch: str) -> list[GoldFact]:
             row = _enclosing(connection, change.new_path, line, line)
             while row is not None and not row.name.startswith("test"):
                 # a helper inside the test: the test function holding it, if any
-                row = _enclosing(connection, change.new_path, row.start_line - 1, row.end_line + 1) \
-                    if row.start_line > 1 else None
+                row = (_enclosing(connection, change.new_path, row.start_line - 1,
+                                  row.end_line + 1)
+                       if row.start_line > 1 else None)
             if row is not None and row.kind in ("function", "method"):
                 facts.setdefault(row.key, f"{change.new_path}:{line} added or changed")
     return [GoldFact("test_function", key, detail) for key, detail in facts.items()]
 
 
-def test_ids_resolved(connection: Connection, test_ids, test_patch: str) -> list[tuple[str, list[str]]]:
+def test_ids_resolved(connection: Connection, test_ids,
+                      test_patch: str) -> list[tuple[str, list[str]]]:
     """Each FAIL_TO_PASS id with the ids a harness knows it by: pytest and Django ids as
     given; a bare name (sympy's) as the entity key of each test of that name in a file
     the test patch changes, or the name alone when no such file has one."""
@@ -144,9 +146,11 @@ def fail_to_pass_keys(connection: Connection, test_ids: list[str],
         rows = connection.execute(sql_statement("recon/test_symbols_named"),
                                   {"name": match["name"]}).all()
         key = next((r.key for r in rows if f"{r.module}.{r.qualname}".endswith(
-            f"{dotted}.{match['name']}") or f"{r.module}.{r.qualname}" == f"{dotted}.{match['name']}"),
+            f"{dotted}.{match['name']}")
+            or f"{r.module}.{r.qualname}" == f"{dotted}.{match['name']}"),
             None)
-        out.append(GoldFact("fail_to_pass", key or f"{dotted.replace('.', '/')}.py::{match['name']}",
+        out.append(GoldFact("fail_to_pass",
+                            key or f"{dotted.replace('.', '/')}.py::{match['name']}",
                             test_id))
     return out
 
@@ -187,7 +191,8 @@ def def_line(signature: str | None) -> str | None:
 
 def store_gold_facts(store, instance: Instance, recon_connection) -> list[str]:
     """Write an instance's gold facts, replacing earlier ones; returns its edited
-    entities (their facts, in patch order). ``store`` is anything with ``write_transaction()`` (a ``ContextStore``)."""
+    entities (their facts, in patch order). ``store`` is anything with
+    ``write_transaction()`` (a ``ContextStore``)."""
     facts = gold_facts(recon_connection, instance.patch, instance.test_patch,
                        list(instance.fail_to_pass))
     places = {fact.entity_key: _place_of(recon_connection, fact.entity_key) for fact in facts}

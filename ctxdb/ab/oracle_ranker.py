@@ -18,11 +18,11 @@ its symbol uniquely (two ``def raw_amount(self, ...)`` read alike), and its form
 the pipeline's to change. Instead, before each decision the runner registers
 (:meth:`OracleRanker.expect`) the decision's pool as the pipeline's own assembly builds
 it from the very request about to be sent (:func:`pool_entities`) — item id → (kind,
-entity key, path, lines) — with the instance's gold facts and their spans. Assembly is deterministic, so the
-ids the server is asked about are the registered ones; each candidate's kind is checked
-against the registration too. A candidate not registered, a kind that differs, or a
-call with nothing registered is answered HTTP 409, which the ranking step records as a
-failed call (``parse_status`` ``http_error``) instead of a guess.
+entity key, path, lines) — with the instance's gold facts and their spans. Assembly is
+deterministic, so the ids the server is asked about are the registered ones; each
+candidate's kind is checked against the registration too. A candidate not registered, a
+kind that differs, or a call with nothing registered is answered HTTP 409, which the
+ranking step records as a failed call (``parse_status`` ``http_error``) instead of a guess.
 
 One server per instance, started by the worker process running it on a free loopback
 port: no two workers share one, and within a worker decisions are constructed one at

@@ -41,7 +41,8 @@ def check_outcome(run_id, instance_id, solved, cost_usd=None, model_tokens_in=No
             raise ValueError(f"field {name!r}: expected a non-empty string, got {value!r}")
     if not isinstance(solved, bool):
         raise ValueError(f"field 'solved': expected true or false, got {solved!r}")
-    for name, value in zip(NUMBER_FIELDS, (cost_usd, model_tokens_in, model_tokens_out), strict=True):
+    for name, value in zip(NUMBER_FIELDS, (cost_usd, model_tokens_in, model_tokens_out),
+                           strict=True):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or value < 0):
             raise ValueError(f"field {name!r}: expected a non-negative number or null, "

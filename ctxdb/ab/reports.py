@@ -57,7 +57,8 @@ def run_report(connection: Connection, name: str,
     documented default (``REPORT_PARAMETER_DEFAULTS``); a report without parameters
     ignores ``params``."""
     if name not in report_names():
-        raise ValueError(f"report {name!r}: expected one of {', '.join(report_names() + ['ab', 'replay'])}")
+        raise ValueError(f"report {name!r}: expected one of "
+                         f"{', '.join(report_names() + ['ab', 'replay'])}")
     path = REPORTS_DIR / f"{name}.sql"
     header = " ".join(
         line[2:].strip() for line in path.read_text(encoding="utf-8").splitlines()
@@ -85,7 +86,8 @@ def as_table(report: Report, columns: list[str] | None = None) -> str:
     """Plain text, numbers right-aligned, every cell written by ``format_cell``."""
     columns = columns or report.columns
     index = [report.columns.index(c) for c in columns]
-    cells = [[format_cell(c, row[i]) for c, i in zip(columns, index, strict=True)] for row in report.rows]
+    cells = [[format_cell(c, row[i]) for c, i in zip(columns, index, strict=True)]
+             for row in report.rows]
     numeric = _numeric_columns(report, index)
     widths = [max([len(c)] + [len(r[n]) for r in cells]) for n, c in enumerate(columns)]
 

@@ -366,8 +366,9 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
     """The ceiling's ladder for a loop window, each step logged: drop the newest
     reasoning; fold the older outputs shown whole or elided, then the folded views,
     oldest first; cut the long commands to their start, then fold the oldest commands;
-    then evict the oldest parts; then cut the newest output to what fits of its end. A window the ladder cannot bring
-    under the ceiling (the harness's own prompt is over it) is refused."""
+    then evict the oldest parts; then cut the newest output to what fits of its end. A
+    window the ladder cannot bring under the ceiling (the harness's own prompt is over it)
+    is refused."""
     log: list[BudgetStep] = []
 
     def total() -> int:

@@ -1004,7 +1004,8 @@ class _PythonReading:
         return bool(self.edited_paths(cwd, is_repository_file))
 
     def edited_paths(self, cwd: str, is_repository_file: Callable[[str], bool]) -> list[str]:
-        named = [path for path in (_resolve(t, cwd) for t in self.written if t) if is_repository_file(path)]
+        named = [path for path in (_resolve(t, cwd) for t in self.written if t)
+                 if is_repository_file(path)]
         if named or None not in self.written:
             return named
         # A target the script computes (a variable, a loop): judged by the
@@ -1174,7 +1175,8 @@ def _indexed_lines(node: ast.AST, line_lists: frozenset[str],
     return lines
 
 
-_WRITE_CALL = re.compile(r"""\bopen\s*\([^)\n]*['"][rbt]*[wax+][rbt+]*['"]|\.write_(?:text|bytes)\s*\(|inplace\s*=\s*True""")
+_WRITE_CALL = re.compile(r"""\bopen\s*\([^)\n]*['"][rbt]*[wax+][rbt+]*['"]"""
+                         r"|\.write_(?:text|bytes)\s*\(|inplace\s*=\s*True")
 
 
 def _read_python_tokens(source: str) -> _PythonReading:

@@ -43,7 +43,8 @@ def current_prompt(run: AgentRun, k: int) -> list[dict[str, str]]:
     return run.history_before(k)
 
 
-def mask10_prompt(run: AgentRun, k: int, keep_newest: int = MASK_KEEP_NEWEST) -> list[dict[str, str]]:
+def mask10_prompt(run: AgentRun, k: int,
+                  keep_newest: int = MASK_KEEP_NEWEST) -> list[dict[str, str]]:
     """The history with every observation but the newest ``keep_newest`` replaced by its
     placeholder (``masked_observation_indexes``)."""
     messages = run.history_before(k)

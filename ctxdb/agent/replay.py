@@ -304,7 +304,8 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
         matches, note = None, NOTE_NO_SUBMISSION
     else:
         matches = _same_patch(submitted, run.submission)
-        note = None if matches else f"{NOTE_DIFFERS}: {_first_difference(submitted, run.submission)}"
+        note = (None if matches
+                else f"{NOTE_DIFFERS}: {_first_difference(submitted, run.submission)}")
     # An edit that ended otherwise than recorded (often only its output differs: the
     # recorded environment had packages this one lacks) lost the tree only when the
     # rebuilt tree does not end as the run's did: then every decision after it is flagged.

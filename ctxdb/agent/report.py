@@ -114,7 +114,8 @@ def replay_json(connection: Connection,
                       if "cached_price_ratio" in reports.report_parameters(report.name) else {})
         document[section] = {"report": report.name, "about": report.header,
                              "parameters": parameters,
-                             "rows": [dict(zip(report.columns, r, strict=True)) for r in report.rows]}
+                             "rows": [dict(zip(report.columns, r, strict=True))
+                                      for r in report.rows]}
     return json.dumps(document, indent=2, default=str)
 
 

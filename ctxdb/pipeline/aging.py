@@ -24,7 +24,8 @@ from .vocabulary import FAILURE_KINDS
 
 # what names a failure: a pytest node id, or the innermost frame's file and line
 _TEST_ID = re.compile(r"[\w./-]+\.py::[\w\[\]./:-]+")
-_FRAME_SITE = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)|^(?P<short>[\w./-]+\.py:\d+):',
+_FRAME_SITE = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)'
+                         r"|^(?P<short>[\w./-]+\.py:\d+):",
                          re.MULTILINE)
 
 

@@ -159,7 +159,8 @@ def _live_items(request: DecisionRequest) -> list[tuple]:
                           None))
     for number, event in enumerate(live.events, start=1):
         arrived = f", from decision {event.decision_seq}" if event.decision_seq else ""
-        quoted = " ".join(event.command.split())[:COMMAND_IN_PROVENANCE_CHARS] if event.command else ""
+        quoted = (" ".join(event.command.split())[:COMMAND_IN_PROVENANCE_CHARS]
+                  if event.command else "")
         of = f" of `{quoted}`" if quoted else ""
         items.append(("live", event.kind, event.text,
                       f"live: event #{number} of {len(live.events)} ({event.kind}{arrived}){of}",
@@ -254,7 +255,8 @@ def _resolve(item: PoolItem, recon: EntityResolver | None, *, has_content: bool)
             item.events.append(AssemblyEvent("entity_unresolved", item.entity_key,
                                              "not in recon"))
         return
-    item.path, item.start_line, item.end_line = resolved.path, resolved.start_line, resolved.end_line
+    item.path, item.start_line, item.end_line = (resolved.path, resolved.start_line,
+                                                 resolved.end_line)
     item.signature = resolved.signature
     if not has_content:
         # No event: the row's span and signature columns record what recon supplied, and
@@ -304,7 +306,8 @@ def apply_pool_cap(pool: list[PoolItem]) -> None:
         return
     # the gate's one cap order, with the spec's source priority (the store's
     # source_priority rows hold the same numbers: tests/test_contract.py)
-    for item in sorted(in_pool, key=lambda i: cap_order(SOURCE_PRIORITY[i.source], i))[POOL_MAX_ITEMS:]:
+    by_cap = sorted(in_pool, key=lambda i: cap_order(SOURCE_PRIORITY[i.source], i))
+    for item in by_cap[POOL_MAX_ITEMS:]:
         item.in_pool = False
         item.events.append(
             AssemblyEvent(

@@ -97,7 +97,8 @@ class Budgeter:
 
     def _log(self, ladder_step, candidate, before, after, detail=None):
         item_id = candidate.item_id if candidate is not None else None
-        self.steps.append(BudgetStep(len(self.steps) + 1, ladder_step, item_id, before, after, detail))
+        self.steps.append(BudgetStep(len(self.steps) + 1, ladder_step, item_id, before, after,
+                                     detail))
 
     # -- the ladder ----------------------------------------------------------
     def fit(self, window: list[Candidate]) -> tuple[list[Candidate], int]:
@@ -146,7 +147,8 @@ class Budgeter:
     def _mask_transient(self, window, total):
         transient = [c for c in window if c.tier == TRANSIENT]
         failures = [c for c in transient if c.item.kind in FAILURE_KINDS]
-        freshest = max(failures, key=lambda c: (c.item.arrival_no or 0, c.item.item_no), default=None)
+        freshest = max(failures, key=lambda c: (c.item.arrival_no or 0, c.item.item_no),
+                       default=None)
         oldest_first = sorted(transient, key=lambda c: (c.item.arrival_no or 0, c.item.item_no))
         for candidate in oldest_first:
             if total <= self.ceiling:
@@ -220,7 +222,8 @@ class Budgeter:
         for candidate in criteria[:-1]:
             if total <= self.ceiling:
                 return window, total
-            first_line = candidate.item.content.strip().splitlines()[0] if candidate.item.content.strip() else ""
+            content = candidate.item.content.strip()
+            first_line = content.splitlines()[0] if content else ""
             if first_line != candidate.text.strip():
                 total = self._replace_text(
                     candidate, first_line, "truncated", "3_trim_acceptance_detail", total,
@@ -235,7 +238,8 @@ class Budgeter:
     def _cut_freshest_failure(self, window, total):
         failures = [c for c in window if c.tier == TRANSIENT and c.item.kind in FAILURE_KINDS
                     and not c.masked]
-        freshest = max(failures, key=lambda c: (c.item.arrival_no or 0, c.item.item_no), default=None)
+        freshest = max(failures, key=lambda c: (c.item.arrival_no or 0, c.item.item_no),
+                       default=None)
         if freshest is None:
             return window, total
         rest = total - freshest.tokens

@@ -130,7 +130,8 @@ def compress(decision: Decision) -> None:
                                  COMPRESSED_TARGET_BYTES, decision.insertion_end_line)
             if span is None:
                 candidate.over_compress_target = True
-                audit.add(item.item_id, STAGE, "flagged_over_1kb", "the whole change target is needed")
+                audit.add(item.item_id, STAGE, "flagged_over_1kb",
+                          "the whole change target is needed")
                 continue
             lines = body.split("\n")
             start, end = span[0] - item.start_line, span[1] - item.start_line
@@ -148,7 +149,8 @@ def compress(decision: Decision) -> None:
             continue
         if candidate.role in KEEP_WHOLE_ROLES:
             candidate.over_compress_target = True
-            audit.add(item.item_id, STAGE, "flagged_over_1kb", f"{candidate.role}: whole text needed")
+            audit.add(item.item_id, STAGE, "flagged_over_1kb",
+                      f"{candidate.role}: whole text needed")
             continue
         start, end = sliding_window(body, decision.terms, COMPRESSED_TARGET_BYTES)
         lines = body.split("\n")

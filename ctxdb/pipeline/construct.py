@@ -175,7 +175,8 @@ def normalise(request: DecisionRequest | dict | str, settings) -> Decision:
         request.check()
     else:
         raise RequestError(
-            f"request: expected a DecisionRequest, a dict or JSON text, got {type(request).__name__}"
+            "request: expected a DecisionRequest, a dict or JSON text, "
+            f"got {type(request).__name__}"
         )
     request_json = request.to_json()  # as given: JSON escapes NUL as \u0000
     flags = []

@@ -98,7 +98,8 @@ def traceback_frames(texts: list[str]) -> list[tuple[str, int]]:
 FRAME_KIND_ORDER = ("traceback", "test_output", "error")
 
 
-def compute_links(request: DecisionRequest, pool: list[PoolItem], recon: ReconReader | None) -> list[Link]:
+def compute_links(request: DecisionRequest, pool: list[PoolItem],
+                  recon: ReconReader | None) -> list[Link]:
     node = request.plan_node
     links: list[Link] = []
     if recon is None:
@@ -110,7 +111,8 @@ def compute_links(request: DecisionRequest, pool: list[PoolItem], recon: ReconRe
         for key in node.dependencies:
             links.append(Link(OBLIGATION_DEPENDENCY, key, None, None, None))
         for test_id in node.required_validation:
-            links.append(Link(VALIDATION_TEST, entity_key_of_test_id(test_id), None, None, None, test_id))
+            links.append(Link(VALIDATION_TEST, entity_key_of_test_id(test_id), None, None, None,
+                              test_id))
         return _unique(links)
 
     if node.target_entity:
@@ -146,7 +148,8 @@ def compute_links(request: DecisionRequest, pool: list[PoolItem], recon: ReconRe
         if row is not None:
             links.append(Link(TRACEBACK_FRAME, row.key, row.path, row.start_line, row.end_line,
                               f"{path}:{line}", row.id))
-    named_text = " ".join([node.obligation, node.decision_question or "", *node.acceptance_criteria])
+    named_text = " ".join([node.obligation, node.decision_question or "",
+                           *node.acceptance_criteria])
     for name in sorted(set(_CODE_NAME.findall(named_text))):
         rows = recon.rows("recon/symbols_named",
                           {"name": name, "last_part": name.rsplit(".", 1)[-1]})
@@ -330,7 +333,8 @@ def derive_gate_inputs(decision: Decision, recon: ReconReader | None) -> None:
     decision.nearness = compute_nearness(request, pool, links, recon)
 
 
-def _digest_item(request: DecisionRequest, edges: list[ImpactEdge], item_no: int) -> PoolItem | None:
+def _digest_item(request: DecisionRequest, edges: list[ImpactEdge],
+                 item_no: int) -> PoolItem | None:
     target = request.plan_node.target_entity
     if not target or not any(e.head == target and e.depth > 1 for e in edges):
         return None

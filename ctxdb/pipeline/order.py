@@ -40,8 +40,10 @@ def _front(candidates: list[Candidate]) -> list[Candidate]:
         (c for c in candidates if c.role == "requirement"),
         key=lambda c: (c.item.kind != "plan_node", c.item.item_no),
     )
-    targets = sorted((c for c in candidates if c.role == "change_target"), key=lambda c: c.item.item_no)
-    points = sorted((c for c in candidates if c.role == "insertion_point"), key=lambda c: c.item.item_no)
+    targets = sorted((c for c in candidates if c.role == "change_target"),
+                     key=lambda c: c.item.item_no)
+    points = sorted((c for c in candidates if c.role == "insertion_point"),
+                    key=lambda c: c.item.item_no)
     ordered = list(requirements)
     for target in targets:
         ordered.append(target)
@@ -53,7 +55,8 @@ def _front(candidates: list[Candidate]) -> list[Candidate]:
 
 
 def _back(candidates: list[Candidate]) -> list[Candidate]:
-    tests = sorted((c for c in candidates if c.role == "test_reasoned_over"), key=lambda c: c.item.item_no)
+    tests = sorted((c for c in candidates if c.role == "test_reasoned_over"),
+                   key=lambda c: c.item.item_no)
     live = [c for c in candidates if c.edge_critical and c.role == "live_current"]
     patches = [c for c in live if c.item.kind == "patch"]
     failures = sorted(

@@ -146,7 +146,8 @@ def build_request_body(
     }
 
 
-def parse_rankings(text: str | None, residue_ids: set[str]) -> tuple[str, dict[str, float], str | None]:
+def parse_rankings(text: str | None,
+                   residue_ids: set[str]) -> tuple[str, dict[str, float], str | None]:
     """(status, scores, error) for a response text; scores only when status is OK."""
     if text is None:
         return PARSE_ERROR, {}, "the response had no message content"
@@ -164,23 +165,28 @@ def parse_rankings(text: str | None, residue_ids: set[str]) -> tuple[str, dict[s
     scores: dict[str, float] = {}
     for number, entry in enumerate(rankings):
         if not isinstance(entry, dict) or set(entry) != {"candidate_id", "relevance_score"}:
-            return SCHEMA_VIOLATION, {}, f"rankings[{number}]: expected candidate_id and relevance_score only"
+            return (SCHEMA_VIOLATION, {},
+                    f"rankings[{number}]: expected candidate_id and relevance_score only")
         candidate, score = entry["candidate_id"], entry["relevance_score"]
         if not isinstance(candidate, str):
             return SCHEMA_VIOLATION, {}, f"rankings[{number}].candidate_id: expected a string"
         if candidate not in residue_ids:
-            return UNKNOWN_CANDIDATE, {}, f"rankings[{number}].candidate_id {candidate!r} is not in the residue"
+            return (UNKNOWN_CANDIDATE, {},
+                    f"rankings[{number}].candidate_id {candidate!r} is not in the residue")
         if candidate in scores:
             return SCHEMA_VIOLATION, {}, f"rankings[{number}]: {candidate} ranked twice"
-        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+        if (isinstance(score, bool) or not isinstance(score, (int, float))
+                or not math.isfinite(score)):
             return SCHEMA_VIOLATION, {}, f"rankings[{number}].relevance_score: expected a number"
         if not 0.0 <= float(score) <= 1.0:
-            return SCORE_OUT_OF_RANGE, {}, f"rankings[{number}].relevance_score {score} outside [0, 1]"
+            return (SCORE_OUT_OF_RANGE, {},
+                    f"rankings[{number}].relevance_score {score} outside [0, 1]")
         scores[candidate] = float(score)
     return OK, scores, None
 
 
-def rank_residue(settings, obligation, acceptance_criteria, decision_question, residue) -> RankOutcome:
+def rank_residue(settings, obligation, acceptance_criteria, decision_question,
+                 residue) -> RankOutcome:
     """Make the ONE call and parse it, within one deadline. Never raises for endpoint or
     model failures: every outcome is a status for the rank_call row.
 
@@ -188,7 +194,8 @@ def rank_residue(settings, obligation, acceptance_criteria, decision_question, r
     body that trickles in — not each read: the call runs in a thread of its own and the
     decision waits for it at most that long. A call still running then is abandoned (it
     holds no lock and writes nothing) and recorded as a timeout; the thread itself stops
-    at its next read past the deadline, or at its read timeout. At most RANK_RESPONSE_MAX_BYTES of the body are read."""
+    at its next read past the deadline, or at its read timeout. At most
+    RANK_RESPONSE_MAX_BYTES of the body are read."""
     body = build_request_body(
         settings.rank_model, obligation, acceptance_criteria, decision_question, residue,
         settings.rank_response_format,

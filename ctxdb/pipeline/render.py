@@ -198,13 +198,15 @@ def render(decision: Decision, policy: dict[str, str]) -> None:
         rendering = policy.get(candidate.role)
         if rendering is None:
             rendering = DEFAULT_RENDERING
-            audit.add(candidate.item_id, STAGE, "table_miss", f"role {candidate.role} not in policy")
+            audit.add(candidate.item_id, STAGE, "table_miss",
+                      f"role {candidate.role} not in policy")
         if (
             rendering in ("signature", "digest")
             and decision.target_entity
             and candidate.item.entity_key == decision.target_entity
         ):
-            audit.add(candidate.item_id, STAGE, "expanded", "obligation target is the entity itself")
+            audit.add(candidate.item_id, STAGE, "expanded",
+                      "obligation target is the entity itself")
             rendering = "verbatim"
         candidate.rendering = rendering
         if rendering == "omitted":

@@ -815,7 +815,8 @@ def _insert_deferred_body_terms(w: _Writer, first_symbol: int, per_file: list[st
     if not w.sqlite:
         terms = [row for joined in per_file for row in joined.split("\n")]
         per_file.clear()
-        _insert_body_terms(w, list(zip(range(first_symbol, first_symbol + len(terms)), terms, strict=True)))
+        _insert_body_terms(w, list(zip(range(first_symbol, first_symbol + len(terms)), terms,
+                                       strict=True)))
         return
     sql = ("INSERT INTO recon.symbol_body_fts(rowid, terms)"
            " SELECT ? + key, value FROM json_each(?)")

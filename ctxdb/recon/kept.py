@@ -4,8 +4,9 @@ A harness re-indexes one repository after every command, so a run keeps, for the
 the name resolver of the index's generation (updated in place by an incremental run,
 never used for another generation), the index's file states and totals (the same), and
 each directory's listing for the walk (used while the directory's own stat key has not
-moved: adding, removing or renaming an entry moves it). Both are dropped by `forget_indexer_state`, e.g. for benchmarks; neither can
-go stale unnoticed. Pure Python: importing this loads no parser and no database driver.
+moved: adding, removing or renaming an entry moves it). Both are dropped by
+`forget_indexer_state`, e.g. for benchmarks; neither can go stale unnoticed. Pure
+Python: importing this loads no parser and no database driver.
 """
 
 from __future__ import annotations

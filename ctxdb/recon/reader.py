@@ -190,21 +190,24 @@ class ReconReader:
         statement = _query("recon/symbols_by_keys", "entity_keys")
         for start in range(0, len(wanted), self.KEYS_PER_QUERY):
             chunk = wanted[start : start + self.KEYS_PER_QUERY]
-            found = {row.key: row for row in self.connection.execute(statement, {"entity_keys": chunk})}
+            found = {row.key: row
+                     for row in self.connection.execute(statement, {"entity_keys": chunk})}
             for key in chunk:
                 snapshot.remember(snapshot.symbols, key, found.get(key))
         paths = sorted({path_of_key(k) for k in keys} - set(snapshot.hashes))
         hashes = _query("recon/file_hashes", "paths")
         for start in range(0, len(paths), self.KEYS_PER_QUERY):
             chunk = paths[start : start + self.KEYS_PER_QUERY]
-            found = {row.path: row.sha256 for row in self.connection.execute(hashes, {"paths": chunk})}
+            found = {row.path: row.sha256
+                     for row in self.connection.execute(hashes, {"paths": chunk})}
             for path in chunk:
                 snapshot.remember(snapshot.hashes, path, found.get(path, _MISSING))
 
     def symbol(self, key: str):
         row = self._snapshot.symbols.get(key, _ABSENT)
         if row is _ABSENT:
-            row = self.connection.execute(_query("recon/symbol_by_key"), {"entity_key": key}).first()
+            row = self.connection.execute(_query("recon/symbol_by_key"),
+                                          {"entity_key": key}).first()
             self._snapshot.remember(self._snapshot.symbols, key, row)
         return row
 

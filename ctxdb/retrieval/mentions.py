@@ -48,8 +48,10 @@ _CALLED = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
 _PYTHON_PATH = re.compile(r"(?<![\w.])((?:[\w.-]+/)*[\w-]+\.py)\b")
 _CAMEL_INSIDE = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
 # Traceback frames: CPython's and pytest's ("path.py:12: in name" / "path.py:12: Error").
-_PYTHON_FRAME = re.compile(r'File "(?P<path>[^"\n]+)", line (?P<line>\d+)(?:, in (?P<name>[\w<>.]+))?')
-_PYTEST_FRAME = re.compile(r"^(?P<path>[\w./\\-]+\.py):(?P<line>\d+):(?: in (?P<name>[\w<>.]+))?", re.M)
+_PYTHON_FRAME = re.compile(r'File "(?P<path>[^"\n]+)", line (?P<line>\d+)'
+                           r"(?:, in (?P<name>[\w<>.]+))?")
+_PYTEST_FRAME = re.compile(r"^(?P<path>[\w./\\-]+\.py):(?P<line>\d+):"
+                           r"(?: in (?P<name>[\w<>.]+))?", re.M)
 
 # How much one mention of a name counts, by where it was written: inside backticks or as
 # a dotted name the writer meant code; a code block also holds the example's variables.

@@ -13,8 +13,8 @@ fused in with its weight. A gold symbol's rank in the body list over the whole
 repository is often in the hundreds, among its own file's symbols it is near the top.
 
 Files: a file's score is its symbols' scores of the primary fusion (module symbols
-included), best first, the i-th counted FILE_DECAY**i times: a file with one strong hit beats one with
-many weak ones, and a second good hit still counts.
+included), best first, the i-th counted FILE_DECAY**i times: a file with one strong hit
+beats one with many weak ones, and a second good hit still counts.
 
 Weights, RRF_K, STRUCTURE_FILES and FILE_DECAY were set on the whole development set
 (90 SWE-bench instances, sympy and astropy; `ctxdb retrieve --eval`), never per instance.

@@ -192,8 +192,8 @@ def failing_test_symbols(connection: Connection, test_ids: Iterable[str]) -> lis
             names.append(test_id.split("[", 1)[0])
     ids: dict[int, None] = {}
     if keys:
-        for row in _rows(connection, "recon/symbols_by_key_list", {"entity_keys": sorted(set(keys))},
-                         "entity_keys"):
+        for row in _rows(connection, "recon/symbols_by_key_list",
+                         {"entity_keys": sorted(set(keys))}, "entity_keys"):
             ids.setdefault(row.id, None)
     wanted = sorted(set(names) | {name for name, _dotted in django})
     if wanted:
