@@ -50,7 +50,8 @@ EDIT_REQUEST = {
     "live": {
         "test_outputs": [
             "older run: 1 failed",
-            "FAILED tests/test_cart.py::test_discount_before_tax - assert 108.00000000000001 == 108.0",
+            "FAILED tests/test_cart.py::test_discount_before_tax"
+            " - assert 108.00000000000001 == 108.0",
         ],
         "tool_outputs": ["$ ls shop\ncart.py report.py util.py\n"],
     },

@@ -149,7 +149,8 @@ def test_bad_lines_name_line_and_field(tmp_path):
     assert errors[0] == (f"{path} line 2: not valid JSON (Expecting property name enclosed in "
                          "double quotes): expected one JSON object per line")
     assert errors[1] == f"{path} line 3: field 'patch': expected a unified diff as a string"
-    assert errors[2] == f"{path} line 4: field 'FAIL_TO_PASS': expected a value (the field is missing)"
+    assert errors[2] == (f"{path} line 4: field 'FAIL_TO_PASS': "
+                         "expected a value (the field is missing)")
     assert errors[3].startswith(f"{path} line 5: field 'repo_path': expected a directory")
     assert errors[4] == (f"{path} line 6: field 'instance_id': 'shopcart__shopcart-1' appears "
                          "twice (expected one line per instance)")
@@ -426,7 +427,7 @@ def test_outcomes_import_is_all_or_nothing(store_url, tmp_path):
     assert [(r[0], bool(r[1])) for r in rows] == [("i1", False), ("i4", False)]
 
 
-# -- reports on hand-made rows -----------------------------------------------------------------------
+# -- reports on hand-made rows ---------------------------------------------------------------------
 
 def _decision(connection, decision_id, run_id, instance, seq, tokens, items):
     """items: (item_id, entity_key, kind, tokens, rendering, block, edge_critical, path, s, e)"""
@@ -474,7 +475,8 @@ def report_store(store_url):
             # ctx08: 2 evidence items, 1 gold (a.py::C.f verbatim, 100 of 150 tokens)
             _decision(connection, 2, "c", "i1", 1, 200, [
                 plan,
-                ("E1", "a.py::C.f", "retrieved_hit", 100, "verbatim", "front", True, "a.py", 10, 20),
+                ("E1", "a.py::C.f", "retrieved_hit", 100, "verbatim", "front", True, "a.py",
+                 10, 20),
                 ("E2", "b.py::g", "retrieved_hit", 50, "signature", "middle", False, "b.py", 1, 3),
             ])
             # baseline: 4 evidence items, 2 gold (the class holds C.f; the test verbatim)
@@ -482,12 +484,14 @@ def report_store(store_url):
                 plan,
                 ("E1", "a.py::C", "source_code", 300, "verbatim", "middle", False, "a.py", 5, 40),
                 ("E2", "b.py::g", "retrieved_hit", 200, "verbatim", "middle", False, "b.py", 1, 3),
-                ("E3", "t.py::test_f", "source_code", 100, "verbatim", "middle", False, "t.py", 1, 5),
+                ("E3", "t.py::test_f", "source_code", 100, "verbatim", "middle", False, "t.py",
+                 1, 5),
                 ("E4", "c.py::h", "retrieved_hit", 150, "verbatim", "middle", False, "c.py", 1, 9),
             ])
             _decision(connection, 4, "v", "i1", 1, 300, [
                 plan,
-                ("E1", "a.py::C.f", "retrieved_hit", 100, "verbatim", "front", True, "a.py", 10, 20),
+                ("E1", "a.py::C.f", "retrieved_hit", 100, "verbatim", "front", True, "a.py",
+                 10, 20),
                 ("E2", "b.py::g", "retrieved_hit", 150, "verbatim", "middle", False, "b.py", 1, 3),
             ])
         yield store

@@ -142,7 +142,7 @@ def test_ab_outcome_never_creates_a_store(tmp_path, capsys):
     assert not db.exists()
 
 
-# -- the progress bar -------------------------------------------------------------------------------
+# -- the progress bar ------------------------------------------------------------------------------
 
 def _run_cli(args: list[str], cwd: Path, stderr_on_a_terminal: bool) -> tuple[int, str]:
     """Run ``python -m ctxdb.cli ARGS`` with stderr on a pty (a terminal) or a pipe;

@@ -31,7 +31,8 @@ def texts(command, anchor_class, observations=("",), task=TASK):
 # --------------------------------------------------------------------------- sed OLD
 
 def test_sed_old_with_pipe_delimiters_is_the_literal_text():
-    command = "sed -i 's|return self._unit.to_string()|return self.unit.to_string(fmt)|' astropy/units/quantity.py"
+    command = ("sed -i 's|return self._unit.to_string()|return self.unit.to_string(fmt)|' "
+               "astropy/units/quantity.py")
     [anchor] = [a for a in anchors(command) if a.anchor_class is EDIT]
     assert anchor == Anchor(EDIT, "return self._unit.to_string()", path="astropy/units/quantity.py")
 
@@ -201,7 +202,8 @@ EOF"""
 
 
 def test_an_unquoted_heredoc_is_read_as_the_shell_passes_it():
-    command = 'python3 <<EOF\ns = open("pkg/m.py").read().replace("a\\\\tb = 1", "x")\nopen("pkg/m.py", "w").write(s)\nEOF'
+    command = ('python3 <<EOF\ns = open("pkg/m.py").read().replace("a\\\\tb = 1", "x")\n'
+               'open("pkg/m.py", "w").write(s)\nEOF')
     assert texts(command, EDIT) == ["a\tb = 1"]
 
 
@@ -288,7 +290,8 @@ def test_identifiers_are_kept_as_whole_words():
 
 
 def test_the_harness_markup_is_not_window_text():
-    assert not anchor_kept(Anchor(IDENTIFIER, "output"), "<returncode>0</returncode>\n<output>\n</output>")
+    assert not anchor_kept(Anchor(IDENTIFIER, "output"),
+                           "<returncode>0</returncode>\n<output>\n</output>")
     assert anchor_kept(Anchor(IDENTIFIER, "output"), "<output>\noutput = 3\n</output>")
 
 
@@ -302,7 +305,8 @@ def kept_120(window):
 
 
 @pytest.mark.parametrize("window", [
-    "```bash\nnl -ba pkg/mod.py | sed -n '118,122p'\n```\n<output>\n   119\tline 119\n   120\tline 120\n</output>",
+    "```bash\nnl -ba pkg/mod.py | sed -n '118,122p'\n```\n"
+    "<output>\n   119\tline 119\n   120\tline 120\n</output>",
     "grep -n 'line' /testbed/pkg/mod.py\n<output>\n120:line 120\n</output>",
     "grep -rn line pkg/\n<output>\npkg/mod.py:120:line 120\npkg/other.py-121-line 121\n</output>",
     "cat -n pkg/mod.py | grep -n 'line 120'\n3:   120\tline 120",

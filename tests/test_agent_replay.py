@@ -162,7 +162,8 @@ def test_a_recorded_run_replays_end_to_end(requests_repository, store_url, tmp_p
                                "ORDER BY d.seq, w.position")
     # each earlier step's command and output, and the newest turn's reasoning last
     assert [w.item_id for w in windows if w.seq == 7] == [
-        f"E{n}" for step in range(1, 7) for n in item_numbers(step)[:2]] + [f"E{item_numbers(6)[2]}"]
+        f"E{n}" for step in range(1, 7) for n in item_numbers(step)[:2]
+    ] + [f"E{item_numbers(6)[2]}"]
     assert all(trajectory["messages"][2 * step]["content"].split("```bash\n")[-1].split("\n```")[0]
                in "".join(w.rendered_text for w in windows if w.seq == 7)
                for step in range(1, 7))

@@ -23,7 +23,8 @@ from ctxdb.agent.trajectory import (
 )
 
 SYSTEM = "You are a helpful assistant. Reply with ONE bash block."
-TASK = "<pr_description>\nConsider the following PR description:\nFix the tax rounding.\n</pr_description>\n<instructions>Go.</instructions>"
+TASK = ("<pr_description>\nConsider the following PR description:\nFix the tax rounding.\n"
+        "</pr_description>\n<instructions>Go.</instructions>")
 
 
 def turn(command: str, thought: str = "Look around.") -> dict:
@@ -39,7 +40,8 @@ def v1_run(n_steps: int = 3) -> dict:
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
     for i in range(1, n_steps):
         messages += [turn(f"cat file{i}.py"), observation(f"line of file {i}\n")]
-    messages += [turn("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"),
+    messages += [turn("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A "
+                      "&& git diff --cached"),
                  {"role": "user", "content": "diff --git a/x b/x\n"}]
     return {"trajectory_format": "mini-swe-agent-1", "instance_id": "demo__demo-1",
             "info": {"submission": "diff --git a/x b/x\n", "exit_status": "Submitted",
@@ -94,7 +96,8 @@ def test_a_long_output_and_a_timeout_are_told_apart():
 def test_a_v2_run_reads_its_actions_raw_output_and_interruptions():
     messages = [
         {"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK},
-        {"role": "assistant", "content": "Reading.", "extra": {"actions": [{"command": "cat a.py"}]}},
+        {"role": "assistant", "content": "Reading.",
+         "extra": {"actions": [{"command": "cat a.py"}]}},
         {"role": "user", "content": "<returncode>0</returncode><output>x = 1\n</output>",
          "extra": {"raw_output": "x = 1\n", "returncode": 0}},
         {"role": "assistant", "content": "Oops", "extra": {"actions": []}},

@@ -92,7 +92,8 @@ def test_unresolved_entity_is_logged_not_dropped():
     pool = assemble_pool(_request(), FakeRecon({}))
     hit = pool[2]
     assert hit.in_pool and hit.unresolved == "not in the recon index"
-    assert hit.content == "[shopcart/cart.py::Cart.total: unresolved entity, not in the recon index]"
+    assert hit.content == ("[shopcart/cart.py::Cart.total: unresolved entity, "
+                           "not in the recon index]")
     assert hit.events[0].action == "entity_unresolved"
     assert hit.events[0].detail == hit.unresolved
 
@@ -139,7 +140,8 @@ def test_pool_cap_keeps_by_source_priority():
 
 BIG_CLASS = "class Cart:\n" + "".join(
     f"    def method_{n}(self):\n        return self.lines[{n}] * {n}  # padding padding\n"
-    for n in range(200)) + "    def total(self):\n        return self.subtotal() * (1 - self.discount)\n"
+    for n in range(200)) + (
+    "    def total(self):\n        return self.subtotal() * (1 - self.discount)\n")
 BIG_CLASS_LINES = BIG_CLASS.count("\n")
 
 

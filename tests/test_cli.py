@@ -163,7 +163,8 @@ def test_ab_run_outcome_and_reports(tmp_path, capsys):
     instances.write_text("\n".join(lines) + "\n")
     db = str(tmp_path / "ab.db")
     assert main(["ab", "run", str(instances), "--db", db, "--workers", "1",
-                 "--cache", str(tmp_path / "cache"), "--variants", "default,litm_buried"]) == EXIT_OK
+                 "--cache", str(tmp_path / "cache"),
+                 "--variants", "default,litm_buried"]) == EXIT_OK
     assert "ab run: 2 instance(s) done, 12 decisions; 0 failed" in capsys.readouterr().out
     outcomes = tmp_path / "outcomes.jsonl"
     outcomes.write_text("\n".join(json.dumps(o) for o in [

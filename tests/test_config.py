@@ -57,7 +57,8 @@ def test_bad_config_names_the_key(tmp_path, text, message):
 
 def test_bad_timeout_variable_is_named(monkeypatch):
     monkeypatch.setenv("CTXDB_RANK_TIMEOUT", "abc")
-    with pytest.raises(ConfigError, match="CTXDB_RANK_TIMEOUT must be a positive number of seconds, got 'abc'"):
+    with pytest.raises(ConfigError, match="CTXDB_RANK_TIMEOUT must be a positive number "
+                                          "of seconds, got 'abc'"):
         load_settings()
 
 

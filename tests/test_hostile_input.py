@@ -652,7 +652,8 @@ def test_the_builder_refuses_lines_past_the_store_integers(store_url, recon_targ
 
 
 @pytest.mark.parametrize("command", [["show", "1"], ["db", "current"], ["verify"],
-                                     ["construct", str(Path(__file__).resolve().parents[1] / "fixtures" / "decisions" / "edit.json")]])
+                                     ["construct", str(Path(__file__).resolve().parents[1]
+                                                       / "fixtures" / "decisions" / "edit.json")]])
 def test_a_database_server_that_cannot_be_reached_is_one_line(command, capsys):
     """A refused connection names --db and the driver's first line, not its traceback."""
     import socket

@@ -183,7 +183,8 @@ def test_the_pool_cut_of_a_failure_keeps_its_last_line_whole_or_its_end():
 
     lines = "".join(f"frame {n}\n" for n in range(3000)) + "KeyError: 'accept'\n"
     cut, was_cut = cap_content(lines, keep_tail=True)
-    assert was_cut and cut.endswith("KeyError: 'accept'\n") and cut.startswith("[ctxdb: content cut")
+    assert was_cut and cut.endswith("KeyError: 'accept'\n")
+    assert cut.startswith("[ctxdb: content cut")
     assert len(cut.encode("utf-8")) <= CONTENT_MAX_BYTES
     assert cut.split("\n")[1].startswith("frame ")  # from a whole line
     one_line, _ = cap_content("é" * 10_000 + " the end\n", keep_tail=True)

@@ -90,7 +90,8 @@ def _scripted_outputs(mswea) -> tuple[list[dict], dict[int, Exception]]:
     outputs, rejected = [], {}
     for entry in SCRIPT:
         if entry is None:
-            reply = "Both at once.\n\n```mswea_bash_command\nls\n```\n\n```mswea_bash_command\npwd\n```"
+            reply = ("Both at once.\n\n```mswea_bash_command\nls\n```\n\n"
+                     "```mswea_bash_command\npwd\n```")
             with pytest.raises(mswea.FormatError) as error:
                 mswea.parse_regex_actions(
                     reply, action_regex=r"```mswea_bash_command\s*\n(.*?)\n```",

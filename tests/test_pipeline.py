@@ -131,7 +131,8 @@ def test_budget_pressure_masks_then_downgrades_then_evicts(store_url):
     assert masked  # the big, older tool output became a pointer
     pointer = next(e for e in ctx.window if e.item_id == masked[0][0])
     assert pointer.text == (
-        f"[{masked[0][0]} tool_output masked — ctxdb show req-{request_sha[:12]} {masked[0][0]}]\n\n"
+        f"[{masked[0][0]} tool_output masked — "
+        f"ctxdb show req-{request_sha[:12]} {masked[0][0]}]\n\n"
     )
     # re-measured after each action: every step's "before" is the previous "after"
     for previous, step in zip(steps[1:], steps[2:], strict=False):

@@ -87,7 +87,8 @@ def test_good_ranking_admits_at_threshold(store_url):
     assert server.requests[0]["path"] == "/v1/chat/completions"
     assert body["temperature"] == 0 and body["max_completion_tokens"] == 1024
     assert body["response_format"]["type"] == "json_schema"
-    assert body["response_format"]["json_schema"]["schema"]["properties"]["rankings"]["maxItems"] == 32
+    schema = body["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["rankings"]["maxItems"] == 32
     assert body["model"] == "deepseek-v4-pro"
     prompt = json.loads(body["messages"][1]["content"])
     assert list(prompt) == ["current_obligation", "decision_question", "residue"]
@@ -124,7 +125,8 @@ def test_bad_answers_reject_the_whole_residue_without_a_second_call(store_url, c
     ids = _residue_ids(3)
     with ChatServer() as server, _store(store_url, server) as store:
         server.answers.append(answer)
-        server.answers.append(Answer(_rankings(zip(ids, (1, 1, 1), strict=True))))  # must never be asked for
+        # must never be asked for
+        server.answers.append(Answer(_rankings(zip(ids, (1, 1, 1), strict=True))))
         ctx = store.construct(residue_request(3))
         assert store.verify() == {}
         verdicts = _verdicts(store, ctx.decision_id, ids)
@@ -300,7 +302,8 @@ def test_the_write_lock_is_free_while_the_call_is_in_flight(tmp_path):
     db = tmp_path / "lock.db"
     ids = _residue_ids(2)
     with ChatServer() as server, _store(str(db), server) as store:
-        server.answers.append(Answer(_rankings(zip(ids, (0.9, 0.1), strict=True)), delay_seconds=1.5))
+        server.answers.append(Answer(_rankings(zip(ids, (0.9, 0.1), strict=True)),
+                                     delay_seconds=1.5))
         result = {}
         worker = threading.Thread(
             target=lambda: result.setdefault("ctx", store.construct(residue_request(2))))

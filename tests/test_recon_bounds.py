@@ -197,7 +197,8 @@ def test_tree_deeper_than_agrees_with_the_depth(source):
 def test_a_deep_file_extracts_to_no_symbols_only_past_the_limit():
     data = ("def f():\n    return " + "g(" * 300 + ")" * 300 + "\n").encode()
     deep = extract_file("d.py", data, "d", False, max_depth=100)
-    assert (deep.skipped, deep.symbols, deep.source, deep.body_terms) == (SKIP_TOO_DEEP, [], b"", "")
+    assert (deep.skipped, deep.symbols, deep.source, deep.body_terms) == (
+        SKIP_TOO_DEEP, [], b"", "")
     assert deep.sha256 == hashlib.sha256(data).hexdigest()
     parsed = extract_file("d.py", data, "d", False, max_depth=10_000)
     assert parsed.skipped is None

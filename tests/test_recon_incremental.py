@@ -54,7 +54,8 @@ REPO = {
         "from app import Engine\n"
         "from app.core import make as build\n\n\n"
         "class Turbo(Engine):\n"
-        "    def boost(self):\n        self.stop()\n        self.reset()\n        return build()\n\n\n"
+        "    def boost(self):\n        self.stop()\n        self.reset()\n"
+        "        return build()\n\n\n"
         "def go():\n    u.helper(2)\n    return unique_tool()\n"
     ),
     "tests/test_core.py": (
@@ -89,7 +90,8 @@ def _steps():
         _edit(root, "app/util.py", "def helper(x):", "def assist(x):")
 
     def follow_rename(root):
-        _edit(root, "app/core.py", "from .util import Base, helper", "from .util import Base, assist")
+        _edit(root, "app/core.py", "from .util import Base, helper",
+              "from .util import Base, assist")
         _edit(root, "app/core.py", "return helper(1)", "return assist(1)")
 
     def add_file(root):  # a second unique_tool: the repo-wide fallback no longer applies
@@ -108,8 +110,8 @@ def _steps():
               "from .base import Base\nfrom .util import assist")
 
     def member_added_to_a_base(root):  # Turbo's self.reset() now finds Base.reset
-        _edit(root, "app/base.py", "    def stop(self):", "    def reset(self):\n        return 4\n\n"
-                                                         "    def stop(self):")
+        _edit(root, "app/base.py", "    def stop(self):",
+              "    def reset(self):\n        return 4\n\n    def stop(self):")
 
     def bases_change(root):  # Engine no longer derives from Base: self.prepare moves
         _edit(root, "app/core.py", "class Engine(Base):", "class Engine:")

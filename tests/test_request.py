@@ -45,7 +45,8 @@ BROKEN = [
     ("request.impact_edges[0].depth", dataclasses.replace(
         VALID, impact_edges=(ImpactEdgeInput("a", "b", "CalledBy", 0),))),
     ("request.plan_node.insertion_point.line", dataclasses.replace(
-        VALID, plan_node=dataclasses.replace(VALID.plan_node, insertion_point=InsertionPoint("a.py", 0)))),
+        VALID, plan_node=dataclasses.replace(VALID.plan_node,
+                                             insertion_point=InsertionPoint("a.py", 0)))),
     ("request.plan_node.obligation", dataclasses.replace(
         VALID, plan_node=dataclasses.replace(VALID.plan_node, obligation=""))),
 ]

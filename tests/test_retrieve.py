@@ -71,7 +71,8 @@ def test_names_signal_resolves_a_backticked_method(shopcart_recon):
     found = ranked(shopcart_recon, NAMES_TASK)
     assert keys(found)[0] == "shopcart/money.py::round_money"
     assert found.symbols[0].signals["names"] == 1
-    assert keys(ranked(shopcart_recon, NAMES_TASK, without="names"))[0] != "shopcart/money.py::round_money"
+    assert (keys(ranked(shopcart_recon, NAMES_TASK, without="names"))[0]
+            != "shopcart/money.py::round_money")
 
 
 def test_traceback_signal_maps_a_frame_to_its_symbol(shopcart_recon):
@@ -267,7 +268,8 @@ def test_eval_reports_every_configuration(tmp_path, capsys):
         assert f"\n{configuration}" in out
     assert main(["retrieve", "--eval", str(instances), "--cache", cache, "--json"]) == EXIT_OK
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [line["instance_id"] for line in lines] == ["shopcart__shopcart-1", "shopcart__shopcart-2"]
+    assert [line["instance_id"] for line in lines] == ["shopcart__shopcart-1",
+                                                       "shopcart__shopcart-2"]
     first = lines[0]
     assert first["gold_symbols"] == [f"{PRICING}.total"]
     assert first["symbols"][0] == f"{PRICING}.total"

@@ -144,7 +144,8 @@ def test_render_roles_and_renderings():
          "change_target", "verbatim"),
         (Candidate(_item(3, entity="a.py::g", content=BODY), "obligation:validation_callee"),
          "related_symbol", "signature"),
-        (Candidate(_item(4, entity="b.py::h", content="def h():\n    total()\n"), "impact:CalledBy"),
+        (Candidate(_item(4, entity="b.py::h", content="def h():\n    total()\n"),
+                   "impact:CalledBy"),
          "direct_impact", "signature"),
         (Candidate(_item(5, entity="tests/test_cart.py::test_total", content=BODY),
                    "obligation:validation_test"), "test_reasoned_over", "verbatim"),
@@ -275,7 +276,8 @@ def test_fact_keys():
     failure_a = "Traceback at 0x7f3a: boom in 0.12s"
     failure_b = "Traceback   at 0x99ff: boom in 3.40s"
     assert normalize_failure(failure_a) == normalize_failure(failure_b)
-    assert fact_key("test_output", None, failure_a, "E1") == fact_key("error", None, failure_b, "E2")
+    assert (fact_key("test_output", None, failure_a, "E1")
+            == fact_key("error", None, failure_b, "E2"))
     assert fact_key("plan_node", None, "o", "E1") != fact_key("plan_node", None, "o", "E2")
 
 
