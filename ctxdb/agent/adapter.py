@@ -54,7 +54,6 @@ from .loop import (
     SHOWN_CUT,
     SHOWN_LINES,
     SHOWN_WHOLE,
-    TREE_PART,
     LoopPart,
     LoopRules,
     LoopStep,
@@ -68,6 +67,7 @@ from .loop import (
     newest_output,
     observation_kind,
     step_of_item,
+    tree_change_item,
 )
 
 FILE_READ_MAX_BYTES = 2 * 1024 * 1024  # a larger file is not a source a view shows
@@ -297,7 +297,7 @@ def settled_parts(store, run_id: str, instance_id: str, seq: int,
         rows = connection.execute(sql_statement("forensics/previous_window_of_run"), {
             "run_id": run_id, "instance_id": instance_id, "seq": seq, "view": SHOWN_LINES,
             "pointer": POINTER, "parts_per_step": PARTS_PER_STEP,
-            "note_part": (TREE_PART + 1) % PARTS_PER_STEP}).mappings().all()
+            "note_part": tree_change_item(1) % PARTS_PER_STEP}).mappings().all()
     if not rows:
         return None
     done = step_of_item(rows[-1]["item_no"])[0]
