@@ -1,0 +1,198 @@
+"""What a cheaper loop window would keep: the replay's windows, cut offline.
+
+``python tools/window_cuts.py --db sqlite:///replay.db [--arm ctx08]`` reads the loop
+windows a replay recorded (``ctxdb replay``) and, for every decision, which of its
+window's parts hold each anchor the next action used (an anchor the real history held;
+one the harness's own prompt holds needs no part). Then it prints:
+
+- the bound: the tokens an oracle that knew the next action would send — the prompt,
+  the newest output, and the cheapest parts that hold every anchor (greedy cover);
+- for each cut (a family of parts dropped from every window), the tokens saved and the
+  recall left, by anchor class.
+
+A cut is read as "these parts were never shown"; a real rule would leave a pointer in
+their place, so the figures are an upper bound on what the cut keeps. LINE anchors are
+checked here without the tree's lines (a listing's number and file only), so the line
+figures run slightly above the replay report's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from ctxdb.agent.anchors import (  # noqa: E402
+    Anchor,
+    AnchorClass,
+    WindowIndex,
+    shell_commands,
+)
+from ctxdb.agent.arms import ARM_CURRENT  # noqa: E402
+from ctxdb.agent.loop import COMMAND_PART, OUTPUT_PART, step_of_item  # noqa: E402
+from ctxdb.agent.trajectory import read_trajectory  # noqa: E402
+
+ANCHOR_CLASSES = (AnchorClass.EDIT, AnchorClass.LINE, AnchorClass.IDENTIFIER,
+                  AnchorClass.PATH)
+LONG_VIEW_LINES = (100, 200)  # views longer than these many lines, cut as one family
+AGES = (10, 20, 30)  # parts older than these many steps, cut as one family
+
+
+@dataclass(frozen=True)
+class Part:
+    step: int
+    part: int  # step_of_item's part: command, output, reasoning, note
+    rendering: str
+    tokens: int
+    lines: int
+    command_name: str  # the first program the step's command ran
+
+
+@dataclass(frozen=True)
+class Decision:
+    seq: int
+    prompt_tokens: int
+    parts: tuple[Part, ...]
+    # per anchor: its class and the parts holding it (None: the harness prompt holds it)
+    anchors: tuple[tuple[str, tuple[int, ...] | None], ...]
+
+
+def first_program(command: str | None) -> str:
+    if not command:
+        return ""
+    names = [c.name for c in shell_commands(command) if c.name and c.name != "cd"]
+    return names[0] if names else ""
+
+
+def read_decisions(url: str, arm: str) -> list[Decision]:
+    engine = create_engine(url)
+    decisions = []
+    with engine.connect() as connection:
+        runs = connection.execute(text(
+            "SELECT run_id, instance_id, trajectory FROM replay_run")).all()
+        for run_id, instance_id, trajectory in runs:
+            run = read_trajectory(trajectory)
+            programs = [first_program(step.action) for step in run.steps]
+            prompt = WindowIndex(run.system_prompt + "\n" + run.instruction)
+            anchors: dict[int, list[Anchor]] = {}
+            for row in connection.execute(text(
+                    "SELECT a.seq, a.anchor_class, a.anchor_text, a.path, a.line"
+                    " FROM replay_anchor a JOIN replay_anchor_outcome o"
+                    " USING (run_id, instance_id, seq, anchor_no)"
+                    " WHERE a.run_id = :run AND a.instance_id = :instance"
+                    " AND o.arm = :reference AND o.kept"),
+                    {"run": run_id, "instance": instance_id, "reference": ARM_CURRENT}):
+                anchors.setdefault(row.seq, []).append(Anchor(
+                    AnchorClass(row.anchor_class), row.anchor_text, path=row.path,
+                    line=row.line))
+            for seq, decision_id, prompt_tokens in connection.execute(text(
+                    "SELECT seq, decision_id, prompt_tokens FROM replay_decision"
+                    " WHERE run_id = :run AND instance_id = :instance AND arm = :arm"
+                    " AND decision_id IS NOT NULL"),
+                    {"run": run_id, "instance": instance_id, "arm": arm}):
+                rows = connection.execute(text(
+                    "SELECT item_id, rendering, token_count, rendered_text FROM window_item"
+                    " WHERE decision_id = :decision ORDER BY position"),
+                    {"decision": decision_id}).all()
+                parts, indexes = [], []
+                for item_id, rendering, tokens, rendered in rows:
+                    step, part = step_of_item(int(item_id[1:]))
+                    parts.append(Part(step, part, rendering, tokens,
+                                      len(rendered.splitlines()), programs[step - 1]))
+                    indexes.append(WindowIndex(rendered))
+                held = []
+                for anchor in anchors.get(seq, ()):
+                    if prompt.keeps(anchor, unnamed_listing_counts=True):
+                        held.append((str(anchor.anchor_class), None))
+                        continue
+                    held.append((str(anchor.anchor_class), tuple(
+                        number for number, index in enumerate(indexes)
+                        if index.keeps(anchor, unnamed_listing_counts=True))))
+                decisions.append(Decision(seq, prompt_tokens, tuple(parts), tuple(held)))
+    return decisions
+
+
+def oracle_tokens(decisions: list[Decision]) -> int:
+    """The prompt, the newest output and a greedy cheapest cover of the anchors."""
+    total = 0
+    for decision in decisions:
+        parts = decision.parts
+        chosen = {n for n, p in enumerate(parts)
+                  if p.part == OUTPUT_PART and p.step == decision.seq - 1}
+        open_sets = [set(h) for _, h in decision.anchors if h and not set(h) & chosen]
+        while open_sets:
+            covers = Counter(n for holders in open_sets for n in holders)
+            best = min(covers, key=lambda n: parts[n].tokens / covers[n])
+            chosen.add(best)
+            open_sets = [holders for holders in open_sets if best not in holders]
+        shown = sum(p.tokens for p in parts)
+        total += decision.prompt_tokens - shown + sum(parts[n].tokens for n in chosen)
+    return total
+
+
+def cut(decisions: list[Decision], drops: Callable[[int, Part], bool]) -> tuple[int, dict]:
+    saved, kept, total = 0, Counter(), Counter()
+    for decision in decisions:
+        gone = [drops(decision.seq, part) for part in decision.parts]
+        saved += sum(p.tokens for p, dropped in zip(decision.parts, gone, strict=True)
+                     if dropped)
+        for anchor_class, holders in decision.anchors:
+            total[anchor_class] += 1
+            if holders is None or any(not gone[n] for n in holders):
+                kept[anchor_class] += 1
+    return saved, {c: kept[c] / total[c] if total[c] else 1.0 for c in total}
+
+
+def cuts() -> dict[str, Callable[[int, Part], bool]]:
+    def view(part: Part) -> bool:
+        return part.part == OUTPUT_PART and part.rendering == "view"
+
+    def fresh(part: Part) -> bool:
+        return part.part == OUTPUT_PART and part.rendering in ("verbatim", "truncated")
+
+    families: dict[str, Callable[[int, Part], bool]] = {"nothing": lambda seq, p: False}
+    for age in AGES:
+        families[f"views older than {age} steps"] = (
+            lambda seq, p, age=age: view(p) and seq - p.step > age)
+        families[f"commands older than {age} steps"] = (
+            lambda seq, p, age=age: p.part == COMMAND_PART and seq - p.step > age)
+    for lines in LONG_VIEW_LINES:
+        families[f"views of more than {lines} lines"] = (
+            lambda seq, p, lines=lines: view(p) and p.lines > lines)
+    families["views of a whole-file cat"] = lambda seq, p: view(p) and p.command_name == "cat"
+    families["views of a grep"] = lambda seq, p: view(p) and p.command_name in ("grep", "egrep")
+    families["outputs shown whole, older than 3 steps"] = (
+        lambda seq, p: fresh(p) and seq - p.step > 3)
+    families["pointers"] = lambda seq, p: p.part == OUTPUT_PART and p.rendering == "pointer"
+    return families
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", required=True, help="the replay store's URL")
+    parser.add_argument("--arm", default="ctx08", help="the loop arm whose windows to cut")
+    args = parser.parse_args(argv)
+    decisions = read_decisions(args.db, args.arm)
+    if not decisions:
+        parser.error(f"--db: no decision of arm {args.arm!r} in {args.db}")
+    sent = sum(d.prompt_tokens for d in decisions)
+    print(f"{len(decisions)} decisions, {sent / 1e6:.2f} M tokens sent;"
+          f" an oracle that knew each next action: {oracle_tokens(decisions) / 1e6:.2f} M")
+    print(f"{'cut':45} {'saved':>8} {'left':>8}  "
+          + "  ".join(f"{c.value:>10}" for c in ANCHOR_CLASSES))
+    for name, drops in cuts().items():
+        saved, recall = cut(decisions, drops)
+        print(f"{name:45} {saved / 1e6:7.2f}M {(sent - saved) / 1e6:7.2f}M  "
+              + "  ".join(f"{recall.get(c.value, 1.0):10.3f}" for c in ANCHOR_CLASSES))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
