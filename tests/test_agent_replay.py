@@ -11,6 +11,8 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -23,6 +25,7 @@ from ctxdb.db import resolve_url
 from ctxdb.store import ContextStore
 
 UTILS = "src/requests/utils.py"
+TOOLS = Path(__file__).resolve().parent.parent / "tools"
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
            "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
@@ -201,6 +204,20 @@ def test_the_cli_replays_a_runs_file_and_reports_it(requests_repository, tmp_pat
     assert all((row["runs"], row["decisions"], row["resolved_runs"]) == (1, 7, 0)
                for row in arms.values())
     assert report["fidelity"]["rows"][0]["trees_matching"] == 1
+    # tools/window_cuts.py reads the same windows: cutting nothing keeps what the report's
+    # ctx08 arm kept (lines aside: the tool checks them without the tree's lines)
+    cuts = subprocess.run([sys.executable, str(TOOLS / "window_cuts.py"),
+                           "--db", f"sqlite:///{db}"], capture_output=True, text=True,
+                          check=True).stdout.splitlines()
+    assert cuts[0].startswith("7 decisions")
+    header, nothing = cuts[1].split(), cuts[2].split()
+    ctx08_recall = {row["anchor_class"]: row["recall"] for row in report["recall"]["rows"]
+                    if row["arm"] == "ctx08"}
+    assert "identifier" in ctx08_recall
+    for anchor_class in ("edit_text", "identifier", "path"):
+        if anchor_class in ctx08_recall:
+            column = header.index(anchor_class) - len(header)
+            assert float(nothing[column]) == pytest.approx(ctx08_recall[anchor_class], abs=5e-4)
 
 
 def test_a_run_that_fails_midway_leaves_nothing_behind(requests_repository, tmp_path,
