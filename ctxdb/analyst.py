@@ -12,7 +12,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sqlalchemy import CheckConstraint, Column, Table, UniqueConstraint, create_engine, inspect
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    DefaultClause,
+    Table,
+    UniqueConstraint,
+    create_engine,
+    inspect,
+)
 from sqlalchemy.pool import StaticPool
 
 from .ab.reports import REPORT_PARAMETER_DEFAULTS
@@ -112,7 +120,7 @@ def view_columns() -> dict[str, list[str]]:
 
 def _default(column: Column) -> str:
     default = column.server_default
-    if default is None:
+    if not isinstance(default, DefaultClause):  # none, or computed by the server
         return ""
     value = default.arg
     return f"'{value}'" if isinstance(value, str) else str(value)
@@ -178,10 +186,10 @@ def schema_markdown() -> str:
     lines += ["## Views", "",
               "Made from `sql/views/` (kept out of migration history: an upgrade recreates "
               "them from the files).", ""]
-    columns = view_columns()
+    columns_of_view = view_columns()
     for name, description in view_descriptions().items():
         lines += [f"### `{name}`", "", description, "",
-                  "Columns: " + ", ".join(f"`{c}`" for c in columns[name]), ""]
+                  "Columns: " + ", ".join(f"`{c}`" for c in columns_of_view[name]), ""]
     return "\n".join(lines)
 
 
@@ -210,7 +218,8 @@ def datasette_metadata(database_name: str) -> dict:
         tables[name] = {"description": description}
     queries = {}
     for query in canned_queries():
-        entry = {"sql": query.sql, "title": query.title, "description": query.description}
+        entry: dict[str, object] = {"sql": query.sql, "title": query.title,
+                                    "description": query.description}
         if query.params:
             entry["params"] = list(query.params)
         queries[query.name] = entry

@@ -222,9 +222,10 @@ class RequestBuilder:
             reader = ReconReader(rc)
             if path.startswith("/"):
                 root = reader.root()
-                path = relative_to_root(path, root) if root else None
-                if path is None:
+                relative = relative_to_root(path, root) if root else None
+                if relative is None:
                     return None  # outside the indexed tree (the standard library, a venv)
+                path = relative
             return path if reader.path_for(path) == path else None
 
 

@@ -71,11 +71,13 @@ def relative_to_root(key: str, root: str) -> str | None:
 
 def is_module_key(key: str | None) -> bool:
     """A whole file (``path``), not a symbol of it or a span of its lines."""
-    return bool(key) and SYMBOL_SEPARATOR not in key and _SPAN_KEY.match(key) is None
+    if not key:
+        return False
+    return SYMBOL_SEPARATOR not in key and _SPAN_KEY.match(key) is None
 
 
 def is_symbol_key(key: str | None) -> bool:
-    return bool(key) and SYMBOL_SEPARATOR in key
+    return key is not None and SYMBOL_SEPARATOR in key
 
 
 def entity_key_of_test_id(test_id: str) -> str:
@@ -101,4 +103,4 @@ def is_test_path(path: str) -> bool:
 
 
 def is_test_entity(entity_key: str | None) -> bool:
-    return bool(entity_key) and is_test_path(path_of_key(entity_key))
+    return entity_key is not None and entity_key != "" and is_test_path(path_of_key(entity_key))

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import sqlite3
+from typing import cast
 
 from sqlalchemy import Connection, Engine, inspect, text
 
@@ -144,12 +146,17 @@ def upgrade_in_memory(engine: Engine) -> tuple[str | None, str]:
         _set_foreign_keys(engine, on=True)
 
 
+def _sqlite_driver(connection: Connection) -> sqlite3.Connection:
+    """The sqlite3 connection under SQLAlchemy's, for what only it does (a PRAGMA outside
+    a transaction, a dump)."""
+    return cast(sqlite3.Connection, connection.connection.driver_connection)
+
+
 def _set_foreign_keys(engine: Engine, *, on: bool) -> None:
     # on the driver's connection: SQLAlchemy's would BEGIN first, and SQLite ignores
     # this PRAGMA inside a transaction
     with engine.connect() as connection:
-        connection.connection.driver_connection.execute(
-            f"PRAGMA foreign_keys={'ON' if on else 'OFF'}")
+        _sqlite_driver(connection).execute(f"PRAGMA foreign_keys={'ON' if on else 'OFF'}")
 
 
 def _check_target(before: str | None, target: str) -> None:
@@ -183,6 +190,9 @@ def _upgrade(engine: Engine, target: str) -> tuple[str | None, str]:
             config.attributes["connection"] = connection
             command.upgrade(config, target)
             after = current_revision(connection)
+            if after is None:
+                raise StoreVersionError(f"upgrade to {target} left the store without a "
+                                        f"{VERSION_TABLE} stamp")
             if after == head_revision():
                 create_views(connection)
             if connection.dialect.name == "sqlite":
@@ -211,7 +221,7 @@ def head_schema_script() -> str:
     try:
         upgrade_in_memory(engine)
         with engine.connect() as connection:
-            statements = list(connection.connection.driver_connection.iterdump())
+            statements = list(_sqlite_driver(connection).iterdump())
     finally:
         engine.dispose()
     kept = [s for s in statements

@@ -159,23 +159,24 @@ def construct_step(store, *, run_id: str, instance_id: str, task: str,
     (when they hold the task, ``task`` is not repeated in the window). ``workdir``: where
     the agent's commands run, as they name it (default: ``tree`` itself; a SWE-bench
     harness's ``/testbed`` when the tree is a copy of it)."""
-    steps = [s if isinstance(s, LoopStep) else steps_from_dicts([s])[0] for s in steps]
+    history: list[LoopStep] = [s if isinstance(s, LoopStep) else steps_from_dicts([s])[0]
+                               for s in steps]
     _check(run_id, instance_id, task, prefix, arm, seq)
-    seq = seq if seq is not None else len(steps) + 1
+    seq = seq if seq is not None else len(history) + 1
     # the request as given, JSON-escaped (a lone surrogate or a NUL survives as \u....)
     request_json = json.dumps({
         "run_id": run_id, "instance_id": instance_id, "seq": seq, "arm": arm, "task": task,
-        "prefix": list(prefix), "steps": [asdict(s) for s in steps]})
-    given = (task, prefix, steps)
-    task, prefix, steps = _storable(task), _storable(list(prefix)), _storable(steps)
-    flags = [] if (task, prefix, steps) == (given[0], list(given[1]), list(given[2])) \
+        "prefix": list(prefix), "steps": [asdict(s) for s in history]})
+    given = (task, prefix, history)
+    task, prefix, history = _storable(task), _storable(list(prefix)), _storable(history)
+    flags = [] if (task, prefix, history) == (given[0], list(given[1]), list(given[2])) \
         else [TEXT_REPLACED_FLAG]
     rules = rules or LoopRules()
     files = TreeFiles(tree)
     if arm == ARM_CURRENT:
-        window = LoopWindow(parts=_history_whole(steps), decision_type=decision_type_of(steps))
+        window = LoopWindow(parts=_history_whole(history), decision_type=decision_type_of(history))
     else:
-        window = build_window(steps, files, rules, workdir or (
+        window = build_window(history, files, rules, workdir or (
             str(files.root) if files.root is not None else DEFAULT_WORKDIR),
             settled_parts(store, run_id, instance_id, seq, rules))
     settings = store.settings

@@ -1034,8 +1034,9 @@ def _read_python(source: str) -> _PythonReading:
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr == "join" and node.args):
             parts = [string_of(arg) for arg in node.args]
-            if all(part is not None for part in parts):
-                return posixpath.join(*parts)  # os.path.join of literals
+            known = [part for part in parts if part is not None]
+            if len(known) == len(parts):
+                return posixpath.join(*known)  # os.path.join of literals
         return None
 
     reading = _PythonReading()
@@ -1051,6 +1052,8 @@ def _read_python(source: str) -> _PythonReading:
         receiver_path = _path_call_argument(function)
         keyword_values = {kw.arg: kw.value for kw in node.keywords}
         if function_name == "open":
+            target: ast.expr | None
+            mode: ast.expr | None
             if receiver_path is not None:  # Path(x).open(mode)
                 target, mode = receiver_path, (node.args[0] if node.args else None)
             else:
@@ -1097,9 +1100,10 @@ def _names_bound_once_to_constants(tree: ast.AST) -> dict[str, str | int]:
             bindings[node.id] = bindings.get(node.id, 0) + 1
         if (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name)
-                and isinstance(node.value, ast.Constant)
-                and type(node.value.value) in (str, int)):
-            values[node.targets[0].id] = node.value.value
+                and isinstance(node.value, ast.Constant)):
+            constant = node.value.value
+            if type(constant) is str or type(constant) is int:
+                values[node.targets[0].id] = constant
     return {name: value for name, value in values.items() if bindings.get(name) == 1}
 
 
@@ -1115,9 +1119,9 @@ def _names_of_line_lists(tree: ast.AST) -> frozenset[str]:
         if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
                 and isinstance(node.value.func, ast.Attribute)):
             continue
-        call = node.value
-        splits_lines = call.func.attr in _LINE_LIST_CALLS or (
-            call.func.attr == "split" and len(call.args) == 1
+        call, method = node.value, node.value.func.attr
+        splits_lines = method in _LINE_LIST_CALLS or (
+            method == "split" and len(call.args) == 1
             and isinstance(call.args[0], ast.Constant) and call.args[0].value == "\n")
         if splits_lines:
             names.update(t.id for t in node.targets if isinstance(t, ast.Name))
@@ -1130,8 +1134,10 @@ def _int_of(node: ast.expr | None, bound: Mapping[str, str | int]) -> int | None
     value: int | None = None
     if isinstance(node, ast.Constant) and type(node.value) is int:
         value = node.value
-    elif isinstance(node, ast.Name) and type(bound.get(node.id)) is int:
-        value = bound[node.id]
+    elif isinstance(node, ast.Name):
+        bound_value = bound.get(node.id)
+        if type(bound_value) is int:
+            value = bound_value
     elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
         left, right = _int_of(node.left, bound), _int_of(node.right, bound)
         if left is not None and right is not None:
@@ -1147,8 +1153,8 @@ def _indexed_lines(node: ast.AST, line_lists: frozenset[str],
         if (isinstance(function, ast.Attribute) and function.attr == "insert"
                 and isinstance(function.value, ast.Name) and function.value.id in line_lists
                 and node.args):
-            index = _int_of(node.args[0], bound)
-            return [] if index is None else [index + 1]  # inserted before that line
+            inserted_at = _int_of(node.args[0], bound)
+            return [] if inserted_at is None else [inserted_at + 1]  # before that line
         return []
     if isinstance(node, ast.Assign | ast.AugAssign):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -1219,7 +1225,8 @@ def _plain_string_value(tokens: Sequence[tokenize.TokenInfo]) -> str | None:
     """The value of adjacent string literal tokens when all are plain (not f-strings,
     not bytes)."""
     for token in tokens:
-        prefix = re.match(r"[A-Za-z]*", token.string).group(0).lower()
+        letters = re.match(r"[A-Za-z]*", token.string)
+        prefix = letters.group(0).lower() if letters else ""
         if "f" in prefix or "b" in prefix:
             return None
     try:

@@ -479,8 +479,9 @@ def _runs(numbers: Sequence[int]) -> list[tuple[int, int]]:
 def _mentions(command: str | None, path: str) -> bool:
     """The command names the file: its path, or its name as a whole word (``cd pkg &&
     cat mod.py``; ``test_mod.py`` does not name ``mod.py``)."""
-    return bool(command) and (path in command or _name_pattern(posixpath.basename(path))
-                              .search(command) is not None)
+    if not command:
+        return False
+    return path in command or _name_pattern(posixpath.basename(path)).search(command) is not None
 
 
 @functools.lru_cache(maxsize=NAME_PATTERNS_CACHED)
@@ -626,8 +627,8 @@ def _believed(item_no: int, view: str, notes: Sequence[str]) -> dict[str, dict[i
                 continue
             moved = _NOTE_MOVED.match(line)
             past_end = _NOTE_PAST_END.match(line)
-            if moved or past_end:
-                span = moved or past_end
+            span = moved or past_end
+            if span is not None:
                 first = int(span["first"])
                 for number in range(first, int(span["last"] or first) + 1):
                     origin = number - first + int(moved["origin"]) if moved else None

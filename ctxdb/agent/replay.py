@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import delete, select
 
@@ -60,6 +61,7 @@ from .loop import (
     OUTPUT_PART,
     POINTER,
     LoopRules,
+    LoopWindow,
     SettledParts,
     ablation_arm,
     build_window,
@@ -236,7 +238,9 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
     observations: list[str] = []  # outputs of steps before k, as the harness showed them
     previous: dict[str, list[dict[str, str]]] = {}  # each arm's prompt at decision k - 1
     settled: dict[str, SettledParts] = {}  # each ablation's window at k - 1, as it settles
-    decision_rows, anchor_rows, outcome_rows = [], [], []
+    decision_rows: list[dict[str, Any]] = []
+    anchor_rows: list[dict] = []
+    outcome_rows: list[dict] = []
     divergence: tuple[int, str] | None = None  # the first edit the re-run did otherwise
     tree_version = tree.fingerprint()
     prefix = [dict(run.messages[0]), dict(run.messages[1])]
@@ -250,7 +254,9 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
                                      prefix=prefix, seq=k, workdir=run.workdir)
             decision_id = context.decision_id
             prompts = {ARM_CTX08: context.messages(prefix=prefix)}
-            windows = {ARM_CTX08: _built_window(store, decision_id)}
+            # a recorded window (step -> rendering) or an ablation's LoopWindow
+            windows: dict[str, dict[int, str] | LoopWindow] = {
+                ARM_CTX08: _built_window(store, decision_id)}
         except RequestError:
             result.refused_decisions += 1
             decision_id = None  # the harness would send its own prompt alone
@@ -300,6 +306,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
             if version != tree_version:  # only a changed tree is read again
                 tree_version = version
     submitted = tree.submission()
+    note: str | None
     if run.submission is None:
         matches, note = None, NOTE_NO_SUBMISSION
     else:
@@ -411,7 +418,7 @@ def _built_window(store: ContextStore, decision_id: int) -> dict[int, str]:
     return {step: rendering for (step, part), rendering in parts.items() if part == OUTPUT_PART}
 
 
-def _loop_fate(window, step_number: int) -> Fate:
+def _loop_fate(window: dict[int, str] | LoopWindow, step_number: int) -> Fate:
     """What became of the output of ``step_number`` in a loop window (a recorded one:
     step -> rendering; an ablation's: its LoopWindow)."""
     if isinstance(window, dict):

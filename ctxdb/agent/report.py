@@ -49,7 +49,7 @@ def _arm_rank(arm: str) -> tuple[int, str]:
 def replay_sections(connection: Connection,
                     cached_price_ratio: float = CACHED_PRICE_RATIO) -> dict[str, Report]:
     """Each section's report, run with ``cached_price_ratio`` bound where it is named."""
-    params = {"cached_price_ratio": cached_price_ratio}
+    params: dict[str, object] = {"cached_price_ratio": cached_price_ratio}
     return {section: reports.run_report(connection, name, params)
             for section, name in SECTIONS.items()}
 

@@ -55,6 +55,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, cast
 
 # The unprivileged user and group the command runs as (nobody/nogroup on Debian).
 SANDBOX_UID = 65534
@@ -323,12 +324,13 @@ def _run(command: str, tree: Path, *, workdir: str, timeout_s: float,
                 "on PATH") from None
         os.close(status_write)
         status_write = -1
+        output_stream = cast(IO[bytes], process.stdout)  # stdout=PIPE: never None
         try:
-            output, truncated, status, timed_out = _collect(process, status_read,
-                                                            started + timeout_s)
+            output, truncated, status, timed_out = _collect(process, output_stream,
+                                                            status_read, started + timeout_s)
         finally:
             _kill_group(process)
-            process.stdout.close()
+            output_stream.close()
         returncode = process.wait()
     finally:
         if status_write >= 0:
@@ -353,7 +355,7 @@ def _run(command: str, tree: Path, *, workdir: str, timeout_s: float,
                          duration_s=duration, output_truncated=truncated)
 
 
-def _collect(process: subprocess.Popen, status_fd: int,
+def _collect(process: subprocess.Popen, output_stream: IO[bytes], status_fd: int,
              deadline: float) -> tuple[bytes, bool, str, bool]:
     """Read the output (bounded) and the status pipe until the output closes or the
     deadline passes; on the deadline the sandbox is killed and the output drained for at
@@ -363,7 +365,7 @@ def _collect(process: subprocess.Popen, status_fd: int,
     status = bytearray()
     timed_out = False
     selector = selectors.DefaultSelector()
-    selector.register(process.stdout, selectors.EVENT_READ, "output")
+    selector.register(output_stream, selectors.EVENT_READ, "output")
     selector.register(status_fd, selectors.EVENT_READ, "status")
     open_streams = 2
     try:

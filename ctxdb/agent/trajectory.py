@@ -171,7 +171,8 @@ def parse_trajectory(data: Any, name: str = "<trajectory>") -> AgentRun:
     if fmt not in FORMATS:
         raise TrajectoryError(f"{name}: trajectory_format {fmt!r}: expected one of "
                               f"{', '.join(FORMATS)}")
-    info = data.get("info") if isinstance(data.get("info"), dict) else {}
+    given_info = data.get("info")
+    info: dict = given_info if isinstance(given_info, dict) else {}
     workdir, timeout = _environment(info, name)
     chats = [_chat(m, f"{name}: messages[{i}]") for i, m in enumerate(messages)]
     if chats[0]["role"] != "system":
@@ -255,8 +256,8 @@ def _observation_v1(index: int, text: str, commands: Sequence[str]) -> Observati
             return Observation(index, text, ObservationKind.OUTPUT, whole.group(1), code)
         head, tail = _OUTPUT_HEAD.search(text), _OUTPUT_TAIL.search(text)
         if head is not None or tail is not None:
-            output = (head.group(1) if head else "") + (tail.group(1) if tail else "")
-            return Observation(index, text, ObservationKind.OUTPUT_CUT, output, code)
+            cut = (head.group(1) if head else "") + (tail.group(1) if tail else "")
+            return Observation(index, text, ObservationKind.OUTPUT_CUT, cut, code)
         return Observation(index, text, ObservationKind.OUTPUT, "", code)
     if len(commands) != 1:
         return Observation(index, text, ObservationKind.FORMAT_ERROR, text)

@@ -65,7 +65,8 @@ def _with_rejected_turns(messages: Sequence[dict]) -> list[dict]:
     rejected): the trajectory reader pairs every observation with a turn."""
     completed: list[dict] = []
     for index, message in enumerate(messages):
-        extra = message.get("extra") if isinstance(message.get("extra"), dict) else {}
+        given_extra = message.get("extra")
+        extra: dict = given_extra if isinstance(given_extra, dict) else {}
         if (index >= PREFIX_MESSAGES and extra.get("interrupt_type")
                 and message["role"] != "assistant" and completed[-1]["role"] != "assistant"):
             reply = extra.get("model_response") if extra["interrupt_type"] == FORMAT_ERROR else ""
