@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..context import DecisionContext, WindowEntry
 from ..forensics import RUN_REF_PREFIX
@@ -43,6 +44,11 @@ from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 from ..sqlfiles import sql_statement
 from ..tokens import bounded_count, get_counter
 from .arms import CHAT_MESSAGE_OVERHEAD_TOKENS, CHAT_REPLY_PRIMING_TOKENS
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from ..store import ContextStore
 from .loop import (
     AGENT_TURN,
     DEFAULT_WORKDIR,
@@ -127,7 +133,7 @@ def message_tokens(tokenizer: str, content: str) -> int:
     return _count(tokenizer, content) + CHAT_MESSAGE_OVERHEAD_TOKENS
 
 
-def steps_from_dicts(values: Sequence[dict]) -> list[LoopStep]:
+def steps_from_dicts(values: Sequence[dict[str, Any]]) -> list[LoopStep]:
     """Steps as JSON gives them (``command``, ``output``, ``kind``, ``returncode``,
     ``thought``, ``observation``), checked: a bad one is named by its index."""
     steps = []
@@ -149,8 +155,8 @@ def steps_from_dicts(values: Sequence[dict]) -> list[LoopStep]:
     return steps
 
 
-def construct_step(store, *, run_id: str, instance_id: str, task: str,
-                   steps: Sequence[LoopStep | dict], tree: str | Path | None = None,
+def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: str,
+                   steps: Sequence[LoopStep | dict[str, Any]], tree: str | Path | None = None,
                    prefix: Sequence[dict[str, str]] = (), arm: str = ARM_CTX08,
                    seq: int | None = None, rules: LoopRules | None = None,
                    workdir: str | None = None) -> DecisionContext:
@@ -220,7 +226,7 @@ def construct_step(store, *, run_id: str, instance_id: str, task: str,
     decision.window_task = task  # the flag task_in_prefix keeps it out of the window
     decision.token_count = plan.total_tokens
 
-    def write(connection):
+    def write(connection: Connection) -> DecisionContext:
         persist.write_inputs(connection, store, decision, restart=False)
         return persist.write_outcome(connection, decision, entries)
 
@@ -268,7 +274,7 @@ def plan_window(window: LoopWindow, tokenizer: str, ceiling: int | None, task: s
                       fixed + sum(p.tokens for p in window.parts), evicted)
 
 
-def _storable(value):
+def _storable(value: Any) -> Any:
     """Texts a store can hold, on every backend alike: a lone surrogate (undecodable
     bytes) becomes U+FFFD, a NUL the pipeline's visible stand-in."""
     if isinstance(value, str):
@@ -288,7 +294,7 @@ def _storable(value):
     return value
 
 
-def settled_parts(store, run_id: str, instance_id: str, seq: int,
+def settled_parts(store: ContextStore, run_id: str, instance_id: str, seq: int,
                   rules: LoopRules) -> SettledParts | None:
     """What the newest earlier decision of this run and instance showed for the parts a
     loop window keeps as shown until its fold horizon moves (``loop.SettledParts``)."""
@@ -322,7 +328,8 @@ def run_ref(run_id: str, instance_id: str) -> str:
     return f"{RUN_REF_PREFIX}{run_id}:{instance_id}"
 
 
-def _check(run_id, instance_id, task, prefix, arm, seq) -> None:
+def _check(run_id: object, instance_id: object, task: object, prefix: Sequence[object],
+           arm: object, seq: object) -> None:
     for name, value in (("run_id", run_id), ("instance_id", instance_id), ("task", task)):
         if not isinstance(value, str) or not value.strip():
             raise RequestError(f"{name}: expected non-empty text")

@@ -44,10 +44,11 @@ import posixpath
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..tokens import HASHED_TEXT_KEPT_MAX_CHARS
 from .anchors import is_edit_command, shell_commands
-from .trajectory import ObservationKind
+from .trajectory import ObservationKind, Step
 
 # Rules measured on the 97 development runs (docs/agent-loop.md has the sweep).
 FRESH_OUTPUTS = 2  # the newest outputs shown whole, at least
@@ -133,7 +134,7 @@ NAME_PATTERNS_CACHED = 1024  # file names looked for in commands, compiled once 
 DIGESTS_CACHED = 4096  # a run's steps come back at every decision: each digested once
 EVERY_STEP = 10**9  # a file-in-play window no run reaches: every file stays in play
 # what turning each rule off means (the replay's ablation arms)
-ABLATIONS: dict[str, dict] = {
+ABLATIONS: dict[str, dict[str, Any]] = {
     "views": {"views": False},
     "strides": {"strided": False},
     "in_play": {"file_in_play_steps": EVERY_STEP},
@@ -149,7 +150,7 @@ def ablation_arm(rule: str) -> str:
     return f"ctx08-without-{rule}"
 
 
-def loop_step(step) -> LoopStep:
+def loop_step(step: Step) -> LoopStep:
     """A recorded step (``trajectory.Step``) as the loop reads it."""
     observation = step.observation
     return LoopStep(
@@ -192,6 +193,8 @@ class LoopWindow:
 
 
 FileReader = Callable[[str], "list[str] | None"]
+# each file's distinct non-blank lines -> their line numbers (``_line_positions``), memoized
+LocatedLines = dict[str, dict[str, list[int]]]
 
 
 LAST_THOUGHT_RULE = "the newest reasoning"
@@ -342,7 +345,7 @@ def decision_type_of(steps: Sequence[LoopStep]) -> str:
 # ------------------------------------------------------------------------ file views
 
 def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_WORKDIR,
-                 located: dict | None = None) -> dict[str, list[int]] | None:
+                 located: LocatedLines | None = None) -> dict[str, list[int]] | None:
     """The lines of each file a reading command printed, or None when the command did
     anything but print files (wrote, ran code, edited). ``workdir``: where the agent's
     commands run (the repository's root). Numbered output (``nl``, ``cat -n``, ``grep -n``)
@@ -383,7 +386,8 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
     return {path: sorted(set(lines)) for path, lines in viewed.items() if lines} or None
 
 
-def _line_positions(path: str, read_file: FileReader, located: dict) -> dict[str, list[int]]:
+def _line_positions(path: str, read_file: FileReader,
+                    located: LocatedLines) -> dict[str, list[int]]:
     """Each distinct non-blank line of the file -> its line numbers, ascending."""
     positions = located.get(path)
     if positions is None:
@@ -396,7 +400,7 @@ def _line_positions(path: str, read_file: FileReader, located: dict) -> dict[str
 
 
 def _locate(printed: Sequence[str], path: str, read_file: FileReader,
-            located: dict) -> list[int]:
+            located: LocatedLines) -> list[int]:
     """The file lines ``printed`` shows, found in order (a line found nowhere after the
     one before it is looked for from the top: a grep's hits are in order anyway)."""
     positions = _line_positions(path, read_file, located)
@@ -442,7 +446,7 @@ def _numbered_lines(output: str) -> list[int]:
 
 
 def _grep_lines(output: str, files: list[str], cwd: str, workdir: str, read_file: FileReader,
-                located: dict) -> dict[str, list[int]]:
+                located: LocatedLines) -> dict[str, list[int]]:
     """The file lines a grep printed: ``path:N:text``, ``N:text`` (one file), ``path:text``
     (found in that file), or bare text (one file; found in it)."""
     found: dict[str, list[int]] = {}
@@ -510,7 +514,7 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
     changed: list[str] = []  # lines views show that the newest step's command changed
     shown: dict[str, set[int]] = {}  # lines of each file an earlier kept view shows
     whole_lines: dict[str, int] = {}  # a line an earlier fresh output shows -> its step
-    located: dict = {}  # each file's line positions, for the views that find lines in it
+    located: LocatedLines = {}  # each file's line positions, for the views that find lines in it
     for number, step in enumerate(steps, start=1):
         turn_no, output_no, _thought_no = item_numbers(number)
         window.parts.append(_turn_part(turn_no, number, step, rules, horizon))

@@ -30,12 +30,16 @@ PREFIX_MESSAGES = 2  # the system message and the instance (task) message
 FORMAT_ERROR = "FormatError"  # mini-swe-agent's extra.interrupt_type for a rejected reply
 
 
+# a chat message as mini-swe-agent keeps it (role, content, and its own extra fields)
+Message = dict[str, Any]
+
+
 class HistoryError(ValueError):
     """A message list ctxdb cannot read as a mini-swe-agent history."""
 
 
-def read_history(messages: Sequence[dict]) -> tuple[list[dict[str, str]], list[LoopStep],
-                                                    AgentRun]:
+def read_history(messages: Sequence[Message]) -> tuple[list[dict[str, str]], list[LoopStep],
+                                                       AgentRun]:
     """mini-swe-agent's ``agent.messages`` as ``(prefix, steps, run)``: the system and
     instance messages (role and content), one ``LoopStep`` per model reply so far, and
     the history as ctxdb's trajectory reader sees it (``run.task`` is the task).
@@ -59,14 +63,14 @@ def read_history(messages: Sequence[dict]) -> tuple[list[dict[str, str]], list[L
     return prefix, [loop_step(step) for step in run.steps], run
 
 
-def _with_rejected_turns(messages: Sequence[dict]) -> list[dict]:
+def _with_rejected_turns(messages: Sequence[Message]) -> list[Message]:
     """The history with an empty assistant turn before each harness interruption that no
     turn precedes (mini-swe-agent adds a format error's message, not the reply it
     rejected): the trajectory reader pairs every observation with a turn."""
-    completed: list[dict] = []
+    completed: list[Message] = []
     for index, message in enumerate(messages):
         given_extra = message.get("extra")
-        extra: dict = given_extra if isinstance(given_extra, dict) else {}
+        extra: dict[str, Any] = given_extra if isinstance(given_extra, dict) else {}
         if (index >= PREFIX_MESSAGES and extra.get("interrupt_type")
                 and message["role"] != "assistant" and completed[-1]["role"] != "assistant"):
             reply = extra.get("model_response") if extra["interrupt_type"] == FORMAT_ERROR else ""
@@ -112,7 +116,7 @@ class CtxdbModel:
         self.run_id = run_id or f"mini-swe-agent-{self.arm}-{uuid.uuid4().hex[:12]}"
         self.decision_ids: list[int] = []  # one per query, in order
 
-    def query(self, messages: list[dict], **kwargs) -> dict:
+    def query(self, messages: list[Message], **kwargs: Any) -> Message:
         """Record this step's decision, then ask the wrapped model with ctxdb's messages
         (``current``: with the harness's own, untouched)."""
         prefix, steps, run = read_history(messages)
@@ -122,27 +126,33 @@ class CtxdbModel:
             tree=self.tree, prefix=prefix, arm=self.arm, rules=self.rules)
         self.decision_ids.append(context.decision_id)
         sent = messages if self.arm == ARM_CURRENT else context.messages(prefix=prefix)
-        return self.model.query(sent, **kwargs)
+        reply: Message = self.model.query(sent, **kwargs)
+        return reply
 
     # the rest of mini-swe-agent's Model protocol: the wrapped model's own
     @property
     def config(self) -> Any:
         return self.model.config
 
-    def format_message(self, **kwargs) -> dict:
-        return self.model.format_message(**kwargs)
+    def format_message(self, **kwargs: Any) -> Message:
+        message: Message = self.model.format_message(**kwargs)
+        return message
 
-    def format_observation_messages(self, message: dict, outputs: list[dict],
-                                    template_vars: dict | None = None) -> list[dict]:
-        return self.model.format_observation_messages(message, outputs, template_vars)
+    def format_observation_messages(self, message: Message, outputs: list[dict[str, Any]],
+                                    template_vars: dict[str, Any] | None = None
+                                    ) -> list[Message]:
+        messages: list[Message] = self.model.format_observation_messages(
+            message, outputs, template_vars)
+        return messages
 
-    def get_template_vars(self, **kwargs) -> dict[str, Any]:
-        return self.model.get_template_vars(**kwargs)
+    def get_template_vars(self, **kwargs: Any) -> dict[str, Any]:
+        template_vars: dict[str, Any] = self.model.get_template_vars(**kwargs)
+        return template_vars
 
-    def serialize(self) -> dict:
+    def serialize(self) -> dict[str, Any]:
         """The wrapped model's, with where ctxdb recorded the run (the trajectory file
         then names its decisions)."""
-        data = self.model.serialize()
+        data: dict[str, Any] = self.model.serialize()
         data.setdefault("info", {})["ctxdb"] = {
             "run_id": self.run_id, "arm": self.arm, "instance_id": self.instance_id,
             "decision_ids": list(self.decision_ids)}
@@ -161,5 +171,5 @@ class CtxdbModel:
     def __enter__(self) -> CtxdbModel:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
