@@ -14,16 +14,16 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import DB_URL_ENV, DEFAULT_DB_PATH, TOKENIZER_NAMES, ConfigError
-from .workers import DEFAULT_WORKERS
+from ..config import DB_URL_ENV, DEFAULT_DB_PATH, TOKENIZER_NAMES, ConfigError
+from ..workers import DEFAULT_WORKERS
 
 # What the handlers need is imported in them: `ctxdb --help` and a mistyped command
 # load no SQLAlchemy, alembic, tree-sitter or tokenizer.
 if TYPE_CHECKING:
-    from .store import ContextStore
+    from ..store import ContextStore
 
 def _context_store():
-    from .store import ContextStore
+    from ..store import ContextStore
 
     return ContextStore
 
@@ -55,7 +55,7 @@ def _existing_store(db: str | None) -> str:
     a file that is not there is an error naming it; a PostgreSQL URL is left to the
     server (connecting never creates a database). A path that is there but is no ctxdb
     store is refused when the store is opened (db.check_store_file)."""
-    from .db import resolve_url, sqlite_file_of
+    from ..db import resolve_url, sqlite_file_of
 
     url = resolve_url(db)
     path = sqlite_file_of(url)
@@ -71,8 +71,8 @@ def _construct_recon(args) -> str | None:
     """Where `ctxdb construct` finds recon: --recon, then $CTXDB_RECON, then ./recon.db —
     where `ctxdb recon index` writes it — when that file exists and the store is SQLite
     (a PostgreSQL store reads the schema recon of its own database unless told)."""
-    from .db import is_sqlite, resolve_url
-    from .recon.schema import DEFAULT_RECON, RECON_ENV
+    from ..db import is_sqlite, resolve_url
+    from ..recon.schema import DEFAULT_RECON, RECON_ENV
 
     if args.recon:
         return args.recon
@@ -84,8 +84,8 @@ def _construct_recon(args) -> str | None:
 
 
 def _cmd_db_upgrade(args) -> int:
-    from .db import resolve_url
-    from .migrate import upgrade_engine
+    from ..db import resolve_url
+    from ..migrate import upgrade_engine
 
     before, after = upgrade_engine(resolve_url(args.db), args.revision)
     print(f"already at {after}" if before == after
@@ -95,8 +95,8 @@ def _cmd_db_upgrade(args) -> int:
 
 def _store_revision(url: str) -> str | None:
     """The schema revision a store is stamped with (None: an empty database)."""
-    from .db import make_engine
-    from .migrate import current_revision
+    from ..db import make_engine
+    from ..migrate import current_revision
 
     engine = make_engine(url)
     try:
@@ -107,7 +107,7 @@ def _store_revision(url: str) -> str | None:
 
 
 def _cmd_db_current(args) -> int:
-    from .migrate import _check_known, head_revision
+    from ..migrate import _check_known, head_revision
 
     revision = _store_revision(_existing_store(args.db))
     _check_known(revision)  # a stamp this ctxdb does not know: made by a newer one (exit 2)
@@ -120,7 +120,7 @@ def _cmd_db_current(args) -> int:
 def _cmd_db_history(args) -> int:
     """The migrations from the first to head, each marked applied or pending in the store
     (read from the files and the stamp, as opening a store does: no alembic)."""
-    from .migrate import head_revision, revision_order, revision_summaries
+    from ..migrate import head_revision, revision_order, revision_summaries
 
     named = args.db is not None or DB_URL_ENV in os.environ
     try:
@@ -159,7 +159,7 @@ def _write_output(text: str, output: str | None) -> None:
 
 
 def _cmd_db_schema_docs(args) -> int:
-    from .analyst import schema_markdown
+    from ..analyst import schema_markdown
 
     _write_output(schema_markdown(), args.output)
     return EXIT_OK
@@ -168,9 +168,9 @@ def _cmd_db_schema_docs(args) -> int:
 def _cmd_datasette_metadata(args) -> int:
     from sqlalchemy.engine import make_url
 
-    from .analyst import datasette_metadata
-    from .db import is_sqlite
-    from .migrate import head_revision
+    from ..analyst import datasette_metadata
+    from ..db import is_sqlite
+    from ..migrate import head_revision
 
     url = _existing_store(args.db)
     if not is_sqlite(url):
@@ -205,7 +205,7 @@ def _cmd_verify(args) -> int:
 
 def _refuse_a_store_in_memory(db: str | None) -> None:
     """A command's store must outlive the command: ``sqlite://`` is for the library."""
-    from .db import is_sqlite_in_memory, resolve_url
+    from ..db import is_sqlite_in_memory, resolve_url
 
     where = "--db" if db is not None else f"${DB_URL_ENV}"
     if is_sqlite_in_memory(resolve_url(db)):
@@ -242,8 +242,8 @@ def _unreachable_database(exc: BaseException) -> str | None:
 def _cmd_construct(args) -> int:
     from dataclasses import replace
 
-    from . import forensics
-    from .request import (
+    from .. import forensics
+    from ..request import (
         REQUEST_JSON_MAX_BYTES,
         DecisionRequest,
         RequestError,
@@ -261,8 +261,8 @@ def _cmd_construct(args) -> int:
         raise RequestError(f"request file {args.request}: {exc}") from exc
     if args.arm:
         request = replace(request, arm=args.arm)
-    from .config import load_settings
-    from .pipeline.state import check_request_ceiling
+    from ..config import load_settings
+    from ..pipeline.state import check_request_ceiling
 
     try:  # before the store is opened: a refused request creates no store file
         check_request_ceiling(request, load_settings())
@@ -291,7 +291,7 @@ def _cmd_construct(args) -> int:
 
 
 def _cmd_why(args) -> int:
-    from . import forensics
+    from .. import forensics
 
     if (args.item is None) == (args.entity is None):
         raise ValueError("ctxdb why: expected ITEM (an item id such as E12) or --entity KEY, "
@@ -330,7 +330,7 @@ def _print_why(decision_id: int, item_id: str, rows) -> None:
 
 
 def _cmd_show(args) -> int:
-    from . import forensics
+    from .. import forensics
 
     if args.window_only and (args.item is not None or args.format != "text"):
         raise ValueError("--window-only: prints a decision's window as text, exactly as sent; "
@@ -368,7 +368,7 @@ def _cmd_show(args) -> int:
 
 
 def _cmd_diff(args) -> int:
-    from . import forensics
+    from .. import forensics
 
     with _open_existing_store(args) as store, store.engine.connect() as connection:
         a = forensics.resolve_decision(connection, args.decision_a)
@@ -391,7 +391,7 @@ def _cmd_diff(args) -> int:
 def _progress_callback(label: str, unit: str):
     """A ``progress(done, total)`` for a runner: a bar on stderr if it is a terminal,
     drawn empty at ``done == 0``; nothing in a pipe."""
-    from .progress import ProgressBar
+    from ..progress import ProgressBar
 
     bars: list[ProgressBar] = []
 
@@ -412,9 +412,9 @@ def _cmd_ab_run(args) -> int:
     else 0."""
     from pathlib import Path
 
-    from .ab.materialize import describe_skipped
-    from .ab.runner import AbOptions, run_ab
-    from .db import resolve_url
+    from ..ab.materialize import describe_skipped
+    from ..ab.runner import AbOptions, run_ab
+    from ..db import resolve_url
 
     options = AbOptions(
         arms=tuple(args.arms.split(",")),
@@ -447,7 +447,7 @@ def _cmd_ab_run(args) -> int:
 
 def _cmd_ab_outcome(args) -> int:
     """All or nothing: any bad line (each named on stderr) means nothing is recorded, exit 2."""
-    from .ab.outcomes import import_outcomes
+    from ..ab.outcomes import import_outcomes
 
     with _context_store().open(_existing_store(args.db)) as store:
         recorded, errors = import_outcomes(store, args.file)
@@ -463,7 +463,7 @@ def _cmd_ab_outcome(args) -> int:
 
 def _cached_price_ratio(value: str | None) -> float:
     """--cached-price-ratio: a cache read's price as a share of an input token's, 0 to 1."""
-    from .ab.reports import CACHED_PRICE_RATIO
+    from ..ab.reports import CACHED_PRICE_RATIO
 
     if value is None:
         return CACHED_PRICE_RATIO
@@ -482,9 +482,9 @@ def _cmd_replay(args) -> int:
     1 when a run failed, else 0."""
     from pathlib import Path
 
-    from .agent.replay import RunsFileError, load_run_specs, replay_spec_for_tree, run_replay
-    from .agent.trajectory import MAX_COMMAND_TIMEOUT_S
-    from .db import resolve_url
+    from ..agent.replay import RunsFileError, load_run_specs, replay_spec_for_tree, run_replay
+    from ..agent.trajectory import MAX_COMMAND_TIMEOUT_S
+    from ..db import resolve_url
 
     source = Path(args.runs)
     errors: list[str] = []
@@ -528,7 +528,7 @@ def _cmd_replay(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from .ab import reports
+    from ..ab import reports
 
     ratio = _cached_price_ratio(args.cached_price_ratio)
     with _context_store().open(_existing_store(args.db)) as store, \
@@ -545,7 +545,7 @@ def _cmd_report(args) -> int:
                 else:
                     output = "\n".join(f"# {n}\n{reports.as_csv(r)}" for n, r in sections.items())
         elif args.name == "replay":
-            from .agent import report as replay
+            from ..agent import report as replay
 
             output = {"table": replay.replay_screen, "csv": replay.replay_csv,
                       "json": replay.replay_json, "html": replay.replay_html}[args.format](
@@ -570,7 +570,7 @@ def _cmd_report(args) -> int:
 def _refuse_output_over_store(output: str, db: str | None) -> None:
     """-o must not name the store's own file (or its WAL files): writing the report
     there would destroy the store. Compared by stat, never by opening the file."""
-    from .db import resolve_url, sqlite_file_of
+    from ..db import resolve_url, sqlite_file_of
 
     store_file = sqlite_file_of(resolve_url(db))
     if store_file is None or not os.path.exists(output):
@@ -618,7 +618,7 @@ def _cmd_retrieve(args) -> int:
 
 
 def _retrieve_eval(args) -> int:
-    from .retrieval import evaluate
+    from ..retrieval import evaluate
 
     scores, errors = evaluate.evaluate(args.eval, Path(args.cache),
                                        progress=_progress_callback("retrieve --eval",
@@ -640,7 +640,7 @@ def _cmd_tokens_count(args) -> int:
     """Counts with the tokenizers asked for, every one loaded before anything is printed:
     one named with --tokenizer that cannot load is an error (exit 2, no count); without
     --tokenizer, those installed count and a missing optional one is noted on stderr."""
-    from .tokens import TokenizerUnavailable, get_counter
+    from ..tokens import TokenizerUnavailable, get_counter
 
     text = _read_text_argument("FILE", args.file)
     counters, missing = [], []
@@ -665,7 +665,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ctxdb",
         description="Context construction for an LLM coding harness, as a SQL evidence store.",
     )
-    from . import __version__
+    from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"ctxdb {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -922,7 +922,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     count.set_defaults(func=_cmd_tokens_count)
 
-    from .recon import commands as recon_commands
+    from ..recon import commands as recon_commands
 
     recon_commands.register(commands)
     return parser
@@ -931,11 +931,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from .forensics import NotFound
-    from .migrate import StoreVersionError
-    from .recon import ReconVersionError
-    from .store import ReconNotFound
-    from .tokens import TokenizerUnavailable
+    from ..forensics import NotFound
+    from ..migrate import StoreVersionError
+    from ..recon import ReconVersionError
+    from ..store import ReconNotFound
+    from ..tokens import TokenizerUnavailable
 
     try:
         if hasattr(args, "db"):
