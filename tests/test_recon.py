@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from ctxdb.cli.recon import register
 from ctxdb.recon import (
     RECON_SCHEMA_VERSION,
     ReconVersionError,
@@ -29,7 +30,6 @@ from ctxdb.recon import (
     search_symbols,
 )
 from ctxdb.recon import indexer as recon_indexer
-from ctxdb.recon.commands import register
 from ctxdb.recon.extract import Binding, ParsedFile, Reference, Symbol, extract_file
 from ctxdb.recon.schema import GENERATION_KEY
 

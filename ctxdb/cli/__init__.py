@@ -922,7 +922,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     count.set_defaults(func=_cmd_tokens_count)
 
-    from ..recon import commands as recon_commands
+    from . import recon as recon_commands
 
     recon_commands.register(commands)
     return parser
