@@ -4,4 +4,6 @@ import sys
 
 from . import main
 
-sys.exit(main())
+# guarded: importing every module (tests/test_install.py) must not run the command
+if __name__ == "__main__":
+    sys.exit(main())
