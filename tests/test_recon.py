@@ -658,7 +658,8 @@ def test_cli_missing_index_exits_2(tmp_path, capsys):
 def test_every_recon_command_has_help():
     parser = argparse.ArgumentParser(prog="ctxdb")
     sub = parser.add_subparsers()
-    recon = register(sub)
+    register(sub)
+    recon = sub.choices["recon"]
     assert recon.description
     (recon_sub,) = [a for a in recon._actions if isinstance(a, argparse._SubParsersAction)]
     helps = {a.dest: a.help for a in recon_sub._choices_actions}
