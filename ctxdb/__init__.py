@@ -31,7 +31,7 @@ _EXPORTS = {
     "load_settings": "config",
     "StoreVersionError": "migrate",
     "NotAStoreError": "db",
-    "StoreBusy": "store",
+    "StoreBusy": "transactions",
 }
 __all__ = [
     "ContextStore",
@@ -77,7 +77,8 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
         UnresolvedEntityError,
         UnresolvedEntityWarning,
     )
-    from .store import ContextStore, ReconNotFound, StoreBusy
+    from .store import ContextStore, ReconNotFound
+    from .transactions import StoreBusy
 
     __version__: str
 
