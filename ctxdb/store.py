@@ -17,7 +17,6 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from . import models
-from .ab.outcomes import record_outcome
 from .config import Settings, load_settings
 from .db import is_sqlite, is_sqlite_in_memory, make_engine, resolve_url
 from .migrate import (
@@ -28,6 +27,7 @@ from .migrate import (
     upgrade_engine,
     upgrade_in_memory,
 )
+from .outcomes import record_outcome
 from .request import STORE_INTEGER_MAX
 from .sqlfiles import check_files, view_files
 from .tokens import count_cached

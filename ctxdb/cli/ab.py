@@ -111,7 +111,7 @@ def _add_outcome(ab_commands: argparse._SubParsersAction) -> None:
 
 def _cmd_ab_outcome(args) -> int:
     """All or nothing: any bad line (each named on stderr) means nothing is recorded, exit 2."""
-    from ..ab.outcomes import import_outcomes
+    from ..outcomes import import_outcomes
 
     with context_store().open(existing_store(args.db)) as store:
         recorded, errors = import_outcomes(store, args.file)
