@@ -20,7 +20,7 @@ from . import models
 from .config import Settings, load_settings
 from .db import is_sqlite, is_sqlite_in_memory, make_engine, resolve_url
 from .migrate import (
-    _check_known,
+    check_known,
     create_new_sqlite_store,
     current_revision,
     head_revision,
@@ -114,7 +114,7 @@ class ContextStore:
         try:
             with engine.connect() as connection:
                 revision = current_revision(connection)
-                _check_known(revision)
+                check_known(revision)
             if revision != head_revision() and is_sqlite_in_memory(url):
                 upgrade_in_memory(engine)
             elif revision is None and is_sqlite(url) and create_new_sqlite_store(engine):

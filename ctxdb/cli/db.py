@@ -49,10 +49,10 @@ def _add_current(db_commands: argparse._SubParsersAction) -> None:
 
 
 def _cmd_db_current(args) -> int:
-    from ..migrate import _check_known, head_revision
+    from ..migrate import check_known, head_revision
 
     revision = store_revision(existing_store(args.db))
-    _check_known(revision)  # a stamp this ctxdb does not know: made by a newer one (exit 2)
+    check_known(revision)  # a stamp this ctxdb does not know: made by a newer one (exit 2)
     head = head_revision()
     state = "head" if revision == head else f"behind head {head}; run `ctxdb db upgrade`"
     print(f"{revision or '(empty)'} ({state})")
