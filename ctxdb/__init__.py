@@ -23,7 +23,7 @@ _EXPORTS = {
     "LiveEvent": "request",
     "LiveState": "request",
     "RequestError": "request",
-    "RequestEncodingError": "request",
+    "RequestEncodingError": "request_limits",
     "UnresolvedEntity": "request",
     "UnresolvedEntityError": "request",
     "UnresolvedEntityWarning": "request",
@@ -71,12 +71,12 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
         LiveEvent,
         LiveState,
         PlanNode,
-        RequestEncodingError,
         RequestError,
         UnresolvedEntity,
         UnresolvedEntityError,
         UnresolvedEntityWarning,
     )
+    from .request_limits import RequestEncodingError
     from .store import ContextStore, ReconNotFound
     from .transactions import StoreBusy
 
