@@ -32,6 +32,7 @@ from .request_limits import (
 )
 from .request_limits import REQUEST_JSON_MAX_BYTES as REQUEST_JSON_MAX_BYTES  # docs/request.md
 from .request_schema import parse_request_json, validate_request
+from .spec import ARMS, DECISION_TYPES, EVIDENCE_KINDS, EVIDENCE_SOURCES, IMPACT_EDGE_KINDS
 
 
 class UnresolvedEntity(NamedTuple):
@@ -388,176 +389,217 @@ def _finite(number) -> bool:
         return False
 
 
-def _check_dataclass(request: DecisionRequest) -> list[str]:
-    """The schema's rules (and what it cannot say) on the dataclass, by JSON path."""
-    from .spec import (
-        ARMS,
-        DECISION_TYPES,
-        EVIDENCE_KINDS,
-        EVIDENCE_SOURCES,
-        IMPACT_EDGE_KINDS,
-    )
+class _Checks:
+    """The dataclass check's findings: each problem by JSON path, in the order the
+    schema's fields come, and the request's characters of text so far."""
 
-    problems: list[str] = []
-    characters = [0]  # all the request's text, against REQUEST_MAX_CHARS
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.characters = 0  # all the request's text, against REQUEST_MAX_CHARS
 
-    def text(path: str, value, max_chars: int, *, optional: bool = False,
+    def text(self, path: str, value, max_chars: int, *, optional: bool = False,
              empty: bool = False) -> None:
         if value is None and optional:
             return
         if not isinstance(value, str) or not (value or empty):
             wanted = ("a string" if empty else "a non-empty string") + (" or null" if optional
                                                                         else "")
-            problems.append(f"{path}: expected {wanted}, got {quote_value(value)}")
+            self.problems.append(f"{path}: expected {wanted}, got {quote_value(value)}")
             return
-        characters[0] += len(value)
+        self.characters += len(value)
         if len(value) > max_chars:
-            problems.append(f"{path}: expected at most {max_chars} characters, got {len(value)}")
+            self.problems.append(f"{path}: expected at most {max_chars} characters, "
+                                 f"got {len(value)}")
         elif not value.isascii():
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError as exc:
-                problems.append(EncodingProblem(
+                self.problems.append(EncodingProblem(
                     f"{path}: expected text UTF-8 can hold, got a lone surrogate "
                     f"U+{ord(value[exc.start]):04X} at character {exc.start}"))
 
-    def integer(path: str, value, minimum: int, *, optional: bool = False) -> None:
+    def integer(self, path: str, value, minimum: int, *, optional: bool = False) -> bool:
+        """Whether ``value`` is an integer in range (or an allowed null)."""
         if value is None and optional:
-            return
+            return True
         if (not isinstance(value, int) or isinstance(value, bool)
                 or not minimum <= value <= STORE_INTEGER_MAX):
-            problems.append(f"{path}: expected an integer from {minimum} to {STORE_INTEGER_MAX}"
-                            f"{' or null' if optional else ''}, got {quote_value(value)}")
-
-    def one_of(path: str, value, allowed) -> None:
-        if not isinstance(value, str) or value not in allowed:
-            problems.append(f"{path}: {quote_value(value)} is not one of {list(allowed)}")
-
-    def listing(path: str, values) -> bool:
-        if not isinstance(values, (tuple, list)):
-            problems.append(f"{path}: expected a list, got {quote_value(values)}")
-            return False
-        if len(values) > LIST_MAX_ITEMS:
-            problems.append(f"{path}: expected at most {LIST_MAX_ITEMS} items, got {len(values)}")
+            self.problems.append(f"{path}: expected an integer from {minimum} to "
+                                 f"{STORE_INTEGER_MAX}{' or null' if optional else ''}, got "
+                                 f"{quote_value(value)}")
             return False
         return True
 
-    def strings(path: str, values, max_chars: int) -> None:
-        if listing(path, values):
-            for number, value in enumerate(values):
-                text(f"{path}[{number}]", value, max_chars, empty=True)
+    def one_of(self, path: str, value, allowed) -> None:
+        if not isinstance(value, str) or value not in allowed:
+            self.problems.append(f"{path}: {quote_value(value)} is not one of {list(allowed)}")
 
-    def fields(path: str, value, cls) -> dict | None:
+    def listing(self, path: str, values) -> bool:
+        """Whether ``values`` is a list within LIST_MAX_ITEMS (its items can be checked)."""
+        if not isinstance(values, (tuple, list)):
+            self.problems.append(f"{path}: expected a list, got {quote_value(values)}")
+            return False
+        if len(values) > LIST_MAX_ITEMS:
+            self.problems.append(f"{path}: expected at most {LIST_MAX_ITEMS} items, "
+                                 f"got {len(values)}")
+            return False
+        return True
+
+    def strings(self, path: str, values, max_chars: int) -> None:
+        if self.listing(path, values):
+            for number, value in enumerate(values):
+                self.text(f"{path}[{number}]", value, max_chars, empty=True)
+
+    def fields(self, path: str, value, cls) -> dict | None:
         """``value``'s fields of ``cls`` (an object with those attributes will do)."""
         if type(value) is cls:
             return vars(value)  # this module's frozen class: every field is there
         found = {name: getattr(value, name, _MISSING) for name in _field_names(cls)}
         if any(v is _MISSING for v in found.values()):
-            problems.append(f"{path}: expected a {cls.__name__}, got {quote_value(value)}")
+            self.problems.append(f"{path}: expected a {cls.__name__}, got {quote_value(value)}")
             return None
         return found
 
-    text("request.run_id", request.run_id, ID_MAX_CHARS)
-    text("request.instance_id", request.instance_id, ID_MAX_CHARS)
-    integer("request.seq", request.seq, 1)
-    one_of("request.decision_type", request.decision_type, DECISION_TYPES)
-    text("request.task", request.task, TASK_MAX_CHARS)
-    one_of("request.arm", request.arm, ARMS)
-    text("request.variant", request.variant, VARIANT_MAX_CHARS)
-    integer("request.token_ceiling", request.token_ceiling, MIN_TOKEN_CEILING, optional=True)
+
+def _check_dataclass(request: DecisionRequest) -> list[str]:
+    """The schema's rules (and what it cannot say) on the dataclass, by JSON path: its own
+    fields, then the plan node's, the evidence's, the impact edges' and the live state's;
+    the relations between fields only once the structure holds."""
+    checks = _Checks()
+    _check_request_fields(checks, request)
+    # each part checked whatever the others' verdicts, so every problem is named
+    node_sound = _check_plan_node(checks, request.plan_node)
+    evidence_sound = _check_evidence(checks, request.evidence)
+    _check_impact_edges(checks, request.impact_edges)
+    live_sound = _check_live(checks, request.live)
+    if checks.characters > REQUEST_MAX_CHARS:
+        checks.problems.append(f"request: expected at most {REQUEST_MAX_CHARS} characters of "
+                               f"text in all, got {checks.characters}")
+    if node_sound and evidence_sound and live_sound and not checks.problems:
+        checks.problems += entity_key_problems(request) + live_event_problems(request)
+    return checks.problems
+
+
+def _check_request_fields(checks: _Checks, request: DecisionRequest) -> None:
+    checks.text("request.run_id", request.run_id, ID_MAX_CHARS)
+    checks.text("request.instance_id", request.instance_id, ID_MAX_CHARS)
+    checks.integer("request.seq", request.seq, 1)
+    checks.one_of("request.decision_type", request.decision_type, DECISION_TYPES)
+    checks.text("request.task", request.task, TASK_MAX_CHARS)
+    checks.one_of("request.arm", request.arm, ARMS)
+    checks.text("request.variant", request.variant, VARIANT_MAX_CHARS)
+    checks.integer("request.token_ceiling", request.token_ceiling, MIN_TOKEN_CEILING,
+                   optional=True)
     if not isinstance(request.derive_impact, bool):
-        problems.append(f"request.derive_impact: expected true or false, got "
-                        f"{quote_value(request.derive_impact)}")
-    sound = True  # the structure holds: the relations between fields can be checked
-    node = fields("request.plan_node", request.plan_node, PlanNode)
+        checks.problems.append(f"request.derive_impact: expected true or false, got "
+                               f"{quote_value(request.derive_impact)}")
+
+
+def _check_plan_node(checks: _Checks, plan_node) -> bool:
+    """Whether the plan node is one (its fields can be read)."""
+    path = "request.plan_node"
+    node = checks.fields(path, plan_node, PlanNode)
     if node is None:
-        sound = False
-    else:
-        path = "request.plan_node"
-        text(f"{path}.node_id", node["node_id"], ID_MAX_CHARS)
-        text(f"{path}.obligation", node["obligation"], SHORT_TEXT_MAX_CHARS)
-        text(f"{path}.target_entity", node["target_entity"], ENTITY_KEY_MAX_CHARS,
-             optional=True, empty=True)
-        strings(f"{path}.preconditions", node["preconditions"], SHORT_TEXT_MAX_CHARS)
-        strings(f"{path}.dependencies", node["dependencies"], ENTITY_KEY_MAX_CHARS)
-        strings(f"{path}.required_validation", node["required_validation"],
-                ENTITY_KEY_MAX_CHARS)
-        strings(f"{path}.acceptance_criteria", node["acceptance_criteria"],
-                SHORT_TEXT_MAX_CHARS)
-        text(f"{path}.decision_question", node["decision_question"], SHORT_TEXT_MAX_CHARS,
-             optional=True, empty=True)
-        if node["insertion_point"] is not None:
-            path = "request.plan_node.insertion_point"
-            point = fields(path, node["insertion_point"], InsertionPoint)
-            if point is not None:
-                text(f"{path}.path", point["path"], ENTITY_KEY_MAX_CHARS)
-                before = len(problems)
-                integer(f"{path}.line", point["line"], 1)
-                line_ok = len(problems) == before
-                integer(f"{path}.end_line", point["end_line"],
-                        point["line"] if line_ok else 1, optional=True)
-    if listing("request.evidence", request.evidence):
-        for number, item in enumerate(request.evidence):
-            path = f"request.evidence[{number}]"
-            values = fields(path, item, EvidenceInput)
-            if values is None:
-                sound = False
-                continue
-            one_of(f"{path}.source", values["source"], EVIDENCE_SOURCES)
-            one_of(f"{path}.kind", values["kind"], EVIDENCE_KINDS)
-            text(f"{path}.provenance", values["provenance"], SHORT_TEXT_MAX_CHARS, empty=True)
-            if values["entity"] is None and values["content"] is None:
-                problems.append(f"{path}: expected at least one of the fields entity, content")
-            text(f"{path}.entity", values["entity"], ENTITY_KEY_MAX_CHARS, optional=True)
-            text(f"{path}.content", values["content"], LONG_TEXT_MAX_CHARS, optional=True,
-                 empty=True)
-            score = values["score"]
-            if score is not None and (isinstance(score, bool)
-                                      or not isinstance(score, (int, float))
-                                      or not _finite(score)):
-                problems.append(f"{path}.score: expected a finite number or null, got "
-                                f"{quote_value(score)}")
-    else:
-        sound = False
-    if listing("request.impact_edges", request.impact_edges):
-        for number, edge in enumerate(request.impact_edges):
-            path = f"request.impact_edges[{number}]"
-            values = fields(path, edge, ImpactEdgeInput)
-            if values is None:
-                continue
-            text(f"{path}.head", values["head"], ENTITY_KEY_MAX_CHARS)
-            text(f"{path}.tail", values["tail"], ENTITY_KEY_MAX_CHARS)
-            one_of(f"{path}.kind", values["kind"], IMPACT_EDGE_KINDS)
-            integer(f"{path}.depth", values["depth"], 1)
-    live = fields("request.live", request.live, LiveState)
-    if live is None:
-        sound = False
-    else:
-        text("request.live.patch", live["patch"], LONG_TEXT_MAX_CHARS, optional=True,
-             empty=True)
-        for name in ("errors", "tracebacks", "tool_outputs", "test_outputs"):
-            strings(f"request.live.{name}", live[name], LONG_TEXT_MAX_CHARS)
-        if listing("request.live.events", live["events"]):
-            for number, event in enumerate(live["events"]):
-                path = f"request.live.events[{number}]"
-                values = fields(path, event, LiveEvent)
-                if values is None:
-                    continue
-                one_of(f"{path}.kind", values["kind"], LIVE_EVENT_KINDS)
-                text(f"{path}.text", values["text"], LONG_TEXT_MAX_CHARS)
-                command = values["command"]
-                text(f"{path}.command", command, SHORT_TEXT_MAX_CHARS, optional=True)
-                if isinstance(command, str) and command and not command.strip():
-                    problems.append(f"{path}.command: expected a non-empty string or null, "
-                                    f"got {quote_value(command)}")
-        else:
+        return False
+    checks.text(f"{path}.node_id", node["node_id"], ID_MAX_CHARS)
+    checks.text(f"{path}.obligation", node["obligation"], SHORT_TEXT_MAX_CHARS)
+    checks.text(f"{path}.target_entity", node["target_entity"], ENTITY_KEY_MAX_CHARS,
+                optional=True, empty=True)
+    checks.strings(f"{path}.preconditions", node["preconditions"], SHORT_TEXT_MAX_CHARS)
+    checks.strings(f"{path}.dependencies", node["dependencies"], ENTITY_KEY_MAX_CHARS)
+    checks.strings(f"{path}.required_validation", node["required_validation"],
+                   ENTITY_KEY_MAX_CHARS)
+    checks.strings(f"{path}.acceptance_criteria", node["acceptance_criteria"],
+                   SHORT_TEXT_MAX_CHARS)
+    checks.text(f"{path}.decision_question", node["decision_question"], SHORT_TEXT_MAX_CHARS,
+                optional=True, empty=True)
+    if node["insertion_point"] is not None:
+        _check_insertion_point(checks, node["insertion_point"])
+    return True
+
+
+def _check_insertion_point(checks: _Checks, insertion_point) -> None:
+    path = "request.plan_node.insertion_point"
+    point = checks.fields(path, insertion_point, InsertionPoint)
+    if point is None:
+        return
+    checks.text(f"{path}.path", point["path"], ENTITY_KEY_MAX_CHARS)
+    line_ok = checks.integer(f"{path}.line", point["line"], 1)
+    # the edit's last line comes no earlier than its first, when the first is sound
+    checks.integer(f"{path}.end_line", point["end_line"], point["line"] if line_ok else 1,
+                   optional=True)
+
+
+def _check_evidence(checks: _Checks, evidence) -> bool:
+    """Whether the evidence is a list of evidence items (their entities can be parsed)."""
+    if not checks.listing("request.evidence", evidence):
+        return False
+    sound = True
+    for number, item in enumerate(evidence):
+        path = f"request.evidence[{number}]"
+        values = checks.fields(path, item, EvidenceInput)
+        if values is None:
             sound = False
-    if characters[0] > REQUEST_MAX_CHARS:
-        problems.append(f"request: expected at most {REQUEST_MAX_CHARS} characters of text "
-                        f"in all, got {characters[0]}")
-    if sound and not problems:
-        problems += entity_key_problems(request) + live_event_problems(request)
-    return problems
+            continue
+        checks.one_of(f"{path}.source", values["source"], EVIDENCE_SOURCES)
+        checks.one_of(f"{path}.kind", values["kind"], EVIDENCE_KINDS)
+        checks.text(f"{path}.provenance", values["provenance"], SHORT_TEXT_MAX_CHARS,
+                    empty=True)
+        if values["entity"] is None and values["content"] is None:
+            checks.problems.append(f"{path}: expected at least one of the fields entity, "
+                                   "content")
+        checks.text(f"{path}.entity", values["entity"], ENTITY_KEY_MAX_CHARS, optional=True)
+        checks.text(f"{path}.content", values["content"], LONG_TEXT_MAX_CHARS, optional=True,
+                    empty=True)
+        score = values["score"]
+        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))
+                                  or not _finite(score)):
+            checks.problems.append(f"{path}.score: expected a finite number or null, got "
+                                   f"{quote_value(score)}")
+    return sound
+
+
+def _check_impact_edges(checks: _Checks, impact_edges) -> None:
+    if not checks.listing("request.impact_edges", impact_edges):
+        return
+    for number, edge in enumerate(impact_edges):
+        path = f"request.impact_edges[{number}]"
+        values = checks.fields(path, edge, ImpactEdgeInput)
+        if values is None:
+            continue
+        checks.text(f"{path}.head", values["head"], ENTITY_KEY_MAX_CHARS)
+        checks.text(f"{path}.tail", values["tail"], ENTITY_KEY_MAX_CHARS)
+        checks.one_of(f"{path}.kind", values["kind"], IMPACT_EDGE_KINDS)
+        checks.integer(f"{path}.depth", values["depth"], 1)
+
+
+def _check_live(checks: _Checks, live_state) -> bool:
+    """Whether the live state is one and its events a list (their order can be checked)."""
+    live = checks.fields("request.live", live_state, LiveState)
+    if live is None:
+        return False
+    checks.text("request.live.patch", live["patch"], LONG_TEXT_MAX_CHARS, optional=True,
+                empty=True)
+    for name in ("errors", "tracebacks", "tool_outputs", "test_outputs"):
+        checks.strings(f"request.live.{name}", live[name], LONG_TEXT_MAX_CHARS)
+    if not checks.listing("request.live.events", live["events"]):
+        return False
+    for number, event in enumerate(live["events"]):
+        _check_live_event(checks, f"request.live.events[{number}]", event)
+    return True
+
+
+def _check_live_event(checks: _Checks, path: str, event) -> None:
+    values = checks.fields(path, event, LiveEvent)
+    if values is None:
+        return
+    checks.one_of(f"{path}.kind", values["kind"], LIVE_EVENT_KINDS)
+    checks.text(f"{path}.text", values["text"], LONG_TEXT_MAX_CHARS)
+    command = values["command"]
+    checks.text(f"{path}.command", command, SHORT_TEXT_MAX_CHARS, optional=True)
+    if isinstance(command, str) and command and not command.strip():
+        checks.problems.append(f"{path}.command: expected a non-empty string or null, "
+                               f"got {quote_value(command)}")
 
 
 def live_event_problems(request: DecisionRequest) -> list[str]:
