@@ -283,6 +283,11 @@ def _item_terms(entity_key: str | None, signature: str | None, head: str) -> fro
     return terms(" ".join(filter(None, [entity_key, signature, head])))
 
 
+def forget_item_terms() -> None:
+    """Drop the item term sets kept in this process (ctxdb.caches)."""
+    _item_terms.cache_clear()
+
+
 def _recon_hops(recon, anchor_ids, item_ids) -> dict[int, tuple[int, int]]:
     """symbol id -> (hops, anchor id) for pool symbols within 2 recon edges of an anchor
     (the lowest-numbered anchor, and for 2 hops the lowest-numbered middle symbol).
