@@ -23,7 +23,7 @@ _EXPORTS = {
     "LiveEvent": "request",
     "LiveState": "request",
     "RequestError": "request",
-    "RequestEncodingError": "request",
+    "RequestEncodingError": "request_limits",
     "UnresolvedEntity": "request",
     "UnresolvedEntityError": "request",
     "UnresolvedEntityWarning": "request",
@@ -31,7 +31,7 @@ _EXPORTS = {
     "load_settings": "config",
     "StoreVersionError": "migrate",
     "NotAStoreError": "db",
-    "StoreBusy": "store",
+    "StoreBusy": "transactions",
 }
 __all__ = [
     "ContextStore",
@@ -71,13 +71,14 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
         LiveEvent,
         LiveState,
         PlanNode,
-        RequestEncodingError,
         RequestError,
         UnresolvedEntity,
         UnresolvedEntityError,
         UnresolvedEntityWarning,
     )
-    from .store import ContextStore, ReconNotFound, StoreBusy
+    from .request_limits import RequestEncodingError
+    from .store import ContextStore, ReconNotFound
+    from .transactions import StoreBusy
 
     __version__: str
 

@@ -266,7 +266,7 @@ def sqlite_engine(
                 # corrupts a committed decision; a power cut may roll back the last few
                 # commits.
                 cursor.execute("PRAGMA synchronous=NORMAL")
-                # the store checkpoints itself, after its commits (ContextStore._write):
+                # the store checkpoints itself, after its commits (transactions.py):
                 # SQLite's automatic checkpoint runs inside the COMMIT call that crosses
                 # its threshold, so a decision's commit would also pay for it
                 cursor.execute("PRAGMA wal_autocheckpoint=0")

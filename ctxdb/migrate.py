@@ -110,7 +110,7 @@ def current_revision(connection: Connection) -> str | None:
     return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
-def _check_known(revision: str | None) -> None:
+def check_known(revision: str | None) -> None:
     if revision is None:
         return
     if revision not in known_revisions():
@@ -184,7 +184,7 @@ def _upgrade(engine: Engine, target: str) -> tuple[str | None, str]:
                     text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_UPGRADE_LOCK_KEY}
                 )
             before = current_revision(connection)
-            _check_known(before)
+            check_known(before)
             _check_target(before, target)
             drop_views(connection)
             config.attributes["connection"] = connection

@@ -15,43 +15,24 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .config import MIN_TOKEN_CEILING
-from .paths import PACKAGE_DIR
-
-SCHEMA_FILE = PACKAGE_DIR / "decision_request.schema.json"
-
-# What one request may hold (issue 14): bounded work per decision, and every integer fits
-# the store's columns on both backends. The schema states the same numbers (tested).
-# PostgreSQL `integer` (models.py: seq, lines, depth, token_ceiling are Integer columns).
-STORE_INTEGER_MAX = 2**31 - 1
-ID_MAX_CHARS = 200  # run_id, instance_id, plan_node.node_id
-VARIANT_MAX_CHARS = 100
-# Entity keys, paths and test ids: printed in every item header.
-ENTITY_KEY_MAX_CHARS = 1000
-TASK_MAX_CHARS = 100_000  # the task text (stable core); SWE-bench statements run to ~10k
-# The plan node's texts (obligation, question, preconditions, criteria) and provenance.
-SHORT_TEXT_MAX_CHARS = 10_000
-# Evidence content, the patch and each live output: kept whole (the pool cuts a copy to
-# 8 KB, spec §3.1), so a generated file or a long log still fits.
-LONG_TEXT_MAX_CHARS = 1_000_000
-# Items in any one list: four times the pool cap (§3.1, 256), so the cap has a choice.
-LIST_MAX_ITEMS = 1024
-# All the request's text together, and the JSON text of a request.
-REQUEST_MAX_CHARS = 16_000_000
-REQUEST_JSON_MAX_BYTES = 64 * 1024 * 1024
-# How much of a bad value an error quotes (a 10 MB key is never echoed whole).
-QUOTE_MAX_CHARS = 40
-# CPython refuses to convert longer digit strings to int (the int/str conversion limit);
-# the JSON reader keeps them as a stand-in that every check refuses, naming the field.
-JSON_INT_DIGITS_MAX = 4300
-
-
-class RequestError(ValueError):
-    """A decision request does not match the schema; the message names the field."""
-
-
-class RequestEncodingError(RequestError):
-    """The request is not UTF-8 text, or a text field holds a lone surrogate (which no
-    UTF-8 store can keep); the message names the byte offset or the field."""
+from .request_limits import (
+    ENTITY_KEY_MAX_CHARS,
+    ID_MAX_CHARS,
+    LIST_MAX_ITEMS,
+    LONG_TEXT_MAX_CHARS,
+    REQUEST_MAX_CHARS,
+    SHORT_TEXT_MAX_CHARS,
+    STORE_INTEGER_MAX,
+    TASK_MAX_CHARS,
+    VARIANT_MAX_CHARS,
+    EncodingProblem,
+    RequestError,
+    quote_value,
+    refusal,
+)
+from .request_limits import REQUEST_JSON_MAX_BYTES as REQUEST_JSON_MAX_BYTES  # docs/request.md
+from .request_schema import parse_request_json, validate_request
+from .spec import ARMS, DECISION_TYPES, EVIDENCE_KINDS, EVIDENCE_SOURCES, IMPACT_EDGE_KINDS
 
 
 class UnresolvedEntity(NamedTuple):
@@ -273,7 +254,7 @@ class DecisionRequest:
             return
         problems = _check_dataclass(self)
         if problems:
-            raise _refusal(problems)
+            raise refusal(problems)
         if _immutable(self):
             # Frozen all the way down: the verdict cannot change, so a harness that sends
             # the same request object again is not checked again.
@@ -358,11 +339,8 @@ def _immutable(request: DecisionRequest) -> bool:
     )
 
 
-# --- validation: the schema's checks on JSON data, the dataclass checks on the request ----
 
 _MISSING = object()
-REFUSAL_PROBLEMS_SHOWN = 10
-
 
 def _tuple(value):
     """A JSON list as the dataclass's tuple; anything else as it is, for check() to name."""
@@ -372,201 +350,6 @@ def _tuple(value):
 def _objects(cls, value):
     """A JSON list of objects as a tuple of ``cls``; anything else as it is."""
     return tuple(cls(**item) for item in value) if isinstance(value, list) else value
-
-
-class _LongInteger:
-    """A JSON integer of more than JSON_INT_DIGITS_MAX digits (Python will not convert
-    it): no field takes one, so it is refused by name like any value of the wrong type."""
-
-    __slots__ = ("digits",)
-
-    def __init__(self, digits: str):
-        self.digits = digits
-
-
-def _parse_int(digits: str):
-    return int(digits) if len(digits) <= JSON_INT_DIGITS_MAX else _LongInteger(digits)
-
-
-def parse_request_json(text: str | bytes) -> Any:
-    """JSON text (a str, or bytes that must be UTF-8) as Python data. Every way it can
-    fail is a RequestError saying where: size, encoding (RequestEncodingError), syntax,
-    nesting. NaN, Infinity and 1e400 parse (as floats) and are refused by the field."""
-    if isinstance(text, (bytes, bytearray)):
-        if len(text) > REQUEST_JSON_MAX_BYTES:
-            raise RequestError(f"request: {len(text)} bytes of JSON, expected at most "
-                               f"{REQUEST_JSON_MAX_BYTES} (REQUEST_JSON_MAX_BYTES)")
-        data = bytes(text)
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line = data.count(b"\n", 0, exc.start) + 1
-            column = exc.start - data.rfind(b"\n", 0, exc.start)
-            raise RequestEncodingError(
-                f"request is not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start} "
-                f"(line {line}, column {column}): {exc.reason}") from exc
-    elif not isinstance(text, str):
-        raise RequestError(f"request: expected JSON text (str or bytes), got {_quote(text)}")
-    if len(text) > REQUEST_JSON_MAX_BYTES:
-        raise RequestError(f"request: {len(text)} characters of JSON, expected at most "
-                           f"{REQUEST_JSON_MAX_BYTES} (REQUEST_JSON_MAX_BYTES)")
-    try:
-        return json.loads(text, parse_int=_parse_int)
-    except json.JSONDecodeError as exc:
-        raise RequestError(f"request is not valid JSON: {exc.msg} at line {exc.lineno} "
-                           f"column {exc.colno}") from exc
-    except RecursionError as exc:
-        raise RequestError("request is not valid JSON for a decision request: it nests "
-                           "deeper than the parser follows (a request nests 4 levels)") from exc
-
-
-def _quote(value) -> str:
-    """A bad value as an error shows it: short whatever its size (a long text's prefix,
-    a list's length), on one line, and never the repr of an arbitrary object."""
-    if isinstance(value, str):
-        if len(value) <= QUOTE_MAX_CHARS:
-            return repr(value)
-        return f"{value[:QUOTE_MAX_CHARS]!r}… ({len(value)} characters)"
-    if isinstance(value, (bytes, bytearray)):
-        cut = "…" if len(value) > QUOTE_MAX_CHARS else ""
-        return f"{bytes(value[:QUOTE_MAX_CHARS])!r}{cut} ({len(value)} bytes)"
-    if value is None or isinstance(value, (bool, float)):
-        return repr(value)
-    if isinstance(value, int):
-        # 64 bits print in at most 20 digits; a longer integer is described, not printed
-        return (repr(value) if value.bit_length() <= 64
-                else f"an integer of {value.bit_length()} bits")
-    if isinstance(value, _LongInteger):
-        return f"an integer of {len(value.digits)} digits"
-    if isinstance(value, (list, tuple)):
-        return f"a list of {len(value)} item(s)"
-    if isinstance(value, dict):
-        return f"an object of {len(value)} field(s)"
-    return f"a {type(value).__name__}"
-
-
-class _EncodingProblem(str):
-    """A problem that is a text UTF-8 cannot hold (the refusal is a RequestEncodingError)."""
-
-
-def _refusal(problems: list[str]) -> RequestError:
-    """One line naming each problem's field (the first REFUSAL_PROBLEMS_SHOWN)."""
-    shown = "; ".join(problems[:REFUSAL_PROBLEMS_SHOWN])
-    if len(problems) > REFUSAL_PROBLEMS_SHOWN:
-        shown += f"; and {len(problems) - REFUSAL_PROBLEMS_SHOWN} more"
-    kind = RequestEncodingError if any(isinstance(p, _EncodingProblem) for p in problems) \
-        else RequestError
-    return kind(f"invalid decision request: {shown}")
-
-
-@functools.cache
-def _schema() -> dict:
-    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-
-
-@functools.cache
-def _validator():
-    from jsonschema import Draft202012Validator
-
-    Draft202012Validator.check_schema(_schema())
-    return Draft202012Validator(_schema())
-
-
-def _path(error) -> str:
-    parts = ["request"]
-    for part in error.absolute_path:
-        parts.append(f"[{part}]" if isinstance(part, int) else f".{part}")
-    return "".join(parts)
-
-
-def _types(expected) -> str:
-    return ", ".join(map(repr, expected)) if isinstance(expected, list) else repr(expected)
-
-
-def _problem(error) -> str:
-    """The error in our words: jsonschema's own messages repr the whole value."""
-    path, rule, expected, value = (_path(error), error.validator, error.validator_value,
-                                   error.instance)
-    if rule == "required":
-        name = next((n for n in expected if error.message.startswith(repr(n))), "?")
-        return f"{path}.{name}: a required field is missing"
-    if rule == "additionalProperties":
-        known = error.schema.get("properties", {})
-        extra = [name for name in value if name not in known]
-        more = f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""
-        return (f"{path}: unexpected field {_quote(extra[0] if extra else '?')}{more}; "
-                f"expected only {', '.join(known)}")
-    if isinstance(value, _LongInteger):
-        return f"{path}: expected a value in range, got {_quote(value)}"
-    if rule == "type":
-        return f"{path}: {_quote(value)} is not of type {_types(expected)}"
-    if rule == "enum":
-        return f"{path}: {_quote(value)} is not one of {expected}"
-    if rule == "minLength":
-        return f"{path}: expected a non-empty string" if expected == 1 else \
-            f"{path}: expected at least {expected} characters"
-    if rule == "maxLength":
-        return f"{path}: expected at most {expected} characters, got {len(value)}"
-    if rule == "maxItems":
-        return f"{path}: expected at most {expected} items, got {len(value)}"
-    if rule == "minimum":
-        return f"{path}: {_quote(value)} is less than the minimum of {expected}"
-    if rule == "maximum":
-        return f"{path}: {_quote(value)} is greater than the maximum of {expected}"
-    if rule == "pattern":
-        return f"{path}: {_quote(value)} does not match {expected!r}" if expected != "\\S" \
-            else f"{path}: expected some text that is not blank, got {_quote(value)}"
-    if rule == "anyOf" and all("required" in s for s in expected):
-        fields = [name for option in expected for name in option["required"]]
-        return f"{path}: expected at least one of the fields {', '.join(fields)}"
-    return f"{path}: does not match the schema's {rule!r} rule"
-
-
-def _resolve(node: dict) -> dict:
-    ref = node.get("$ref", "")
-    if ref.startswith("#/$defs/"):
-        return _schema()["$defs"][ref.removeprefix("#/$defs/")]
-    return node
-
-
-@functools.cache
-def _list_limits() -> tuple[tuple[tuple[str, ...], int], ...]:
-    """(field names, maxItems) of each list the schema bounds: looked at before the full
-    validation, which would otherwise walk every item of a list of millions."""
-    found = []
-
-    def walk(node: dict, names: tuple[str, ...]) -> None:
-        node = _resolve(node)
-        if "maxItems" in node:
-            found.append((names, node["maxItems"]))
-        for name, child in node.get("properties", {}).items():
-            walk(child, names + (name,))
-
-    walk(_schema(), ())
-    return tuple(found)
-
-
-def _oversized_lists(data: Any) -> list[str]:
-    problems = []
-    for names, most in _list_limits():
-        value = data
-        for name in names:
-            value = value.get(name) if isinstance(value, dict) else None
-        if isinstance(value, list) and len(value) > most:
-            problems.append(f"request.{'.'.join(names)}: expected at most {most} items, "
-                            f"got {len(value)}")
-    return problems
-
-
-def validate_request(data: Any) -> None:
-    """Raise RequestError naming the fields that break the schema (the first ten)."""
-    problems = _oversized_lists(data)
-    if not problems:
-        errors = sorted(_validator().iter_errors(data),
-                        key=lambda e: list(map(str, e.absolute_path)))
-        problems = [_problem(e) for e in errors]
-    if problems:
-        raise _refusal(problems)
 
 
 def entity_key_problems(request: DecisionRequest) -> list[str]:
@@ -586,10 +369,10 @@ def entity_key_problems(request: DecisionRequest) -> list[str]:
             ref = parse_entity_key(key)
         except ValueError as exc:
             reason = str(exc).removeprefix(f"entity {key!r}: ")
-            problems.append(f"{path}: {_quote(key)}: {reason}")
+            problems.append(f"{path}: {quote_value(key)}: {reason}")
             continue
         if ref.end_line is not None and ref.end_line > STORE_INTEGER_MAX:
-            problems.append(f"{path}: {_quote(key)}: expected lines from 1 to "
+            problems.append(f"{path}: {quote_value(key)}: expected lines from 1 to "
                             f"{STORE_INTEGER_MAX}")
     return problems
 
@@ -606,176 +389,217 @@ def _finite(number) -> bool:
         return False
 
 
-def _check_dataclass(request: DecisionRequest) -> list[str]:
-    """The schema's rules (and what it cannot say) on the dataclass, by JSON path."""
-    from .spec import (
-        ARMS,
-        DECISION_TYPES,
-        EVIDENCE_KINDS,
-        EVIDENCE_SOURCES,
-        IMPACT_EDGE_KINDS,
-    )
+class _Checks:
+    """The dataclass check's findings: each problem by JSON path, in the order the
+    schema's fields come, and the request's characters of text so far."""
 
-    problems: list[str] = []
-    characters = [0]  # all the request's text, against REQUEST_MAX_CHARS
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.characters = 0  # all the request's text, against REQUEST_MAX_CHARS
 
-    def text(path: str, value, max_chars: int, *, optional: bool = False,
+    def text(self, path: str, value, max_chars: int, *, optional: bool = False,
              empty: bool = False) -> None:
         if value is None and optional:
             return
         if not isinstance(value, str) or not (value or empty):
             wanted = ("a string" if empty else "a non-empty string") + (" or null" if optional
                                                                         else "")
-            problems.append(f"{path}: expected {wanted}, got {_quote(value)}")
+            self.problems.append(f"{path}: expected {wanted}, got {quote_value(value)}")
             return
-        characters[0] += len(value)
+        self.characters += len(value)
         if len(value) > max_chars:
-            problems.append(f"{path}: expected at most {max_chars} characters, got {len(value)}")
+            self.problems.append(f"{path}: expected at most {max_chars} characters, "
+                                 f"got {len(value)}")
         elif not value.isascii():
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError as exc:
-                problems.append(_EncodingProblem(
+                self.problems.append(EncodingProblem(
                     f"{path}: expected text UTF-8 can hold, got a lone surrogate "
                     f"U+{ord(value[exc.start]):04X} at character {exc.start}"))
 
-    def integer(path: str, value, minimum: int, *, optional: bool = False) -> None:
+    def integer(self, path: str, value, minimum: int, *, optional: bool = False) -> bool:
+        """Whether ``value`` is an integer in range (or an allowed null)."""
         if value is None and optional:
-            return
+            return True
         if (not isinstance(value, int) or isinstance(value, bool)
                 or not minimum <= value <= STORE_INTEGER_MAX):
-            problems.append(f"{path}: expected an integer from {minimum} to {STORE_INTEGER_MAX}"
-                            f"{' or null' if optional else ''}, got {_quote(value)}")
-
-    def one_of(path: str, value, allowed) -> None:
-        if not isinstance(value, str) or value not in allowed:
-            problems.append(f"{path}: {_quote(value)} is not one of {list(allowed)}")
-
-    def listing(path: str, values) -> bool:
-        if not isinstance(values, (tuple, list)):
-            problems.append(f"{path}: expected a list, got {_quote(values)}")
-            return False
-        if len(values) > LIST_MAX_ITEMS:
-            problems.append(f"{path}: expected at most {LIST_MAX_ITEMS} items, got {len(values)}")
+            self.problems.append(f"{path}: expected an integer from {minimum} to "
+                                 f"{STORE_INTEGER_MAX}{' or null' if optional else ''}, got "
+                                 f"{quote_value(value)}")
             return False
         return True
 
-    def strings(path: str, values, max_chars: int) -> None:
-        if listing(path, values):
-            for number, value in enumerate(values):
-                text(f"{path}[{number}]", value, max_chars, empty=True)
+    def one_of(self, path: str, value, allowed) -> None:
+        if not isinstance(value, str) or value not in allowed:
+            self.problems.append(f"{path}: {quote_value(value)} is not one of {list(allowed)}")
 
-    def fields(path: str, value, cls) -> dict | None:
+    def listing(self, path: str, values) -> bool:
+        """Whether ``values`` is a list within LIST_MAX_ITEMS (its items can be checked)."""
+        if not isinstance(values, (tuple, list)):
+            self.problems.append(f"{path}: expected a list, got {quote_value(values)}")
+            return False
+        if len(values) > LIST_MAX_ITEMS:
+            self.problems.append(f"{path}: expected at most {LIST_MAX_ITEMS} items, "
+                                 f"got {len(values)}")
+            return False
+        return True
+
+    def strings(self, path: str, values, max_chars: int) -> None:
+        if self.listing(path, values):
+            for number, value in enumerate(values):
+                self.text(f"{path}[{number}]", value, max_chars, empty=True)
+
+    def fields(self, path: str, value, cls) -> dict | None:
         """``value``'s fields of ``cls`` (an object with those attributes will do)."""
         if type(value) is cls:
             return vars(value)  # this module's frozen class: every field is there
         found = {name: getattr(value, name, _MISSING) for name in _field_names(cls)}
         if any(v is _MISSING for v in found.values()):
-            problems.append(f"{path}: expected a {cls.__name__}, got {_quote(value)}")
+            self.problems.append(f"{path}: expected a {cls.__name__}, got {quote_value(value)}")
             return None
         return found
 
-    text("request.run_id", request.run_id, ID_MAX_CHARS)
-    text("request.instance_id", request.instance_id, ID_MAX_CHARS)
-    integer("request.seq", request.seq, 1)
-    one_of("request.decision_type", request.decision_type, DECISION_TYPES)
-    text("request.task", request.task, TASK_MAX_CHARS)
-    one_of("request.arm", request.arm, ARMS)
-    text("request.variant", request.variant, VARIANT_MAX_CHARS)
-    integer("request.token_ceiling", request.token_ceiling, MIN_TOKEN_CEILING, optional=True)
+
+def _check_dataclass(request: DecisionRequest) -> list[str]:
+    """The schema's rules (and what it cannot say) on the dataclass, by JSON path: its own
+    fields, then the plan node's, the evidence's, the impact edges' and the live state's;
+    the relations between fields only once the structure holds."""
+    checks = _Checks()
+    _check_request_fields(checks, request)
+    # each part checked whatever the others' verdicts, so every problem is named
+    node_sound = _check_plan_node(checks, request.plan_node)
+    evidence_sound = _check_evidence(checks, request.evidence)
+    _check_impact_edges(checks, request.impact_edges)
+    live_sound = _check_live(checks, request.live)
+    if checks.characters > REQUEST_MAX_CHARS:
+        checks.problems.append(f"request: expected at most {REQUEST_MAX_CHARS} characters of "
+                               f"text in all, got {checks.characters}")
+    if node_sound and evidence_sound and live_sound and not checks.problems:
+        checks.problems += entity_key_problems(request) + live_event_problems(request)
+    return checks.problems
+
+
+def _check_request_fields(checks: _Checks, request: DecisionRequest) -> None:
+    checks.text("request.run_id", request.run_id, ID_MAX_CHARS)
+    checks.text("request.instance_id", request.instance_id, ID_MAX_CHARS)
+    checks.integer("request.seq", request.seq, 1)
+    checks.one_of("request.decision_type", request.decision_type, DECISION_TYPES)
+    checks.text("request.task", request.task, TASK_MAX_CHARS)
+    checks.one_of("request.arm", request.arm, ARMS)
+    checks.text("request.variant", request.variant, VARIANT_MAX_CHARS)
+    checks.integer("request.token_ceiling", request.token_ceiling, MIN_TOKEN_CEILING,
+                   optional=True)
     if not isinstance(request.derive_impact, bool):
-        problems.append(f"request.derive_impact: expected true or false, got "
-                        f"{_quote(request.derive_impact)}")
-    sound = True  # the structure holds: the relations between fields can be checked
-    node = fields("request.plan_node", request.plan_node, PlanNode)
+        checks.problems.append(f"request.derive_impact: expected true or false, got "
+                               f"{quote_value(request.derive_impact)}")
+
+
+def _check_plan_node(checks: _Checks, plan_node) -> bool:
+    """Whether the plan node is one (its fields can be read)."""
+    path = "request.plan_node"
+    node = checks.fields(path, plan_node, PlanNode)
     if node is None:
-        sound = False
-    else:
-        path = "request.plan_node"
-        text(f"{path}.node_id", node["node_id"], ID_MAX_CHARS)
-        text(f"{path}.obligation", node["obligation"], SHORT_TEXT_MAX_CHARS)
-        text(f"{path}.target_entity", node["target_entity"], ENTITY_KEY_MAX_CHARS,
-             optional=True, empty=True)
-        strings(f"{path}.preconditions", node["preconditions"], SHORT_TEXT_MAX_CHARS)
-        strings(f"{path}.dependencies", node["dependencies"], ENTITY_KEY_MAX_CHARS)
-        strings(f"{path}.required_validation", node["required_validation"],
-                ENTITY_KEY_MAX_CHARS)
-        strings(f"{path}.acceptance_criteria", node["acceptance_criteria"],
-                SHORT_TEXT_MAX_CHARS)
-        text(f"{path}.decision_question", node["decision_question"], SHORT_TEXT_MAX_CHARS,
-             optional=True, empty=True)
-        if node["insertion_point"] is not None:
-            path = "request.plan_node.insertion_point"
-            point = fields(path, node["insertion_point"], InsertionPoint)
-            if point is not None:
-                text(f"{path}.path", point["path"], ENTITY_KEY_MAX_CHARS)
-                before = len(problems)
-                integer(f"{path}.line", point["line"], 1)
-                line_ok = len(problems) == before
-                integer(f"{path}.end_line", point["end_line"],
-                        point["line"] if line_ok else 1, optional=True)
-    if listing("request.evidence", request.evidence):
-        for number, item in enumerate(request.evidence):
-            path = f"request.evidence[{number}]"
-            values = fields(path, item, EvidenceInput)
-            if values is None:
-                sound = False
-                continue
-            one_of(f"{path}.source", values["source"], EVIDENCE_SOURCES)
-            one_of(f"{path}.kind", values["kind"], EVIDENCE_KINDS)
-            text(f"{path}.provenance", values["provenance"], SHORT_TEXT_MAX_CHARS, empty=True)
-            if values["entity"] is None and values["content"] is None:
-                problems.append(f"{path}: expected at least one of the fields entity, content")
-            text(f"{path}.entity", values["entity"], ENTITY_KEY_MAX_CHARS, optional=True)
-            text(f"{path}.content", values["content"], LONG_TEXT_MAX_CHARS, optional=True,
-                 empty=True)
-            score = values["score"]
-            if score is not None and (isinstance(score, bool)
-                                      or not isinstance(score, (int, float))
-                                      or not _finite(score)):
-                problems.append(f"{path}.score: expected a finite number or null, got "
-                                f"{_quote(score)}")
-    else:
-        sound = False
-    if listing("request.impact_edges", request.impact_edges):
-        for number, edge in enumerate(request.impact_edges):
-            path = f"request.impact_edges[{number}]"
-            values = fields(path, edge, ImpactEdgeInput)
-            if values is None:
-                continue
-            text(f"{path}.head", values["head"], ENTITY_KEY_MAX_CHARS)
-            text(f"{path}.tail", values["tail"], ENTITY_KEY_MAX_CHARS)
-            one_of(f"{path}.kind", values["kind"], IMPACT_EDGE_KINDS)
-            integer(f"{path}.depth", values["depth"], 1)
-    live = fields("request.live", request.live, LiveState)
-    if live is None:
-        sound = False
-    else:
-        text("request.live.patch", live["patch"], LONG_TEXT_MAX_CHARS, optional=True,
-             empty=True)
-        for name in ("errors", "tracebacks", "tool_outputs", "test_outputs"):
-            strings(f"request.live.{name}", live[name], LONG_TEXT_MAX_CHARS)
-        if listing("request.live.events", live["events"]):
-            for number, event in enumerate(live["events"]):
-                path = f"request.live.events[{number}]"
-                values = fields(path, event, LiveEvent)
-                if values is None:
-                    continue
-                one_of(f"{path}.kind", values["kind"], LIVE_EVENT_KINDS)
-                text(f"{path}.text", values["text"], LONG_TEXT_MAX_CHARS)
-                command = values["command"]
-                text(f"{path}.command", command, SHORT_TEXT_MAX_CHARS, optional=True)
-                if isinstance(command, str) and command and not command.strip():
-                    problems.append(f"{path}.command: expected a non-empty string or null, "
-                                    f"got {_quote(command)}")
-        else:
+        return False
+    checks.text(f"{path}.node_id", node["node_id"], ID_MAX_CHARS)
+    checks.text(f"{path}.obligation", node["obligation"], SHORT_TEXT_MAX_CHARS)
+    checks.text(f"{path}.target_entity", node["target_entity"], ENTITY_KEY_MAX_CHARS,
+                optional=True, empty=True)
+    checks.strings(f"{path}.preconditions", node["preconditions"], SHORT_TEXT_MAX_CHARS)
+    checks.strings(f"{path}.dependencies", node["dependencies"], ENTITY_KEY_MAX_CHARS)
+    checks.strings(f"{path}.required_validation", node["required_validation"],
+                   ENTITY_KEY_MAX_CHARS)
+    checks.strings(f"{path}.acceptance_criteria", node["acceptance_criteria"],
+                   SHORT_TEXT_MAX_CHARS)
+    checks.text(f"{path}.decision_question", node["decision_question"], SHORT_TEXT_MAX_CHARS,
+                optional=True, empty=True)
+    if node["insertion_point"] is not None:
+        _check_insertion_point(checks, node["insertion_point"])
+    return True
+
+
+def _check_insertion_point(checks: _Checks, insertion_point) -> None:
+    path = "request.plan_node.insertion_point"
+    point = checks.fields(path, insertion_point, InsertionPoint)
+    if point is None:
+        return
+    checks.text(f"{path}.path", point["path"], ENTITY_KEY_MAX_CHARS)
+    line_ok = checks.integer(f"{path}.line", point["line"], 1)
+    # the edit's last line comes no earlier than its first, when the first is sound
+    checks.integer(f"{path}.end_line", point["end_line"], point["line"] if line_ok else 1,
+                   optional=True)
+
+
+def _check_evidence(checks: _Checks, evidence) -> bool:
+    """Whether the evidence is a list of evidence items (their entities can be parsed)."""
+    if not checks.listing("request.evidence", evidence):
+        return False
+    sound = True
+    for number, item in enumerate(evidence):
+        path = f"request.evidence[{number}]"
+        values = checks.fields(path, item, EvidenceInput)
+        if values is None:
             sound = False
-    if characters[0] > REQUEST_MAX_CHARS:
-        problems.append(f"request: expected at most {REQUEST_MAX_CHARS} characters of text "
-                        f"in all, got {characters[0]}")
-    if sound and not problems:
-        problems += entity_key_problems(request) + live_event_problems(request)
-    return problems
+            continue
+        checks.one_of(f"{path}.source", values["source"], EVIDENCE_SOURCES)
+        checks.one_of(f"{path}.kind", values["kind"], EVIDENCE_KINDS)
+        checks.text(f"{path}.provenance", values["provenance"], SHORT_TEXT_MAX_CHARS,
+                    empty=True)
+        if values["entity"] is None and values["content"] is None:
+            checks.problems.append(f"{path}: expected at least one of the fields entity, "
+                                   "content")
+        checks.text(f"{path}.entity", values["entity"], ENTITY_KEY_MAX_CHARS, optional=True)
+        checks.text(f"{path}.content", values["content"], LONG_TEXT_MAX_CHARS, optional=True,
+                    empty=True)
+        score = values["score"]
+        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))
+                                  or not _finite(score)):
+            checks.problems.append(f"{path}.score: expected a finite number or null, got "
+                                   f"{quote_value(score)}")
+    return sound
+
+
+def _check_impact_edges(checks: _Checks, impact_edges) -> None:
+    if not checks.listing("request.impact_edges", impact_edges):
+        return
+    for number, edge in enumerate(impact_edges):
+        path = f"request.impact_edges[{number}]"
+        values = checks.fields(path, edge, ImpactEdgeInput)
+        if values is None:
+            continue
+        checks.text(f"{path}.head", values["head"], ENTITY_KEY_MAX_CHARS)
+        checks.text(f"{path}.tail", values["tail"], ENTITY_KEY_MAX_CHARS)
+        checks.one_of(f"{path}.kind", values["kind"], IMPACT_EDGE_KINDS)
+        checks.integer(f"{path}.depth", values["depth"], 1)
+
+
+def _check_live(checks: _Checks, live_state) -> bool:
+    """Whether the live state is one and its events a list (their order can be checked)."""
+    live = checks.fields("request.live", live_state, LiveState)
+    if live is None:
+        return False
+    checks.text("request.live.patch", live["patch"], LONG_TEXT_MAX_CHARS, optional=True,
+                empty=True)
+    for name in ("errors", "tracebacks", "tool_outputs", "test_outputs"):
+        checks.strings(f"request.live.{name}", live[name], LONG_TEXT_MAX_CHARS)
+    if not checks.listing("request.live.events", live["events"]):
+        return False
+    for number, event in enumerate(live["events"]):
+        _check_live_event(checks, f"request.live.events[{number}]", event)
+    return True
+
+
+def _check_live_event(checks: _Checks, path: str, event) -> None:
+    values = checks.fields(path, event, LiveEvent)
+    if values is None:
+        return
+    checks.one_of(f"{path}.kind", values["kind"], LIVE_EVENT_KINDS)
+    checks.text(f"{path}.text", values["text"], LONG_TEXT_MAX_CHARS)
+    command = values["command"]
+    checks.text(f"{path}.command", command, SHORT_TEXT_MAX_CHARS, optional=True)
+    if isinstance(command, str) and command and not command.strip():
+        checks.problems.append(f"{path}.command: expected a non-empty string or null, "
+                               f"got {quote_value(command)}")
 
 
 def live_event_problems(request: DecisionRequest) -> list[str]:
@@ -788,8 +612,8 @@ def live_event_problems(request: DecisionRequest) -> list[str]:
         if (not isinstance(at, int) or isinstance(at, bool) or at < 1
                 or (isinstance(request.seq, int) and at > request.seq)):
             problems.append(f"request.live.events[{number}].decision_seq: expected an integer "
-                            f"from 1 to the request's seq ({_quote(request.seq)}), or null, "
-                            f"got {_quote(at)}")
+                            f"from 1 to the request's seq ({quote_value(request.seq)}), or null, "
+                            f"got {quote_value(at)}")
     return problems
 
 

@@ -4,45 +4,37 @@ from __future__ import annotations
 
 import functools
 import os
-import random
 import re
-import sqlite3
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy import Connection, Engine, event, inspect, text
 from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from . import models
-from .ab.outcomes import record_outcome
 from .config import Settings, load_settings
-from .db import (
-    SQLITE_BEGIN_OPTION,
-    SQLITE_BUSY_TIMEOUT_MS,
-    is_sqlite,
-    is_sqlite_in_memory,
-    make_engine,
-    resolve_url,
-)
+from .db import is_sqlite, is_sqlite_in_memory, make_engine, resolve_url
 from .migrate import (
-    _check_known,
+    check_known,
     create_new_sqlite_store,
     current_revision,
     head_revision,
     upgrade_engine,
     upgrade_in_memory,
 )
+from .outcomes import record_outcome
 from .request import STORE_INTEGER_MAX
 from .sqlfiles import check_files, view_files
 from .tokens import count_cached
+from .transactions import RETRY_JITTER_MS as RETRY_JITTER_MS  # docs/library.md: ctxdb.store's
+from .transactions import WRITE_ATTEMPTS as WRITE_ATTEMPTS
+from .transactions import WRITE_LOCK_WAIT_MS as WRITE_LOCK_WAIT_MS
+from .transactions import WriteRetry, WriteTransactions, immediate_transaction
 from .views import create_views, drop_views, view_drift
 
 if TYPE_CHECKING:
@@ -52,23 +44,6 @@ if TYPE_CHECKING:
 # Text digests a store remembers as committed (64 hex chars each: a few MB at most).
 TEXTS_REMEMBERED_MAX = 1 << 16
 
-# Contention (issue 14). A write transaction is tried WRITE_ATTEMPTS times: on SQLite each
-# BEGIN IMMEDIATE waits up to WRITE_LOCK_WAIT_MS for the write lock (SQLite's own busy
-# handler); on PostgreSQL a transaction ended by a serialization failure or a deadlock
-# is run again. Before attempt n a random pause of up to RETRY_JITTER_MS * 2**(n - 2),
-# so writers that failed together do not come back together. Then StoreBusy.
-WRITE_ATTEMPTS = 4
-WRITE_LOCK_WAIT_MS = 5_000
-RETRY_JITTER_MS = 50
-# SQLSTATEs of a PostgreSQL transaction that may succeed when run again.
-PG_SERIALIZATION_FAILURE = "40001"
-PG_DEADLOCK_DETECTED = "40P01"
-PG_RETRYABLE = frozenset({PG_SERIALIZATION_FAILURE, PG_DEADLOCK_DETECTED})
-# A store's commits between its WAL checkpoints: SQLite's own default is a checkpoint
-# past 1,000 WAL pages, and a decision writes ~100.
-WAL_CHECKPOINT_EVERY_WRITES = 10
-# Write transactions whose lock hold times a store keeps (ContextStore.lock_holds).
-LOCK_HOLDS_KEPT = 100_000
 # What a decision writes before the gate reads it: on SQLite, the rolled-back preview
 # writes these to TEMP tables of the same names (they shadow the store's own for
 # unqualified names), so it takes no write lock on the store.
@@ -78,30 +53,6 @@ GATE_VIEW = "v_gate_rule"
 _CREATE_VIEW = re.compile(r"\bCREATE\s+VIEW\b", re.IGNORECASE)
 
 Result = TypeVar("Result")
-
-
-class StoreBusy(TimeoutError):
-    """A write transaction could not go through in its retry budget: SQLite's write lock
-    stayed held by another writer, or PostgreSQL kept ending the transaction on a
-    serialization failure or deadlock. Nothing of the transaction was written; the
-    caller may try again later. ``waited_s`` and ``attempts`` say how long it tried."""
-
-    def __init__(self, message: str, waited_s: float, attempts: int):
-        super().__init__(message)
-        self.waited_s, self.attempts = waited_s, attempts
-
-
-@dataclass(frozen=True)
-class WriteRetry:
-    """How a store's write transactions meet contention (the constants above)."""
-
-    attempts: int = WRITE_ATTEMPTS
-    lock_wait_ms: int = WRITE_LOCK_WAIT_MS
-    jitter_ms: int = RETRY_JITTER_MS
-
-    def pause(self, attempt: int) -> None:
-        """The jittered pause before ``attempt`` (2, 3, …)."""
-        time.sleep(random.uniform(0, self.jitter_ms * 2 ** (attempt - 2)) / 1000)
 
 
 class ReconNotFound(FileNotFoundError):
@@ -138,14 +89,7 @@ class ContextStore:
         # evidence_text digests this store has committed (texts are never deleted: a
         # decision refers to them), so a repeated text is not even offered again
         self.texts_stored: set[str] = set()
-        self.write_retry = WriteRetry()
-        # seconds each write transaction held the write lock (SQLite) or was open
-        # (PostgreSQL), from its BEGIN to its COMMIT; and how many attempts were retried
-        self.lock_holds: deque[float] = deque(maxlen=LOCK_HOLDS_KEPT)
-        self.write_retries = 0
-        self._writes_since_checkpoint = 0
-        self._in_file = engine.dialect.name == "sqlite" and engine.url.database not in (
-            None, "", ":memory:")
+        self.writes = WriteTransactions(engine, url)
 
     @classmethod
     def open(
@@ -170,7 +114,7 @@ class ContextStore:
         try:
             with engine.connect() as connection:
                 revision = current_revision(connection)
-                _check_known(revision)
+                check_known(revision)
             if revision != head_revision() and is_sqlite_in_memory(url):
                 upgrade_in_memory(engine)
             elif revision is None and is_sqlite(url) and create_new_sqlite_store(engine):
@@ -184,7 +128,7 @@ class ContextStore:
                     drift = view_drift(connection)
                 if drift:
                     # Views are derived from sql/views/: bring them in line with the files.
-                    with _write(engine) as connection:
+                    with immediate_transaction(engine) as connection:
                         drop_views(connection)
                         create_views(connection)
             recon_name = recon_path or (os.fspath(recon) if recon is not None else None)
@@ -236,17 +180,37 @@ class ContextStore:
     def dialect(self) -> str:
         return self.engine.dialect.name
 
+    @property
+    def write_retry(self) -> WriteRetry:
+        """How this store's write transactions meet contention (settable)."""
+        return self.writes.retry
+
+    @write_retry.setter
+    def write_retry(self, retry: WriteRetry) -> None:
+        self.writes.retry = retry
+
+    @property
+    def lock_holds(self) -> deque[float]:
+        """Seconds each write transaction held the write lock (SQLite) or was open
+        (PostgreSQL), from its BEGIN to its COMMIT, the newest last."""
+        return self.writes.lock_holds
+
+    @property
+    def write_retries(self) -> int:
+        """How many write attempts were retried."""
+        return self.writes.retries
+
     def write_transaction(self):
         """A connection in one write transaction (``BEGIN IMMEDIATE`` on SQLite, retried
         while another writer holds the lock, then ``StoreBusy``)."""
-        return self._write()
+        return self.writes.write()
 
     def write(self, work: Callable[[Connection], Result]) -> Result:
         """``work(connection)`` in one write transaction, and its result. On PostgreSQL
         a transaction ended by a serialization failure or deadlock is rolled back and
         ``work`` run again (so it must only write through the connection), within the
         store's ``write_retry``; then ``StoreBusy``."""
-        return self._retrying(self._write, work)
+        return self.writes.run(self.writes.write, work)
 
     def preview(self, work: Callable[[Connection], Result]) -> Result:
         """``work(connection)`` in a transaction that is always rolled back, and its result:
@@ -256,70 +220,7 @@ class ContextStore:
         previews: no write lock is taken.
         On PostgreSQL they go to the store's tables (row locks only) and are rolled back;
         a deadlock is retried as in ``write``."""
-        return self._retrying(self._preview, work)
-
-    def _retrying(self, transaction, work: Callable[[Connection], Result]) -> Result:
-        retry, started = self.write_retry, time.perf_counter()
-        for attempt in range(1, retry.attempts + 1):
-            if attempt > 1:
-                self.write_retries += 1
-                retry.pause(attempt)
-            try:
-                with transaction() as connection:
-                    return work(connection)
-            except DBAPIError as exc:
-                if _sqlstate(exc) not in PG_RETRYABLE:
-                    raise
-                if attempt == retry.attempts:
-                    waited = time.perf_counter() - started
-                    raise StoreBusy(
-                        f"store {self.url}: PostgreSQL ended the transaction "
-                        f"{retry.attempts} times in {waited:.1f} s on a serialization failure"
-                        f" or deadlock (SQLSTATE {_sqlstate(exc)}); nothing was written, try"
-                        f" again later", waited, retry.attempts) from exc
-        raise AssertionError("unreachable: the last attempt returns or raises")
-
-    @contextmanager
-    def _write(self):
-        """One write transaction, its BEGIN retried while SQLite's write lock is busy;
-        records how long it held the lock."""
-        retry, sqlite = self.write_retry, self.dialect == "sqlite"
-        started = time.perf_counter()
-        for attempt in range(1, retry.attempts + 1):
-            connection = self.engine.connect()
-            try:
-                if sqlite:
-                    _set_busy_timeout(connection, retry.lock_wait_ms)
-                connection.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
-                transaction = connection.begin()
-                break
-            except BaseException as exc:
-                connection.close()
-                if not (sqlite and isinstance(exc, DBAPIError) and _is_sqlite_busy(exc)):
-                    raise
-                if attempt == retry.attempts:
-                    waited = time.perf_counter() - started
-                    raise StoreBusy(
-                        f"store {self.url}: another writer held the write lock through "
-                        f"{retry.attempts} attempts over {waited:.1f} s (each waiting up to "
-                        f"{retry.lock_wait_ms} ms); nothing was written, try again later",
-                        waited, retry.attempts) from exc
-                self.write_retries += 1
-                retry.pause(attempt + 1)
-        with connection:
-            if sqlite:
-                _set_busy_timeout(connection, SQLITE_BUSY_TIMEOUT_MS)
-            held_from = time.perf_counter()
-            with transaction:
-                yield connection
-            self.lock_holds.append(time.perf_counter() - held_from)
-            if sqlite and self._in_file:
-                self._writes_since_checkpoint += 1
-                if self._writes_since_checkpoint >= WAL_CHECKPOINT_EVERY_WRITES:
-                    # PASSIVE: copies what no reader still needs, waits for nobody and
-                    # holds no write lock — other writers go on meanwhile
-                    self._writes_since_checkpoint = 0
-                    _checkpoint(connection)
+        return self.writes.run(self._preview, work)
 
     @contextmanager
     def _preview(self):
@@ -498,16 +399,6 @@ def _revision_now(engine: Engine) -> str | None:
         return current_revision(connection)
 
 
-def _checkpoint(connection: Connection) -> None:
-    """A PASSIVE WAL checkpoint on the driver's connection, outside any transaction (one
-    SQLAlchemy would begin for the statement makes SQLite refuse it). The decision is
-    committed already: a checkpoint that cannot run now is left to the next one."""
-    try:
-        connection.connection.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
-    except sqlite3.OperationalError:
-        pass  # e.g. another connection checkpointing at this moment: the next one will
-
-
 def _recon_file(recon: str | os.PathLike) -> str:
     path = Path(recon).expanduser().resolve()
     if not path.is_file():
@@ -516,29 +407,6 @@ def _recon_file(recon: str | os.PathLike) -> str:
             f"build it with `ctxdb recon index PATH --recon {recon}`"
         )
     return str(path)
-
-
-@contextmanager
-def _write(engine: Engine):
-    """One transaction that takes the write lock first (``BEGIN IMMEDIATE`` on SQLite)."""
-    with engine.connect() as connection:
-        connection = connection.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
-        with connection.begin():
-            yield connection
-
-
-def _set_busy_timeout(connection: Connection, milliseconds: int) -> None:
-    # On the driver's connection: through SQLAlchemy it would begin a transaction.
-    connection.connection.driver_connection.execute(f"PRAGMA busy_timeout={int(milliseconds)}")
-
-
-def _is_sqlite_busy(exc: DBAPIError) -> bool:
-    code = getattr(exc.orig, "sqlite_errorcode", None)
-    return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY  # extended codes too
-
-
-def _sqlstate(exc: DBAPIError) -> str | None:
-    return getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
 
 
 @functools.cache

@@ -18,13 +18,13 @@ from ctxdb.ab.gold import changed_tests, edited_entities
 from ctxdb.ab.instances import load_instances
 from ctxdb.ab.materialize import SkippedBlob, materialize
 from ctxdb.ab.oracle_ranker import OracleRanker, Place
-from ctxdb.ab.outcomes import import_outcomes
 from ctxdb.ab.reports import ORACLE_LEGEND, ab_html, ab_screen, run_report
 from ctxdb.ab.runner import AbOptions, run_ab
 from ctxdb.cli import main
 from ctxdb.config import load_settings
 from ctxdb.db import resolve_url
 from ctxdb.diffs import parse_unified_diff
+from ctxdb.outcomes import import_outcomes
 from ctxdb.pipeline.rank import ResidueCandidate, rank_residue
 from ctxdb.recon import index_repository
 from ctxdb.recon.schema import create_recon_engine

@@ -21,7 +21,6 @@ import ctxdb.pipeline.construct as construct_module
 from ctxdb import ContextStore, RequestError, StoreBusy
 from ctxdb.pipeline.vocabulary import TOKENS_BOUNDED_FLAG
 from ctxdb.request import TASK_MAX_CHARS
-from ctxdb.store import WriteRetry
 from ctxdb.tokens import (
     COUNT_EXACT_MAX_CHARS,
     LONG_RUN_CHARS,
@@ -30,6 +29,7 @@ from ctxdb.tokens import (
     get_counter,
     has_long_run,
 )
+from ctxdb.transactions import WriteRetry
 
 # What a test's polling loop waits for another session at most (a bound that fails the
 # test if the awaited state never comes, not a timing assertion).
@@ -330,7 +330,7 @@ def test_the_store_checkpoints_its_wal_outside_the_lock(tmp_path):
     """SQLite's automatic checkpoint is off on a store's connections (it would run inside
     a decision's COMMIT); the store checkpoints after every WAL_CHECKPOINT_EVERY_WRITES
     commits instead, so the WAL stays the size of a few decisions, not of all of them."""
-    from ctxdb.store import WAL_CHECKPOINT_EVERY_WRITES
+    from ctxdb.transactions import WAL_CHECKPOINT_EVERY_WRITES
 
     db = tmp_path / "ctx08.db"
     wal = tmp_path / "ctx08.db-wal"

@@ -29,8 +29,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from requests_data import edit_request  # noqa: E402
 
-from ctxdb import ContextStore  # noqa: E402
-from ctxdb import request as request_module  # noqa: E402
+from ctxdb import (
+    ContextStore,  # noqa: E402
+    request_schema,  # noqa: E402
+)
 from ctxdb.cli import EXIT_BAD_INPUT, EXIT_OK, main  # noqa: E402
 from ctxdb.db import NotAStoreError  # noqa: E402
 from ctxdb.models import metadata  # noqa: E402
@@ -39,7 +41,6 @@ from ctxdb.request import (  # noqa: E402
     ID_MAX_CHARS,
     LIST_MAX_ITEMS,
     LONG_TEXT_MAX_CHARS,
-    QUOTE_MAX_CHARS,
     REQUEST_MAX_CHARS,
     SHORT_TEXT_MAX_CHARS,
     STORE_INTEGER_MAX,
@@ -50,9 +51,9 @@ from ctxdb.request import (  # noqa: E402
     ImpactEdgeInput,
     InsertionPoint,
     LiveEvent,
-    RequestEncodingError,
     RequestError,
 )
+from ctxdb.request_limits import QUOTE_MAX_CHARS, RequestEncodingError  # noqa: E402
 
 # An error is one line, and short whatever the value's size (10 problems of ~150 chars).
 ERROR_MAX_CHARS = 2000
@@ -186,7 +187,7 @@ def _assert_names(error: BaseException, field: str) -> None:
 
 
 def test_the_schema_states_the_same_limits_as_the_constants():
-    schema = json.loads(request_module.SCHEMA_FILE.read_text(encoding="utf-8"))
+    schema = json.loads(request_schema.SCHEMA_FILE.read_text(encoding="utf-8"))
     properties = schema["properties"]
     node = properties["plan_node"]["properties"]
     evidence = schema["$defs"]["evidence_item"]["properties"]
@@ -202,7 +203,7 @@ def test_the_schema_states_the_same_limits_as_the_constants():
     assert evidence["entity"]["maxLength"] == ENTITY_KEY_MAX_CHARS
     assert evidence["content"]["maxLength"] == LONG_TEXT_MAX_CHARS
     assert evidence["provenance"]["maxLength"] == SHORT_TEXT_MAX_CHARS
-    lists = request_module._list_limits()
+    lists = request_schema._list_limits()
     assert len(lists) == 11  # evidence, impact edges, four plan-node lists, five live lists
     assert {most for _, most in lists} == {LIST_MAX_ITEMS}
 
@@ -273,7 +274,7 @@ def test_json_that_cannot_be_read_says_why():
     with pytest.raises(RequestError, match="not valid JSON: Expecting value at line 1 column 9"):
         DecisionRequest.from_json('{"seq": }')
     with pytest.raises(RequestError, match="bytes of JSON, expected at most"):
-        DecisionRequest.from_json(b" " * (request_module.REQUEST_JSON_MAX_BYTES + 1))
+        DecisionRequest.from_json(b" " * (request_schema.REQUEST_JSON_MAX_BYTES + 1))
 
 
 def test_entity_null_is_as_if_omitted_on_every_path():

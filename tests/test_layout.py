@@ -51,6 +51,16 @@ def _ancestors(name: str) -> list[str]:
     return [".".join(parts[:n]) for n in range(1, len(parts))]
 
 
+def _imported_from(node: ast.ImportFrom, name: str, is_package: bool) -> str:
+    """The module a ``from … import`` in module ``name`` reads, its dots resolved."""
+    if not node.level:
+        return node.module or ""
+    package = name if is_package else name.rpartition(".")[0]
+    base_parts = package.split(".")
+    base_parts = base_parts[: len(base_parts) - (node.level - 1)]
+    return ".".join(base_parts + ([node.module] if node.module else []))
+
+
 def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The ctxdb modules that importing ``name`` runs, directly.
 
@@ -59,18 +69,12 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     package is always already initialised, so it never counts.
     """
     is_package = path.name == "__init__.py"
-    package = name if is_package else name.rpartition(".")[0]
     targets: set[str] = set()
     for node in _import_nodes(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
             targets.update(alias.name for alias in node.names)
             continue
-        if node.level:
-            base_parts = package.split(".")
-            base_parts = base_parts[: len(base_parts) - (node.level - 1)]
-            base = ".".join(base_parts + ([node.module] if node.module else []))
-        else:
-            base = node.module or ""
+        base = _imported_from(node, name, is_package)
         targets.add(base)
         # `from pkg import mod` imports the submodule pkg.mod
         targets.update(f"{base}.{alias.name}" for alias in node.names
@@ -211,3 +215,90 @@ def test_import_and_help_load_no_database_parser_or_tokenizer():
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True, cwd=PACKAGE_DIR.parent).stdout.strip()
     assert out == "[] []"
+
+
+# --- layers: the pipeline is given its variant and never imports the A/B protocol; no
+# module reaches for another's private (underscore) name -----------------------------
+
+PIPELINE = f"{PACKAGE}.pipeline"
+AB = f"{PACKAGE}.ab"
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
+
+
+def pipeline_imports_of_ab(graph: dict[str, set[str]]) -> list[str]:
+    """``pipeline module -> ab module`` for each import from the pipeline into ab."""
+    return sorted(f"{name} -> {target}" for name, targets in graph.items()
+                  if _within(name, PIPELINE) for target in targets if _within(target, AB))
+
+
+def private_names_used_across_modules(package_dir: Path = PACKAGE_DIR) -> list[str]:
+    """``module:line name`` for each private name of one ctxdb module that another
+    imports (``from m import _x``, at any depth, TYPE_CHECKING included) or reads off it
+    (``m._x``, ``m`` an imported ctxdb module)."""
+    modules = all_modules(package_dir)
+    found = []
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        imported_modules: dict[str, str] = {}  # the local name -> the ctxdb module it is
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in modules and alias.asname:
+                        imported_modules[alias.asname] = alias.name
+            elif isinstance(node, ast.ImportFrom):
+                base = _imported_from(node, name, path.name == "__init__.py")
+                for alias in node.names:
+                    if f"{base}.{alias.name}" in modules:
+                        imported_modules[alias.asname or alias.name] = f"{base}.{alias.name}"
+                    elif base in modules and base != name and _is_private(alias.name):
+                        found.append(f"{name}:{node.lineno} {base}.{alias.name}")
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in imported_modules and _is_private(node.attr)
+                    and imported_modules[node.value.id] != name):
+                found.append(f"{name}:{node.lineno} "
+                             f"{imported_modules[node.value.id]}.{node.attr}")
+    return sorted(found)
+
+
+def test_the_pipeline_never_imports_ab():
+    """The A/B protocol drives the pipeline (its variants arrive as the pipeline's
+    options), never the other way: lazy imports count too."""
+    found = pipeline_imports_of_ab(import_graph())
+    assert not found, "the pipeline imports ab:\n" + "\n".join(found)
+
+
+def test_no_module_uses_another_modules_private_name():
+    found = private_names_used_across_modules()
+    assert not found, "private names used across modules:\n" + "\n".join(found)
+
+
+def test_the_layer_checks_see_what_they_forbid(tmp_path):
+    # The two checks, on a package of their own holding one of each thing they forbid
+    # and the look-alikes they allow.
+    root = tmp_path / PACKAGE
+    (root / "pipeline").mkdir(parents=True)
+    (root / "ab").mkdir()
+    for package in (root, root / "pipeline", root / "ab"):
+        (package / "__init__.py").write_text("")
+    (root / "ab" / "variants.py").write_text("PROBE = 1\n_SECRET = 2\n")
+    (root / "pipeline" / "order.py").write_text(
+        "def later():\n    from ..ab.variants import PROBE\n    return PROBE\n")
+    (root / "pipeline" / "rank.py").write_text(
+        "from ..ab import variants\n_OWN = 1\n"
+        "def f():\n    return variants._SECRET, _OWN, variants.__name__\n")
+    (root / "reader.py").write_text(
+        "from .ab.variants import _SECRET\nimport os\nos._exit\n")
+    graph = import_graph(root)
+    assert pipeline_imports_of_ab(graph) == [
+        f"{PIPELINE}.order -> {AB}", f"{PIPELINE}.order -> {AB}.variants",
+        f"{PIPELINE}.rank -> {AB}", f"{PIPELINE}.rank -> {AB}.variants"]
+    assert private_names_used_across_modules(root) == [
+        f"{PIPELINE}.rank:4 {AB}.variants._SECRET", f"{PACKAGE}.reader:1 {AB}.variants._SECRET"]

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from ctxdb.cli.recon import register
 from ctxdb.recon import (
     RECON_SCHEMA_VERSION,
     ReconVersionError,
@@ -29,7 +30,6 @@ from ctxdb.recon import (
     search_symbols,
 )
 from ctxdb.recon import indexer as recon_indexer
-from ctxdb.recon.commands import register
 from ctxdb.recon.extract import Binding, ParsedFile, Reference, Symbol, extract_file
 from ctxdb.recon.schema import GENERATION_KEY
 
@@ -658,7 +658,8 @@ def test_cli_missing_index_exits_2(tmp_path, capsys):
 def test_every_recon_command_has_help():
     parser = argparse.ArgumentParser(prog="ctxdb")
     sub = parser.add_subparsers()
-    recon = register(sub)
+    register(sub)
+    recon = sub.choices["recon"]
     assert recon.description
     (recon_sub,) = [a for a in recon._actions if isinstance(a, argparse._SubParsersAction)]
     helps = {a.dest: a.help for a in recon_sub._choices_actions}

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from ctxdb.cli.recon import register
 from ctxdb.recon import IndexLimits, SkippedPath, check_recon_version, index_repository
 from ctxdb.recon import indexer as recon_indexer
-from ctxdb.recon.commands import register
 from ctxdb.recon.extract import (
     SKIP_TOO_DEEP,
     SKIP_TOO_LARGE,

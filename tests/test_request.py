@@ -14,7 +14,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from requests_data import edit_request  # noqa: E402
 
 from ctxdb.request import (  # noqa: E402
-    SCHEMA_FILE,
     DecisionRequest,
     EvidenceInput,
     ImpactEdgeInput,
@@ -22,6 +21,7 @@ from ctxdb.request import (  # noqa: E402
     RequestError,
     validate_request,
 )
+from ctxdb.request_schema import SCHEMA_FILE  # noqa: E402
 
 VALID = DecisionRequest.from_dict(edit_request())
 

@@ -5,7 +5,7 @@ BM25, names, traceback frames, failing tests, structure, fused), the failing tes
 source, the symbols on the task's traceback frames and module skeletons of the hit
 files; edit gets a target — ``oracle``: what a planner with perfect localization hands
 over, ``retrieval``: the top candidate — with derived impact and the tests that reach
-it. `_fts_query` is the stand-in retrieval it replaced (BM25 over names, signatures and
+it. `fts_query` is the stand-in retrieval it replaced (BM25 over names, signatures and
 docstrings), kept so ``ctxdb retrieve --eval`` can measure the two side by side.
 
 Oracle localization targets the patch's first gold symbol (def/class), with the lines
@@ -39,7 +39,7 @@ FUNCTION_KINDS = frozenset({"function", "method"})  # recon's symbol kinds of a 
 SKELETON_MAX_SYMBOLS = 60
 
 
-def _fts_query(connection, problem: str):
+def fts_query(connection, problem: str):
     words = sorted(terms(problem))[:QUERY_MAX_TERMS]
     words = [w for w in words if re.fullmatch(r"[a-z0-9_]+", w)]
     if not words:

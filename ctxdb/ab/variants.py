@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..pipeline.options import LITM_BURIED, NO_IMPACT_DIGEST
 from ..request import DecisionRequest, LiveState
 
 DEFAULT = "default"
-NO_IMPACT_DIGEST = "no_impact_digest"
 NO_RETRIEVED_CODE = "no_retrieved_code"
 NO_HISTORY = "no_history"
 NO_CONSTRAINTS = "no_constraints"
@@ -21,7 +21,6 @@ NO_PLAN_OBLIGATION = "no_plan_obligation"
 ALL_VERBATIM = "all_verbatim"
 NO_SIGNATURES = "no_signatures"
 NO_DIGESTS = "no_digests"
-LITM_BURIED = "litm_buried"
 
 # The obligation text a request keeps when its plan obligation is ablated: the node
 # must still say something, so it says only what the task already says.

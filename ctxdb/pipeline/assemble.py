@@ -121,6 +121,11 @@ def _cut_code_around(text: str, first_line: int, focus: tuple[int, int] | None,
     return kept + mark, first_line + start, first_line + end
 
 
+def forget_code_cuts() -> None:
+    """Drop the cuts of large entities kept in this process (ctxdb.caches)."""
+    _cut_code_around.cache_clear()
+
+
 def _code_cut_mark(start: int, end: int, first: int, last: int, size: int,
                    around_focus: bool) -> str:
     how = "around the insertion point" if around_focus else "with the most decision terms"

@@ -24,7 +24,6 @@ import functools
 import re
 from collections import Counter
 
-from ..ab.variants import NO_IMPACT_DIGEST
 from ..entities import entity_key_of_test_id, parse_entity_key
 from ..recon.reader import ReconReader
 from ..request import DecisionRequest
@@ -33,6 +32,7 @@ from ..terms import terms
 from .aging import observation_of, stale_arrivals
 from .assemble import apply_pool_cap
 from .dedup import fact_key
+from .options import stage_options
 from .state import Decision, ImpactEdge, Link, Nearness, PoolItem
 from .vocabulary import (
     CHANGE_TARGET,
@@ -283,6 +283,11 @@ def _item_terms(entity_key: str | None, signature: str | None, head: str) -> fro
     return terms(" ".join(filter(None, [entity_key, signature, head])))
 
 
+def forget_item_terms() -> None:
+    """Drop the item term sets kept in this process (ctxdb.caches)."""
+    _item_terms.cache_clear()
+
+
 def _recon_hops(recon, anchor_ids, item_ids) -> dict[int, tuple[int, int]]:
     """symbol id -> (hops, anchor id) for pool symbols within 2 recon edges of an anchor
     (the lowest-numbered anchor, and for 2 hops the lowest-numbered middle symbol).
@@ -323,7 +328,7 @@ def derive_gate_inputs(decision: Decision, recon: ReconReader | None) -> None:
     if request.derive_impact and recon is not None:
         edges += derive_impact(links, recon)
     digest = None
-    if request.variant != NO_IMPACT_DIGEST:
+    if stage_options(request.variant).impact_digest:
         digest = _digest_item(request, edges, len(pool) + 1)
     if digest is not None:
         pool.append(digest)

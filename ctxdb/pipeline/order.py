@@ -10,7 +10,7 @@ first. Tiers (§3.7) are set here too, from the same roles.
 
 from __future__ import annotations
 
-from ..ab.variants import LITM_BURIED
+from .options import stage_options
 from .state import BACK, FRONT, MIDDLE, STABLE_CORE, TRANSIENT, WORKING_SET, Candidate, Decision
 from .vocabulary import (
     EDGE_CRITICAL_ROLES,
@@ -80,7 +80,7 @@ def order(decision: Decision) -> None:
         (c for c in candidates if id(c) not in placed),
         key=lambda c: (ROLE_STRENGTH.index(c.role), c.item.item_no),
     )
-    if decision.request.variant == LITM_BURIED:
+    if stage_options(decision.request.variant).bury_edge_items:
         half = len(middle) // 2
         middle = middle[:half] + front + back + middle[half:]
         front, back = [], []

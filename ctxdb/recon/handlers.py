@@ -1,4 +1,4 @@
-"""The ``ctxdb recon`` handlers (`commands.register` adds the parsers and points at
+"""The ``ctxdb recon`` handlers (`ctxdb.cli.recon` adds the parsers and points at
 these): each takes the parsed namespace and returns the exit code."""
 
 from __future__ import annotations

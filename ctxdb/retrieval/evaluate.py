@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..ab.decisions import RETRIEVAL_TOP_K, _fts_query
+from ..ab.decisions import RETRIEVAL_TOP_K, fts_query
 from ..ab.gold import edited_entities
 from ..ab.instances import Instance, load_instances
 from ..ab.materialize import materialize
@@ -84,7 +84,7 @@ def gold_of(connection, instance: Instance) -> tuple[list[str], list[str]]:
 
 def _stand_in(connection, instance: Instance) -> Ranked:
     started = time.perf_counter()
-    hits = [h for h in _fts_query(connection, instance.problem_statement) if h["kind"] != "module"]
+    hits = [h for h in fts_query(connection, instance.problem_statement) if h["kind"] != "module"]
     seconds = time.perf_counter() - started
     files: dict[str, None] = {}
     for hit in hits:

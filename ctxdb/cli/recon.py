@@ -1,22 +1,19 @@
-"""``ctxdb recon``: build the recon index and read it without SQL.
+"""``ctxdb recon``: build the recon index (index) and read it without SQL (show, stats).
 
-`register(subparsers)` adds the ``recon`` command with ``index``, ``show`` and
-``stats``. Each subcommand sets ``func`` on the parsed namespace: a handler of
-`ctxdb.recon.handlers`, taking the namespace and returning the exit code (0 ok, 2 bad
-input or unknown entity).
+Each handler runs its command in `ctxdb.recon.handlers`, imported when the command runs:
+registering `ctxdb recon` imports no SQLAlchemy or tree-sitter. It returns the exit code
+(0 ok, 2 bad input or unknown entity).
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from ctxdb.config import DEFAULT_RECON, RECON_ENV
+from ..config import DEFAULT_RECON, RECON_ENV
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``recon`` (index / show / stats) to an argparse subparsers object."""
-    recon = subparsers.add_parser(
+def register(commands: argparse._SubParsersAction) -> None:
+    recon = commands.add_parser(
         "recon",
         help="build and read the recon index (files, symbols, edges)",
         description=(
@@ -25,9 +22,15 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
             "tree-sitter. Later stages read spans, signatures and source text from it."
         ),
     )
-    sub = recon.add_subparsers(dest="recon_command", metavar="COMMAND", required=True)
+    recon_commands = recon.add_subparsers(dest="recon_command", metavar="COMMAND",
+                                          required=True)
+    _add_index(recon_commands)
+    _add_show(recon_commands)
+    _add_stats(recon_commands)
 
-    index = sub.add_parser(
+
+def _add_index(recon_commands: argparse._SubParsersAction) -> None:
+    index = recon_commands.add_parser(
         "index",
         help="index a repository (only changed files on a second run)",
         description=(
@@ -56,9 +59,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="show a progress bar on stderr (default: only when stderr is a terminal)",
     )
-    index.set_defaults(func=_handler("cmd_index"))
+    index.set_defaults(func=_cmd_index)
 
-    show = sub.add_parser(
+
+def _cmd_index(args: argparse.Namespace) -> int:
+    from ..recon import handlers
+
+    return handlers.cmd_index(args)
+
+
+def _add_show(recon_commands: argparse._SubParsersAction) -> None:
+    show = recon_commands.add_parser(
         "show",
         help="one symbol: kind, span, signature, docstring line, edges in and out",
         description=(
@@ -73,9 +84,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "or the file path for a module",
     )
     _recon_option(show)
-    show.set_defaults(func=_handler("cmd_show"))
+    show.set_defaults(func=_cmd_show)
 
-    stats = sub.add_parser(
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from ..recon import handlers
+
+    return handlers.cmd_show(args)
+
+
+def _add_stats(recon_commands: argparse._SubParsersAction) -> None:
+    stats = recon_commands.add_parser(
         "stats",
         help="counts of files, symbols by kind, edges by kind, and what was skipped",
         description=(
@@ -86,8 +105,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         ),
     )
     _recon_option(stats)
-    stats.set_defaults(func=_handler("cmd_stats"))
-    return recon
+    stats.set_defaults(func=_cmd_stats)
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    from ..recon import handlers
+
+    return handlers.cmd_stats(args)
 
 
 def _recon_option(parser: argparse.ArgumentParser) -> None:
@@ -99,14 +123,3 @@ def _recon_option(parser: argparse.ArgumentParser) -> None:
         f"(default: ${RECON_ENV} or {DEFAULT_RECON})",
     )
 
-
-def _handler(name: str):
-    """The handler ``name`` of `ctxdb.recon.handlers`, imported when the command runs:
-    registering `ctxdb recon` imports no SQLAlchemy or tree-sitter."""
-
-    def run(args: argparse.Namespace) -> int:
-        from ctxdb.recon import handlers
-
-        return getattr(handlers, name)(args)
-
-    return run

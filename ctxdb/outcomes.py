@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .. import models
-from ..sqlfiles import sql_statement
+from . import models
+from .sqlfiles import sql_statement
 
 REQUIRED_FIELDS = ("run_id", "instance_id", "solved")
 NUMBER_FIELDS = ("cost_usd", "model_tokens_in", "model_tokens_out")

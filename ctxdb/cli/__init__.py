@@ -1,0 +1,120 @@
+"""The ``ctxdb`` command line.
+
+Exit status: 0 on success, 1 when a check finds violations, 2 on bad input
+(the message names the field or file and what was expected).
+
+One module per command (or group of subcommands), each with one ``register(commands)``
+that adds its parsers, every option beside the handler it sets as ``func``;
+`build_parser` calls them in the order ``ctxdb --help`` lists the commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..config import DB_URL_ENV, ConfigError
+from . import (
+    ab,
+    construct,
+    datasette,
+    db,
+    decisions,
+    recon,
+    replay,
+    report,
+    retrieve,
+    tokens,
+    verify,
+)
+from .shared import EXIT_BAD_INPUT, EXIT_OK, EXIT_VIOLATIONS
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_OK", "EXIT_VIOLATIONS", "build_parser", "main"]
+
+# the command modules, in the order `ctxdb --help` lists their commands
+COMMAND_MODULES = (db, construct, decisions, verify, ab, replay, report, retrieve, datasette,
+                   tokens, recon)
+
+ERROR_REASON_MAX_CHARS = 200  # of a driver's message quoted in a one-line error
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ctxdb",
+        description="Context construction for an LLM coding harness, as a SQL evidence store.",
+    )
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"ctxdb {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    for module in COMMAND_MODULES:
+        module.register(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from ..forensics import NotFound
+    from ..migrate import StoreVersionError
+    from ..recon import ReconVersionError
+    from ..store import ReconNotFound
+    from ..tokens import TokenizerUnavailable
+
+    try:
+        if hasattr(args, "db"):
+            _refuse_a_store_in_memory(args.db)
+        return args.func(args)
+    except BrokenPipeError:
+        # The reader stopped (`ctxdb show 3 | head`): what it read was right; say nothing
+        # more, and keep Python from complaining again when it flushes stdout at exit.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (AttributeError, OSError, ValueError):  # not a real file: nothing to flush
+            pass
+        return EXIT_OK
+    except (
+        ConfigError,
+        StoreVersionError,
+        ReconNotFound,
+        ReconVersionError,
+        TokenizerUnavailable,
+        OSError,  # a file named on the command line (FileNotFoundError, IsADirectoryError…)
+        NotFound,
+        ValueError,  # RequestError, NotAStoreError, a bad URL…
+    ) as exc:
+        print(f"ctxdb: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as exc:
+        reason = _unreachable_database(exc)
+        if reason is None:
+            raise
+        print(f"ctxdb: error: --db: cannot connect to the store's database: {reason}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def _refuse_a_store_in_memory(db: str | None) -> None:
+    """A command's store must outlive the command: ``sqlite://`` is for the library."""
+    from ..db import is_sqlite_in_memory, resolve_url
+
+    where = "--db" if db is not None else f"${DB_URL_ENV}"
+    if is_sqlite_in_memory(resolve_url(db)):
+        given = db if db is not None else os.environ.get(DB_URL_ENV, "")
+        raise ValueError(f"{where} {given[:80]!r}: a store in memory is gone when the command "
+                         "ends; expected a store file or a PostgreSQL URL")
+
+
+def _unreachable_database(exc: BaseException) -> str | None:
+    """Why the database could not be reached, when ``exc`` is a failure to connect (an
+    OperationalError raised before any statement: refused, unknown host, bad password);
+    else None."""
+    if "sqlalchemy" not in sys.modules:
+        return None
+    from sqlalchemy.exc import OperationalError
+
+    if not isinstance(exc, OperationalError) or exc.statement is not None:
+        return None
+    return str(exc.orig or exc).strip().splitlines()[0][:ERROR_REASON_MAX_CHARS]

@@ -1,0 +1,93 @@
+"""``ctxdb replay``: recorded agent runs replayed, every decision beside what was sent."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..workers import DEFAULT_WORKERS
+from .shared import EXIT_BAD_INPUT, EXIT_OK, EXIT_VIOLATIONS, add_db_option, progress_callback
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    replay = commands.add_parser(
+        "replay", help="replay recorded agent runs: every decision beside what the harness sent",
+        description="For every decision of every recorded run (mini-swe-agent .traj.json, 1.x "
+        "or 2.x), rebuild the working tree by re-running the run's commands in an isolated "
+        "scratch copy of the base commit (no network, read-only outside the copy, a time "
+        "limit), construct ctxdb's window, and write it beside the two reference arms "
+        "(current: the harness's whole history; mask10: observations older than the 10 newest "
+        "masked) with what the agent's next action used. A progress bar on stderr when it is a "
+        "terminal. Bad lines are named after the good ones have run (exit 2); a run that "
+        "fails is named and left out of the store (exit 1).",
+    )
+    replay.add_argument("runs", metavar="RUNS.jsonl|RUN.traj.json",
+                        help="lines of instance_id, trajectory (relative to the file), "
+                        "base_commit, repo_git, resolved; or one trajectory with --tree")
+    add_db_option(replay)
+    replay.add_argument("--tree", metavar="DIR",
+                        help="one run: a git checkout of its repository (its HEAD is the base "
+                        "commit unless --base-commit says otherwise)")
+    replay.add_argument("--base-commit", help="with --tree: the commit the run started from")
+    replay.add_argument("--instance-id", help="with --tree: the run's instance (default: the "
+                        "trajectory's instance_id, else its file name)")
+    replay.add_argument("--run-id", default="replay",
+                        help="the store run the windows are written under (default: replay)")
+    replay.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
+                        help="worker processes (default: the CPUs this process may use)")
+    replay.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                        help="each re-run command's time limit (default: the run's own, 60 s "
+                        "in mini-swe-agent's SWE-bench config)")
+    replay.add_argument("--limit", type=int, default=None, metavar="N",
+                        help="replay only the first N runs")
+    replay.set_defaults(func=_cmd_replay)
+
+
+def _cmd_replay(args) -> int:
+    """Exit 2 when the input is bad (each bad line named; the good ones run first), else
+    1 when a run failed, else 0."""
+    from pathlib import Path
+
+    from ..agent.replay import RunsFileError, load_run_specs, replay_spec_for_tree, run_replay
+    from ..agent.trajectory import MAX_COMMAND_TIMEOUT_S
+    from ..db import resolve_url
+
+    source = Path(args.runs)
+    errors: list[str] = []
+    if args.timeout is not None and not 0 < args.timeout <= MAX_COMMAND_TIMEOUT_S:
+        raise ValueError(f"--timeout {args.timeout:g}: expected seconds above 0, at most "
+                         f"{MAX_COMMAND_TIMEOUT_S}")
+    if args.workers < 1:
+        raise ValueError("--workers: expected at least 1")
+    if args.limit is not None and args.limit < 1:
+        raise ValueError("--limit: expected at least 1")
+    if args.tree is not None:
+        if not source.name.endswith(".json"):
+            raise ValueError(f"{source}: with --tree, expected one trajectory (.traj.json)")
+        specs = [replay_spec_for_tree(source, Path(args.tree), args.base_commit,
+                                      args.instance_id)]
+    elif source.name.endswith(".jsonl"):
+        try:
+            specs, errors = load_run_specs(source)
+        except RunsFileError as exc:
+            raise ValueError(str(exc)) from exc
+    else:
+        raise ValueError(f"{source}: expected RUNS.jsonl, or a .traj.json with --tree DIR")
+    if args.limit is not None:
+        specs = specs[: args.limit]
+    summary = run_replay(resolve_url(args.db), specs, run_id=args.run_id, workers=args.workers,
+                         command_timeout_s=args.timeout,
+                         progress=progress_callback("replay", "runs"))
+    for result in summary.failed:
+        print(f"failed: {result.error}", file=sys.stderr)
+    for error in errors:
+        print(f"ctxdb: error: {error}", file=sys.stderr)
+    done = [r for r in summary.results if not r.error]
+    matched = sum(1 for r in done if r.tree_matches_submission)
+    print(f"replay {args.run_id}: {len(done)} run(s) done, {sum(r.decisions for r in done)} "
+          f"decisions ({sum(r.refused_decisions for r in done)} refused); tree gives the "
+          f"submitted patch in {matched} of {len(done)}; {len(summary.failed)} failed, "
+          f"{len(errors)} bad line(s). `ctxdb report replay` shows the arms.")
+    if errors:
+        return EXIT_BAD_INPUT
+    return EXIT_VIOLATIONS if summary.failed else EXIT_OK

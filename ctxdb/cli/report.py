@@ -1,0 +1,103 @@
+"""``ctxdb report``: a report of sql/reports/, or the A/B or replay screen."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from .shared import EXIT_OK, add_db_option, context_store, existing_store
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    report = commands.add_parser(
+        "report", help="a report from sql/reports/ (or `ab`, `replay` for a whole screen)",
+        description="Run sql/reports/NAME.sql and print it; `ab` is the whole A/B on one screen, "
+        "`replay` the replayed agent runs (tokens and cost by arm, anchor recall, where lost "
+        "anchors went, working-tree fidelity, tokens per step) on one; either is one "
+        "self-contained HTML page with --format html.",
+    )
+    report.add_argument("name", metavar="NAME",
+                        help="ab, replay, or a report: runs, arms, precision, gold_recall, "
+                        "window_recall, tokens, edge_placement, outcomes, decision_rule, "
+                        "ablation, replay_arms, replay_recall, replay_fates, replay_fidelity, "
+                        "replay_steps")
+    add_db_option(report)
+    report.add_argument("--format", choices=("table", "csv", "json", "html"), default="table",
+                        help="output format (default: table)")
+    report.add_argument("--output", help="write to this file instead of standard output")
+    report.add_argument("--cached-price-ratio", metavar="R",
+                        help="replay reports: a cached prompt token's price as a share of an "
+                        "input token's, 0 to 1 (default 0.1: cache reads cost about a tenth "
+                        "of input at DeepSeek, Anthropic and OpenAI)")
+    report.set_defaults(func=_cmd_report)
+
+
+def _cmd_report(args) -> int:
+    from ..ab import reports
+
+    ratio = _cached_price_ratio(args.cached_price_ratio)
+    with context_store().open(existing_store(args.db)) as store, \
+            store.engine.connect() as connection:
+        if args.name == "ab":
+            if args.format == "html":
+                output = reports.ab_html(connection)
+            elif args.format == "table":
+                output = reports.ab_screen(connection)
+            else:
+                sections = {n: reports.run_report(connection, n) for n in reports.AB_SECTIONS}
+                if args.format == "json":
+                    output = "[" + ",\n".join(reports.as_json(r) for r in sections.values()) + "]"
+                else:
+                    output = "\n".join(f"# {n}\n{reports.as_csv(r)}" for n, r in sections.items())
+        elif args.name == "replay":
+            from ..agent import report as replay
+
+            output = {"table": replay.replay_screen, "csv": replay.replay_csv,
+                      "json": replay.replay_json, "html": replay.replay_html}[args.format](
+                connection, ratio)
+        else:
+            report = reports.run_report(connection, args.name, {"cached_price_ratio": ratio})
+            if args.format == "html":
+                output = reports.single_html(report)
+            else:
+                output = {"table": reports.as_table, "csv": reports.as_csv,
+                          "json": reports.as_json}[args.format](report)
+    if args.output:
+        _refuse_output_over_store(args.output, args.db)
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(output)
+        print(f"wrote {args.output}")
+    else:
+        print(output)
+    return EXIT_OK
+
+
+def _cached_price_ratio(value: str | None) -> float:
+    """--cached-price-ratio: a cache read's price as a share of an input token's, 0 to 1."""
+    from ..ab.reports import CACHED_PRICE_RATIO
+
+    if value is None:
+        return CACHED_PRICE_RATIO
+    try:
+        ratio = float(value)
+    except ValueError:
+        ratio = float("nan")  # refused below with the out-of-range ones
+    if not 0 <= ratio <= 1:  # NaN fails the comparison
+        raise ValueError(f"--cached-price-ratio {value!r}: expected a number from 0 to 1 "
+                         "(a cache read's price as a share of an input token's)")
+    return ratio
+
+
+def _refuse_output_over_store(output: str, db: str | None) -> None:
+    """-o must not name the store's own file (or its WAL files): writing the report
+    there would destroy the store. Compared by stat, never by opening the file."""
+    from ..db import resolve_url, sqlite_file_of
+
+    store_file = sqlite_file_of(resolve_url(db))
+    if store_file is None or not os.path.exists(output):
+        return
+    for name in (store_file, Path(f"{store_file}-wal"), Path(f"{store_file}-shm")):
+        if name.exists() and os.path.samefile(output, name):
+            raise ValueError(f"--output {output!r}: that is the store's own file {str(name)!r}, "
+                             "which the report would overwrite; expected a file of its own")

@@ -1,0 +1,90 @@
+"""``ctxdb retrieve``: the recon symbols and files a task is about, or --eval's measure."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .shared import (
+    DEFAULT_AB_CACHE,
+    EXIT_OK,
+    EXIT_VIOLATIONS,
+    add_db_option,
+    add_recon_option,
+    open_store,
+    progress_callback,
+    read_text_argument,
+)
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    retrieve = commands.add_parser(
+        "retrieve", help="rank the recon symbols and files a task is about (component 04)",
+        description="Rank candidate symbols (entity key, fused score, the signals that found "
+        "it) and files for a task text, from the recon index: body BM25, names the task "
+        "mentions, traceback frames, the failing tests' callees, structure. With --eval, "
+        "measure the retriever on SWE-bench-format instances instead (materialised and "
+        "indexed as `ab run` does, in the same cache).",
+    )
+    retrieve.add_argument("task", metavar="TASK", nargs="?",
+                          help="a file holding the task text, or - for standard input")
+    add_db_option(retrieve)
+    add_recon_option(retrieve)
+    retrieve.add_argument("--test", action="append", metavar="TEST_ID",
+                          help="a failing test: pytest id, Django id or bare name (repeatable)")
+    retrieve.add_argument("--traceback", metavar="FILE",
+                          help="a file of live output holding traceback frames")
+    retrieve.add_argument("--limit", type=int, default=None,
+                          help="how many symbols and files (default 30)")
+    retrieve.add_argument("--json", action="store_true",
+                          help="print JSON (with --eval: one object per instance per line)")
+    retrieve.add_argument("--eval", metavar="INSTANCES.jsonl",
+                          help="measure the retriever on these instances (recall, MRR, latency)")
+    retrieve.add_argument("--cache", default=str(DEFAULT_AB_CACHE),
+                          help="with --eval: where trees and recon indexes are cached "
+                          "(shared with `ab run`)")
+    retrieve.set_defaults(func=_cmd_retrieve)
+
+
+def _cmd_retrieve(args) -> int:
+    if args.eval:
+        return _retrieve_eval(args)
+    if args.task is None:
+        raise ValueError("TASK: expected a file holding the task text (or - for standard "
+                         "input), or --eval INSTANCES.jsonl")
+    task = read_text_argument("TASK", args.task)
+    traceback = read_text_argument("--traceback", args.traceback) if args.traceback else None
+    with open_store(args) as store:
+        found = store.retrieve(task, failing_tests=args.test or (), traceback=traceback,
+                               limit=args.limit)
+    if args.json:
+        print(json.dumps(found.to_json_dict(), sort_keys=True))
+        return EXIT_OK
+    for rank, candidate in enumerate(found.symbols, start=1):
+        signals = ", ".join(f"{name} #{r}" for name, r in candidate.signals.items())
+        print(f"{rank:>3}  {candidate.score:.6f}  {candidate.entity_key}  ({signals})")
+    print("files:")
+    for rank, candidate in enumerate(found.files, start=1):
+        print(f"{rank:>3}  {candidate.score:.6f}  {candidate.path}")
+    return EXIT_OK
+
+
+def _retrieve_eval(args) -> int:
+    from ..retrieval import evaluate
+
+    scores, errors = evaluate.evaluate(args.eval, Path(args.cache),
+                                       progress=progress_callback("retrieve --eval",
+                                                                   "instances"))
+    for error in errors:
+        print(f"skipped: {error}", file=sys.stderr)
+    if args.json:
+        for line in evaluate.json_lines(scores):
+            print(line)
+    else:
+        print(evaluate.report(scores))
+    failed = [s for s in scores if s.error is not None]
+    for score in failed:
+        print(f"failed: {score.instance_id}: {score.error}", file=sys.stderr)
+    return EXIT_OK if len(failed) < len(scores) or not scores else EXIT_VIOLATIONS

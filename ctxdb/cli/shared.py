@@ -1,0 +1,128 @@
+"""What more than one command uses: the exit codes, the --db and --recon options, the
+store a command opens, and its output (a file or standard output, a progress bar).
+
+What the handlers need is imported in them: `ctxdb --help` and a mistyped command load
+no SQLAlchemy, alembic, tree-sitter or tokenizer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..config import DB_URL_ENV, DEFAULT_DB_PATH
+
+if TYPE_CHECKING:
+    from ..store import ContextStore
+
+EXIT_OK = 0
+EXIT_VIOLATIONS = 1
+EXIT_BAD_INPUT = 2
+
+# where `ab run` and `retrieve --eval` keep materialized trees and their recon indexes
+DEFAULT_AB_CACHE = Path.home() / ".cache" / "ctxdb" / "ab"
+
+
+def context_store():
+    from ..store import ContextStore
+
+    return ContextStore
+
+
+def add_db_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--db",
+        default=None,
+        help=(f"store database: a file path or SQLAlchemy URL (default ${DB_URL_ENV} or "
+              f"./{DEFAULT_DB_PATH})"),
+    )
+
+
+def add_recon_option(parser: argparse.ArgumentParser, help_text: str | None = None) -> None:
+    parser.add_argument(
+        "--recon", default=None,
+        help=help_text or "recon index to ATTACH (a recon.db path; on PostgreSQL the schema recon "
+        "is used)",
+    )
+
+
+def existing_store(db: str | None) -> str:
+    """The store URL for a command that only reads. Opening a SQLite file creates it, so
+    a file that is not there is an error naming it; a PostgreSQL URL is left to the
+    server (connecting never creates a database). A path that is there but is no ctxdb
+    store is refused when the store is opened (db.check_store_file)."""
+    from ..db import resolve_url, sqlite_file_of
+
+    url = resolve_url(db)
+    path = sqlite_file_of(url)
+    if path is not None and not path.exists():
+        raise FileNotFoundError(
+            f"store database {path} does not exist: a command that reads never creates one "
+            f"(expected an existing ctxdb store; check --db or ${DB_URL_ENV})"
+        )
+    return url
+
+
+def open_store(args) -> ContextStore:
+    return context_store().open(args.db, recon=getattr(args, "recon", None))
+
+
+def open_existing_store(args) -> ContextStore:
+    """The store of a command that only reads (why, show, diff): never created."""
+    return context_store().open(existing_store(args.db))
+
+
+def store_revision(url: str) -> str | None:
+    """The schema revision a store is stamped with (None: an empty database)."""
+    from ..db import make_engine
+    from ..migrate import current_revision
+
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            return current_revision(connection)
+    finally:
+        engine.dispose()
+
+
+def write_output(text: str, output: str | None) -> None:
+    """``text`` to the file named by -o (then a line saying so), else to standard output."""
+    if output is None:
+        sys.stdout.write(text)
+        return
+    with open(output, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    print(f"wrote {output}")
+
+
+def read_text_argument(name: str, value: str) -> str:
+    if value == "-":
+        return sys.stdin.read()
+    try:
+        with open(value, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise FileNotFoundError(f"{name} {value}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{name} {value}: expected UTF-8 text, got byte "
+                         f"0x{exc.object[exc.start]:02x} at offset {exc.start}") from exc
+
+
+def progress_callback(label: str, unit: str):
+    """A ``progress(done, total)`` for a runner: a bar on stderr if it is a terminal,
+    drawn empty at ``done == 0``; nothing in a pipe."""
+    from ..progress import ProgressBar
+
+    bars: list[ProgressBar] = []
+
+    def progress(done: int, total: int) -> None:
+        if not bars:
+            bars.append(ProgressBar(label, total, unit))
+        if done == 0:
+            bars[0].start()
+        else:
+            bars[0].step(done)
+
+    return progress

@@ -1,0 +1,31 @@
+"""``ctxdb verify``: the invariant checks of sql/checks/ and the view check."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .shared import EXIT_OK, EXIT_VIOLATIONS, add_db_option, context_store, existing_store
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    verify = commands.add_parser(
+        "verify", help="run the invariant checks in sql/checks/ and the view check",
+        description="Each file in sql/checks/ returns the rows that break one rule; "
+        "exit 1 if any returns a row or a view differs from sql/views/.",
+    )
+    add_db_option(verify)
+    verify.set_defaults(func=_cmd_verify)
+
+
+def _cmd_verify(args) -> int:
+    with context_store().open(existing_store(args.db)) as store:
+        violations = store.verify()
+    if not violations:
+        print("ok: every check in sql/checks/ returned no rows; views match sql/views/")
+        return EXIT_OK
+    for check, rows in violations.items():
+        print(f"{check}: {len(rows)} violating row(s)")
+        for row in rows[:20]:
+            print("  " + json.dumps(row, default=str, sort_keys=True))
+    return EXIT_VIOLATIONS
