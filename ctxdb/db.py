@@ -16,8 +16,9 @@ import importlib.util
 import os
 import sqlite3
 from pathlib import Path
+from typing import cast
 
-from sqlalchemy import Engine, Table, create_engine, event
+from sqlalchemy import Connection, Engine, Table, create_engine, event
 from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import Pool, StaticPool
@@ -318,3 +319,9 @@ def insert_statement(dialect: Dialect, table: Table, columns: tuple[str, ...],
         key = ", ".join(preparer.quote(c.name) for c in table.primary_key.columns)
         statement += f" ON CONFLICT ({key}) DO NOTHING"
     return statement
+
+
+def sqlite_driver(connection: Connection) -> sqlite3.Connection:
+    """The sqlite3 connection under SQLAlchemy's, for what only it does: a PRAGMA outside
+    a transaction (through SQLAlchemy one would begin first), a dump."""
+    return cast(sqlite3.Connection, connection.connection.driver_connection)

@@ -12,12 +12,17 @@ from __future__ import annotations
 import ast
 import functools
 import re
-import sqlite3
-from typing import cast
 
 from sqlalchemy import Connection, Engine, inspect, text
 
-from .db import SQLITE_BEGIN_OPTION, VERSION_TABLE, NotAStoreError, make_engine, store_problem
+from .db import (
+    SQLITE_BEGIN_OPTION,
+    VERSION_TABLE,
+    NotAStoreError,
+    make_engine,
+    sqlite_driver,
+    store_problem,
+)
 from .paths import MIGRATIONS_DIR, require_dir
 from .views import create_views, drop_views
 
@@ -146,17 +151,11 @@ def upgrade_in_memory(engine: Engine) -> tuple[str | None, str]:
         _set_foreign_keys(engine, on=True)
 
 
-def _sqlite_driver(connection: Connection) -> sqlite3.Connection:
-    """The sqlite3 connection under SQLAlchemy's, for what only it does (a PRAGMA outside
-    a transaction, a dump)."""
-    return cast(sqlite3.Connection, connection.connection.driver_connection)
-
-
 def _set_foreign_keys(engine: Engine, *, on: bool) -> None:
     # on the driver's connection: SQLAlchemy's would BEGIN first, and SQLite ignores
     # this PRAGMA inside a transaction
     with engine.connect() as connection:
-        _sqlite_driver(connection).execute(f"PRAGMA foreign_keys={'ON' if on else 'OFF'}")
+        sqlite_driver(connection).execute(f"PRAGMA foreign_keys={'ON' if on else 'OFF'}")
 
 
 def _check_target(before: str | None, target: str) -> None:
@@ -221,7 +220,7 @@ def head_schema_script() -> str:
     try:
         upgrade_in_memory(engine)
         with engine.connect() as connection:
-            statements = list(_sqlite_driver(connection).iterdump())
+            statements = list(sqlite_driver(connection).iterdump())
     finally:
         engine.dispose()
     kept = [s for s in statements

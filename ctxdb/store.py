@@ -418,7 +418,7 @@ def _shadow_statements() -> tuple[str, ...]:
         table = models.metadata.tables[name]
         ddl = str(CreateTable(table, include_foreign_key_constraints=[]).compile(dialect=dialect))
         statements.append(re.sub(r"^\s*CREATE TABLE\b", "CREATE TEMP TABLE", ddl, count=1))
-        for index in sorted(table.indexes, key=lambda i: i.name):  # the gate's lookups
+        for index in sorted(table.indexes, key=lambda i: str(i.name)):  # the gate's lookups
             ddl = str(CreateIndex(index).compile(dialect=dialect))
             statements.append(re.sub(r"^\s*CREATE INDEX ", "CREATE INDEX temp.", ddl, count=1))
     gate = next(f for f in view_files() if f.name == GATE_VIEW)

@@ -19,7 +19,7 @@ from typing import TypeVar
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from .db import SQLITE_BEGIN_OPTION, SQLITE_BUSY_TIMEOUT_MS
+from .db import SQLITE_BEGIN_OPTION, SQLITE_BUSY_TIMEOUT_MS, sqlite_driver
 
 # A write transaction is tried WRITE_ATTEMPTS times: on SQLite each BEGIN IMMEDIATE waits
 # up to WRITE_LOCK_WAIT_MS for the write lock (SQLite's own busy handler); on PostgreSQL a
@@ -171,14 +171,14 @@ def _checkpoint(connection: Connection) -> None:
     SQLAlchemy would begin for the statement makes SQLite refuse it). The decision is
     committed already: a checkpoint that cannot run now is left to the next one."""
     try:
-        connection.connection.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        sqlite_driver(connection).execute("PRAGMA wal_checkpoint(PASSIVE)")
     except sqlite3.OperationalError:
         pass  # e.g. another connection checkpointing at this moment: the next one will
 
 
 def _set_busy_timeout(connection: Connection, milliseconds: int) -> None:
     # On the driver's connection: through SQLAlchemy it would begin a transaction.
-    connection.connection.driver_connection.execute(f"PRAGMA busy_timeout={int(milliseconds)}")
+    sqlite_driver(connection).execute(f"PRAGMA busy_timeout={int(milliseconds)}")
 
 
 def _is_sqlite_busy(exc: DBAPIError) -> bool:

@@ -38,6 +38,8 @@ def _cmd_datasette_metadata(args) -> int:
         raise ValueError(f"--db: the store is at schema revision {revision or '(empty)'}; the "
                          f"metadata describes {head_revision()}: run `ctxdb db upgrade` first")
     database = make_url(url).database
+    if not database:
+        raise ValueError("--db: expected a store's .db file, not an in-memory database")
     # Datasette names a database after its file's stem
     name = Path(database.split("?", 1)[0].removeprefix("file:")).stem
     write_output(json.dumps(datasette_metadata(name), indent=2, ensure_ascii=False) + "\n",

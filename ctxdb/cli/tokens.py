@@ -38,14 +38,14 @@ def _cmd_tokens_count(args) -> int:
     for name in dict.fromkeys(args.tokenizer or TOKENIZER_NAMES):
         try:
             counters.append(get_counter(name))
-        except TokenizerUnavailable as exc:
+        except TokenizerUnavailable as unavailable:
             if args.tokenizer:
                 raise
-            missing.append((name, exc))
+            missing.append((name, unavailable))
     if not counters:
         raise missing[0][1]
     for counter in counters:
         print(f"{counter.name}\t{counter.count(text)}")
-    for name, exc in missing:
-        print(f"ctxdb: note: {name} not counted: {exc}", file=sys.stderr)
+    for name, problem in missing:
+        print(f"ctxdb: note: {name} not counted: {problem}", file=sys.stderr)
     return EXIT_OK
