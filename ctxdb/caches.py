@@ -22,6 +22,6 @@ def forget_process_caches() -> None:
     tokens.forget_counts_in_process()
     tokens.forget_hashes_in_process()
     terms.forget_terms()
-    for memo in (entities.parse_entity_key, gate_inputs._item_terms,
-                 assemble._cut_code_around):
+    gate_inputs.forget_item_terms()
+    for memo in (entities.parse_entity_key, assemble._cut_code_around):
         memo.cache_clear()
