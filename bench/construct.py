@@ -1,6 +1,7 @@
 """Benchmark store.construct on pools drawn from the recon index of Django 5.0.6.
 
     python bench/construct.py [--cache DIR] [--runs N] [--prior-large N]
+    python bench/construct.py --against REV [--against REV2] [--rounds N] [--runs N] ...
 
 Indexes the Django 5.0.6 sdist once (cached beside the sdist; a no-change re-index
 after that), then measures, side by side in one run:
@@ -20,14 +21,23 @@ And the write lock's hold per decision (``ContextStore.lock_holds``: BEGIN IMMED
 COMMIT of its write transaction) over every call of the first measurement: p50, p99, max.
 
 Prints medians and p95. The LAST line is the figures as key=value pairs.
+
+``--against REV`` (repeatable) compares instead: REV's own bench/construct.py runs from a
+git worktree of REV (its code on the path), then this checkout's, alternately, ``--rounds``
+times, each in a fresh process; a table of both sides' figures follows (every round's
+value, the median of the rounds, and this checkout's median over REV's). REV's recon index
+is kept apart (``CACHE/against/<commit>``, the sdist linked in): an older ctxdb may write
+another recon schema. The LAST line is this checkout's medians and the ratios.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from recon_index import DEFAULT_CACHE, ensure_sdist  # noqa: E402
+from recon_index import DEFAULT_CACHE, SDIST_DIR, ensure_sdist  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 
 from ctxdb import ContextStore  # noqa: E402
@@ -121,7 +131,10 @@ def percentile(values, fraction: float) -> float:
 
 def timed(store, request, *, cold: bool = False, fresh_process: bool = False) -> float:
     if cold or fresh_process:
-        with store.write_transaction() as connection:
+        # not a store write: it would move the store's WAL checkpoint (one per
+        # WAL_CHECKPOINT_EVERY_WRITES commits) onto the same state every cycle, where a
+        # harness's checkpoint falls on one decision in that many
+        with store.engine.begin() as connection:
             connection.execute(text("DELETE FROM token_count_cache"))
         forget_counts_in_process()
     if fresh_process:
@@ -187,7 +200,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=25, help="timed calls per measurement")
     parser.add_argument("--prior-large", type=int, default=100_000,
                         help="prior decisions for the large-store measurement")
+    parser.add_argument("--against", action="append", metavar="REV", default=[],
+                        help="compare with REV's bench and code, alternately (repeatable)")
+    parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
+                        help="alternations of each side with --against")
     args = parser.parse_args()
+    if args.against:
+        compare(args)
+        return
 
     recon_path, stats = django_recon(args.cache)
     print(f"recon: {stats.files_seen} files, {stats.files_parsed} parsed this run", flush=True)
@@ -250,6 +270,97 @@ def main() -> None:
 
     print(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
                    for k, v in figures.items()))
+
+
+# --against ---------------------------------------------------------------------------
+
+DEFAULT_ROUNDS = 2
+THIS_CHECKOUT = Path(__file__).resolve().parent.parent
+THIS_SIDE = "this"
+# the figures whose ratios the last line carries
+SUMMARY_RATIOS = ("p50_ms_", "lock_hold_ms_p99")
+
+
+def last_line_figures(output: str) -> dict[str, float]:
+    """The key=value pairs of a bench's last line."""
+    pairs = (pair.split("=", 1) for pair in output.strip().splitlines()[-1].split())
+    return {key: float(value) for key, value in pairs}
+
+
+def run_side(checkout: Path, cache: Path, args) -> dict[str, float]:
+    """One run of ``checkout``'s bench in a fresh process, its own code first on the path."""
+    env = dict(os.environ, PYTHONPATH=str(checkout))
+    command = [sys.executable, str(checkout / "bench" / "construct.py"), "--cache", str(cache),
+               "--runs", str(args.runs), "--prior-large", str(args.prior_large)]
+    finished = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if finished.returncode != 0:
+        sys.exit(f"{checkout}: bench failed ({finished.returncode})\n{finished.stderr}")
+    return last_line_figures(finished.stdout)
+
+
+def revision_cache(cache: Path, commit: str) -> Path:
+    """A cache of the revision's own: the sdist linked in, its recon index apart."""
+    ensure_sdist(cache)
+    own = cache / "against" / commit
+    own.mkdir(parents=True, exist_ok=True)
+    link = own / SDIST_DIR
+    if not link.exists():
+        link.symlink_to(cache / SDIST_DIR, target_is_directory=True)
+    return own
+
+
+def git(*arguments: str) -> str:
+    return subprocess.run(["git", "-C", str(THIS_CHECKOUT), *arguments], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def compare(args) -> None:
+    commits = {rev: git("rev-parse", "--verify", f"{rev}^{{commit}}") for rev in args.against}
+    with tempfile.TemporaryDirectory() as tmp:
+        checkouts = {}
+        try:
+            for rev, commit in commits.items():
+                checkout = Path(tmp) / commit[:12]
+                git("worktree", "add", "--detach", str(checkout), commit)
+                checkouts[rev] = checkout
+            sides = {rev: (checkouts[rev], revision_cache(args.cache, commit))
+                     for rev, commit in commits.items()}
+            sides[THIS_SIDE] = (THIS_CHECKOUT, args.cache)
+            figures: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
+            for round_no in range(1, args.rounds + 1):
+                for side, (checkout, cache) in sides.items():  # alternately, REV first
+                    print(f"round {round_no}: {side}", flush=True)
+                    figures[side].append(run_side(checkout, cache, args))
+        finally:
+            for checkout in checkouts.values():
+                git("worktree", "remove", "--force", str(checkout))
+    print_comparison(figures, args.against)
+
+
+def print_comparison(figures: dict[str, list[dict[str, float]]], revisions: list[str]) -> None:
+    """Each figure: every round's value and the median, per side; this side's median over
+    each revision's. The last line: this side's medians and the ratios of the p50s and of
+    the lock hold."""
+    keys = [key for key in figures[THIS_SIDE][0] if key != "prior_decisions_large"]
+    medians = {side: {key: statistics.median(run[key] for run in runs if key in run)
+                      for key in keys if any(key in run for run in runs)}
+               for side, runs in figures.items()}
+    ratios = [f"{THIS_SIDE}/{rev}" for rev in revisions]
+    print(" | ".join(["figure", *revisions, THIS_SIDE, *ratios]))
+    summary = {}
+    for key in keys:
+        cells = [key]
+        for side in [*revisions, THIS_SIDE]:
+            values = [f"{run[key]:.1f}" for run in figures[side] if key in run]
+            cells.append(f"{' · '.join(values)} → {medians[side][key]:.1f}" if values else "n/a")
+        summary[key] = medians[THIS_SIDE][key]
+        for rev in revisions:
+            ratio = medians[THIS_SIDE][key] / medians[rev][key] if medians[rev].get(key) else None
+            cells.append("n/a" if ratio is None else f"{ratio:.2f}")
+            if ratio is not None and key.startswith(SUMMARY_RATIOS):
+                summary[f"{key}_vs_{rev}"] = ratio
+        print(" | ".join(cells))
+    print(" ".join(f"{key}={value:.2f}" for key, value in summary.items()))
 
 
 if __name__ == "__main__":

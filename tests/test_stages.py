@@ -571,6 +571,45 @@ def test_near_score_adds_recon_hops_and_the_rarity_of_each_shared_term():
     assert near_score(3, []) == 0.0  # beyond two hops: no structural part
 
 
+def test_nearness_kept_per_text_equals_nearness_derived_afresh():
+    """Item terms are kept per (entity, signature, text digest) and shared terms per pair
+    of term sets: a decision decided from the memos has the nearness of one decided
+    with none, term for term, and an item whose text changed under the same entity and
+    signature gets its new text's terms, not the kept ones."""
+    from ctxdb.pipeline.gate_inputs import (
+        NEAR_CONTENT_CHARS,
+        compute_nearness,
+        forget_item_terms,
+        item_terms_uncached,
+    )
+    from ctxdb.terms import terms
+
+    def pool(total_body: str):
+        return [_item(1, "retrieved_hit", entity="cart.py::Cart.total", signature="def total(self)",
+                      content=total_body),
+                _item(2, "retrieved_hit", entity="cart.py::apply_discount",
+                      content="def apply_discount(total, discount_rate):\n    return tax"),
+                _item(3, "retrieved_hit", entity="cart.py::tax_for",
+                      content="x = 1\n" * NEAR_CONTENT_CHARS + "discount total tax")]
+
+    decision = _decision(terms=("discount", "tax", "total", "subtotal"))
+    request = decision.request
+    node = request.plan_node
+    decision_terms = terms(" ".join([request.task, node.obligation, node.decision_question or "",
+                                     *node.acceptance_criteria]))
+    forget_item_terms()
+    afresh = compute_nearness(request, pool("def total(self): return self.subtotal"), [], None)
+    kept = compute_nearness(request, pool("def total(self): return self.subtotal"), [], None)
+    assert kept == afresh and set(afresh) == {"E1", "E2"}  # E3's terms lie past the head
+    for item in pool("def total(self): return self.subtotal"):
+        shared = sorted(decision_terms & item_terms_uncached(item.entity_key, item.signature,
+                                                              item.content))
+        assert afresh.get(item.item_id, Nearness(shared)).shared_terms == shared
+    changed = compute_nearness(request, pool("def total(self): return self.discount"), [], None)
+    assert afresh["E1"].shared_terms == ["subtotal", "total"]
+    assert changed["E1"].shared_terms == ["discount", "total"]
+
+
 def _outline_pool():
     outline = _item(1, "symbol", "03", entity="a.py",
                     content="# a.py: module skeleton\ndef f1():  # L1\ndef f2():  # L5")

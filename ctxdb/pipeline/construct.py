@@ -53,10 +53,14 @@ from .rank import (
     residue_candidates,
     resolve_residue,
 )
-from .render import load_policy, render
+from .render import render
 from .state import Decision, new_decision, use_request
 from .vocabulary import SPEC_POLICY_SET, TOKENS_BOUNDED_FLAG, UNRESOLVED_ENTITY_FLAG
 from .window_text import window_text
+
+# decision_policy's rows: the policy set chosen, and the representation table's rows
+POLICY_SET_ROW = "policy_set"
+REPRESENTATION_POLICY_ROWS = "representation_policy"
 
 # warnings.warn's stacklevel that names the harness's own `store.construct(...)` line:
 # _warn_unresolved <- construct <- ContextStore.construct <- the caller
@@ -112,28 +116,43 @@ def prepare(store, decision: Decision, ranking_on: bool) -> Prepared:
                                             node.acceptance_criteria, node.decision_question,
                                             residue)
     with store.engine.connect() as reader:
-        decide(reader, decision, prepared)
+        decide(reader, decision, prepared, prepared.policy)
     return prepared
 
 
 def preview_gate(connection, store, decision: Decision) -> tuple[str, list[tuple]]:
     """(b) on the decision's rows, written in the preview; returns the policy set and the
     policy rows the gate and rendering read."""
-    policy_set = persist.write_inputs(connection, store, decision)
+    policy_set, policy = decision_policy(connection, decision)
+    persist.write_preview_inputs(connection, store, decision, policy_set)
     run_gate(connection, decision)
-    return policy_set, decision_policy(connection, decision, policy_set)
+    return policy_set, policy
 
 
-def decision_policy(connection, decision: Decision, policy_set: str) -> list[tuple]:
-    return [tuple(row) for row in connection.execute(
+def decision_policy(connection, decision: Decision) -> tuple[str, list[tuple]]:
+    """The representation policy set the decision uses and the store's policy rows it
+    is decided by (``sql/stages/decision_policy``), in one statement."""
+    rows = [tuple(row) for row in connection.execute(
         sql_statement("stages/decision_policy"),
-        {"decision_type": decision.request.decision_type, "policy_set": policy_set})]
+        {"decision_type": decision.request.decision_type,
+         "variant": decision.request.variant, "spec_set": SPEC_POLICY_SET})]
+    return next(name for policy, name, _ in rows if policy == POLICY_SET_ROW), rows
 
 
-def decide(connection, decision: Decision, prepared: Prepared) -> None:
-    """The stages after the gate, on ``connection`` (the representation policy and the
-    token cache are read there; new counts go to ``prepared.new_counts``), then the
-    window's rows."""
+def representation_policy(policy_set: str, policy: list[tuple]) -> dict[str, str]:
+    """Role -> rendering: the representation table (§3.3) among the policy rows."""
+    table = {role: rendering for kind, role, rendering in policy
+             if kind == REPRESENTATION_POLICY_ROWS}
+    if not table:
+        raise ValueError(f"representation policy set {policy_set!r} has no rows")
+    return table
+
+
+def decide(connection, decision: Decision, prepared: Prepared,
+           policy: list[tuple] | None) -> None:
+    """The stages after the gate, on ``connection`` (the token cache is read there; new
+    counts go to ``prepared.new_counts``) by the policy rows read with the gate's, then
+    the window's rows."""
     tokenizer = decision.settings.tokenizer
 
     def count(texts):
@@ -142,7 +161,8 @@ def decide(connection, decision: Decision, prepared: Prepared) -> None:
     if decision.request.arm == ARM_CURRENT:
         stuff_everything(decision, count)
     else:
-        run_stages_after_gate(connection, decision, count)
+        run_stages_after_gate(decision, count,
+                              representation_policy(decision.policy_set, policy))
     if count_is_bounded(window_text(decision.window_task, decision.candidates)):
         decision.flags.append(TOKENS_BOUNDED_FLAG)
     prepared.entries = persist.window_entries(decision)
@@ -153,14 +173,17 @@ def write_decision(connection, store, decision: Decision, prepared: Prepared) ->
     Only when the store's policy rows changed since the preview (another session edited
     them) do the gate and the stages run again here, on these rows. Safe to run again
     (PostgreSQL's retry): it changes the decision only by deciding it again."""
-    policy_set = persist.write_inputs(connection, store, decision, restart=False)
-    if prepared.policy is not None and (
-            prepared.decided_again or policy_set != prepared.policy_set
-            or decision_policy(connection, decision, policy_set) != prepared.policy):
-        prepared.decided_again = True
-        decision.begin_write(decision.decision_id, decision.new_run, policy_set)
-        run_gate(connection, decision)
-        decide(connection, decision, prepared)
+    if prepared.policy is None:  # no gate: no policy rows to check
+        persist.write_inputs(connection, store, decision, restart=False)
+    else:
+        policy_set, policy = decision_policy(connection, decision)
+        persist.write_inputs(connection, store, decision, restart=False, policy_set=policy_set)
+        if (prepared.decided_again or policy_set != prepared.policy_set
+                or policy != prepared.policy):
+            prepared.decided_again = True
+            decision.begin_write(decision.decision_id, decision.new_run, policy_set)
+            run_gate(connection, decision)
+            decide(connection, decision, prepared, policy)
     store_counts(connection, decision.settings.tokenizer, prepared.new_counts)
     return persist.write_outcome(connection, decision, prepared.entries)
 
@@ -231,11 +254,12 @@ def _warn_unresolved(decision: Decision, unresolved: list[UnresolvedEntity]) -> 
         )
 
 
-def run_stages_after_gate(connection, decision: Decision, count) -> None:
-    """(L), (c)–(g) on what the gate left (``run_gate``)."""
+def run_stages_after_gate(decision: Decision, count, representation: dict[str, str]) -> None:
+    """(L), (c)–(g) on what the gate left (``run_gate``); ``representation``: role ->
+    rendering (§3.3) of the decision's policy set."""
     resolve_residue(decision)
     cap_admitted(decision)
-    render(decision, load_policy(connection, decision.policy_set))
+    render(decision, representation)
     compress(decision)
     dedup(decision)
     order(decision)

@@ -29,6 +29,7 @@ from ..recon.reader import ReconReader
 from ..request import DecisionRequest
 from ..spec import PROVENANCE_MAX_CHARS
 from ..terms import terms
+from ..tokens import content_sha256
 from .aging import observation_of, stale_arrivals
 from .assemble import apply_pool_cap
 from .dedup import fact_key
@@ -236,11 +237,8 @@ def compute_nearness(
                     item_symbols[item.item_id] = row.id
     hops = _recon_hops(recon, sorted(anchors), sorted(set(item_symbols.values())))
 
-    shared_by_item = {
-        item.item_id: decision_terms.intersection(
-            _item_terms(item.entity_key, item.signature, item.content[:NEAR_CONTENT_CHARS]))
-        for item in candidates
-    }
+    shared_by_item = {item.item_id: _shared_terms(decision_terms, _item_terms(item))
+                      for item in candidates}
     # how many of the tested items share each term: a term every hit shares tells
     # nothing about any one of them
     items_sharing = Counter(term for shared in shared_by_item.values() for term in shared)
@@ -252,10 +250,10 @@ def compute_nearness(
         score = near_score(found[0] if found else None, [items_sharing[t] for t in shared])
         if found is not None:
             recon_hops, anchor = found
-            near[item.item_id] = Nearness(sorted(shared), recon_hops,
+            near[item.item_id] = Nearness(list(shared), recon_hops,
                                           anchors.get(anchor, first_link), score)
         elif len(shared) >= NEAR_MIN_SHARED_TERMS:
-            near[item.item_id] = Nearness(sorted(shared), None, first_link, score)
+            near[item.item_id] = Nearness(list(shared), None, first_link, score)
     return near
 
 
@@ -276,16 +274,44 @@ def near_score(recon_hops: int | None, items_sharing_each_term: list[int]) -> fl
     return round(structural + lexical, NEAR_SCORE_DECIMALS)
 
 
-@functools.lru_cache(maxsize=4096)  # keys hold the first 400 characters: a few MB at most
-def _item_terms(entity_key: str | None, signature: str | None, head: str) -> frozenset[str]:
+def item_terms_uncached(entity_key: str | None, signature: str | None,
+                        content: str) -> frozenset[str]:
     """The terms the shared-terms test reads from an item: its entity, signature and the
-    head of its text (cached: the same symbols come back decision after decision)."""
-    return terms(" ".join(filter(None, [entity_key, signature, head])))
+    head of its text."""
+    return terms(" ".join(filter(None, [entity_key, signature,
+                                        content[:NEAR_CONTENT_CHARS]])))
+
+
+# An item's terms, kept per (entity key, signature, text digest) — derived once per text,
+# by its hash, as token counts are: the same symbols come back decision after decision,
+# and the digest is the one the pool's row is written with (tokens.content_sha256).
+# Emptied when full, as tokens' in-process counts are.
+ITEM_TERMS_KEPT = 1 << 14
+_terms_by_item_text: dict[tuple[str | None, str | None, str], frozenset[str]] = {}
+
+
+def _item_terms(item: PoolItem) -> frozenset[str]:
+    key = (item.entity_key, item.signature, content_sha256(item.content))
+    found = _terms_by_item_text.get(key)
+    if found is None:
+        if len(_terms_by_item_text) >= ITEM_TERMS_KEPT:
+            _terms_by_item_text.clear()
+        found = item_terms_uncached(item.entity_key, item.signature, item.content)
+        _terms_by_item_text[key] = found
+    return found
+
+
+@functools.lru_cache(maxsize=ITEM_TERMS_KEPT)
+def _shared_terms(decision_terms: frozenset[str], item_terms: frozenset[str]) -> tuple[str, ...]:
+    """The item's terms the decision's text names too, sorted. Kept: both sets are the
+    memos' own objects (terms(), _item_terms), so a repeat costs one lookup."""
+    return tuple(sorted(decision_terms & item_terms))
 
 
 def forget_item_terms() -> None:
     """Drop the item term sets kept in this process (ctxdb.caches)."""
-    _item_terms.cache_clear()
+    _terms_by_item_text.clear()
+    _shared_terms.cache_clear()
 
 
 def _recon_hops(recon, anchor_ids, item_ids) -> dict[int, tuple[int, int]]:

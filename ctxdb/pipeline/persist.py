@@ -1,7 +1,8 @@
 """Every write of a decision, inside its one transaction.
 
 ``write_inputs`` writes what the gate view reads (the run if new, the decision row, its
-obligation, pool, texts, links, impact edges and nearness); ``write_outcome`` writes what
+obligation, pool, texts, links, impact edges and nearness) — ``write_preview_inputs``
+only what the gate reads of it, for the preview —; ``write_outcome`` writes what
 the stages decided (the ranking call and its scores, window rows, the audit events, the
 budget log) and finishes the decision row. Any error rolls all of it back.
 ``window_entries`` makes the window's rows before the write lock is taken: the write
@@ -58,11 +59,44 @@ def settings_json(settings) -> str:
 
 
 def write_inputs(connection: Connection, store, decision: Decision, *,
-                 restart: bool = True) -> str:
+                 restart: bool = True, policy_set: str | None = None) -> str | None:
     """The decision row and everything the gate reads; returns the representation policy
-    set the decision uses. ``restart``: the stages' state begun afresh for this row (a
-    preview, or stages run in this transaction); otherwise the state the stages left is
-    kept and only takes this row's id."""
+    set the decision uses (``policy_set``, from ``sql/stages/decision_policy``, or read
+    here when the stages begin afresh without one). ``restart``: the stages' state begun
+    afresh for this row; otherwise the state the stages left is kept and only takes this
+    row's id."""
+    decision_id, new_run = _write_decision_row(connection, store, decision, restart=restart)
+    if restart:
+        if policy_set is None:
+            policy_sets = connection.execute(sql_statement("stages/policy_sets")).scalars().all()
+            policy_set = (decision.request.variant if decision.request.variant in policy_sets
+                          else SPEC_POLICY_SET)
+        decision.begin_write(decision_id, new_run, policy_set)
+    else:
+        decision.take_row(decision_id, new_run)
+    _write_obligation(connection, decision)
+    decision.text_digests = _write_pool(connection, store, decision)
+    _write_gate_inputs(connection, decision)
+    return policy_set
+
+
+def write_preview_inputs(connection: Connection, store, decision: Decision,
+                         policy_set: str) -> None:
+    """What the gate view reads, for the preview before the write lock (rolled back),
+    the stages begun afresh: the rows ``write_inputs`` writes less those the gate does
+    not read — the obligation, and on SQLite the pool's texts (its preview writes TEMP
+    copies with no foreign keys; PostgreSQL's writes the store's tables, whose pool rows
+    need their texts)."""
+    decision_id, new_run = _write_decision_row(connection, store, decision, restart=True)
+    decision.begin_write(decision_id, new_run, policy_set)
+    decision.text_digests = _write_pool(connection, store, decision,
+                                        with_texts=connection.dialect.name != "sqlite")
+    _write_gate_inputs(connection, decision)
+
+
+def _write_decision_row(connection: Connection, store, decision: Decision, *,
+                        restart: bool) -> tuple[int, bool]:
+    """The run if new and the decision row: (its id, whether the run is new)."""
     request, settings = decision.request, decision.settings
     new_run = _ensure_run(connection, store, decision)
     # Decided already (restart=False): the row is written finished, as an UPDATE would
@@ -77,16 +111,7 @@ def write_inputs(connection: Connection, store, decision: Decision, *,
         "token_count": decision.row_outcome[0], "flags": decision.row_outcome[1],
         "created_at": _now(),
     }).scalar_one()
-    policy_sets = connection.execute(sql_statement("stages/policy_sets")).scalars().all()
-    policy_set = request.variant if request.variant in policy_sets else SPEC_POLICY_SET
-    if restart:
-        decision.begin_write(decision_id, new_run, policy_set)
-    else:
-        decision.take_row(decision_id, new_run)
-    _write_obligation(connection, decision)
-    decision.text_digests = _write_pool(connection, store, decision)
-    _write_gate_inputs(connection, decision)
-    return policy_set
+    return decision_id, new_run
 
 
 def _ensure_run(connection: Connection, store, decision: Decision) -> bool:
@@ -136,8 +161,10 @@ def _write_obligation(connection: Connection, decision: Decision) -> None:
     })
 
 
-def _write_pool(connection: Connection, store, decision: Decision) -> set[str]:
-    """The pool rows, each distinct text once by hash; returns the digests it refers to."""
+def _write_pool(connection: Connection, store, decision: Decision, *,
+                with_texts: bool = True) -> set[str]:
+    """The pool rows, each distinct text once by hash (``with_texts``); returns the
+    digests it refers to."""
     decision_id = decision.decision_id
     texts = {}  # sha256 -> text: each distinct text once, kept if the store has it already
     rows = []
@@ -155,10 +182,11 @@ def _write_pool(connection: Connection, store, decision: Decision) -> set[str]:
         ))
     # In digest order: two PostgreSQL writers inserting the same texts in different
     # orders could each wait on the other's.
-    models.insert_tuples(connection, models.evidence_text, ("content_sha256", "content"),
-                         [row for row in sorted(texts.items())
-                          if row[0] not in store.texts_stored],
-                         keep_existing=True)
+    if with_texts:
+        models.insert_tuples(connection, models.evidence_text, ("content_sha256", "content"),
+                             [row for row in sorted(texts.items())
+                              if row[0] not in store.texts_stored],
+                             keep_existing=True)
     models.insert_tuples(connection, models.evidence_item, _EVIDENCE_COLUMNS, rows,
                          sparse=("original_sha256", "arrival_no"))
     return set(texts)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from ..spec import ADMITTED_MAX, RANK_MAX_COMPLETION_TOKENS, RANK_TEMPERATURE, RESIDUE_MAX
 from .gate_inputs import NEAR_HOP_SCORE
 from .render import signature_of
-from .state import RANK_OK, Candidate, Decision, RankOutcome, RankScore
+from .state import RANK_OK, Candidate, Decision, PoolItem, RankOutcome, RankScore
 from .vocabulary import FOLD, FOLDED, OUTLINE_OF_FOLDED_IN, RANK, RANK_ADMITTED, REJECTED
 
 STAGE = RANK
@@ -441,13 +441,13 @@ def _fold(decision: Decision, why: str) -> list[Candidate]:
     for item_id in decision.residue:
         members = decision.outline_members.get(item_id)
         if members is None:
-            reach = _fold_reach(decision, item_id, why)
+            reach = _fold_reach(decision, by_id, item_id, why)
             if reach is not None:
                 admit(item_id, reach)
             continue
         reached = folded_in = False
         for member in members:
-            reach = _fold_reach(decision, member, why)
+            reach = _fold_reach(decision, by_id, member, why)
             if reach is not None:
                 reached = True
                 folded_in = admit(member, reach) or folded_in
@@ -472,11 +472,12 @@ class Reach:
     detail: str | None = None
 
 
-def _fold_reach(decision: Decision, item_id: str, why: str) -> Reach | None:
+def _fold_reach(decision: Decision, by_id: dict[str, PoolItem], item_id: str,
+                why: str) -> Reach | None:
     """How the fold rule reaches the item from its bucket; None when it does not, the
     item's final verdict recorded. A module outline with no residual symbols of its own
     is reached by recon edges only: on shared terms alone its whole skeleton would come
-    in."""
+    in. ``by_id``: the decision's pool by item id, made once per fold (not per item)."""
     audit, links = decision.audit, decision.links
     near = decision.nearness[item_id]
     if near.nearest_link_no is None:
@@ -486,7 +487,7 @@ def _fold_reach(decision: Decision, item_id: str, why: str) -> Reach | None:
     bucket = f"link {near.nearest_link_no} ({link.link_kind} {link.entity_key})"
     if near.recon_hops is not None and near.recon_hops <= FOLD_MAX_RECON_HOPS:
         return Reach(FOLD + link.link_kind, bucket)
-    lexical_reach = not decision.by_id[item_id].is_outline
+    lexical_reach = not by_id[item_id].is_outline
     score = f"near score {near.near_score:g}"
     if lexical_reach and near.near_score >= FOLD_MIN_NEAR_SCORE:
         return Reach(FOLD + link.link_kind, f"{bucket}, as near as a recon edge",

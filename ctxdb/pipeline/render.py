@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import re
 
-from sqlalchemy import Connection
-
 from ..entities import is_test_entity
 from ..spec import COMPRESSED_TARGET_BYTES
-from ..sqlfiles import sql_statement
 from .aging import observation_of, stale_arrivals
 from .state import Candidate, Decision
 from .vocabulary import (
@@ -40,14 +37,6 @@ MODULE_OUTLINE_MAX_LINES = 60
 _HEADER_LINE = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s.*$", re.MULTILINE)
 
 _DEF_LINE = re.compile(r"^\s*(?:@.*\n\s*)*(?:async\s+)?(?:def|class)\s", re.MULTILINE)
-
-
-def load_policy(connection: Connection, policy_set: str) -> dict[str, str]:
-    rows = connection.execute(sql_statement("stages/policy_for_set"), {"policy_set": policy_set})
-    policy = dict(rows.all())
-    if not policy:
-        raise ValueError(f"representation policy set {policy_set!r} has no rows")
-    return policy
 
 
 # Live state ages (P6, and the observation masking of the paper's §2.8): a tool output

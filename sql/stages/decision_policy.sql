@@ -1,15 +1,25 @@
 -- decision_policy: what a decision's gate and rendering read besides its own rows — the
--- sources' priority (§3.1), the link kinds that admit for its decision type (§3.2), the
--- representation table of its policy set (§3.3). A decision decided before the write
--- lock is decided again under it only when these rows changed in between.
-SELECT 'source_priority' AS policy, source AS name, CAST(priority AS TEXT) AS value
+-- representation policy set it uses (the request's variant when the store holds rows
+-- for it, else the spec's set), the sources' priority (§3.1), the link kinds that admit for
+-- its decision type (§3.2), the representation table of that policy set (§3.3). A
+-- decision decided before the write lock is decided again under it only when these
+-- rows changed in between. One statement: the preview and the write each read it once.
+WITH chosen (policy_set) AS (
+    SELECT COALESCE(
+        (SELECT policy_set FROM representation_policy WHERE policy_set = :variant LIMIT 1),
+        :spec_set)
+)
+SELECT 'policy_set' AS policy, policy_set AS name, '' AS value
+FROM chosen
+UNION ALL
+SELECT 'source_priority', source, CAST(priority AS TEXT)
 FROM source_priority
 UNION ALL
 SELECT 'gate_link_policy', link_kind, ''
 FROM gate_link_policy
 WHERE decision_type = :decision_type
 UNION ALL
-SELECT 'representation_policy', role, rendering
-FROM representation_policy
-WHERE policy_set = :policy_set
+SELECT 'representation_policy', r.role, r.rendering
+FROM representation_policy r
+JOIN chosen c ON c.policy_set = r.policy_set
 ORDER BY 1, 2, 3;
