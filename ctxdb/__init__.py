@@ -83,7 +83,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     __version__: str
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     if name == "__version__":
         value = _version()
     elif name in _EXPORTS:

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .diffs import parse_unified_diff
 from .request import (
-    STORE_INTEGER_MAX,
     DecisionRequest,
     EvidenceInput,
     InsertionPoint,
@@ -33,6 +33,10 @@ from .request import (
     PlanNode,
     RequestError,
 )
+from .request_limits import STORE_INTEGER_MAX
+
+if TYPE_CHECKING:
+    from .store import ContextStore
 
 # `path:LINE` or `path:LINE:matched text` (grep -n, ripgrep -n)
 _GREP_HIT = re.compile(r"^(?P<path>[^:\n]+):(?P<line>[1-9]\d*)(?::(?P<text>.*))?$", re.DOTALL)
@@ -50,7 +54,7 @@ class RequestBuilder:
     decision_type: str
     task: str
     obligation: str
-    store: object | None = None  # a ContextStore: lines resolve to their symbols
+    store: ContextStore | None = None  # lines resolve to their symbols
     node_id: str | None = None
     target_entity: str | None = None
     required_validation: tuple[str, ...] = ()
@@ -181,7 +185,7 @@ class RequestBuilder:
                           f"03: frame {depth} (innermost 1) of the {what}: {indexed}:{line}")
         return self
 
-    def _recon(self):
+    def _recon(self) -> ContextStore | None:
         store = self.store
         if store is None or not getattr(store, "recon_available", False):
             return None

@@ -13,6 +13,7 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .paths import PACKAGE_DIR
 
@@ -50,7 +51,7 @@ class Settings:
     source: str  # which files were read, for the audit
 
 
-def _read_toml(path: Path) -> dict:
+def _read_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
@@ -58,7 +59,7 @@ def _read_toml(path: Path) -> dict:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
 
 
-def _merge(base: dict, override: dict) -> dict:
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     merged = {section: dict(values) for section, values in base.items()}
     for section, values in override.items():
         if section not in merged or not isinstance(values, dict):
@@ -73,7 +74,7 @@ def _merge(base: dict, override: dict) -> dict:
     return merged
 
 
-def load_settings(config_path: str | os.PathLike | None = None) -> Settings:
+def load_settings(config_path: str | os.PathLike[str] | None = None) -> Settings:
     data = _read_toml(DEFAULTS_FILE)
     sources = [str(DEFAULTS_FILE)]
     user_path = config_path or os.environ.get("CTXDB_CONFIG")

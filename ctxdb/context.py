@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from .pipeline.state import BudgetStep
 from .pipeline.window_text import task_block, window_head
@@ -61,7 +62,7 @@ class DecisionContext:
         return [{"role": "system", "content": task_block(self.task)},
                 {"role": "user", "content": items}]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["rendered"] = self.render()
         return data

@@ -15,6 +15,7 @@ import functools
 import importlib.util
 import os
 import sqlite3
+from collections.abc import Collection
 from pathlib import Path
 from typing import cast
 
@@ -44,7 +45,7 @@ class NotAStoreError(ValueError):
     not SQLite, another application's database, a recon index. Nothing is written to it."""
 
 
-def store_problem(tables) -> str | None:
+def store_problem(tables: Collection[str]) -> str | None:
     """Why a database holding ``tables`` (its default schema's) is not a ctxdb store, or
     None: an empty database (a new store) or one with ctxdb's stamp and tables."""
     tables = set(tables)
@@ -163,7 +164,7 @@ def check_store_file(url: str) -> None:
         raise NotAStoreError(f"{where} {problem}; its data was left untouched")
 
 
-def resolve_url(url_or_path: str | os.PathLike | None = None) -> str:
+def resolve_url(url_or_path: str | os.PathLike[str] | None = None) -> str:
     """A SQLAlchemy URL from a URL, a file path, ``$CTXDB_URL``, or ``./ctx08.db``."""
     value = url_or_path if url_or_path is not None else os.environ.get(DB_URL_ENV, DEFAULT_DB_PATH)
     value = os.fspath(value)
@@ -219,7 +220,7 @@ def make_engine(url: str, *, recon_path: str | None = None, foreign_keys: bool =
 def sqlite_engine(
     url: str,
     *,
-    recon_path: str | os.PathLike | None = None,
+    recon_path: str | os.PathLike[str] | None = None,
     recon_read_only: bool = True,
     store_settings: bool = True,
     foreign_keys: bool = True,
@@ -240,7 +241,7 @@ def sqlite_engine(
     if poolclass is None and in_memory:
         poolclass = StaticPool
     # uri: a read-only recon file is attached by a URI filename
-    connect_args: dict = {"uri": True}
+    connect_args: dict[str, object] = {"uri": True}
     if cross_thread or poolclass is StaticPool:
         connect_args["check_same_thread"] = False
     engine = create_engine(url, poolclass=poolclass, connect_args=connect_args)
@@ -255,7 +256,7 @@ def sqlite_engine(
         attach = str(Path(recon_path).absolute())
 
     @event.listens_for(engine, "connect")
-    def _configure_sqlite(dbapi_connection, _record):
+    def _configure_sqlite(dbapi_connection: sqlite3.Connection, _record: object) -> None:
         cursor = dbapi_connection.cursor()
         if store_settings:
             # Let SQLAlchemy's "begin" event below issue BEGIN itself (pysqlite's own
@@ -279,7 +280,7 @@ def sqlite_engine(
 
     if store_settings:
         @event.listens_for(engine, "begin")
-        def _begin(connection):
+        def _begin(connection: Connection) -> None:
             mode = connection.get_execution_options().get(SQLITE_BEGIN_OPTION, "DEFERRED")
             if mode not in SQLITE_BEGIN_MODES:
                 raise ValueError(f"{SQLITE_BEGIN_OPTION} must be one of {SQLITE_BEGIN_MODES}")

@@ -17,7 +17,7 @@ from .pipeline.budget import cut_task
 from .pipeline.state import BudgetStep
 from .pipeline.vocabulary import FAILURE_KINDS
 from .pipeline.window_text import DECISION_REF_PREFIX, window_head
-from .request import STORE_INTEGER_MAX
+from .request_limits import STORE_INTEGER_MAX
 from .sqlfiles import sql_statement
 
 RUN_REF_PREFIX = "run:"  # ctxdb.agent.adapter's windows name their run so

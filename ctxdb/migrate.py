@@ -12,8 +12,13 @@ from __future__ import annotations
 import ast
 import functools
 import re
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, inspect, text
+
+if TYPE_CHECKING:  # alembic loads only when a store is migrated
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 from .db import (
     SQLITE_BEGIN_OPTION,
@@ -40,7 +45,7 @@ _DOWN_REVISION_LINE = re.compile(r'^down_revision\s*=\s*(?:None|["\']([^"\']+)["
                                  re.MULTILINE)
 
 
-def alembic_config():
+def alembic_config() -> Config:
     from alembic.config import Config
 
     config = Config()
@@ -48,7 +53,7 @@ def alembic_config():
     return config
 
 
-def script_directory():
+def script_directory() -> ScriptDirectory:
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory.from_config(alembic_config())

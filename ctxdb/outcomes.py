@@ -14,9 +14,15 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection
 
 from . import models
 from .sqlfiles import sql_statement
+
+if TYPE_CHECKING:
+    from .store import ContextStore
 
 REQUIRED_FIELDS = ("run_id", "instance_id", "solved")
 NUMBER_FIELDS = ("cost_usd", "model_tokens_in", "model_tokens_out")
@@ -33,21 +39,31 @@ class Outcome:
     model_tokens_out: float | None = None
 
 
-def check_outcome(run_id, instance_id, solved, cost_usd=None, model_tokens_in=None,
-                  model_tokens_out=None) -> Outcome:
+def check_outcome(run_id: object, instance_id: object, solved: object,
+                  cost_usd: object = None, model_tokens_in: object = None,
+                  model_tokens_out: object = None) -> Outcome:
     """The outcome, or a ValueError naming the first bad field and what it expects."""
-    for name, value in (("run_id", run_id), ("instance_id", instance_id)):
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"field {name!r}: expected a non-empty string, got {value!r}")
+    run, instance = _text_field("run_id", run_id), _text_field("instance_id", instance_id)
     if not isinstance(solved, bool):
         raise ValueError(f"field 'solved': expected true or false, got {solved!r}")
-    for name, value in zip(NUMBER_FIELDS, (cost_usd, model_tokens_in, model_tokens_out),
-                           strict=True):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or value < 0):
-            raise ValueError(f"field {name!r}: expected a non-negative number or null, "
-                             f"got {value!r}")
-    return Outcome(run_id, instance_id, solved, cost_usd, model_tokens_in, model_tokens_out)
+    cost, tokens_in, tokens_out = (
+        _number_field(name, value) for name, value in zip(
+            NUMBER_FIELDS, (cost_usd, model_tokens_in, model_tokens_out), strict=True))
+    return Outcome(run, instance, solved, cost, tokens_in, tokens_out)
+
+
+def _text_field(name: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"field {name!r}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _number_field(name: str, value: object) -> float | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or value < 0):
+        raise ValueError(f"field {name!r}: expected a non-negative number or null, "
+                         f"got {value!r}")
+    return value
 
 
 def _missing_run(run_id: str) -> str:
@@ -55,7 +71,7 @@ def _missing_run(run_id: str) -> str:
             "`ctxdb ab run` made; record outcomes after it)")
 
 
-def _write(connection, outcome: Outcome, recorded_at: str) -> None:
+def _write(connection: Connection, outcome: Outcome, recorded_at: str) -> None:
     connection.execute(sql_statement("ab/delete_outcome"),
                        {"run_id": outcome.run_id, "instance_id": outcome.instance_id})
     models.insert_many(connection, models.outcome, [{
@@ -70,8 +86,9 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def record_outcome(store, run_id: str, instance_id: str, solved: bool, cost_usd=None,
-                   model_tokens_in=None, model_tokens_out=None) -> None:
+def record_outcome(store: ContextStore, run_id: str, instance_id: str, solved: bool,
+                   cost_usd: float | None = None, model_tokens_in: float | None = None,
+                   model_tokens_out: float | None = None) -> None:
     """Record one outcome (an outcome recorded again for the same run and instance
     replaces it)."""
     outcome = check_outcome(run_id, instance_id, solved, cost_usd, model_tokens_in,
@@ -83,7 +100,7 @@ def record_outcome(store, run_id: str, instance_id: str, solved: bool, cost_usd=
         _write(connection, outcome, _now())
 
 
-def parse_outcomes(path) -> tuple[list[tuple[int, Outcome]], list[tuple[int, str]]]:
+def parse_outcomes(path: str | Path) -> tuple[list[tuple[int, Outcome]], list[tuple[int, str]]]:
     """(line number, outcome) of the good lines and (line number, error) of the bad ones;
     a second line for the same run and instance is bad (which would win is a guess)."""
     good: list[tuple[int, Outcome]] = []
@@ -126,7 +143,7 @@ def parse_outcomes(path) -> tuple[list[tuple[int, Outcome]], list[tuple[int, str
     return good, bad
 
 
-def import_outcomes(store, path) -> tuple[int, list[str]]:
+def import_outcomes(store: ContextStore, path: str | Path) -> tuple[int, list[str]]:
     """Record every outcome of a JSONL file in one transaction, or none: returns (how
     many were recorded, one error per bad line naming the line and the field). Any bad
     line means nothing is written."""

@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import json
 import math
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -26,11 +27,13 @@ from .request_limits import (
     TASK_MAX_CHARS,
     VARIANT_MAX_CHARS,
     EncodingProblem,
-    RequestError,
     quote_value,
     refusal,
 )
-from .request_limits import REQUEST_JSON_MAX_BYTES as REQUEST_JSON_MAX_BYTES  # docs/request.md
+
+# named here too: ctxdb.request is where a caller finds them (docs/request.md, library.md)
+from .request_limits import REQUEST_JSON_MAX_BYTES as REQUEST_JSON_MAX_BYTES
+from .request_limits import RequestError as RequestError
 from .request_schema import parse_request_json, validate_request
 from .spec import ARMS, DECISION_TYPES, EVIDENCE_KINDS, EVIDENCE_SOURCES, IMPACT_EDGE_KINDS
 
@@ -165,7 +168,7 @@ class DecisionRequest:
         return request
 
     @classmethod
-    def _build(cls, data: dict) -> DecisionRequest:
+    def _build(cls, data: dict[str, Any]) -> DecisionRequest:
         """The dataclass of ``data`` as given: lists become tuples, nothing is coerced
         (a value of the wrong type stays wrong, for ``check()`` to name)."""
         node = dict(data["plan_node"])
@@ -204,7 +207,7 @@ class DecisionRequest:
             token_ceiling=data.get("token_ceiling"),
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The request as JSON-ready data; ``from_dict(to_dict())`` round-trips."""
         node = self.plan_node
         point = node.insertion_point
@@ -269,7 +272,7 @@ class DecisionRequest:
         return found
 
 
-def entity_keys_named(request: DecisionRequest):
+def entity_keys_named(request: DecisionRequest) -> Iterator[str]:
     """Every entity key and path the request names (what ``with_entity_paths`` rewrites)."""
     node = request.plan_node
     if node.target_entity:
@@ -286,7 +289,8 @@ def entity_keys_named(request: DecisionRequest):
         yield edge.tail
 
 
-def with_entity_paths(request: DecisionRequest, rewrite) -> DecisionRequest:
+def with_entity_paths(request: DecisionRequest,
+                      rewrite: Callable[[str], str]) -> DecisionRequest:
     """The request with every entity key and path it names passed through ``rewrite``
     (key -> key): the plan node's target, dependencies, validation tests and insertion
     point, the evidence's entities and the impact edges' ends."""
@@ -306,7 +310,7 @@ def with_entity_paths(request: DecisionRequest, rewrite) -> DecisionRequest:
     return dataclasses.replace(request, plan_node=node, evidence=evidence, impact_edges=edges)
 
 
-def _point_dict(point: InsertionPoint | None) -> dict | None:
+def _point_dict(point: InsertionPoint | None) -> dict[str, Any] | None:
     if point is None:
         return None
     data = {"path": point.path, "line": point.line}
@@ -342,12 +346,13 @@ def _immutable(request: DecisionRequest) -> bool:
 
 _MISSING = object()
 
-def _tuple(value):
-    """A JSON list as the dataclass's tuple; anything else as it is, for check() to name."""
+def _tuple(value: Any) -> Any:
+    """A JSON list as the dataclass's tuple; anything else as it is, for check() to name
+    (so: Any, whatever the field's type says)."""
     return tuple(value) if isinstance(value, list) else value
 
 
-def _objects(cls, value):
+def _objects(cls: type, value: Any) -> Any:
     """A JSON list of objects as a tuple of ``cls``; anything else as it is."""
     return tuple(cls(**item) for item in value) if isinstance(value, list) else value
 
@@ -378,11 +383,11 @@ def entity_key_problems(request: DecisionRequest) -> list[str]:
 
 
 @functools.cache
-def _field_names(cls) -> tuple[str, ...]:
+def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
-def _finite(number) -> bool:
+def _finite(number: float) -> bool:
     try:
         return math.isfinite(number)
     except OverflowError:  # an int past a float's range
@@ -397,7 +402,7 @@ class _Checks:
         self.problems: list[str] = []
         self.characters = 0  # all the request's text, against REQUEST_MAX_CHARS
 
-    def text(self, path: str, value, max_chars: int, *, optional: bool = False,
+    def text(self, path: str, value: object, max_chars: int, *, optional: bool = False,
              empty: bool = False) -> None:
         if value is None and optional:
             return
@@ -418,7 +423,8 @@ class _Checks:
                     f"{path}: expected text UTF-8 can hold, got a lone surrogate "
                     f"U+{ord(value[exc.start]):04X} at character {exc.start}"))
 
-    def integer(self, path: str, value, minimum: int, *, optional: bool = False) -> bool:
+    def integer(self, path: str, value: object, minimum: int, *,
+                optional: bool = False) -> bool:
         """Whether ``value`` is an integer in range (or an allowed null)."""
         if value is None and optional:
             return True
@@ -430,27 +436,29 @@ class _Checks:
             return False
         return True
 
-    def one_of(self, path: str, value, allowed) -> None:
+    def one_of(self, path: str, value: object, allowed: Collection[str]) -> None:
         if not isinstance(value, str) or value not in allowed:
             self.problems.append(f"{path}: {quote_value(value)} is not one of {list(allowed)}")
 
-    def listing(self, path: str, values) -> bool:
-        """Whether ``values`` is a list within LIST_MAX_ITEMS (its items can be checked)."""
+    def listing(self, path: str, values: object) -> Sequence[object] | None:
+        """``values`` when it is a list within LIST_MAX_ITEMS (its items can be checked),
+        else None."""
         if not isinstance(values, (tuple, list)):
             self.problems.append(f"{path}: expected a list, got {quote_value(values)}")
-            return False
+            return None
         if len(values) > LIST_MAX_ITEMS:
             self.problems.append(f"{path}: expected at most {LIST_MAX_ITEMS} items, "
                                  f"got {len(values)}")
-            return False
-        return True
+            return None
+        return values
 
-    def strings(self, path: str, values, max_chars: int) -> None:
-        if self.listing(path, values):
-            for number, value in enumerate(values):
+    def strings(self, path: str, values: object, max_chars: int) -> None:
+        items = self.listing(path, values)
+        if items is not None:
+            for number, value in enumerate(items):
                 self.text(f"{path}[{number}]", value, max_chars, empty=True)
 
-    def fields(self, path: str, value, cls) -> dict | None:
+    def fields(self, path: str, value: object, cls: type) -> dict[str, Any] | None:
         """``value``'s fields of ``cls`` (an object with those attributes will do)."""
         if type(value) is cls:
             return vars(value)  # this module's frozen class: every field is there
@@ -495,7 +503,7 @@ def _check_request_fields(checks: _Checks, request: DecisionRequest) -> None:
                                f"{quote_value(request.derive_impact)}")
 
 
-def _check_plan_node(checks: _Checks, plan_node) -> bool:
+def _check_plan_node(checks: _Checks, plan_node: object) -> bool:
     """Whether the plan node is one (its fields can be read)."""
     path = "request.plan_node"
     node = checks.fields(path, plan_node, PlanNode)
@@ -518,7 +526,7 @@ def _check_plan_node(checks: _Checks, plan_node) -> bool:
     return True
 
 
-def _check_insertion_point(checks: _Checks, insertion_point) -> None:
+def _check_insertion_point(checks: _Checks, insertion_point: object) -> None:
     path = "request.plan_node.insertion_point"
     point = checks.fields(path, insertion_point, InsertionPoint)
     if point is None:
@@ -530,12 +538,13 @@ def _check_insertion_point(checks: _Checks, insertion_point) -> None:
                    optional=True)
 
 
-def _check_evidence(checks: _Checks, evidence) -> bool:
+def _check_evidence(checks: _Checks, evidence: object) -> bool:
     """Whether the evidence is a list of evidence items (their entities can be parsed)."""
-    if not checks.listing("request.evidence", evidence):
+    items = checks.listing("request.evidence", evidence)
+    if items is None:
         return False
     sound = True
-    for number, item in enumerate(evidence):
+    for number, item in enumerate(items):
         path = f"request.evidence[{number}]"
         values = checks.fields(path, item, EvidenceInput)
         if values is None:
@@ -559,10 +568,11 @@ def _check_evidence(checks: _Checks, evidence) -> bool:
     return sound
 
 
-def _check_impact_edges(checks: _Checks, impact_edges) -> None:
-    if not checks.listing("request.impact_edges", impact_edges):
+def _check_impact_edges(checks: _Checks, impact_edges: object) -> None:
+    edges = checks.listing("request.impact_edges", impact_edges)
+    if edges is None:
         return
-    for number, edge in enumerate(impact_edges):
+    for number, edge in enumerate(edges):
         path = f"request.impact_edges[{number}]"
         values = checks.fields(path, edge, ImpactEdgeInput)
         if values is None:
@@ -573,7 +583,7 @@ def _check_impact_edges(checks: _Checks, impact_edges) -> None:
         checks.integer(f"{path}.depth", values["depth"], 1)
 
 
-def _check_live(checks: _Checks, live_state) -> bool:
+def _check_live(checks: _Checks, live_state: object) -> bool:
     """Whether the live state is one and its events a list (their order can be checked)."""
     live = checks.fields("request.live", live_state, LiveState)
     if live is None:
@@ -582,14 +592,15 @@ def _check_live(checks: _Checks, live_state) -> bool:
                 empty=True)
     for name in ("errors", "tracebacks", "tool_outputs", "test_outputs"):
         checks.strings(f"request.live.{name}", live[name], LONG_TEXT_MAX_CHARS)
-    if not checks.listing("request.live.events", live["events"]):
+    events = checks.listing("request.live.events", live["events"])
+    if events is None:
         return False
-    for number, event in enumerate(live["events"]):
+    for number, event in enumerate(events):
         _check_live_event(checks, f"request.live.events[{number}]", event)
     return True
 
 
-def _check_live_event(checks: _Checks, path: str, event) -> None:
+def _check_live_event(checks: _Checks, path: str, event: object) -> None:
     values = checks.fields(path, event, LiveEvent)
     if values is None:
         return
@@ -624,12 +635,12 @@ NUL = "\x00"
 NUL_STAND_IN = "\u2400"
 
 
-def _without_nul(value):
+def _without_nul(value: Any) -> Any:
     if isinstance(value, str):
         return value.replace(NUL, NUL_STAND_IN)
     if isinstance(value, tuple):
         return tuple(_without_nul(v) for v in value)
-    if dataclasses.is_dataclass(value):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.replace(
             value,
             **{f.name: _without_nul(getattr(value, f.name)) for f in dataclasses.fields(value)},
@@ -638,9 +649,10 @@ def _without_nul(value):
 
 
 def has_nul(request: DecisionRequest) -> bool:
-    return _without_nul(request) != request
+    return bool(_without_nul(request) != request)
 
 
 def without_nul(request: DecisionRequest) -> DecisionRequest:
     """The request with NUL characters replaced by a visible stand-in (U+2400)."""
-    return _without_nul(request)
+    replaced: DecisionRequest = _without_nul(request)
+    return replaced

@@ -56,7 +56,7 @@ class LongInteger:
 
 
 
-def quote_value(value) -> str:
+def quote_value(value: object) -> str:
     """A bad value as an error shows it: short whatever its size (a long text's prefix,
     a list's length), on one line, and never the repr of an arbitrary object."""
     if isinstance(value, str):

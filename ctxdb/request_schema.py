@@ -23,7 +23,7 @@ from .request_limits import (
 SCHEMA_FILE = PACKAGE_DIR / "decision_request.schema.json"
 
 
-def _parse_int(digits: str):
+def _parse_int(digits: str) -> int | LongInteger:
     return int(digits) if len(digits) <= JSON_INT_DIGITS_MAX else LongInteger(digits)
 
 
@@ -60,30 +60,31 @@ def parse_request_json(text: str | bytes) -> Any:
 
 
 @functools.cache
-def _schema() -> dict:
-    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+def _schema() -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    return schema
 
 
 @functools.cache
-def _validator():
+def _validator() -> Any:  # jsonschema ships no types
     from jsonschema import Draft202012Validator
 
     Draft202012Validator.check_schema(_schema())
     return Draft202012Validator(_schema())
 
 
-def _path(error) -> str:
+def _path(error: Any) -> str:  # a jsonschema ValidationError
     parts = ["request"]
     for part in error.absolute_path:
         parts.append(f"[{part}]" if isinstance(part, int) else f".{part}")
     return "".join(parts)
 
 
-def _types(expected) -> str:
+def _types(expected: object) -> str:
     return ", ".join(map(repr, expected)) if isinstance(expected, list) else repr(expected)
 
 
-def _problem(error) -> str:
+def _problem(error: Any) -> str:
     """The error in our words: jsonschema's own messages repr the whole value."""
     path, rule, expected, value = (_path(error), error.validator, error.validator_value,
                                    error.instance)
@@ -122,10 +123,11 @@ def _problem(error) -> str:
     return f"{path}: does not match the schema's {rule!r} rule"
 
 
-def _resolve(node: dict) -> dict:
+def _resolve(node: dict[str, Any]) -> dict[str, Any]:
     ref = node.get("$ref", "")
     if ref.startswith("#/$defs/"):
-        return _schema()["$defs"][ref.removeprefix("#/$defs/")]
+        definition: dict[str, Any] = _schema()["$defs"][ref.removeprefix("#/$defs/")]
+        return definition
     return node
 
 
@@ -135,7 +137,7 @@ def _list_limits() -> tuple[tuple[tuple[str, ...], int], ...]:
     validation, which would otherwise walk every item of a list of millions."""
     found = []
 
-    def walk(node: dict, names: tuple[str, ...]) -> None:
+    def walk(node: dict[str, Any], names: tuple[str, ...]) -> None:
         node = _resolve(node)
         if "maxItems" in node:
             found.append((names, node["maxItems"]))

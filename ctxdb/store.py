@@ -7,10 +7,10 @@ import os
 import re
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Engine, event, inspect, text
 from sqlalchemy.dialects import sqlite as sqlite_dialect
@@ -28,7 +28,7 @@ from .migrate import (
     upgrade_in_memory,
 )
 from .outcomes import record_outcome
-from .request import STORE_INTEGER_MAX
+from .request_limits import STORE_INTEGER_MAX
 from .sqlfiles import check_files, view_files
 from .tokens import count_cached
 from .transactions import RETRY_JITTER_MS as RETRY_JITTER_MS  # docs/library.md: ctxdb.store's
@@ -38,7 +38,12 @@ from .transactions import WriteRetry, WriteTransactions, immediate_transaction
 from .views import create_views, drop_views, view_drift
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from .context import DecisionContext
+    from .forensics import WindowDiff
+    from .request import DecisionRequest
+    from .retrieval import Retrieval
 
 
 # Text digests a store remembers as committed (64 hex chars each: a few MB at most).
@@ -94,8 +99,8 @@ class ContextStore:
     @classmethod
     def open(
         cls,
-        url_or_path: str | os.PathLike | None = None,
-        recon: str | os.PathLike | None = None,
+        url_or_path: str | os.PathLike[str] | None = None,
+        recon: str | os.PathLike[str] | None = None,
         *,
         settings: Settings | None = None,
         strict: bool = False,
@@ -156,7 +161,7 @@ class ContextStore:
         self.engine.dispose()
 
     @contextmanager
-    def recon_connection(self, store_connection):
+    def recon_connection(self, store_connection: Connection) -> Iterator[Connection]:
         """Where ``recon.*`` is readable: the store's own connection (ATTACHed file, or
         the schema recon of the same PostgreSQL database) or a separate recon file's."""
         if self._recon_engine is None:
@@ -173,7 +178,7 @@ class ContextStore:
     def __enter__(self) -> ContextStore:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @property
@@ -200,7 +205,7 @@ class ContextStore:
         """How many write attempts were retried."""
         return self.writes.retries
 
-    def write_transaction(self):
+    def write_transaction(self) -> AbstractContextManager[Connection]:
         """A connection in one write transaction (``BEGIN IMMEDIATE`` on SQLite, retried
         while another writer holds the lock, then ``StoreBusy``)."""
         return self.writes.write()
@@ -223,7 +228,7 @@ class ContextStore:
         return self.writes.run(self._preview, work)
 
     @contextmanager
-    def _preview(self):
+    def _preview(self) -> Iterator[Connection]:
         in_memory = self.dialect == "sqlite" and self.engine.url.database in (None, "",
                                                                              ":memory:")
         engine = self.engine
@@ -245,7 +250,7 @@ class ContextStore:
                 engine = make_engine(self.url)
 
                 @event.listens_for(engine, "connect")
-                def _shadow(dbapi_connection, _record):
+                def _shadow(dbapi_connection: sqlite3.Connection, _record: object) -> None:
                     for statement in _shadow_statements():
                         dbapi_connection.execute(statement)
 
@@ -271,7 +276,8 @@ class ContextStore:
                 self._recon_available = False
         return self._recon_available
 
-    def construct(self, request, *, strict: bool | None = None) -> DecisionContext:
+    def construct(self, request: DecisionRequest | dict[str, Any] | str, *,
+                  strict: bool | None = None) -> DecisionContext:
         """Build, record and return the window for one decision (one transaction).
 
         An item naming an entity recon cannot give the text of (no recon, an unknown
@@ -296,8 +302,8 @@ class ContextStore:
                 "path": path, "first_line": line, "last_line": end_line or line})
         return rows[0].key if rows else None
 
-    def retrieve(self, task: str, *, failing_tests=(), traceback: str | None = None,
-                 limit: int | None = None):
+    def retrieve(self, task: str, *, failing_tests: Sequence[str] = (),
+                 traceback: str | None = None, limit: int | None = None) -> Retrieval:
         """Candidate symbols and files for a task over this store's recon index
         (`ctxdb.retrieval.retrieve`): ranked, each symbol with the signals that found it."""
         from .retrieval import DEFAULT_LIMIT, retrieve
@@ -308,8 +314,9 @@ class ContextStore:
             return retrieve(recon, task, failing_tests=tuple(failing_tests), traceback=traceback,
                             limit=limit or DEFAULT_LIMIT)
 
-    def record_outcome(self, run_id: str, instance_id: str, solved: bool, cost_usd=None,
-                       model_tokens_in=None, model_tokens_out=None) -> None:
+    def record_outcome(self, run_id: str, instance_id: str, solved: bool,
+                       cost_usd: float | None = None, model_tokens_in: float | None = None,
+                       model_tokens_out: float | None = None) -> None:
         """Record what the harness achieved on an instance in a run (the A/B's outcomes)."""
         record_outcome(self, run_id, instance_id, solved, cost_usd, model_tokens_in,
                        model_tokens_out)
@@ -338,9 +345,9 @@ class ContextStore:
         with self.write_transaction() as connection:
             return count_cached(connection, tokenizer or self.settings.tokenizer, texts)
 
-    def verify(self) -> dict[str, list[dict]]:
+    def verify(self) -> dict[str, list[dict[str, Any]]]:
         """Run every ``sql/checks/*.sql``; returns {check name: violating rows}, empty if clean."""
-        violations: dict[str, list[dict]] = {}
+        violations: dict[str, list[dict[str, Any]]] = {}
         with self.engine.connect() as connection:
             for check in check_files():
                 rows = [dict(r._mapping) for r in connection.execute(text(check.sql))]
@@ -364,7 +371,9 @@ class ContextStore:
             if item_id is None:
                 return forensics.rendered_window(connection, decision_id)
             row = forensics.item(connection, decision_id, item_id)
-        return row["original_content"] if row["original_content"] is not None else row["content"]
+        text: str = row["original_content"] if row["original_content"] is not None \
+            else row["content"]
+        return text
 
     def context(self, decision: int | str) -> DecisionContext:
         """The DecisionContext ``construct`` returned for a decision, read back from the
@@ -374,7 +383,7 @@ class ContextStore:
         with self.engine.connect() as connection:
             return forensics.context(connection, forensics.resolve_decision(connection, decision))
 
-    def why(self, decision: int | str, item: str) -> list[dict]:
+    def why(self, decision: int | str, item: str) -> list[dict[str, Any]]:
         """Every stage's action on one item, in order (``v_why``); ``item`` is its id
         (``E7``) or its entity key (the first evidence item of that entity in the pool)."""
         from . import forensics
@@ -384,7 +393,7 @@ class ContextStore:
             item_id = forensics.item_id_of(connection, decision_id, item)
             return [dict(row) for row in forensics.why(connection, decision_id, item_id)]
 
-    def diff(self, decision_a: int | str, decision_b: int | str):
+    def diff(self, decision_a: int | str, decision_b: int | str) -> WindowDiff:
         """What entered, left or changed rendering between two windows, by fact identity
         (``forensics.WindowDiff``)."""
         from . import forensics
@@ -399,7 +408,7 @@ def _revision_now(engine: Engine) -> str | None:
         return current_revision(connection)
 
 
-def _recon_file(recon: str | os.PathLike) -> str:
+def _recon_file(recon: str | os.PathLike[str]) -> str:
     path = Path(recon).expanduser().resolve()
     if not path.is_file():
         raise ReconNotFound(

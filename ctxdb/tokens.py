@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import Connection, bindparam, select
+from sqlalchemy import Connection, Engine, bindparam, select
 
 from .config import CL100K_BASE, DEEPSEEK_V4, TOKENIZER_NAMES
 from .spec import CONTENT_MAX_BYTES
@@ -302,7 +302,9 @@ def store_counts(connection: Connection, tokenizer: str, counts: dict[str, int])
 # that rolled back is still right; the table just lacks it): a window's texts, counted
 # decision after decision, skip the table's round trip.
 COUNTED_IN_PROCESS_MAX = 1 << 16
-_COUNTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# engine -> (tokenizer, text digest) -> tokens
+_COUNTED: weakref.WeakKeyDictionary[Engine, dict[tuple[str, str], int]] = (
+    weakref.WeakKeyDictionary())
 
 
 def forget_counts_in_process() -> None:

@@ -66,8 +66,8 @@ def _cmd_retrieve(args) -> int:
         signals = ", ".join(f"{name} #{r}" for name, r in candidate.signals.items())
         print(f"{rank:>3}  {candidate.score:.6f}  {candidate.entity_key}  ({signals})")
     print("files:")
-    for rank, candidate in enumerate(found.files, start=1):
-        print(f"{rank:>3}  {candidate.score:.6f}  {candidate.path}")
+    for rank, file in enumerate(found.files, start=1):
+        print(f"{rank:>3}  {file.score:.6f}  {file.path}")
     return EXIT_OK
 
 
