@@ -131,9 +131,9 @@ def percentile(values, fraction: float) -> float:
 
 def timed(store, request, *, cold: bool = False, fresh_process: bool = False) -> float:
     if cold or fresh_process:
-        # not a store write: it would move the store's WAL checkpoint (one per
-        # WAL_CHECKPOINT_EVERY_WRITES commits) onto the same state every cycle, where a
-        # harness's checkpoint falls on one decision in that many
+        # not a store write: the store checkpoints its WAL after its own commits
+        # (transactions.WAL_CHECKPOINT_PAGES), which then fall on the measured calls alone,
+        # as a harness's do
         with store.engine.begin() as connection:
             connection.execute(text("DELETE FROM token_count_cache"))
         forget_counts_in_process()

@@ -7,8 +7,10 @@ checkpointed after the commits.
 
 from __future__ import annotations
 
+import os
 import random
 import sqlite3
+import struct
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -33,9 +35,17 @@ RETRY_JITTER_MS = 50
 PG_SERIALIZATION_FAILURE = "40001"
 PG_DEADLOCK_DETECTED = "40P01"
 PG_RETRYABLE = frozenset({PG_SERIALIZATION_FAILURE, PG_DEADLOCK_DETECTED})
-# A store's commits between its WAL checkpoints: SQLite's own default is a checkpoint
-# past 1,000 WAL pages, and a decision writes ~100.
-WAL_CHECKPOINT_EVERY_WRITES = 10
+# The store checkpoints its WAL after a commit that leaves it this many pages long or
+# longer: SQLite's own wal_autocheckpoint default, which the store's connections turn off
+# (db.py) because it would run inside that COMMIT, under the write lock. A decision writes
+# ~30 pages at 16 items, ~90 at 256 (bench/construct.py's pools).
+WAL_CHECKPOINT_PAGES = 1_000
+# The WAL's length in frames (one page each) is the wal-index header's mxFrame: a
+# native-endian 32-bit integer at byte 16 of the -shm file every connection maps
+# (https://www.sqlite.org/walformat.html, "The WAL-Index Header").
+WAL_INDEX_SUFFIX = "-shm"
+WAL_INDEX_MX_FRAME = struct.Struct("=I")
+WAL_INDEX_MX_FRAME_OFFSET = 16
 # Write transactions whose lock hold times a store keeps (ContextStore.lock_holds).
 LOCK_HOLDS_KEPT = 100_000
 # the low byte of an extended SQLite result code is its primary code (SQLITE_BUSY)
@@ -81,8 +91,9 @@ class WriteTransactions:
         self.lock_holds: deque[float] = deque(maxlen=LOCK_HOLDS_KEPT)
         self.retries = 0
         self._sqlite = engine.dialect.name == "sqlite"
-        self._in_file = self._sqlite and engine.url.database not in (None, "", ":memory:")
-        self._writes_since_checkpoint = 0
+        database = engine.url.database
+        self._wal_index = (database + WAL_INDEX_SUFFIX
+                           if self._sqlite and database not in (None, "", ":memory:") else None)
 
     def run(self, transaction: Callable[[], AbstractContextManager[Connection]],
             work: Callable[[Connection], Result]) -> Result:
@@ -142,13 +153,12 @@ class WriteTransactions:
             with transaction:
                 yield connection
             self.lock_holds.append(time.perf_counter() - held_from)
-            if self._in_file:
-                self._writes_since_checkpoint += 1
-                if self._writes_since_checkpoint >= WAL_CHECKPOINT_EVERY_WRITES:
-                    # PASSIVE: copies what no reader still needs, waits for nobody and
-                    # holds no write lock — other writers go on meanwhile
-                    self._writes_since_checkpoint = 0
-                    _checkpoint(connection)
+            if self._wal_index is not None and wal_frames(self._wal_index) >= \
+                    WAL_CHECKPOINT_PAGES:
+                # PASSIVE: copies what no reader still needs, waits for nobody and holds
+                # no write lock — other writers go on meanwhile. The next commit restarts
+                # the WAL from its start; one a reader kept from that checkpoints again.
+                _checkpoint(connection)
 
 
 @contextmanager
@@ -164,6 +174,21 @@ def immediate_transaction(engine: Engine) -> Iterator[Connection]:
 def _sqlstate(exc: DBAPIError) -> str | None:
     """The SQLSTATE of a PostgreSQL driver's error (None from SQLite)."""
     return getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+
+
+def wal_frames(wal_index: str) -> int:
+    """How many frames (pages) the WAL holds, from its wal-index file; when that cannot be
+    read, as if the WAL were full (a checkpoint is never skipped for want of a count)."""
+    try:
+        with open(wal_index, "rb") as file:
+            header = os.pread(file.fileno(), WAL_INDEX_MX_FRAME.size,
+                              WAL_INDEX_MX_FRAME_OFFSET)
+    except OSError:
+        return WAL_CHECKPOINT_PAGES
+    if len(header) < WAL_INDEX_MX_FRAME.size:
+        return WAL_CHECKPOINT_PAGES
+    (frames,) = WAL_INDEX_MX_FRAME.unpack(header)
+    return int(frames)
 
 
 def _checkpoint(connection: Connection) -> None:

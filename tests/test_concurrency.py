@@ -37,6 +37,10 @@ POLL_LIMIT_S = 60
 # Small retry budgets, so a refusal comes at once.
 QUICK_LOCK_WAIT_MS = 20
 QUICK_JITTER_MS = 5
+# the WAL file's layout (https://www.sqlite.org/fileformat.html, "WAL File Format"): a
+# header, then frames of a header and one page each
+WAL_HEADER_BYTES = 32
+WAL_FRAME_HEADER_BYTES = 24
 
 
 @dataclass(frozen=True)
@@ -328,25 +332,49 @@ def _wait_for_a_lock_wait(engine, other_pid: int) -> None:
 
 def test_the_store_checkpoints_its_wal_outside_the_lock(tmp_path):
     """SQLite's automatic checkpoint is off on a store's connections (it would run inside
-    a decision's COMMIT); the store checkpoints after every WAL_CHECKPOINT_EVERY_WRITES
-    commits instead, so the WAL stays the size of a few decisions, not of all of them."""
-    from ctxdb.transactions import WAL_CHECKPOINT_EVERY_WRITES
+    a decision's COMMIT); the store checkpoints after a commit that leaves the WAL
+    WAL_CHECKPOINT_PAGES long instead, so the WAL stays that long plus a decision, not the
+    length of every decision."""
+    from ctxdb.transactions import WAL_CHECKPOINT_PAGES
 
     db = tmp_path / "ctx08.db"
     wal = tmp_path / "ctx08.db-wal"
     with ContextStore.open(db) as store:
         with store.engine.connect() as connection:
             assert connection.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
+            page_size = connection.exec_driver_sql("PRAGMA page_size").scalar()
         store.construct(edit_request(run_id="w0"))
         first = wal.stat().st_size
         store.construct(edit_request(run_id="w1"))
         per_decision = wal.stat().st_size - first
-        decisions = 4 * WAL_CHECKPOINT_EVERY_WRITES
+        assert per_decision > 0
+        # enough decisions to fill the WAL three times over without the checkpoints
+        decisions = 3 * WAL_CHECKPOINT_PAGES * page_size // per_decision
         for number in range(2, decisions):
             store.construct(edit_request(run_id=f"w{number}"))
-        assert per_decision > 0
-        # without the store's checkpoints the WAL would hold every decision's pages
-        assert wal.stat().st_size < first + per_decision * (WAL_CHECKPOINT_EVERY_WRITES + 2)
+        frame_size = page_size + WAL_FRAME_HEADER_BYTES
+        assert wal.stat().st_size <= WAL_HEADER_BYTES + frame_size * WAL_CHECKPOINT_PAGES \
+            + 2 * per_decision
+
+
+def test_the_wal_length_the_store_reads_is_sqlites_own(tmp_path):
+    """transactions.wal_frames reads the WAL's length from the wal-index file: the number
+    of frames SQLite's own checkpoint reports as the log's length."""
+    from ctxdb.db import sqlite_driver
+    from ctxdb.transactions import WAL_CHECKPOINT_PAGES, wal_frames
+
+    db = tmp_path / "ctx08.db"
+    with ContextStore.open(db) as store:
+        for number in range(3):
+            store.construct(edit_request(run_id=f"f{number}"))
+        frames = wal_frames(f"{db}-shm")
+        assert 0 < frames < WAL_CHECKPOINT_PAGES
+        with store.engine.connect() as connection:
+            _busy, log_frames, _done = sqlite_driver(connection).execute(
+                "PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert frames == log_frames
+    # a wal-index that cannot be read counts as a full WAL: the checkpoint is not skipped
+    assert wal_frames(str(tmp_path / "missing.db-shm")) == WAL_CHECKPOINT_PAGES
 
 
 def test_opening_a_store_again_keeps_the_locks_of_the_open_one(tmp_path):
