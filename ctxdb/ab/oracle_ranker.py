@@ -97,12 +97,12 @@ class Expected:
 def pool_entities(store, request) -> dict[str, tuple[str, Place]]:
     """Item id -> (kind, place) of the pool ``store.construct(request)`` will build:
     the pipeline's own normalisation and assembly, over the store's recon."""
-    decision = normalise(request, store.settings)
+    normalised = normalise(request, store.settings)
     with store.engine.connect() as connection, store.recon_connection(connection) as rc:
-        assemble(decision, ReconReader(rc) if store.recon_available else None)
+        inputs = assemble(normalised, ReconReader(rc) if store.recon_available else None)
     return {item.item_id: (item.kind, Place(item.entity_key, item.path, item.start_line,
                                             item.end_line, item.content, item.is_outline))
-            for item in decision.pool}
+            for item in inputs.pool}
 
 
 

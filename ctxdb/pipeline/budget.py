@@ -29,7 +29,15 @@ from collections.abc import Callable
 
 from .compress import sliding_window
 from .render import signature_of
-from .state import STABLE_CORE, TRANSIENT, WORKING_SET, BudgetStep, Candidate, Decision
+from .state import (
+    STABLE_CORE,
+    TRANSIENT,
+    WORKING_SET,
+    Attempt,
+    BudgetStep,
+    Candidate,
+    TokenCounter,
+)
 from .vocabulary import BUDGET, EVICTED, FAILURE_KINDS, ROLE_STRENGTH
 from .window_text import mask_pointer, task_block, window_text, without_cut_mark
 
@@ -60,28 +68,29 @@ def _most_that_fit(most: int, fits: Callable[[int], bool]) -> int:
     return low
 
 
-def fit_budget(decision: Decision, count: Callable[[list[str]], list[int]]) -> None:
-    """The window that fits becomes the decision's candidates, with its exact count."""
-    window, decision.token_count = Budgeter(decision, count).fit(decision.candidates)
-    decision.candidates = window
+def fit_budget(attempt: Attempt, count: TokenCounter) -> None:
+    """The window that fits becomes the attempt's candidates, with its exact count."""
+    window, attempt.token_count = Budgeter(attempt, count).fit(attempt.candidates)
+    attempt.candidates = window
 
 
 class Budgeter:
-    def __init__(self, decision: Decision, count: Callable[[list[str]], list[int]]):
-        self.decision = decision
-        self.ceiling = decision.settings.token_ceiling
+    def __init__(self, attempt: Attempt, count: TokenCounter):
+        self.attempt = attempt
+        self.ref, self.terms = attempt.inputs.ref, attempt.inputs.terms
+        self.ceiling = attempt.inputs.settings.token_ceiling
         self.count = count
-        self.audit = decision.audit
-        self.steps = decision.budget_steps
-        self.flags = decision.flags  # after the request's own (nul_replaced)
+        self.audit = attempt.audit
+        self.steps = attempt.budget_steps
+        self.flags = attempt.flags  # after the request's own (nul_replaced)
 
     @property
     def task(self) -> str:
-        return self.decision.window_task
+        return self.attempt.window_task
 
     @task.setter
     def task(self, text: str) -> None:
-        self.decision.window_task = text
+        self.attempt.window_task = text
 
     # -- measuring -----------------------------------------------------------
     def _measure_items(self, items: list[Candidate]) -> None:
@@ -155,7 +164,7 @@ class Budgeter:
                 break
             if candidate is freshest:
                 continue
-            pointer = mask_pointer(candidate, self.decision.ref)
+            pointer = mask_pointer(candidate, self.ref)
             candidate.masked = True
             total = self._replace_text(
                 candidate, pointer, "truncated", "1_mask_transient", total, "masked_to_pointer"
@@ -203,7 +212,7 @@ class Budgeter:
             if budget_bytes <= 0:
                 continue
             body = without_cut_mark(candidate.item.content)  # file lines only
-            start, end = sliding_window(body, self.decision.terms, budget_bytes)
+            start, end = sliding_window(body, self.terms, budget_bytes)
             lines = body.split("\n")  # tree-sitter lines: \n only
             text = "# … cut to fit the budget\n" + "\n".join(lines[start : end + 1])
             first = candidate.item.start_line
@@ -270,7 +279,7 @@ class Budgeter:
     def _failure_cut_mark(self, candidate) -> str:
         item = candidate.item
         return (f"[… {item.kind} cut to its last lines to fit the budget —"
-                f" ctxdb show {self.decision.ref} {item.item_id}]\n")
+                f" ctxdb show {self.ref} {item.item_id}]\n")
 
     def _stable_core_only(self, window, total):
         for candidate in [c for c in window if c.tier != STABLE_CORE]:

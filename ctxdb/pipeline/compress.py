@@ -24,7 +24,7 @@ from collections import Counter
 from ..spec import COMPRESSED_TARGET_BYTES
 from ..terms import terms
 from .render import signature_of
-from .state import Decision
+from .state import Attempt
 from .vocabulary import COMPRESS
 from .window_text import without_cut_mark
 
@@ -111,9 +111,9 @@ def sliding_window(text: str, decision_terms: frozenset[str], budget: int) -> tu
     return best
 
 
-def compress(decision: Decision) -> None:
-    audit = decision.audit
-    for candidate in decision.candidates:
+def compress(attempt: Attempt) -> None:
+    audit, inputs = attempt.audit, attempt.inputs
+    for candidate in attempt.candidates:
         before = _size(candidate.text)
         if before <= COMPRESSED_TARGET_BYTES or candidate.rendering != "verbatim":
             continue
@@ -122,12 +122,12 @@ def compress(decision: Decision) -> None:
         if candidate.role in ("change_target", "insertion_point"):
             span = None
             if (
-                decision.insertion_line is not None
-                and item.path == decision.insertion_path
+                inputs.insertion_line is not None
+                and item.path == inputs.insertion_path
                 and item.start_line is not None
             ):
-                span = ast_slice(body, item.start_line, decision.insertion_line,
-                                 COMPRESSED_TARGET_BYTES, decision.insertion_end_line)
+                span = ast_slice(body, item.start_line, inputs.insertion_line,
+                                 COMPRESSED_TARGET_BYTES, inputs.insertion_end_line)
             if span is None:
                 candidate.over_compress_target = True
                 audit.add(item.item_id, STAGE, "flagged_over_1kb",
@@ -139,7 +139,7 @@ def compress(decision: Decision) -> None:
             candidate.text = (
                 signature_of(candidate)
                 + f"\n    # … AST slice: lines {span[0]}-{span[1]} around the edit at line"
-                f" {decision.insertion_line}\n"
+                f" {inputs.insertion_line}\n"
                 + "\n".join(lines[start : end + 1])
             )
             audit.add(
@@ -152,7 +152,7 @@ def compress(decision: Decision) -> None:
             audit.add(item.item_id, STAGE, "flagged_over_1kb",
                       f"{candidate.role}: whole text needed")
             continue
-        start, end = sliding_window(body, decision.terms, COMPRESSED_TARGET_BYTES)
+        start, end = sliding_window(body, inputs.terms, COMPRESSED_TARGET_BYTES)
         lines = body.split("\n")
         first = (item.start_line or 1) + start
         last = (item.start_line or 1) + end

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from .state import Candidate, Decision
+from .state import Attempt, Candidate
 from .vocabulary import DEDUP, DEDUPED, FAILURE_KINDS, ROLE_STRENGTH, SYMBOL_FACT_KINDS
 
 STAGE = DEDUP
@@ -72,10 +72,10 @@ def _inside(inner: Candidate, outer: Candidate) -> bool:
     )
 
 
-def dedup(decision: Decision) -> None:
-    audit = decision.audit
+def dedup(attempt: Attempt) -> None:
+    audit = attempt.audit
     groups: dict[str, list[Candidate]] = {}
-    for candidate in decision.candidates:
+    for candidate in attempt.candidates:
         groups.setdefault(candidate.item.fact_key, []).append(candidate)
     survivors = []
     for key in sorted(groups, key=lambda k: min(c.item.item_no for c in groups[k])):
@@ -105,4 +105,4 @@ def dedup(decision: Decision) -> None:
             continue
         kept.append(candidate)
     kept.sort(key=lambda c: c.item.item_no)
-    decision.candidates = kept
+    attempt.candidates = kept

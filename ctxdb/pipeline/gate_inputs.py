@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
+from typing import NamedTuple
 
 from ..entities import entity_key_of_test_id, parse_entity_key
 from ..recon.reader import ReconReader
@@ -34,7 +35,7 @@ from .aging import observation_of, stale_arrivals
 from .assemble import apply_pool_cap
 from .dedup import fact_key
 from .options import stage_options
-from .state import Decision, ImpactEdge, Link, Nearness, PoolItem
+from .state import ImpactEdge, Link, Nearness, PoolItem
 from .vocabulary import (
     CHANGE_TARGET,
     CHANGE_TARGET_KINDS,
@@ -344,10 +345,21 @@ def _recon_hops(recon, anchor_ids, item_ids) -> dict[int, tuple[int, int]]:
     return hops
 
 
-def derive_gate_inputs(decision: Decision, recon: ReconReader | None) -> None:
+class GateInputs(NamedTuple):
+    """What assembly derives for the gate: the pool (with the impact digest item, when
+    there is one), the links, the impact edges and the nearness of unlinked code."""
+
+    pool: list[PoolItem]
+    links: list[Link]
+    edges: list[ImpactEdge]
+    nearness: dict[str, Nearness]
+
+
+def derive_gate_inputs(request: DecisionRequest, pool: list[PoolItem],
+                       recon: ReconReader | None) -> GateInputs:
     """The decision's links, impact edges (given by 06 and derived from recon), the
-    digest item of the wider impact (§3.3), and the nearness of unlinked code."""
-    request, pool = decision.request, decision.pool
+    digest item of the wider impact (§3.3) added to the pool, and the nearness of
+    unlinked code."""
     links = compute_links(request, pool, recon)
     edges = [ImpactEdge(e.head, e.tail, e.kind, e.depth, GIVEN_EDGE_ORIGIN)
              for e in request.impact_edges]
@@ -357,11 +369,10 @@ def derive_gate_inputs(decision: Decision, recon: ReconReader | None) -> None:
     if stage_options(request.variant).impact_digest:
         digest = _digest_item(request, edges, len(pool) + 1)
     if digest is not None:
-        pool.append(digest)
+        pool = [*pool, digest]
         apply_pool_cap(pool)  # the digest counts against the 256 like any item
         links.append(Link(IMPACT_DIGEST, digest.entity_key, None, None, None, "06 digest"))
-    decision.links, decision.edges = links, edges
-    decision.nearness = compute_nearness(request, pool, links, recon)
+    return GateInputs(pool, links, edges, compute_nearness(request, pool, links, recon))
 
 
 def _digest_item(request: DecisionRequest, edges: list[ImpactEdge],

@@ -23,6 +23,7 @@ the call is recorded (persist.py).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from ..spec import ADMITTED_MAX, RANK_MAX_COMPLETION_TOKENS, RANK_TEMPERATURE, RESIDUE_MAX
 from .gate_inputs import NEAR_HOP_SCORE
 from .render import signature_of
-from .state import RANK_OK, Candidate, Decision, PoolItem, RankOutcome, RankScore
+from .state import RANK_OK, Attempt, Candidate, PoolItem, RankOutcome, RankScore
 from .vocabulary import FOLD, FOLDED, OUTLINE_OF_FOLDED_IN, RANK, RANK_ADMITTED, REJECTED
 
 STAGE = RANK
@@ -332,53 +333,56 @@ def announce_unavailable(store_url: str, run_id: str) -> None:
         )
 
 
-def residue_candidates(decision: Decision) -> list[ResidueCandidate]:
+def residue_candidates(attempt: Attempt) -> list[ResidueCandidate]:
     """The gate's residue as the ranking prompt shows it: id, kind, signature — the
     signature under its entity key, so two `def raw_amount(self, …)` of two classes
     read apart."""
-    by_id = decision.by_id
+    by_id = attempt.inputs.by_id
     return [
         ResidueCandidate(item_id, by_id[item_id].kind, _named_signature(by_id[item_id]))
-        for item_id in decision.residue
+        for item_id in attempt.residue
     ]
 
 
-def _named_signature(item) -> str:
+def _named_signature(item: PoolItem) -> str:
     signature = signature_of(Candidate(item=item, driver="residual"))
     if item.entity_key and item.entity_key not in signature:
         return f"{item.entity_key}\n{signature}"
     return signature
 
 
-def resolve_residue(decision: Decision) -> None:
+def resolve_residue(attempt: Attempt) -> None:
     """§4: the ranked residue's verdicts. A residue the step may not rank — over 32, or
     no endpoint configured — goes through the fold rule, flagged on the context; a call
     that was made and failed rejects the whole residue. Admitted items join the
-    decision's candidates."""
-    ranking, residue, audit = decision.ranking, decision.residue, decision.audit
+    attempt's candidates."""
+    ranking, residue, audit = attempt.ranking, attempt.residue, attempt.audit
+    settings = attempt.inputs.settings
     if ranking is not None and list(ranking.residue_ids) != residue:
-        # A call that happened is always recorded, with what its answer came to mean.
-        ranking.status = RESIDUE_CHANGED
-        ranking.error = "the residue at write time differs from the one ranked"
+        # A call that happened is always recorded, with what its answer came to mean
+        # (for this attempt: the call's own outcome stays as it was for another).
+        ranking = attempt.ranking = dataclasses.replace(
+            ranking, status=RESIDUE_CHANGED,
+            error="the residue at write time differs from the one ranked")
     if not residue:
         return
     if len(residue) > RESIDUE_MAX:
-        decision.flags.append(FOLDED_OVER_CAP)
-        if not decision.settings.rank_base_url:
-            decision.flags.append(FOLDED_NO_RANKER)  # it could not have ranked any residue
-        decision.candidates += _fold(decision, f"residue > {RESIDUE_MAX}")
+        attempt.flags.append(FOLDED_OVER_CAP)
+        if not settings.rank_base_url:
+            attempt.flags.append(FOLDED_NO_RANKER)  # it could not have ranked any residue
+        attempt.candidates += _fold(attempt, f"residue > {RESIDUE_MAX}")
         return
-    if ranking is None and not decision.settings.rank_base_url:
-        decision.flags.append(FOLDED_NO_RANKER)
-        decision.candidates += _fold(decision, "no ranker")
+    if ranking is None and not settings.rank_base_url:
+        attempt.flags.append(FOLDED_NO_RANKER)
+        attempt.candidates += _fold(attempt, "no ranker")
         return
     if ranking is None:
-        for item_id in _with_members(decision):
+        for item_id in _with_members(attempt):
             audit.final(item_id, STAGE, REJECTED,
                         "rank_not_called: the residue appeared after the call was prepared")
         return
-    by_id, threshold = decision.by_id, decision.settings.rank_threshold
-    members = decision.outline_members
+    by_id, threshold = attempt.inputs.by_id, settings.rank_threshold
+    members = attempt.outline_members
     for item_id in residue:
         score = ranking.scores.get(item_id) if ranking.ok else None
         if not ranking.ok:
@@ -389,27 +393,27 @@ def resolve_residue(decision: Decision) -> None:
             verdict, reason = "admit", f"rank: score {score:.2f} >= {threshold}"
         else:
             verdict, reason = "reject", f"rank: score {score:.2f} < {threshold}"
-        decision.rank_scores.append(RankScore(item_id, score, verdict))
+        attempt.rank_scores.append(RankScore(item_id, score, verdict))
         for ranked_as in [item_id, *members.get(item_id, ())]:
             why = reason if ranked_as == item_id else f"{reason} (its file's outline {item_id})"
             if verdict == "admit":  # then capped with the gate's by source priority (§3.2)
                 audit.add(ranked_as, STAGE, "admitted", why)
-                decision.candidates.append(Candidate(item=by_id[ranked_as], driver=RANK_ADMITTED))
+                attempt.candidates.append(Candidate(item=by_id[ranked_as], driver=RANK_ADMITTED))
             else:
                 audit.final(ranked_as, STAGE, REJECTED, why)
 
 
-def _with_members(decision: Decision) -> list[str]:
+def _with_members(attempt: Attempt) -> list[str]:
     """Every residual item: the residue's candidates and the symbols their outlines
     stand for."""
     out = []
-    for item_id in decision.residue:
+    for item_id in attempt.residue:
         out.append(item_id)
-        out.extend(decision.outline_members.get(item_id, ()))
+        out.extend(attempt.outline_members.get(item_id, ()))
     return out
 
 
-def _fold(decision: Decision, why: str) -> list[Candidate]:
+def _fold(attempt: Attempt, why: str) -> list[Candidate]:
     """§4's deterministic rule for a residue the step may not rank: each item goes to
     the obligation bucket (link) it is nearest to, and is admitted under that link's
     driver — rendered as its role's cheapest form, a signature in the spec's policy —
@@ -423,9 +427,9 @@ def _fold(decision: Decision, why: str) -> list[Candidate]:
     out by the cap for an item folded in. (What the ranking step admits is §4's own
     verdict and is capped with the gate's admissions by source priority, as §3.2 says;
     the fold's reach is this module's choice, so it only fills room.)"""
-    audit, by_id = decision.audit, decision.by_id
-    room = ADMITTED_MAX - len(decision.candidates)
-    admitted = []
+    audit, by_id = attempt.audit, attempt.inputs.by_id
+    room = ADMITTED_MAX - len(attempt.candidates)
+    admitted: list[Candidate] = []
 
     def admit(item_id: str, reach: Reach) -> bool:
         nonlocal room
@@ -438,16 +442,16 @@ def _fold(decision: Decision, why: str) -> list[Candidate]:
         admitted.append(Candidate(item=by_id[item_id], driver=reach.driver))
         return True
 
-    for item_id in decision.residue:
-        members = decision.outline_members.get(item_id)
+    for item_id in attempt.residue:
+        members = attempt.outline_members.get(item_id)
         if members is None:
-            reach = _fold_reach(decision, by_id, item_id, why)
+            reach = _fold_reach(attempt, item_id, why)
             if reach is not None:
                 admit(item_id, reach)
             continue
         reached = folded_in = False
         for member in members:
-            reach = _fold_reach(decision, by_id, member, why)
+            reach = _fold_reach(attempt, member, why)
             if reach is not None:
                 reached = True
                 folded_in = admit(member, reach) or folded_in
@@ -472,14 +476,13 @@ class Reach:
     detail: str | None = None
 
 
-def _fold_reach(decision: Decision, by_id: dict[str, PoolItem], item_id: str,
-                why: str) -> Reach | None:
+def _fold_reach(attempt: Attempt, item_id: str, why: str) -> Reach | None:
     """How the fold rule reaches the item from its bucket; None when it does not, the
     item's final verdict recorded. A module outline with no residual symbols of its own
     is reached by recon edges only: on shared terms alone its whole skeleton would come
-    in. ``by_id``: the decision's pool by item id, made once per fold (not per item)."""
-    audit, links = decision.audit, decision.links
-    near = decision.nearness[item_id]
+    in."""
+    audit, inputs = attempt.audit, attempt.inputs
+    links, near = inputs.links, inputs.nearness[item_id]
     if near.nearest_link_no is None:
         audit.final(item_id, STAGE, REJECTED, f"{why}: no obligation bucket to fold into")
         return None
@@ -487,7 +490,7 @@ def _fold_reach(decision: Decision, by_id: dict[str, PoolItem], item_id: str,
     bucket = f"link {near.nearest_link_no} ({link.link_kind} {link.entity_key})"
     if near.recon_hops is not None and near.recon_hops <= FOLD_MAX_RECON_HOPS:
         return Reach(FOLD + link.link_kind, bucket)
-    lexical_reach = not by_id[item_id].is_outline
+    lexical_reach = not inputs.by_id[item_id].is_outline
     score = f"near score {near.near_score:g}"
     if lexical_reach and near.near_score >= FOLD_MIN_NEAR_SCORE:
         return Reach(FOLD + link.link_kind, f"{bucket}, as near as a recon edge",
