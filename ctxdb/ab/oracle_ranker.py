@@ -11,7 +11,7 @@ through the same ``openai`` client, prompt, parse, threshold and ``rank_call`` /
 ``rank_score`` rows as a real model's. It is not a model, and the reports say so.
 
 How it knows which candidate is gold: the prompt shows a candidate as ``{id, kind,
-signature}`` only (``pipeline/rank.py`` ``build_request_body``), and the pool's rows
+signature}`` only (``pipeline/rank_client.py`` ``build_request_body``), and the pool's rows
 are not committed when the call is made (it happens before the decision's write
 transaction). Matching on the signature text was rejected: a signature does not name
 its symbol uniquely (two ``def raw_amount(self, ...)`` read alike), and its format is

@@ -52,12 +52,8 @@ from .dedup import dedup
 from .gate import cap_admitted, run_gate
 from .gate_inputs import derive_gate_inputs
 from .order import order
-from .rank import (
-    announce_unavailable,
-    rank_residue,
-    residue_candidates,
-    resolve_residue,
-)
+from .rank import announce_unavailable, residue_candidates, resolve_residue
+from .rank_client import rank_residue
 from .render import render
 from .state import (
     Attempt,
