@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from ..spec import COMPRESSED_TARGET_BYTES
 from ..terms import terms
@@ -28,6 +29,9 @@ from .state import Attempt
 from .vocabulary import COMPRESS
 from .window_text import without_cut_mark
 
+if TYPE_CHECKING:  # imported when first used: tree-sitter loads its grammar
+    from tree_sitter import Parser
+
 STAGE = COMPRESS
 
 # Roles whose whole text is the decision's predicate: flagged, never cut here.
@@ -35,7 +39,7 @@ KEEP_WHOLE_ROLES = frozenset({"test_reasoned_over", "live_current", "requirement
 
 
 @functools.cache
-def _python_parser():
+def _python_parser() -> Parser:
     import tree_sitter_python
     from tree_sitter import Language, Parser
 
@@ -128,7 +132,7 @@ def compress(attempt: Attempt) -> None:
             ):
                 span = ast_slice(body, item.start_line, inputs.insertion_line,
                                  COMPRESSED_TARGET_BYTES, inputs.insertion_end_line)
-            if span is None:
+            if span is None or item.start_line is None:  # (no span without a first line)
                 candidate.over_compress_target = True
                 audit.add(item.item_id, STAGE, "flagged_over_1kb",
                           "the whole change target is needed")

@@ -254,7 +254,7 @@ def relative_paths(request: DecisionRequest, recon: ReconReader | None) -> Decis
 
 def unresolved_entities(inputs: DecisionInput) -> list[UnresolvedEntity]:
     return [UnresolvedEntity(item.item_id, item.kind, item.entity_key, item.unresolved)
-            for item in inputs.pool if item.unresolved]
+            for item in inputs.pool if item.unresolved and item.entity_key is not None]
 
 
 def _warn_unresolved(inputs: DecisionInput, unresolved: list[UnresolvedEntity]) -> None:

@@ -62,11 +62,12 @@ def _strength(candidate: Candidate) -> tuple[int, int]:
 
 def _inside(inner: Candidate, outer: Candidate) -> bool:
     a, b = inner.item, outer.item
+    if a.path is None or a.path != b.path:
+        return False
+    if a.start_line is None or a.end_line is None or b.start_line is None or b.end_line is None:
+        return False
     return (
-        a.path is not None
-        and a.path == b.path
-        and None not in (a.start_line, a.end_line, b.start_line, b.end_line)
-        and b.start_line <= a.start_line
+        b.start_line <= a.start_line
         and a.end_line <= b.end_line
         and (a.start_line, a.end_line) != (b.start_line, b.end_line)
     )

@@ -247,7 +247,8 @@ def compute_nearness(
     first_link = 1 if links else None
     for item in candidates:
         shared = shared_by_item[item.item_id]
-        found = hops.get(item_symbols.get(item.item_id))
+        symbol = item_symbols.get(item.item_id)
+        found = hops.get(symbol) if symbol is not None else None
         score = near_score(found[0] if found else None, [items_sharing[t] for t in shared])
         if found is not None:
             recon_hops, anchor = found
@@ -315,7 +316,8 @@ def forget_item_terms() -> None:
     _shared_terms.cache_clear()
 
 
-def _recon_hops(recon, anchor_ids, item_ids) -> dict[int, tuple[int, int]]:
+def _recon_hops(recon: ReconReader | None, anchor_ids: list[int],
+                item_ids: list[int]) -> dict[int, tuple[int, int]]:
     """symbol id -> (hops, anchor id) for pool symbols within 2 recon edges of an anchor
     (the lowest-numbered anchor, and for 2 hops the lowest-numbered middle symbol).
 
@@ -365,26 +367,24 @@ def derive_gate_inputs(request: DecisionRequest, pool: list[PoolItem],
              for e in request.impact_edges]
     if request.derive_impact and recon is not None:
         edges += derive_impact(links, recon)
-    digest = None
-    if stage_options(request.variant).impact_digest:
-        digest = _digest_item(request, edges, len(pool) + 1)
-    if digest is not None:
-        pool = [*pool, digest]
+    target = request.plan_node.target_entity
+    if (target and stage_options(request.variant).impact_digest
+            and any(e.head == target and e.depth > 1 for e in edges)):
+        digest_key = target + DIGEST_KEY_SUFFIX
+        pool = [*pool, _digest_item(target, digest_key, edges, len(pool) + 1)]
         apply_pool_cap(pool)  # the digest counts against the 256 like any item
-        links.append(Link(IMPACT_DIGEST, digest.entity_key, None, None, None, "06 digest"))
+        links.append(Link(IMPACT_DIGEST, digest_key, None, None, None, "06 digest"))
     return GateInputs(pool, links, edges, compute_nearness(request, pool, links, recon))
 
 
-def _digest_item(request: DecisionRequest, edges: list[ImpactEdge],
-                 item_no: int) -> PoolItem | None:
-    target = request.plan_node.target_entity
-    if not target or not any(e.head == target and e.depth > 1 for e in edges):
-        return None
+def _digest_item(target: str, digest_key: str, edges: list[ImpactEdge],
+                 item_no: int) -> PoolItem:
+    """The pool item of §3.3's one-line digest of the target's transitive impact."""
     item = PoolItem(
         item_no=item_no, source="06", kind="graph_edge",
         content=impact_digest(target, edges),
         provenance=f"06: digest of the transitive impact of {target}"[:PROVENANCE_MAX_CHARS],
-        entity_key=target + DIGEST_KEY_SUFFIX,
+        entity_key=digest_key,
     )
     item.fact_key = fact_key(item.kind, item.entity_key, item.content, item.item_id)
     return item

@@ -67,7 +67,7 @@ class DecisionRow(NamedTuple):
 
     decision_id: int
     new_run: bool  # this decision started its run
-    text_digests: frozenset[str]  # the evidence_text rows the pool refers to
+    text_digests: set[str]  # the evidence_text rows the pool refers to
     outcome_columns: tuple[int | None, str]  # token_count and flags the row was given
 
 
@@ -167,7 +167,7 @@ def _write_obligation(connection: Connection, decision_id: int,
 
 
 def _write_pool(connection: Connection, store: ContextStore, decision_id: int,
-                inputs: DecisionInput, *, with_texts: bool = True) -> frozenset[str]:
+                inputs: DecisionInput, *, with_texts: bool = True) -> set[str]:
     """The pool rows, each distinct text once by hash (``with_texts``); returns the
     digests it refers to."""
     texts: dict[str, str] = {}  # sha256 -> text: each distinct once, kept if the store has it
@@ -193,7 +193,7 @@ def _write_pool(connection: Connection, store: ContextStore, decision_id: int,
                              keep_existing=True)
     models.insert_tuples(connection, models.evidence_item, _EVIDENCE_COLUMNS, rows,
                          sparse=("original_sha256", "arrival_no"))
-    return frozenset(texts)
+    return set(texts)
 
 
 def _write_gate_inputs(connection: Connection, decision_id: int,

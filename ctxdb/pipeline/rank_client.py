@@ -21,9 +21,17 @@ import math
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from ..config import Settings
 from ..spec import RANK_MAX_COMPLETION_TOKENS, RANK_TEMPERATURE, RESIDUE_MAX
 from .state import RANK_OK, RankOutcome
+
+if TYPE_CHECKING:  # imported by the call itself: the client loads only when ranking is on
+    import openai
+
+# a chat-completions request body, as JSON holds it
+RequestBody = dict[str, Any]
 
 SYSTEM_PROMPT = (
     "You rank evidence candidates for one decision of a coding agent. For each candidate, "
@@ -87,7 +95,7 @@ def build_request_body(
     decision_question: str | None,
     residue: list[ResidueCandidate],
     response_format: str = "json_schema",
-) -> dict:
+) -> RequestBody:
     """The exact chat-completions body, in the spec's order, deterministic."""
     user = {
         "current_obligation": {
@@ -150,8 +158,9 @@ def parse_rankings(text: str | None,
     return OK, scores, None
 
 
-def rank_residue(settings, obligation, acceptance_criteria, decision_question,
-                 residue) -> RankOutcome:
+def rank_residue(settings: Settings, obligation: str, acceptance_criteria: tuple[str, ...],
+                 decision_question: str | None,
+                 residue: list[ResidueCandidate]) -> RankOutcome:
     """Make the ONE call and parse it, within one deadline. Never raises for endpoint or
     model failures: every outcome is a status for the rank_call row.
 
@@ -208,7 +217,7 @@ class _Answer:
     completion_tokens: int | None = None
 
 
-def _post(settings, body: dict, deadline: float) -> _Answer:
+def _post(settings: Settings, body: RequestBody, deadline: float) -> _Answer:
     """The HTTP call itself (in the call's thread): the official client's request, the
     body read by hand so its size is capped, then the chat.completion envelope."""
     import httpx
@@ -245,7 +254,7 @@ def _post(settings, body: dict, deadline: float) -> _Answer:
     return _envelope(bytes(data))
 
 
-def _body_of(error) -> str:
+def _body_of(error: openai.APIStatusError) -> str:
     """What an error response said (kept on the rank_call row), if it was read."""
     try:
         return error.response.text if error.response is not None else ""
@@ -275,7 +284,7 @@ def _envelope(data: bytes) -> _Answer:
                    completion_tokens=_count(usage.get("completion_tokens")))
 
 
-def _count(value) -> int | None:
+def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 

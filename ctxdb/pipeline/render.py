@@ -97,7 +97,8 @@ def _header_end(content: str, start: int) -> int:
 
 def truncated_head(content: str) -> str:
     """The leading lines that fit COMPRESSED_TARGET_BYTES, marked when cut."""
-    lines, kept, used = content.split("\n"), [], 0
+    lines, used = content.split("\n"), 0
+    kept: list[str] = []
     for line in lines:
         size = len(line.encode("utf-8")) + 1
         if kept and used + size > COMPRESSED_TARGET_BYTES:
@@ -116,7 +117,7 @@ def signature_of(candidate: Candidate) -> str:
     if item.signature:
         return item.signature
     content = item.content
-    if item.is_outline:
+    if item.entity_key is not None and item.is_outline:
         return module_outline(item.entity_key, content)
     match = _DEF_LINE.search(content)
     if match:

@@ -113,7 +113,7 @@ class Candidate:
             return None
         if self.shown_lines is not None and self.rendering in ("verbatim", "truncated"):
             return self.shown_lines
-        if self.rendering == "verbatim":
+        if self.rendering == "verbatim" and self.item.end_line is not None:
             return (self.item.start_line, self.item.end_line)
         return None
 
