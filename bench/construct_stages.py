@@ -52,7 +52,7 @@ STAGES = (
     ("dedup", construct, "dedup", 3),
     ("order", construct, "order", 3),
     ("fit_budget", construct, "fit_budget", 3),
-    ("window_entries", persist, "window_entries", 3),
+    ("window_entries", construct, "window_entries", 3),
     ("write_decision (write lock)", construct, "write_decision", 1),
     ("store_counts", construct, "store_counts", 2),
     ("write_outcome", persist, "write_outcome", 2),

@@ -25,7 +25,7 @@ from ctxdb.config import load_settings
 from ctxdb.db import resolve_url
 from ctxdb.diffs import parse_unified_diff
 from ctxdb.outcomes import import_outcomes
-from ctxdb.pipeline.rank import ResidueCandidate, rank_residue
+from ctxdb.pipeline.rank_client import ResidueCandidate, rank_residue
 from ctxdb.recon import index_repository
 from ctxdb.recon.schema import create_recon_engine
 

@@ -182,7 +182,12 @@ def test_later_cuts_count_file_lines_only_not_the_cap_mark():
     """The 8 KB cut's mark is no file line: a window cut from the cut text stays inside
     the kept lines (and its terms never pull the window toward the mark)."""
     from ctxdb.pipeline.compress import compress
-    from ctxdb.pipeline.state import Candidate, new_decision
+    from ctxdb.pipeline.state import (
+        Candidate,
+        begin_attempt,
+        decision_input,
+        normalised_request,
+    )
 
     request = _big_class_request()
     item = assemble_pool(request, _big_class_recon())[1]
@@ -190,9 +195,10 @@ def test_later_cuts_count_file_lines_only_not_the_cap_mark():
                         rendering="verbatim", text=item.content)
     # a decision whose own words are the mark's: only the mark could draw the window
     words = _request(plan_node={"node_id": "n1", "obligation": "the full original content text"})
-    decision = new_decision(words, words.to_json(), "0" * 64, load_settings())
-    decision.candidates = [related]
-    compress(decision)
+    attempt = begin_attempt(decision_input(
+        normalised_request(words, words.to_json(), "0" * 64, load_settings())), None)
+    attempt.candidates = [related]
+    compress(attempt)
     first, last = related.shown_lines
     assert item.start_line <= first <= last <= item.end_line
     assert "[ctxdb: content cut" not in related.text

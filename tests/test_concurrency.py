@@ -149,10 +149,9 @@ def test_the_gate_preview_takes_no_write_lock(tmp_path, monkeypatch):
 
         def preview_gate(*args):
             assert holder.in_transaction  # the lock is still the other session's
-            decision = args[2]
-            result = original(*args)
-            previewed.append({e.item_id for e in decision.audit.events if e.stage == "gate"})
-            return result
+            attempt = original(*args)
+            previewed.append({e.item_id for e in attempt.audit.events if e.stage == "gate"})
+            return attempt
 
         original = construct_module.preview_gate
         monkeypatch.setattr(construct_module, "preview_gate", preview_gate)
@@ -191,11 +190,11 @@ def test_a_policy_changed_during_the_decision_is_the_one_it_is_decided_by(tmp_pa
     with ContextStore.open(tmp_path / "during.db") as store:
         original = construct_module.prepare
 
-        def prepare_then_change_policy(store_, decision, ranking_on):
-            prepared = original(store_, decision, ranking_on)
+        def prepare_then_change_policy(store_, inputs, ranking_on):
+            preview = original(store_, inputs, ranking_on)
             with store_.write_transaction() as connection:
                 connection.execute(tests_as_signatures)
-            return prepared
+            return preview
 
         monkeypatch.setattr(construct_module, "prepare", prepare_then_change_policy)
         assert _window(store.construct(edit_request())) == expected

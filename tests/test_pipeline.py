@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import os
 import subprocess
@@ -15,6 +17,7 @@ from sqlalchemy import text
 
 from ctxdb import ContextStore
 from ctxdb.config import load_settings
+from ctxdb.pipeline import construct as construct_module
 from ctxdb.request import RequestError
 
 
@@ -270,3 +273,35 @@ def test_a_dependency_of_the_obligation_is_admitted_by_it(store_url):
     assert verdict == [("in_window", "obligation:obligation_dependency")]
     assert json.loads(stored[0][0]) == ["shop/util.py::slugify"]
     assert "def slugify(s):" in context.render()  # a related symbol: its signature
+
+
+def _held(attempt) -> dict:
+    """What an attempt holds, field by field (its audit log by its events)."""
+    return {field.name: getattr(attempt, field.name) for field in dataclasses.fields(attempt)
+            } | {"audit": list(attempt.audit.events)}
+
+
+@pytest.mark.parametrize("policy_changed", [False, True], ids=["same_policy", "policy_changed"])
+def test_writing_a_decision_changes_neither_its_inputs_nor_its_preview(store_url,
+                                                                       policy_changed):
+    """Persistence writes the decision's state and never resets it: the inputs and the
+    preview's attempt are as they were after the write — also when the policy rows
+    changed after the preview, and the write decided again as an attempt of its own."""
+    with _store(store_url) as store:
+        normalised = construct_module.normalise(edit_request(), store.settings)
+        inputs = construct_module.assemble(normalised, None)
+        preview = construct_module.prepare(store, inputs, ranking_on=False)
+        inputs_before, preview_before = copy.deepcopy(inputs), _held(copy.deepcopy(preview))
+        if policy_changed:
+            with store.write_transaction() as connection:
+                connection.execute(text(
+                    "UPDATE representation_policy SET rendering = 'signature'"
+                    " WHERE policy_set = 'spec' AND role = 'test_reasoned_over'"))
+        context, row = store.write(
+            lambda connection: construct_module.write_decision(connection, store, preview))
+        assert inputs == inputs_before and _held(preview) == preview_before
+        assert row.decision_id == context.decision_id
+        assert (context.window == tuple(preview.entries)) is not policy_changed
+        assert store.verify() == {}
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            inputs.pool = ()

@@ -377,12 +377,12 @@ def test_an_unexpected_client_failure_is_a_recorded_call_not_a_wait(store_url, m
     not a thread that dies and a decision that waits out the deadline."""
     import time
 
-    from ctxdb.pipeline import rank
+    from ctxdb.pipeline import rank_client
 
     def broken(settings, body, deadline):
         raise RuntimeError("client bug")
 
-    monkeypatch.setattr(rank, "_post", broken)
+    monkeypatch.setattr(rank_client, "_post", broken)
     with ChatServer() as server, _store(store_url, server, timeout=5.0) as store:
         start = time.perf_counter()
         ctx = store.construct(residue_request(2))

@@ -15,18 +15,27 @@ from ctxdb.pipeline.gate_inputs import Link, Nearness
 from ctxdb.pipeline.order import order
 from ctxdb.pipeline.rank import resolve_residue
 from ctxdb.pipeline.render import render
-from ctxdb.pipeline.state import Candidate, Decision, PoolItem, new_decision
+from ctxdb.pipeline.state import (
+    Attempt,
+    Candidate,
+    PoolItem,
+    begin_attempt,
+    decision_input,
+    normalised_request,
+)
 from ctxdb.sqlfiles import load_sql
 from ctxdb.tokens import get_counter
 
 TARGET = "shop/cart.py::Cart.total"
 
 
-def _decision(candidates=(), *, target_entity=TARGET, insertion=None, ceiling=None,
-              terms=("discount", "tax", "total"), **state) -> Decision:
-    """The one way these tests build a stage's input: a Decision as construct makes it,
-    from a request naming the target, validation test and insertion point, with the
-    given candidates (and any other state fields) set."""
+def _attempt(candidates=(), *, target_entity=TARGET, insertion=None, ceiling=None,
+             terms=("discount", "tax", "total"), rank_base_url=None, pool=(), links=(),
+             nearness=None, **state) -> Attempt:
+    """The one way these tests build a stage's input: an attempt as construct begins it,
+    its inputs from a request naming the target, validation test and insertion point and
+    from the given pool, links and nearness, with the given candidates (and any other
+    attempt fields) set."""
     node = {"node_id": "n1", "obligation": " ".join(terms), "target_entity": target_entity,
             "required_validation": ["tests/test_cart.py::test_total"]}
     if insertion is not None:
@@ -37,11 +46,14 @@ def _decision(candidates=(), *, target_entity=TARGET, insertion=None, ceiling=No
     settings = load_settings()
     if ceiling is not None:
         settings = dataclasses.replace(settings, token_ceiling=ceiling)
-    decision = new_decision(request, request.to_json(), "0" * 64, settings)
-    decision.candidates = list(candidates)
+    if rank_base_url is not None:
+        settings = dataclasses.replace(settings, rank_base_url=rank_base_url)
+    normalised = normalised_request(request, request.to_json(), "0" * 64, settings)
+    attempt = begin_attempt(decision_input(normalised, pool, links, nearness=nearness), None)
+    attempt.candidates = list(candidates)
     for name, value in state.items():
-        setattr(decision, name, value)
-    return decision
+        setattr(attempt, name, value)
+    return attempt
 
 
 def _item(no, kind="symbol", source="04", entity=None, content="x", **extra):
@@ -161,9 +173,9 @@ def test_render_roles_and_renderings():
         (Candidate(_item(10, "config", "06", entity="c.toml"), "impact:ConfigConsumer"),
          "config_consumer", "signature"),
     ]
-    decision = _decision([c for c, _, _ in cases])
-    render(decision, SPEC_POLICY)
-    kept, audit = decision.candidates, decision.audit
+    attempt = _attempt([c for c, _, _ in cases])
+    render(attempt, SPEC_POLICY)
+    kept, audit = attempt.candidates, attempt.audit
     for candidate, role, rendering in cases:
         assert (candidate.item_id, candidate.role, candidate.rendering) == (
             candidate.item_id, role, rendering)
@@ -177,16 +189,16 @@ def test_render_roles_and_renderings():
 def test_render_table_miss_defaults_to_signature_and_is_logged():
     policy = {k: v for k, v in SPEC_POLICY.items() if k != "direct_impact"}
     candidate = Candidate(_item(1, entity="b.py::h", content=BODY), "impact:CalledBy")
-    decision = _decision([candidate], target_entity=None)
-    render(decision, policy)
+    attempt = _attempt([candidate], target_entity=None)
+    render(attempt, policy)
     assert candidate.rendering == "signature"
-    assert [(e.action, e.driver) for e in decision.audit.events][0] == (
+    assert [(e.action, e.driver) for e in attempt.audit.events][0] == (
         "table_miss", "role direct_impact not in policy")
 
 
 def test_render_expansion_only_for_the_obligation_target():
     related = Candidate(_item(1, entity="a.py::g", content=BODY), "obligation:named_in_criteria")
-    render(_decision([related], target_entity="a.py::g"), SPEC_POLICY)
+    render(_attempt([related], target_entity="a.py::g"), SPEC_POLICY)
     assert related.role == "change_target" and related.rendering == "verbatim"
 
 
@@ -252,8 +264,8 @@ def test_compress_flags_what_cannot_shrink_and_slices_what_can():
     related = Candidate(_item(3, entity="x.py::big", content=BIG_FUNCTION, start_line=1),
                         "obligation:named_in_criteria", role="related_symbol",
                         rendering="verbatim", text=BIG_FUNCTION)
-    at_the_edit = _decision([target, related], insertion=("shop/cart.py", 162))
-    no_insertion_point = _decision([whole])
+    at_the_edit = _attempt([target, related], insertion=("shop/cart.py", 162))
+    no_insertion_point = _attempt([whole])
     compress(at_the_edit)
     compress(no_insertion_point)
     assert "AST slice: lines 161-162" in target.text and len(target.text.encode()) < 1024
@@ -296,9 +308,9 @@ def test_dedup_keeps_the_strongest_role_and_drops_contained_filler():
                       rendering="signature")
     other = Candidate(_item(5, entity="shop/util.py::f"), "x", role="related_symbol",
                       rendering="signature")
-    decision = _decision([related, target, inner, other, sliced, inside_sliced])
-    dedup(decision)
-    kept, audit = decision.candidates, decision.audit
+    attempt = _attempt([related, target, inner, other, sliced, inside_sliced])
+    dedup(attempt)
+    kept, audit = attempt.candidates, attempt.audit
     # E7 sits inside E6, but E6 shows only a slice: E7 stays
     assert [c.item_id for c in kept] == ["E3", "E5", "E6", "E7"]
     assert target.also_stands_for == ["E2"]
@@ -320,9 +332,9 @@ def test_order_pins_critical_items_to_the_edges():
         Candidate(_item(7, "tool_output", "live", arrival_no=3), "x", role="live_current"),
         Candidate(_item(8, "graph_edge", "06"), "x", role="transitive_impact"),
     ]
-    decision = _decision(items)
-    order(decision)
-    placed = decision.candidates
+    attempt = _attempt(items)
+    order(attempt)
+    placed = attempt.candidates
     assert [(c.item_id, c.block) for c in placed] == [
         ("E1", "front"), ("E3", "front"), ("E6", "front"),  # insertion point next to its target
         ("E7", "middle"), ("E2", "middle"), ("E8", "middle"),  # strongest role first
@@ -349,11 +361,11 @@ def test_budget_ladder_order_and_exact_fit():
                   role="live_current", rendering="verbatim", text="FAILED x", tier="transient",
                   block="back", edge_critical=True),
     ]
-    decision = _decision(window, ceiling=256)
-    fit_budget(decision, lambda texts: [count(t) for t in texts])
-    fitted, exact = decision.candidates, decision.token_count
+    attempt = _attempt(window, ceiling=256)
+    fit_budget(attempt, lambda texts: [count(t) for t in texts])
+    fitted, exact = attempt.candidates, attempt.token_count
     assert exact <= 256
-    assert [s.ladder_step for s in decision.budget_steps] == ["measured", "1_mask_transient"]
+    assert [s.ladder_step for s in attempt.budget_steps] == ["measured", "1_mask_transient"]
     assert fitted[1].masked and fitted[3].text == "FAILED x"  # the freshest failure is kept
 
 
@@ -384,13 +396,13 @@ def test_fold_admits_the_recon_neighbourhood_and_the_lexically_as_near_of_their_
     residue = [f"E{n}" for n in range(1, 34)]  # over 32: folded, never ranked
     pool += [_item(n, "retrieved_hit", entity=f"a.py::g{n}") for n in range(6, 34)]
     nearness.update({f"E{n}": Nearness(["total"], None, None) for n in range(6, 34)})
-    decision = _decision(pool=pool, links=links, nearness=nearness, residue=residue)
-    resolve_residue(decision)
-    assert [(c.item_id, c.driver) for c in decision.candidates] == [
+    attempt = _attempt(pool=pool, links=links, nearness=nearness, residue=residue)
+    resolve_residue(attempt)
+    assert [(c.item_id, c.driver) for c in attempt.candidates] == [
         ("E1", "fold:validation_callee"), ("E2", "fold:target_entity"),
         ("E3", "fold:target_entity")]
     events = {e.item_id: (e.action, e.driver, e.detail, e.is_final)
-              for e in decision.audit.events}
+              for e in attempt.audit.events}
     assert events["E1"] == ("folded_in", "residue > 32: link 2 (validation_callee a.py::helper)",
                             None, False)
     # the driver is one text per bucket and reason (verdicts group by it), the item's
@@ -416,25 +428,25 @@ def test_folding_fills_only_the_room_the_gate_left_under_the_admitted_cap():
     hits = [_item(n, "retrieved_hit", "04", entity=f"b.py::hit{n}") for n in range(62, 102)]
     candidates = [Candidate(item=i, driver="obligation:obligation_dependency")
                   for i in admitted] + [Candidate(item=traceback, driver="obligation:live")]
-    decision = _decision(
+    attempt = _attempt(
         candidates, pool=[*admitted, traceback, *hits],
         links=[Link("target_entity", "a.py::target", "a.py", 1, 9)],
         residue=[h.item_id for h in hits],
         nearness={h.item_id: Nearness(["tax"], None, 1, FOLD_MIN_NEAR_SCORE) for h in hits})
-    decision.priority = {i.item_id: SOURCE_PRIORITY[i.source]
+    attempt.priority = {i.item_id: SOURCE_PRIORITY[i.source]
                          for i in [*admitted, traceback, *hits]}
-    resolve_residue(decision)  # 40 > 32: folded
-    cap_admitted(decision)
-    kept = [c.item_id for c in decision.candidates]
+    resolve_residue(attempt)  # 40 > 32: folded
+    cap_admitted(attempt)
+    kept = [c.item_id for c in attempt.candidates]
     assert len(kept) == ADMITTED_MAX and traceback.item_id in kept
     assert kept[-3:] == ["E62", "E63", "E64"]  # the fold's first three, in residue order
-    events = {e.item_id: e for e in decision.audit.events if e.is_final}
+    events = {e.item_id: e for e in attempt.audit.events if e.is_final}
     assert events["E65"].action == "folded"
     assert events["E65"].driver.endswith(f"no room left under the {ADMITTED_MAX}-item cap")
 
 
-def _folded_file(room: int, members: int) -> Decision:
-    """A decision whose gate left `room` places under the admitted cap, its residue one
+def _folded_file(room: int, members: int) -> Attempt:
+    """An attempt whose gate left `room` places under the admitted cap, its residue one
     file: an outline (E100) standing for `members` symbols (E101…), each a direct recon
     neighbour of the target's link; the fold rule run."""
     from ctxdb.spec import ADMITTED_MAX
@@ -444,19 +456,19 @@ def _folded_file(room: int, members: int) -> Decision:
     outline = _item(100, "symbol", "03", entity="b.py", content="def f(): ...", path="b.py")
     hits = [_item(100 + k, "retrieved_hit", entity=f"b.py::f{k}", path="b.py")
             for k in range(1, members + 1)]
-    decision = _decision([Candidate(item=i, driver="obligation:obligation_dependency")
-                          for i in admitted],
-                         pool=[*admitted, outline, *hits],
-                         links=[Link("target_entity", "a.py::target", "a.py", 1, 9)],
-                         residue=[outline.item_id],
-                         outline_members={outline.item_id: [h.item_id for h in hits]},
-                         nearness={i.item_id: Nearness([], 1, 1, 1.0) for i in [outline, *hits]})
-    resolve_residue(decision)
-    return decision
+    attempt = _attempt([Candidate(item=i, driver="obligation:obligation_dependency")
+                        for i in admitted],
+                       pool=[*admitted, outline, *hits],
+                       links=[Link("target_entity", "a.py::target", "a.py", 1, 9)],
+                       residue=[outline.item_id],
+                       outline_members={outline.item_id: [h.item_id for h in hits]},
+                       nearness={i.item_id: Nearness([], 1, 1, 1.0) for i in [outline, *hits]})
+    resolve_residue(attempt)
+    return attempt
 
 
-def _final_events(decision):
-    finals = [e for e in decision.audit.events if e.is_final]
+def _final_events(attempt):
+    finals = [e for e in attempt.audit.events if e.is_final]
     assert len({e.item_id for e in finals}) == len(finals)  # one final verdict each
     return {e.item_id: e for e in finals}
 
@@ -464,17 +476,17 @@ def _final_events(decision):
 def test_when_room_runs_out_inside_a_file_each_item_still_has_one_verdict():
     from ctxdb.spec import ADMITTED_MAX
 
-    decision = _folded_file(room=2, members=3)
-    assert [c.item_id for c in decision.candidates[ADMITTED_MAX - 2:]] == ["E101", "E102"]
-    final = _final_events(decision)
+    attempt = _folded_file(room=2, members=3)
+    assert [c.item_id for c in attempt.candidates[ADMITTED_MAX - 2:]] == ["E101", "E102"]
+    final = _final_events(attempt)
     assert final["E103"].action == "folded" and final["E100"].action == "folded"
 
 
 def test_an_outline_whose_code_had_no_room_says_so():
     from ctxdb.spec import ADMITTED_MAX
 
-    decision = _folded_file(room=0, members=2)
-    assert _final_events(decision)["E100"].driver == (
+    attempt = _folded_file(room=0, members=2)
+    assert _final_events(attempt)["E100"].driver == (
         f"no ranker: its file's code in reach; no room left under the {ADMITTED_MAX}-item cap")
 
 
@@ -486,11 +498,11 @@ def test_a_lone_module_outline_is_folded_in_by_recon_edges_only():
     pool = [outline] + [_item(n, "retrieved_hit", entity=f"c.py::g{n}") for n in range(2, 35)]
     nearness = {f"E{n}": Nearness(["total"], None, None) for n in range(2, 35)}
     nearness["E1"] = Nearness(["tax"], None, 1, 5.0)
-    decision = _decision(pool=pool, links=[Link("target_entity", "a.py::target", "a.py", 1, 9)],
-                         nearness=nearness, residue=residue)
-    resolve_residue(decision)
-    assert decision.candidates == []
-    final = {e.item_id: e for e in decision.audit.events if e.is_final}
+    attempt = _attempt(pool=pool, links=[Link("target_entity", "a.py::target", "a.py", 1, 9)],
+                       nearness=nearness, residue=residue)
+    resolve_residue(attempt)
+    assert attempt.candidates == []
+    final = {e.item_id: e for e in attempt.audit.events if e.is_final}
     assert final["E1"].action == "folded"
     assert final["E1"].detail == "a module outline: folded in by recon edges only"
 
@@ -508,7 +520,7 @@ def test_the_renderer_and_the_indexer_agree_on_what_a_test_is():
         assert is_test_path(path) is expected, path
         assert is_test_entity(f"{path}::helper") is expected, path
         candidate = Candidate(item=_item(1, entity=f"{path}::helper"), driver="rank:admitted")
-        role = derive_role(candidate, _decision(), {})
+        role = derive_role(candidate, _attempt().inputs, frozenset())
         assert role == ("test_named" if expected else "related_symbol"), path
 
 
@@ -531,7 +543,7 @@ def test_nearness_names_the_lowest_numbered_link_of_its_anchor():
              Link("validation_test", "tests/t.py::test_f", "tests/t.py", 1, 3, None, 9),
              Link("named_in_criteria", "a.py::f", "a.py", 1, 9, "f", 5)]
     caller = _item(4, "retrieved_hit", entity="a.py::caller")
-    near = compute_nearness(_decision().request, [caller], links, Recon())
+    near = compute_nearness(_attempt().inputs.request, [caller], links, Recon())
     assert (near["E4"].recon_hops, near["E4"].nearest_link_no) == (1, 1)
 
 
@@ -543,7 +555,7 @@ def test_the_residue_is_shown_to_the_ranker_under_its_entity_key():
                   content="def raw_amount(self, subtotal):\n    return self.value\n"),
             _item(2, "retrieved_hit", entity="d.py::Percent.raw_amount",
                   content="def raw_amount(self, subtotal):\n    return subtotal * self.rate\n")]
-    shown = residue_candidates(_decision(pool=pool, residue=["E1", "E2"]))
+    shown = residue_candidates(_attempt(pool=pool, residue=["E1", "E2"]))
     assert [c.signature for c in shown] == [
         "d.py::Fixed.raw_amount\ndef raw_amount(self, subtotal):",
         "d.py::Percent.raw_amount\ndef raw_amount(self, subtotal):"]
@@ -592,8 +604,8 @@ def test_nearness_kept_per_text_equals_nearness_derived_afresh():
                 _item(3, "retrieved_hit", entity="cart.py::tax_for",
                       content="x = 1\n" * NEAR_CONTENT_CHARS + "discount total tax")]
 
-    decision = _decision(terms=("discount", "tax", "total", "subtotal"))
-    request = decision.request
+    attempt = _attempt(terms=("discount", "tax", "total", "subtotal"))
+    request = attempt.inputs.request
     node = request.plan_node
     decision_terms = terms(" ".join([request.task, node.obligation, node.decision_question or "",
                                      *node.acceptance_criteria]))
@@ -626,17 +638,17 @@ def test_an_outline_stands_for_its_files_residual_symbols_in_the_ranking():
     from ctxdb.pipeline.rank import residue_candidates
     from ctxdb.pipeline.state import RankOutcome
 
-    decision = _decision(pool=_outline_pool(), residue=["E1", "E2", "E3", "E4"])
-    _group_residue_by_outline(decision)
-    assert decision.residue == ["E1", "E4"] and decision.outline_members == {"E1": ["E2", "E3"]}
-    shown = {c.item_id: c.signature for c in residue_candidates(decision)}
+    attempt = _attempt(pool=_outline_pool(), residue=["E1", "E2", "E3", "E4"],
+                       rank_base_url="http://127.0.0.1:9")
+    _group_residue_by_outline(attempt)
+    assert attempt.residue == ["E1", "E4"] and attempt.outline_members == {"E1": ["E2", "E3"]}
+    shown = {c.item_id: c.signature for c in residue_candidates(attempt)}
     assert shown["E1"].splitlines() == ["# a.py: outline", "def f1():  # L1", "def f2():  # L5"]
-    decision.settings = dataclasses.replace(decision.settings, rank_base_url="http://127.0.0.1:9")
-    decision.ranking = RankOutcome("m", "u", {}, "ok", ("E1", "E4"), scores={"E1": 0.9, "E4": 0.1})
-    resolve_residue(decision)
+    attempt.ranking = RankOutcome("m", "u", {}, "ok", ("E1", "E4"), scores={"E1": 0.9, "E4": 0.1})
+    resolve_residue(attempt)
     # the file's symbols follow its outline's score; the lone hit has its own
-    assert [c.item_id for c in decision.candidates] == ["E1", "E2", "E3"]
-    verdicts = {e.item_id: e.driver for e in decision.audit.events}
+    assert [c.item_id for c in attempt.candidates] == ["E1", "E2", "E3"]
+    verdicts = {e.item_id: e.driver for e in attempt.audit.events}
     assert verdicts["E2"] == "rank: score 0.90 >= 0.5 (its file's outline E1)"
     assert verdicts["E4"] == "rank: score 0.10 < 0.5"
 
@@ -647,10 +659,10 @@ def test_folding_admits_an_outline_only_with_its_folded_in_code():
     links = [Link("validation_callee", "a.py::helper", "a.py", 20, 29)]
     nearness = {"E1": Nearness([], None, 1), "E2": Nearness([], 1, 1),
                 "E3": Nearness(["f2", "x"], None, 1), "E4": Nearness(["g", "x"], None, 1)}
-    decision = _decision(pool=_outline_pool(), links=links, nearness=nearness,
-                         residue=["E1", "E2", "E3", "E4"])
-    _group_residue_by_outline(decision)
-    resolve_residue(decision)  # no endpoint: the fold rule
-    assert [(c.item_id, c.driver) for c in decision.candidates] == [
+    attempt = _attempt(pool=_outline_pool(), links=links, nearness=nearness,
+                       residue=["E1", "E2", "E3", "E4"])
+    _group_residue_by_outline(attempt)
+    resolve_residue(attempt)  # no endpoint: the fold rule
+    assert [(c.item_id, c.driver) for c in attempt.candidates] == [
         ("E2", "fold:validation_callee"), ("E1", "fold:outline_of_folded_in")]
-    assert "residue_folded_no_ranker" in decision.flags
+    assert "residue_folded_no_ranker" in attempt.flags

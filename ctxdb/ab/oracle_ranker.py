@@ -11,7 +11,7 @@ through the same ``openai`` client, prompt, parse, threshold and ``rank_call`` /
 ``rank_score`` rows as a real model's. It is not a model, and the reports say so.
 
 How it knows which candidate is gold: the prompt shows a candidate as ``{id, kind,
-signature}`` only (``pipeline/rank.py`` ``build_request_body``), and the pool's rows
+signature}`` only (``pipeline/rank_client.py`` ``build_request_body``), and the pool's rows
 are not committed when the call is made (it happens before the decision's write
 transaction). Matching on the signature text was rejected: a signature does not name
 its symbol uniquely (two ``def raw_amount(self, ...)`` read alike), and its format is
@@ -97,12 +97,12 @@ class Expected:
 def pool_entities(store, request) -> dict[str, tuple[str, Place]]:
     """Item id -> (kind, place) of the pool ``store.construct(request)`` will build:
     the pipeline's own normalisation and assembly, over the store's recon."""
-    decision = normalise(request, store.settings)
+    normalised = normalise(request, store.settings)
     with store.engine.connect() as connection, store.recon_connection(connection) as rc:
-        assemble(decision, ReconReader(rc) if store.recon_available else None)
+        inputs = assemble(normalised, ReconReader(rc) if store.recon_available else None)
     return {item.item_id: (item.kind, Place(item.entity_key, item.path, item.start_line,
                                             item.end_line, item.content, item.is_outline))
-            for item in decision.pool}
+            for item in inputs.pool}
 
 
 

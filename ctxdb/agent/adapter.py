@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from ..context import DecisionContext, WindowEntry
 from ..forensics import RUN_REF_PREFIX
 from ..pipeline import persist
-from ..pipeline.audit import AuditLog
 from ..pipeline.state import (
     BACK,
     MIDDLE,
@@ -35,7 +34,9 @@ from ..pipeline.state import (
     WORKING_SET,
     BudgetStep,
     PoolItem,
-    new_decision,
+    begin_attempt,
+    decision_input,
+    normalised_request,
 )
 from ..pipeline.vocabulary import BUDGET, EVICTED, IN_WINDOW, MASKED, RENDER, TASK_IN_PREFIX_FLAG
 from ..pipeline.window_text import task_block
@@ -194,21 +195,24 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
         run_id=run_id, instance_id=instance_id, seq=seq, decision_type=window.decision_type,
         task=task, plan_node=PlanNode(node_id=f"step-{seq}", obligation=task), arm=arm)
     digest = hashlib.sha256(request_json.encode("utf-8", "surrogatepass")).hexdigest()
-    decision = new_decision(request, request_json, digest, settings,
-                            flags + ([TASK_IN_PREFIX_FLAG] if plan.task_in_prefix else []))
-    decision.pool = sorted((_pool_item(part) for part in window.parts + plan.evicted),
-                           key=lambda item: item.item_no)
-    decision.audit = AuditLog()
+    normalised = normalised_request(
+        request, request_json, digest, settings,
+        flags + ([TASK_IN_PREFIX_FLAG] if plan.task_in_prefix else []))
+    inputs = decision_input(normalised, sorted(
+        (_pool_item(part) for part in window.parts + plan.evicted),
+        key=lambda item: item.item_no))
+    # the loop's rules decided the window (no gate, no policy rows): its one attempt
+    attempt = begin_attempt(inputs, None)
     for part in plan.evicted:
-        decision.audit.final(f"E{part.item_no}", BUDGET, EVICTED, OVER_CEILING_RULE)
+        attempt.audit.final(f"E{part.item_no}", BUDGET, EVICTED, OVER_CEILING_RULE)
     entries = []
     tokenizer = settings.tokenizer
     newest = newest_output(window.parts)
     at_back = False  # the newest output and what follows it (the newest reasoning)
     for position, part in enumerate(window.parts, start=1):
         item_id = f"E{part.item_no}"
-        decision.audit.add(item_id, RENDER, part.rendering, part.rule,
-                           tokens_after=part.tokens)
+        attempt.audit.add(item_id, RENDER, part.rendering, part.rule,
+                          tokens_after=part.tokens)
         at_back = at_back or part is newest
         entries.append(WindowEntry(
             position, item_id, "working_memory" if part.kind == AGENT_TURN else "live_current"
@@ -218,21 +222,22 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
             part.tokens + (_count(tokenizer, plan.header) if position == 1 else 0),
             (plan.header if position == 1 else "") + part.text, part.lines))
     for entry in entries:
-        decision.audit.final(entry.item_id, BUDGET,
-                             MASKED if entry.rendering == POINTER else IN_WINDOW,
-                             "loop", tokens_after=entry.token_count,
-                             detail=f"position {entry.position}, {entry.block}")
-    decision.budget_steps = plan.budget_steps
-    decision.window_task = task  # the flag task_in_prefix keeps it out of the window
-    decision.token_count = plan.total_tokens
+        attempt.audit.final(entry.item_id, BUDGET,
+                            MASKED if entry.rendering == POINTER else IN_WINDOW,
+                            "loop", tokens_after=entry.token_count,
+                            detail=f"position {entry.position}, {entry.block}")
+    attempt.entries = entries
+    attempt.budget_steps = plan.budget_steps
+    attempt.window_task = task  # the flag task_in_prefix keeps it out of the window
+    attempt.token_count = plan.total_tokens
 
-    def write(connection: Connection) -> DecisionContext:
-        persist.write_inputs(connection, store, decision, restart=False)
-        return persist.write_outcome(connection, decision, entries)
+    def write(connection: Connection) -> tuple[DecisionContext, persist.DecisionRow]:
+        row = persist.write_inputs(connection, store, attempt)
+        return persist.write_outcome(connection, row, attempt), row
 
-    context = store.write(write)
+    context, row = store.write(write)
     store.runs_seen[run_id] = (arm, request.variant)
-    store.remember_texts(decision.text_digests)
+    store.remember_texts(row.text_digests)
     return context
 
 

@@ -19,8 +19,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .vocabulary import FAILURE_KINDS
+
+if TYPE_CHECKING:  # state imports nothing of this module, but keep aging a leaf
+    from .state import PoolItem
 
 # what names a failure: a pytest node id, or the innermost frame's file and line
 _TEST_ID = re.compile(r"[\w./-]+\.py::[\w\[\]./:-]+")
@@ -111,7 +115,9 @@ def stale_arrivals(observations: Iterable[Observation]) -> frozenset[int]:
     return frozenset(stale)
 
 
-def observation_of(item) -> Observation:
-    """A pool item's live observation (``PoolItem``: the full text when the pool cut it)."""
+def observation_of(item: PoolItem) -> Observation:
+    """A pool item's live observation (the full text when the pool cut it)."""
+    if item.arrival_no is None:
+        raise ValueError(f"{item.item_id} is no live observation: it has no arrival number")
     return Observation(item.arrival_no, item.kind, item.original_content or item.content,
                        item.in_harness_order, item.arrived_in_seq, item.command)

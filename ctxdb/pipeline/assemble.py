@@ -94,7 +94,7 @@ def _cut_code_around(text: str, first_line: int, focus: tuple[int, int] | None,
     mark_room = len(_code_cut_mark(last_line, last_line, first_line, last_line, size,
                                    around_focus).encode())
     budget = CONTENT_MAX_BYTES - mark_room
-    if around_focus:
+    if focus is not None and around_focus:
         start = end = focus[0] - first_line
         used = len(lines[start].encode("utf-8")) + 1
         span_end = min(focus[1], last_line) - first_line
@@ -143,12 +143,18 @@ def cap_provenance(text: str) -> tuple[str, bool]:
     return text[: PROVENANCE_MAX_CHARS - len(PROVENANCE_CUT_MARK)] + PROVENANCE_CUT_MARK, True
 
 
-def _live_items(request: DecisionRequest) -> list[tuple]:
+# (source, kind, content, provenance, decision it arrived in, command): a live item
+LiveInput = tuple[str, str, str, str, int | None, str | None]
+# (source, kind, content or None, provenance, entity_key, score, arrival_no): a pool input
+RawInput = tuple[str, str, str | None, str, str | None, float | None, int | None]
+
+
+def _live_items(request: DecisionRequest) -> list[LiveInput]:
     """(source, kind, content, provenance, decision it arrived in, command) of the live state: the
     patch, the per-kind lists (oldest first per stream; their order across kinds is not
     known), then the events in the harness's own order across kinds."""
     live = request.live
-    items = []
+    items: list[LiveInput] = []
     if live.patch:
         items.append(("patch", "patch", live.patch, "patch: the current working-tree diff", None,
                       None))
@@ -176,8 +182,7 @@ def _live_items(request: DecisionRequest) -> list[tuple]:
 def assemble_pool(request: DecisionRequest, recon: EntityResolver | None) -> list[PoolItem]:
     """The decision's pool, every input accounted for (over-cap items marked out of pool)."""
     node = request.plan_node
-    # (source, kind, content or None, provenance, entity_key, score, arrival_no)
-    raw: list[tuple] = [
+    raw: list[RawInput] = [
         ("07", "plan_node", node.obligation, f"07: plan node {node.node_id}",
          node.target_entity, None, None)
     ]
@@ -191,12 +196,12 @@ def assemble_pool(request: DecisionRequest, recon: EntityResolver | None) -> lis
     commands: dict[int, str] = {}  # arrival number -> what produced it
     first_event = None  # the arrival number of live.events[0]: order across kinds from here
     items = _live_items(request)
-    for arrival_no, (source, kind, content, provenance, seq, command) in enumerate(items, 1):
-        raw.append((source, kind, content, provenance, None, None, arrival_no))
+    for arrival, (live_source, live_kind, text, about, seq, command) in enumerate(items, 1):
+        raw.append((live_source, live_kind, text, about, None, None, arrival))
         if seq is not None:
-            arrived_in[arrival_no] = seq
+            arrived_in[arrival] = seq
         if command is not None:
-            commands[arrival_no] = command
+            commands[arrival] = command
     if request.live.events:
         first_event = len(items) - len(request.live.events) + 1
 
@@ -207,10 +212,12 @@ def assemble_pool(request: DecisionRequest, recon: EntityResolver | None) -> lis
     for item_no, (source, kind, content, provenance, entity_key, score, arrival_no) in enumerate(
         raw, start=1
     ):
+        arrived_in_seq = command = None
+        if arrival_no is not None:  # live state
+            arrived_in_seq, command = arrived_in.get(arrival_no), commands.get(arrival_no)
         item = PoolItem(item_no, source, kind, content or "", provenance, entity_key,
-                        score=score, arrival_no=arrival_no,
-                        arrived_in_seq=arrived_in.get(arrival_no),
-                        command=commands.get(arrival_no),
+                        score=score, arrival_no=arrival_no, arrived_in_seq=arrived_in_seq,
+                        command=command,
                         in_harness_order=(first_event is not None and arrival_no is not None
                                           and arrival_no >= first_event))
         _resolve(item, recon, has_content=content is not None)
@@ -269,7 +276,7 @@ def _resolve(item: PoolItem, recon: EntityResolver | None, *, has_content: bool)
         item.content = resolved.text
 
 
-def _apply_caps(item: PoolItem, request: DecisionRequest, decision_terms, *,
+def _apply_caps(item: PoolItem, request: DecisionRequest, decision_terms: frozenset[str], *,
                 from_recon: bool) -> None:
     # Only text read from recon has file lines to cut by; a line-span key keeps its span,
     # which the gate matches against the linked symbols.

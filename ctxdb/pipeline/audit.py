@@ -89,7 +89,7 @@ class AuditLog:
     def verdict(self, item_id: str) -> str | None:
         return self._final.get(item_id)
 
-    def rows(self, decision_id: int) -> list[tuple]:
+    def rows(self, decision_id: int) -> list[tuple[object, ...]]:
         """The ``item_event`` rows, values in ``EVENT_COLUMNS`` order."""
         return [(decision_id, *event) for event in self.events]
 

@@ -29,7 +29,15 @@ from collections.abc import Callable
 
 from .compress import sliding_window
 from .render import signature_of
-from .state import STABLE_CORE, TRANSIENT, WORKING_SET, BudgetStep, Candidate, Decision
+from .state import (
+    STABLE_CORE,
+    TRANSIENT,
+    WORKING_SET,
+    Attempt,
+    BudgetStep,
+    Candidate,
+    TokenCounter,
+)
 from .vocabulary import BUDGET, EVICTED, FAILURE_KINDS, ROLE_STRENGTH
 from .window_text import mask_pointer, task_block, window_text, without_cut_mark
 
@@ -38,6 +46,8 @@ STAGE = BUDGET
 BYTES_PER_TOKEN_FLOOR = 2
 TASK_CUT_MARK = "\n[ctxdb: task cut to fit the ceiling]"
 TASK_CUT_MARGIN_CHARS = 64
+# a window and its token count, as each step of the ladder leaves them
+Fitting = tuple[list[Candidate], int]
 
 
 def cut_task(task: str, ceiling: int, exact: int) -> str:
@@ -60,28 +70,29 @@ def _most_that_fit(most: int, fits: Callable[[int], bool]) -> int:
     return low
 
 
-def fit_budget(decision: Decision, count: Callable[[list[str]], list[int]]) -> None:
-    """The window that fits becomes the decision's candidates, with its exact count."""
-    window, decision.token_count = Budgeter(decision, count).fit(decision.candidates)
-    decision.candidates = window
+def fit_budget(attempt: Attempt, count: TokenCounter) -> None:
+    """The window that fits becomes the attempt's candidates, with its exact count."""
+    window, attempt.token_count = Budgeter(attempt, count).fit(attempt.candidates)
+    attempt.candidates = window
 
 
 class Budgeter:
-    def __init__(self, decision: Decision, count: Callable[[list[str]], list[int]]):
-        self.decision = decision
-        self.ceiling = decision.settings.token_ceiling
+    def __init__(self, attempt: Attempt, count: TokenCounter):
+        self.attempt = attempt
+        self.ref, self.terms = attempt.inputs.ref, attempt.inputs.terms
+        self.ceiling = attempt.inputs.settings.token_ceiling
         self.count = count
-        self.audit = decision.audit
-        self.steps = decision.budget_steps
-        self.flags = decision.flags  # after the request's own (nul_replaced)
+        self.audit = attempt.audit
+        self.steps = attempt.budget_steps
+        self.flags = attempt.flags  # after the request's own (nul_replaced)
 
     @property
     def task(self) -> str:
-        return self.decision.window_task
+        return self.attempt.window_task
 
     @task.setter
     def task(self, text: str) -> None:
-        self.decision.window_task = text
+        self.attempt.window_task = text
 
     # -- measuring -----------------------------------------------------------
     def _measure_items(self, items: list[Candidate]) -> None:
@@ -95,13 +106,14 @@ class Budgeter:
     def _total(self, window: list[Candidate]) -> int:
         return self._header_tokens() + sum(c.tokens for c in window)
 
-    def _log(self, ladder_step, candidate, before, after, detail=None):
+    def _log(self, ladder_step: str, candidate: Candidate | None, before: int, after: int,
+             detail: str | None = None) -> None:
         item_id = candidate.item_id if candidate is not None else None
         self.steps.append(BudgetStep(len(self.steps) + 1, ladder_step, item_id, before, after,
                                      detail))
 
     # -- the ladder ----------------------------------------------------------
-    def fit(self, window: list[Candidate]) -> tuple[list[Candidate], int]:
+    def fit(self, window: list[Candidate]) -> Fitting:
         """The window that fits, and its exact token count."""
         self._measure_items(window)
         total = self._total(window)
@@ -120,8 +132,9 @@ class Budgeter:
             window, exact = self._evict_for_exactness(window, exact)
         return window, exact
 
-    def _replace_text(self, candidate, text, rendering, ladder_step, total, verdict_action,
-                      shown_lines=None):
+    def _replace_text(self, candidate: Candidate, text: str, rendering: str, ladder_step: str,
+                      total: int, verdict_action: str,
+                      shown_lines: tuple[int, int] | None = None) -> int:
         before_tokens = candidate.tokens
         candidate.text, candidate.rendering = text, rendering
         candidate.shown_lines = shown_lines  # a signature or pointer labels the whole span
@@ -134,7 +147,8 @@ class Budgeter:
         )
         return after
 
-    def _evict(self, window, candidate, ladder_step, total):
+    def _evict(self, window: list[Candidate], candidate: Candidate, ladder_step: str,
+               total: int) -> Fitting:
         window = [c for c in window if c is not candidate]
         after = total - candidate.tokens
         self._log(ladder_step, candidate, total, after)
@@ -144,7 +158,7 @@ class Budgeter:
         )
         return window, after
 
-    def _mask_transient(self, window, total):
+    def _mask_transient(self, window: list[Candidate], total: int) -> Fitting:
         transient = [c for c in window if c.tier == TRANSIENT]
         failures = [c for c in transient if c.item.kind in FAILURE_KINDS]
         freshest = max(failures, key=lambda c: (c.item.arrival_no or 0, c.item.item_no),
@@ -155,14 +169,14 @@ class Budgeter:
                 break
             if candidate is freshest:
                 continue
-            pointer = mask_pointer(candidate, self.decision.ref)
+            pointer = mask_pointer(candidate, self.ref)
             candidate.masked = True
             total = self._replace_text(
                 candidate, pointer, "truncated", "1_mask_transient", total, "masked_to_pointer"
             )
         return window, total
 
-    def _shrink_working_set(self, window, total):
+    def _shrink_working_set(self, window: list[Candidate], total: int) -> Fitting:
         # (a) supporting verbatim bodies → signatures, largest first
         supporting_verbatim = sorted(
             (c for c in window if c.rendering == "verbatim" and not c.edge_critical
@@ -203,7 +217,7 @@ class Budgeter:
             if budget_bytes <= 0:
                 continue
             body = without_cut_mark(candidate.item.content)  # file lines only
-            start, end = sliding_window(body, self.decision.terms, budget_bytes)
+            start, end = sliding_window(body, self.terms, budget_bytes)
             lines = body.split("\n")  # tree-sitter lines: \n only
             text = "# … cut to fit the budget\n" + "\n".join(lines[start : end + 1])
             first = candidate.item.start_line
@@ -213,7 +227,7 @@ class Budgeter:
             )
         return window, total
 
-    def _trim_stable_core(self, window, total):
+    def _trim_stable_core(self, window: list[Candidate], total: int) -> Fitting:
         criteria = sorted(
             (c for c in window if c.item.kind == "acceptance_criteria"),
             key=lambda c: -c.item.item_no,
@@ -235,7 +249,7 @@ class Budgeter:
             window, total = self._evict(window, candidate, "3_evict_acceptance_detail", total)
         return window, total
 
-    def _cut_freshest_failure(self, window, total):
+    def _cut_freshest_failure(self, window: list[Candidate], total: int) -> Fitting:
         failures = [c for c in window if c.tier == TRANSIENT and c.item.kind in FAILURE_KINDS
                     and not c.masked]
         freshest = max(failures, key=lambda c: (c.item.arrival_no or 0, c.item.item_no),
@@ -267,18 +281,18 @@ class Budgeter:
                                    total, "cut_to_window")
         return window, total
 
-    def _failure_cut_mark(self, candidate) -> str:
+    def _failure_cut_mark(self, candidate: Candidate) -> str:
         item = candidate.item
         return (f"[… {item.kind} cut to its last lines to fit the budget —"
-                f" ctxdb show {self.decision.ref} {item.item_id}]\n")
+                f" ctxdb show {self.ref} {item.item_id}]\n")
 
-    def _stable_core_only(self, window, total):
+    def _stable_core_only(self, window: list[Candidate], total: int) -> Fitting:
         for candidate in [c for c in window if c.tier != STABLE_CORE]:
             window, total = self._evict(window, candidate, "stable_core_only", total)
         self.flags.append("stable_core_only")
         return window, total
 
-    def _evict_for_exactness(self, window, exact):
+    def _evict_for_exactness(self, window: list[Candidate], exact: int) -> Fitting:
         evictable = [c for c in window if c.tier != STABLE_CORE]
         if evictable:
             weakest = max(evictable, key=lambda c: (ROLE_STRENGTH.index(c.role), c.item.item_no))

@@ -20,13 +20,17 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from ..spec import COMPRESSED_TARGET_BYTES
 from ..terms import terms
 from .render import signature_of
-from .state import Decision
+from .state import Attempt
 from .vocabulary import COMPRESS
 from .window_text import without_cut_mark
+
+if TYPE_CHECKING:  # imported when first used: tree-sitter loads its grammar
+    from tree_sitter import Parser
 
 STAGE = COMPRESS
 
@@ -35,7 +39,7 @@ KEEP_WHOLE_ROLES = frozenset({"test_reasoned_over", "live_current", "requirement
 
 
 @functools.cache
-def _python_parser():
+def _python_parser() -> Parser:
     import tree_sitter_python
     from tree_sitter import Language, Parser
 
@@ -111,9 +115,9 @@ def sliding_window(text: str, decision_terms: frozenset[str], budget: int) -> tu
     return best
 
 
-def compress(decision: Decision) -> None:
-    audit = decision.audit
-    for candidate in decision.candidates:
+def compress(attempt: Attempt) -> None:
+    audit, inputs = attempt.audit, attempt.inputs
+    for candidate in attempt.candidates:
         before = _size(candidate.text)
         if before <= COMPRESSED_TARGET_BYTES or candidate.rendering != "verbatim":
             continue
@@ -122,13 +126,13 @@ def compress(decision: Decision) -> None:
         if candidate.role in ("change_target", "insertion_point"):
             span = None
             if (
-                decision.insertion_line is not None
-                and item.path == decision.insertion_path
+                inputs.insertion_line is not None
+                and item.path == inputs.insertion_path
                 and item.start_line is not None
             ):
-                span = ast_slice(body, item.start_line, decision.insertion_line,
-                                 COMPRESSED_TARGET_BYTES, decision.insertion_end_line)
-            if span is None:
+                span = ast_slice(body, item.start_line, inputs.insertion_line,
+                                 COMPRESSED_TARGET_BYTES, inputs.insertion_end_line)
+            if span is None or item.start_line is None:  # (no span without a first line)
                 candidate.over_compress_target = True
                 audit.add(item.item_id, STAGE, "flagged_over_1kb",
                           "the whole change target is needed")
@@ -139,7 +143,7 @@ def compress(decision: Decision) -> None:
             candidate.text = (
                 signature_of(candidate)
                 + f"\n    # … AST slice: lines {span[0]}-{span[1]} around the edit at line"
-                f" {decision.insertion_line}\n"
+                f" {inputs.insertion_line}\n"
                 + "\n".join(lines[start : end + 1])
             )
             audit.add(
@@ -152,7 +156,7 @@ def compress(decision: Decision) -> None:
             audit.add(item.item_id, STAGE, "flagged_over_1kb",
                       f"{candidate.role}: whole text needed")
             continue
-        start, end = sliding_window(body, decision.terms, COMPRESSED_TARGET_BYTES)
+        start, end = sliding_window(body, inputs.terms, COMPRESSED_TARGET_BYTES)
         lines = body.split("\n")
         first = (item.start_line or 1) + start
         last = (item.start_line or 1) + end

@@ -12,15 +12,20 @@ expensive work holds the write lock.
 The gate's verdicts are a function of the decision's own rows — written the same in the
 preview and the write — and of the store's policy rows (``sql/stages/decision_policy``);
 the write reads those rows again and, only if another session changed them since the
-preview, decides again under the lock.
+preview, decides again under the lock: a new ``Attempt`` over the same frozen
+``DecisionInput`` (state.py), the preview's left as it was.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import warnings
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from sqlalchemy import Connection
+
+from ..config import Settings
 from ..context import DecisionContext, WindowEntry
 from ..entities import is_absolute_key, relative_to_root
 from ..recon.reader import ReconReader
@@ -47,148 +52,154 @@ from .dedup import dedup
 from .gate import cap_admitted, run_gate
 from .gate_inputs import derive_gate_inputs
 from .order import order
-from .rank import (
-    announce_unavailable,
-    rank_residue,
-    residue_candidates,
-    resolve_residue,
-)
+from .rank import announce_unavailable, residue_candidates, resolve_residue
+from .rank_client import rank_residue
 from .render import render
-from .state import Decision, new_decision, use_request
-from .vocabulary import SPEC_POLICY_SET, TOKENS_BOUNDED_FLAG, UNRESOLVED_ENTITY_FLAG
+from .state import (
+    Attempt,
+    DecisionInput,
+    DecisionPolicy,
+    NormalisedRequest,
+    PolicyRow,
+    TokenCounter,
+    begin_attempt,
+    decision_input,
+    normalised_request,
+)
+from .vocabulary import (
+    BUDGET,
+    IN_WINDOW,
+    MASKED,
+    SPEC_POLICY_SET,
+    TOKENS_BOUNDED_FLAG,
+    UNRESOLVED_ENTITY_FLAG,
+)
 from .window_text import window_text
 
-# decision_policy's rows: the policy set chosen, and the representation table's rows
-POLICY_SET_ROW = "policy_set"
-REPRESENTATION_POLICY_ROWS = "representation_policy"
+if TYPE_CHECKING:
+    from ..store import ContextStore
 
 # warnings.warn's stacklevel that names the harness's own `store.construct(...)` line:
 # _warn_unresolved <- construct <- ContextStore.construct <- the caller
 CALLER_STACKLEVEL = 4
 
 
-@dataclass
-class Prepared:
-    """What a decision worked out before taking the write lock, for the write to check
-    and write."""
-
-    policy_set: str
-    policy: list[tuple] | None  # decision_policy's rows at the preview (None: no gate)
-    entries: list[WindowEntry] = field(default_factory=list)
-    new_counts: dict[str, int] = field(default_factory=dict)  # digest -> count, not cached yet
-    decided_again: bool = False  # the stages ran again inside a write transaction
-
-
-def construct(store, request: DecisionRequest | dict | str, *,
+def construct(store: ContextStore, request: DecisionRequest | dict[str, object] | str, *,
               strict: bool = False) -> DecisionContext:
-    decision = normalise(request, store.settings)
+    normalised = normalise(request, store.settings)
     with store.engine.connect() as connection, store.recon_connection(connection) as rc:
-        assemble(decision, ReconReader(rc) if store.recon_available else None)
-    unresolved = unresolved_entities(decision)
+        inputs = assemble(normalised, ReconReader(rc) if store.recon_available else None)
+    unresolved = unresolved_entities(inputs)
     if unresolved and strict:
         raise UnresolvedEntityError(unresolved)  # before any write: nothing is kept
-    _warn_unresolved(decision, unresolved)
-    ranking_on = decision.request.arm == ARM_CTX08 and bool(store.settings.rank_base_url)
-    prepared = prepare(store, decision, ranking_on)
-    context = store.write(lambda connection: write_decision(connection, store, decision,
-                                                            prepared))
-    store.runs_seen[decision.request.run_id] = (decision.request.arm, decision.request.variant)
-    store.remember_texts(decision.text_digests)  # committed, so never offered again
-    if decision.request.arm == ARM_CTX08 and not ranking_on and decision.new_run:
-        announce_unavailable(store.url, decision.request.run_id)  # once per run, as it starts
+    _warn_unresolved(inputs, unresolved)
+    request = inputs.request
+    ranking_on = request.arm == ARM_CTX08 and bool(store.settings.rank_base_url)
+    preview = prepare(store, inputs, ranking_on)
+    context, row = store.write(lambda connection: write_decision(connection, store, preview))
+    store.runs_seen[request.run_id] = (request.arm, request.variant)
+    store.remember_texts(row.text_digests)  # committed, so never offered again
+    if request.arm == ARM_CTX08 and not ranking_on and row.new_run:
+        announce_unavailable(store.url, request.run_id)  # once per run, as it starts
     return context
 
 
-def prepare(store, decision: Decision, ranking_on: bool) -> Prepared:
+def prepare(store: ContextStore, inputs: DecisionInput, ranking_on: bool) -> Attempt:
     """Everything but the writes, with no write lock held: the gate in a rolled-back
     preview, the ranking call with no transaction open, then the stages and their token
-    counts on a read connection."""
-    if decision.request.arm == ARM_CURRENT:
-        decision.begin_write(None, False, SPEC_POLICY_SET)  # no gate: nothing to preview
-        prepared = Prepared(policy_set=SPEC_POLICY_SET, policy=None)
+    counts on a read connection. Returns the attempt the write takes."""
+    if inputs.request.arm == ARM_CURRENT:
+        attempt = begin_attempt(inputs, None)  # no gate: nothing to preview
     else:
-        prepared = Prepared(*store.preview(lambda connection: preview_gate(connection, store,
-                                                                           decision)))
-        residue = residue_candidates(decision) if ranking_on else []
+        attempt = store.preview(lambda connection: preview_gate(connection, store, inputs))
+        residue = residue_candidates(attempt) if ranking_on else []
         if 1 <= len(residue) <= RESIDUE_MAX:
-            node = decision.request.plan_node
-            decision.ranking = rank_residue(store.settings, node.obligation,
-                                            node.acceptance_criteria, node.decision_question,
-                                            residue)
+            node = inputs.request.plan_node
+            attempt.ranking = rank_residue(inputs.settings, node.obligation,
+                                           node.acceptance_criteria, node.decision_question,
+                                           residue)
     with store.engine.connect() as reader:
-        decide(reader, decision, prepared, prepared.policy)
-    return prepared
+        decide(reader, attempt)
+    return attempt
 
 
-def preview_gate(connection, store, decision: Decision) -> tuple[str, list[tuple]]:
-    """(b) on the decision's rows, written in the preview; returns the policy set and the
-    policy rows the gate and rendering read."""
-    policy_set, policy = decision_policy(connection, decision)
-    persist.write_preview_inputs(connection, store, decision, policy_set)
-    run_gate(connection, decision)
-    return policy_set, policy
+def preview_gate(connection: Connection, store: ContextStore,
+                 inputs: DecisionInput) -> Attempt:
+    """(b) on the decision's rows, written in the preview: an attempt begun by the store's
+    policy rows, with the gate's verdicts."""
+    attempt = begin_attempt(inputs, read_policy(connection, inputs.request))
+    row = persist.write_preview_inputs(connection, store, inputs)
+    run_gate(connection, attempt, row.decision_id)
+    return attempt
 
 
-def decision_policy(connection, decision: Decision) -> tuple[str, list[tuple]]:
+def read_policy(connection: Connection, request: DecisionRequest) -> DecisionPolicy:
     """The representation policy set the decision uses and the store's policy rows it
     is decided by (``sql/stages/decision_policy``), in one statement."""
-    rows = [tuple(row) for row in connection.execute(
-        sql_statement("stages/decision_policy"),
-        {"decision_type": decision.request.decision_type,
-         "variant": decision.request.variant, "spec_set": SPEC_POLICY_SET})]
-    return next(name for policy, name, _ in rows if policy == POLICY_SET_ROW), rows
+    rows: list[PolicyRow] = [
+        (kind, name, value) for kind, name, value in connection.execute(
+            sql_statement("stages/decision_policy"),
+            {"decision_type": request.decision_type, "variant": request.variant,
+             "spec_set": SPEC_POLICY_SET})]
+    return DecisionPolicy.from_rows(rows)
 
 
-def representation_policy(policy_set: str, policy: list[tuple]) -> dict[str, str]:
-    """Role -> rendering: the representation table (§3.3) among the policy rows."""
-    table = {role: rendering for kind, role, rendering in policy
-             if kind == REPRESENTATION_POLICY_ROWS}
-    if not table:
-        raise ValueError(f"representation policy set {policy_set!r} has no rows")
-    return table
-
-
-def decide(connection, decision: Decision, prepared: Prepared,
-           policy: list[tuple] | None) -> None:
+def decide(connection: Connection, attempt: Attempt) -> None:
     """The stages after the gate, on ``connection`` (the token cache is read there; new
-    counts go to ``prepared.new_counts``) by the policy rows read with the gate's, then
-    the window's rows."""
-    tokenizer = decision.settings.tokenizer
+    counts go to ``attempt.new_counts``) by the attempt's policy, then the window's
+    rows."""
+    tokenizer = attempt.inputs.settings.tokenizer
 
-    def count(texts):
-        return count_cached(connection, tokenizer, texts, pending=prepared.new_counts)
+    def count(texts: list[str]) -> list[int]:
+        return count_cached(connection, tokenizer, texts, pending=attempt.new_counts)
 
-    if decision.request.arm == ARM_CURRENT:
-        stuff_everything(decision, count)
+    if attempt.policy is None:  # the current arm
+        stuff_everything(attempt, count)
     else:
-        run_stages_after_gate(decision, count,
-                              representation_policy(decision.policy_set, policy))
-    if count_is_bounded(window_text(decision.window_task, decision.candidates)):
-        decision.flags.append(TOKENS_BOUNDED_FLAG)
-    prepared.entries = persist.window_entries(decision)
+        run_stages_after_gate(attempt, count, attempt.policy)
+    if count_is_bounded(window_text(attempt.window_task, attempt.candidates)):
+        attempt.flags.append(TOKENS_BOUNDED_FLAG)
+    attempt.entries = window_entries(attempt)
 
 
-def write_decision(connection, store, decision: Decision, prepared: Prepared) -> DecisionContext:
+def window_entries(attempt: Attempt) -> list[WindowEntry]:
+    """The window's rows, each candidate's final verdict in the audit: once per attempt,
+    before the write transaction."""
+    entries = []
+    for position, candidate in enumerate(attempt.candidates, start=1):
+        attempt.audit.final(candidate.item_id, BUDGET,
+                            MASKED if candidate.masked else IN_WINDOW, candidate.driver,
+                            tokens_after=candidate.tokens,
+                            detail=f"position {position}, {candidate.block}")
+        entries.append(WindowEntry(
+            position, candidate.item_id, candidate.role, candidate.rendering, candidate.tier,
+            candidate.block, candidate.edge_critical, candidate.tokens, candidate.block_text(),
+            candidate.body_lines(),
+        ))
+    return entries
+
+
+def write_decision(connection: Connection, store: ContextStore,
+                   preview: Attempt) -> tuple[DecisionContext, persist.DecisionRow]:
     """The write transaction: the decision's rows, the new token counts and the outcome.
     Only when the store's policy rows changed since the preview (another session edited
-    them) do the gate and the stages run again here, on these rows. Safe to run again
-    (PostgreSQL's retry): it changes the decision only by deciding it again."""
-    if prepared.policy is None:  # no gate: no policy rows to check
-        persist.write_inputs(connection, store, decision, restart=False)
-    else:
-        policy_set, policy = decision_policy(connection, decision)
-        persist.write_inputs(connection, store, decision, restart=False, policy_set=policy_set)
-        if (prepared.decided_again or policy_set != prepared.policy_set
-                or policy != prepared.policy):
-            prepared.decided_again = True
-            decision.begin_write(decision.decision_id, decision.new_run, policy_set)
-            run_gate(connection, decision)
-            decide(connection, decision, prepared, policy)
-    store_counts(connection, decision.settings.tokenizer, prepared.new_counts)
-    return persist.write_outcome(connection, decision, prepared.entries)
+    them) do the gate and the stages run again here, on these rows, as a new attempt.
+    Safe to run again (PostgreSQL's retry): ``preview`` is read, never changed."""
+    attempt = preview
+    row = persist.write_inputs(connection, store, preview)
+    if preview.policy is not None:  # a gate: were its policy rows changed meanwhile?
+        policy = read_policy(connection, preview.inputs.request)
+        if policy != preview.policy:
+            attempt = begin_attempt(preview.inputs, policy, ranking=preview.ranking,
+                                    new_counts=preview.new_counts)
+            run_gate(connection, attempt, row.decision_id)
+            decide(connection, attempt)
+    store_counts(connection, attempt.inputs.settings.tokenizer, attempt.new_counts)
+    return persist.write_outcome(connection, row, attempt), row
 
 
-def normalise(request: DecisionRequest | dict | str, settings) -> Decision:
+def normalise(request: DecisionRequest | dict[str, object] | str | bytes,
+              settings: Settings) -> NormalisedRequest:
     """A checked request, NUL-free, with its JSON as given and that JSON's hash."""
     if isinstance(request, (str, bytes)):
         request = DecisionRequest.from_json(request)
@@ -208,44 +219,48 @@ def normalise(request: DecisionRequest | dict | str, settings) -> Decision:
         request = without_nul(request)
         flags.append("nul_replaced")
     request_sha256 = hashlib.sha256(request_json.encode("utf-8")).hexdigest()
-    return new_decision(request, request_json, request_sha256, settings, flags)
+    return normalised_request(request, request_json, request_sha256, settings, flags)
 
 
-def assemble(decision: Decision, recon: ReconReader | None) -> None:
+def assemble(normalised: NormalisedRequest, recon: ReconReader | None) -> DecisionInput:
     """(a) The pool and the gate's inputs; recon read once, in a read transaction of its
     own (one snapshot on SQLite), before the write transaction."""
-    make_paths_relative(decision, recon)
-    decision.pool = assemble_pool(decision.request, recon)
-    derive_gate_inputs(decision, recon)
+    request = relative_paths(normalised.request, recon)
+    pool = assemble_pool(request, recon)
+    gate_inputs = derive_gate_inputs(request, pool, recon)
     if recon is not None:
         recon.confirm_snapshot()
+    return decision_input(
+        normalised if request is normalised.request
+        else dataclasses.replace(normalised, request=request),
+        gate_inputs.pool, gate_inputs.links, gate_inputs.edges, gate_inputs.nearness)
 
 
-def make_paths_relative(decision: Decision, recon: ReconReader | None) -> None:
-    """Absolute paths under the indexed root become the relative keys recon knows them
-    by; one outside it (or with no root recorded) stays as given and is unresolved."""
-    if recon is None or not any(is_absolute_key(key)
-                                for key in entity_keys_named(decision.request)):
-        return
+def relative_paths(request: DecisionRequest, recon: ReconReader | None) -> DecisionRequest:
+    """The request with the absolute paths under the indexed root made the relative keys
+    recon knows them by; one outside it (or with no root recorded) stays as given and is
+    unresolved. The request itself when there is nothing to change."""
+    if recon is None or not any(is_absolute_key(key) for key in entity_keys_named(request)):
+        return request
     root = recon.root()
     if root is None:
-        return
+        return request
 
     def relative(key: str) -> str:
         return (relative_to_root(key, root) or key) if is_absolute_key(key) else key
 
-    use_request(decision, with_entity_paths(decision.request, relative))
+    return with_entity_paths(request, relative)
 
 
-def unresolved_entities(decision: Decision) -> list[UnresolvedEntity]:
+def unresolved_entities(inputs: DecisionInput) -> list[UnresolvedEntity]:
     return [UnresolvedEntity(item.item_id, item.kind, item.entity_key, item.unresolved)
-            for item in decision.pool if item.unresolved]
+            for item in inputs.pool if item.unresolved and item.entity_key is not None]
 
 
-def _warn_unresolved(decision: Decision, unresolved: list[UnresolvedEntity]) -> None:
+def _warn_unresolved(inputs: DecisionInput, unresolved: list[UnresolvedEntity]) -> None:
     """One warning per unresolved item (a category the harness can filter or make an
     error): the window is built, with a placeholder where the entity's text would be."""
-    request = decision.request
+    request = inputs.request
     for entity in unresolved:
         warnings.warn(
             f"decision {request.run_id} #{request.seq}: {entity.describe()}; the window "
@@ -254,13 +269,14 @@ def _warn_unresolved(decision: Decision, unresolved: list[UnresolvedEntity]) -> 
         )
 
 
-def run_stages_after_gate(decision: Decision, count, representation: dict[str, str]) -> None:
-    """(L), (c)–(g) on what the gate left (``run_gate``); ``representation``: role ->
-    rendering (§3.3) of the decision's policy set."""
-    resolve_residue(decision)
-    cap_admitted(decision)
-    render(decision, representation)
-    compress(decision)
-    dedup(decision)
-    order(decision)
-    fit_budget(decision, count)
+def run_stages_after_gate(attempt: Attempt, count: TokenCounter,
+                          policy: DecisionPolicy) -> None:
+    """(L), (c)–(g) on what the gate left (``run_gate``), by ``policy``'s representation
+    table (§3.3)."""
+    resolve_residue(attempt)
+    cap_admitted(attempt)
+    render(attempt, policy.representation)
+    compress(attempt)
+    dedup(attempt)
+    order(attempt)
+    fit_budget(attempt, count)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from .state import Candidate, Decision
+from .state import Attempt, Candidate
 from .vocabulary import DEDUP, DEDUPED, FAILURE_KINDS, ROLE_STRENGTH, SYMBOL_FACT_KINDS
 
 STAGE = DEDUP
@@ -62,20 +62,21 @@ def _strength(candidate: Candidate) -> tuple[int, int]:
 
 def _inside(inner: Candidate, outer: Candidate) -> bool:
     a, b = inner.item, outer.item
+    if a.path is None or a.path != b.path:
+        return False
+    if a.start_line is None or a.end_line is None or b.start_line is None or b.end_line is None:
+        return False
     return (
-        a.path is not None
-        and a.path == b.path
-        and None not in (a.start_line, a.end_line, b.start_line, b.end_line)
-        and b.start_line <= a.start_line
+        b.start_line <= a.start_line
         and a.end_line <= b.end_line
         and (a.start_line, a.end_line) != (b.start_line, b.end_line)
     )
 
 
-def dedup(decision: Decision) -> None:
-    audit = decision.audit
+def dedup(attempt: Attempt) -> None:
+    audit = attempt.audit
     groups: dict[str, list[Candidate]] = {}
-    for candidate in decision.candidates:
+    for candidate in attempt.candidates:
         groups.setdefault(candidate.item.fact_key, []).append(candidate)
     survivors = []
     for key in sorted(groups, key=lambda k: min(c.item.item_no for c in groups[k])):
@@ -105,4 +106,4 @@ def dedup(decision: Decision) -> None:
             continue
         kept.append(candidate)
     kept.sort(key=lambda c: c.item.item_no)
-    decision.candidates = kept
+    attempt.candidates = kept

@@ -19,7 +19,7 @@ from sqlalchemy import Connection
 
 from ..spec import ADMITTED_MAX
 from ..sqlfiles import sql_statement
-from .state import Candidate, Decision, PoolItem
+from .state import Attempt, Candidate, PoolItem
 from .vocabulary import ADMIT, GATE, OUT_OF_POOL, REJECTED, RESIDUAL
 
 STAGE = GATE
@@ -46,15 +46,16 @@ def gate_verdicts(connection: Connection, decision_id: int) -> list[GateVerdict]
     return list(map(GateVerdict._make, rows))
 
 
-def run_gate(connection: Connection, decision: Decision) -> list[GateVerdict]:
-    """Admitted items become the decision's candidates, residual ones its residue — a
-    module's outline and its file's residual symbols as one candidate — and the
-    rejected get their final verdict here. Returns the rule's verdicts."""
-    by_id, audit = decision.by_id, decision.audit
+def run_gate(connection: Connection, attempt: Attempt, decision_id: int) -> list[GateVerdict]:
+    """The rule on the rows of ``decision_id`` (the attempt's inputs, as this transaction
+    wrote them): admitted items become the attempt's candidates, residual ones its
+    residue — a module's outline and its file's residual symbols as one candidate — and
+    the rejected get their final verdict here. Returns the rule's verdicts."""
+    by_id, audit = attempt.inputs.by_id, attempt.audit
     admitted: list[Candidate] = []
-    verdicts = gate_verdicts(connection, decision.decision_id)
+    verdicts = gate_verdicts(connection, decision_id)
     for row in verdicts:
-        decision.priority[row.item_id] = row.priority
+        attempt.priority[row.item_id] = row.priority
         if row.gate_verdict == OUT_OF_POOL:
             continue  # already final at assembly
         if row.gate_verdict == ADMIT:
@@ -62,46 +63,47 @@ def run_gate(connection: Connection, decision: Decision) -> list[GateVerdict]:
             admitted.append(Candidate(item=by_id[row.item_id], driver=row.driver))
         elif row.gate_verdict == RESIDUAL:
             audit.add(row.item_id, STAGE, "residual", row.driver)
-            decision.residue.append(row.item_id)
+            attempt.residue.append(row.item_id)
         else:
             audit.final(row.item_id, STAGE, REJECTED, row.driver)
-    decision.candidates = admitted
-    _group_residue_by_outline(decision)
+    attempt.candidates = admitted
+    _group_residue_by_outline(attempt)
     return verdicts
 
 
-def _group_residue_by_outline(decision: Decision) -> None:
+def _group_residue_by_outline(attempt: Attempt) -> None:
     """A residual module outline (a whole module's symbol item: a skeleton) and the
     residual symbols of its file are ONE candidate of the residue, the outline standing
     for them: the outline does not compete with the symbols it lists, and a file's many
     hits do not crowd §4's 32. Other items stay candidates of their own."""
-    by_id = decision.by_id
-    outline_of_path = {}
-    for item_id in decision.residue:
+    by_id = attempt.inputs.by_id
+    outline_of_path: dict[str | None, str] = {}
+    for item_id in attempt.residue:
         item = by_id[item_id]
         if item.is_outline:
             outline_of_path.setdefault(item.path, item_id)
-    ranked, members = [], {}
-    for item_id in decision.residue:
+    ranked: list[str] = []
+    members: dict[str, list[str]] = {}
+    for item_id in attempt.residue:
         item = by_id[item_id]
         outline = outline_of_path.get(item.path)
         if outline is None or outline == item_id:
             ranked.append(item_id)
         else:
             members.setdefault(outline, []).append(item_id)
-    decision.residue, decision.outline_members = ranked, members
+    attempt.residue, attempt.outline_members = ranked, members
 
 
-def cap_admitted(decision: Decision) -> None:
+def cap_admitted(attempt: Attempt) -> None:
     """§3.2's cap on the whole admitted set (ranked or folded items included): the
     ADMITTED_MAX first in cap order by the store's source_priority; the rest rejected
     at the gate. Leaves the candidates in pool order."""
-    admitted, priority = decision.candidates, decision.priority
+    admitted, priority = attempt.candidates, attempt.priority
     if len(admitted) > ADMITTED_MAX:
         admitted = sorted(admitted, key=lambda c: cap_order(priority[c.item_id], c.item))
         for candidate in admitted[ADMITTED_MAX:]:
-            decision.audit.final(candidate.item_id, STAGE, REJECTED,
+            attempt.audit.final(candidate.item_id, STAGE, REJECTED,
                                  f"admitted_cap_{ADMITTED_MAX}: lower source priority than "
                                  f"{ADMITTED_MAX} admitted items")
         admitted = admitted[:ADMITTED_MAX]
-    decision.candidates = sorted(admitted, key=lambda c: c.item.item_no)
+    attempt.candidates = sorted(admitted, key=lambda c: c.item.item_no)

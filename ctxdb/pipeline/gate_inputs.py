@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
+from typing import NamedTuple
 
 from ..entities import entity_key_of_test_id, parse_entity_key
 from ..recon.reader import ReconReader
@@ -34,7 +35,7 @@ from .aging import observation_of, stale_arrivals
 from .assemble import apply_pool_cap
 from .dedup import fact_key
 from .options import stage_options
-from .state import Decision, ImpactEdge, Link, Nearness, PoolItem
+from .state import ImpactEdge, Link, Nearness, PoolItem
 from .vocabulary import (
     CHANGE_TARGET,
     CHANGE_TARGET_KINDS,
@@ -246,7 +247,8 @@ def compute_nearness(
     first_link = 1 if links else None
     for item in candidates:
         shared = shared_by_item[item.item_id]
-        found = hops.get(item_symbols.get(item.item_id))
+        symbol = item_symbols.get(item.item_id)
+        found = hops.get(symbol) if symbol is not None else None
         score = near_score(found[0] if found else None, [items_sharing[t] for t in shared])
         if found is not None:
             recon_hops, anchor = found
@@ -314,7 +316,8 @@ def forget_item_terms() -> None:
     _shared_terms.cache_clear()
 
 
-def _recon_hops(recon, anchor_ids, item_ids) -> dict[int, tuple[int, int]]:
+def _recon_hops(recon: ReconReader | None, anchor_ids: list[int],
+                item_ids: list[int]) -> dict[int, tuple[int, int]]:
     """symbol id -> (hops, anchor id) for pool symbols within 2 recon edges of an anchor
     (the lowest-numbered anchor, and for 2 hops the lowest-numbered middle symbol).
 
@@ -344,36 +347,44 @@ def _recon_hops(recon, anchor_ids, item_ids) -> dict[int, tuple[int, int]]:
     return hops
 
 
-def derive_gate_inputs(decision: Decision, recon: ReconReader | None) -> None:
+class GateInputs(NamedTuple):
+    """What assembly derives for the gate: the pool (with the impact digest item, when
+    there is one), the links, the impact edges and the nearness of unlinked code."""
+
+    pool: list[PoolItem]
+    links: list[Link]
+    edges: list[ImpactEdge]
+    nearness: dict[str, Nearness]
+
+
+def derive_gate_inputs(request: DecisionRequest, pool: list[PoolItem],
+                       recon: ReconReader | None) -> GateInputs:
     """The decision's links, impact edges (given by 06 and derived from recon), the
-    digest item of the wider impact (§3.3), and the nearness of unlinked code."""
-    request, pool = decision.request, decision.pool
+    digest item of the wider impact (§3.3) added to the pool, and the nearness of
+    unlinked code."""
     links = compute_links(request, pool, recon)
     edges = [ImpactEdge(e.head, e.tail, e.kind, e.depth, GIVEN_EDGE_ORIGIN)
              for e in request.impact_edges]
     if request.derive_impact and recon is not None:
         edges += derive_impact(links, recon)
-    digest = None
-    if stage_options(request.variant).impact_digest:
-        digest = _digest_item(request, edges, len(pool) + 1)
-    if digest is not None:
-        pool.append(digest)
-        apply_pool_cap(pool)  # the digest counts against the 256 like any item
-        links.append(Link(IMPACT_DIGEST, digest.entity_key, None, None, None, "06 digest"))
-    decision.links, decision.edges = links, edges
-    decision.nearness = compute_nearness(request, pool, links, recon)
-
-
-def _digest_item(request: DecisionRequest, edges: list[ImpactEdge],
-                 item_no: int) -> PoolItem | None:
     target = request.plan_node.target_entity
-    if not target or not any(e.head == target and e.depth > 1 for e in edges):
-        return None
+    if (target and stage_options(request.variant).impact_digest
+            and any(e.head == target and e.depth > 1 for e in edges)):
+        digest_key = target + DIGEST_KEY_SUFFIX
+        pool = [*pool, _digest_item(target, digest_key, edges, len(pool) + 1)]
+        apply_pool_cap(pool)  # the digest counts against the 256 like any item
+        links.append(Link(IMPACT_DIGEST, digest_key, None, None, None, "06 digest"))
+    return GateInputs(pool, links, edges, compute_nearness(request, pool, links, recon))
+
+
+def _digest_item(target: str, digest_key: str, edges: list[ImpactEdge],
+                 item_no: int) -> PoolItem:
+    """The pool item of §3.3's one-line digest of the target's transitive impact."""
     item = PoolItem(
         item_no=item_no, source="06", kind="graph_edge",
         content=impact_digest(target, edges),
         provenance=f"06: digest of the transitive impact of {target}"[:PROVENANCE_MAX_CHARS],
-        entity_key=target + DIGEST_KEY_SUFFIX,
+        entity_key=digest_key,
     )
     item.fact_key = fact_key(item.kind, item.entity_key, item.content, item.item_id)
     return item

@@ -11,7 +11,7 @@ first. Tiers (§3.7) are set here too, from the same roles.
 from __future__ import annotations
 
 from .options import stage_options
-from .state import BACK, FRONT, MIDDLE, STABLE_CORE, TRANSIENT, WORKING_SET, Candidate, Decision
+from .state import BACK, FRONT, MIDDLE, STABLE_CORE, TRANSIENT, WORKING_SET, Attempt, Candidate
 from .vocabulary import (
     EDGE_CRITICAL_ROLES,
     FAILURE_KINDS,
@@ -66,10 +66,10 @@ def _back(candidates: list[Candidate]) -> list[Candidate]:
     return tests + patches + failures
 
 
-def order(decision: Decision) -> None:
+def order(attempt: Attempt) -> None:
     """Place the working set. The §7.6 probe (variant litm_buried) puts the edge items in
     the middle of the supporting material instead."""
-    candidates, audit = decision.candidates, decision.audit
+    candidates, audit = attempt.candidates, attempt.audit
     for candidate in candidates:
         classify(candidate)
     front = _front(candidates)
@@ -80,7 +80,7 @@ def order(decision: Decision) -> None:
         (c for c in candidates if id(c) not in placed),
         key=lambda c: (ROLE_STRENGTH.index(c.role), c.item.item_no),
     )
-    if stage_options(decision.request.variant).bury_edge_items:
+    if stage_options(attempt.inputs.request.variant).bury_edge_items:
         half = len(middle) // 2
         middle = middle[:half] + front + back + middle[half:]
         front, back = [], []
@@ -93,4 +93,4 @@ def order(decision: Decision) -> None:
             candidate.item_id, STAGE, "placed", f"{candidate.block} #{position}",
             detail="edge-critical" if candidate.edge_critical else "supporting",
         )
-    decision.candidates = ordered
+    attempt.candidates = ordered

@@ -1,12 +1,12 @@
 """Every write of a decision, inside its one transaction.
 
-``write_inputs`` writes what the gate view reads (the run if new, the decision row, its
-obligation, pool, texts, links, impact edges and nearness) — ``write_preview_inputs``
-only what the gate reads of it, for the preview —; ``write_outcome`` writes what
-the stages decided (the ranking call and its scores, window rows, the audit events, the
-budget log) and finishes the decision row. Any error rolls all of it back.
-``window_entries`` makes the window's rows before the write lock is taken: the write
-transaction only writes.
+``write_inputs`` writes the decision's inputs (``DecisionInput``: the run if new, the
+decision row, its obligation, pool, texts, links, impact edges and nearness) —
+``write_preview_inputs`` only what the gate reads of them, for the preview — and returns
+the row it wrote (``DecisionRow``); ``write_outcome`` writes what an ``Attempt`` decided
+(the ranking call and its scores, window rows, the audit events, the budget log) and
+finishes the decision row. They read the decision's state and never change it. Any
+error rolls all of it back.
 """
 
 from __future__ import annotations
@@ -14,17 +14,20 @@ from __future__ import annotations
 import json
 from collections import Counter
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, NamedTuple
 
 from sqlalchemy import Connection, bindparam, insert, select, update
 
 from .. import models
-from ..context import DecisionContext, WindowEntry
-from ..request import RequestError
-from ..sqlfiles import sql_statement
+from ..config import Settings
+from ..context import DecisionContext
+from ..request import DecisionRequest, RequestError
 from ..tokens import content_sha256
 from .audit import EVENT_COLUMNS
-from .state import Decision
-from .vocabulary import BUDGET, IN_WINDOW, MASKED, SPEC_POLICY_SET
+from .state import Attempt, DecisionInput
+
+if TYPE_CHECKING:
+    from ..store import ContextStore
 
 _EVIDENCE_COLUMNS = (
     "decision_id", "item_id", "item_no", "source", "kind", "entity_key", "content_sha256",
@@ -49,7 +52,7 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def settings_json(settings) -> str:
+def settings_json(settings: Settings) -> str:
     """What the run records of the settings its decisions were built with, and which
     config files they came from."""
     return json.dumps(
@@ -58,65 +61,66 @@ def settings_json(settings) -> str:
     )
 
 
-def write_inputs(connection: Connection, store, decision: Decision, *,
-                 restart: bool = True, policy_set: str | None = None) -> str | None:
-    """The decision row and everything the gate reads; returns the representation policy
-    set the decision uses (``policy_set``, from ``sql/stages/decision_policy``, or read
-    here when the stages begin afresh without one). ``restart``: the stages' state begun
-    afresh for this row; otherwise the state the stages left is kept and only takes this
-    row's id."""
-    decision_id, new_run = _write_decision_row(connection, store, decision, restart=restart)
-    if restart:
-        if policy_set is None:
-            policy_sets = connection.execute(sql_statement("stages/policy_sets")).scalars().all()
-            policy_set = (decision.request.variant if decision.request.variant in policy_sets
-                          else SPEC_POLICY_SET)
-        decision.begin_write(decision_id, new_run, policy_set)
-    else:
-        decision.take_row(decision_id, new_run)
-    _write_obligation(connection, decision)
-    decision.text_digests = _write_pool(connection, store, decision)
-    _write_gate_inputs(connection, decision)
-    return policy_set
+class DecisionRow(NamedTuple):
+    """What writing a decision's inputs made: its row, and what the rest of the write and
+    the store take from it."""
+
+    decision_id: int
+    new_run: bool  # this decision started its run
+    text_digests: set[str]  # the evidence_text rows the pool refers to
+    outcome_columns: tuple[int | None, str]  # token_count and flags the row was given
 
 
-def write_preview_inputs(connection: Connection, store, decision: Decision,
-                         policy_set: str) -> None:
-    """What the gate view reads, for the preview before the write lock (rolled back),
-    the stages begun afresh: the rows ``write_inputs`` writes less those the gate does
-    not read — the obligation, and on SQLite the pool's texts (its preview writes TEMP
-    copies with no foreign keys; PostgreSQL's writes the store's tables, whose pool rows
-    need their texts)."""
-    decision_id, new_run = _write_decision_row(connection, store, decision, restart=True)
-    decision.begin_write(decision_id, new_run, policy_set)
-    decision.text_digests = _write_pool(connection, store, decision,
-                                        with_texts=connection.dialect.name != "sqlite")
-    _write_gate_inputs(connection, decision)
+NOT_DECIDED = (None, "")  # a row written before its stages ran (the preview's)
 
 
-def _write_decision_row(connection: Connection, store, decision: Decision, *,
-                        restart: bool) -> tuple[int, bool]:
+def write_inputs(connection: Connection, store: ContextStore,
+                 attempt: Attempt) -> DecisionRow:
+    """The decision row and everything the gate reads, for the attempt that decided it:
+    the row is written finished, with the attempt's token count and flags (an UPDATE
+    would rewrite it whole — the request as given is in it, megabytes for a large
+    pool)."""
+    inputs = attempt.inputs
+    decision_id, new_run = _write_decision_row(connection, store, inputs,
+                                               attempt.outcome_columns)
+    _write_obligation(connection, decision_id, inputs.request)
+    text_digests = _write_pool(connection, store, decision_id, inputs)
+    _write_gate_inputs(connection, decision_id, inputs)
+    return DecisionRow(decision_id, new_run, text_digests, attempt.outcome_columns)
+
+
+def write_preview_inputs(connection: Connection, store: ContextStore,
+                         inputs: DecisionInput) -> DecisionRow:
+    """What the gate view reads, for the preview before the write lock (rolled back): the
+    rows ``write_inputs`` writes less those the gate does not read — the obligation, and
+    on SQLite the pool's texts (its preview writes TEMP copies with no foreign keys;
+    PostgreSQL's writes the store's tables, whose pool rows need their texts)."""
+    decision_id, new_run = _write_decision_row(connection, store, inputs, NOT_DECIDED)
+    text_digests = _write_pool(connection, store, decision_id, inputs,
+                               with_texts=connection.dialect.name != "sqlite")
+    _write_gate_inputs(connection, decision_id, inputs)
+    return DecisionRow(decision_id, new_run, text_digests, NOT_DECIDED)
+
+
+def _write_decision_row(connection: Connection, store: ContextStore, inputs: DecisionInput,
+                        outcome_columns: tuple[int | None, str]) -> tuple[int, bool]:
     """The run if new and the decision row: (its id, whether the run is new)."""
-    request, settings = decision.request, decision.settings
-    new_run = _ensure_run(connection, store, decision)
-    # Decided already (restart=False): the row is written finished, as an UPDATE would
-    # rewrite it whole — the request as given is in it, megabytes for a large pool.
-    decision.row_outcome = (None, "") if restart else _outcome_columns(decision)
-    decision_id = connection.execute(_INSERT_DECISION, {
+    request, settings = inputs.request, inputs.settings
+    new_run = _ensure_run(connection, store, request)
+    token_count, flags = outcome_columns
+    decision_id: int = connection.execute(_INSERT_DECISION, {
         "run_id": request.run_id, "instance_id": request.instance_id, "seq": request.seq,
         "decision_type": request.decision_type, "task_text": request.task,
         "decision_question": request.plan_node.decision_question,
-        "request_json": decision.request_json, "request_sha256": decision.request_sha256,
+        "request_json": inputs.request_json, "request_sha256": inputs.request_sha256,
         "tokenizer": settings.tokenizer, "token_ceiling": settings.token_ceiling,
-        "token_count": decision.row_outcome[0], "flags": decision.row_outcome[1],
-        "created_at": _now(),
+        "token_count": token_count, "flags": flags, "created_at": _now(),
     }).scalar_one()
     return decision_id, new_run
 
 
-def _ensure_run(connection: Connection, store, decision: Decision) -> bool:
+def _ensure_run(connection: Connection, store: ContextStore, request: DecisionRequest) -> bool:
     """Create the run if it is new (True) and check an existing one's arm and variant."""
-    request = decision.request
     known = store.runs_seen.get(request.run_id)
     if known is not None:  # runs are never deleted: what this store saw committed stays
         _check_arm(request, *known)
@@ -136,7 +140,7 @@ def _ensure_run(connection: Connection, store, decision: Decision) -> bool:
     return inserted is not None  # no row back: another decision made the run first
 
 
-def _check_arm(request, arm: str, variant: str) -> None:
+def _check_arm(request: DecisionRequest, arm: str, variant: str) -> None:
     if (arm, variant) != (request.arm, request.variant):
         raise RunArmMismatch(
             f"request.arm/variant: run {request.run_id!r} is arm {arm!r} variant "
@@ -144,11 +148,12 @@ def _check_arm(request, arm: str, variant: str) -> None:
         )
 
 
-def _write_obligation(connection: Connection, decision: Decision) -> None:
-    node = decision.request.plan_node
+def _write_obligation(connection: Connection, decision_id: int,
+                      request: DecisionRequest) -> None:
+    node = request.plan_node
     point = node.insertion_point
     connection.execute(_INSERT_OBLIGATION, {
-        "decision_id": decision.decision_id, "obligation_no": 1, "source": "07",
+        "decision_id": decision_id, "obligation_no": 1, "source": "07",
         "node_id": node.node_id, "obligation_text": node.obligation,
         "target_entity": node.target_entity,
         "preconditions_json": json.dumps(list(node.preconditions)),
@@ -161,14 +166,13 @@ def _write_obligation(connection: Connection, decision: Decision) -> None:
     })
 
 
-def _write_pool(connection: Connection, store, decision: Decision, *,
-                with_texts: bool = True) -> set[str]:
+def _write_pool(connection: Connection, store: ContextStore, decision_id: int,
+                inputs: DecisionInput, *, with_texts: bool = True) -> set[str]:
     """The pool rows, each distinct text once by hash (``with_texts``); returns the
     digests it refers to."""
-    decision_id = decision.decision_id
-    texts = {}  # sha256 -> text: each distinct text once, kept if the store has it already
-    rows = []
-    for i in decision.pool:
+    texts: dict[str, str] = {}  # sha256 -> text: each distinct once, kept if the store has it
+    rows: list[tuple[object, ...]] = []
+    for i in inputs.pool:
         digest = content_sha256(i.content)
         texts[digest] = i.content
         original_sha256 = None
@@ -192,53 +196,40 @@ def _write_pool(connection: Connection, store, decision: Decision, *,
     return set(texts)
 
 
-def _write_gate_inputs(connection: Connection, decision: Decision) -> None:
-    decision_id = decision.decision_id
-    if decision.links:
+def _write_gate_inputs(connection: Connection, decision_id: int,
+                       inputs: DecisionInput) -> None:
+    if inputs.links:
         models.insert_many(connection, models.decision_link, [
             {"decision_id": decision_id, "link_no": n, "link_kind": link.link_kind,
              "entity_key": link.entity_key, "path": link.path, "start_line": link.start_line,
              "end_line": link.end_line, "detail": link.detail}
-            for n, link in enumerate(decision.links, start=1)
+            for n, link in enumerate(inputs.links, start=1)
         ])
-    if decision.edges:
+    if inputs.edges:
         models.insert_many(connection, models.impact_edge, [
             {"decision_id": decision_id, "edge_no": n, "head_entity": e.head,
              "tail_entity": e.tail, "edge_kind": e.kind, "depth": e.depth, "origin": e.origin}
-            for n, e in enumerate(decision.edges, start=1)
+            for n, e in enumerate(inputs.edges, start=1)
         ])
-    if decision.nearness:
+    if inputs.nearness:
         models.insert_many(connection, models.item_nearness, [
             {"decision_id": decision_id, "item_id": item_id,
              "shared_terms": " ".join(n.shared_terms), "recon_hops": n.recon_hops,
              "nearest_link_no": n.nearest_link_no, "near_score": n.near_score}
-            for item_id, n in sorted(decision.nearness.items(), key=lambda kv: int(kv[0][1:]))
+            for item_id, n in sorted(inputs.nearness.items(), key=lambda kv: int(kv[0][1:]))
         ])
 
 
-def window_entries(decision: Decision) -> list[WindowEntry]:
-    """The window's rows, each candidate's final verdict in the audit: once per run of
-    the stages, before the write transaction."""
-    entries = []
-    for position, candidate in enumerate(decision.candidates, start=1):
-        decision.audit.final(candidate.item_id, BUDGET,
-                             MASKED if candidate.masked else IN_WINDOW, candidate.driver,
-                             tokens_after=candidate.tokens,
-                             detail=f"position {position}, {candidate.block}")
-        entries.append(WindowEntry(
-            position, candidate.item_id, candidate.role, candidate.rendering, candidate.tier,
-            candidate.block, candidate.edge_critical, candidate.tokens, candidate.block_text(),
-            candidate.body_lines(),
-        ))
-    return entries
-
-
-def write_outcome(connection: Connection, decision: Decision,
-                  entries: list[WindowEntry]) -> DecisionContext:
-    """The stages' verdicts, the window (``window_entries``) and the audit; returns the
-    context to send. Writes only: it may run again if PostgreSQL retries the transaction."""
-    decision_id, audit, request = decision.decision_id, decision.audit, decision.request
-    _write_ranking(connection, decision)
+def write_outcome(connection: Connection, row: DecisionRow,
+                  attempt: Attempt) -> DecisionContext:
+    """What ``attempt`` decided for the decision ``row``: the ranking call, the window
+    (``attempt.entries``) and the audit; finishes the row when it was written before the
+    attempt decided. Returns the context to send. Writes only: it may run again if
+    PostgreSQL retries the transaction."""
+    decision_id, audit, entries = row.decision_id, attempt.audit, attempt.entries
+    inputs = attempt.inputs
+    request, settings = inputs.request, inputs.settings
+    _write_ranking(connection, decision_id, attempt)
     if entries:
         models.insert_many(connection, models.window_item, [
             {"decision_id": decision_id, "position": e.position, "item_id": e.item_id,
@@ -251,7 +242,7 @@ def write_outcome(connection: Connection, decision: Decision,
         ])
     models.insert_tuples(connection, models.item_event, EVENT_COLUMNS, audit.rows(decision_id),
                          sparse=("tokens_before", "tokens_after", "detail"))
-    steps = decision.budget_steps
+    steps = attempt.budget_steps
     if steps:
         models.insert_many(connection, models.budget_log, [
             {"decision_id": decision_id, "step_no": s.step_no, "ladder_step": s.ladder_step,
@@ -259,34 +250,29 @@ def write_outcome(connection: Connection, decision: Decision,
              "tokens_after": s.tokens_after, "detail": s.detail}
             for s in steps
         ])
-    if decision.row_outcome != _outcome_columns(decision):  # decided in this transaction
-        token_count, flags = _outcome_columns(decision)
+    if row.outcome_columns != attempt.outcome_columns:  # decided after the row was written
+        token_count, flags = attempt.outcome_columns
         connection.execute(_FINISH_DECISION, {
             "finished_id": decision_id, "token_count": token_count, "flags": flags,
         })
     verdicts = Counter(e.action for e in audit.events if e.is_final)
     return DecisionContext(
-        decision_id=decision_id, arm=request.arm, task=decision.window_task,
+        decision_id=decision_id, arm=request.arm, task=attempt.window_task,
         acceptance_criteria=request.plan_node.acceptance_criteria,
         current_obligation=request.plan_node.obligation, window=tuple(entries),
-        token_count=decision.token_count, ceiling=decision.settings.token_ceiling,
-        tokenizer=decision.settings.tokenizer, budget_log=tuple(steps),
-        flags=tuple(decision.flags), verdicts=dict(sorted(verdicts.items())),
+        token_count=attempt.token_count, ceiling=settings.token_ceiling,
+        tokenizer=settings.tokenizer, budget_log=tuple(steps),
+        flags=tuple(attempt.flags), verdicts=dict(sorted(verdicts.items())),
     )
 
 
-def _outcome_columns(decision: Decision) -> tuple[int, str]:
-    """decision.token_count and .flags as the row holds them."""
-    return decision.token_count, ",".join(decision.flags)
-
-
-def _write_ranking(connection: Connection, decision: Decision) -> None:
+def _write_ranking(connection: Connection, decision_id: int, attempt: Attempt) -> None:
     """A call that happened is always recorded, with what its answer came to mean."""
-    ranking = decision.ranking
+    ranking = attempt.ranking
     if ranking is None:
         return
     call_id = connection.execute(_INSERT_RANK_CALL, {
-        "decision_id": decision.decision_id, "model": ranking.model,
+        "decision_id": decision_id, "model": ranking.model,
         "base_url": ranking.base_url,
         "request_json": json.dumps(ranking.request_body, ensure_ascii=False),
         "response_text": ranking.response_text, "parse_status": ranking.status,
@@ -294,9 +280,9 @@ def _write_ranking(connection: Connection, decision: Decision) -> None:
         "prompt_tokens": ranking.prompt_tokens, "completion_tokens": ranking.completion_tokens,
         "created_at": _now(),
     }).scalar_one()
-    if decision.rank_scores:
+    if attempt.rank_scores:
         models.insert_many(connection, models.rank_score, [
             {"rank_call_id": call_id, "item_id": s.item_id,
              "relevance_score": s.relevance_score, "verdict": s.verdict}
-            for s in decision.rank_scores
+            for s in attempt.rank_scores
         ])

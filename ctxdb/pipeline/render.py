@@ -11,11 +11,12 @@ target is the entity itself.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from ..entities import is_test_entity
 from ..spec import COMPRESSED_TARGET_BYTES
 from .aging import observation_of, stale_arrivals
-from .state import Candidate, Decision
+from .state import Attempt, Candidate, DecisionInput
 from .vocabulary import (
     CHANGE_TARGET_KINDS,
     DRIVER_ROLES,
@@ -43,7 +44,7 @@ _DEF_LINE = re.compile(r"^\s*(?:@.*\n\s*)*(?:async\s+)?(?:def|class)\s", re.MULT
 # that arrived more than this many decisions before the current one is masked to its
 # pointer, its raw text kept in the store.
 TOOL_OUTPUT_MAX_AGE_DECISIONS = 3
-def derive_role(candidate: Candidate, decision: Decision,
+def derive_role(candidate: Candidate, inputs: DecisionInput,
                 stale: frozenset[int] = frozenset()) -> str:
     """``stale``: the arrival numbers P6 supersedes (``aging.stale_arrivals``)."""
     item = candidate.item
@@ -53,7 +54,7 @@ def derive_role(candidate: Candidate, decision: Decision,
         return "stale" if item.arrival_no in stale else "live_current"
     if item.kind in CHANGE_TARGET_KINDS:
         return "change_target"
-    if item.entity_key and item.entity_key == decision.target_entity:
+    if item.entity_key and item.entity_key == inputs.target_entity:
         return "change_target"
     role = DRIVER_ROLES.get(candidate.driver)
     if role is None and candidate.driver.startswith(IMPACT):
@@ -62,7 +63,7 @@ def derive_role(candidate: Candidate, decision: Decision,
         role = "test_named" if is_test_entity(item.entity_key) else "related_symbol"
     if role == "related_symbol" and is_test_entity(item.entity_key):
         role = (
-            "test_reasoned_over" if item.entity_key in decision.validation_tests else "test_named"
+            "test_reasoned_over" if item.entity_key in inputs.validation_tests else "test_named"
         )
     return role
 
@@ -96,7 +97,8 @@ def _header_end(content: str, start: int) -> int:
 
 def truncated_head(content: str) -> str:
     """The leading lines that fit COMPRESSED_TARGET_BYTES, marked when cut."""
-    lines, kept, used = content.split("\n"), [], 0
+    lines, used = content.split("\n"), 0
+    kept: list[str] = []
     for line in lines:
         size = len(line.encode("utf-8")) + 1
         if kept and used + size > COMPRESSED_TARGET_BYTES:
@@ -115,7 +117,7 @@ def signature_of(candidate: Candidate) -> str:
     if item.signature:
         return item.signature
     content = item.content
-    if item.is_outline:
+    if item.entity_key is not None and item.is_outline:
         return module_outline(item.entity_key, content)
     match = _DEF_LINE.search(content)
     if match:
@@ -157,7 +159,7 @@ def _call_site_lines(candidate: Candidate, head_name: str | None) -> list[str]:
     return lines
 
 
-def rendered_text(candidate: Candidate, decision: Decision) -> str:
+def rendered_text(candidate: Candidate, inputs: DecisionInput) -> str:
     rendering = candidate.rendering
     item = candidate.item
     if rendering in ("verbatim", "digest"):
@@ -167,23 +169,24 @@ def rendered_text(candidate: Candidate, decision: Decision) -> str:
     if candidate.role == "test_named":
         return _test_name_and_expectation(candidate)
     signature = signature_of(candidate)
-    if candidate.role in ("direct_impact", "config_consumer") and decision.target_entity:
+    if candidate.role in ("direct_impact", "config_consumer") and inputs.target_entity:
         # §3.3: signatures + only the call sites / binding line, never consumer bodies
-        head_name = decision.target_entity.rsplit("::", 1)[-1].rsplit(".", 1)[-1]
+        head_name = inputs.target_entity.rsplit("::", 1)[-1].rsplit(".", 1)[-1]
         sites = _call_site_lines(candidate, head_name)
         if sites:
             return signature + "\n" + "\n".join(sites)
     return signature
 
 
-def render(decision: Decision, policy: dict[str, str]) -> None:
-    """Assign role and rendering; the candidates that stay (stale ones are dropped)."""
-    candidates, audit = decision.candidates, decision.audit
+def render(attempt: Attempt, policy: Mapping[str, str]) -> None:
+    """Assign role and rendering by ``policy`` (role -> rendering); the candidates that
+    stay (stale ones are dropped)."""
+    candidates, audit, inputs = attempt.candidates, attempt.audit, attempt.inputs
     stale = stale_arrivals(observation_of(c.item) for c in candidates
                            if c.item.arrival_no is not None)
     kept = []
     for candidate in candidates:
-        candidate.role = derive_role(candidate, decision, stale)
+        candidate.role = derive_role(candidate, inputs, stale)
         rendering = policy.get(candidate.role)
         if rendering is None:
             rendering = DEFAULT_RENDERING
@@ -191,8 +194,8 @@ def render(decision: Decision, policy: dict[str, str]) -> None:
                       f"role {candidate.role} not in policy")
         if (
             rendering in ("signature", "digest")
-            and decision.target_entity
-            and candidate.item.entity_key == decision.target_entity
+            and inputs.target_entity
+            and candidate.item.entity_key == inputs.target_entity
         ):
             audit.add(candidate.item_id, STAGE, "expanded",
                       "obligation target is the entity itself")
@@ -201,21 +204,21 @@ def render(decision: Decision, policy: dict[str, str]) -> None:
         if rendering == "omitted":
             audit.final(candidate.item_id, STAGE, REJECTED, f"{candidate.role}: omitted (§3.3, P6)")
             continue
-        candidate.text = rendered_text(candidate, decision)
+        candidate.text = rendered_text(candidate, inputs)
         audit.add(candidate.item_id, STAGE, "rendered", f"{candidate.role} -> {rendering}")
-        _mask_if_old(candidate, decision)
+        _mask_if_old(candidate, attempt)
         kept.append(candidate)
-    decision.candidates = kept
+    attempt.candidates = kept
 
 
-def _mask_if_old(candidate: Candidate, decision: Decision) -> None:
+def _mask_if_old(candidate: Candidate, attempt: Attempt) -> None:
     """A tool output older than TOOL_OUTPUT_MAX_AGE_DECISIONS decisions: its pointer."""
-    item, seq = candidate.item, decision.request.seq
+    item, seq = candidate.item, attempt.inputs.request.seq
     if (item.kind == "tool_output" and item.arrived_in_seq is not None
             and seq - item.arrived_in_seq > TOOL_OUTPUT_MAX_AGE_DECISIONS):
         candidate.masked = True
         candidate.rendering = "truncated"
-        candidate.text = mask_pointer(candidate, decision.ref)
-        decision.audit.add(item.item_id, STAGE, "masked_by_age",
+        candidate.text = mask_pointer(candidate, attempt.inputs.ref)
+        attempt.audit.add(item.item_id, STAGE, "masked_by_age",
                            f"from decision {item.arrived_in_seq}, {seq - item.arrived_in_seq}"
                            f" decisions ago (> {TOOL_OUTPUT_MAX_AGE_DECISIONS})")

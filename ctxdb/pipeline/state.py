@@ -1,28 +1,35 @@
-"""One decision's state, as the stages read and extend it.
+"""One decision's state, by lifetime.
 
-``Decision`` is made from the request (``new_decision``), filled by assembly with the
-pool and the gate's inputs — which stay as they are for the rest of the decision, so a
-preview before the ranking call and the write after it share them — and then, for each
-transaction that writes its rows (``begin_write``: the rolled-back preview, or a write
-that decides again), by the gate, the ranking step and the stages (c)–(g), each taking
-the candidates the previous one left — before the write lock is taken. ``persist``
-writes it.
+* ``NormalisedRequest`` — the request as checked and normalised (``construct.normalise``).
+* ``DecisionInput`` — frozen once assembly made the pool and the gate's inputs: the
+  request, the pool, links, impact edges and nearness (``by_id`` built once). A preview
+  before the ranking call and the write after it read the same object.
+* ``DecisionPolicy`` — the store's policy rows, read once per transaction that decides,
+  with the representation table read out of them.
+* ``Attempt`` — one run of the stages over the inputs (``begin_attempt``): the
+  rolled-back preview's, or a write's that decides again. The gate, the ranking step
+  and (c)–(g) extend it, each taking the candidates the previous one left; ``persist``
+  writes it and the inputs, and changes neither.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..config import Settings
 from ..entities import entity_key_of_test_id, is_module_key
-from ..request import DecisionRequest, RequestError
+from ..request import DecisionRequest, PlanNode, RequestError
 from ..spec import BLOCKS, TIERS
 from ..terms import terms
 from .audit import AuditLog
-from .vocabulary import ASSEMBLE, SPEC_POLICY_SET, UNRESOLVED_ENTITY_FLAG
+from .vocabulary import ASSEMBLE, UNRESOLVED_ENTITY_FLAG
 from .window_text import decision_ref, item_block, item_header
+
+if TYPE_CHECKING:  # context.py reads BudgetStep from here
+    from ..context import WindowEntry
 
 STABLE_CORE, WORKING_SET, TRANSIENT = TIERS  # §3.7
 FRONT, MIDDLE, BACK = BLOCKS  # §3.6
@@ -106,7 +113,7 @@ class Candidate:
             return None
         if self.shown_lines is not None and self.rendering in ("verbatim", "truncated"):
             return self.shown_lines
-        if self.rendering == "verbatim":
+        if self.rendering == "verbatim" and self.item.end_line is not None:
             return (self.item.start_line, self.item.end_line)
         return None
 
@@ -147,13 +154,19 @@ class ImpactEdge(NamedTuple):  # an impact_edge row (edge_no = position + 1)
     origin: str
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Nearness:
     shared_terms: list[str] = field(default_factory=list)
     recon_hops: int | None = None
     nearest_link_no: int | None = None
     near_score: float = 0.0  # gate_inputs.near_score: residual iff >= NEAR_MIN_SCORE
 
+
+# decision_policy's rows (kind, name, value): the policy set chosen, and the
+# representation table's rows (role, rendering)
+PolicyRow = tuple[str, str, str]
+POLICY_SET_ROW = "policy_set"
+REPRESENTATION_POLICY_ROWS = "representation_policy"
 
 RANK_OK = "ok"  # rank_call.parse_status of a call whose answer was used
 
@@ -164,7 +177,7 @@ class RankOutcome:
 
     model: str
     base_url: str
-    request_body: dict
+    request_body: dict[str, Any]  # the chat-completions body as JSON gives it
     status: str
     residue_ids: tuple[str, ...] = ()  # what was ranked, in the prompt's order
     scores: dict[str, float] = field(default_factory=dict)
@@ -187,77 +200,158 @@ class RankScore(NamedTuple):
     verdict: str
 
 
-@dataclass
-class Decision:
+@dataclass(frozen=True)
+class NormalisedRequest:
+    """A checked request, NUL-free, with its JSON as given and that JSON's hash
+    (``construct.normalise``); ``settings`` are the store's under the request's own
+    ceiling."""
+
     request: DecisionRequest
     request_json: str  # as given (JSON escapes NUL as \u0000)
     request_sha256: str
     settings: Settings
+    flags: tuple[str, ...] = ()  # what normalising the request found (nul_replaced)
+
+
+@dataclass(frozen=True)
+class DecisionInput:
+    """The decision's inputs, fixed once assembled: the request, the pool and the gate's
+    inputs (links, impact edges, nearness). Every attempt at deciding it — the preview,
+    a write that decides again — reads the same object; nothing writes to it."""
+
+    request: DecisionRequest  # with its absolute paths made relative to recon's root
+    request_json: str  # as given (JSON escapes NUL as \u0000)
+    request_sha256: str
+    settings: Settings
     request_flags: tuple[str, ...]  # what normalising the request found (nul_replaced)
-    # What the stages read about the decision itself
-    ref: str  # content-addressed name, stable across re-constructions (masking pointers)
-    target_entity: str | None
-    validation_tests: frozenset[str]  # entity keys of required_validation
-    insertion_path: str | None
-    insertion_line: int | None
-    insertion_end_line: int | None  # the edit site's last line, when it spans lines
-    terms: frozenset[str]  # obligation + criteria + question: the sliding window's terms
-    # (a) assembly and the gate's inputs: fixed once made
-    pool: list[PoolItem] = field(default_factory=list)
-    links: list[Link] = field(default_factory=list)  # link_no = position + 1
-    edges: list[ImpactEdge] = field(default_factory=list)  # edge_no = position + 1
-    nearness: dict[str, Nearness] = field(default_factory=dict)  # item id -> why near
-    # Per write (a preview before the ranking call is rolled back and begun again)
-    flags: list[str] = field(default_factory=list)  # the context's flags, request's first
-    decision_id: int | None = None
-    new_run: bool = False  # this decision started its run
-    policy_set: str = SPEC_POLICY_SET
-    text_digests: set[str] = field(default_factory=set)  # the evidence_text rows it uses
-    row_outcome: tuple[int | None, str] = (None, "")  # token_count, flags the row was given
-    audit: AuditLog = field(default_factory=AuditLog)
+    pool: tuple[PoolItem, ...] = ()
+    links: tuple[Link, ...] = ()  # link_no = position + 1
+    edges: tuple[ImpactEdge, ...] = ()  # edge_no = position + 1
+    nearness: Mapping[str, Nearness] = field(default_factory=dict)  # item id -> why near
+    # Derived once from the fields above (__post_init__): what the stages read
+    by_id: Mapping[str, PoolItem] = field(init=False, repr=False, compare=False)
+    ref: str = field(init=False)  # content-addressed name, stable across re-constructions
+    target_entity: str | None = field(init=False)
+    validation_tests: frozenset[str] = field(init=False)  # entity keys of required_validation
+    insertion_path: str | None = field(init=False)
+    insertion_line: int | None = field(init=False)
+    insertion_end_line: int | None = field(init=False)  # the edit site's last line
+    terms: frozenset[str] = field(init=False)  # obligation + criteria + question
+
+    def __post_init__(self) -> None:
+        node = self.request.plan_node
+        point = node.insertion_point
+        derived = {
+            "by_id": {item.item_id: item for item in self.pool},
+            "ref": decision_ref(self.request_sha256),
+            "target_entity": node.target_entity,
+            "validation_tests": frozenset(entity_key_of_test_id(t)
+                                          for t in node.required_validation),
+            "insertion_path": point.path if point else None,
+            "insertion_line": point.line if point else None,
+            "insertion_end_line": point.end_line if point else None,
+            "terms": obligation_terms(node),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)  # frozen: set once, here
+
+
+def decision_input(normalised: NormalisedRequest, pool: Sequence[PoolItem] = (),
+                   links: Sequence[Link] = (), edges: Sequence[ImpactEdge] = (),
+                   nearness: Mapping[str, Nearness] | None = None) -> DecisionInput:
+    """The decision's inputs from its normalised request and what assembly made of it."""
+    return DecisionInput(
+        request=normalised.request, request_json=normalised.request_json,
+        request_sha256=normalised.request_sha256, settings=normalised.settings,
+        request_flags=normalised.flags, pool=tuple(pool), links=tuple(links),
+        edges=tuple(edges), nearness=dict(nearness or {}),
+    )
+
+
+@dataclass(frozen=True)
+class DecisionPolicy:
+    """The store's policy rows a decision is decided by (``sql/stages/decision_policy``),
+    read once per transaction that decides: the representation policy set it uses and
+    the rows themselves (a write compares them with the preview's), with §3.3's
+    representation table read out of them."""
+
+    policy_set: str
+    rows: tuple[PolicyRow, ...]
+    representation: Mapping[str, str]  # role -> rendering
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[PolicyRow]) -> DecisionPolicy:
+        policy_set = next(name for kind, name, _ in rows if kind == POLICY_SET_ROW)
+        representation = {role: rendering for kind, role, rendering in rows
+                          if kind == REPRESENTATION_POLICY_ROWS}
+        if not representation:
+            raise ValueError(f"representation policy set {policy_set!r} has no rows")
+        return cls(policy_set, tuple(rows), representation)
+
+
+TokenCounter = Callable[[list[str]], list[int]]  # texts -> their token counts
+
+
+@dataclass
+class Attempt:
+    """One run of the stages over a decision's inputs — the gate, the ranking step and
+    (c)–(g) — for one transaction that decides: the rolled-back preview, or a write that
+    decides again because the policy rows changed in between. Begun by ``begin_attempt``
+    (the assembly events its audit's first), extended by each stage, then written as it
+    is: persistence reads it and never resets it."""
+
+    inputs: DecisionInput
+    policy: DecisionPolicy | None  # what it was decided by (None: the current arm, no gate)
+    flags: list[str]  # the context's flags, the request's first
+    audit: AuditLog
+    window_task: str  # the task as the window shows it (cut only when pathological)
+    ranking: RankOutcome | None = None  # the one call, when it was made
     # (b) gate and (L) ranking
     residue: list[str] = field(default_factory=list)  # what the ranking step takes, pool order
     # a residual module outline -> the residual symbols of its file: one candidate of
     # the residue, not an outline competing with the symbols it lists (gate.py)
     outline_members: dict[str, list[str]] = field(default_factory=dict)
     priority: dict[str, int] = field(default_factory=dict)  # item id -> source priority
-    ranking: RankOutcome | None = None  # the one call, when it was made
     rank_scores: list[RankScore] = field(default_factory=list)
     # (c)–(g): the working set each stage leaves for the next, then the window
     candidates: list[Candidate] = field(default_factory=list)
     token_count: int = 0
-    window_task: str = ""  # the task as the window shows it (cut only when pathological)
     budget_steps: list[BudgetStep] = field(default_factory=list)
+    # what the write takes: the window's rows, and the token counts not cached yet
+    entries: list[WindowEntry] = field(default_factory=list)
+    new_counts: dict[str, int] = field(default_factory=dict)  # text digest -> count
 
     @property
-    def by_id(self) -> dict[str, PoolItem]:
-        return {item.item_id: item for item in self.pool}
-
-    def take_row(self, decision_id: int, new_run: bool) -> None:
-        """The stages already ran (before the write lock): only the row is this one."""
-        self.decision_id, self.new_run = decision_id, new_run
-
-    def begin_write(self, decision_id: int | None, new_run: bool, policy_set: str) -> None:
-        """Start the stages afresh for a decision row: the assembly events are its first."""
-        self.decision_id, self.new_run, self.policy_set = decision_id, new_run, policy_set
-        self.flags = list(self.request_flags) + [
-            f"{UNRESOLVED_ENTITY_FLAG}:{item.item_id}" for item in self.pool if item.unresolved]
-        self.audit = AuditLog()
-        self.residue, self.priority, self.rank_scores = [], {}, []
-        self.outline_members = {}
-        self.candidates, self.budget_steps = [], []
-        self.token_count, self.window_task = 0, self.request.task
-        for item in self.pool:
-            for event in item.events:
-                if event.is_final:
-                    self.audit.final(item.item_id, ASSEMBLE, event.action, event.driver,
-                                     detail=event.detail)
-                else:
-                    self.audit.add(item.item_id, ASSEMBLE, event.action, event.driver,
-                                   detail=event.detail)
+    def outcome_columns(self) -> tuple[int, str]:
+        """token_count and flags as the decision row holds them."""
+        return self.token_count, ",".join(self.flags)
 
 
-def obligation_terms(node) -> frozenset[str]:
+def begin_attempt(inputs: DecisionInput, policy: DecisionPolicy | None, *,
+                  ranking: RankOutcome | None = None,
+                  new_counts: Mapping[str, int] | None = None) -> Attempt:
+    """A fresh run of the stages: the request's flags and one per unresolved entity, the
+    assembly events as its audit's first. ``ranking``: the call already made for the
+    decision; ``new_counts``: counts an earlier attempt made and the write has not
+    cached yet."""
+    audit = AuditLog()
+    for item in inputs.pool:
+        for event in item.events:
+            if event.is_final:
+                audit.final(item.item_id, ASSEMBLE, event.action, event.driver,
+                            detail=event.detail)
+            else:
+                audit.add(item.item_id, ASSEMBLE, event.action, event.driver,
+                          detail=event.detail)
+    flags = [*inputs.request_flags,
+             *(f"{UNRESOLVED_ENTITY_FLAG}:{item.item_id}" for item in inputs.pool
+               if item.unresolved)]
+    return Attempt(inputs=inputs, policy=policy, flags=flags, audit=audit,
+                   window_task=inputs.request.task, ranking=ranking,
+                   new_counts=dict(new_counts or {}))
+
+
+def obligation_terms(node: PlanNode) -> frozenset[str]:
     """The decision's own terms: what the obligation, its question and criteria name."""
     return terms(" ".join([node.obligation, node.decision_question or "",
                            *node.acceptance_criteria]))
@@ -271,35 +365,12 @@ def check_request_ceiling(request: DecisionRequest, settings: Settings) -> None:
             f"{settings.token_ceiling}; a request may only lower it (spec §3.7)")
 
 
-def new_decision(request: DecisionRequest, request_json: str, request_sha256: str,
-                 settings: Settings, flags: list[str] | None = None) -> Decision:
+def normalised_request(request: DecisionRequest, request_json: str, request_sha256: str,
+                       settings: Settings,
+                       flags: Sequence[str] = ()) -> NormalisedRequest:
+    """The request with the settings it is decided under: the store's, its own lower
+    ceiling applied (checked: a request may only lower it)."""
     check_request_ceiling(request, settings)
     if request.token_ceiling is not None:
         settings = dataclasses.replace(settings, token_ceiling=request.token_ceiling)
-    return Decision(
-        request=request, request_json=request_json, request_sha256=request_sha256,
-        settings=settings, request_flags=tuple(flags or ()), flags=list(flags or ()),
-        ref=decision_ref(request_sha256), window_task=request.task, **_read_from(request),
-    )
-
-
-def use_request(decision: Decision, request: DecisionRequest) -> None:
-    """Build the decision from ``request`` instead (the same request with its absolute
-    paths made relative): what the stages read of it follows."""
-    decision.request, decision.window_task = request, request.task
-    for name, value in _read_from(request).items():
-        setattr(decision, name, value)
-
-
-def _read_from(request: DecisionRequest) -> dict:
-    """The fields of Decision the stages read about the request itself."""
-    node = request.plan_node
-    point = node.insertion_point
-    return dict(
-        target_entity=node.target_entity,
-        validation_tests=frozenset(entity_key_of_test_id(t) for t in node.required_validation),
-        insertion_path=point.path if point else None,
-        insertion_line=point.line if point else None,
-        insertion_end_line=point.end_line if point else None,
-        terms=obligation_terms(node),
-    )
+    return NormalisedRequest(request, request_json, request_sha256, settings, tuple(flags))

@@ -7,6 +7,7 @@ same bytes from the stored rows.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 from ..entities import is_symbol_key
@@ -14,25 +15,40 @@ from .vocabulary import TASK_IN_PREFIX_FLAG
 
 
 class _Item(Protocol):
-    item_id: str
-    kind: str
-    entity_key: str | None
-    start_line: int | None
-    end_line: int | None
+    """What the format reads of a window item's pool item (``state.PoolItem``)."""
+
+    @property
+    def item_id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def entity_key(self) -> str | None: ...
+    @property
+    def start_line(self) -> int | None: ...
+    @property
+    def end_line(self) -> int | None: ...
 
 
 class WindowItem(Protocol):
-    """What the format reads of a window item (``state.Candidate`` has it)."""
+    """What the format reads of a window item (``state.Candidate`` has it): read only."""
 
-    item: _Item
-    role: str
-    rendering: str
-    text: str
-    masked: bool
-    also_stands_for: list[str]
-    shown_lines: tuple[int, int] | None
+    @property
+    def item(self) -> _Item: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def rendering(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def masked(self) -> bool: ...
+    @property
+    def also_stands_for(self) -> Sequence[str]: ...
+    @property
+    def shown_lines(self) -> tuple[int, int] | None: ...
 
     def block_text(self) -> str: ...
+
 
 TASK_HEADER = "TASK\n{task}\n\n"
 # How a text cut at the pool's 8 KB cap ends (assemble.py): later cuts leave it out.
@@ -59,7 +75,7 @@ def task_block(task: str) -> str:
     return TASK_HEADER.format(task=task)
 
 
-def window_head(task: str, flags) -> str:
+def window_head(task: str, flags: Collection[str]) -> str:
     """The window's first block: the task's, or none for an agent-loop decision whose
     harness prompt carries the task (flagged ``task_in_prefix``)."""
     return "" if TASK_IN_PREFIX_FLAG in flags else task_block(task)
@@ -95,5 +111,5 @@ def mask_pointer(candidate: WindowItem, ref: str) -> str:
     return f"[{item.item_id} {item.kind} masked — ctxdb show {ref} {item.item_id}]"
 
 
-def window_text(task: str, ordered: list[WindowItem]) -> str:
+def window_text(task: str, ordered: Sequence[WindowItem]) -> str:
     return task_block(task) + "".join(c.block_text() for c in ordered)
