@@ -62,13 +62,14 @@ from ctxdb.recon.extract import (
     unparsed_file,
 )
 from ctxdb.recon.kept import (
-    directory_listings,
+    KeptWalk,
     forget_index,
     forget_resolver,
     keep_index,
     keep_resolver,
     kept_index,
     kept_resolver,
+    kept_walk,
 )
 from ctxdb.recon.resolve import (
     ModuleBinding,
@@ -170,24 +171,44 @@ class IndexStats:
 # --- walking ------------------------------------------------------------------------------
 
 
+# What change detection compares: size, modification and change times, inode.
+StatKey = tuple[int, int, int, int]
+
+
 class Walk(NamedTuple):
     files: list[tuple[str, str]]  # (relative posix path, absolute path), sorted
     skipped: list[SkippedPath]  # sorted by path
-    stat_keys: dict[str, str] | None = None  # relative path → `stat_key` of its file
+    stat_keys: dict[str, StatKey] | None = None  # relative path → `stat_key` of its file
 
 
-def stat_key(st: os.stat_result) -> str:
+def stat_key(st: os.stat_result) -> StatKey:
     """What change detection compares: size, modification and change times, inode. A
     file whose key is what it was when its content was hashed is taken as unchanged."""
-    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
-def stat_key_is_settled(key: str, read_after_ns: int) -> bool:
+def stat_key_text(key: StatKey) -> str:
+    """A stat key as `recon.file_stat` stores it."""
+    return ":".join(map(str, key))
+
+
+def parse_stat_key(text: str | None) -> StatKey | None:
+    """`stat_key_text`'s inverse; None for None or a key written some other way (the
+    file is then hashed, as for a missing key)."""
+    if text is None:
+        return None
+    try:
+        size, mtime_ns, ctime_ns, inode = map(int, text.split(":"))
+    except ValueError:
+        return None
+    return (size, mtime_ns, ctime_ns, inode)
+
+
+def stat_key_is_settled(key: StatKey, read_after_ns: int) -> bool:
     """Whether a stat key can vouch for the content read after `read_after_ns`: a file
     changed within RACY_WINDOW_NS before it was read may change again without its times
     moving (timestamps are coarse), so its key is not kept and it is hashed next time."""
-    _, mtime_ns, ctime_ns, _ = key.split(":")
-    return max(int(mtime_ns), int(ctime_ns)) < read_after_ns - RACY_WINDOW_NS
+    return max(key[1], key[2]) < read_after_ns - RACY_WINDOW_NS
 
 
 def walk_python_files(root: str | os.PathLike) -> list[tuple[str, str]]:
@@ -207,15 +228,28 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
     leaves the root), every directory link (never followed: a loop, outside the root,
     or a second path to files indexed where they are), and directories that could not
     be read.
+
+    Each directory's listing is kept (`recon/kept.py`) while the directory's stat key
+    holds, and the last whole walk's result while every directory's does: a walk of a
+    tree none of whose directories moved then stats each directory and each file, and
+    does nothing else.
     """
     walk_started_ns = time.time_ns()
     root_real = os.path.realpath(root)
+    kept = kept_walk(root_real)
+    if not under and kept.files is not None:
+        keys = _stat_kept_walk(kept)
+        if keys is not None:
+            return Walk(list(kept.files), list(kept.skipped), keys)
     inside = root_real.rstrip(os.sep) + os.sep
-    listings = directory_listings(root_real)
+    listings = kept.listings
     out: list[tuple[str, str]] = []
     skipped: list[SkippedPath] = []
-    keys: dict[str, str] = {}
+    keys = {}
     pending: list[tuple[str, str]] = []
+    visited: list[tuple[str, tuple[int, int, int]]] = []  # (directory, its stat key)
+    # a result holds for the next walk only when made of kept listings alone
+    listed_anew = unsettled = looked_beyond = False
 
     def take_link(path: str, name: str, rel: str) -> None:
         try:
@@ -229,36 +263,47 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
             skipped.append(SkippedPath(f"{rel}{name}", SKIP_UNREADABLE))
 
     settled_before_ns = walk_started_ns - RACY_WINDOW_NS
-    lstat, list_get = os.lstat, listings.get
+    stat, lstat, list_get = os.stat, os.lstat, listings.get
 
     def visit(directory: str, rel: str) -> None:
         """One directory: its own listing, or the one kept while its stat key holds."""
-        stats: dict[str, os.stat_result] = {}
+        nonlocal listed_anew, unsettled, looked_beyond
         try:
-            st = os.stat(directory)
+            st = stat(directory)
             key = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
             listing = list_get(directory)
-            if listing is None or listing.key != key or listing.rel != rel:
+            fresh = listing is None or listing.key != key or listing.rel != rel
+            if fresh:
+                listed_anew = True
+                stats: dict[str, os.stat_result] = {}
                 listing = _list_directory(directory, rel, key, stats)
                 if not listing.unreadable and max(key[0], key[1]) < settled_before_ns:
                     listings[directory] = listing
                 else:
+                    unsettled = True
                     listings.pop(directory, None)
+            visited.append((directory, key))
         except OSError:
+            looked_beyond = True
             skipped.append(SkippedPath(rel.rstrip("/") or ".", SKIP_UNREADABLE))
             return
         if rel and listing.virtualenv:
             return
-        for file_rel, path in listing.files:
-            try:
-                st = stats.get(path) or lstat(path)
-            except OSError:
-                skipped.append(SkippedPath(file_rel, SKIP_UNREADABLE))
-                continue
-            out.append((file_rel, path))
-            keys[file_rel] = stat_key(st)
-        for name in listing.links:
-            take_link(f"{directory}/{name}", name, rel)
+        files = listing.files
+        if files:
+            for file_rel, path in files:
+                try:
+                    st = stats[path] if fresh else lstat(path)
+                except OSError:
+                    looked_beyond = True
+                    skipped.append(SkippedPath(file_rel, SKIP_UNREADABLE))
+                    continue
+                keys[file_rel] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            out.extend(files)
+        if listing.links:
+            looked_beyond = True
+            for name in listing.links:
+                take_link(f"{directory}/{name}", name, rel)
         if listing.skipped:
             skipped.extend(listing.skipped)
         if listing.subdirs:
@@ -296,7 +341,29 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
         visit(*pending.pop())
     out.sort()
     skipped.sort()
+    if listed_anew:
+        kept.forget_result()  # the listings moved: the last whole walk's result is stale
+    if not under and not unsettled and not looked_beyond:
+        kept.keep_result(visited, out, skipped)
     return Walk(out, skipped, keys)
+
+
+def _stat_kept_walk(kept: KeptWalk) -> dict[str, StatKey] | None:
+    """The stat keys of the last whole walk's files, if none of its directories moved
+    (then its files and skipped paths are what a walk would find); else None."""
+    stat, lstat = os.stat, os.lstat
+    try:
+        for directory, key in kept.directories:
+            st = stat(directory)
+            if (st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != key:
+                return None
+        keys = {}
+        for rel, path in kept.files:
+            st = lstat(path)
+            keys[rel] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    except OSError:
+        return None  # a directory or file vanished: the walk sees what there is
+    return keys
 
 
 class _Listing(NamedTuple):
@@ -856,7 +923,7 @@ class _Existing(NamedTuple):
     id: int
     sha256: str
     module: str
-    stat_key: str | None  # when its content was last hashed; None: hash it to be sure
+    stat_key: StatKey | None  # when its content was last hashed; None: hash it to be sure
 
 
 class _NextIds(NamedTuple):
@@ -873,6 +940,7 @@ class _KeptIndex(NamedTuple):
     skipped_paths: list[SkippedPath]  # recon.skipped_path, sorted
     totals: tuple[int, int, int]  # symbols, edges, flagged files
     skipped: tuple[SkippedPath, ...]  # `read_skipped`
+    stat_keys: dict[str, StatKey | None]  # `existing`'s stat keys, by path
 
 
 class _State(NamedTuple):
@@ -884,6 +952,8 @@ class _State(NamedTuple):
     root: str | None  # as recorded
     has_added_tables: bool  # schema.ADDED_TABLES are there
     kept: _KeptIndex | None  # what the last run in this process left, if still current
+    # `existing`'s stat keys, by path: what a walk of a tree where nothing changed finds
+    stat_keys: dict[str, StatKey | None]
 
 
 def _read_state(engine: sa.Engine, target: Any, rebuild: bool, identity: str) -> _State:
@@ -895,14 +965,14 @@ def _read_state(engine: sa.Engine, target: Any, rebuild: bool, identity: str) ->
                     f"{schema.describe_target(target)} has recon tables but no version stamp. "
                     f"Rebuild it: {schema.rebuild_hint(target)}"
                 )
-            return _State(False, {}, None, None, True, None)
+            return _State(False, {}, None, None, True, None, {})
         if rebuild:
-            return _State(True, {}, None, None, True, None)
+            return _State(True, {}, None, None, True, None, {})
         schema.check_meta(meta, target)
         generation, root = meta.get(schema.GENERATION_KEY), meta.get(schema.ROOT_KEY)
         kept = kept_index(identity, generation)
         if kept is not None:
-            return _State(True, kept.existing, generation, root, True, kept)
+            return _State(True, kept.existing, generation, root, True, kept, kept.stat_keys)
         has_added_tables = all(
             sa.inspect(conn).has_table(table.name, schema=schema.RECON_SCHEMA)
             for table in schema.ADDED_TABLES)
@@ -912,10 +982,12 @@ def _read_state(engine: sa.Engine, target: Any, rebuild: bool, identity: str) ->
         cursor = conn.connection.dbapi_connection.cursor()
         try:
             cursor.execute(load_sql(states))
-            existing = {path: _Existing(*rest) for path, *rest in cursor.fetchall()}
+            existing = {path: _Existing(fid, sha256, module, parse_stat_key(key))
+                        for path, fid, sha256, module, key in cursor.fetchall()}
         finally:
             cursor.close()
-        return _State(True, existing, generation, root, has_added_tables, None)
+        return _State(True, existing, generation, root, has_added_tables, None,
+                      _stat_keys_of(existing))
 
 
 class _Changes(NamedTuple):
@@ -927,8 +999,8 @@ class _Changes(NamedTuple):
     modules: dict[str, str]  # relative path → dotted module name
     to_parse: list[tuple[str, str]]  # new or changed files (relative, absolute), sorted
     removed: list[str]  # indexed paths gone
-    confirmed: list[tuple[int, str]]  # (file id, stat key): stat moved, content did not
-    stat_keys: dict[str, str]  # of the files looked at
+    confirmed: list[tuple[int, StatKey]]  # (file id, stat key): stat moved, content did not
+    stat_keys: dict[str, StatKey]  # of the files looked at
 
 
 def _find_changes(root: str | os.PathLike, engine: sa.Engine, state: _State,
@@ -942,6 +1014,9 @@ def _find_changes(root: str | os.PathLike, engine: sa.Engine, state: _State,
         full_paths = dict(walk.files)
         paths = [rel for rel, _ in walk.files]
         skipped, stat_keys = walk.skipped, walk.stat_keys or {}
+        if stat_keys == state.stat_keys and len(full_paths) == len(stat_keys):
+            # the same paths, every one with the key it had when last read: all as indexed
+            return _Changes(paths, full_paths, skipped, {}, [], [], [], stat_keys)
     else:
         full_paths, skipped, stat_keys = {}, [], {}
         for scope in scopes:
@@ -959,14 +1034,21 @@ def _find_changes(root: str | os.PathLike, engine: sa.Engine, state: _State,
         in_scope = _indexed_under(existing, scopes)
         paths = [rel for rel in existing if rel not in in_scope]
         paths += full_paths
-    seen = set(paths)
-    removed = sorted(p for p in existing if p not in seen)
-    same_paths = not removed and len(seen) == len(existing)
-    # module names move only when paths come or go (a package gains an __init__.py)
-    modules = ({rel: old.module for rel, old in existing.items()} if same_paths
-               else module_names(paths))
+    same_paths = len(paths) == len(existing) and existing.keys() == set(paths)
+    removed = [] if same_paths else sorted(set(existing).difference(paths))
     to_parse, confirmed = [], []
-    for rel in paths if not same_paths else full_paths:
+    if same_paths:
+        # module names move only when paths come or go (a package gains an __init__.py)
+        moved = [rel for rel, key in stat_keys.items() if key != existing[rel].stat_key]
+        modules = {rel: existing[rel].module for rel in moved}
+        # a file looked at without a key (a link whose target vanished meanwhile): hashed
+        looked_at = [rel for rel in full_paths if rel not in stat_keys]
+        modules.update((rel, existing[rel].module) for rel in looked_at)
+        candidates = moved + looked_at
+    else:
+        modules = module_names(paths)
+        candidates = paths
+    for rel in candidates:
         old = existing.get(rel)
         full = full_paths.get(rel)
         if old is None or old.module != modules[rel]:
@@ -1058,10 +1140,10 @@ def _ensure_skipped_paths(engine: sa.Engine, skipped: list[SkippedPath],
     return True
 
 
-def _write_file_stats(w: _Writer, rows: list[tuple[int, str]], started_ns: int) -> None:
+def _write_file_stats(w: _Writer, rows: list[tuple[int, StatKey]], started_ns: int) -> None:
     """Keep each file's stat key, when it can vouch for the content just read."""
     w.run_many("recon/index_set_file_stat",
-               [{"file_id": fid, "stat_key": key} for fid, key in rows
+               [{"file_id": fid, "stat_key": stat_key_text(key)} for fid, key in rows
                 if stat_key_is_settled(key, started_ns)])
 
 
@@ -1224,9 +1306,10 @@ def _index(
         existing = {} if cold else {path: old for path, old in state.existing.items()
                                     if path not in replaced}
         existing.update(loader.states)
-        _keep_stat_keys(existing, stats + changes.confirmed, started_ns)
+        stat_keys = _stat_keys_of(existing)
+        _keep_stat_keys(existing, stat_keys, stats + changes.confirmed, started_ns)
         keep_index(identity, generation,
-                   _KeptIndex(existing, changes.skipped, totals, skipped))
+                   _KeptIndex(existing, changes.skipped, totals, skipped, stat_keys))
         return IndexStats(len(changes.paths), len(loader.files), len(removed), totals[2],
                           totals[0], totals[1], time.perf_counter() - started, skipped,
                           resolved)
@@ -1250,7 +1333,7 @@ def _nothing_changed(engine: sa.Engine, identity: str, state: _State, changes: _
             if not state.has_added_tables:
                 _create_added_tables(w)
             _write_file_stats(w, changes.confirmed, started_ns)
-        _keep_stat_keys(state.existing, changes.confirmed, started_ns)
+        _keep_stat_keys(state.existing, state.stat_keys, changes.confirmed, started_ns)
     if wrote or kept is None:
         forget_index(identity)
         with engine.connect() as connection:
@@ -1259,22 +1342,27 @@ def _nothing_changed(engine: sa.Engine, identity: str, state: _State, changes: _
             generation = read_generation(connection)
         # what this run read, for the next one, if no run changed the index meanwhile
         if generation is not None and generation == state.generation:
-            keep_index(identity, generation,
-                       _KeptIndex(state.existing, changes.skipped, totals, skipped))
+            keep_index(identity, generation, _KeptIndex(
+                state.existing, changes.skipped, totals, skipped, state.stat_keys))
     else:
         totals, skipped = kept.totals, kept.skipped
     return IndexStats(len(changes.paths), 0, 0, totals[2], totals[0], totals[1],
                       time.perf_counter() - started, skipped)
 
 
-def _keep_stat_keys(existing: dict[str, _Existing], stats: list[tuple[int, str]],
-                    started_ns: int) -> None:
-    """Record in the kept file states the stat keys just written."""
+def _keep_stat_keys(existing: dict[str, _Existing], stat_keys: dict[str, StatKey | None],
+                    stats: list[tuple[int, StatKey]], started_ns: int) -> None:
+    """Record in the kept file states (and their stat keys by path) the keys just written."""
     settled = {fid: key for fid, key in stats if stat_key_is_settled(key, started_ns)}
     if settled:
         for path, old in existing.items():
             if old.id in settled:
                 existing[path] = old._replace(stat_key=settled[old.id])
+                stat_keys[path] = settled[old.id]
+
+
+def _stat_keys_of(existing: dict[str, _Existing]) -> dict[str, StatKey | None]:
+    return {path: old.stat_key for path, old in existing.items()}
 
 
 def _target_identity(target: Any) -> str:

@@ -4,7 +4,8 @@ A harness re-indexes one repository after every command, so a run keeps, for the
 the name resolver of the index's generation (updated in place by an incremental run,
 never used for another generation), the index's file states and totals (the same), and
 each directory's listing for the walk (used while the directory's own stat key has not
-moved: adding, removing or renaming an entry moves it). Both are dropped by
+moved: adding, removing or renaming an entry moves it) with the last whole walk's sorted
+result (used while every listing is). All are dropped by
 `forget_indexer_state`, e.g. for benchmarks; neither can go stale unnoticed. Pure
 Python: importing this loads no parser and no database driver.
 """
@@ -12,6 +13,7 @@ Python: importing this loads no parser and no database driver.
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -26,7 +28,7 @@ KEPT_WALKS = 4
 
 _RESOLVERS: OrderedDict[str, tuple[str, Resolver]] = OrderedDict()
 _INDEXES: OrderedDict[str, tuple[str, Any]] = OrderedDict()
-_LISTINGS: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_WALKS: OrderedDict[str, KeptWalk] = OrderedDict()
 
 
 def kept_resolver(identity: str, generation: str | None) -> Resolver | None:
@@ -72,20 +74,38 @@ def forget_index(identity: str) -> None:
     _INDEXES.pop(identity, None)
 
 
-def directory_listings(root: str) -> dict[str, Any]:
-    """The walk's listings of the directories under `root` (a real path), by path; the
-    walk fills it."""
-    listings = _LISTINGS.pop(root, None)
-    if listings is None:
-        listings = {}
-    _LISTINGS[root] = listings
-    while len(_LISTINGS) > KEPT_WALKS:
-        _LISTINGS.popitem(last=False)
-    return listings
+@dataclass
+class KeptWalk:
+    """What the walk keeps of one root: each directory's listing, by absolute path, and
+    the last whole walk's directories (with their stat keys), sorted files and skipped
+    paths (None once a listing moved)."""
+
+    listings: dict[str, Any] = field(default_factory=dict)
+    directories: list[tuple[str, Any]] | None = None
+    files: list[Any] | None = None
+    skipped: list[Any] | None = None
+
+    def keep_result(self, directories: list[tuple[str, Any]], files: list[Any],
+                    skipped: list[Any]) -> None:
+        self.directories, self.files, self.skipped = directories, list(files), list(skipped)
+
+    def forget_result(self) -> None:
+        self.directories = self.files = self.skipped = None
+
+
+def kept_walk(root: str) -> KeptWalk:
+    """What the walk keeps of `root` (a real path); the walk fills it."""
+    kept = _WALKS.pop(root, None)
+    if kept is None:
+        kept = KeptWalk()
+    _WALKS[root] = kept
+    while len(_WALKS) > KEPT_WALKS:
+        _WALKS.popitem(last=False)
+    return kept
 
 
 def forget_indexer_state() -> None:
     """Drop everything kept: the next run is a fresh process's."""
     _RESOLVERS.clear()
     _INDEXES.clear()
-    _LISTINGS.clear()
+    _WALKS.clear()
