@@ -351,19 +351,15 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
 def _stat_kept_walk(kept: KeptWalk) -> dict[str, StatKey] | None:
     """The stat keys of the last whole walk's files, if none of its directories moved
     (then its files and skipped paths are what a walk would find); else None."""
-    stat, lstat = os.stat, os.lstat
     try:
-        for directory, key in kept.directories:
-            st = stat(directory)
-            if (st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != key:
-                return None
-        keys = {}
-        for rel, path in kept.files:
-            st = lstat(path)
-            keys[rel] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        if [(st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+                for st in map(os.stat, kept.directories)] != kept.directory_keys:
+            return None
+        return dict(zip(kept.file_rels, [(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+                                         for st in map(os.lstat, kept.file_paths)],
+                        strict=True))
     except OSError:
         return None  # a directory or file vanished: the walk sees what there is
-    return keys
 
 
 class _Listing(NamedTuple):

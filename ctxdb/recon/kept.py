@@ -77,20 +77,29 @@ def forget_index(identity: str) -> None:
 @dataclass
 class KeptWalk:
     """What the walk keeps of one root: each directory's listing, by absolute path, and
-    the last whole walk's directories (with their stat keys), sorted files and skipped
-    paths (None once a listing moved)."""
+    the last whole walk's result (None once a listing moved): the directories it entered
+    and their stat keys, its sorted files — (relative, absolute path) — and skipped paths.
+    The paths and keys are kept apart, in parallel, to be stat'ed and compared in bulk."""
 
     listings: dict[str, Any] = field(default_factory=dict)
-    directories: list[tuple[str, Any]] | None = None
-    files: list[Any] | None = None
+    files: list[tuple[str, str]] | None = None
     skipped: list[Any] | None = None
+    directories: list[str] = field(default_factory=list)
+    directory_keys: list[Any] = field(default_factory=list)
+    file_rels: list[str] = field(default_factory=list)
+    file_paths: list[str] = field(default_factory=list)
 
-    def keep_result(self, directories: list[tuple[str, Any]], files: list[Any],
+    def keep_result(self, directories: list[tuple[str, Any]], files: list[tuple[str, str]],
                     skipped: list[Any]) -> None:
-        self.directories, self.files, self.skipped = directories, list(files), list(skipped)
+        self.files, self.skipped = list(files), list(skipped)
+        self.directories = [directory for directory, _ in directories]
+        self.directory_keys = [key for _, key in directories]
+        self.file_rels = [rel for rel, _ in files]
+        self.file_paths = [path for _, path in files]
 
     def forget_result(self) -> None:
-        self.directories = self.files = self.skipped = None
+        self.files = self.skipped = None
+        self.directories, self.directory_keys, self.file_rels, self.file_paths = [], [], [], []
 
 
 def kept_walk(root: str) -> KeptWalk:
