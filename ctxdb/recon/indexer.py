@@ -1244,6 +1244,7 @@ def _index(
         if not cold and not to_parse and not removed:
             return _nothing_changed(engine, identity, state, changes, root_path, started,
                                     started_ns)
+        replaced = set(removed) | {rel for rel, _ in to_parse}  # the index's files now gone
 
         bar = ProgressBar("recon", len(to_parse), "files", enabled=progress)
         modules = changes.modules
@@ -1272,6 +1273,8 @@ def _index(
                     rel not in state.existing or state.existing[rel].module != modules[rel]
                     for rel, _ in to_parse)
                 plan = _plan_replacement(w, resolver, sorted(gone), paths_move)
+                # with the last run's totals kept, they follow the change: no table counted
+                gone_totals = _gone_totals(w, plan) if state.kept is not None else None
                 _delete_files(w, sorted(gone))
             loader = _Loader(w, next_ids.file, next_ids.symbol, defer_body_terms=cold)
             results = _parse_results(pool, jobs)
@@ -1284,8 +1287,8 @@ def _index(
                 n_edges, resolver = _write_edges_cold(w, loader, next_ids.edge)
                 resolved = loader.reference_count()
             else:
-                resolver, resolved = _resolve_incrementally(w, resolver, plan, loader,
-                                                            next_ids.edge)
+                resolver, resolved, next_edge, edges_deleted = _resolve_incrementally(
+                    w, resolver, plan, loader, next_ids.edge)
             keys = changes.stat_keys
             stats = [(f.id, keys[f.path]) for f in loader.files if f.path in keys]
             _write_file_stats(w, stats + changes.confirmed, started_ns)
@@ -1295,10 +1298,20 @@ def _index(
             if cold:
                 totals = (len(loader.symbols), n_edges, loader.flagged)
                 skipped = tuple(sorted(loader.skipped + changes.skipped))
+            elif gone_totals is not None:
+                symbols, edges, flagged = state.kept.totals
+                edges_added = next_edge - next_ids.edge - edges_deleted
+                totals = (symbols - gone_totals[0] + len(loader.symbols),
+                          edges - gone_totals[1] + edges_added,
+                          flagged - gone_totals[2] + loader.flagged)
+                # the files kept that are indexed without symbols, the new ones, the walk's
+                kept_files = {path for path in state.existing if path not in replaced}
+                skipped = tuple(sorted(
+                    [entry for entry in state.kept.skipped if entry.path in kept_files]
+                    + loader.skipped + changes.skipped))
             else:
                 totals, skipped = _totals(w), _read_skipped(w)
         keep_resolver(identity, generation, resolver)
-        replaced = set(removed) | {rel for rel, _ in to_parse}
         existing = {} if cold else {path: old for path, old in state.existing.items()
                                     if path not in replaced}
         existing.update(loader.states)
@@ -1561,22 +1574,35 @@ def _plan_replacement(w: _Writer, resolver: Resolver, gone: list[int],
     return _Plan(old_files, into, dict(resolver.bases), old_modules)
 
 
+def _gone_totals(w: _Writer, plan: _Plan) -> tuple[int, int, int]:
+    """What the files an incremental run replaces or removes count for in `_totals`:
+    their symbols, the edges out of them, the flagged ones among them."""
+    symbols = edges = flagged = 0
+    for old in plan.old_files:
+        file_edges, file_flagged = w.run("recon/index_file_totals", file_id=old.id).fetchone()
+        symbols += len(old.symbols)
+        edges += file_edges
+        flagged += file_flagged
+    return symbols, edges, flagged
+
+
 def _module_paths(resolver: Resolver) -> dict[str, str]:
     return {name: resolver.file_path[resolver.sym_file[sid]]
             for name, sid in resolver.modules.items()}
 
 
 def _resolve_incrementally(w: _Writer, resolver: Resolver, plan: _Plan, loader: _Loader,
-                           next_edge: int) -> tuple[Resolver, int]:
+                           next_edge: int) -> tuple[Resolver, int, int, int]:
     """Resolve the new files' edges and the edges elsewhere whose destination may have
-    moved (see above); write them. Returns the resolver, now of the new index, and how
-    many edges were resolved (tests edges follow their calls: not counted)."""
+    moved (see above); write them. Returns the resolver, now of the new index, how many
+    edges were resolved (tests edges follow their calls: not counted), the next free edge
+    id (new edges take consecutive ids) and how many edges were deleted."""
     resolver.replace_files([old.id for old in plan.old_files], loader.files, loader.symbols,
                            sorted(loader.bindings), loader.bases)
     names, everything = _moved_names(plan, loader, resolver)
     if everything:
         resolver.rebase(list(resolver.written_bases))
-        return resolver, _write_edges_incremental(w, loader, next_edge)
+        return resolver, *_write_edges_incremental(w, loader, next_edge)
     selected = dict(plan.into)
     _select_edges_naming(w, names, selected, kinds=None)
     # every class of the new files (one may have lost all its bases), and the classes
@@ -1597,7 +1623,7 @@ def _resolve_incrementally(w: _Writer, resolver: Resolver, plan: _Plan, loader: 
         if edge.kind == "calls" and resolver.is_test_function(edge.src_symbol_id):
             test_calls.append(edge._replace(dst_symbol_id=dst))
     w.run_many("recon/index_set_edge_destination", updates)
-    next_edge = _follow_tests_edges(w, test_calls, next_edge)
+    next_edge, deleted = _follow_tests_edges(w, test_calls, next_edge)
 
     rows, new_test_calls = [], []
     for src, ref in loader.references():
@@ -1611,7 +1637,7 @@ def _resolve_incrementally(w: _Writer, resolver: Resolver, plan: _Plan, loader: 
         rows.append(call.as_tests_edge(next_edge))
         next_edge += 1
     w.insert(schema.edge, rows, EDGE_COLUMNS)
-    return resolver, len(selected) + len(rows) - len(new_test_calls)
+    return resolver, len(selected) + len(rows) - len(new_test_calls), next_edge, deleted
 
 
 def _moved_names(plan: _Plan, loader: _Loader, resolver: Resolver) -> tuple[set[str], bool]:
@@ -1730,9 +1756,11 @@ def _select_edges_naming(w: _Writer, names: set[str], selected: dict[int, EdgeRe
             selected[edge.id] = edge
 
 
-def _follow_tests_edges(w: _Writer, calls: list[EdgeRecord], next_edge: int) -> int:
+def _follow_tests_edges(w: _Writer, calls: list[EdgeRecord],
+                        next_edge: int) -> tuple[int, int]:
     """Each test function's resolved call gives a tests edge (same site): after these calls
-    were resolved again, insert, move or delete their tests edges. Returns the next id."""
+    were resolved again, insert, move or delete their tests edges. Returns the next id and
+    how many were deleted."""
     by_source: dict[int, list[EdgeRecord]] = {}
     for call in calls:
         by_source.setdefault(call.src_symbol_id, []).append(call)
@@ -1753,12 +1781,14 @@ def _follow_tests_edges(w: _Writer, calls: list[EdgeRecord], next_edge: int) -> 
     w.run_many("recon/index_delete_edge", stale)
     w.run_many("recon/index_set_edge_destination", moved)
     w.insert(schema.edge, fresh, EDGE_COLUMNS)
-    return next_edge
+    return next_edge, len(stale)
 
 
-def _write_edges_incremental(w: _Writer, loader: _Loader, next_edge: int) -> int:
+def _write_edges_incremental(w: _Writer, loader: _Loader,
+                             next_edge: int) -> tuple[int, int, int]:
     """Insert the new files' edges, then resolve every edge again. Returns how many edges
-    were resolved (tests edges not counted)."""
+    were resolved (tests edges not counted), the next free edge id and how many edges
+    were deleted."""
     new_edges = []
     for src, ref in loader.references():
         new_edges.append((next_edge, ref.kind, src, None, ref.dst_name, ref.typed_name, ref.line))
@@ -1767,9 +1797,10 @@ def _write_edges_incremental(w: _Writer, loader: _Loader, next_edge: int) -> int
     return _reresolve(w, next_edge)
 
 
-def _reresolve(w: _Writer, next_edge: int) -> int:
+def _reresolve(w: _Writer, next_edge: int) -> tuple[int, int, int]:
     """Resolve every edge again from the stored rows; write only what changed. Returns
-    how many edges were resolved (tests edges not counted)."""
+    how many edges were resolved (tests edges not counted), the next free edge id and how
+    many edges were deleted."""
     files = list(map(ResolverFile._make, w.execute(
         "SELECT id, path, module, is_test FROM recon.file ORDER BY id"
     )))
@@ -1820,4 +1851,4 @@ def _reresolve(w: _Writer, next_edge: int) -> int:
         fresh.append(call.as_tests_edge(next_edge))
         next_edge += 1
     w.insert(schema.edge, fresh, EDGE_COLUMNS)
-    return len(edges) - len(old_tests)
+    return len(edges) - len(old_tests), next_edge, len(stale)
