@@ -324,10 +324,10 @@ def test_the_work_follows_the_change(tmp_path):
 
 
 def test_stat_keys_decide_what_is_read(tmp_path, monkeypatch):
-    from ctxdb.recon import indexer
+    from ctxdb.recon import indexer, walk
 
     # a shorter racy window than the real one, so the test need not wait 2 s
-    monkeypatch.setattr(indexer, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
+    monkeypatch.setattr(walk, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
     root = tmp_path / "repo"
     _write(root, REPO)
     target = tmp_path / "recon.db"
@@ -373,9 +373,9 @@ def test_stat_keys_decide_what_is_read(tmp_path, monkeypatch):
 def test_an_index_without_stat_keys_gets_them(tmp_path, monkeypatch):
     """An index written before file_stat (recon schema 3 as it was) is read, every file
     hashed, and the table added with the keys that can vouch for what was read."""
-    from ctxdb.recon import indexer
+    from ctxdb.recon import walk
 
-    monkeypatch.setattr(indexer, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
+    monkeypatch.setattr(walk, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
     root = tmp_path / "repo"
     _write(root, REPO)
     target = tmp_path / "recon.db"
@@ -422,9 +422,9 @@ def test_changed_paths_must_be_paths_under_the_root(tmp_path, bad, message):
 def test_a_walk_from_kept_listings_finds_what_a_fresh_walk_finds(tmp_path, monkeypatch):
     """Directories whose stat key has not moved are not listed again; each change to the
     tree moves its directory's key, so the walk sees it."""
-    from ctxdb.recon import indexer
+    from ctxdb.recon import walk
 
-    monkeypatch.setattr(indexer, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
+    monkeypatch.setattr(walk, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
     root = tmp_path / "repo"
     _write(root, REPO)
     (root / "docs/locale/de").mkdir(parents=True)
@@ -432,7 +432,7 @@ def test_a_walk_from_kept_listings_finds_what_a_fresh_walk_finds(tmp_path, monke
 
     def fresh():
         forget_indexer_state()
-        return indexer.walk_repository(root)
+        return walk.walk_repository(root)
 
     def changes():
         yield lambda: _write(root, {"docs/locale/de/conf.py": "X = 1\n"})
@@ -446,19 +446,19 @@ def test_a_walk_from_kept_listings_finds_what_a_fresh_walk_finds(tmp_path, monke
         yield lambda: shutil.rmtree(root / "docs")
 
     time.sleep(PAST_THE_WINDOW_S)
-    assert indexer.walk_repository(root) == fresh()
+    assert walk.walk_repository(root) == fresh()
     listed = []
     real_scandir = os.scandir
     monkeypatch.setattr(os, "scandir", lambda path: listed.append(path) or real_scandir(path))
-    indexer.walk_repository(root)
+    walk.walk_repository(root)
     assert listed == []  # every directory's listing kept
     _edit(root, "app/core.py", "return engine", "return engine  # same directory")
-    assert indexer.walk_repository(root) == fresh()  # a file edited: its new stat key seen
+    assert walk.walk_repository(root) == fresh()  # a file edited: its new stat key seen
     for change in changes():
-        indexer.walk_repository(root)  # listings kept (settled by now)
+        walk.walk_repository(root)  # listings kept (settled by now)
         change()
         time.sleep(PAST_THE_WINDOW_S)
-        kept_walk = indexer.walk_repository(root)
+        kept_walk = walk.walk_repository(root)
         assert kept_walk == fresh()
     assert ("app/renamed.py", str(root / "app/renamed.py")) in kept_walk.files
     assert not any(rel.startswith("app/sub/") for rel, _ in kept_walk.files)
