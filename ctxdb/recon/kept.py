@@ -12,6 +12,7 @@ Python: importing this loads no parser and no database driver.
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -79,23 +80,24 @@ class KeptWalk:
     """What the walk keeps of one root: each directory's listing, by absolute path, and
     the last whole walk's result (None once a listing moved): the directories it entered
     and their stat keys, its sorted files — (relative, absolute path) — and skipped paths.
-    The paths and keys are kept apart, in parallel, to be stat'ed and compared in bulk."""
+    The paths and keys are kept apart, in parallel, to be stat'ed and compared in bulk;
+    the paths to stat as bytes (os.stat then skips encoding each: ~5% of a walk)."""
 
     listings: dict[str, Any] = field(default_factory=dict)
     files: list[tuple[str, str]] | None = None
     skipped: list[Any] | None = None
-    directories: list[str] = field(default_factory=list)
+    directories: list[bytes] = field(default_factory=list)
     directory_keys: list[Any] = field(default_factory=list)
     file_rels: list[str] = field(default_factory=list)
-    file_paths: list[str] = field(default_factory=list)
+    file_paths: list[bytes] = field(default_factory=list)
 
     def keep_result(self, directories: list[tuple[str, Any]], files: list[tuple[str, str]],
                     skipped: list[Any]) -> None:
         self.files, self.skipped = list(files), list(skipped)
-        self.directories = [directory for directory, _ in directories]
+        self.directories = [os.fsencode(directory) for directory, _ in directories]
         self.directory_keys = [key for _, key in directories]
         self.file_rels = [rel for rel, _ in files]
-        self.file_paths = [path for _, path in files]
+        self.file_paths = [os.fsencode(path) for _, path in files]
 
     def forget_result(self) -> None:
         self.files = self.skipped = None
