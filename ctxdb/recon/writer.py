@@ -4,7 +4,6 @@ DDL, the index's generation and root in recon_meta, and a helper thread for bulk
 
 from __future__ import annotations
 
-import functools
 import os
 import queue
 import threading
@@ -99,10 +98,22 @@ class Writer:
         self.raw.close()
 
 
-@functools.lru_cache(maxsize=64)
+# compiled statements by (name, database, driver, parameter style): every run has an
+# engine, and so a dialect instance, of its own, and compiling costs ~0.4 ms a statement
+_COMPILED: dict[tuple[str, str, str, str], tuple[str, tuple[str, ...] | None]] = {}
+
+
 def compiled_sql(name: str, dialect: sa.engine.Dialect) -> tuple[str, tuple[str, ...] | None]:
     """``sql/<name>.<database>.sql`` or ``sql/<name>.sql`` in the driver's parameter
     style, and the parameters' order for a positional style (None: by name)."""
+    key = (name, dialect.name, dialect.driver, dialect.paramstyle)
+    found = _COMPILED.get(key)
+    if found is None:
+        found = _COMPILED[key] = _compile_sql(name, dialect)
+    return found
+
+
+def _compile_sql(name: str, dialect: sa.engine.Dialect) -> tuple[str, tuple[str, ...] | None]:
     try:  # a statement written for this database, else the common one
         text = load_sql(f"{name}.{dialect.name}")
     except FileNotFoundError:
