@@ -23,7 +23,9 @@ measures, REPEAT times each and interleaved:
 Prints medians. The LAST line is the figures as key=value pairs. The figures move
 with whatever else runs on the machine: compare cold_s with floor_s of the same run,
 and one sitting's figures with each other (run another checkout's code with
-PYTHONPATH=that/checkout: the child process imports ctxdb from there).
+PYTHONPATH=that/checkout: the child process imports ctxdb from there). The *_cpu_ms
+figures are the indexing process's CPU time (user + system) for the same runs: they
+move less with the load than the elapsed times do, and leave out waiting for the disk.
 """
 
 from __future__ import annotations
@@ -117,10 +119,15 @@ def sample_files(root: Path, paths: list[str]) -> list[str]:
     return picked
 
 
-def _timed(run) -> tuple[float, object]:
+def _timed(run, cpu: list[float] | None = None) -> tuple[float, object]:
+    """Elapsed seconds of `run()` and its result; its CPU seconds appended to `cpu`."""
+    cpu_started = time.process_time()
     started = time.perf_counter()
     stats = run()
-    return time.perf_counter() - started, stats
+    elapsed = time.perf_counter() - started
+    if cpu is not None:
+        cpu.append(time.process_time() - cpu_started)
+    return elapsed, stats
 
 
 def child(root: str, target: str, samples: list[str]) -> None:
@@ -129,9 +136,9 @@ def child(root: str, target: str, samples: list[str]) -> None:
     knows_changed = "changed" in inspect.signature(index_repository).parameters
     cold = index_repository(root, target)
     first_nochange, _ = _timed(lambda: index_repository(root, target))
-    nochange, nochange_known = [], []
+    nochange, nochange_known, nochange_cpu, walk_cpu = [], [], [], []
     for _ in range(NOCHANGE_RUNS):
-        nochange.append(_timed(lambda: index_repository(root, target))[0])
+        nochange.append(_timed(lambda: index_repository(root, target), nochange_cpu)[0])
         if knows_changed:
             nochange_known.append(_timed(
                 lambda: index_repository(root, target, changed=[]))[0])
@@ -140,7 +147,7 @@ def child(root: str, target: str, samples: list[str]) -> None:
         path = Path(root) / rel
         with path.open("a") as fh:
             fh.write("# one more comment line\n")
-        walked, stats = _timed(lambda: index_repository(root, target))
+        walked, stats = _timed(lambda: index_repository(root, target), walk_cpu)
         assert stats.files_parsed == 1, (rel, stats)
         known = None
         if knows_changed:
@@ -153,6 +160,7 @@ def child(root: str, target: str, samples: list[str]) -> None:
         defined, stats = _timed(lambda: index_repository(root, target))
         assert stats.files_parsed == 1, (rel, stats)
         per_file.append({"path": rel, "bytes": path.stat().st_size, "walk_s": walked,
+                         "walk_cpu_s": walk_cpu[-1],
                          "known_s": known, "def_s": defined,
                          "edges_resolved": getattr(stats, "edges_resolved", None)})
     print(json.dumps({
@@ -160,6 +168,7 @@ def child(root: str, target: str, samples: list[str]) -> None:
         "first_nochange_s": first_nochange,
         "nochange_s": statistics.median(nochange),
         "nochange_known_s": statistics.median(nochange_known) if nochange_known else None,
+        "nochange_cpu_s": statistics.median(nochange_cpu),
         "per_file": per_file,
         "files": cold.files_seen,
         "symbols": cold.symbols,
@@ -214,7 +223,7 @@ def main() -> None:
 
     samples = sample_files(root, paths)
     floors, pools, colds, nochanges, rss, worker_rss = [], [], [], [], [], []
-    first_nochanges, nochanges_known, per_file = [], [], []
+    first_nochanges, nochanges_known, nochanges_cpu, per_file = [], [], [], []
     for i in range(args.repeat):
         floors.append(floor_seconds(paths))
         pools.append(floor_pool_seconds(paths, workers))
@@ -223,18 +232,21 @@ def main() -> None:
         first_nochanges.append(result["first_nochange_s"])
         nochanges.append(result["nochange_s"])
         nochanges_known.append(result["nochange_known_s"])
+        nochanges_cpu.append(result["nochange_cpu_s"])
         per_file += result["per_file"]
         rss.append(result["rss_mb"])
         worker_rss.append(result["worker_rss_mb"])
         print(f"run {i + 1}: floor {floors[-1]:.2f}s  floor_pool {pools[-1]:.2f}s  "
               f"cold {colds[-1]:.2f}s  nochange {nochanges[-1] * 1000:.1f} ms "
+              f"(CPU {nochanges_cpu[-1] * 1000:.1f} ms) "
               f"(changed=[]: {_median_ms([nochanges_known[-1]])} ms; first "
               f"{first_nochanges[-1]:.3f}s)  rss {rss[-1]:.0f} MB "
               f"(workers {worker_rss[-1]:.0f} MB)  "
               f"{result['symbols']} symbols {result['edges']} edges", flush=True)
         for change in result["per_file"]:
             print(f"  {change['path']} ({change['bytes']} bytes): comment "
-                  f"{change['walk_s'] * 1000:.1f} ms, told the path "
+                  f"{change['walk_s'] * 1000:.1f} ms (CPU {change['walk_cpu_s'] * 1000:.1f} ms), "
+                  f"told the path "
                   f"{_median_ms([change['known_s']])} ms; definition added "
                   f"{change['def_s'] * 1000:.1f} ms ({change['edges_resolved']} edges "
                   f"resolved)", flush=True)
@@ -251,9 +263,11 @@ def main() -> None:
         "nochange_s": f"{statistics.median(nochanges):.3f}",
         "nochange_ms": _median_ms(nochanges),
         "nochange_known_ms": _median_ms(nochanges_known),
+        "nochange_cpu_ms": _median_ms(nochanges_cpu),
         "first_nochange_s": f"{statistics.median(first_nochanges):.3f}",
         "onefile_ms": _median_ms([c["walk_s"] for c in per_file]),
         "onefile_known_ms": _median_ms([c["known_s"] for c in per_file]),
+        "onefile_cpu_ms": _median_ms([c["walk_cpu_s"] for c in per_file]),
         "onefile_def_ms": _median_ms([c["def_s"] for c in per_file]),
         "onefile_files": len(samples),
         "files_per_s": f"{len(paths) / cold:.0f}",

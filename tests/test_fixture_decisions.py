@@ -155,7 +155,7 @@ def test_a_reindexed_repository_is_read_afresh(backend, recon_target, tmp_path, 
         if not writes_generation:  # an indexer from before generations: it keeps the old one
             from ctxdb.recon import indexer
 
-            monkeypatch.setattr(indexer, "_write_generation", lambda writer: None)
+            monkeypatch.setattr(indexer, "write_generation", lambda writer: None)
         pricing = repo / "shopcart" / "pricing.py"
         pricing.write_text(pricing.read_text().replace(
             "taxable = self.taxable_amount(items, exempt_categories)",

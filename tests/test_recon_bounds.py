@@ -17,7 +17,9 @@ import pytest
 
 from ctxdb.cli.recon import register
 from ctxdb.recon import IndexLimits, SkippedPath, check_recon_version, index_repository
+from ctxdb.recon import fulltext as recon_fulltext
 from ctxdb.recon import indexer as recon_indexer
+from ctxdb.recon import walk as recon_walk
 from ctxdb.recon.extract import (
     SKIP_TOO_DEEP,
     SKIP_TOO_LARGE,
@@ -73,15 +75,15 @@ def hostile(tmp_path) -> Path:
 
 EXPECTED_SKIPPED = (
     SkippedPath("big.py", SKIP_TOO_LARGE),
-    SkippedPath("dangling.py", recon_indexer.SKIP_SYMLINK_BROKEN),
+    SkippedPath("dangling.py", recon_walk.SKIP_SYMLINK_BROKEN),
     SkippedPath("deep.py", SKIP_TOO_DEEP),
-    SkippedPath("leaves.py", recon_indexer.SKIP_SYMLINK_OUTSIDE),
-    SkippedPath("loop_a.py", recon_indexer.SKIP_SYMLINK_LOOP),
-    SkippedPath("loop_b.py", recon_indexer.SKIP_SYMLINK_LOOP),
-    SkippedPath("outdir", recon_indexer.SKIP_SYMLINK_OUTSIDE),
-    SkippedPath("pkg/again", recon_indexer.SKIP_SYMLINK_LOOP),
-    SkippedPath("pkg/pipe.py", recon_indexer.SKIP_FIFO),
-    SkippedPath("sock.py", recon_indexer.SKIP_SOCKET),
+    SkippedPath("leaves.py", recon_walk.SKIP_SYMLINK_OUTSIDE),
+    SkippedPath("loop_a.py", recon_walk.SKIP_SYMLINK_LOOP),
+    SkippedPath("loop_b.py", recon_walk.SKIP_SYMLINK_LOOP),
+    SkippedPath("outdir", recon_walk.SKIP_SYMLINK_OUTSIDE),
+    SkippedPath("pkg/again", recon_walk.SKIP_SYMLINK_LOOP),
+    SkippedPath("pkg/pipe.py", recon_walk.SKIP_FIFO),
+    SkippedPath("sock.py", recon_walk.SKIP_SOCKET),
 )
 
 
@@ -140,7 +142,7 @@ def test_skips_stay_listed_and_follow_the_tree(hostile, tmp_path):
     assert third.files_parsed == 0
     want = tuple(sorted(
         [s for s in EXPECTED_SKIPPED if s.path != "dangling.py"]
-        + [SkippedPath("pkg/second_pipe.py", recon_indexer.SKIP_FIFO)]))
+        + [SkippedPath("pkg/second_pipe.py", recon_walk.SKIP_FIFO)]))
     assert third.skipped == want
     # the big file shrinks under the limit: parsed on the next run, no longer skipped
     (hostile / "big.py").write_text("def g():\n    pass\n")
@@ -223,12 +225,12 @@ def _body_index(db: Path) -> dict[int, list[tuple]]:
     return out
 
 
-@pytest.mark.parametrize("chunk_chars", [recon_indexer.BODY_INSERT_CHUNK_CHARS, 1])
+@pytest.mark.parametrize("chunk_chars", [recon_fulltext.BODY_INSERT_CHUNK_CHARS, 1])
 def test_cold_bulk_insert_holds_each_symbols_terms(tmp_path, monkeypatch, chunk_chars):
     """The JSON-array inserts of a cold build (one statement for all, or one per file)
     put every symbol's terms under its own id: the same index entries as the terms
     computed symbol by symbol."""
-    monkeypatch.setattr(recon_indexer, "BODY_INSERT_CHUNK_CHARS", chunk_chars)
+    monkeypatch.setattr(recon_fulltext, "BODY_INSERT_CHUNK_CHARS", chunk_chars)
     root = tmp_path / "repo"
     root.mkdir()
     (root / "a.py").write_text("class PriceCalc:\n    def total_price(self, items):\n"
@@ -294,7 +296,7 @@ def test_postgresql_holds_the_same_skips(hostile, pg_url):
     os.mkfifo(hostile / "pkg" / "second_pipe.py")
     again = index_repository(hostile, pg_url, limits=TEST_LIMITS, progress=False)
     want = tuple(sorted(EXPECTED_SKIPPED
-                        + (SkippedPath("pkg/second_pipe.py", recon_indexer.SKIP_FIFO),)))
+                        + (SkippedPath("pkg/second_pipe.py", recon_walk.SKIP_FIFO),)))
     assert (again.files_parsed, again.skipped) == (0, want)
     with open_recon(pg_url) as conn:
         assert recon_indexer.read_skipped(conn) == want

@@ -22,13 +22,17 @@ import pytest
 import sqlalchemy as sa
 from conftest import fresh_pg_database
 
-from ctxdb.recon import index_repository, open_recon
+from ctxdb.recon import IndexLimits, index_repository, open_recon
 from ctxdb.recon.kept import forget_indexer_state
 from ctxdb.recon.schema import GENERATION_KEY
 
 TEST_RACY_WINDOW_NS = 100_000_000
 PAST_THE_WINDOW_S = 0.15
 SHOPCART = Path(__file__).resolve().parent.parent / "fixtures" / "repos" / "shopcart"
+# The edit series parses files up to this size: REPO's are far smaller, one step writes a
+# larger one (indexed as a file row alone, and listed as skipped).
+TEST_LIMITS = IndexLimits(max_file_bytes=4096)
+GENERATED_LINES = 1000  # "X = 1\n" each: over TEST_LIMITS
 
 # A small package with the resolution rules' moving parts: imports and re-exports, a star
 # import, bases across files, self calls through bases, a typed variable, a repo-wide
@@ -132,6 +136,20 @@ def _steps():
     def test_file_edit(root):  # tests edges follow the test's calls
         _edit(root, "tests/test_core.py", "    helper(3)\n", "    build = make\n    build()\n")
 
+    def syntax_error(root):  # a flagged file
+        _write(root, {"app/broken.py": "from .util import helper\n\n\ndef broken(:\n"
+                                       "    return helper(\n"})
+
+    def syntax_fixed(root):
+        _write(root, {"app/broken.py": "from .util import helper\n\n\ndef broken():\n"
+                                       "    return helper(4)\n"})
+
+    def too_large(root):  # a file row alone, listed as skipped
+        _write(root, {"app/generated.py": "X = 1\n" * GENERATED_LINES})
+
+    def large_file_shrinks(root):
+        _write(root, {"app/generated.py": "X = 1\n"})
+
     return [
         ("change a body", body, ["app/util.py"]),
         ("rename a function others call", rename_called, ["app/util.py"]),
@@ -146,6 +164,10 @@ def _steps():
         ("a package gets __init__.py", package_gets_init, ["app"]),
         ("a star import changes", star_import_changes, None),
         ("a test changes", test_file_edit, ["tests/test_core.py"]),
+        ("a syntax error", syntax_error, ["app/broken.py"]),
+        ("a file too large to parse", too_large, None),
+        ("the syntax error is fixed", syntax_fixed, None),
+        ("the large file shrinks", large_file_shrinks, ["app/generated.py"]),
     ]
 
 
@@ -209,10 +231,22 @@ def index_content(target) -> dict[str, list[tuple]]:
     return content
 
 
-def _cold(root: Path, target) -> dict:
+def _cold(root: Path, target, limits: IndexLimits | None = None) -> dict:
     """What a cold build of the tree holds (`target` rebuilt from nothing)."""
-    index_repository(root, target, rebuild=True)
-    return index_content(target)
+    return _cold_build(root, target, limits)[0]
+
+
+def _cold_build(root: Path, target, limits: IndexLimits | None = None) -> tuple[dict, tuple]:
+    """`_cold`, and the totals the build reported (`_reported`)."""
+    stats = index_repository(root, target, rebuild=True,
+                             **({"limits": limits} if limits is not None else {}))
+    return index_content(target), _reported(stats)
+
+
+def _reported(stats) -> tuple:
+    """What an IndexStats says of the whole index (an incremental run works these out
+    from the last run's figures and its change, not by counting)."""
+    return stats.files_seen, stats.symbols, stats.edges, stats.files_flagged, stats.skipped
 
 
 @pytest.fixture
@@ -237,16 +271,22 @@ def test_every_edit_leaves_what_a_cold_build_makes(recon_target, cold_target, tm
                                                    kept):
     root = tmp_path / "repo"
     _write(root, REPO)
-    first = index_repository(root, recon_target)
+    first = index_repository(root, recon_target, limits=TEST_LIMITS)
     assert first.edges_resolved == first.edges - _tests_edges(recon_target)
-    _assert_same(index_content(recon_target), _cold(root, cold_target), "the first run")
+    _assert_same(index_content(recon_target), _cold(root, cold_target, TEST_LIMITS),
+                 "the first run")
+    flagged_or_skipped = set()
     for step, edit, changed in _steps():
         edit(root)
         if not kept:
             forget_indexer_state()  # as a new process would: the resolver is loaded from the index
-        stats = index_repository(root, recon_target, changed=changed)
+        stats = index_repository(root, recon_target, changed=changed, limits=TEST_LIMITS)
         assert stats.files_parsed + stats.files_removed > 0, step
-        _assert_same(index_content(recon_target), _cold(root, cold_target), step)
+        cold, reported = _cold_build(root, cold_target, TEST_LIMITS)
+        _assert_same(index_content(recon_target), cold, step)
+        assert _reported(stats) == reported, f"after '{step}': the totals differ"
+        flagged_or_skipped |= {(bool(stats.files_flagged), bool(stats.skipped))}
+    assert flagged_or_skipped >= {(True, False), (True, True), (False, True)}
 
 
 def _tests_edges(target) -> int:
@@ -284,10 +324,10 @@ def test_the_work_follows_the_change(tmp_path):
 
 
 def test_stat_keys_decide_what_is_read(tmp_path, monkeypatch):
-    from ctxdb.recon import indexer
+    from ctxdb.recon import indexer, walk
 
     # a shorter racy window than the real one, so the test need not wait 2 s
-    monkeypatch.setattr(indexer, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
+    monkeypatch.setattr(walk, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
     root = tmp_path / "repo"
     _write(root, REPO)
     target = tmp_path / "recon.db"
@@ -333,9 +373,9 @@ def test_stat_keys_decide_what_is_read(tmp_path, monkeypatch):
 def test_an_index_without_stat_keys_gets_them(tmp_path, monkeypatch):
     """An index written before file_stat (recon schema 3 as it was) is read, every file
     hashed, and the table added with the keys that can vouch for what was read."""
-    from ctxdb.recon import indexer
+    from ctxdb.recon import walk
 
-    monkeypatch.setattr(indexer, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
+    monkeypatch.setattr(walk, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
     root = tmp_path / "repo"
     _write(root, REPO)
     target = tmp_path / "recon.db"
@@ -382,9 +422,9 @@ def test_changed_paths_must_be_paths_under_the_root(tmp_path, bad, message):
 def test_a_walk_from_kept_listings_finds_what_a_fresh_walk_finds(tmp_path, monkeypatch):
     """Directories whose stat key has not moved are not listed again; each change to the
     tree moves its directory's key, so the walk sees it."""
-    from ctxdb.recon import indexer
+    from ctxdb.recon import walk
 
-    monkeypatch.setattr(indexer, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
+    monkeypatch.setattr(walk, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
     root = tmp_path / "repo"
     _write(root, REPO)
     (root / "docs/locale/de").mkdir(parents=True)
@@ -392,7 +432,7 @@ def test_a_walk_from_kept_listings_finds_what_a_fresh_walk_finds(tmp_path, monke
 
     def fresh():
         forget_indexer_state()
-        return indexer.walk_repository(root)
+        return walk.walk_repository(root)
 
     def changes():
         yield lambda: _write(root, {"docs/locale/de/conf.py": "X = 1\n"})
@@ -406,19 +446,19 @@ def test_a_walk_from_kept_listings_finds_what_a_fresh_walk_finds(tmp_path, monke
         yield lambda: shutil.rmtree(root / "docs")
 
     time.sleep(PAST_THE_WINDOW_S)
-    assert indexer.walk_repository(root) == fresh()
+    assert walk.walk_repository(root) == fresh()
     listed = []
     real_scandir = os.scandir
     monkeypatch.setattr(os, "scandir", lambda path: listed.append(path) or real_scandir(path))
-    indexer.walk_repository(root)
+    walk.walk_repository(root)
     assert listed == []  # every directory's listing kept
     _edit(root, "app/core.py", "return engine", "return engine  # same directory")
-    assert indexer.walk_repository(root) == fresh()  # a file edited: its new stat key seen
+    assert walk.walk_repository(root) == fresh()  # a file edited: its new stat key seen
     for change in changes():
-        indexer.walk_repository(root)  # listings kept (settled by now)
+        walk.walk_repository(root)  # listings kept (settled by now)
         change()
         time.sleep(PAST_THE_WINDOW_S)
-        kept_walk = indexer.walk_repository(root)
+        kept_walk = walk.walk_repository(root)
         assert kept_walk == fresh()
     assert ("app/renamed.py", str(root / "app/renamed.py")) in kept_walk.files
     assert not any(rel.startswith("app/sub/") for rel, _ in kept_walk.files)
@@ -503,8 +543,10 @@ def test_random_edits_leave_what_a_cold_build_makes(tmp_path):
         if rng.random() < 0.25:
             forget_indexer_state()
         told = touched if rng.random() < 0.5 else None
-        index_repository(root, target, changed=told)
-        _assert_same(index_content(target), _cold(root, cold), f"random edit {number}")
+        stats = index_repository(root, target, changed=told)
+        content, reported = _cold_build(root, cold)
+        _assert_same(index_content(target), content, f"random edit {number}")
+        assert _reported(stats) == reported, f"random edit {number}: the totals differ"
 
 
 def test_cli_index_told_what_changed(tmp_path, capsys):

@@ -4,14 +4,17 @@ A harness re-indexes one repository after every command, so a run keeps, for the
 the name resolver of the index's generation (updated in place by an incremental run,
 never used for another generation), the index's file states and totals (the same), and
 each directory's listing for the walk (used while the directory's own stat key has not
-moved: adding, removing or renaming an entry moves it). Both are dropped by
+moved: adding, removing or renaming an entry moves it) with the last whole walk's sorted
+result (used while every listing is). All are dropped by
 `forget_indexer_state`, e.g. for benchmarks; neither can go stale unnoticed. Pure
 Python: importing this loads no parser and no database driver.
 """
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -26,7 +29,7 @@ KEPT_WALKS = 4
 
 _RESOLVERS: OrderedDict[str, tuple[str, Resolver]] = OrderedDict()
 _INDEXES: OrderedDict[str, tuple[str, Any]] = OrderedDict()
-_LISTINGS: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_WALKS: OrderedDict[str, KeptWalk] = OrderedDict()
 
 
 def kept_resolver(identity: str, generation: str | None) -> Resolver | None:
@@ -72,20 +75,48 @@ def forget_index(identity: str) -> None:
     _INDEXES.pop(identity, None)
 
 
-def directory_listings(root: str) -> dict[str, Any]:
-    """The walk's listings of the directories under `root` (a real path), by path; the
-    walk fills it."""
-    listings = _LISTINGS.pop(root, None)
-    if listings is None:
-        listings = {}
-    _LISTINGS[root] = listings
-    while len(_LISTINGS) > KEPT_WALKS:
-        _LISTINGS.popitem(last=False)
-    return listings
+@dataclass
+class KeptWalk:
+    """What the walk keeps of one root: each directory's listing, by absolute path, and
+    the last whole walk's result (None once a listing moved): the directories it entered
+    and their stat keys, its sorted files — (relative, absolute path) — and skipped paths.
+    The paths and keys are kept apart, in parallel, to be stat'ed and compared in bulk;
+    the paths to stat as bytes (os.stat then skips encoding each: ~5% of a walk)."""
+
+    listings: dict[str, Any] = field(default_factory=dict)
+    files: list[tuple[str, str]] | None = None
+    skipped: list[Any] | None = None
+    directories: list[bytes] = field(default_factory=list)
+    directory_keys: list[Any] = field(default_factory=list)
+    file_rels: list[str] = field(default_factory=list)
+    file_paths: list[bytes] = field(default_factory=list)
+
+    def keep_result(self, directories: list[tuple[str, Any]], files: list[tuple[str, str]],
+                    skipped: list[Any]) -> None:
+        self.files, self.skipped = list(files), list(skipped)
+        self.directories = [os.fsencode(directory) for directory, _ in directories]
+        self.directory_keys = [key for _, key in directories]
+        self.file_rels = [rel for rel, _ in files]
+        self.file_paths = [os.fsencode(path) for _, path in files]
+
+    def forget_result(self) -> None:
+        self.files = self.skipped = None
+        self.directories, self.directory_keys, self.file_rels, self.file_paths = [], [], [], []
+
+
+def kept_walk(root: str) -> KeptWalk:
+    """What the walk keeps of `root` (a real path); the walk fills it."""
+    kept = _WALKS.pop(root, None)
+    if kept is None:
+        kept = KeptWalk()
+    _WALKS[root] = kept
+    while len(_WALKS) > KEPT_WALKS:
+        _WALKS.popitem(last=False)
+    return kept
 
 
 def forget_indexer_state() -> None:
     """Drop everything kept: the next run is a fresh process's."""
     _RESOLVERS.clear()
     _INDEXES.clear()
-    _LISTINGS.clear()
+    _WALKS.clear()
