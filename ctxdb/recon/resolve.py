@@ -138,7 +138,7 @@ class Resolver:
         self.modules: dict[str, int] = {}
         self._mro: dict[int, list[int]] = {}
         self._absolute: dict[str, int | None] = {}
-        self._in_progress: set = set()
+        self._in_progress: set[object] = set()
         self._cycle = False
         self._add(files, symbols, bindings, inherits)
         for name, definitions in self.top_definitions.items():
@@ -173,6 +173,9 @@ class Resolver:
             if kind == "module":
                 self.module_sym[fid] = sid
                 continue
+            if parent is None:
+                raise ValueError(f"symbol {sid} ({kind} {name!r}) has no parent: only a "
+                                 "module symbol is outside every scope")
             self.children.setdefault((parent, name), sid)  # first definition wins
             self.members.setdefault(parent, []).append(name)
             if kind in ("function", "class") and self.sym_kind.get(parent) == "module":
@@ -259,7 +262,7 @@ class Resolver:
                 self.written_bases.pop(sid, None)
                 self.bases.pop(sid, None)
                 self.members.pop(sid, None)
-                if kind == "module":
+                if kind == "module" or parent is None:  # _add took no other without one
                     continue
                 if self.children.get((parent, name)) == sid:
                     del self.children[(parent, name)]
@@ -278,7 +281,7 @@ class Resolver:
         # the members lists of scopes in removed files went with them; those of
         # surviving scopes only ever list names of their own file's symbols
         for name in touched_top:
-            definitions = self.top_definitions.get(name, ())
+            definitions = self.top_definitions.get(name, [])
             if len(definitions) == 1:
                 self.unique_top[name] = definitions[0]
             else:
@@ -286,9 +289,11 @@ class Resolver:
         new_modules = {file.path: (file.module, self.module_sym.get(file.id)) for file in files}
         if {path: module for path, (module, _) in old_modules.items()} == \
                 {path: module for path, (module, _) in new_modules.items()}:
-            moved = {old_sym: new_modules[path][1]
-                     for path, (_, old_sym) in old_modules.items() if old_sym is not None}
-            if None not in moved.values() and len(moved) == len(old_modules):
+            symbol_pairs = [(old_sym, new_modules[path][1])
+                            for path, (_, old_sym) in old_modules.items()]
+            moved = {old_sym: new_sym for old_sym, new_sym in symbol_pairs
+                     if old_sym is not None and new_sym is not None}
+            if len(moved) == len(symbol_pairs):
                 self.modules = {name: moved.get(sid, sid) for name, sid in self.modules.items()}
             else:  # a file gained or lost its module symbol (it became too large to parse)
                 self._index_modules()
@@ -422,7 +427,7 @@ class Resolver:
             self._cycle = self._cycle or outer
 
     def bare(self, src: int, name: str, global_ok: bool) -> int | None:
-        s = src
+        s: int | None = src
         kind = self.sym_kind
         while s is not None and kind[s] != "module":
             if kind[s] != "class" or s == src:  # class bodies do not enclose their methods
