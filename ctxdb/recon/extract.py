@@ -50,10 +50,10 @@ _BUILTINS = frozenset(name for name in dir(builtins) if not name.startswith("_")
 
 
 class Symbol(NamedTuple):
-    """A definition of one file. Indexes count the file's symbols; 0 is the module."""
+    """A definition of one file. Ordinals count the file's symbols; 0 is the module."""
 
-    index: int
-    parent_index: int  # -1 for the module symbol
+    ordinal: int  # (not `index`: that would hide tuple.index)
+    parent_index: int  # the parent's ordinal; -1 for the module symbol
     key: str  # entity key path::Qual.name, "#2" on a second definition in one scope
     kind: str  # module | class | function | method
     name: str
@@ -70,7 +70,7 @@ class Reference(NamedTuple):
     """A name a symbol uses: one per (kind, src_index, dst_name), at its first line."""
 
     kind: str  # calls | inherits | imports
-    src_index: int  # the Symbol.index of the innermost enclosing definition
+    src_index: int  # the Symbol.ordinal of the innermost enclosing definition
     dst_name: str  # as written; imports: the absolute dotted name
     line: int
     # dst_name with a variable of known class replaced by the class, else None:
@@ -129,8 +129,9 @@ _as_reference = partial(tuple.__new__, Reference)
 _as_binding = partial(tuple.__new__, Binding)
 
 
-def _unpickle_parsed_file(head: tuple, symbols: list, references: list, bindings: list,
-                          body_terms: str, skipped: str | None):
+def _unpickle_parsed_file(head: tuple[str, int, int, bool, bool, bytes], symbols: list,
+                          references: list, bindings: list, body_terms: str,
+                          skipped: str | None) -> ParsedFile:
     return ParsedFile(
         *head,
         list(map(_as_symbol, symbols)),
@@ -370,7 +371,7 @@ def body_terms(source: bytes, symbols: list[Symbol]) -> list[str]:
     for symbol in symbols:
         own = [symbol.qualname.replace(".", " ")]
         position = symbol.start_byte
-        for child in sorted(children.get(symbol.index, ()), key=_BY_SPAN):
+        for child in sorted(children.get(symbol.ordinal, ()), key=_BY_SPAN):
             own.append(source[position:child.start_byte].decode("utf-8", "replace"))
             position = max(position, child.end_byte)
         own.append(source[position:symbol.end_byte].decode("utf-8", "replace"))
@@ -440,7 +441,7 @@ def _definitions(
             holding.pop()
         parent = holding[-1]
         name = found.text(definition.name)
-        qual = name if parent.index == 0 else f"{parent.qualname}.{name}"
+        qual = name if parent.ordinal == 0 else f"{parent.qualname}.{name}"
         kind = definition.kind
         if kind == "function" and parent.kind == "class":
             kind = "method"
@@ -452,9 +453,9 @@ def _definitions(
         start_line = definition.outer.start_point[0] + 1
         end_row, end_col = definition.node.end_point
         end_line = max(end_row + 1 if end_col else end_row, start_line)
-        index = len(symbols)
+        ordinal = len(symbols)
         signature = found.data[start : definition.colon.end_byte].decode("utf-8", "replace")
-        symbol = Symbol(index, parent.index, key, kind, name, qual, start_line, end_line,
+        symbol = Symbol(ordinal, parent.ordinal, key, kind, name, qual, start_line, end_line,
                         start, end, signature, None)
         symbols.append(symbol)
         scopes.add(start, end)
@@ -527,11 +528,16 @@ class _LocalTypes:
         for (receiver, attribute, value), owner in zip(triples, owners, strict=True):
             if found.text(receiver) != "self" or self._kinds[owner] != "method":
                 continue
+            assigned = value.parent  # the call the class is written in, or the assignment
+            if assigned is None:
+                raise ValueError(f"line {value.start_point[0] + 1}: the class captured for "
+                                 f"self.{found.text(attribute)} is in no assignment")
             value_class = found.text(value)
-            if value.parent.type != "call":  # self.x = x: the class of x, when known
-                value_class = self._variable_class(owner, value_class)
-                if value_class is None:
+            if assigned.type != "call":  # self.x = x: the class of x, when known
+                variable_class = self._variable_class(owner, value_class)
+                if variable_class is None:
                     continue
+                value_class = variable_class
             self._attributes.setdefault(self._enclosing_class(owner), {}).setdefault(
                 found.text(attribute), value_class
             )

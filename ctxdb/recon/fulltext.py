@@ -95,8 +95,10 @@ def stored_body_terms(w: Writer, file_id: int) -> list[tuple[int, str]]:
     rows = w.run("recon/index_symbol_spans_of_file", file_id=file_id).fetchall()
     if text is None or not rows:
         return []
-    index_of = {row[0]: index for index, row in enumerate(rows)}
-    symbols = [Symbol(index_of[sid], index_of.get(parent, -1), *rest, None, None)
-               for sid, parent, *rest in rows]
+    ordinal_of = {row[0]: ordinal for ordinal, row in enumerate(rows)}
+    symbols = [Symbol(ordinal_of[sid], ordinal_of.get(parent, -1), key, kind, name, qualname,
+                      start_line, end_line, start_byte, end_byte, None, None)
+               for sid, parent, key, kind, name, qualname, start_line, end_line, start_byte,
+               end_byte in rows]
     terms = body_terms(text[0].encode("utf-8"), symbols)
     return [(row[0], body) for row, body in zip(rows, terms, strict=True)]

@@ -108,10 +108,10 @@ class Loader:
             self.skipped.append(SkippedPath(rel, parsed.skipped))
             return
         self._source_rows.append((fid, parsed.source.decode("utf-8")))
-        first = self.next_symbol  # symbol ids: the file's symbol indexes shifted by first
+        first = self.next_symbol  # symbol ids: the file's symbol ordinals shifted by first
         self.next_symbol += len(parsed.symbols)
         for symbol in parsed.symbols:
-            sid = first + symbol.index
+            sid = first + symbol.ordinal
             parent = first + symbol.parent_index if symbol.parent_index >= 0 else None
             kind, name = symbol.kind, symbol.name
             self._symbol_rows.append(
@@ -121,7 +121,7 @@ class Loader:
             )
             self.symbols.append(ResolverSymbol(sid, fid, parent, kind, name))
         if not self.defer_body_terms:
-            self.symbol_keys.update((first + symbol.index, symbol.key)
+            self.symbol_keys.update((first + symbol.ordinal, symbol.key)
                                     for symbol in parsed.symbols)
         if self.defer_body_terms:
             self.deferred_body_terms.append(parsed.body_terms)
