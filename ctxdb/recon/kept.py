@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .resolve import Resolver
+    from .walk import DirectoryListing, SkippedPath
 
 # A resolver holds a repository's names (~40 MB for Django's): only the most recent few.
 KEPT_RESOLVERS = 2
@@ -78,21 +79,22 @@ def forget_index(identity: str) -> None:
 @dataclass
 class KeptWalk:
     """What the walk keeps of one root: each directory's listing, by absolute path, and
-    the last whole walk's result (None once a listing moved): the directories it entered
-    and their stat keys, its sorted files — (relative, absolute path) — and skipped paths.
+    the last whole walk's result (`files` None: none, or a listing moved since): the
+    directories it entered and their stat keys, its sorted files — (relative, absolute
+    path) — and skipped paths.
     The paths and keys are kept apart, in parallel, to be stat'ed and compared in bulk;
     the paths to stat as bytes (os.stat then skips encoding each: ~5% of a walk)."""
 
-    listings: dict[str, Any] = field(default_factory=dict)
+    listings: dict[str, DirectoryListing] = field(default_factory=dict)
     files: list[tuple[str, str]] | None = None
-    skipped: list[Any] | None = None
+    skipped: list[SkippedPath] = field(default_factory=list)
     directories: list[bytes] = field(default_factory=list)
-    directory_keys: list[Any] = field(default_factory=list)
+    directory_keys: list[tuple[int, int, int]] = field(default_factory=list)
     file_rels: list[str] = field(default_factory=list)
     file_paths: list[bytes] = field(default_factory=list)
 
-    def keep_result(self, directories: list[tuple[str, Any]], files: list[tuple[str, str]],
-                    skipped: list[Any]) -> None:
+    def keep_result(self, directories: list[tuple[str, tuple[int, int, int]]],
+                    files: list[tuple[str, str]], skipped: list[SkippedPath]) -> None:
         self.files, self.skipped = list(files), list(skipped)
         self.directories = [os.fsencode(directory) for directory, _ in directories]
         self.directory_keys = [key for _, key in directories]
@@ -100,7 +102,7 @@ class KeptWalk:
         self.file_paths = [os.fsencode(path) for _, path in files]
 
     def forget_result(self) -> None:
-        self.files = self.skipped = None
+        self.files, self.skipped = None, []
         self.directories, self.directory_keys, self.file_rels, self.file_paths = [], [], [], []
 
 

@@ -145,9 +145,10 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
             st = stat(directory)
             key = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
             listing = list_get(directory)
-            fresh = listing is None or listing.key != key or listing.rel != rel
-            if fresh:
-                listed_anew = True
+            if listing is not None and listing.key == key and listing.rel == rel:
+                fresh = False
+            else:
+                fresh = listed_anew = True
                 stats: dict[str, os.stat_result] = {}
                 listing = _list_directory(directory, rel, key, stats)
                 if not listing.unreadable and max(key[0], key[1]) < settled_before_ns:
@@ -235,7 +236,7 @@ def _stat_kept_walk(kept: KeptWalk) -> dict[str, StatKey] | None:
         return None  # a directory or file vanished: the walk sees what there is
 
 
-class _Listing(NamedTuple):
+class DirectoryListing(NamedTuple):
     """What a directory holds for the walk, as of its stat key (mtime, ctime, inode):
     adding, removing or renaming an entry moves it, so the listing holds while it does."""
 
@@ -250,7 +251,7 @@ class _Listing(NamedTuple):
 
 
 def _list_directory(directory: str, rel: str, key: tuple[int, int, int],
-                    stats: dict[str, os.stat_result]) -> _Listing:
+                    stats: dict[str, os.stat_result]) -> DirectoryListing:
     """A directory's listing (OSError if it cannot be read); fills `stats` with the
     regular files' stat results, by absolute path."""
     files, links, subdirs, skipped = [], [], [], []
@@ -276,7 +277,7 @@ def _list_directory(directory: str, rel: str, key: tuple[int, int, int],
         except OSError:
             skipped.append(SkippedPath(f"{rel}{name}", SKIP_UNREADABLE))
             unreadable = True
-    return _Listing(key, rel, virtualenv, tuple(files), tuple(links), tuple(subdirs),
+    return DirectoryListing(key, rel, virtualenv, tuple(files), tuple(links), tuple(subdirs),
                     tuple(skipped), unreadable)
 
 
