@@ -359,12 +359,19 @@ def index_ddl(dialect: sa.engine.Dialect, *, edges: bool) -> list[str]:
         str(CreateIndex(index).compile(dialect=dialect)).strip()
         for table in TABLES
         if (table is edge) == edges
-        for index in sorted(table.indexes, key=lambda i: i.name)
+        for index in sorted(table.indexes, key=_index_name)
     ]
     if not edges and dialect.name == "postgresql":
         out.extend(_PG_FTS)
         out.append(_PG_BODY_INDEX)
     return out
+
+
+def _index_name(index: sa.Index) -> str:
+    """What index_ddl orders a table's indexes by: every recon index is named."""
+    if index.name is None:
+        raise ValueError(f"an index of recon table {index.table} has no name")
+    return index.name
 
 
 def drop_statements(dialect: sa.engine.Dialect) -> list[str]:
@@ -396,7 +403,8 @@ def rebuild_hint(target: str | os.PathLike | None = None, *, rebuild: bool = Tru
     return f"ctxdb recon index PATH --recon {where}" + (" --rebuild" if rebuild else "")
 
 
-def check_meta(meta: dict[str, str] | None, target: Any = None) -> None:
+def check_meta(meta: dict[str, str] | None, target: Any = None) -> dict[str, str]:
+    """`meta` if it matches this code's versions; else ReconVersionError (None: no index)."""
     want = current_meta()
     where = describe_target(target) if isinstance(target, str | os.PathLike) else "the recon index"
     if meta is None:
@@ -414,6 +422,7 @@ def check_meta(meta: dict[str, str] | None, target: Any = None) -> None:
             f"{where} was written with {'; '.join(diffs)}. "
             f"Rebuild it: {rebuild_hint(target)}"
         )
+    return meta
 
 
 def check_recon_version(target_or_connection: Any) -> dict[str, str]:
@@ -424,14 +433,11 @@ def check_recon_version(target_or_connection: Any) -> dict[str, str]:
     """
     obj = target_or_connection
     if isinstance(obj, Connection):
-        meta = read_meta(obj)
-        check_meta(meta, None)
-        return meta
+        return check_meta(read_meta(obj), None)
     if isinstance(obj, Engine):
         with obj.connect() as conn:
             meta = read_meta(conn)
-        check_meta(meta, None)
-        return meta
+        return check_meta(meta, None)
     if isinstance(obj, str | os.PathLike):
         path = sqlite_path(obj)
         if path is not None and not Path(path).exists():
@@ -442,8 +448,7 @@ def check_recon_version(target_or_connection: Any) -> dict[str, str]:
                 meta = read_meta(conn)
         finally:
             engine.dispose()
-        check_meta(meta, obj)
-        return meta
+        return check_meta(meta, obj)
     raise TypeError(f"expected a path, URL, Engine or Connection, not {type(obj).__name__}")
 
 
