@@ -14,6 +14,7 @@ import functools
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from enum import Enum
 
 from sqlalchemy import Connection, bindparam
 
@@ -50,14 +51,25 @@ RECON_SNAPSHOTS_KEPT = 4
 # its size it starts over (a few generations at most: a bounded ~100 MB worst case).
 RECON_SNAPSHOT_BUDGET_BYTES = 24 << 20
 _ROW_BYTES, _ID_BYTES = 256, 32  # rough sizes for the budget
-_MISSING = object()  # "recon has no such row", remembered like a row
-_ABSENT = object()  # "not looked up yet"
+
+
+# Sentinels as one-member enums: the type checker tells them apart from rows.
+class _Missing(Enum):
+    MISSING = "recon has no such row"  # remembered like a row
+
+
+class _Absent(Enum):
+    ABSENT = "not looked up yet"  # where None is a result
+
+
+_MISSING = _Missing.MISSING
+_ABSENT = _Absent.ABSENT
 
 
 class _Snapshot:
     def __init__(self) -> None:
         self.symbols: dict[str, object] = {}
-        self.hashes: dict[str, object] = {}  # path -> sha256, or _MISSING
+        self.hashes: dict[str, str | _Missing] = {}  # path -> sha256, or _MISSING
         self.resolved: dict[str, ResolvedEntity | None] = {}
         self.queries: dict[tuple, tuple] = {}
         self.neighbours: dict[int, tuple[int, ...]] = {}
@@ -244,6 +256,8 @@ class ReconReader:
             return None
         line_count, source, _lines = found
         if ref.start_line is not None:
+            if ref.end_line is None:
+                raise ValueError(f"entity {ref.key!r}: a start line without an end line")
             end = min(ref.end_line, line_count)
             return ResolvedEntity(ref.path, ref.start_line, end,
                                   self._lines(ref.path, ref.start_line, end) or "", None)
@@ -254,6 +268,7 @@ class ReconReader:
         known = self._snapshot.neighbours
         found = {i: known.get(i) for i in symbol_ids}
         wanted = sorted(i for i, n in found.items() if n is None)
+        fetched: dict[int, tuple[int, ...]] = {}  # the wanted ones, read below
         for start in range(0, len(wanted), self.KEYS_PER_QUERY):
             chunk = wanted[start : start + self.KEYS_PER_QUERY]
             read: dict[int, list[int]] = {i: [] for i in chunk}
@@ -261,10 +276,10 @@ class ReconReader:
                                                {"symbol_ids": chunk}):
                 read[row.via_id].append(row.neighbour_id)
             for symbol_id, ids in read.items():
-                found[symbol_id] = tuple(ids)
-                self._snapshot.remember(known, symbol_id, found[symbol_id],
+                fetched[symbol_id] = tuple(ids)
+                self._snapshot.remember(known, symbol_id, fetched[symbol_id],
                                         _ID_BYTES * (len(ids) + 1))
-        return found
+        return {i: kept if kept is not None else fetched[i] for i, kept in found.items()}
 
     def innermost(self, path: str, line: int):
         rows = self.rows("recon/enclosing_symbol_of_span",
