@@ -289,7 +289,7 @@ def _read_state(engine: sa.Engine, target: Any, rebuild: bool, identity: str) ->
         states = "recon/index_file_states" if has_added_tables else \
             "recon/index_file_states_without_stats"
         # through the driver: a few thousand rows
-        cursor = conn.connection.dbapi_connection.cursor()
+        cursor = conn.connection.cursor()
         try:
             cursor.execute(load_sql(states))
             existing = {path: FileState(fid, sha256, module, parse_stat_key(key))
@@ -563,7 +563,6 @@ def _index(
         bar = ProgressBar("recon", len(to_parse), "files", enabled=progress)
         modules = changes.modules
         jobs = [_ParseJob(rel, full, modules[rel], limits) for rel, full in to_parse]
-        resolver = None
         # handed over: changed below, kept again once committed (dropped on any error)
         kept = None if cold else kept_resolver(identity, state.generation)
         forget_index(identity)
@@ -587,8 +586,9 @@ def _index(
                     rel not in state.existing or state.existing[rel].module != modules[rel]
                     for rel, _ in to_parse)
                 plan = plan_replacement(w, resolver, sorted(gone), paths_move)
-                # with the last run's totals kept, they follow the change: no table counted
-                replaced_totals = gone_totals(w, plan) if state.kept is not None else None
+                # with the last run's totals kept, they follow the change (no table
+                # counted): that run's, and what the files replaced counted for in them
+                followed = (state.kept, gone_totals(w, plan)) if state.kept is not None else None
                 delete_files(w, sorted(gone))
             loader = Loader(w, next_ids.file, next_ids.symbol, defer_body_terms=cold)
             results = _parse_results(pool, jobs)
@@ -612,8 +612,9 @@ def _index(
             if cold:
                 totals = (len(loader.symbols), n_edges, loader.flagged)
                 skipped = tuple(sorted(loader.skipped + changes.skipped))
-            elif replaced_totals is not None:
-                symbols, edges, flagged = state.kept.totals
+            elif followed is not None:
+                last_run, replaced_totals = followed
+                symbols, edges, flagged = last_run.totals
                 edges_added = next_edge - next_ids.edge - edges_deleted
                 totals = (symbols - replaced_totals[0] + len(loader.symbols),
                           edges - replaced_totals[1] + edges_added,
@@ -621,7 +622,7 @@ def _index(
                 # the files kept that are indexed without symbols, the new ones, the walk's
                 kept_files = {path for path in state.existing if path not in replaced}
                 skipped = tuple(sorted(
-                    [entry for entry in state.kept.skipped if entry.path in kept_files]
+                    [entry for entry in last_run.skipped if entry.path in kept_files]
                     + loader.skipped + changes.skipped))
             else:
                 totals, skipped = _totals(w), _read_skipped(w)

@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ctxdb.db import insert_statement
+from ctxdb.db import insert_statement, sqlite_driver
 from ctxdb.recon import schema
 from ctxdb.sqlfiles import load_sql, sql_statement
 from ctxdb.workers import usable_cpu_count
@@ -27,11 +27,12 @@ class Writer:
     def __init__(self, engine: sa.Engine) -> None:
         self.dialect = engine.dialect
         self.sqlite = self.dialect.name == "sqlite"
-        self.raw = engine.raw_connection()
-        self.con = self.raw.driver_connection
+        # used through the driver alone: SQLAlchemy never begins a transaction on it
+        self.connection = engine.connect()
+        self.raw = self.connection.connection
         if self.sqlite:
-            self.con.isolation_level = None  # explicit BEGIN/COMMIT below
-        self.cur = self.con.cursor()
+            sqlite_driver(self.connection).isolation_level = None  # explicit BEGIN/COMMIT below
+        self.cur = self.raw.cursor()
 
     def ddl(self, statement: str) -> None:
         """A DDL statement the schema module built (it takes no parameters)."""
@@ -82,20 +83,20 @@ class Writer:
         if self.sqlite:
             self.cur.execute("COMMIT")
         else:
-            self.con.commit()
+            self.raw.commit()
 
     def rollback(self) -> None:
         try:
             if self.sqlite:
-                if self.con.in_transaction:
+                if sqlite_driver(self.connection).in_transaction:
                     self.cur.execute("ROLLBACK")
             else:
-                self.con.rollback()
+                self.raw.rollback()
         except Exception:  # noqa: BLE001 - keep the original error
             pass
 
     def close(self) -> None:
-        self.raw.close()
+        self.connection.close()
 
 
 # compiled statements by (name, database, driver, parameter style): every run has an
