@@ -262,7 +262,7 @@ class Resolver:
                 self.written_bases.pop(sid, None)
                 self.bases.pop(sid, None)
                 self.members.pop(sid, None)
-                if kind == "module" or parent is None:  # _add took no other without one
+                if kind == "module" or parent is None:  # `_add` refuses others without a parent
                     continue
                 if self.children.get((parent, name)) == sid:
                     del self.children[(parent, name)]
