@@ -8,8 +8,9 @@ runner's cache (materialised and indexed on first use). Prints the evaluation re
 then, as the LAST line, the figures as key=value pairs: the fused retriever's and the
 old stand-in's gold-symbol recall at 5/10/30 (mean over instances, and pooled at 30),
 gold-file recall at 1/5/10 and MRR, the ratios all / stand-in of the targeted figures,
-and the fused retriever's latency p50 / p95 over the sympy instances (warm: every other
-configuration has run over the same index first).
+the fused retriever's recall per repository (``sympy_sym10=…``), and its latency p50 /
+p95 over the sympy instances (warm: every other configuration has run over the same
+index first).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ DEFAULT_INSTANCES = Path.home() / ".cache" / "ctxdb" / "devset" / "instances.jso
 FIGURES = ("symbol_recall@5", "symbol_recall@10", "symbol_recall@30",
            "pooled_symbol_recall@30", "file_recall@1", "file_recall@5", "file_recall@10", "mrr")
 TARGETED = ("symbol_recall@10", "symbol_recall@30", "file_recall@5")
+# per repository (the fused retriever): a rule that fits one repository only shows there
+REPO_FIGURES = ("symbol_recall@5", "symbol_recall@10", "symbol_recall@30", "file_recall@5")
 LATENCY_REPO = "sympy/sympy"
 
 
@@ -50,6 +53,12 @@ def main() -> None:
     pairs += [(f"standin_{_short(name)}", f"{old[name]:.3f}") for name in FIGURES]
     pairs += [(f"ratio_{_short(name)}", f"{fused[name] / old[name]:.2f}" if old[name] else "inf")
               for name in TARGETED]
+    for repo in evaluate.repositories(scores):
+        per_repo = evaluate.overall(scores, evaluate.ALL, repo)
+        owner = repo.split("/", 1)[0]
+        pairs.append((f"{owner}_instances", per_repo["instances"]))
+        pairs += [(f"{owner}_{_short(name)}", f"{per_repo[name]:.3f}") for name in REPO_FIGURES
+                  if per_repo[name] is not None]
     repo_of = {line_id: repo for line_id, repo in _repos(args.instances)}
     latencies = sorted(1000 * s.ranked[evaluate.ALL].seconds for s in scores
                        if s.error is None and repo_of.get(s.instance_id) == LATENCY_REPO)

@@ -32,6 +32,14 @@ TRACEBACK = "shopcart/money.py:16: decimal.InvalidOperation"
 TESTS_TASK = "The quote is wrong"
 FAILING_TEST = "tests/test_pricing.py::test_fixed_coupon_is_taken_before_tax"
 STRUCTURE_TASK = "`PriceCalculator.total` charges tax on the undiscounted amount"
+MEMBERS_TASK = "`discounts_for` and `discount_total` disagree about bulk tiers"
+METHODS_TASK = "`PriceCalculator` is wrong"
+CALLS_TASK = "`PriceCalculator.discount_total` is off by a cent"
+CONFIG_TEST = "tests/test_config.py::test_unknown_region_is_rejected"
+# The signals the one-signal tasks above were written for. On a repository of a dozen
+# files the members, methods and calls signals, built on every hit's score, can outvote
+# the one signal a task was written for (a class whose many members match weakly).
+SINGLE_SIGNAL_TASKS_SIGNALS = ("body", "names", "traceback", "tests", "structure")
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +49,9 @@ def shopcart_recon(tmp_path_factory) -> str:
     return target
 
 
-def ranked(target, task: str, *, without: str | None = None, limit: int = 10, **kwargs):
-    signals = [name for name in SIGNALS if name != without]
+def ranked(target, task: str, *, without: str | None = None, limit: int = 10,
+           signals=SIGNALS, **kwargs):
+    signals = [name for name in signals if name != without]
     engine = create_recon_engine(target, read_only=True)
     try:
         with engine.connect() as connection:
@@ -60,7 +69,7 @@ def keys(found) -> list[str]:
 
 def test_body_signal_finds_text_only_a_body_holds(shopcart_recon):
     # "no tax rate for region" is an error message inside TaxPolicy.rate_for's body
-    found = ranked(shopcart_recon, BODY_TASK)
+    found = ranked(shopcart_recon, BODY_TASK, signals=SINGLE_SIGNAL_TASKS_SIGNALS)
     assert keys(found)[0] == "shopcart/tax.py::TaxPolicy.rate_for"
     assert "body" in found.symbols[0].signals
     assert "shopcart/tax.py::TaxPolicy.rate_for" not in keys(
@@ -91,8 +100,9 @@ def test_tests_signal_follows_the_failing_test_to_its_callees(shopcart_recon):
               "shopcart/tax.py::TaxPolicy.tax_for"}
     assert called <= set(keys(found))
     assert all("tests" in found.symbols[keys(found).index(key)].signals for key in called)
-    without = ranked(shopcart_recon, TESTS_TASK, failing_tests=[FAILING_TEST], without="tests",
-                     limit=30)
+    # the imports signal reads the same failing test (its file's imports): both out
+    without = _retrieve_with(shopcart_recon, TESTS_TASK, failing_tests=[FAILING_TEST], limit=30,
+                             signals=[n for n in SIGNALS if n not in ("tests", "imports")])
     assert "shopcart/discounts.py::FixedAmountDiscount" not in keys(without)
     assert found.files[0].path == "shopcart/pricing.py" != without.files[0].path
 
@@ -115,6 +125,44 @@ def test_structure_signal_surfaces_siblings_of_a_strong_hit(shopcart_recon):
                 if c.entity_key.startswith(f"{PRICING}.") and c.entity_key not in keys(names_only)]
     assert len(siblings) >= 3 and all(c.signals == {"structure": c.signals["structure"]}
                                       for c in siblings)
+
+
+def test_members_signal_ranks_a_class_by_its_methods(shopcart_recon):
+    # the task names two methods, never their class: a method added to it is a change
+    # to the class
+    found = _retrieve_with(shopcart_recon, MEMBERS_TASK, signals=["names", "members"])
+    assert keys(found)[0] == PRICING and found.symbols[0].signals == {"members": 1}
+    assert PRICING not in keys(_retrieve_with(shopcart_recon, MEMBERS_TASK, signals=["names"]))
+
+
+def test_methods_signal_opens_the_strongest_class(shopcart_recon):
+    # names finds the class the task names; methods adds its methods, best body match
+    # first, and nothing outside the class
+    found = _retrieve_with(shopcart_recon, METHODS_TASK, signals=["names", "methods"])
+    added = [c for c in found.symbols if "methods" in c.signals]
+    assert added and all(c.entity_key.startswith(f"{PRICING}.") for c in added)
+    assert [c.signals["methods"] for c in added] == list(range(1, len(added) + 1))
+    names_only = _retrieve_with(shopcart_recon, METHODS_TASK, signals=["names"])
+    assert not any(key.startswith(f"{PRICING}.") for key in keys(names_only))
+
+
+def test_calls_signal_reaches_the_helper_a_named_method_calls(shopcart_recon):
+    found = _retrieve_with(shopcart_recon, CALLS_TASK, signals=["names", "calls"])
+    assert "shopcart/money.py::round_money" in keys(found)
+    assert found.symbols[keys(found).index("shopcart/money.py::round_money")].signals == {
+        "calls": 1}
+    assert "shopcart/money.py::round_money" not in keys(
+        _retrieve_with(shopcart_recon, CALLS_TASK, signals=["names"]))
+
+
+def test_imports_signal_maps_a_test_file_to_the_modules_it_imports(shopcart_recon):
+    # tests/test_config.py mirrors no module path (the code is under shopcart/): its
+    # imports say what it exercises, config (imported by this test file alone) before
+    # errors (imported by three)
+    found = _retrieve_with(shopcart_recon, TESTS_TASK, failing_tests=[CONFIG_TEST],
+                           signals=["imports"])
+    assert not found.symbols  # module symbols rank files only
+    assert [f.path for f in found.files] == ["shopcart/config.py", "shopcart/errors.py"]
 
 
 def test_files_are_ranked_by_their_symbols(shopcart_recon):
@@ -207,13 +255,21 @@ def test_body_index_follows_an_edit_incrementally(recon_target, tmp_path):
 
 
 def test_postgresql_retrieves_as_sqlite_does(pg_url, shopcart_recon):
+    # BM25 and ts_rank score apart, and on this small repository the secondary signals
+    # build on those scores: each task with the signals it was written for
     index_repository(SHOPCART, pg_url, progress=False)
     for task, kwargs in ((NAMES_TASK, {}), (TESTS_TASK, {"failing_tests": [FAILING_TEST]}),
                          (TRACEBACK_TASK, {"traceback": TRACEBACK}), (BODY_TASK, {})):
-        on_pg = ranked(pg_url, task, **kwargs)
-        on_sqlite = ranked(shopcart_recon, task, **kwargs)
+        on_pg = ranked(pg_url, task, signals=SINGLE_SIGNAL_TASKS_SIGNALS, **kwargs)
+        on_sqlite = ranked(shopcart_recon, task, signals=SINGLE_SIGNAL_TASKS_SIGNALS, **kwargs)
         assert keys(on_pg)[0] == keys(on_sqlite)[0], task
         assert on_pg.files[0].path == on_sqlite.files[0].path, task
+    for task, signals, kwargs in ((MEMBERS_TASK, ["names", "members"], {}),
+                                  (CALLS_TASK, ["names", "calls"], {}),
+                                  (TESTS_TASK, ["imports"], {"failing_tests": [CONFIG_TEST]})):
+        on_pg = _retrieve_with(pg_url, task, signals=signals, **kwargs)
+        on_sqlite = _retrieve_with(shopcart_recon, task, signals=signals, **kwargs)
+        assert on_pg == on_sqlite, task
 
 
 # --- determinism, the store, the CLI ------------------------------------------------------

@@ -71,6 +71,7 @@ class InstanceScore:
     gold_files: list[str]
     ranked: dict[str, Ranked] = field(default_factory=dict)
     error: str | None = None
+    repo: str = ""
 
 
 def gold_of(connection, instance: Instance) -> tuple[list[str], list[str]]:
@@ -98,7 +99,8 @@ def score_instance(instance: Instance, cache_dir: Path) -> InstanceScore:
     try:
         with engine.connect() as connection:
             gold_symbols, gold_files = gold_of(connection, instance)
-            score = InstanceScore(instance.instance_id, gold_symbols, gold_files)
+            score = InstanceScore(instance.instance_id, gold_symbols, gold_files,
+                                  repo=instance.repo)
             tests = failing_test_ids(connection, instance)
             for configuration in configurations():
                 if configuration == STAND_IN:
@@ -127,7 +129,8 @@ def evaluate(instances_path, cache_dir: Path,
             scores.append(score_instance(instance, cache_dir))
         except Exception as exc:  # noqa: BLE001 - one instance's failure is reported, not fatal
             scores.append(InstanceScore(instance.instance_id, [], [],
-                                        error=f"{type(exc).__name__}: {exc}"))
+                                        error=f"{type(exc).__name__}: {exc}",
+                                        repo=instance.repo))
         if progress:
             progress(number, len(instances))
     return scores, errors
@@ -161,8 +164,14 @@ def instance_figures(score: InstanceScore, configuration: str) -> dict:
     return out
 
 
-def overall(scores: list[InstanceScore], configuration: str) -> dict:
-    done = [s for s in scores if s.error is None]
+def repositories(scores: list[InstanceScore]) -> list[str]:
+    return sorted({s.repo for s in scores})
+
+
+def overall(scores: list[InstanceScore], configuration: str, repo: str | None = None) -> dict:
+    """The configuration's figures over every instance, or over one repository's: a rule
+    that only fits one repository shows there."""
+    done = [s for s in scores if s.error is None and repo in (None, s.repo)]
     rows = [instance_figures(s, configuration) for s in done]
 
     def mean(key: str) -> float | None:
@@ -229,7 +238,14 @@ def report(scores: list[InstanceScore]) -> str:
         figures = overall(scores, configuration)
         rows.append([configuration] + [figures[c] for c in OVERALL_COLUMNS])
     second = _table(["configuration", *OVERALL_COLUMNS], rows)
-    return f"{first}\n\nOverall (mean over instances; pooled = over all gold symbols)\n{second}"
+    per_repo = []
+    for repo in repositories(scores):
+        for configuration in (STAND_IN, ALL):
+            figures = overall(scores, configuration, repo)
+            per_repo.append([repo, configuration] + [figures[c] for c in OVERALL_COLUMNS])
+    third = _table(["repository", "configuration", *OVERALL_COLUMNS], per_repo)
+    return (f"{first}\n\nOverall (mean over instances; pooled = over all gold symbols)\n"
+            f"{second}\n\nPer repository\n{third}")
 
 
 def json_lines(scores: list[InstanceScore]) -> list[str]:

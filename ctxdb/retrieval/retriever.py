@@ -6,17 +6,20 @@ The rule (weighted reciprocal-rank fusion, Cormack et al. 2009, with per-signal 
 
 ranks counted from 1 within each signal's list, test-file symbols left out of every list
 (the retriever looks for the code to change; the failing tests are the caller's). The
-primary signals (body, names, traceback, tests) are fused first; the structure signal is
-then built from the STRUCTURE_FILES best files of that fusion — the modules of the
-strongest hits: their symbols in body rank order, taken in turn from each file — and
-fused in with its weight. A gold symbol's rank in the body list over the whole
+primary signals (body, names, traceback, tests, imports) are fused first; the secondary
+ones are built from that fusion and fused in with their weights: structure — the
+STRUCTURE_FILES best files of that fusion, the modules of the strongest hits: their
+symbols in body rank order, taken in turn from each file; members — classes by their
+members' scores; methods — the methods of the strongest classes in body rank order;
+calls — what the strongest hits call. A gold symbol's rank in the body list over the whole
 repository is often in the hundreds, among its own file's symbols it is near the top.
 
 Files: a file's score is its symbols' scores of the primary fusion (module symbols
 included), best first, the i-th counted FILE_DECAY**i times: a file with one strong hit
 beats one with many weak ones, and a second good hit still counts.
 
-Weights, RRF_K, STRUCTURE_FILES and FILE_DECAY were set on the whole development set
+Weights, RRF_K, STRUCTURE_FILES, FILE_DECAY and the secondary signals' constants were set
+on the whole development set
 (90 SWE-bench instances, sympy and astropy; `ctxdb retrieve --eval`), never per instance.
 Ties are broken by entity key (symbols) and path (files); scores are rounded, so the
 output is byte-identical whatever the hash seed.
@@ -37,9 +40,16 @@ SIGNAL_BODY = "body"
 SIGNAL_NAMES = "names"
 SIGNAL_TRACEBACK = "traceback"
 SIGNAL_TESTS = "tests"
+SIGNAL_TEST_IMPORTS = "imports"
 SIGNAL_STRUCTURE = "structure"
-PRIMARY_SIGNALS = (SIGNAL_BODY, SIGNAL_NAMES, SIGNAL_TRACEBACK, SIGNAL_TESTS)
-SIGNALS = (*PRIMARY_SIGNALS, SIGNAL_STRUCTURE)
+SIGNAL_MEMBERS = "members"
+SIGNAL_METHODS = "methods"
+SIGNAL_CALLS = "calls"
+PRIMARY_SIGNALS = (SIGNAL_BODY, SIGNAL_NAMES, SIGNAL_TRACEBACK, SIGNAL_TESTS,
+                   SIGNAL_TEST_IMPORTS)
+# built from the primary fusion, then fused with it
+SECONDARY_SIGNALS = (SIGNAL_STRUCTURE, SIGNAL_MEMBERS, SIGNAL_METHODS, SIGNAL_CALLS)
+SIGNALS = (*PRIMARY_SIGNALS, *SECONDARY_SIGNALS)
 
 # Set on the development set (see the module docstring).
 WEIGHTS = {
@@ -47,13 +57,33 @@ WEIGHTS = {
     SIGNAL_NAMES: 1.0,
     SIGNAL_TRACEBACK: 1.0,
     SIGNAL_TESTS: 1.0,
-    SIGNAL_STRUCTURE: 3.0,  # 1.0 / 2.0 / 3.0 tried: recall@30 0.635 / 0.680 / 0.681
+    # 0.5 / 1.0 tried (with the three below): the same file@5 (0.906), file@1 0.683 / 0.678;
+    # it is for the repositories whose test files do not mirror their modules' paths
+    SIGNAL_TEST_IMPORTS: 1.0,
+    # 2.0 / 3.0 / 4.0 tried with the signals below: recall@10 0.583 / 0.590 / 0.564
+    SIGNAL_STRUCTURE: 3.0,  # alone, 1.0 / 2.0 / 3.0 tried: recall@30 0.635 / 0.680 / 0.681
+    SIGNAL_MEMBERS: 1.0,  # 1.0 / 2.0 tried: recall@10 0.590 / 0.583, @30 0.705 / 0.689
+    SIGNAL_METHODS: 0.5,  # 0.5 / 1.0 tried: recall@10 0.590 / 0.595, @30 0.705 / 0.688
+    SIGNAL_CALLS: 1.0,  # 0.5 / 1.0 tried: recall@10 0.578 / 0.590
 }
 # Cormack et al. use 60; 10 lets each list's top weigh more (recall@10 0.52 → 0.54, MRR
-# 0.32 → 0.35 on the development set; 30 lies between).
+# 0.32 → 0.35 on the development set; 30 lies between). With members, methods, calls and
+# imports: 5 / 10 / 20 give recall@10 0.572 / 0.590 / 0.586.
 RRF_K = 10
 STRUCTURE_FILES = 2  # 1 gives recall@10 0.51, 2 gives 0.54 (with weight 3)
 FILE_DECAY = 0.5  # 0.25 / 0.5 / 0.75 / 1.0 tried: file recall@1 0.64 / 0.68 / 0.67 / 0.48
+# A class's i-th best member counts MEMBER_DECAY**i of its score (0.25 / 0.5 / 0.75 tried:
+# recall@10 0.590 each, @30 0.711 / 0.705 / 0.699; as FILE_DECAY, for the same reason).
+MEMBER_DECAY = 0.5
+METHOD_CLASSES = 2  # the classes whose methods are opened: 1 / 2 / 3 give 0.590 / 0.590 / 0.584
+# The strongest hits whose callees are followed: 3 / 5 / 10 give recall@10 0.578 / 0.590 /
+# 0.590, @30 0.711 / 0.705 / 0.693. Callers as well as callees: @30 lower (0.62 against
+# 0.65 on a first 34 instances), so callees only.
+CALL_SEEDS = 5
+# A callee's weight is its caller's score / (1 + its callers) ** EXPONENT, as the tests
+# signal's (1.0 gives the same figures on the development set). A class called is its
+# construction, and counts (leaving classes out: recall@5 0.446 → 0.423, @10 the same).
+CALL_GENERIC_EXPONENT = 0.5
 DEFAULT_LIMIT = 30
 SCORE_DIGITS = 6  # scores are rounded to this many decimals in the output
 
@@ -144,6 +174,7 @@ def retrieve(
         SIGNAL_NAMES: lambda: found_by.names_signal(connection, text),
         SIGNAL_TRACEBACK: lambda: found_by.traceback_signal(connection, text),
         SIGNAL_TESTS: lambda: found_by.tests_signal(connection, failing_tests),
+        SIGNAL_TEST_IMPORTS: lambda: found_by.test_imports_signal(connection, failing_tests),
     }
     for name in PRIMARY_SIGNALS:
         if name in signals:
@@ -152,18 +183,27 @@ def retrieve(
             timings[name] = time.perf_counter() - started
     if SIGNAL_BODY in lists:
         body = lists[SIGNAL_BODY]
-    elif SIGNAL_STRUCTURE in signals:  # siblings are ordered by body rank even without it
+    elif SIGNAL_STRUCTURE in signals or SIGNAL_METHODS in signals:
+        # siblings and methods are ordered by body rank even without the body signal
         body = found_by.body_signal(connection, text)
     info = _symbols(connection, [hit.symbol_id for hits in (*lists.values(), body) for hit in hits])
     ranks = {name: _candidate_ranks(hits, info) for name, hits in lists.items()}
     fused = _fuse(ranks, weights)
     files = _rank_files(sorted(fused.items(), key=lambda item: (-item[1], info[item[0]].key)),
                         info)
-    if SIGNAL_STRUCTURE in signals:
-        started = time.perf_counter()
-        structure = _structure_ranks(files, info, body)
-        timings[SIGNAL_STRUCTURE] = time.perf_counter() - started
-        ranks[SIGNAL_STRUCTURE] = structure
+    primary = fused
+    secondary = {
+        SIGNAL_STRUCTURE: lambda: _structure_ranks(files, info, body),
+        SIGNAL_MEMBERS: lambda: _members_ranks(connection, primary, info),
+        SIGNAL_METHODS: lambda: _methods_ranks(primary, info, body),
+        SIGNAL_CALLS: lambda: _calls_ranks(connection, primary, info),
+    }
+    for name in SECONDARY_SIGNALS:
+        if name in signals:
+            started = time.perf_counter()
+            ranks[name] = secondary[name]()
+            timings[name] = time.perf_counter() - started
+    if any(name in signals for name in SECONDARY_SIGNALS):
         fused = _fuse(ranks, weights)
     ordered = sorted(fused.items(), key=lambda item: (-item[1], info[item[0]].key))
     symbols = tuple(
@@ -210,6 +250,74 @@ def _structure_ranks(files: tuple[FileCandidate, ...], info: dict[int, _Symbol],
             if depth < len(per_file[path]):
                 ranks.setdefault(per_file[path][depth], len(ranks) + 1)
     return ranks
+
+
+def _best_first(scores: dict[int, float], info: dict[int, _Symbol]) -> list[int]:
+    return [sid for sid, _score in sorted(scores.items(),
+                                          key=lambda item: (-item[1], info[item[0]].key))]
+
+
+def _members_ranks(connection: Connection, primary: dict[int, float],
+                   info: dict[int, _Symbol]) -> dict[int, int]:
+    """Classes by their members' primary scores, best first, the i-th counted
+    MEMBER_DECAY**i times: a change that adds a method is a change to its class, whose
+    own text (its body minus its methods) holds little the task writes."""
+    parent_ids = {info[sid].parent_id for sid in primary
+                  if info[sid].parent_id is not None and info[sid].kind != "module"}
+    info.update(_symbols(connection, [pid for pid in parent_ids if pid not in info]))
+    scores: dict[int, float] = {}
+    counted: dict[int, int] = {}
+    for sid in _best_first(primary, info):
+        parent = info[sid].parent_id
+        if parent is None or info[sid].kind == "module" or info[parent].kind != "class":
+            continue
+        seen = counted.get(parent, 0)
+        scores[parent] = scores.get(parent, 0.0) + primary[sid] * MEMBER_DECAY ** seen
+        counted[parent] = seen + 1
+    return _candidate_ranks(found_by.ranked_hits(scores), info)
+
+
+def _methods_ranks(primary: dict[int, float], info: dict[int, _Symbol],
+                   body: list[found_by.Hit]) -> dict[int, int]:
+    """The methods of the METHOD_CLASSES strongest classes, each class's in body rank
+    order, taken in turn: the class a task names is where its fix often lies, in a
+    method the task's words barely touch."""
+    classes = [sid for sid in _best_first(primary, info)
+               if info[sid].kind == "class" and not info[sid].is_test][:METHOD_CLASSES]
+    if not classes:
+        return {}
+    per_class: dict[int, list[int]] = {sid: [] for sid in classes}
+    for hit in body:
+        parent = info[hit.symbol_id].parent_id
+        if parent in per_class:
+            per_class[parent].append(hit.symbol_id)
+    ranks: dict[int, int] = {}
+    for depth in range(max(len(ids) for ids in per_class.values())):
+        for sid in classes:
+            if depth < len(per_class[sid]):
+                ranks.setdefault(per_class[sid][depth], len(ranks) + 1)
+    return ranks
+
+
+def _calls_ranks(connection: Connection, primary: dict[int, float],
+                 info: dict[int, _Symbol]) -> dict[int, int]:
+    """What the CALL_SEEDS strongest hits call: the helper a named function delegates
+    to. A callee counts its caller's score over √(1 + its callers), so a helper called
+    from everywhere weighs little."""
+    seeds = [sid for sid in _best_first(primary, info)
+             if info[sid].kind != "module" and not info[sid].is_test][:CALL_SEEDS]
+    if not seeds:
+        return {}
+    statement = sql_statement("recon/callees_with_callers").bindparams(
+        bindparam("symbol_ids", expanding=True))
+    scores: dict[int, float] = {}
+    for row in connection.execute(statement, {"symbol_ids": seeds}):
+        if row.callee_id in seeds:
+            continue
+        weight = primary[row.caller_id] / (1 + row.callers) ** CALL_GENERIC_EXPONENT
+        scores[row.callee_id] = scores.get(row.callee_id, 0.0) + weight
+    info.update(_symbols(connection, [sid for sid in scores if sid not in info]))
+    return _candidate_ranks(found_by.ranked_hits(scores), info)
 
 
 def _rank_files(ordered: list[tuple[int, float]],

@@ -9,8 +9,11 @@ way. Each is measurable on its own (`ctxdb retrieve --eval`) and `retriever` fus
                  the innermost symbol holding their line;
 - ``tests``      the failing tests: the symbols they call, and those symbols' callees, up
                  to TEST_CALLEE_HOPS edges; and the module a test file is named after;
-- ``structure``  (in `retriever`, after the others are fused) the classes, methods and
-                 siblings of the strongest hits.
+- ``imports``    the code modules the failing tests' files import, the fewer test files
+                 import one the higher;
+- ``structure``, ``members``, ``methods``, ``calls``  (in `retriever`, after the others
+                 are fused) the siblings, classes, methods and callees of the strongest
+                 hits.
 
 Every list may hold module symbols: they never become symbol candidates, but rank files.
 Ties are broken by symbol id, so a list depends on nothing but the index and the input.
@@ -52,7 +55,7 @@ class Hit(NamedTuple):
     score: float  # higher is better, comparable within one signal only
 
 
-def _ranked(scores: dict[int, float]) -> list[Hit]:
+def ranked_hits(scores: dict[int, float]) -> list[Hit]:
     return [Hit(symbol_id, score) for symbol_id, score
             in sorted(scores.items(), key=lambda item: (-item[1], item[0]))]
 
@@ -130,7 +133,7 @@ def names_signal(connection: Connection, text: str) -> list[Hit]:
     for path in text_mentions.paths(text):
         for module_id in _modules_at_path(connection, path):
             scores[module_id] = scores.get(module_id, 0.0) + text_mentions.MENTION_WEIGHT_EXPLICIT
-    return _ranked(scores)
+    return ranked_hits(scores)
 
 
 def _modules_at_path(connection: Connection, path: str) -> list[int]:
@@ -171,7 +174,7 @@ def traceback_signal(connection: Connection, text: str) -> list[Hit]:
             symbol_id = module[0].id if module else None
         if symbol_id is not None and symbol_id not in scores:
             scores[symbol_id] = float(len(frames) - depth)  # innermost highest
-    return _ranked(scores)
+    return ranked_hits(scores)
 
 
 # --- failing tests ------------------------------------------------------------------------
@@ -253,4 +256,20 @@ def tests_signal(connection: Connection, test_ids: Iterable[str]) -> list[Hit]:
             continue
         for row in _rows(connection, "recon/module_of_path", {"path": mirrored}):
             scores[row.id] = max(scores.get(row.id, 0.0), best)
-    return _ranked(scores)
+    return ranked_hits(scores)
+
+
+# --- the failing tests' imports -----------------------------------------------------------
+
+
+def test_imports_signal(connection: Connection, test_ids: Iterable[str]) -> list[Hit]:
+    """The code modules the failing tests' files import, the fewer test files import a
+    module the higher: where a test file's name does not mirror its module's
+    (``tests/queries/tests.py``), its imports still say which modules it exercises. Module
+    symbols only: they rank files."""
+    tests = failing_test_symbols(connection, test_ids)
+    if not tests:
+        return []
+    return ranked_hits({row.module_id: 1.0 / max(1, row.test_importers) for row in _rows(
+        connection, "recon/test_file_imports", {"symbol_ids": tests}, "symbol_ids")})
+
