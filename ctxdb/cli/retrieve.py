@@ -24,7 +24,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "retrieve", help="rank the recon symbols and files a task is about (component 04)",
         description="Rank candidate symbols (entity key, fused score, the signals that found "
         "it) and files for a task text, from the recon index: body BM25, names the task "
-        "mentions, traceback frames, the failing tests' callees, structure. With --eval, "
+        "mentions, traceback frames, the failing tests' callees and the modules their files "
+        "import; then structure, classes by their members, the strongest classes' methods "
+        "and what the strongest hits call. With --eval, "
         "measure the retriever on SWE-bench-format instances instead (materialised and "
         "indexed as `ab run` does, in the same cache).",
     )
