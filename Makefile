@@ -91,6 +91,7 @@ demo: $(INSTALLED)
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check ctxdb tests bench migrations examples tools
+	$(BIN)/mypy
 
 bench: $(INSTALLED)
 	$(BIN)/python bench/recon_index.py

@@ -61,7 +61,8 @@ def edited_entities(connection: Connection, patch: str) -> list[GoldFact]:
 
     for change in parse_unified_diff(patch):
         if change.old_path is None:  # a new file: its module
-            note(change.new_path, "new file", None, None)
+            if change.new_path is not None:
+                note(change.new_path, "new file", None, None)
             continue
         path = change.old_path
         module_level: dict[int, list[int]] = {}  # hunk -> changed lines outside any symbol
@@ -189,7 +190,7 @@ def def_line(signature: str | None) -> str | None:
     return next((line for line in lines if not line.startswith("@")), lines[0] if lines else None)
 
 
-def store_gold_facts(store, instance: Instance, recon_connection) -> list[str]:
+def store_gold_facts(store, instance: Instance, recon_connection) -> list[GoldFact]:
     """Write an instance's gold facts, replacing earlier ones; returns its edited
     entities (their facts, in patch order). ``store`` is anything with
     ``write_transaction()`` (a ``ContextStore``)."""

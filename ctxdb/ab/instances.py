@@ -63,7 +63,7 @@ def parse_instance(data, source: str, line_no: int, base_dir: Path) -> Instance:
         resolved_path = (base_dir / repo_path).resolve()
         if not resolved_path.is_dir():
             raise _field_error(source, line_no, "repo_path", f"a directory ({resolved_path})")
-    else:
+    elif repo_git is not None:  # one of the two, checked above
         resolved_git = (base_dir / repo_git).resolve()
         if not (resolved_git / ".git").exists() and not (resolved_git / "HEAD").exists():
             raise _field_error(source, line_no, "repo_git", f"a git directory ({resolved_git})")

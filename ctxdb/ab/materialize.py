@@ -24,6 +24,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import IO, cast
 
 from ..recon import ReconVersionError, check_recon_version, index_repository
 from .instances import Instance
@@ -97,7 +98,7 @@ def materialize(instance: Instance, cache_dir: Path) -> Materialized:
         if instance.repo_path is not None:
             shutil.copytree(instance.repo_path, tree, symlinks=True,
                             ignore=shutil.ignore_patterns(".git", "__pycache__"))
-        else:
+        elif instance.repo_git is not None:  # an instance names one of the two
             tree.mkdir()
             skipped = write_commit_tree(instance.repo_git, instance.base_commit, tree)
         if instance.test_patch.strip():
@@ -167,12 +168,16 @@ def write_commit_tree(git_dir: Path, commit: str, tree: Path) -> tuple[SkippedBl
     reader = subprocess.Popen([*_GIT, "-C", str(git_dir), "cat-file", "--batch"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE)
+    # the three pipes asked for above: never None
+    to_git = cast(IO[bytes], reader.stdin)
+    from_git = cast(IO[bytes], reader.stdout)
+    git_errors = cast(IO[bytes], reader.stderr)
 
     def feed() -> None:  # on a thread: git's output would fill its pipe before its input ends
         try:
             for _mode, _kind, obj, _path in blobs:
-                reader.stdin.write(obj.encode() + b"\n")
-            reader.stdin.close()
+                to_git.write(obj.encode() + b"\n")
+            to_git.close()
         except BrokenPipeError:
             pass  # git stopped early; its exit status says why
 
@@ -181,20 +186,20 @@ def write_commit_tree(git_dir: Path, commit: str, tree: Path) -> tuple[SkippedBl
     skipped = []
     try:
         for mode, _kind, obj, path in blobs:
-            header = reader.stdout.readline().decode().split()
+            header = from_git.readline().decode().split()
             if header[1:] == ["missing"]:
                 skipped.append(SkippedBlob(path, obj))
                 continue
             if len(header) != 3 or header[0] != obj:
                 raise MaterializeError(f"git cat-file: unexpected answer {header!r} for {path}")
-            content = reader.stdout.read(int(header[2]))
-            reader.stdout.read(1)  # the newline after each object
+            content = from_git.read(int(header[2]))
+            from_git.read(1)  # the newline after each object
             _write_entry(tree, mode, path, content)
     finally:
         feeder.join()
-        reader.stdout.close()
-        error = reader.stderr.read().decode(errors="replace").strip()
-        reader.stderr.close()
+        from_git.close()
+        error = git_errors.read().decode(errors="replace").strip()
+        git_errors.close()
         status = reader.wait()
     if status != 0:
         raise MaterializeError(f"git cat-file --batch failed ({status}): {error}")

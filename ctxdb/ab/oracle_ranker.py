@@ -71,9 +71,10 @@ class Place(NamedTuple):
             return False
         if fact.text and self.text and fact.text in self.text:
             return True
-        return (not self.is_outline
-                and None not in (self.start_line, self.end_line, fact.start_line, fact.end_line)
-                and self.start_line <= fact.start_line and self.end_line >= fact.end_line)
+        if self.is_outline or self.start_line is None or self.end_line is None \
+                or fact.start_line is None or fact.end_line is None:
+            return False
+        return self.start_line <= fact.start_line and self.end_line >= fact.end_line
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,8 @@ class OracleRanker:
     @property
     def base_url(self) -> str:
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        host_text = host.decode() if isinstance(host, bytes) else host
+        return f"http://{host_text}:{port}/v1"
 
     def expect(self, items: dict[str, tuple[str, Place]], gold) -> None:
         """Register the decision whose ranking call comes next, with the instance's gold

@@ -292,8 +292,9 @@ def _tokens_chart(arms: Report) -> str:
 
 def _precision_chart(connection: Connection) -> str:
     precision = run_report(connection, "precision")
-    tokens_by_decision = dict(connection.execute(
-        sql_statement("reports_support/decision_tokens")).all())
+    tokens_by_decision: dict[int, int] = {
+        row[0]: row[1]
+        for row in connection.execute(sql_statement("reports_support/decision_tokens"))}
     c = {name: n for n, name in enumerate(precision.columns)}
     rows = [r for r in precision.rows if r[c["variant"]] == "default"]
     points = [charts.Point(

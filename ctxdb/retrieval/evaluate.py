@@ -79,7 +79,9 @@ def gold_of(connection, instance: Instance) -> tuple[list[str], list[str]]:
                if is_symbol_key(fact.entity_key)]
     files: dict[str, None] = {}
     for change in parse_unified_diff(instance.patch):
-        files.setdefault(change.old_path or change.new_path, None)
+        path = change.old_path or change.new_path
+        if path is not None:
+            files.setdefault(path, None)
     return symbols, list(files)
 
 
@@ -178,7 +180,7 @@ def overall(scores: list[InstanceScore], configuration: str, repo: str | None = 
         values = [row[key] for row in rows if key in row]
         return statistics.fmean(values) if values else None
 
-    out = {"instances": len(done)}
+    out: dict[str, float | int | None] = {"instances": len(done)}
     for k in SYMBOL_CUTOFFS:
         out[f"symbol_recall@{k}"] = mean(f"symbol_recall@{k}")
     gold_total = sum(len(s.gold_symbols) for s in done)
@@ -219,7 +221,7 @@ OVERALL_COLUMNS = ("instances", "symbol_recall@5", "symbol_recall@10", "symbol_r
 
 def report(scores: list[InstanceScore]) -> str:
     """Per instance (the retriever and the stand-in), then overall per configuration."""
-    per_instance = []
+    per_instance: list[list[object]] = []
     for s in scores:
         if s.error is not None:
             per_instance.append([s.instance_id, "error: " + s.error] + [None] * 7)

@@ -262,8 +262,8 @@ def _members_ranks(connection: Connection, primary: dict[int, float],
     """Classes by their members' primary scores, best first, the i-th counted
     MEMBER_DECAY**i times: a change that adds a method is a change to its class, whose
     own text (its body minus its methods) holds little the task writes."""
-    parent_ids = {info[sid].parent_id for sid in primary
-                  if info[sid].parent_id is not None and info[sid].kind != "module"}
+    parent_ids = {parent for sid in primary
+                  if (parent := info[sid].parent_id) is not None and info[sid].kind != "module"}
     info.update(_symbols(connection, [pid for pid in parent_ids if pid not in info]))
     scores: dict[int, float] = {}
     counted: dict[int, int] = {}
