@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Connection, Engine, event, inspect, text
+from sqlalchemy import Column, Connection, Engine, MetaData, Table, event, inspect, text
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.schema import CreateIndex, CreateTable
 
@@ -54,6 +54,13 @@ TEXTS_REMEMBERED_MAX = 1 << 16
 # unqualified names), so it takes no write lock on the store.
 SHADOWED_TABLES = ("run", "decision", "obligation", "evidence_text", "evidence_item",
                    "decision_link", "impact_edge", "item_nearness")
+# The columns of evidence_item that v_gate_rule reads: its TEMP copy has only these and
+# its primary key, and no CHECK constraints (the write checks every row under the lock),
+# so each previewed pool row costs a third less (tests/test_store.py holds the list to
+# the view's references).
+PREVIEW_EVIDENCE_COLUMNS = ("decision_id", "item_id", "item_no", "source", "kind",
+                            "entity_key", "arrival_no", "path", "start_line", "end_line",
+                            "in_pool")
 GATE_VIEW = "v_gate_rule"
 _CREATE_VIEW = re.compile(r"\bCREATE\s+VIEW\b", re.IGNORECASE)
 
@@ -418,6 +425,14 @@ def _recon_file(recon: str | os.PathLike[str]) -> str:
     return str(path)
 
 
+def _gate_columns_only(table: Table, columns: tuple[str, ...]) -> Table:
+    """``table``'s ``columns`` (types, NULLs and primary key as the store's), with no
+    constraint or index beyond the primary key: a TEMP copy the gate alone reads."""
+    return Table(table.name, MetaData(),
+                 *(Column(c.name, c.type, nullable=c.nullable, primary_key=c.primary_key)
+                   for c in table.columns if c.name in columns))
+
+
 @functools.cache
 def _shadow_statements() -> tuple[str, ...]:
     """TEMP copies of SHADOWED_TABLES with their indexes (no foreign keys: their parents
@@ -425,6 +440,8 @@ def _shadow_statements() -> tuple[str, ...]:
     statements, dialect = [], sqlite_dialect.dialect()
     for name in SHADOWED_TABLES:
         table = models.metadata.tables[name]
+        if name == models.evidence_item.name:
+            table = _gate_columns_only(table, PREVIEW_EVIDENCE_COLUMNS)
         ddl = str(CreateTable(table, include_foreign_key_constraints=[]).compile(dialect=dialect))
         statements.append(re.sub(r"^\s*CREATE TABLE\b", "CREATE TEMP TABLE", ddl, count=1))
         for index in sorted(table.indexes, key=lambda i: str(i.name)):  # the gate's lookups
