@@ -54,13 +54,6 @@ TEXTS_REMEMBERED_MAX = 1 << 16
 # unqualified names), so it takes no write lock on the store.
 SHADOWED_TABLES = ("run", "decision", "obligation", "evidence_text", "evidence_item",
                    "decision_link", "impact_edge", "item_nearness")
-# The columns of evidence_item that v_gate_rule reads: its TEMP copy has only these and
-# its primary key, and no CHECK constraints (the write checks every row under the lock),
-# so each previewed pool row costs a third less (tests/test_store.py holds the list to
-# the view's references).
-PREVIEW_EVIDENCE_COLUMNS = ("decision_id", "item_id", "item_no", "source", "kind",
-                            "entity_key", "arrival_no", "path", "start_line", "end_line",
-                            "in_pool")
 GATE_VIEW = "v_gate_rule"
 _CREATE_VIEW = re.compile(r"\bCREATE\s+VIEW\b", re.IGNORECASE)
 
@@ -441,7 +434,7 @@ def _shadow_statements() -> tuple[str, ...]:
     for name in SHADOWED_TABLES:
         table = models.metadata.tables[name]
         if name == models.evidence_item.name:
-            table = _gate_columns_only(table, PREVIEW_EVIDENCE_COLUMNS)
+            table = _gate_columns_only(table, models.PREVIEW_EVIDENCE_COLUMNS)
         ddl = str(CreateTable(table, include_foreign_key_constraints=[]).compile(dialect=dialect))
         statements.append(re.sub(r"^\s*CREATE TABLE\b", "CREATE TEMP TABLE", ddl, count=1))
         for index in sorted(table.indexes, key=lambda i: str(i.name)):  # the gate's lookups

@@ -21,9 +21,9 @@ from sqlalchemy import create_engine, text
 
 import ctxdb.pipeline.construct as construct_module
 from ctxdb import ContextStore, RequestError, StoreBusy
+from ctxdb.models import PREVIEW_EVIDENCE_COLUMNS
 from ctxdb.pipeline.vocabulary import TOKENS_BOUNDED_FLAG
 from ctxdb.request import TASK_MAX_CHARS
-from ctxdb.store import PREVIEW_EVIDENCE_COLUMNS
 from ctxdb.tokens import (
     COUNT_EXACT_MAX_CHARS,
     LONG_RUN_CHARS,

@@ -22,7 +22,6 @@ from .. import models
 from ..config import Settings
 from ..context import DecisionContext
 from ..request import DecisionRequest, RequestError
-from ..store import PREVIEW_EVIDENCE_COLUMNS
 from ..tokens import content_sha256
 from .audit import EVENT_COLUMNS
 from .state import Attempt, DecisionInput
@@ -95,7 +94,7 @@ def write_preview_inputs(connection: Connection, store: ContextStore,
     """What the gate view reads, for the preview before the write lock (rolled back): the
     rows ``write_inputs`` writes less those the gate does not read — the obligation, and
     on SQLite the pool's texts and the pool columns the gate does not read (its preview
-    writes TEMP copies with no foreign keys, ``store.PREVIEW_EVIDENCE_COLUMNS`` of the
+    writes TEMP copies with no foreign keys, ``models.PREVIEW_EVIDENCE_COLUMNS`` of the
     pool; PostgreSQL's writes the store's tables, whose pool rows need their texts)."""
     decision_id, new_run = _write_decision_row(connection, store, inputs, NOT_DECIDED)
     if connection.dialect.name == "sqlite":
@@ -177,8 +176,8 @@ def _write_preview_pool(connection: Connection, decision_id: int,
     to."""
     rows = [(decision_id, i.item_id, i.item_no, i.source, i.kind, i.entity_key,
              i.arrival_no, i.path, i.start_line, i.end_line, i.in_pool) for i in inputs.pool]
-    models.insert_tuples(connection, models.evidence_item, PREVIEW_EVIDENCE_COLUMNS, rows,
-                         sparse=("arrival_no",))
+    models.insert_tuples(connection, models.evidence_item, models.PREVIEW_EVIDENCE_COLUMNS,
+                         rows, sparse=("arrival_no",))
     return _text_digests(inputs)
 
 
