@@ -160,6 +160,14 @@ evidence_item = Table(
 )
 Index("ix_evidence_item_fact", evidence_item.c.decision_id, evidence_item.c.fact_key)
 
+# The columns of evidence_item that v_gate_rule reads: the preview's TEMP copy on SQLite
+# has only these, its primary key and no CHECK constraints (the write checks every row
+# under the lock), so a previewed pool row costs less (tests/test_concurrency.py holds
+# the list to the view's references).
+PREVIEW_EVIDENCE_COLUMNS = ("decision_id", "item_id", "item_no", "source", "kind",
+                            "entity_key", "arrival_no", "path", "start_line", "end_line",
+                            "in_pool")
+
 decision_link = Table(
     "decision_link",
     metadata,

@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Connection, Engine, event, inspect, text
+from sqlalchemy import Column, Connection, Engine, MetaData, Table, event, inspect, text
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.schema import CreateIndex, CreateTable
 
@@ -418,6 +418,14 @@ def _recon_file(recon: str | os.PathLike[str]) -> str:
     return str(path)
 
 
+def _gate_columns_only(table: Table, columns: tuple[str, ...]) -> Table:
+    """``table``'s ``columns`` (types, NULLs and primary key as the store's), with no
+    constraint or index beyond the primary key: a TEMP copy the gate alone reads."""
+    return Table(table.name, MetaData(),
+                 *(Column(c.name, c.type, nullable=c.nullable, primary_key=c.primary_key)
+                   for c in table.columns if c.name in columns))
+
+
 @functools.cache
 def _shadow_statements() -> tuple[str, ...]:
     """TEMP copies of SHADOWED_TABLES with their indexes (no foreign keys: their parents
@@ -425,6 +433,8 @@ def _shadow_statements() -> tuple[str, ...]:
     statements, dialect = [], sqlite_dialect.dialect()
     for name in SHADOWED_TABLES:
         table = models.metadata.tables[name]
+        if name == models.evidence_item.name:
+            table = _gate_columns_only(table, models.PREVIEW_EVIDENCE_COLUMNS)
         ddl = str(CreateTable(table, include_foreign_key_constraints=[]).compile(dialect=dialect))
         statements.append(re.sub(r"^\s*CREATE TABLE\b", "CREATE TEMP TABLE", ddl, count=1))
         for index in sorted(table.indexes, key=lambda i: str(i.name)):  # the gate's lookups

@@ -5,6 +5,7 @@ is run again, and token counting stays bounded on a long unbroken run."""
 from __future__ import annotations
 
 import random
+import re
 import sqlite3
 import string
 import subprocess
@@ -12,6 +13,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from requests_data import TOTAL_BODY, edit_request
@@ -19,6 +21,7 @@ from sqlalchemy import create_engine, text
 
 import ctxdb.pipeline.construct as construct_module
 from ctxdb import ContextStore, RequestError, StoreBusy
+from ctxdb.models import PREVIEW_EVIDENCE_COLUMNS
 from ctxdb.pipeline.vocabulary import TOKENS_BOUNDED_FLAG
 from ctxdb.request import TASK_MAX_CHARS
 from ctxdb.tokens import (
@@ -163,6 +166,19 @@ def test_the_gate_preview_takes_no_write_lock(tmp_path, monkeypatch):
             holder.close()
         assert len(previewed) == 1 and len(previewed[0]) == _rows(store, "evidence_item")
         assert context.window and _rows(store, "decision") == 1
+
+
+def test_the_previews_pool_copy_has_every_column_the_gate_reads(tmp_path):
+    """The preview writes only PREVIEW_EVIDENCE_COLUMNS of the pool to its TEMP copy:
+    every column of evidence_item that v_gate_rule reads (as ``e.<column>``) is one."""
+    view = (Path(__file__).resolve().parents[1] / "sql" / "views" / "20_v_gate_rule.sql")
+    read_by_gate = set(re.findall(r"\be\.(\w+)", view.read_text()))
+    assert read_by_gate and read_by_gate <= set(PREVIEW_EVIDENCE_COLUMNS)
+    with ContextStore.open(tmp_path / "ctx08.db") as store:
+        copied = store.preview(lambda connection: [
+            row[1] for row in connection.exec_driver_sql(
+                "PRAGMA temp.table_info(evidence_item)")])
+    assert set(copied) == set(PREVIEW_EVIDENCE_COLUMNS)
 
 
 def _window(context) -> list[tuple[str, str]]:

@@ -41,7 +41,6 @@ from ..request import (
     without_nul,
 )
 from ..spec import ARM_CTX08, ARM_CURRENT, RESIDUE_MAX
-from ..sqlfiles import sql_statement
 from ..tokens import count_cached, count_is_bounded, store_counts
 from . import persist
 from .assemble import assemble_pool
@@ -49,7 +48,7 @@ from .baseline import stuff_everything
 from .budget import fit_budget
 from .compress import compress
 from .dedup import dedup
-from .gate import cap_admitted, run_gate
+from .gate import cap_admitted, driver_rows, run_gate
 from .gate_inputs import derive_gate_inputs
 from .order import order
 from .rank import announce_unavailable, residue_candidates, resolve_residue
@@ -137,8 +136,8 @@ def read_policy(connection: Connection, request: DecisionRequest) -> DecisionPol
     """The representation policy set the decision uses and the store's policy rows it
     is decided by (``sql/stages/decision_policy``), in one statement."""
     rows: list[PolicyRow] = [
-        (kind, name, value) for kind, name, value in connection.execute(
-            sql_statement("stages/decision_policy"),
+        (kind, name, value) for kind, name, value in driver_rows(
+            connection, "stages/decision_policy",
             {"decision_type": request.decision_type, "variant": request.variant,
              "spec_set": SPEC_POLICY_SET})]
     return DecisionPolicy.from_rows(rows)

@@ -93,11 +93,14 @@ def write_preview_inputs(connection: Connection, store: ContextStore,
                          inputs: DecisionInput) -> DecisionRow:
     """What the gate view reads, for the preview before the write lock (rolled back): the
     rows ``write_inputs`` writes less those the gate does not read — the obligation, and
-    on SQLite the pool's texts (its preview writes TEMP copies with no foreign keys;
-    PostgreSQL's writes the store's tables, whose pool rows need their texts)."""
+    on SQLite the pool's texts and the pool columns the gate does not read (its preview
+    writes TEMP copies with no foreign keys, ``models.PREVIEW_EVIDENCE_COLUMNS`` of the
+    pool; PostgreSQL's writes the store's tables, whose pool rows need their texts)."""
     decision_id, new_run = _write_decision_row(connection, store, inputs, NOT_DECIDED)
-    text_digests = _write_pool(connection, store, decision_id, inputs,
-                               with_texts=connection.dialect.name != "sqlite")
+    if connection.dialect.name == "sqlite":
+        text_digests = _write_preview_pool(connection, decision_id, inputs)
+    else:
+        text_digests = _write_pool(connection, store, decision_id, inputs)
     _write_gate_inputs(connection, decision_id, inputs)
     return DecisionRow(decision_id, new_run, text_digests, NOT_DECIDED)
 
@@ -166,10 +169,31 @@ def _write_obligation(connection: Connection, decision_id: int,
     })
 
 
+def _write_preview_pool(connection: Connection, decision_id: int,
+                        inputs: DecisionInput) -> set[str]:
+    """The pool rows into SQLite's TEMP copy: only the columns the gate reads
+    (``PREVIEW_EVIDENCE_COLUMNS``); no texts. Returns the digests the write will refer
+    to."""
+    rows = [(decision_id, i.item_id, i.item_no, i.source, i.kind, i.entity_key,
+             i.arrival_no, i.path, i.start_line, i.end_line, i.in_pool) for i in inputs.pool]
+    models.insert_tuples(connection, models.evidence_item, models.PREVIEW_EVIDENCE_COLUMNS,
+                         rows, sparse=("arrival_no",))
+    return _text_digests(inputs)
+
+
+def _text_digests(inputs: DecisionInput) -> set[str]:
+    digests = set()
+    for i in inputs.pool:
+        digests.add(content_sha256(i.content))
+        if i.original_content is not None:
+            digests.add(content_sha256(i.original_content))
+    return digests
+
+
 def _write_pool(connection: Connection, store: ContextStore, decision_id: int,
-                inputs: DecisionInput, *, with_texts: bool = True) -> set[str]:
-    """The pool rows, each distinct text once by hash (``with_texts``); returns the
-    digests it refers to."""
+                inputs: DecisionInput) -> set[str]:
+    """The pool rows, each distinct text once by hash; returns the digests it refers
+    to."""
     texts: dict[str, str] = {}  # sha256 -> text: each distinct once, kept if the store has it
     rows: list[tuple[object, ...]] = []
     for i in inputs.pool:
@@ -186,11 +210,10 @@ def _write_pool(connection: Connection, store: ContextStore, decision_id: int,
         ))
     # In digest order: two PostgreSQL writers inserting the same texts in different
     # orders could each wait on the other's.
-    if with_texts:
-        models.insert_tuples(connection, models.evidence_text, ("content_sha256", "content"),
-                             [row for row in sorted(texts.items())
-                              if row[0] not in store.texts_stored],
-                             keep_existing=True)
+    models.insert_tuples(connection, models.evidence_text, ("content_sha256", "content"),
+                         [row for row in sorted(texts.items())
+                          if row[0] not in store.texts_stored],
+                         keep_existing=True)
     models.insert_tuples(connection, models.evidence_item, _EVIDENCE_COLUMNS, rows,
                          sparse=("original_sha256", "arrival_no"))
     return set(texts)
