@@ -28,6 +28,8 @@ from .config import DB_URL_ENV, DEFAULT_DB_PATH  # noqa: F401  (named here for i
 
 # How long a SQLite writer waits for another writer before giving up.
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+# what a reset WAL file keeps of its length (journal_size_limit): nothing
+WAL_KEPT_BYTES = 0
 # Execution option naming the SQLite BEGIN mode for a connection's transactions.
 SQLITE_BEGIN_OPTION = "ctxdb_sqlite_begin"
 SQLITE_BEGIN_MODES = ("DEFERRED", "IMMEDIATE")
@@ -272,6 +274,9 @@ def sqlite_engine(
                 # SQLite's automatic checkpoint runs inside the COMMIT call that crosses
                 # its threshold, so a decision's commit would also pay for it
                 cursor.execute("PRAGMA wal_autocheckpoint=0")
+                # and a reset of the WAL after a checkpoint truncates its file, so its
+                # size is what was written since (the store reads it by stat)
+                cursor.execute(f"PRAGMA journal_size_limit={WAL_KEPT_BYTES}")
             cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_MS)}")
             cursor.execute(f"PRAGMA foreign_keys={'ON' if foreign_keys else 'OFF'}")
         if attach is not None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
-import struct
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -21,7 +20,7 @@ from typing import TypeVar
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from .db import SQLITE_BEGIN_OPTION, SQLITE_BUSY_TIMEOUT_MS, sqlite_driver
+from .db import SQLITE_BEGIN_OPTION, SQLITE_BUSY_TIMEOUT_MS, sqlite_driver, sqlite_file_of
 
 # A write transaction is tried WRITE_ATTEMPTS times: on SQLite each BEGIN IMMEDIATE waits
 # up to WRITE_LOCK_WAIT_MS for the write lock (SQLite's own busy handler); on PostgreSQL a
@@ -40,12 +39,15 @@ PG_RETRYABLE = frozenset({PG_SERIALIZATION_FAILURE, PG_DEADLOCK_DETECTED})
 # (db.py) because it would run inside that COMMIT, under the write lock. A decision writes
 # ~30 pages at 16 items, ~90 at 256 (bench/construct.py's pools).
 WAL_CHECKPOINT_PAGES = 1_000
-# The WAL's length in frames (one page each) is the wal-index header's mxFrame: a
-# native-endian 32-bit integer at byte 16 of the -shm file every connection maps
-# (https://www.sqlite.org/walformat.html, "The WAL-Index Header").
-WAL_INDEX_SUFFIX = "-shm"
-WAL_INDEX_MX_FRAME = struct.Struct("=I")
-WAL_INDEX_MX_FRAME_OFFSET = 16
+# The WAL's length is read from its file's size, by stat: the store's connections
+# truncate the file when SQLite resets the WAL after a checkpoint (db.py's
+# journal_size_limit), so the size counts the frames written since. Never by opening one
+# of SQLite's files: closing any descriptor of a file drops every POSIX lock the process
+# holds on it, SQLite's included. The file's layout (https://www.sqlite.org/fileformat.html,
+# "WAL File Format"): a header, then frames of a header and one page each.
+WAL_SUFFIX = "-wal"
+WAL_HEADER_BYTES = 32
+WAL_FRAME_HEADER_BYTES = 24
 # Write transactions whose lock hold times a store keeps (ContextStore.lock_holds).
 LOCK_HOLDS_KEPT = 100_000
 # the low byte of an extended SQLite result code is its primary code (SQLITE_BUSY)
@@ -91,9 +93,10 @@ class WriteTransactions:
         self.lock_holds: deque[float] = deque(maxlen=LOCK_HOLDS_KEPT)
         self.retries = 0
         self._sqlite = engine.dialect.name == "sqlite"
-        database = engine.url.database
-        self._wal_index = (database + WAL_INDEX_SUFFIX
-                           if self._sqlite and database not in (None, "", ":memory:") else None)
+        database = sqlite_file_of(url) if self._sqlite else None
+        # beside the file SQLite opens: a symlink's target
+        self._wal_file = os.path.realpath(database) + WAL_SUFFIX if database else None
+        self._page_size: int | None = None  # read at the first write
 
     def run(self, transaction: Callable[[], AbstractContextManager[Connection]],
             work: Callable[[Connection], Result]) -> Result:
@@ -118,6 +121,12 @@ class WriteTransactions:
                         f" or deadlock (SQLSTATE {_sqlstate(exc)}); nothing was written, try"
                         f" again later", waited, retry.attempts) from exc
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _wal_pages(self, connection: Connection, wal_file: str) -> int:
+        if self._page_size is None:
+            self._page_size = int(sqlite_driver(connection).execute(
+                "PRAGMA page_size").fetchone()[0])
+        return wal_frames(wal_file, self._page_size)
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
@@ -153,8 +162,8 @@ class WriteTransactions:
             with transaction:
                 yield connection
             self.lock_holds.append(time.perf_counter() - held_from)
-            if self._wal_index is not None and wal_frames(self._wal_index) >= \
-                    WAL_CHECKPOINT_PAGES:
+            if self._wal_file is not None and \
+                    self._wal_pages(connection, self._wal_file) >= WAL_CHECKPOINT_PAGES:
                 # PASSIVE: copies what no reader still needs, waits for nobody and holds
                 # no write lock — other writers go on meanwhile. The next commit restarts
                 # the WAL from its start; one a reader kept from that checkpoints again.
@@ -176,19 +185,17 @@ def _sqlstate(exc: DBAPIError) -> str | None:
     return getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
 
 
-def wal_frames(wal_index: str) -> int:
-    """How many frames (pages) the WAL holds, from its wal-index file; when that cannot be
-    read, as if the WAL were full (a checkpoint is never skipped for want of a count)."""
+def wal_frames(wal_file: str, page_size: int) -> int:
+    """How many frames (pages) the WAL file holds, by its size; none when there is no
+    file, and as if it were full when it cannot be stat'ed (a checkpoint is never skipped
+    for want of a count)."""
     try:
-        with open(wal_index, "rb") as file:
-            header = os.pread(file.fileno(), WAL_INDEX_MX_FRAME.size,
-                              WAL_INDEX_MX_FRAME_OFFSET)
+        size = os.stat(wal_file).st_size
+    except FileNotFoundError:
+        return 0
     except OSError:
         return WAL_CHECKPOINT_PAGES
-    if len(header) < WAL_INDEX_MX_FRAME.size:
-        return WAL_CHECKPOINT_PAGES
-    (frames,) = WAL_INDEX_MX_FRAME.unpack(header)
-    return int(frames)
+    return max(0, size - WAL_HEADER_BYTES) // (page_size + WAL_FRAME_HEADER_BYTES)
 
 
 def _checkpoint(connection: Connection) -> None:

@@ -4,6 +4,7 @@ is run again, and token counting stays bounded on a long unbroken run."""
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import sqlite3
@@ -373,23 +374,54 @@ def test_the_store_checkpoints_its_wal_outside_the_lock(tmp_path):
 
 
 def test_the_wal_length_the_store_reads_is_sqlites_own(tmp_path):
-    """transactions.wal_frames reads the WAL's length from the wal-index file: the number
-    of frames SQLite's own checkpoint reports as the log's length."""
+    """transactions.wal_frames reads the WAL's length from its file's size: the number of
+    frames SQLite's own checkpoint reports as the log's length, and again after a
+    checkpoint and the reset that follows it (journal_size_limit truncates the file)."""
     from ctxdb.db import sqlite_driver
     from ctxdb.transactions import WAL_CHECKPOINT_PAGES, wal_frames
 
     db = tmp_path / "ctx08.db"
-    with ContextStore.open(db) as store:
-        for number in range(3):
-            store.construct(edit_request(run_id=f"f{number}"))
-        frames = wal_frames(f"{db}-shm")
-        assert 0 < frames < WAL_CHECKPOINT_PAGES
-        with store.engine.connect() as connection:
-            _busy, log_frames, _done = sqlite_driver(connection).execute(
+    wal = f"{db}-wal"
+    with ContextStore.open(db) as store, store.engine.connect() as connection:
+        driver = sqlite_driver(connection)
+        page_size = driver.execute("PRAGMA page_size").fetchone()[0]
+        for round_no in range(2):  # the second round after a checkpoint reset the WAL
+            for number in range(3):
+                store.construct(edit_request(run_id=f"f{round_no}-{number}"))
+            frames = wal_frames(wal, page_size)
+            assert 0 < frames < WAL_CHECKPOINT_PAGES
+            busy, log_frames, checkpointed = driver.execute(
                 "PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        assert frames == log_frames
-    # a wal-index that cannot be read counts as a full WAL: the checkpoint is not skipped
-    assert wal_frames(str(tmp_path / "missing.db-shm")) == WAL_CHECKPOINT_PAGES
+            assert (busy, frames) == (0, log_frames) and checkpointed == log_frames
+    # no WAL file: nothing to checkpoint
+    assert wal_frames(str(tmp_path / "missing.db-wal"), page_size) == 0
+
+
+def test_the_store_never_opens_sqlites_own_files(tmp_path, monkeypatch):
+    """Closing any descriptor of a file drops every POSIX lock the process holds on it,
+    SQLite's included (its -shm's dead-man lock: another process would then rebuild the
+    wal-index under this one's feet). The store reads the WAL's length by stat alone."""
+    import builtins
+
+    opened = []
+    real_open, real_os_open = builtins.open, os.open
+
+    def recording_open(file, *args, **kwargs):
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    def recording_os_open(path, *args, **kwargs):
+        opened.append(str(path))
+        return real_os_open(path, *args, **kwargs)
+
+    db = tmp_path / "ctx08.db"
+    with ContextStore.open(db) as store:
+        store.construct(edit_request(run_id="warm"))
+        monkeypatch.setattr(builtins, "open", recording_open)
+        monkeypatch.setattr(os, "open", recording_os_open)
+        for number in range(3):
+            store.construct(edit_request(run_id=f"o{number}"))
+    assert not [path for path in opened if path.startswith(str(db))]
 
 
 def test_opening_a_store_again_keeps_the_locks_of_the_open_one(tmp_path):
