@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import Connection, Engine, bindparam, select
+from sqlalchemy import Connection, Engine, Select, bindparam, select
 
 from .config import CL100K_BASE, DEEPSEEK_V4, TOKENIZER_NAMES
 from .spec import CONTENT_MAX_BYTES
@@ -230,6 +230,22 @@ def _sha256(text: str) -> str:
 _sha256_kept = functools.lru_cache(maxsize=HASHED_TEXTS_KEPT)(_sha256)
 
 
+# digests looked up per statement: well under SQLite's bound-parameter limit
+COUNT_LOOKUP_CHUNK = 500
+
+
+@functools.cache
+def _count_lookup() -> Select[tuple[str, int]]:
+    """The cache table's counts of a tokenizer's digests: built once (a warm decision
+    whose texts this process has counted runs no lookup, and built none either)."""
+    from .models import token_count_cache as cache
+
+    return select(cache.c.content_sha256, cache.c.token_count).where(
+        cache.c.tokenizer == bindparam("tokenizer"),
+        cache.c.content_sha256.in_(bindparam("digests", expanding=True)),
+    )
+
+
 def count_cached(connection: Connection, tokenizer: str, texts: Iterable[str], *,
                  pending: dict[str, int] | None = None) -> list[int]:
     """Counts for ``texts`` (bounded: :func:`bounded_count`), read from and added to
@@ -240,8 +256,6 @@ def count_cached(connection: Connection, tokenizer: str, texts: Iterable[str], *
     count) and nothing is written: a decision counts on a read connection before it
     takes the write lock, and :func:`store_counts` writes them with the decision.
     """
-    from .models import token_count_cache as cache
-
     texts = list(texts)
     digests = [content_sha256(t) for t in texts]
     known: dict[str, int] = {}
@@ -253,16 +267,9 @@ def count_cached(connection: Connection, tokenizer: str, texts: Iterable[str], *
         if count is not None:
             known[digest] = count
     unique = sorted(set(digests) - set(known))
-    lookup = select(cache.c.content_sha256, cache.c.token_count).where(
-        cache.c.tokenizer == bindparam("tokenizer"),
-        cache.c.content_sha256.in_(bindparam("digests", expanding=True)),
-    )
-    # Stay well under SQLite's bound-parameter limit.
-    chunk = 500
-    for start in range(0, len(unique), chunk):
-        rows = connection.execute(
-            lookup, {"tokenizer": tokenizer, "digests": unique[start : start + chunk]}
-        )
+    for start in range(0, len(unique), COUNT_LOOKUP_CHUNK):
+        rows = connection.execute(_count_lookup(), {
+            "tokenizer": tokenizer, "digests": unique[start : start + COUNT_LOOKUP_CHUNK]})
         known.update({digest: count for digest, count in rows})
 
     counter = None
