@@ -7,6 +7,7 @@ rebuilt to exactly the submitted patch."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -218,6 +219,21 @@ def test_the_cli_replays_a_runs_file_and_reports_it(requests_repository, tmp_pat
         if anchor_class in ctx08_recall:
             column = header.index(anchor_class) - len(header)
             assert float(nothing[column]) == pytest.approx(ctx08_recall[anchor_class], abs=5e-4)
+
+
+def test_the_line_cut_keeps_definitions_and_lines_with_a_name_the_window_lacks(monkeypatch):
+    spec = importlib.util.spec_from_file_location("window_cuts", TOOLS / "window_cuts.py")
+    window_cuts = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "window_cuts", window_cuts)  # its dataclasses look it up
+    spec.loader.exec_module(window_cuts)
+    view = ("[E6 pkg/mod.py lines 10-15]\n10\tclass Basket:\n11\t    total = compute_total(items)\n"
+            "12\t    total = compute_total(items)\n13\t    return total\n"
+            "14\t    discount_rate = 0.5\n15\t    return total")
+    shown = {"items"}
+    assert window_cuts.lines_with_new_names(view, shown, numbered=True).split("\n") == [
+        "[E6 pkg/mod.py lines 10-15]", "10\tclass Basket:",
+        "11\t    total = compute_total(items)", "…", "14\t    discount_rate = 0.5", "…"]
+    assert {"compute_total", "discount_rate", "Basket"} <= shown  # kept names count as shown
 
 
 def test_a_run_that_fails_midway_leaves_nothing_behind(requests_repository, tmp_path,

@@ -8,7 +8,10 @@ one the harness's own prompt holds needs no part). Then it prints:
 - the bound: the tokens an oracle that knew the next action would send — the prompt,
   the newest output, and the cheapest parts that hold every anchor (greedy cover);
 - for each cut (a family of parts dropped from every window), the tokens saved and the
-  recall left, by anchor class.
+  recall left, by anchor class;
+- for each line cut (a family of parts shown by fewer of their lines, ``…`` where lines
+  were left out), the same: views and long commands of old steps keeping only the lines
+  with a name the rest of the window does not show, or a command's first lines.
 
 A cut is read as "these parts were never shown"; a real rule would leave a pointer in
 their place, so the figures are an upper bound on what the cut keeps. LINE anchors are
@@ -19,6 +22,7 @@ figures run slightly above the replay report's.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -33,16 +37,24 @@ from ctxdb.agent.anchors import (  # noqa: E402
     Anchor,
     AnchorClass,
     WindowIndex,
+    names_in,
     shell_commands,
 )
 from ctxdb.agent.arms import ARM_CURRENT  # noqa: E402
 from ctxdb.agent.loop import COMMAND_PART, OUTPUT_PART, step_of_item  # noqa: E402
 from ctxdb.agent.trajectory import read_trajectory  # noqa: E402
+from ctxdb.tokens import get_counter  # noqa: E402
 
 ANCHOR_CLASSES = (AnchorClass.EDIT, AnchorClass.LINE, AnchorClass.IDENTIFIER,
                   AnchorClass.PATH)
 LONG_VIEW_LINES = (100, 200)  # views longer than these many lines, cut as one family
 AGES = (10, 20, 30)  # parts older than these many steps, cut as one family
+LINE_CUT_AGES = (10, 20)  # views and commands older than these, shown by fewer lines
+COMMAND_HEAD_LINES = 3  # a long old command cut to its first lines keeps this many
+ELIDED = "…"  # a line cut's mark where lines were left out
+# a view's line "N\ttext": its number is not part of its names
+_VIEW_LINE_NUMBER = re.compile(r"^\s*\d+\t")
+_DEFINITION = re.compile(r"^\s*(?:async\s+def|def|class)\s")
 
 
 @dataclass(frozen=True)
@@ -53,6 +65,7 @@ class Part:
     tokens: int
     lines: int
     command_name: str  # the first program the step's command ran
+    text: str  # as the window showed it
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,8 @@ class Decision:
     parts: tuple[Part, ...]
     # per anchor: its class and the parts holding it (None: the harness prompt holds it)
     anchors: tuple[tuple[str, tuple[int, ...] | None], ...]
+    anchor_values: tuple[Anchor, ...]  # the same anchors, in the same order
+    prompt_names: frozenset[str]  # the names the harness's prompt shows
 
 
 def first_program(command: str | None) -> str:
@@ -74,13 +89,16 @@ def first_program(command: str | None) -> str:
 def read_decisions(url: str, arm: str) -> list[Decision]:
     engine = create_engine(url)
     decisions = []
+    texts: dict[str, str] = {}  # a settled part repeats in many windows: held once
     with engine.connect() as connection:
         runs = connection.execute(text(
             "SELECT run_id, instance_id, trajectory FROM replay_run")).all()
         for run_id, instance_id, trajectory in runs:
             run = read_trajectory(trajectory)
             programs = [first_program(step.action) for step in run.steps]
-            prompt = WindowIndex(run.system_prompt + "\n" + run.instruction)
+            prompt_text = run.system_prompt + "\n" + run.instruction
+            prompt = WindowIndex(prompt_text)
+            prompt_names = frozenset(names_in(prompt_text))
             anchors: dict[int, list[Anchor]] = {}
             for row in connection.execute(text(
                     "SELECT a.seq, a.anchor_class, a.anchor_text, a.path, a.line"
@@ -105,7 +123,8 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
                 for item_id, rendering, tokens, rendered in rows:
                     step, part = step_of_item(int(item_id[1:]))
                     parts.append(Part(step, part, rendering, tokens,
-                                      len(rendered.splitlines()), programs[step - 1]))
+                                      len(rendered.splitlines()), programs[step - 1],
+                                      texts.setdefault(rendered, rendered)))
                     indexes.append(WindowIndex(rendered))
                 held = []
                 for anchor in anchors.get(seq, ()):
@@ -115,7 +134,8 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
                     held.append((str(anchor.anchor_class), tuple(
                         number for number, index in enumerate(indexes)
                         if index.keeps(anchor, unnamed_listing_counts=True))))
-                decisions.append(Decision(seq, prompt_tokens, tuple(parts), tuple(held)))
+                decisions.append(Decision(seq, prompt_tokens, tuple(parts), tuple(held),
+                                          tuple(anchors.get(seq, ())), prompt_names))
     return decisions
 
 
@@ -174,6 +194,82 @@ def cuts() -> dict[str, Callable[[int, Part], bool]]:
     return families
 
 
+# A line cut: a decision -> the parts it shows by fewer lines (part number -> new text).
+LineCut = Callable[[Decision], dict[int, str]]
+
+
+def line_cut(decisions: list[Decision], shortens: LineCut) -> tuple[int, dict]:
+    count = get_counter().count
+    saved, kept, total = 0, Counter(), Counter()
+    for decision in decisions:
+        shortened = shortens(decision)
+        saved += sum(decision.parts[n].tokens - count(text) for n, text in shortened.items())
+        indexes = {n: WindowIndex(text) for n, text in shortened.items()}
+        for (anchor_class, holders), anchor in zip(decision.anchors, decision.anchor_values,
+                                                   strict=True):
+            total[anchor_class] += 1
+            if holders is None or any(
+                    n not in indexes or indexes[n].keeps(anchor, unnamed_listing_counts=True)
+                    for n in holders):
+                kept[anchor_class] += 1
+    return saved, {c: kept[c] / total[c] if total[c] else 1.0 for c in total}
+
+
+def lines_with_new_names(text: str, shown: set[str], numbered: bool) -> str:
+    """``text``'s header line, its definitions and the lines holding a name ``shown`` lacks
+    (each added to it as it is kept); ``ELIDED`` for each run of lines left out."""
+    header, *lines = text.split("\n")
+    kept, elided = [header], False
+    for line in lines:
+        code = _VIEW_LINE_NUMBER.sub("", line, count=1) if numbered else line
+        names = set(names_in(code))
+        if _DEFINITION.match(code) or names - shown:
+            kept.append(line)
+            shown |= names
+            elided = False
+        elif not elided:
+            kept.append(ELIDED)
+            elided = True
+    return "\n".join(kept)
+
+
+def line_cuts() -> dict[str, LineCut]:
+    def new_names(age: int, commands_too: bool) -> LineCut:
+        def shortens(decision: Decision) -> dict[int, str]:
+            def cut(part: Part) -> bool:
+                old = decision.seq - part.step > age
+                return old and (part.rendering == "view" or (
+                    commands_too and part.part == COMMAND_PART and "\n" in part.text))
+
+            shown = set(decision.prompt_names)
+            for part in decision.parts:
+                if not cut(part):
+                    shown.update(names_in(part.text))
+            # newest first: an older part keeps only the names no newer one shows
+            return {n: lines_with_new_names(part.text, shown, part.rendering == "view")
+                    for n, part in reversed(list(enumerate(decision.parts))) if cut(part)}
+        return shortens
+
+    def command_heads(age: int) -> LineCut:
+        def shortens(decision: Decision) -> dict[int, str]:
+            heads = {}
+            for n, part in enumerate(decision.parts):
+                lines = part.text.split("\n")
+                if (part.part == COMMAND_PART and decision.seq - part.step > age
+                        and len(lines) > COMMAND_HEAD_LINES + 1):
+                    heads[n] = "\n".join([*lines[:COMMAND_HEAD_LINES], ELIDED])
+            return heads
+        return shortens
+
+    families: dict[str, LineCut] = {}
+    for age in LINE_CUT_AGES:
+        families[f"views older than {age}: lines with a new name"] = new_names(age, False)
+        families[f"views, commands older than {age}: new names"] = new_names(age, True)
+        families[f"commands older than {age}: first {COMMAND_HEAD_LINES} lines"] = (
+            command_heads(age))
+    return families
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", required=True, help="the replay store's URL")
@@ -189,6 +285,10 @@ def main(argv: list[str] | None = None) -> int:
           + "  ".join(f"{c.value:>10}" for c in ANCHOR_CLASSES))
     for name, drops in cuts().items():
         saved, recall = cut(decisions, drops)
+        print(f"{name:45} {saved / 1e6:7.2f}M {(sent - saved) / 1e6:7.2f}M  "
+              + "  ".join(f"{recall.get(c.value, 1.0):10.3f}" for c in ANCHOR_CLASSES))
+    for name, shortens in line_cuts().items():
+        saved, recall = line_cut(decisions, shortens)
         print(f"{name:45} {saved / 1e6:7.2f}M {(sent - saved) / 1e6:7.2f}M  "
               + "  ".join(f"{recall.get(c.value, 1.0):10.3f}" for c in ANCHOR_CLASSES))
     return 0

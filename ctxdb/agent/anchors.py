@@ -74,6 +74,7 @@ __all__ = [
     "anchor_kept",
     "anchors_of_action",
     "is_edit_command",
+    "names_in",
     "observations_holding",
     "shell_commands",
 ]
@@ -154,6 +155,13 @@ _SHELL_ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=")
 PYTHON_CONVENTIONAL_NAMES = frozenset({"self", "cls"})
 _NOT_IDENTIFIERS = (frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
                     | frozenset(dir(builtins)) | PYTHON_CONVENTIONAL_NAMES | COMMON_SHELL_WORDS)
+
+
+def names_in(text: str) -> list[str]:
+    """The words of ``text`` an IDENTIFIER anchor can be, in order (repeats kept): four or
+    more word characters, not a Python keyword, builtin, ``self``/``cls`` or a common shell
+    word."""
+    return [word for word in _IDENTIFIER.findall(text) if word not in _NOT_IDENTIFIERS]
 
 
 # --------------------------------------------------------------------------- the shell
@@ -1380,8 +1388,8 @@ def anchors_of_action(command: str, *, earlier_observations: Sequence[str],
             continue
         add(Anchor(AnchorClass.PATH, path))
 
-    for word in _IDENTIFIER.findall(_identifier_text(commands)):
-        if (word in _NOT_IDENTIFIERS or word in task_index.words or word in prompt_index.words
+    for word in names_in(_identifier_text(commands)):
+        if (word in task_index.words or word in prompt_index.words
                 or not any(word in seen.words for seen in observations)):
             continue
         add(Anchor(AnchorClass.IDENTIFIER, word))
