@@ -44,6 +44,8 @@ def main() -> None:
     scores, errors = evaluate.evaluate(args.instances, Path(args.cache))
     for error in errors:
         print(f"skipped: {error}")
+    if not any(score.error is None for score in scores):
+        parser.error(f"{args.instances}: no instance could be measured (see the lines above)")
     print(evaluate.report(scores))
     fused = evaluate.overall(scores, evaluate.ALL)
     old = evaluate.overall(scores, evaluate.STAND_IN)
