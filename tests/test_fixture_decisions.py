@@ -166,6 +166,43 @@ def test_a_reindexed_repository_is_read_afresh(backend, recon_target, tmp_path, 
     assert "exempt_categories)  # reindexed" in after.text
 
 
+def test_a_decisions_recon_reads_on_sqlite_are_one_snapshot(tmp_path):
+    """The reads a decision makes of an attached recon file, on the store's connection,
+    are one snapshot: a writer either waits for them (a rollback journal) or commits
+    unseen (WAL), so the reader takes no second look at the index's identity after them."""
+    import sqlite3
+
+    from sqlalchemy import event
+
+    from ctxdb.recon.reader import ReconReader
+    from ctxdb.recon.schema import GENERATION_KEY
+
+    recon = tmp_path / "recon.db"
+    index_repository(FIXTURES / "repos" / "shopcart", str(recon), progress=False)
+    generation = text("SELECT value FROM recon.recon_meta WHERE key = :key").bindparams(
+        key=GENERATION_KEY)
+    with ContextStore.open(tmp_path / "ctx08.db", recon=str(recon)) as store:
+        with store.engine.connect() as connection, store.recon_connection(connection) as rc:
+            reader = ReconReader(rc)
+            assert reader.reads_one_snapshot
+            before = rc.execute(generation).scalar_one()
+            writer = sqlite3.connect(recon, timeout=0.2)  # a re-index, as far as it gets
+            try:
+                writer.execute("UPDATE recon_meta SET value = 'next' WHERE key = ?",
+                               (GENERATION_KEY,))
+                writer.commit()
+            except sqlite3.OperationalError as error:
+                assert "locked" in str(error)
+            finally:
+                writer.close()
+            assert rc.execute(generation).scalar_one() == before
+            statements = []
+            event.listen(store.engine, "before_cursor_execute",
+                         lambda *args: statements.append(args[2]))
+            reader.confirm_snapshot()
+            assert statements == []
+
+
 def test_reading_recon_elsewhere_does_not_block_a_decision(tmp_path):
     """recon.db is attached read-only: a decision takes no lock on it, so a reader
     holding recon open (another connection, mid-transaction) does not stall the commit."""

@@ -129,6 +129,10 @@ def _snapshot_identity(connection: Connection) -> tuple:
                                      {"generation_key": GENERATION_KEY}).one())
 
 
+def _driver_in_transaction(connection: Connection) -> bool:
+    return bool(getattr(connection.connection.dbapi_connection, "in_transaction", False))
+
+
 class ReconReader:
     """Reads recon through the store's connection (``recon.*`` on both backends)."""
 
@@ -139,12 +143,19 @@ class ReconReader:
         self.connection = connection
         self._identity = _snapshot_identity(connection)
         self._snapshot = _snapshot_for(self._identity)
+        # SQLite inside a transaction (the store's connections BEGIN before their first
+        # read): every read after the identity's sees the same snapshot of recon
+        self.reads_one_snapshot = (connection.dialect.name == "sqlite"
+                                   and _driver_in_transaction(connection))
 
     def confirm_snapshot(self) -> None:
         """After a decision's reads: if the index changed meanwhile (reads on a separate
-        recon connection, or PostgreSQL's read committed, need not be one snapshot), the
-        shared reads are dropped, so the next decision reads afresh."""
-        if self._identity[0] is not None and _snapshot_identity(self.connection) != self._identity:
+        recon connection, which reads statement by statement, or PostgreSQL's read
+        committed, need not be one snapshot), the shared reads are dropped, so the next
+        decision reads afresh. Reads of one snapshot need no second look."""
+        if self.reads_one_snapshot or self._identity[0] is None:
+            return
+        if _snapshot_identity(self.connection) != self._identity:
             _forget_snapshot(self._identity)
 
     @property
