@@ -24,6 +24,7 @@ import re
 
 from ..entities import is_symbol_key, path_of_key
 from ..request import DecisionRequest, EvidenceInput, InsertionPoint, PlanNode
+from ..request_limits import LIST_MAX_ITEMS
 from ..retrieval.localize import localize_pool
 from ..sqlfiles import sql_statement
 from ..terms import terms
@@ -136,9 +137,13 @@ def build_decisions(recon_connection, instance: Instance, gold_edited: list[Gold
                                         provenance=f"05: {localization} localization, "
                                                    "another location of the change")
                           for key in dependencies]
+    # the failing tests first, then those that reach the target, while the request's
+    # evidence stays within its list limit (a core symbol is reached by 1,000 tests)
+    tests = list(dict.fromkeys([*pool.test_keys, *reaching]))
+    room = max(LIST_MAX_ITEMS - len(edit_evidence), 0)
     edit_evidence += [EvidenceInput(source="03", kind="source_code", entity=key,
                                     provenance="03: a test that calls the target")
-                      for key in sorted(set(reaching) | set(pool.test_keys))]
+                      for key in sorted(tests[:room])]
     edit = DecisionRequest(
         run_id=run_for_arm, instance_id=instance.instance_id, seq=2, decision_type="edit",
         task=instance.problem_statement,
