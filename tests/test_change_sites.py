@@ -133,3 +133,42 @@ def test_one_body_with_two_change_sites_keeps_two_spans():
     (event,) = attempt.audit.events
     assert event.action == "ast_slice"
     assert re.fullmatch(r"lines \d+-\d+, \d+-\d+", event.driver)
+
+
+
+def _compressed(insertion: dict, sites: list[dict]) -> tuple[Candidate, list]:
+    """The enclosing function alone, compressed under a request with this insertion point
+    and these change sites."""
+    text, _, _ = _module()
+    request = _request(0, sites)
+    request["plan_node"]["insertion_point"] = insertion
+    parsed = DecisionRequest.from_dict(request)
+    normalised = normalised_request(parsed, parsed.to_json(), "0" * 64,
+                                    load_settings())
+    item = PoolItem(item_no=1, source="05", kind="changed_entity", content=text,
+                    provenance="05", entity_key=OUTER, path=MODULE, start_line=1,
+                    end_line=text.count("\n"), signature="def render_sum(terms, value):")
+    candidate = Candidate(item, "obligation:obligation_dependency", role="change_target",
+                          rendering="verbatim", text=text)
+    attempt = begin_attempt(decision_input(normalised, [item]), None)
+    attempt.candidates = [candidate]
+    compress(attempt)
+    return candidate, attempt.audit.events
+
+
+def test_a_site_across_sibling_statements_gets_its_lines_the_insertion_point_stays_whole():
+    """No one statement under 1 KB holds two sibling lines: a change site is shown by its
+    own lines and those around them; an insertion point so keeps the whole target, as it
+    did before change sites."""
+    text, _, outer_line = _module()
+    siblings = {"path": MODULE, "line": outer_line - 1, "end_line": outer_line}
+    elsewhere = {"path": "pkg/other.py", "line": 1}
+    candidate, events = _compressed(elsewhere, [siblings])
+    first, last = candidate.shown_lines
+    assert first <= outer_line - 1 and outer_line <= last and OUTER_CHANGE in candidate.text
+    assert [e.action for e in events] == ["site_slice"]
+    assert "# … slice: lines" in candidate.text and len(candidate.text) < len(text) // 2
+
+    whole, events = _compressed(siblings, [])
+    assert whole.text == text and whole.over_compress_target
+    assert [e.action for e in events] == ["flagged_over_1kb"]

@@ -235,10 +235,12 @@ def compress(attempt: Attempt) -> None:
         body = without_cut_mark(item.content)  # file lines only: the 8 KB cut's mark is not one
         if candidate.role in ("change_target", "insertion_point"):
             sites = own_change_sites(candidate, inputs.change_sites, attempt.candidates)
+            # change_sites lists the insertion point first, when there is one
+            insertion_site = inputs.change_sites[0] if inputs.insertion_line is not None else None
             slices = None
             if sites and item.start_line is not None:
                 slices = site_slices(body, item.start_line, sites, COMPRESSED_TARGET_BYTES,
-                                     inputs.change_sites[0] if inputs.insertion_line else None)
+                                     insertion_site)
             if slices is None or item.start_line is None:  # (no span without a first line)
                 candidate.over_compress_target = True
                 audit.add(item.item_id, STAGE, "flagged_over_1kb",
