@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from ctxdb import ContextStore, load_settings
 from ctxdb.pipeline.compress import COMPRESSED_TARGET_BYTES, compress
@@ -36,7 +37,7 @@ def _padding(indent: str, prefix: str, count: int) -> list[str]:
 
 
 def _module() -> tuple[str, int, int]:
-    """The module's text, and the lines of the nested and of the enclosing change."""
+    """The module's source, and the lines of the nested and of the enclosing change."""
     lines = ["def render_sum(terms, value):", '    """Render a sum of terms."""',
              "    def pad_term(term):"]
     lines += _padding("        ", "inner_before", INNER_PADDING)
@@ -53,15 +54,15 @@ def _module() -> tuple[str, int, int]:
 
 
 @pytest.fixture
-def indexed(tmp_path: Path) -> tuple[str, int, int]:
-    text, inner_line, outer_line = _module()
+def indexed(tmp_path: Path, recon_target: str) -> tuple[str, int, int]:
+    """The module indexed by recon (on each backend), and its two changed lines."""
+    source, inner_line, outer_line = _module()
     repo = tmp_path / "repo"
     (repo / "pkg").mkdir(parents=True)
     (repo / "pkg" / "__init__.py").write_text("")
-    (repo / MODULE).write_text(text)
-    recon = str(tmp_path / "recon.db")
-    index_repository(repo, recon)
-    return recon, inner_line, outer_line
+    (repo / MODULE).write_text(source)
+    index_repository(repo, recon_target)
+    return recon_target, inner_line, outer_line
 
 
 def _request(inner_line: int, change_sites: list[dict]) -> dict:
@@ -78,20 +79,21 @@ def _request(inner_line: int, change_sites: list[dict]) -> dict:
                  "provenance": "05: another location of the change"}]}
 
 
-def _window_of(store_path: Path, recon: str, request: dict) -> dict[str, tuple]:
+def _window_of(store_url: str, recon: str, request: dict) -> dict[str, tuple]:
     """Entity key -> (shown lines, text) of the window's items."""
-    with ContextStore.open(store_path, recon=recon) as store:
+    with ContextStore.open(store_url, recon=recon) as store:
         context = store.construct(request)
         with store.engine.connect() as connection:
-            keys = dict(connection.exec_driver_sql(
-                "SELECT item_id, entity_key FROM evidence_item WHERE decision_id = ?",
-                (context.decision_id,)).all())
+            keys = dict(connection.execute(
+                text("SELECT item_id, entity_key FROM evidence_item "
+                     "WHERE decision_id = :decision_id"),
+                {"decision_id": context.decision_id}).all())
     return {keys[entry.item_id]: (entry.shown_lines, entry.text) for entry in context.window}
 
 
-def test_the_window_shows_both_changed_spans(indexed, tmp_path):
+def test_the_window_shows_both_changed_spans(indexed, store_url):
     recon, inner_line, outer_line = indexed
-    window = _window_of(tmp_path / "ctx.db", recon, _request(
+    window = _window_of(store_url, recon, _request(
         inner_line, [{"path": MODULE, "line": outer_line}]))
     (inner_first, inner_last), inner_text = window[INNER]
     (outer_first, outer_last), outer_text = window[OUTER]
@@ -102,10 +104,10 @@ def test_the_window_shows_both_changed_spans(indexed, tmp_path):
     assert len(outer_text.encode()) < 2 * COMPRESSED_TARGET_BYTES
 
 
-def test_a_request_naming_one_site_cuts_as_before(indexed, tmp_path):
+def test_a_request_naming_one_site_cuts_as_before(indexed, store_url):
     """No change sites: the enclosing function is sliced around the insertion point."""
     recon, inner_line, outer_line = indexed
-    window = _window_of(tmp_path / "ctx.db", recon, _request(inner_line, []))
+    window = _window_of(store_url, recon, _request(inner_line, []))
     (outer_first, outer_last), outer_text = window[OUTER]
     assert outer_first <= inner_line <= outer_last and INNER_CHANGE in outer_text
     assert OUTER_CHANGE not in outer_text
@@ -114,20 +116,20 @@ def test_a_request_naming_one_site_cuts_as_before(indexed, tmp_path):
 def test_one_body_with_two_change_sites_keeps_two_spans():
     """Two sites far apart in one long body, no smaller item holding either: two slices
     under the signature, the lines between them marked as not shown."""
-    text, inner_line, outer_line = _module()
+    source, inner_line, outer_line = _module()
     request = DecisionRequest.from_dict(_request(inner_line,
                                                  [{"path": MODULE, "line": outer_line}]))
     normalised = normalised_request(request, request.to_json(), "0" * 64, load_settings())
-    item = PoolItem(item_no=1, source="05", kind="changed_entity", content=text,
+    item = PoolItem(item_no=1, source="05", kind="changed_entity", content=source,
                     provenance="05", entity_key=OUTER, path=MODULE, start_line=1,
-                    end_line=text.count("\n"), signature="def render_sum(terms, value):")
+                    end_line=source.count("\n"), signature="def render_sum(terms, value):")
     candidate = Candidate(item, "obligation:obligation_dependency", role="change_target",
-                          rendering="verbatim", text=text)
+                          rendering="verbatim", text=source)
     attempt = begin_attempt(decision_input(normalised, [item]), None)
     attempt.candidates = [candidate]
     compress(attempt)
     assert INNER_CHANGE in candidate.text and OUTER_CHANGE in candidate.text
-    assert "not shown" in candidate.text and len(candidate.text) < len(text) // 2
+    assert "not shown" in candidate.text and len(candidate.text) < len(source) // 2
     first, last = candidate.shown_lines  # the window item records the first site's span
     assert first <= inner_line <= last < outer_line
     (event,) = attempt.audit.events
@@ -139,17 +141,17 @@ def test_one_body_with_two_change_sites_keeps_two_spans():
 def _compressed(insertion: dict, sites: list[dict]) -> tuple[Candidate, list]:
     """The enclosing function alone, compressed under a request with this insertion point
     and these change sites."""
-    text, _, _ = _module()
+    source, _, _ = _module()
     request = _request(0, sites)
     request["plan_node"]["insertion_point"] = insertion
     parsed = DecisionRequest.from_dict(request)
     normalised = normalised_request(parsed, parsed.to_json(), "0" * 64,
                                     load_settings())
-    item = PoolItem(item_no=1, source="05", kind="changed_entity", content=text,
+    item = PoolItem(item_no=1, source="05", kind="changed_entity", content=source,
                     provenance="05", entity_key=OUTER, path=MODULE, start_line=1,
-                    end_line=text.count("\n"), signature="def render_sum(terms, value):")
+                    end_line=source.count("\n"), signature="def render_sum(terms, value):")
     candidate = Candidate(item, "obligation:obligation_dependency", role="change_target",
-                          rendering="verbatim", text=text)
+                          rendering="verbatim", text=source)
     attempt = begin_attempt(decision_input(normalised, [item]), None)
     attempt.candidates = [candidate]
     compress(attempt)
@@ -160,15 +162,15 @@ def test_a_site_across_sibling_statements_gets_its_lines_the_insertion_point_sta
     """No one statement under 1 KB holds two sibling lines: a change site is shown by its
     own lines and those around them; an insertion point so keeps the whole target, as it
     did before change sites."""
-    text, _, outer_line = _module()
+    source, _, outer_line = _module()
     siblings = {"path": MODULE, "line": outer_line - 1, "end_line": outer_line}
     elsewhere = {"path": "pkg/other.py", "line": 1}
     candidate, events = _compressed(elsewhere, [siblings])
     first, last = candidate.shown_lines
     assert first <= outer_line - 1 and outer_line <= last and OUTER_CHANGE in candidate.text
     assert [e.action for e in events] == ["site_slice"]
-    assert "# … slice: lines" in candidate.text and len(candidate.text) < len(text) // 2
+    assert "# … slice: lines" in candidate.text and len(candidate.text) < len(source) // 2
 
     whole, events = _compressed(siblings, [])
-    assert whole.text == text and whole.over_compress_target
+    assert whole.text == source and whole.over_compress_target
     assert [e.action for e in events] == ["flagged_over_1kb"]
