@@ -93,6 +93,14 @@ def test_traceback_signal_maps_a_frame_to_its_symbol(shopcart_recon):
                        without="traceback"))[:1] != ["shopcart/money.py::round_money"]
 
 
+def test_a_windows_frame_of_an_installed_copy_maps_to_the_repository_file(shopcart_recon):
+    windows = ('File "C:\\Python310\\lib\\site-packages\\shopcart\\money.py", line 16, '
+               "in round_money")
+    found = ranked(shopcart_recon, TRACEBACK_TASK, traceback=windows)
+    assert keys(found)[0] == "shopcart/money.py::round_money"
+    assert found.symbols[0].signals["traceback"] == 1
+
+
 def test_tests_signal_follows_the_failing_test_to_its_callees(shopcart_recon):
     found = ranked(shopcart_recon, TESTS_TASK, failing_tests=[FAILING_TEST], limit=30)
     # what the test calls directly, and what PriceCalculator.total calls in turn
@@ -184,6 +192,9 @@ def test_task_reading():
     assert frames('File "a/b.py", line 3, in f\n  File "a/c.py", line 9, in g\n') == [
         ("a/c.py", 9, "g"), ("a/b.py", 3, "f")]
     assert frames("pkg/mod.py:12: AssertionError") == [("pkg/mod.py", 12, None)]
+    # a reporter on Windows: the path's parts joined by '/', as recon's are
+    assert frames('File "C:\\Python310\\lib\\site-packages\\shop\\money.py", line 16, in f') == [
+        ("C:/Python310/lib/site-packages/shop/money.py", 16, "f")]
 
 
 def test_bad_input_names_the_argument(shopcart_recon):

@@ -140,11 +140,13 @@ def paths(text: str) -> list[str]:
 
 
 def frames(text: str) -> list[Frame]:
-    """Traceback frames in `text`, innermost (the last written) first."""
+    """Traceback frames in `text`, innermost (the last written) first; a Windows path
+    (``C:\\Python310\\lib\\site-packages\\pkg\\mod.py``) with '/' between its parts, as
+    recon's paths are, so its tail can meet a file of the index."""
     out = []
-    for match in _PYTHON_FRAME.finditer(text or ""):
-        out.append((match.start(), Frame(match["path"], int(match["line"]), match["name"])))
-    for match in _PYTEST_FRAME.finditer(text or ""):
-        out.append((match.start(), Frame(match["path"], int(match["line"]), match["name"])))
+    for pattern in (_PYTHON_FRAME, _PYTEST_FRAME):
+        for match in pattern.finditer(text or ""):
+            path = match["path"].replace("\\", "/")
+            out.append((match.start(), Frame(path, int(match["line"]), match["name"])))
     out.sort(key=lambda item: item[0])
     return [frame for _position, frame in reversed(out)]
