@@ -87,6 +87,10 @@ class PlanNode:
     acceptance_criteria: tuple[str, ...] = ()
     decision_question: str | None = None
     insertion_point: InsertionPoint | None = None
+    # the other places the change touches, when a fix spans several symbols (a nested
+    # function and the one around it, a caller and its callee): each is shown by the
+    # code that holds it, as the insertion point is (docs/request.md)
+    change_sites: tuple[InsertionPoint, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,6 +194,7 @@ class DecisionRequest:
                 acceptance_criteria=_tuple(node.get("acceptance_criteria", ())),
                 decision_question=node.get("decision_question"),
                 insertion_point=InsertionPoint(**point) if point is not None else None,
+                change_sites=_objects(InsertionPoint, node.get("change_sites", ())),
             ),
             evidence=_objects(EvidenceInput, data.get("evidence", ())),
             impact_edges=_objects(ImpactEdgeInput, data.get("impact_edges", ())),
@@ -229,6 +234,9 @@ class DecisionRequest:
                 "acceptance_criteria": list(node.acceptance_criteria),
                 "decision_question": node.decision_question,
                 "insertion_point": _point_dict(point),
+                # absent when there are none: older requests keep their hash
+                **({"change_sites": [_point_dict(site) for site in node.change_sites]}
+                   if node.change_sites else {}),
             },
             "evidence": [
                 {k: v for k, v in vars(item).items() if v is not None} for item in self.evidence
@@ -281,6 +289,8 @@ def entity_keys_named(request: DecisionRequest) -> Iterator[str]:
     yield from node.required_validation
     if node.insertion_point is not None:
         yield node.insertion_point.path
+    for site in node.change_sites:
+        yield site.path
     for item in request.evidence:
         if item.entity:
             yield item.entity
@@ -292,8 +302,8 @@ def entity_keys_named(request: DecisionRequest) -> Iterator[str]:
 def with_entity_paths(request: DecisionRequest,
                       rewrite: Callable[[str], str]) -> DecisionRequest:
     """The request with every entity key and path it names passed through ``rewrite``
-    (key -> key): the plan node's target, dependencies, validation tests and insertion
-    point, the evidence's entities and the impact edges' ends."""
+    (key -> key): the plan node's target, dependencies, validation tests, insertion
+    point and change sites, the evidence's entities and the impact edges' ends."""
     node = request.plan_node
     point = node.insertion_point
     node = dataclasses.replace(
@@ -302,6 +312,8 @@ def with_entity_paths(request: DecisionRequest,
         dependencies=tuple(rewrite(key) for key in node.dependencies),
         required_validation=tuple(rewrite(test) for test in node.required_validation),
         insertion_point=dataclasses.replace(point, path=rewrite(point.path)) if point else None,
+        change_sites=tuple(dataclasses.replace(site, path=rewrite(site.path))
+                           for site in node.change_sites),
     )
     evidence = tuple(dataclasses.replace(item, entity=rewrite(item.entity)) if item.entity
                      else item for item in request.evidence)
@@ -334,9 +346,10 @@ def _immutable(request: DecisionRequest) -> bool:
         and (point is None or type(point) is InsertionPoint)
         and all(type(v) is tuple for v in (
             request.evidence, request.impact_edges, node.preconditions, node.dependencies,
-            node.required_validation, node.acceptance_criteria, live.errors, live.tracebacks,
-            live.tool_outputs, live.test_outputs, live.events,
+            node.required_validation, node.acceptance_criteria, node.change_sites,
+            live.errors, live.tracebacks, live.tool_outputs, live.test_outputs, live.events,
         ))
+        and all(type(site) is InsertionPoint for site in node.change_sites)
         and all(type(event) is LiveEvent for event in live.events)
         and all(type(item) is EvidenceInput for item in request.evidence)
         and all(type(edge) is ImpactEdgeInput for edge in request.impact_edges)
@@ -522,12 +535,15 @@ def _check_plan_node(checks: _Checks, plan_node: object) -> bool:
     checks.text(f"{path}.decision_question", node["decision_question"], SHORT_TEXT_MAX_CHARS,
                 optional=True, empty=True)
     if node["insertion_point"] is not None:
-        _check_insertion_point(checks, node["insertion_point"])
+        _check_insertion_point(checks, node["insertion_point"], f"{path}.insertion_point")
+    sites = checks.listing(f"{path}.change_sites", node["change_sites"])
+    for number, site in enumerate(sites or ()):
+        _check_insertion_point(checks, site, f"{path}.change_sites[{number}]")
     return True
 
 
-def _check_insertion_point(checks: _Checks, insertion_point: object) -> None:
-    path = "request.plan_node.insertion_point"
+def _check_insertion_point(checks: _Checks, insertion_point: object, path: str) -> None:
+    """An insertion point or a change site: a path, its first line and optional last."""
     point = checks.fields(path, insertion_point, InsertionPoint)
     if point is None:
         return

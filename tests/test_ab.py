@@ -694,16 +694,19 @@ def test_oracle_localization_targets_the_first_gold_symbol_at_its_changed_line()
     first_symbol = GoldFact("edited_entity", TARGET, "", (64, 66))
     second_symbol = GoldFact("edited_entity", "shopcart/cart.py::Cart.add", "", (10, 10), "method")
     class_body = GoldFact("edited_entity", "shopcart/cart.py::Cart", "", (4, 5), "class")
-    target, point, others = oracle_localization(
+    target, point, others, sites = oracle_localization(
         [module_level, first_symbol, second_symbol, class_body])
     assert target == TARGET
     assert (point.path, point.line, point.end_line) == ("shopcart/pricing.py", 64, 66)
     # a method by its key; a change in a class's own body by the lines it changes
     assert others == ["shopcart/pricing.py:1-2", "shopcart/cart.py::Cart.add",
                       "shopcart/cart.py:4-5"]
+    # each other location's changed lines are a change site of the plan node
+    assert [(s.path, s.line, s.end_line) for s in sites] == [
+        ("shopcart/pricing.py", 1, 2), ("shopcart/cart.py", 10, 10), ("shopcart/cart.py", 4, 5)]
     # only a change that is module-level alone targets the changed lines
-    target, point, others = oracle_localization([module_level])
-    assert (target, point.line, others) == ("shopcart/pricing.py:1-2", 1, [])
+    target, point, others, sites = oracle_localization([module_level])
+    assert (target, point.line, others, sites) == ("shopcart/pricing.py:1-2", 1, [], [])
 
 
 def test_window_recall_by_hand(store_url):

@@ -64,6 +64,7 @@ def _base() -> dict:
     """A valid request using every part of the schema."""
     data = edit_request(run_id="hostile", seq=3, token_ceiling=4000, derive_impact=False)
     data["plan_node"]["insertion_point"] = {"path": "shop/cart.py", "line": 2, "end_line": 3}
+    data["plan_node"]["change_sites"] = [{"path": "shop/report.py", "line": 5, "end_line": 6}]
     data["plan_node"]["dependencies"] = ["shop/report.py::render_report"]
     data["plan_node"]["preconditions"] = ["the cart has items"]
     data["evidence"].append({"source": "03", "kind": "source_code", "entity": "shop/cart.py:1-3",
@@ -83,6 +84,10 @@ def _node(**fields):
 
 def _point(**fields):
     return _node(insertion_point=dataclasses.replace(VALID.plan_node.insertion_point, **fields))
+
+
+def _site(**fields):
+    return _node(change_sites=(dataclasses.replace(VALID.plan_node.change_sites[0], **fields),))
 
 
 def _evidence(number=0, **fields):
@@ -142,6 +147,12 @@ DATACLASS_CASES = [
     ("request.plan_node.insertion_point.end_line", _point(end_line=1)),  # before line 2
     ("request.plan_node.insertion_point.end_line", _point(end_line=2**64)),
     ("request.plan_node.insertion_point.path", _point(path="p" * (ENTITY_KEY_MAX_CHARS + 1))),
+    ("request.plan_node.change_sites[0].line", _site(line=0)),
+    ("request.plan_node.change_sites[0].line", _site(line=2**63)),
+    ("request.plan_node.change_sites[0].end_line", _site(end_line=4)),  # before line 5
+    ("request.plan_node.change_sites[0].path", _site(path="")),
+    ("request.plan_node.change_sites",
+     _node(change_sites=VALID.plan_node.change_sites * (LIST_MAX_ITEMS + 1))),
     ("request.evidence[0].entity", _evidence(entity=TEN_MB)),
     ("request.evidence[1].score", _evidence(1, score=float("nan"))),
     ("request.evidence[1].score", _evidence(1, score=float("inf"))),
@@ -194,6 +205,7 @@ def test_the_schema_states_the_same_limits_as_the_constants():
     assert properties["seq"]["maximum"] == STORE_INTEGER_MAX
     assert properties["token_ceiling"]["maximum"] == STORE_INTEGER_MAX
     assert node["insertion_point"]["properties"]["line"]["maximum"] == STORE_INTEGER_MAX
+    assert schema["$defs"]["change_site"]["properties"]["line"]["maximum"] == STORE_INTEGER_MAX
     assert schema["$defs"]["impact_edge"]["properties"]["depth"]["maximum"] == STORE_INTEGER_MAX
     assert properties["task"]["maxLength"] == TASK_MAX_CHARS
     assert properties["run_id"]["maxLength"] == ID_MAX_CHARS
@@ -204,7 +216,7 @@ def test_the_schema_states_the_same_limits_as_the_constants():
     assert evidence["content"]["maxLength"] == LONG_TEXT_MAX_CHARS
     assert evidence["provenance"]["maxLength"] == SHORT_TEXT_MAX_CHARS
     lists = request_schema._list_limits()
-    assert len(lists) == 11  # evidence, impact edges, four plan-node lists, five live lists
+    assert len(lists) == 12  # evidence, impact edges, five plan-node lists, five live lists
     assert {most for _, most in lists} == {LIST_MAX_ITEMS}
 
 

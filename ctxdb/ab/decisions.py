@@ -12,8 +12,10 @@ Oracle localization targets the patch's first gold symbol (def/class), with the 
 the patch changes in it as the insertion point; the patch's other gold locations are
 05 changed entities and the plan node's dependencies — a function by its key, a
 change inside a class or module body (between its methods) by the changed lines
-(``path:START-END``), which is where that edit happens. Only a patch that changes
-nothing but module-level lines targets those lines.
+(``path:START-END``), which is where that edit happens — and the lines each changes
+are the plan node's change sites, so each is shown around its own change (a fix in
+a nested function and the function around it). Only a patch that changes nothing
+but module-level lines targets those lines.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import re
 
 from ..entities import is_symbol_key, path_of_key
 from ..request import DecisionRequest, EvidenceInput, InsertionPoint, PlanNode
+from ..request_limits import LIST_MAX_ITEMS
 from ..retrieval.localize import localize_pool
 from ..sqlfiles import sql_statement
 from ..terms import terms
@@ -65,15 +68,18 @@ def _skeleton(connection, path: str) -> str:
 
 
 def oracle_localization(gold_edited: list[GoldFact]):
-    """(target, insertion point, the other gold locations) of perfect localization."""
+    """(target, insertion point, the other gold locations, the lines they change) of
+    perfect localization."""
     if not gold_edited:
-        return None, None, []
+        return None, None, [], []
     target = next((f for f in gold_edited if is_symbol_key(f.entity_key)), gold_edited[0])
     point = None
     if target.changed_lines is not None:
         point = InsertionPoint(path_of_key(target.entity_key), *target.changed_lines)
-    others = [_edit_site(f) for f in gold_edited if f is not target]
-    return target.entity_key, point, others
+    others = [f for f in gold_edited if f is not target]
+    sites = [InsertionPoint(path_of_key(f.entity_key), *f.changed_lines)
+             for f in others if f.changed_lines is not None]
+    return target.entity_key, point, [_edit_site(f) for f in others], sites
 
 
 def _edit_site(fact: GoldFact) -> str:
@@ -109,9 +115,9 @@ def build_decisions(recon_connection, instance: Instance, gold_edited: list[Gold
         ),
         evidence=tuple(hit_items + test_items + list(pool.frame_items) + skeletons),
     )
-    point, dependencies = None, []
+    point, dependencies, change_sites = None, [], []
     if localization == "oracle" and gold_edited:
-        target, point, dependencies = oracle_localization(gold_edited)
+        target, point, dependencies, change_sites = oracle_localization(gold_edited)
     else:
         target = pool.candidates[0].entity_key if pool.candidates else None
         # the retriever's next suspects are handed over as further change sites, as a
@@ -131,9 +137,13 @@ def build_decisions(recon_connection, instance: Instance, gold_edited: list[Gold
                                         provenance=f"05: {localization} localization, "
                                                    "another location of the change")
                           for key in dependencies]
+    # the failing tests first, then those that reach the target, while the request's
+    # evidence stays within its list limit (a core symbol is reached by 1,000 tests)
+    tests = list(dict.fromkeys([*pool.test_keys, *reaching]))
+    room = max(LIST_MAX_ITEMS - len(edit_evidence), 0)
     edit_evidence += [EvidenceInput(source="03", kind="source_code", entity=key,
                                     provenance="03: a test that calls the target")
-                      for key in sorted(set(reaching) | set(pool.test_keys))]
+                      for key in sorted(tests[:room])]
     edit = DecisionRequest(
         run_id=run_for_arm, instance_id=instance.instance_id, seq=2, decision_type="edit",
         task=instance.problem_statement,
@@ -141,6 +151,7 @@ def build_decisions(recon_connection, instance: Instance, gold_edited: list[Gold
             node_id="edit",
             obligation=f"Change {target or 'the localized code'} to resolve the issue",
             target_entity=target, dependencies=tuple(dependencies), insertion_point=point,
+            change_sites=tuple(change_sites),
             required_validation=pool.test_ids,
             acceptance_criteria=(criterion,
                                  instance.problem_statement.strip().splitlines()[0][:300]),

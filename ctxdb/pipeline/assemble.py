@@ -19,7 +19,7 @@ from ..spec import CONTENT_MAX_BYTES, POOL_MAX_ITEMS, PROVENANCE_MAX_CHARS, SOUR
 from .compress import sliding_window
 from .dedup import fact_key
 from .gate import cap_order
-from .state import AssemblyEvent, PoolItem, obligation_terms
+from .state import AssemblyEvent, PoolItem, change_sites_of, obligation_terms
 from .vocabulary import FAILURE_KINDS, REJECTED, SPAN_CUT_KINDS
 from .window_text import CONTENT_CUT_MARK_START
 
@@ -77,9 +77,10 @@ def cap_code_around(text: str, first_line: int, focus: tuple[int, int] | None,
 def _cut_code_around(text: str, first_line: int, focus: tuple[int, int] | None,
                      decision_terms: frozenset[str]) -> tuple[str, int, int] | None:
     """Code over CONTENT_MAX_BYTES cut to whole lines around what the decision touches:
-    grown from ``focus`` (the insertion point's first and last line; from its first
-    alone when the whole span does not fit) when it is inside, else the window of lines
-    with the most decision terms (§3.4's sliding window) — never its head.
+    grown from ``focus`` (the first and last line of the change sites inside it, or of
+    the insertion point; from its first alone when the whole span does not fit) when it
+    is inside, else the window of lines with the most decision terms (§3.4's sliding
+    window) — never its head.
     Returns (text with a mark naming the lines, first kept line, last kept line), or
     None when the text fits. ``first_line`` is the file line ``text`` starts at."""
     size = len(text.encode("utf-8"))
@@ -282,9 +283,7 @@ def _apply_caps(item: PoolItem, request: DecisionRequest, decision_terms: frozen
     # which the gate matches against the linked symbols.
     if (from_recon and item.kind in SPAN_CUT_KINDS and item.start_line is not None
             and not _is_span_key(item.entity_key)):
-        point = request.plan_node.insertion_point
-        focus = ((point.line, point.end_line or point.line)
-                 if point is not None and point.path == item.path else None)
+        focus = _focus_of(item, request)
         around = cap_code_around(item.content, item.start_line, focus, decision_terms)
         if around is not None:
             item.original_content = item.content
@@ -309,6 +308,20 @@ def _apply_caps(item: PoolItem, request: DecisionRequest, decision_terms: frozen
             )
         )
         item.provenance = provenance
+
+
+def _focus_of(item: PoolItem, request: DecisionRequest) -> tuple[int, int] | None:
+    """The lines the 8 KB cut grows from: every change site inside the item, first to
+    last (a fix spanning a nested function and the one around it keeps both, when they
+    fit); else the insertion point when it is in the item's file."""
+    sites = [site for site in change_sites_of(request.plan_node)
+             if site.inside(item.path, item.start_line, item.end_line)]
+    if sites:
+        return min(s.first_line for s in sites), max(s.last_line for s in sites)
+    point = request.plan_node.insertion_point
+    if point is not None and point.path == item.path:
+        return point.line, point.end_line or point.line
+    return None
 
 
 def apply_pool_cap(pool: list[PoolItem]) -> None:

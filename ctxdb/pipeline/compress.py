@@ -3,7 +3,11 @@
 1. Signatures over bodies: done by the rendering (render.py).
 2. AST slices: a verbatim change target larger than 1 KB with an insertion
    point inside it is cut to the largest enclosing tree-sitter statement that
-   fits 1 KB, under the entity's signature.
+   fits 1 KB, under the entity's signature. A fix that spans several symbols names
+   several change sites: each target is cut around its own — the sites inside it
+   that no smaller verbatim item of the window shows (the function around a nested
+   one shows its own changed lines, not the nested function's again) — one slice per
+   site, the 1 KB shared among them.
 3. Sliding-window contiguous-line extraction (RepoCoder): a large verbatim item
    the decision needs only part of is cut to the contiguous run of lines, up to
    1 KB, with the most token overlap with the decision's own terms.
@@ -20,12 +24,12 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..spec import COMPRESSED_TARGET_BYTES
 from ..terms import terms
 from .render import signature_of
-from .state import Attempt
+from .state import Attempt, Candidate, ChangeSite
 from .vocabulary import COMPRESS
 from .window_text import without_cut_mark
 
@@ -79,6 +83,32 @@ def ast_slice(source: str, first_line: int, target_line: int, budget: int,
     return best
 
 
+def lines_around(source: str, first_line: int, site_first: int, site_last: int,
+                 budget: int) -> tuple[int, int] | None:
+    """(start, end) file lines: the site's own lines, grown one line after then one before
+    while they fit ``budget`` — for a site no one statement holds within budget (changed
+    lines across sibling statements). None when the site is not inside ``source`` or its
+    own lines do not fit."""
+    lines = source.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line starts no line of its own
+    start, end = site_first - first_line, site_last - first_line
+    if not 0 <= start <= end < len(lines):
+        return None
+    used = sum(_size(line) + 1 for line in lines[start : end + 1])
+    if used > budget:
+        return None
+    grown = True
+    while grown:
+        grown = False
+        for step in (end + 1, start - 1):
+            if 0 <= step < len(lines) and used + _size(lines[step]) + 1 <= budget:
+                used += _size(lines[step]) + 1
+                start, end = min(start, step), max(end, step)
+                grown = True
+    return start + first_line, end + first_line
+
+
 def sliding_window(text: str, decision_terms: frozenset[str], budget: int) -> tuple[int, int]:
     """0-based (start, end) line indexes of the best contiguous window within ``budget`` bytes.
 
@@ -115,6 +145,86 @@ def sliding_window(text: str, decision_terms: frozenset[str], budget: int) -> tu
     return best
 
 
+def own_change_sites(candidate: Candidate, sites: tuple[ChangeSite, ...],
+                     window: list[Candidate]) -> tuple[ChangeSite, ...]:
+    """The change sites ``candidate`` is cut around: those inside its span that no smaller
+    verbatim item of the same file shows — else every site inside it, so a target holding
+    a nested function's one site is cut around it, as it was before change sites."""
+    item = candidate.item
+    held = [s for s in sites if s.inside(item.path, item.start_line, item.end_line)]
+    smaller = [
+        other.item for other in window
+        if other is not candidate and other.rendering == "verbatim"
+        and other.item.path == item.path and other.item.start_line is not None
+        and other.item.end_line is not None and item.start_line is not None
+        and item.end_line is not None
+        and item.start_line <= other.item.start_line and other.item.end_line <= item.end_line
+        and (other.item.start_line, other.item.end_line) != (item.start_line, item.end_line)
+    ]
+    own = [s for s in held
+           if not any(s.inside(o.path, o.start_line, o.end_line) for o in smaller)]
+    return tuple(own or held)
+
+
+class SiteSlices(NamedTuple):
+    spans: list[tuple[int, int]]  # file lines, in order, none overlapping
+    by_statement: bool  # every span is a statement's (ast_slice), none a run of lines
+
+
+def site_slices(body: str, first_line: int, sites: tuple[ChangeSite, ...], budget: int,
+                insertion_site: ChangeSite | None = None) -> SiteSlices | None:
+    """One slice per change site (file lines, in order, overlapping ones merged), the
+    budget shared equally: the largest statement holding the site, else — for a site
+    other than the insertion point, whose target stays whole as before — the site's
+    lines and those around them (``lines_around``); a site that does not fit its share
+    gets the whole budget (the item then stays over it, flagged). None when a site fits
+    no slice at all: the whole target is needed."""
+    share = budget // len(sites)
+    spans, by_statement = [], True
+    for site in sites:
+        ways = [functools.partial(ast_slice, body, first_line, site.first_line,
+                                  target_end_line=site.last_line)]
+        if site != insertion_site:
+            ways.append(functools.partial(lines_around, body, first_line, site.first_line,
+                                          site.last_line))
+        found = next(((way, span) for allowed in dict.fromkeys((share, budget)) for way in ways
+                      if (span := way(budget=allowed)) is not None), None)
+        if found is None:
+            return None
+        by_statement = by_statement and found[0] is ways[0]
+        spans.append(found[1])
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return SiteSlices(merged, by_statement)
+
+
+def _sliced_text(candidate: Candidate, body: str, first_line: int, slices: SiteSlices,
+                 sites: tuple[ChangeSite, ...]) -> str:
+    lines = body.split("\n")
+    spans = slices.spans
+    how = "AST slice" if slices.by_statement else "slice"
+    if len(spans) == 1:
+        (start, end), = spans
+        return (signature_of(candidate)
+                + f"\n    # … {how}: lines {start}-{end} around the edit at line"
+                f" {sites[0].first_line}\n"
+                + "\n".join(lines[start - first_line : end - first_line + 1]))
+    named_spans = ", ".join(f"{start}-{end}" for start, end in spans)
+    named_sites = ", ".join(str(site.first_line) for site in sites)
+    parts = [signature_of(candidate)
+             + f"\n    # … {how}s: lines {named_spans} around the edits at lines"
+             f" {named_sites}"]
+    for number, (start, end) in enumerate(spans):
+        if number:
+            parts.append(f"    # … lines {spans[number - 1][1] + 1}-{start - 1} not shown")
+        parts.append("\n".join(lines[start - first_line : end - first_line + 1]))
+    return "\n".join(parts)
+
+
 def compress(attempt: Attempt) -> None:
     audit, inputs = attempt.audit, attempt.inputs
     for candidate in attempt.candidates:
@@ -124,30 +234,28 @@ def compress(attempt: Attempt) -> None:
         item = candidate.item
         body = without_cut_mark(item.content)  # file lines only: the 8 KB cut's mark is not one
         if candidate.role in ("change_target", "insertion_point"):
-            span = None
-            if (
-                inputs.insertion_line is not None
-                and item.path == inputs.insertion_path
-                and item.start_line is not None
-            ):
-                span = ast_slice(body, item.start_line, inputs.insertion_line,
-                                 COMPRESSED_TARGET_BYTES, inputs.insertion_end_line)
-            if span is None or item.start_line is None:  # (no span without a first line)
+            sites = own_change_sites(candidate, inputs.change_sites, attempt.candidates)
+            # change_sites lists the insertion point first, when there is one
+            insertion_site = inputs.change_sites[0] if inputs.insertion_line is not None else None
+            slices = None
+            if sites and item.start_line is not None:
+                slices = site_slices(body, item.start_line, sites, COMPRESSED_TARGET_BYTES,
+                                     insertion_site)
+            if slices is None or item.start_line is None:  # (no span without a first line)
                 candidate.over_compress_target = True
                 audit.add(item.item_id, STAGE, "flagged_over_1kb",
                           "the whole change target is needed")
                 continue
-            lines = body.split("\n")
-            start, end = span[0] - item.start_line, span[1] - item.start_line
-            candidate.shown_lines = span
-            candidate.text = (
-                signature_of(candidate)
-                + f"\n    # … AST slice: lines {span[0]}-{span[1]} around the edit at line"
-                f" {inputs.insertion_line}\n"
-                + "\n".join(lines[start : end + 1])
-            )
+            spans = slices.spans
+            # the window item records one span of file lines: the first site's
+            candidate.shown_lines = next(span for span in spans
+                                         if span[0] <= sites[0].first_line <= span[1])
+            candidate.text = _sliced_text(candidate, body, item.start_line, slices, sites)
+            if len(spans) > 1 and _size(candidate.text) > COMPRESSED_TARGET_BYTES:
+                candidate.over_compress_target = True  # several sites' slices need it all
             audit.add(
-                item.item_id, STAGE, "ast_slice", f"lines {span[0]}-{span[1]}",
+                item.item_id, STAGE, "ast_slice" if slices.by_statement else "site_slice",
+                "lines " + ", ".join(f"{start}-{end}" for start, end in spans),
                 detail=f"{before} -> {_size(candidate.text)} bytes",
             )
             continue

@@ -214,6 +214,27 @@ class NormalisedRequest:
 
 
 @dataclass(frozen=True)
+class ChangeSite:
+    """A place the change touches: a file and its first and last line."""
+
+    path: str
+    first_line: int
+    last_line: int
+
+    def inside(self, path: str | None, start_line: int | None, end_line: int | None) -> bool:
+        """Whether the site lies within that span of that file."""
+        return (path == self.path and start_line is not None and end_line is not None
+                and start_line <= self.first_line and self.last_line <= end_line)
+
+
+def change_sites_of(node: PlanNode) -> tuple[ChangeSite, ...]:
+    """The insertion point and the plan node's change sites, in that order, each once."""
+    points = ((node.insertion_point,) if node.insertion_point else ()) + node.change_sites
+    sites = (ChangeSite(p.path, p.line, p.end_line or p.line) for p in points)
+    return tuple(dict.fromkeys(sites))
+
+
+@dataclass(frozen=True)
 class DecisionInput:
     """The decision's inputs, fixed once assembled: the request, the pool and the gate's
     inputs (links, impact edges, nearness). Every attempt at deciding it — the preview,
@@ -236,6 +257,8 @@ class DecisionInput:
     insertion_path: str | None = field(init=False)
     insertion_line: int | None = field(init=False)
     insertion_end_line: int | None = field(init=False)  # the edit site's last line
+    # every place the change touches, the insertion point first: (path, first, last line)
+    change_sites: tuple[ChangeSite, ...] = field(init=False)
     terms: frozenset[str] = field(init=False)  # obligation + criteria + question
 
     def __post_init__(self) -> None:
@@ -250,6 +273,7 @@ class DecisionInput:
             "insertion_path": point.path if point else None,
             "insertion_line": point.line if point else None,
             "insertion_end_line": point.end_line if point else None,
+            "change_sites": change_sites_of(node),
             "terms": obligation_terms(node),
         }
         for name, value in derived.items():

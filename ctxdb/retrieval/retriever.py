@@ -55,10 +55,12 @@ SIGNALS = (*PRIMARY_SIGNALS, *SECONDARY_SIGNALS)
 WEIGHTS = {
     SIGNAL_BODY: 1.0,
     SIGNAL_NAMES: 1.0,
-    # a frame of the reporter's own traceback is where the code failed, stronger evidence
-    # than a word match: 1.0 / 1.5 / 2.0 / 3.0 give recall@10 0.590 / 0.601 / 0.601 / 0.610,
-    # file@5 0.917 / 0.917 / 0.917 / 0.906 (with Windows paths read)
-    SIGNAL_TRACEBACK: 2.0,
+    # the task's own frames: 1.0 / 1.5 / 2.0 / 3.0 / 4.0 tried (Windows paths read):
+    # recall@10 0.590 / 0.601 / 0.601 / 0.610 / 0.610, @5 0.446 / 0.458 / 0.458 / 0.458 /
+    # 0.469, @30 0.705 / 0.714 from 1.5 on; from 3.0 astropy loses (@10 0.625 → 0.600,
+    # file@5 0.950 → 0.850). Kept at 1.0: at 2.0 and 3.0 the no-ranker edit windows'
+    # median went 2,458 → 2,542 tokens, over issue 23's 2,500 (docs/recon.md)
+    SIGNAL_TRACEBACK: 1.0,
     SIGNAL_TESTS: 1.0,
     # 0.5 / 1.0 tried (with the three below): the same file@5 (0.906), file@1 0.683 / 0.678;
     # it is for the repositories whose test files do not mirror their modules' paths

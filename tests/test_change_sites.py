@@ -1,0 +1,176 @@
+"""A fix that spans several symbols (issue 23, item 2): the plan node names each change
+site, and the window shows each one's changed lines — the function around a nested
+target cut around its own change, not around the nested function's again."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from ctxdb import ContextStore, load_settings
+from ctxdb.pipeline.compress import COMPRESSED_TARGET_BYTES, compress
+from ctxdb.pipeline.state import (
+    Candidate,
+    PoolItem,
+    begin_attempt,
+    decision_input,
+    normalised_request,
+)
+from ctxdb.recon import index_repository
+from ctxdb.request import DecisionRequest
+
+MODULE = "pkg/series.py"
+OUTER = f"{MODULE}::render_sum"
+INNER = f"{MODULE}::render_sum.pad_term"
+INNER_CHANGE = "        width = len(term) + 1  # the nested function's change"
+OUTER_CHANGE = "    total = sum(pad_term(t) for t in terms)  # the enclosing function's change"
+# enough statements that each function is well over the 1 KB compression target
+INNER_PADDING, OUTER_PADDING = 30, 30
+
+
+def _padding(indent: str, prefix: str, count: int) -> list[str]:
+    return [f"{indent}{prefix}_{n} = len(str({n})) * {n}  # a line of the body"
+            for n in range(count)]
+
+
+def _module() -> tuple[str, int, int]:
+    """The module's source, and the lines of the nested and of the enclosing change."""
+    lines = ["def render_sum(terms, value):", '    """Render a sum of terms."""',
+             "    def pad_term(term):"]
+    lines += _padding("        ", "inner_before", INNER_PADDING)
+    lines.append(INNER_CHANGE)
+    inner_line = len(lines)
+    lines += _padding("        ", "inner_after", INNER_PADDING)
+    lines.append("        return width")
+    lines += _padding("    ", "outer_before", OUTER_PADDING)
+    lines.append(OUTER_CHANGE)
+    outer_line = len(lines)
+    lines += _padding("    ", "outer_after", OUTER_PADDING)
+    lines.append("    return total")
+    return "\n".join(lines) + "\n", inner_line, outer_line
+
+
+@pytest.fixture
+def indexed(tmp_path: Path, recon_target: str) -> tuple[str, int, int]:
+    """The module indexed by recon (on each backend), and its two changed lines."""
+    source, inner_line, outer_line = _module()
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "__init__.py").write_text("")
+    (repo / MODULE).write_text(source)
+    index_repository(repo, recon_target)
+    return recon_target, inner_line, outer_line
+
+
+def _request(inner_line: int, change_sites: list[dict]) -> dict:
+    node = {"node_id": "edit", "obligation": "Pad each term and sum them",
+            "target_entity": INNER, "dependencies": [OUTER],
+            "insertion_point": {"path": MODULE, "line": inner_line}}
+    if change_sites:
+        node["change_sites"] = change_sites
+    return {"run_id": "r", "instance_id": "two-symbols", "seq": 1, "decision_type": "edit",
+            "task": "The sum is one short.", "plan_node": node,
+            "evidence": [
+                {"source": "05", "kind": "fault_entity", "entity": INNER, "provenance": "05"},
+                {"source": "05", "kind": "changed_entity", "entity": OUTER,
+                 "provenance": "05: another location of the change"}]}
+
+
+def _window_of(store_url: str, recon: str, request: dict) -> dict[str, tuple]:
+    """Entity key -> (shown lines, text) of the window's items."""
+    with ContextStore.open(store_url, recon=recon) as store:
+        context = store.construct(request)
+        with store.engine.connect() as connection:
+            keys = dict(connection.execute(
+                text("SELECT item_id, entity_key FROM evidence_item "
+                     "WHERE decision_id = :decision_id"),
+                {"decision_id": context.decision_id}).all())
+    return {keys[entry.item_id]: (entry.shown_lines, entry.text) for entry in context.window}
+
+
+def test_the_window_shows_both_changed_spans(indexed, store_url):
+    recon, inner_line, outer_line = indexed
+    window = _window_of(store_url, recon, _request(
+        inner_line, [{"path": MODULE, "line": outer_line}]))
+    (inner_first, inner_last), inner_text = window[INNER]
+    (outer_first, outer_last), outer_text = window[OUTER]
+    assert inner_first <= inner_line <= inner_last and INNER_CHANGE in inner_text
+    # the enclosing function is cut around its own change, not the nested one's again
+    assert outer_first <= outer_line <= outer_last and OUTER_CHANGE in outer_text
+    assert INNER_CHANGE not in outer_text
+    assert len(outer_text.encode()) < 2 * COMPRESSED_TARGET_BYTES
+
+
+def test_a_request_naming_one_site_cuts_as_before(indexed, store_url):
+    """No change sites: the enclosing function is sliced around the insertion point."""
+    recon, inner_line, outer_line = indexed
+    window = _window_of(store_url, recon, _request(inner_line, []))
+    (outer_first, outer_last), outer_text = window[OUTER]
+    assert outer_first <= inner_line <= outer_last and INNER_CHANGE in outer_text
+    assert OUTER_CHANGE not in outer_text
+
+
+def test_one_body_with_two_change_sites_keeps_two_spans():
+    """Two sites far apart in one long body, no smaller item holding either: two slices
+    under the signature, the lines between them marked as not shown."""
+    source, inner_line, outer_line = _module()
+    request = DecisionRequest.from_dict(_request(inner_line,
+                                                 [{"path": MODULE, "line": outer_line}]))
+    normalised = normalised_request(request, request.to_json(), "0" * 64, load_settings())
+    item = PoolItem(item_no=1, source="05", kind="changed_entity", content=source,
+                    provenance="05", entity_key=OUTER, path=MODULE, start_line=1,
+                    end_line=source.count("\n"), signature="def render_sum(terms, value):")
+    candidate = Candidate(item, "obligation:obligation_dependency", role="change_target",
+                          rendering="verbatim", text=source)
+    attempt = begin_attempt(decision_input(normalised, [item]), None)
+    attempt.candidates = [candidate]
+    compress(attempt)
+    assert INNER_CHANGE in candidate.text and OUTER_CHANGE in candidate.text
+    assert "not shown" in candidate.text and len(candidate.text) < len(source) // 2
+    first, last = candidate.shown_lines  # the window item records the first site's span
+    assert first <= inner_line <= last < outer_line
+    (event,) = attempt.audit.events
+    assert event.action == "ast_slice"
+    assert re.fullmatch(r"lines \d+-\d+, \d+-\d+", event.driver)
+
+
+
+def _compressed(insertion: dict, sites: list[dict]) -> tuple[Candidate, list]:
+    """The enclosing function alone, compressed under a request with this insertion point
+    and these change sites."""
+    source, _, _ = _module()
+    request = _request(0, sites)
+    request["plan_node"]["insertion_point"] = insertion
+    parsed = DecisionRequest.from_dict(request)
+    normalised = normalised_request(parsed, parsed.to_json(), "0" * 64,
+                                    load_settings())
+    item = PoolItem(item_no=1, source="05", kind="changed_entity", content=source,
+                    provenance="05", entity_key=OUTER, path=MODULE, start_line=1,
+                    end_line=source.count("\n"), signature="def render_sum(terms, value):")
+    candidate = Candidate(item, "obligation:obligation_dependency", role="change_target",
+                          rendering="verbatim", text=source)
+    attempt = begin_attempt(decision_input(normalised, [item]), None)
+    attempt.candidates = [candidate]
+    compress(attempt)
+    return candidate, attempt.audit.events
+
+
+def test_a_site_across_sibling_statements_gets_its_lines_the_insertion_point_stays_whole():
+    """No one statement under 1 KB holds two sibling lines: a change site is shown by its
+    own lines and those around them; an insertion point so keeps the whole target, as it
+    did before change sites."""
+    source, _, outer_line = _module()
+    siblings = {"path": MODULE, "line": outer_line - 1, "end_line": outer_line}
+    elsewhere = {"path": "pkg/other.py", "line": 1}
+    candidate, events = _compressed(elsewhere, [siblings])
+    first, last = candidate.shown_lines
+    assert first <= outer_line - 1 and outer_line <= last and OUTER_CHANGE in candidate.text
+    assert [e.action for e in events] == ["site_slice"]
+    assert "# … slice: lines" in candidate.text and len(candidate.text) < len(source) // 2
+
+    whole, events = _compressed(siblings, [])
+    assert whole.text == source and whole.over_compress_target
+    assert [e.action for e in events] == ["flagged_over_1kb"]
