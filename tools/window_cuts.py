@@ -11,7 +11,8 @@ one the harness's own prompt holds needs no part). Then it prints:
   recall left, by anchor class;
 - for each line cut (a family of parts shown by fewer of their lines, ``…`` where lines
   were left out), the same: views and long commands of old steps keeping only the lines
-  with a name the rest of the window does not show, or a command's first lines.
+  with a name the rest of the window does not show, or a command's first lines; and one
+  that adds instead: pointers listing the names their output held that the window lacks.
 
 A cut is read as "these parts were never shown"; a real rule would leave a pointer in
 their place, so the figures are an upper bound on what the cut keeps. LINE anchors are
@@ -51,6 +52,7 @@ LONG_VIEW_LINES = (100, 200)  # views longer than these many lines, cut as one f
 AGES = (10, 20, 30)  # parts older than these many steps, cut as one family
 LINE_CUT_AGES = (10, 20)  # views and commands older than these, shown by fewer lines
 COMMAND_HEAD_LINES = 3  # a long old command cut to its first lines keeps this many
+POINTER_NAMES = 20  # names a pointer lists at most, when it lists its output's
 ELIDED = "…"  # a line cut's mark where lines were left out
 # a view's line "N\ttext": its number is not part of its names
 _VIEW_LINE_NUMBER = re.compile(r"^\s*\d+\t")
@@ -77,6 +79,9 @@ class Decision:
     anchors: tuple[tuple[str, tuple[int, ...] | None], ...]
     anchor_values: tuple[Anchor, ...]  # the same anchors, in the same order
     prompt_names: frozenset[str]  # the names the harness's prompt shows
+    # per step of the run, the names its output held, first-seen order (shared by the
+    # run's decisions)
+    output_names: tuple[tuple[str, ...], ...] = ()
 
 
 def first_program(command: str | None) -> str:
@@ -99,6 +104,9 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
             prompt_text = run.system_prompt + "\n" + run.instruction
             prompt = WindowIndex(prompt_text)
             prompt_names = frozenset(names_in(prompt_text))
+            output_names = tuple(
+                tuple(dict.fromkeys(names_in(step.observation.output))) if step.observation
+                else () for step in run.steps)
             anchors: dict[int, list[Anchor]] = {}
             for row in connection.execute(text(
                     "SELECT a.seq, a.anchor_class, a.anchor_text, a.path, a.line"
@@ -135,7 +143,8 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
                         number for number, index in enumerate(indexes)
                         if index.keeps(anchor, unnamed_listing_counts=True))))
                 decisions.append(Decision(seq, prompt_tokens, tuple(parts), tuple(held),
-                                          tuple(anchors.get(seq, ())), prompt_names))
+                                          tuple(anchors.get(seq, ())), prompt_names,
+                                          output_names))
     return decisions
 
 
@@ -208,9 +217,10 @@ def line_cut(decisions: list[Decision], shortens: LineCut) -> tuple[int, dict]:
         for (anchor_class, holders), anchor in zip(decision.anchors, decision.anchor_values,
                                                    strict=True):
             total[anchor_class] += 1
-            if holders is None or any(
-                    n not in indexes or indexes[n].keeps(anchor, unnamed_listing_counts=True)
-                    for n in holders):
+            # a part left as it was keeps what it held; a changed one is read again
+            if holders is None or any(n not in indexes for n in holders) or any(
+                    index.keeps(anchor, unnamed_listing_counts=True)
+                    for index in indexes.values()):
                 kept[anchor_class] += 1
     return saved, {c: kept[c] / total[c] if total[c] else 1.0 for c in total}
 
@@ -261,7 +271,27 @@ def line_cuts() -> dict[str, LineCut]:
             return heads
         return shortens
 
-    families: dict[str, LineCut] = {}
+    def pointer_names(decision: Decision) -> dict[int, str]:
+        """Not a cut: each pointer also lists the names its output held that the rest of
+        the window lacks, newest first (an older pointer lists only names no newer one
+        does)."""
+        shown = set(decision.prompt_names)
+        for part in decision.parts:
+            if part.rendering != "pointer":
+                shown.update(names_in(part.text))
+        listed = {}
+        for n, part in reversed(list(enumerate(decision.parts))):
+            if part.rendering != "pointer":
+                continue
+            new = [name for name in decision.output_names[part.step - 1]
+                   if name not in shown][:POINTER_NAMES]
+            shown.update(new)
+            if new:
+                listed[n] = f"{part.text.rstrip()}\nnames: {', '.join(new)}\n"
+        return listed
+
+    families: dict[str, LineCut] = {
+        f"pointers listing {POINTER_NAMES} names (adds)": pointer_names}
     for age in LINE_CUT_AGES:
         families[f"views older than {age}: lines with a new name"] = new_names(age, False)
         families[f"views, commands older than {age}: new names"] = new_names(age, True)
