@@ -175,7 +175,7 @@ def test_a_decisions_recon_reads_on_sqlite_are_one_snapshot(tmp_path):
     from sqlalchemy import event
 
     from ctxdb.recon.reader import ReconReader
-    from ctxdb.recon.schema import GENERATION_KEY
+    from ctxdb.recon.schema import GENERATION_KEY, create_recon_engine
 
     recon = tmp_path / "recon.db"
     index_repository(FIXTURES / "repos" / "shopcart", str(recon), progress=False)
@@ -201,6 +201,15 @@ def test_a_decisions_recon_reads_on_sqlite_are_one_snapshot(tmp_path):
                          lambda *args: statements.append(args[2]))
             reader.confirm_snapshot()
             assert statements == []
+            rc.commit()  # a later read would be another snapshot: the reader looks again
+            assert not reader.reads_one_snapshot
+    # a recon engine of its own reads statement by statement: the reader always looks again
+    engine = create_recon_engine(str(recon), read_only=True)
+    try:
+        with engine.connect() as connection:
+            assert not ReconReader(connection).reads_one_snapshot
+    finally:
+        engine.dispose()
 
 
 def test_reading_recon_elsewhere_does_not_block_a_decision(tmp_path):

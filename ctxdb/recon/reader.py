@@ -144,9 +144,19 @@ class ReconReader:
         self._identity = _snapshot_identity(connection)
         self._snapshot = _snapshot_for(self._identity)
         # SQLite inside a transaction (the store's connections BEGIN before their first
-        # read): every read after the identity's sees the same snapshot of recon
-        self.reads_one_snapshot = (connection.dialect.name == "sqlite"
-                                   and _driver_in_transaction(connection))
+        # read): every read after the identity's, in that transaction, sees the same
+        # snapshot of recon
+        self._transaction = (connection.get_transaction()
+                             if connection.dialect.name == "sqlite"
+                             and _driver_in_transaction(connection) else None)
+
+    @property
+    def reads_one_snapshot(self) -> bool:
+        """Whether every read so far was in the transaction the identity was read in."""
+        transaction = self._transaction
+        return (transaction is not None and transaction.is_active
+                and self.connection.get_transaction() is transaction
+                and _driver_in_transaction(self.connection))
 
     def confirm_snapshot(self) -> None:
         """After a decision's reads: if the index changed meanwhile (reads on a separate
