@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from ctxdb import ContextStore, load_settings
+from ctxdb.pipeline.assemble import ResolvedEntity, assemble_pool
 from ctxdb.pipeline.compress import COMPRESSED_TARGET_BYTES, compress
 from ctxdb.pipeline.state import (
     Candidate,
@@ -174,3 +175,50 @@ def test_a_site_across_sibling_statements_gets_its_lines_the_insertion_point_sta
     whole, events = _compressed(siblings, [])
     assert whole.text == source and whole.over_compress_target
     assert [e.action for e in events] == ["flagged_over_1kb"]
+
+
+BIG_PATH = "pkg/big.py"
+BIG_KEY = f"{BIG_PATH}::big"
+BIG_LINES = 700
+
+
+class _BigRecon:
+    """One 700-line function, well over the 8 KB pool cap."""
+
+    source = "def big():\n" + "".join(f"    value_{n} = compute_{n}(items)  # {'x' * 20}\n"
+                                      for n in range(BIG_LINES - 1))
+
+    def resolve(self, ref):
+        if ref.key != BIG_KEY:
+            return None
+        return ResolvedEntity(BIG_PATH, 1, BIG_LINES, self.source, "def big():")
+
+
+def _big_item(point_line: int, site_lines: list[int]) -> PoolItem:
+    request = DecisionRequest.from_dict({
+        "run_id": "r", "instance_id": "big", "seq": 1, "decision_type": "edit",
+        "task": "t", "plan_node": {
+            "node_id": "edit", "obligation": "Fix big", "target_entity": BIG_KEY,
+            "insertion_point": {"path": BIG_PATH, "line": point_line},
+            **({"change_sites": [{"path": BIG_PATH, "line": line} for line in site_lines]}
+               if site_lines else {})},
+        "evidence": [{"source": "05", "kind": "fault_entity", "entity": BIG_KEY,
+                      "provenance": "05"}]})
+    (item,) = [item for item in assemble_pool(request, _BigRecon())
+               if item.kind == "fault_entity"]
+    assert item.original_content == _BigRecon.source  # the 8 KB cut was made
+    return item
+
+
+def test_a_site_far_from_the_insertion_point_never_pushes_it_out_of_the_8kb_cut():
+    alone = _big_item(600, [])
+    with_site = _big_item(600, [10])
+    assert (with_site.start_line, with_site.end_line) == (alone.start_line, alone.end_line)
+    assert with_site.start_line <= 600 <= with_site.end_line
+    assert "around the insertion point" in with_site.content
+
+
+def test_a_site_near_the_insertion_point_is_kept_with_it_in_the_8kb_cut():
+    item = _big_item(600, [10, 560])
+    assert item.start_line <= 560 and 600 <= item.end_line and item.start_line > 10
+    assert "around the change sites" in item.content
