@@ -16,9 +16,11 @@ from ctxdb.pipeline.compress import (
     COMPRESSED_TARGET_BYTES,
     SITE_SLICES_MAX,
     compress,
+    own_change_sites,
 )
 from ctxdb.pipeline.state import (
     Candidate,
+    ChangeSite,
     PoolItem,
     begin_attempt,
     decision_input,
@@ -295,6 +297,29 @@ def test_a_site_outside_the_item_in_its_file_is_ignored():
 def test_a_slice_from_the_def_line_shows_it_once():
     candidate, _ = _compressed(ELSEWHERE, [_site(1)])
     assert candidate.text.count("def render_sum(terms, value):") == 1
+
+
+def test_a_large_related_symbol_does_not_hide_a_site_from_its_target():
+    """Under all_verbatim a nested related symbol may be verbatim and over 1 KB: it is
+    cut by the decision's terms, so the target around it still slices its site."""
+    source, inner_line, outer_line = _module()
+    lines = source.split("\n")
+    inner_end = lines.index("        return width") + 1
+    inner_text = "\n".join(lines[2:inner_end])
+
+    def candidate(key: str, first: int, last: int, text: str, role: str) -> Candidate:
+        item = PoolItem(item_no=first, source="05", kind="changed_entity", content=text,
+                        provenance="05", entity_key=key, path=MODULE, start_line=first,
+                        end_line=last)
+        return Candidate(item, "rank:admitted", role=role, rendering="verbatim", text=text)
+
+    outer = candidate(OUTER, 1, source.count("\n"), source, "change_target")
+    inner = candidate(INNER, 3, inner_end, inner_text, "related_symbol")
+    assert len(inner_text.encode()) > COMPRESSED_TARGET_BYTES
+    sites = (ChangeSite(MODULE, inner_line, inner_line), ChangeSite(MODULE, outer_line, outer_line))
+    assert own_change_sites(outer, sites, [outer, inner]) == sites
+    inner.role = "change_target"  # a nested target shows its own site
+    assert own_change_sites(outer, sites, [outer, inner]) == sites[1:]
 
 
 BIG_PATH = "pkg/big.py"

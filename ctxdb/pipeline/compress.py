@@ -158,12 +158,16 @@ def own_change_sites(candidate: Candidate, sites: tuple[ChangeSite, ...],
                      window: list[Candidate]) -> tuple[ChangeSite, ...]:
     """The change sites ``candidate`` is cut around: those inside its span that no smaller
     verbatim item of the same file shows — else every site inside it, so a target holding
-    a nested function's one site is cut around it, as it was before change sites."""
+    a nested function's one site is cut around it, as it was before change sites. A smaller
+    item shows a site when it is cut around its own sites too (its role is one of
+    SITE_ROLES) or is not cut at all (under the 1 KB target); any other large item is cut
+    by the decision's terms and may leave the site out."""
     item = candidate.item
     held = [s for s in sites if s.inside(item.path, item.start_line, item.end_line)]
     smaller = [
         other.item for other in window
         if other is not candidate and other.rendering == "verbatim"
+        and (other.role in SITE_ROLES or _size(other.item.content) <= COMPRESSED_TARGET_BYTES)
         and other.item.path == item.path and other.item.start_line is not None
         and other.item.end_line is not None and item.start_line is not None
         and item.end_line is not None
