@@ -88,8 +88,9 @@ class PlanNode:
     decision_question: str | None = None
     insertion_point: InsertionPoint | None = None
     # the other places the change touches, when a fix spans several symbols (a nested
-    # function and the one around it, a caller and its callee): each is shown by the
-    # code that holds it, as the insertion point is (docs/request.md)
+    # function and the one around it, a caller and its callee). Unlike the insertion
+    # point, a site links no code into the window: it is shown only when an item holding
+    # it is already a change target, which is then cut around it (docs/request.md)
     change_sites: tuple[InsertionPoint, ...] = ()
 
 

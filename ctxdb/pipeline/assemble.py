@@ -67,20 +67,23 @@ CODE_CUTS_REMEMBERED = 256
 
 
 def cap_code_around(text: str, first_line: int, focus: tuple[int, int] | None,
-                    decision_terms: frozenset[str]) -> tuple[str, int, int] | None:
+                    decision_terms: frozenset[str],
+                    sites: tuple[tuple[int, int], ...] = ()) -> tuple[str, int, int] | None:
     if len(text) * UTF8_MAX_BYTES_PER_CHAR <= CONTENT_MAX_BYTES:
         return None  # fits whatever its characters are, no need to encode
-    return _cut_code_around(text, first_line, focus, decision_terms)
+    return _cut_code_around(text, first_line, focus, decision_terms, sites)
 
 
 @functools.lru_cache(maxsize=CODE_CUTS_REMEMBERED)
 def _cut_code_around(text: str, first_line: int, focus: tuple[int, int] | None,
-                     decision_terms: frozenset[str]) -> tuple[str, int, int] | None:
+                     decision_terms: frozenset[str],
+                     sites: tuple[tuple[int, int], ...] = ()) -> tuple[str, int, int] | None:
     """Code over CONTENT_MAX_BYTES cut to whole lines around what the decision touches:
-    grown from ``focus`` (the first and last line of the change sites inside it, or of
-    the insertion point; from its first alone when the whole span does not fit) when it
-    is inside, else the window of lines with the most decision terms (§3.4's sliding
-    window) — never its head.
+    ``focus`` (the insertion point's first and last line) and ``sites`` (the other change
+    sites inside the text), from the first to the last of them when that fits; else grown
+    from the insertion point when it is inside (else the first site), each other site
+    added when the lines up to it still fit; else, with neither inside, the window of
+    lines with the most decision terms (§3.4's sliding window) — never its head.
     Returns (text with a mark naming the lines, first kept line, last kept line), or
     None when the text fits. ``first_line`` is the file line ``text`` starts at."""
     size = len(text.encode("utf-8"))
@@ -90,35 +93,54 @@ def _cut_code_around(text: str, first_line: int, focus: tuple[int, int] | None,
     if len(lines) > 1 and lines[-1] == "":
         lines.pop()  # the newline that ends the last line starts no line of its own
     last_line = first_line + len(lines) - 1
-    around_focus = focus is not None and first_line <= focus[0] <= last_line
+    point_inside = focus is not None and first_line <= focus[0] <= last_line
+    sites = tuple(site for site in sites if first_line <= site[0] <= last_line)
+    around_focus = point_inside or bool(sites)
     # the mark's longest form, so the kept lines plus the mark always fit
-    mark_room = len(_code_cut_mark(last_line, last_line, first_line, last_line, size,
-                                   around_focus).encode())
+    mark_room = max(len(_code_cut_mark(last_line, last_line, first_line, last_line, size,
+                                       how).encode())
+                    for how in _cut_reasons(point_inside, bool(sites)))
     budget = CONTENT_MAX_BYTES - mark_room
-    if focus is not None and around_focus:
-        start = end = focus[0] - first_line
-        used = len(lines[start].encode("utf-8")) + 1
-        span_end = min(focus[1], last_line) - first_line
-        span_used = sum(len(line.encode("utf-8")) + 1 for line in lines[start : span_end + 1])
-        if span_used <= budget:  # the whole edit site first, then what is around it
-            end, used = span_end, span_used
+    sizes = [len(line.encode("utf-8")) + 1 for line in lines]
+    kept_a_site = False
+    if around_focus:
+        # the insertion point leads: a site elsewhere in the item never pushes it out
+        spans = [(s[0] - first_line, min(s[1], last_line) - first_line)
+                 for s in ((focus,) if point_inside and focus is not None else ()) + sites]
+        whole = (min(s[0] for s in spans), max(s[1] for s in spans))
+        if sum(sizes[whole[0] : whole[1] + 1]) <= budget:  # every edit site first
+            start, end = whole
+            kept_a_site = bool(sites)
+        else:
+            anchor, others = spans[0], spans[1:]
+            start = end = anchor[0]
+            if sum(sizes[anchor[0] : anchor[1] + 1]) <= budget:
+                end = anchor[1]
+            # the nearest other sites next, each only when the lines up to it fit
+            for first, last in sorted(others, key=lambda s: abs(s[0] - anchor[0])):
+                grown = (min(start, first), max(end, last))
+                if sum(sizes[grown[0] : grown[1] + 1]) <= budget:
+                    start, end = grown
+                    kept_a_site = True
+            kept_a_site = kept_a_site or not point_inside
+        used = sum(sizes[start : end + 1])
         while True:  # grow one line at a time, after then before, while it fits
-            grown = False
+            grown_any = False
             for step in (end + 1, start - 1):
                 if 0 <= step < len(lines) and not start <= step <= end:
-                    cost = len(lines[step].encode("utf-8")) + 1
-                    if used + cost <= budget:
-                        used += cost
+                    if used + sizes[step] <= budget:
+                        used += sizes[step]
                         start, end = min(start, step), max(end, step)
-                        grown = True
-            if not grown:
+                        grown_any = True
+            if not grown_any:
                 break
     else:
         start, end = sliding_window("\n".join(lines), decision_terms, budget)
     kept = "\n".join(lines[start : end + 1])
     kept = kept.encode("utf-8")[:budget].decode("utf-8", errors="ignore")  # one huge line
+    how = (AROUND_SITES if kept_a_site else AROUND_POINT) if around_focus else BY_TERMS
     mark = _code_cut_mark(first_line + start, first_line + end, first_line, last_line, size,
-                          around_focus)
+                          how)
     return kept + mark, first_line + start, first_line + end
 
 
@@ -127,9 +149,21 @@ def forget_code_cuts() -> None:
     _cut_code_around.cache_clear()
 
 
-def _code_cut_mark(start: int, end: int, first: int, last: int, size: int,
-                   around_focus: bool) -> str:
-    how = "around the insertion point" if around_focus else "with the most decision terms"
+# what the 8 KB cut's mark says it kept the lines around
+AROUND_POINT = "around the insertion point"
+AROUND_SITES = "around the change sites"
+BY_TERMS = "with the most decision terms"
+
+
+def _cut_reasons(point_inside: bool, sites_inside: bool) -> tuple[str, ...]:
+    """The marks a cut may end with: with change sites inside, either (the insertion point
+    alone when no site fits with it); without, exactly the one it had before sites."""
+    if sites_inside:
+        return (AROUND_POINT, AROUND_SITES) if point_inside else (AROUND_SITES,)
+    return (AROUND_POINT,) if point_inside else (BY_TERMS,)
+
+
+def _code_cut_mark(start: int, end: int, first: int, last: int, size: int, how: str) -> str:
     return (f"{CONTENT_CUT_MARK_START} to lines {start}-{end} of {first}-{last} ({size} bytes),"
             f" {how}; the full text is kept in v_evidence_item.original_content]")
 
@@ -283,8 +317,8 @@ def _apply_caps(item: PoolItem, request: DecisionRequest, decision_terms: frozen
     # which the gate matches against the linked symbols.
     if (from_recon and item.kind in SPAN_CUT_KINDS and item.start_line is not None
             and not _is_span_key(item.entity_key)):
-        focus = _focus_of(item, request)
-        around = cap_code_around(item.content, item.start_line, focus, decision_terms)
+        focus, sites = _focus_of(item, request)
+        around = cap_code_around(item.content, item.start_line, focus, decision_terms, sites)
         if around is not None:
             item.original_content = item.content
             item.content, item.start_line, item.end_line = around
@@ -310,18 +344,18 @@ def _apply_caps(item: PoolItem, request: DecisionRequest, decision_terms: frozen
         item.provenance = provenance
 
 
-def _focus_of(item: PoolItem, request: DecisionRequest) -> tuple[int, int] | None:
-    """The lines the 8 KB cut grows from: every change site inside the item, first to
-    last (a fix spanning a nested function and the one around it keeps both, when they
-    fit); else the insertion point when it is in the item's file."""
-    sites = [site for site in change_sites_of(request.plan_node)
-             if site.inside(item.path, item.start_line, item.end_line)]
-    if sites:
-        return min(s.first_line for s in sites), max(s.last_line for s in sites)
-    point = request.plan_node.insertion_point
+def _focus_of(item: PoolItem, request: DecisionRequest
+              ) -> tuple[tuple[int, int] | None, tuple[tuple[int, int], ...]]:
+    """What the 8 KB cut grows from: the insertion point's lines when it is in the item's
+    file, and the other change sites inside the item, in file order."""
+    node = request.plan_node
+    point = node.insertion_point
+    focus = None
     if point is not None and point.path == item.path:
-        return point.line, point.end_line or point.line
-    return None
+        focus = (point.line, point.end_line or point.line)
+    sites = sorted({(site.first_line, site.last_line) for site in change_sites_of(node)
+                    if site.inside(item.path, item.start_line, item.end_line)} - {focus})
+    return focus, tuple(sites)
 
 
 def apply_pool_cap(pool: list[PoolItem]) -> None:

@@ -34,12 +34,18 @@ from .vocabulary import COMPRESS
 from .window_text import without_cut_mark
 
 if TYPE_CHECKING:  # imported when first used: tree-sitter loads its grammar
-    from tree_sitter import Parser
+    from tree_sitter import Parser, Tree
 
 STAGE = COMPRESS
 
 # Roles whose whole text is the decision's predicate: flagged, never cut here.
 KEEP_WHOLE_ROLES = frozenset({"test_reasoned_over", "live_current", "requirement"})
+# Roles cut around the edit sites they hold (the insertion point, the change sites).
+SITE_ROLES = frozenset({"change_target", "insertion_point"})
+# At most this many change sites of one change target are sliced (and named in its
+# header; the rest are counted): a 1 KB target shared by more would show each as a line
+# or two, and every site costs a tree-sitter lookup.
+SITE_SLICES_MAX = 8
 
 
 @functools.cache
@@ -55,18 +61,21 @@ def _size(text: str) -> int:
 
 
 def ast_slice(source: str, first_line: int, target_line: int, budget: int,
-              target_end_line: int | None = None) -> tuple[int, int] | None:
+              target_end_line: int | None = None, tree: Tree | None = None
+              ) -> tuple[int, int] | None:
     """(start, end) 1-based lines of the largest statement around ``target_line`` — and
     through ``target_end_line``, when the edit site spans lines — within budget.
 
-    ``source`` starts at file line ``first_line``. Returns None when the line is
-    not inside ``source`` or no enclosing statement holding the site fits.
+    ``source`` starts at file line ``first_line``; ``tree`` is its parse, when the caller
+    slices it more than once. Returns None when the line is not inside ``source`` or no
+    enclosing statement holding the site fits.
     """
     relative = target_line - first_line
     lines = source.split("\n")  # tree-sitter counts rows by \n only
     if not 0 <= relative < len(lines):
         return None
-    tree = _python_parser().parse(source.encode("utf-8"))
+    if tree is None:
+        tree = _python_parser().parse(source.encode("utf-8"))
     line_text = lines[relative]
     column = len(line_text) - len(line_text.lstrip())
     node = tree.root_node.descendant_for_point_range((relative, column), (relative, column))
@@ -149,12 +158,16 @@ def own_change_sites(candidate: Candidate, sites: tuple[ChangeSite, ...],
                      window: list[Candidate]) -> tuple[ChangeSite, ...]:
     """The change sites ``candidate`` is cut around: those inside its span that no smaller
     verbatim item of the same file shows — else every site inside it, so a target holding
-    a nested function's one site is cut around it, as it was before change sites."""
+    a nested function's one site is cut around it, as it was before change sites. A smaller
+    item shows a site when it is cut around its own sites too (its role is one of
+    SITE_ROLES) or is not cut at all (under the 1 KB target); any other large item is cut
+    by the decision's terms and may leave the site out."""
     item = candidate.item
     held = [s for s in sites if s.inside(item.path, item.start_line, item.end_line)]
     smaller = [
         other.item for other in window
         if other is not candidate and other.rendering == "verbatim"
+        and (other.role in SITE_ROLES or _size(other.item.content) <= COMPRESSED_TARGET_BYTES)
         and other.item.path == item.path and other.item.start_line is not None
         and other.item.end_line is not None and item.start_line is not None
         and item.end_line is not None
@@ -171,19 +184,26 @@ class SiteSlices(NamedTuple):
     by_statement: bool  # every span is a statement's (ast_slice), none a run of lines
 
 
+def _gap_mark(after: int, before: int) -> str:
+    """The line standing for the file lines between two slices."""
+    return f"    # … lines {after + 1}-{before - 1} not shown"
+
+
 def site_slices(body: str, first_line: int, sites: tuple[ChangeSite, ...], budget: int,
                 insertion_site: ChangeSite | None = None) -> SiteSlices | None:
-    """One slice per change site (file lines, in order, overlapping ones merged), the
-    budget shared equally: the largest statement holding the site, else — for a site
-    other than the insertion point, whose target stays whole as before — the site's
-    lines and those around them (``lines_around``); a site that does not fit its share
-    gets the whole budget (the item then stays over it, flagged). None when a site fits
-    no slice at all: the whole target is needed."""
+    """One slice per change site (file lines, in order; overlapping ones merged, and two
+    whose gap is no longer than the mark that would stand for it), the budget shared
+    equally: the largest statement holding the site, else — for a site other than the
+    insertion point, whose target stays whole as before — the site's lines and those
+    around them (``lines_around``); a site that does not fit its share gets the whole
+    budget (the item then stays over it, flagged). None when a site fits no slice at
+    all: the whole target is needed. The body is parsed once for all its sites."""
+    tree = _python_parser().parse(body.encode("utf-8"))
     share = budget // len(sites)
     spans, by_statement = [], True
     for site in sites:
         ways = [functools.partial(ast_slice, body, first_line, site.first_line,
-                                  target_end_line=site.last_line)]
+                                  target_end_line=site.last_line, tree=tree)]
         if site != insertion_site:
             ways.append(functools.partial(lines_around, body, first_line, site.first_line,
                                           site.last_line))
@@ -193,34 +213,46 @@ def site_slices(body: str, first_line: int, sites: tuple[ChangeSite, ...], budge
             return None
         by_statement = by_statement and found[0] is ways[0]
         spans.append(found[1])
+    lines = body.split("\n")
     merged: list[tuple[int, int]] = []
     for start, end in sorted(spans):
-        if merged and start <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
+        if merged:
+            gap = lines[merged[-1][1] + 1 - first_line : start - first_line]
+            gap_bytes = sum(_size(line) + 1 for line in gap)
+            if gap_bytes <= _size(_gap_mark(merged[-1][1], start)) + 1:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+                continue
+        merged.append((start, end))
     return SiteSlices(merged, by_statement)
 
 
+def slices_size(body: str, first_line: int, spans: list[tuple[int, int]]) -> int:
+    """Bytes of the file lines the slices show (the 1 KB target's measure)."""
+    lines = body.split("\n")
+    return sum(_size("\n".join(lines[start - first_line : end - first_line + 1]))
+               for start, end in spans)
+
+
 def _sliced_text(candidate: Candidate, body: str, first_line: int, slices: SiteSlices,
-                 sites: tuple[ChangeSite, ...]) -> str:
+                 sites: tuple[ChangeSite, ...], not_sliced: int) -> str:
     lines = body.split("\n")
     spans = slices.spans
     how = "AST slice" if slices.by_statement else "slice"
-    if len(spans) == 1:
+    # a slice from the body's first line shows the def line itself
+    head = "" if spans[0][0] == first_line else signature_of(candidate) + "\n"
+    if len(spans) == 1 and len(sites) == 1 and not not_sliced:
         (start, end), = spans
-        return (signature_of(candidate)
-                + f"\n    # … {how}: lines {start}-{end} around the edit at line"
+        return (head + f"    # … {how}: lines {start}-{end} around the edit at line"
                 f" {sites[0].first_line}\n"
                 + "\n".join(lines[start - first_line : end - first_line + 1]))
     named_spans = ", ".join(f"{start}-{end}" for start, end in spans)
-    named_sites = ", ".join(str(site.first_line) for site in sites)
-    parts = [signature_of(candidate)
-             + f"\n    # … {how}s: lines {named_spans} around the edits at lines"
-             f" {named_sites}"]
+    named_sites = ", ".join(str(line) for line in dict.fromkeys(s.first_line for s in sites))
+    more = f" (and {not_sliced} more, not sliced)" if not_sliced else ""
+    parts = [head + f"    # … {how}{'s' if len(spans) > 1 else ''}: lines {named_spans}"
+             f" around the edits at lines {named_sites}{more}"]
     for number, (start, end) in enumerate(spans):
         if number:
-            parts.append(f"    # … lines {spans[number - 1][1] + 1}-{start - 1} not shown")
+            parts.append(_gap_mark(spans[number - 1][1], start))
         parts.append("\n".join(lines[start - first_line : end - first_line + 1]))
     return "\n".join(parts)
 
@@ -233,8 +265,9 @@ def compress(attempt: Attempt) -> None:
             continue
         item = candidate.item
         body = without_cut_mark(item.content)  # file lines only: the 8 KB cut's mark is not one
-        if candidate.role in ("change_target", "insertion_point"):
-            sites = own_change_sites(candidate, inputs.change_sites, attempt.candidates)
+        if candidate.role in SITE_ROLES:
+            held = own_change_sites(candidate, inputs.change_sites, attempt.candidates)
+            sites = held[:SITE_SLICES_MAX]
             # change_sites lists the insertion point first, when there is one
             insertion_site = inputs.change_sites[0] if inputs.insertion_line is not None else None
             slices = None
@@ -247,17 +280,31 @@ def compress(attempt: Attempt) -> None:
                           "the whole change target is needed")
                 continue
             spans = slices.spans
+            sliced = _sliced_text(candidate, body, item.start_line, slices, sites,
+                                  not_sliced=len(held) - len(sites))
+            # slices and marks that would outweigh the lines they cut (the insertion
+            # point's lone slice is kept as it was before change sites: no gap marks)
+            if sites != (insertion_site,) and _size(sliced) >= before:
+                candidate.over_compress_target = True
+                audit.add(item.item_id, STAGE, "flagged_over_1kb",
+                          "the change sites' slices are no smaller than the whole target",
+                          detail=f"{before} -> {_size(sliced)} bytes")
+                continue
             # the window item records one span of file lines: the first site's
             candidate.shown_lines = next(span for span in spans
                                          if span[0] <= sites[0].first_line <= span[1])
-            candidate.text = _sliced_text(candidate, body, item.start_line, slices, sites)
-            if len(spans) > 1 and _size(candidate.text) > COMPRESSED_TARGET_BYTES:
-                candidate.over_compress_target = True  # several sites' slices need it all
+            candidate.text = sliced
             audit.add(
                 item.item_id, STAGE, "ast_slice" if slices.by_statement else "site_slice",
                 "lines " + ", ".join(f"{start}-{end}" for start, end in spans),
                 detail=f"{before} -> {_size(candidate.text)} bytes",
             )
+            shown = slices_size(body, item.start_line, spans)
+            if shown > COMPRESSED_TARGET_BYTES:  # a site that fit no share took the whole
+                candidate.over_compress_target = True
+                audit.add(item.item_id, STAGE, "flagged_over_1kb",
+                          "the change sites' slices need more than the target",
+                          detail=f"{shown} bytes of file lines in the slices")
             continue
         if candidate.role in KEEP_WHOLE_ROLES:
             candidate.over_compress_target = True
