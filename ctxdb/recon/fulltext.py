@@ -44,6 +44,28 @@ def insert_body_terms(w: Writer, rows: list[tuple[int, str]]) -> None:
     w.run_rows("recon/index_body_terms_add", BODY_TERMS_COLUMNS, rows)
 
 
+# The parameters of `recon/index_symbol_name_add` and `recon/index_symbol_name_remove`.
+SYMBOL_NAME_COLUMNS = ("id", "name", "qualname", "signature", "doc")
+
+
+def update_symbol_names(w: Writer, removed: list[tuple], added: list[tuple]) -> None:
+    """Take symbols out of the names index and put symbols in, one by one: rows of
+    SYMBOL_NAME_COLUMNS, those removed with the values they were indexed with (SQLite's
+    external-content FTS5 table; PostgreSQL's column follows its row)."""
+    if w.sqlite:
+        w.run_rows("recon/index_symbol_name_remove", SYMBOL_NAME_COLUMNS, removed)
+        w.run_rows("recon/index_symbol_name_add", SYMBOL_NAME_COLUMNS, added)
+
+
+def remove_body_terms(w: Writer, rows: list[tuple[int, str]]) -> None:
+    """Take symbols out of the body index: (symbol id, the terms it was indexed with)."""
+    if w.sqlite:
+        w.run_rows("recon/index_body_terms_remove", BODY_TERMS_COLUMNS, rows)
+    else:
+        w.run_rows("recon/index_body_terms_remove", ("symbol_id",),
+                   [(symbol_id,) for symbol_id, _ in rows])
+
+
 def remove_fulltext_entries(w: Writer, file_ids: list[int]) -> None:
     """Take these files' symbols out of SQLite's full-text tables, before their rows go
     (PostgreSQL's entries go with the rows: a column, and ON DELETE CASCADE)."""

@@ -59,6 +59,9 @@ from ctxdb.recon.extract import (
 )
 from ctxdb.recon.fulltext import insert_deferred_body_terms
 from ctxdb.recon.incremental import (
+    OldFile,
+    Plan,
+    clear_replaced_files,
     delete_files,
     gone_totals,
     plan_replacement,
@@ -569,11 +572,19 @@ def _index(
         if cold:
             forget_resolver(identity)  # its memory is better spent on the build
         with _parser_pool(len(jobs)) as pool, write_transaction(engine) as w:
+            results = _parse_results(pool, jobs)
+            # an incremental run parses first: a file read again is written over its rows
+            in_place: dict[str, OldFile] = {}
             if cold:
                 create_tables(w, drop=rebuild)
                 write_meta(w)
                 next_ids = _NextIds(1, 1, 1)
             else:
+                parsed_files = []
+                for parsed in results:
+                    parsed_files.append(parsed)
+                    bar.step()
+                results = iter(parsed_files)
                 if not state.has_added_tables:
                     create_added_tables(w)
                 if stored_generation(w) != state.generation:
@@ -589,13 +600,20 @@ def _index(
                 # with the last run's totals kept, they follow the change (no table
                 # counted): that run's, and what the files replaced counted for in them
                 followed = (state.kept, gone_totals(w, plan)) if state.kept is not None else None
-                delete_files(w, sorted(gone))
+                in_place = _written_in_place(jobs, parsed_files, state.existing, plan)
+                kept_ids = {old.id for old in in_place.values()}
+                delete_files(w, sorted(set(gone) - kept_ids))
+                clear_replaced_files(w, sorted(kept_ids))
             loader = Loader(w, next_ids.file, next_ids.symbol, defer_body_terms=cold)
-            results = _parse_results(pool, jobs)
             for job, parsed in zip(jobs, results, strict=True):
-                if parsed is not None:
+                if parsed is None:
+                    pass
+                elif job.relpath in in_place:
+                    loader.replace(in_place[job.relpath], job.module, parsed)
+                else:
                     loader.add(job.relpath, job.module, parsed)
-                bar.step()
+                if cold:
+                    bar.step()
             loader.flush()
             if cold:
                 n_edges, resolver = _write_edges_cold(w, loader, next_ids.edge)
@@ -639,6 +657,16 @@ def _index(
                           resolved)
     finally:
         engine.dispose()
+
+
+def _written_in_place(jobs: list[_ParseJob], parsed_files: list[ParsedFile | None],
+                      existing: dict[str, FileState], plan: Plan) -> dict[str, OldFile]:
+    """The indexed files read again, by path, as the index held them: each is written
+    over its old rows (`Loader.replace`). A file that could not be read is removed."""
+    old_by_id = {old.id: old for old in plan.old_files}
+    return {job.relpath: old_by_id[existing[job.relpath].id]
+            for job, parsed in zip(jobs, parsed_files, strict=True)
+            if parsed is not None and job.relpath in existing}
 
 
 def _nothing_changed(engine: sa.Engine, identity: str, state: _State, changes: _Changes,
