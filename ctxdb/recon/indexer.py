@@ -329,6 +329,7 @@ def _find_changes(root: str | os.PathLike, engine: sa.Engine, state: _State,
         if stat_keys == state.stat_keys and len(full_paths) == len(stat_keys):
             # the same paths, every one with the key it had when last read: all as indexed
             return _Changes(paths, full_paths, skipped, {}, [], [], [], stat_keys)
+        same_paths = full_paths.keys() == existing.keys()  # the walk finds each path once
     else:
         full_paths, skipped, stat_keys = {}, [], {}
         for scope in scopes:
@@ -344,9 +345,13 @@ def _find_changes(root: str | os.PathLike, engine: sa.Engine, state: _State,
                     sql_statement("recon/index_skipped_paths"))]
         skipped = sorted(skipped + [s for s in stored_skipped if not _under(s.path, scopes)])
         in_scope = _indexed_under(existing, scopes)
-        paths = [rel for rel in existing if rel not in in_scope]
-        paths += full_paths
-    same_paths = len(paths) == len(existing) and existing.keys() == set(paths)
+        # the paths outside the scopes are taken as indexed
+        same_paths = in_scope == full_paths.keys()
+        if same_paths:
+            paths = list(existing)
+        else:
+            paths = [rel for rel in existing if rel not in in_scope]
+            paths += full_paths
     removed = [] if same_paths else sorted(set(existing).difference(paths))
     to_parse, confirmed = [], []
     if same_paths:
@@ -637,17 +642,22 @@ def _index(
                           edges - replaced_totals[1] + edges_added,
                           flagged - replaced_totals[2] + loader.flagged)
                 # the files kept that are indexed without symbols, the new ones, the walk's
-                kept_files = {path for path in state.existing if path not in replaced}
                 skipped = tuple(sorted(
-                    [entry for entry in last_run.skipped if entry.path in kept_files]
+                    [entry for entry in last_run.skipped
+                     if entry.path in state.existing and entry.path not in replaced]
                     + loader.skipped + changes.skipped))
             else:
                 totals, skipped = _totals(w), _read_skipped(w)
         keep_resolver(identity, generation, resolver)
-        existing = {} if cold else {path: old for path, old in state.existing.items()
-                                    if path not in replaced}
+        # the index's file states now, and their stat keys: copies of the last ones with
+        # the change applied (a one-file run need not go over every file)
+        existing = {} if cold else dict(state.existing)
+        stat_keys = {} if cold else dict(state.stat_keys)
+        for path in replaced:
+            existing.pop(path, None)
+            stat_keys.pop(path, None)
         existing.update(loader.states)
-        stat_keys = _stat_keys_of(existing)
+        stat_keys.update((path, loaded.stat_key) for path, loaded in loader.states.items())
         _keep_stat_keys(existing, stat_keys, stats + changes.confirmed, started_ns)
         keep_index(identity, generation,
                    _KeptIndex(existing, changes.skipped, totals, skipped, stat_keys))
