@@ -356,10 +356,12 @@ def _find_changes(root: str | os.PathLike, engine: sa.Engine, state: _State,
     to_parse, confirmed = [], []
     if same_paths:
         # module names move only when paths come or go (a package gains an __init__.py)
-        moved = [rel for rel, key in stat_keys.items() if key != existing[rel].stat_key]
+        indexed_keys = state.stat_keys
+        moved = [rel for rel, key in stat_keys.items() if key != indexed_keys[rel]]
         modules = {rel: existing[rel].module for rel in moved}
         # a file looked at without a key (a link whose target vanished meanwhile): hashed
-        looked_at = [rel for rel in full_paths if rel not in stat_keys]
+        looked_at = [] if len(stat_keys) == len(full_paths) else [
+            rel for rel in full_paths if rel not in stat_keys]
         modules.update((rel, existing[rel].module) for rel in looked_at)
         candidates = moved + looked_at
     else:
