@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ctxdb.entities import is_test_path
 from ctxdb.recon import schema
-from ctxdb.recon.extract import ParsedFile, Reference, split_body_terms
+from ctxdb.recon.extract import ParsedFile, Reference, code_terms, own_texts, split_body_terms
 from ctxdb.recon.fulltext import (
     index_symbol_names,
     insert_body_terms,
     insert_body_terms_in_bulk,
     remove_body_terms,
-    stored_body_terms,
+    stored_own_texts,
     update_symbol_names,
 )
 from ctxdb.recon.resolve import ModuleBinding, ResolverFile, ResolverSymbol, WrittenBase
@@ -168,7 +168,9 @@ class Loader:
         cleared (`clear_replaced_files`) and are written anew."""
         self.flush()  # the id range of the names to index holds added files only
         w, fid, rel = self.w, old.id, old.path
-        old_terms = dict(stored_body_terms(w, fid))  # from the text about to be replaced
+        # what the old body terms were made of, from the text about to be replaced: a
+        # symbol's terms are computed again (to delete them) only where that moved
+        old_texts = stored_own_texts(w, fid)
         is_test = is_test_path(rel)
         self.flagged += bool(parsed.syntax_error or parsed.not_utf8)
         w.run_rows("recon/index_update_file", FILE_UPDATE_COLUMNS, [
@@ -192,6 +194,7 @@ class Loader:
                 ids.append(self.next_symbol)
                 self.next_symbol += 1
         new_terms = split_body_terms(parsed.body_terms, len(parsed.symbols))
+        new_texts = own_texts(parsed.source, parsed.symbols)
         rows = [(sid, fid, ids[symbol.parent_index] if symbol.parent_index >= 0 else None,
                  symbol.key, symbol.kind, symbol.name, symbol.qualname, symbol.start_line,
                  symbol.end_line, symbol.start_byte, symbol.end_byte, symbol.signature,
@@ -201,10 +204,10 @@ class Loader:
         removed = [symbol for symbol in old.symbols if symbol.id not in kept_ids]
         old_by_id = {symbol.id: symbol for symbol in old.symbols}
         moved, added, names_old, names_new = [], [], list(removed), []
-        terms_old = [(symbol.id, old_terms[symbol.id]) for symbol in removed
-                     if symbol.id in old_terms]
+        terms_old = [(symbol.id, code_terms(old_texts[symbol.id])) for symbol in removed
+                     if symbol.id in old_texts]
         terms_new = []
-        for row, terms in zip(rows, new_terms, strict=True):
+        for row, terms, text in zip(rows, new_terms, new_texts, strict=True):
             sid = row[0]
             before = old_by_id.get(sid)
             if before is None:
@@ -217,9 +220,9 @@ class Loader:
                 if _name_fields(before) != (row[5], row[6], row[11], row[12]):
                     names_old.append(before)
                     names_new.append(row)
-            if old_terms.get(sid) != terms:
-                if sid in old_terms:
-                    terms_old.append((sid, old_terms[sid]))
+            if old_texts.get(sid) != text:
+                if sid in old_texts:
+                    terms_old.append((sid, code_terms(old_texts[sid])))
                 terms_new.append((sid, terms))
         # out of the full-text indexes with the values they went in with, before the rows
         update_symbol_names(w, [_name_values(symbol) for symbol in names_old], [])
