@@ -630,8 +630,11 @@ def _index(
             keys = changes.stat_keys
             stats = [(f.id, keys[f.path]) for f in loader.files if f.path in keys]
             _write_file_stats(w, stats + changes.confirmed, started_ns)
-            _write_skipped_paths(w, changes.skipped)
-            write_root(w, root_path)
+            # what the index holds already is not written again (fewer pages to commit)
+            if state.kept is None or state.kept.skipped_paths != changes.skipped:
+                _write_skipped_paths(w, changes.skipped)
+            if cold or state.root != root_path:
+                write_root(w, root_path)
             generation = write_generation(w)
             if cold:
                 totals = (len(loader.symbols), n_edges, loader.flagged)
