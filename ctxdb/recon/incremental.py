@@ -52,8 +52,8 @@ def clear_replaced_files(w: Writer, replaced: list[int]) -> None:
 #
 # A re-parsed file keeps its id, and each of its symbols whose key stays keeps its id (its
 # row is rewritten only when it moved); an edge elsewhere is resolved again when
-# - it resolved into a replaced or removed file (its destination may be gone; one that
-#   resolves as before is not written), or
+# - it resolved into a symbol that is gone (removed, or its file's; a symbol that kept its
+#   id is found again by the same lookups unless a name on the way moved: below), or
 # - a part of its written or typed name (between dots) is a name whose meaning may have
 #   moved: a definition added, removed or re-kinded in a changed file; a name bound by
 #   import added, removed or re-targeted; the last part of a module name that appeared,
@@ -157,7 +157,10 @@ def resolve_incrementally(w: Writer, resolver: Resolver, plan: Plan, loader: Loa
     if everything:
         resolver.rebase(list(resolver.written_bases))
         return resolver, *_write_edges_incremental(w, loader, next_edge)
-    selected = dict(plan.into)
+    # an edge into a symbol that kept its id finds it again, but through a moved name
+    # (and then it is selected by that name below)
+    selected = {eid: edge for eid, edge in plan.into.items()
+                if edge.dst_symbol_id not in loader.symbol_keys}
     _select_edges_naming(w, names, selected, kinds=None)
     # every class of the new files (one may have lost all its bases), and the classes
     # elsewhere whose written bases may resolve otherwise now
