@@ -12,10 +12,11 @@ holds, and its last result while every directory's does, so a walk of an unchang
 stats and does nothing else. A harness that knows what it changed says so
 (`changed=[...]`) and nothing else is looked at.
 
-An incremental run re-parses the changed files, deletes their rows and their full-text
-entries, inserts the new ones, and resolves again only the edges a change may move
-(recon/incremental.py): the new files' own, those into the replaced
-files, and those naming a name whose meaning may have moved. It works on the name
+An incremental run re-parses the changed files and writes them over their rows: a file
+keeps its id, and so does each symbol whose key stays (only the rows and full-text
+entries that moved are written; a removed file's rows are deleted). It resolves again
+only the edges a change may move (recon/incremental.py): the new files' own, those into
+symbols now gone, and those naming a name whose meaning may have moved. It works on the name
 resolver kept in process from the last run over the index (recon/kept.py: same
 generation only), or one loaded from the stored rows (`binding` keeps each module's
 imports so unchanged files need not be re-parsed). A test compares the result of a
