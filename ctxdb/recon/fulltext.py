@@ -80,16 +80,17 @@ def remove_fulltext_entries(w: Writer, file_ids: list[int]) -> None:
                     for symbol_id, text in stored_own_texts(w, file_id).items()])
 
 
-def insert_body_terms_in_bulk(w: Writer, first_symbol: int, per_file: list[str]) -> None:
-    """A cold build's body index: files' joined terms (`ParsedFile.body_terms`, in
+def insert_deferred_body_terms(w: Writer, first_symbol: int, per_file: list[str]) -> None:
+    """A cold build's body index: the files' joined terms (`ParsedFile.body_terms`, in
     load order), whose symbols have consecutive ids from `first_symbol`. Consumes
     `per_file` (each piece is released once written).
 
-    On SQLite as statements over JSON arrays of the terms, BODY_INSERT_CHUNK_CHARS at
-    most at a time: an executemany steps the driver once per row and takes the GIL back
-    each time, which beside a busy thread made the 41,700 rows of Django's sdist take
-    2 s instead of 0.5 s; a statement runs without the GIL throughout. The terms hold
-    only [a-z0-9_ ] (code-aware terms), so they need no JSON escaping.
+    On SQLite as a few statements over JSON arrays of the terms, BODY_INSERT_CHUNK_CHARS
+    at a time: an executemany steps the driver once per row and takes the GIL back each
+    time, which on the database thread beside name resolution made the 41,700 rows of
+    Django's sdist take 2 s instead of 0.5 s; a statement runs without the GIL
+    throughout. The terms hold only [a-z0-9_ ] (code-aware terms), so they need no JSON
+    escaping.
     """
     if not w.sqlite:
         terms = [row for joined in per_file for row in joined.split("\n")]

@@ -58,6 +58,7 @@ from ctxdb.recon.extract import (
     join_body_terms,
     unparsed_file,
 )
+from ctxdb.recon.fulltext import insert_deferred_body_terms
 from ctxdb.recon.incremental import (
     OldFile,
     Plan,
@@ -611,7 +612,7 @@ def _index(
                 kept_ids = {old.id for old in in_place.values()}
                 delete_files(w, sorted(set(gone) - kept_ids))
                 clear_replaced_files(w, sorted(kept_ids))
-            loader = Loader(w, next_ids.file, next_ids.symbol, bulk_body_terms=cold)
+            loader = Loader(w, next_ids.file, next_ids.symbol, defer_body_terms=cold)
             for job, parsed in zip(jobs, results, strict=True):
                 if parsed is None:
                     pass
@@ -759,6 +760,8 @@ def _write_edges_cold(w: Writer, loader: Loader, next_edge: int) -> tuple[int, R
     """
     with DatabaseThread() as db:
         db.submit(create_indexes, w, edges=False)  # symbol, file, binding indexes
+        db.submit(insert_deferred_body_terms, w, loader.deferred_first_symbol,
+                  loader.deferred_body_terms)
         resolver = Resolver(
             loader.files,
             loader.symbols,

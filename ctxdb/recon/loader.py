@@ -12,7 +12,6 @@ from ctxdb.recon.extract import ParsedFile, Reference, code_terms, own_texts, sp
 from ctxdb.recon.fulltext import (
     index_symbol_names,
     insert_body_terms,
-    insert_body_terms_in_bulk,
     remove_body_terms,
     stored_own_texts,
     update_symbol_names,
@@ -76,7 +75,7 @@ class Loader:
     FLUSH_FILES = 64
 
     def __init__(self, w: Writer, next_file: int, next_symbol: int, *,
-                 bulk_body_terms: bool = False) -> None:
+                 defer_body_terms: bool = False) -> None:
         self.w = w
         self.next_file = next_file
         self.next_symbol = next_symbol
@@ -97,14 +96,12 @@ class Loader:
         self._symbol_rows: list[tuple] = []
         self._binding_rows: list[tuple] = []
         self._body_rows: list[tuple[int, str]] = []  # (symbol id, body terms)
-        # A cold build writes each flush's body terms in bulk statements: each file's
-        # joined terms, its symbols' ids consecutive from bulk_first_symbol. Written here,
-        # while the parsers run, they cost the share of a core they take from them; after
-        # parsing they would lengthen the database thread's work, which is what the end
-        # of a cold build waits for (name resolution beside it takes less).
-        self.bulk_body_terms = bulk_body_terms
-        self._bulk_first_symbol = next_symbol
-        self._bulk_terms: list[str] = []
+        # A cold build writes the body index on the database thread once parsing is done
+        # (beside name resolution) rather than here, where it competes with the parsers:
+        # each file's joined terms, in symbol id order from deferred_first_symbol.
+        self.defer_body_terms = defer_body_terms
+        self.deferred_first_symbol = next_symbol
+        self.deferred_body_terms: list[str] = []
         self._symbol_ids_to_flush = range(next_symbol, next_symbol)
         # entity keys of the loaded symbols, by id: an incremental run compares a file's
         # definitions before and after by key (a cold build needs none)
@@ -136,11 +133,11 @@ class Loader:
                  symbol.doc)
             )
             self.symbols.append(ResolverSymbol(sid, fid, parent, kind, name))
-        if not self.bulk_body_terms:
+        if not self.defer_body_terms:
             self.symbol_keys.update((first + symbol.ordinal, symbol.key)
                                     for symbol in parsed.symbols)
-        if self.bulk_body_terms:
-            self._bulk_terms.append(parsed.body_terms)
+        if self.defer_body_terms:
+            self.deferred_body_terms.append(parsed.body_terms)
         else:
             self._body_rows += zip(range(first, self.next_symbol),
                                    split_body_terms(parsed.body_terms, len(parsed.symbols)),
@@ -255,8 +252,6 @@ class Loader:
         w.insert(schema.symbol, self._symbol_rows, SYMBOL_COLUMNS)
         index_symbol_names(w, self._symbol_ids_to_flush)
         insert_body_terms(w, self._body_rows)
-        insert_body_terms_in_bulk(w, self._bulk_first_symbol, self._bulk_terms)
-        self._bulk_first_symbol = self.next_symbol  # the terms of every symbol so far written
         w.insert(schema.binding, self._binding_rows, BINDING_COLUMNS)
         self._file_rows, self._source_rows = [], []
         self._symbol_rows, self._binding_rows, self._body_rows = [], [], []
