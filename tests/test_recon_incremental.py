@@ -296,7 +296,8 @@ def _tests_edges(target) -> int:
 
 
 def test_the_work_follows_the_change(tmp_path):
-    """A body edit in one file resolves that file's edges and those into it, not all."""
+    """A body edit in one file resolves that file's own edges, not all: those into it
+    point at symbols that kept their ids, through names that did not move."""
     root = tmp_path / "shopcart"
     shutil.copytree(SHOPCART, root)
     target = tmp_path / "recon.db"
@@ -316,7 +317,47 @@ def test_the_work_follows_the_change(tmp_path):
             " WHERE f.path = 'shopcart/money.py' AND g.path <> f.path"
             " AND e.kind <> 'tests'")).scalar()
     assert into > 0
-    assert changed.edges_resolved == own + into < cold.edges_resolved
+    assert changed.edges_resolved == own < cold.edges_resolved
+    assert index_content(str(target)) == _cold(root, str(tmp_path / "cold.db"))
+
+
+def _rows_of(target, sql: str) -> dict:
+    with open_recon(str(target)) as conn:
+        return {row[0]: tuple(row[1:]) for row in conn.execute(sa.text(sql))}
+
+
+def test_a_reparsed_file_keeps_the_ids_of_what_stays(tmp_path):
+    """A re-parsed file keeps its id, and so does each symbol whose key stays (its row
+    rewritten with its new lines), so the edges into it need no new destination; a new
+    definition gets an id of its own, a removed one's row goes."""
+    root = tmp_path / "shopcart"
+    shutil.copytree(SHOPCART, root)
+    target = tmp_path / "recon.db"
+    index_repository(root, target)
+    symbols_sql = ("SELECT s.key, s.id, s.file_id, s.start_line FROM recon.symbol s"
+                   " JOIN recon.file f ON f.id = s.file_id WHERE f.path = 'shopcart/money.py'")
+    # the edges from other files into the symbols that stay
+    into_sql = ("SELECT e.id, e.dst_symbol_id FROM recon.edge e JOIN recon.symbol d"
+                " ON d.id = e.dst_symbol_id JOIN recon.symbol s ON s.id = e.src_symbol_id"
+                " WHERE d.key IN ('shopcart/money.py::to_money',"
+                " 'shopcart/money.py::round_money')"
+                " AND s.key NOT LIKE 'shopcart/money.py::%' AND e.kind <> 'tests'")
+    before, into_before = _rows_of(target, symbols_sql), _rows_of(target, into_sql)
+    _edit(root, "shopcart/money.py", "def to_money(value)",
+          "def added_first():\n    return 0\n\n\ndef to_money(value)")
+    _edit(root, "shopcart/money.py", "def percent_of(", "def percent_of_renamed(")
+    assert index_repository(root, target).files_parsed == 1
+    after, into_after = _rows_of(target, symbols_sql), _rows_of(target, into_sql)
+
+    kept = "shopcart/money.py::round_money"
+    assert after[kept][:2] == before[kept][:2]  # same id, same file id
+    assert after[kept][2] == before[kept][2] + 4  # its row moved with its lines
+    new_ids = {after[key][0] for key in after.keys() - before.keys()}
+    assert after.keys() - before.keys() == {"shopcart/money.py::added_first",
+                                            "shopcart/money.py::percent_of_renamed"}
+    assert before.keys() - after.keys() == {"shopcart/money.py::percent_of"}
+    assert not new_ids & {row[0] for row in before.values()}
+    assert into_before and into_after == into_before  # e.g. cart.py's round_money calls
     assert index_content(str(target)) == _cold(root, str(tmp_path / "cold.db"))
 
 

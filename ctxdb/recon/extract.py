@@ -363,6 +363,12 @@ def body_terms(source: bytes, symbols: list[Symbol]) -> list[str]:
     attributes and docstring, its methods are documents of their own; a module keeps its
     top-level statements). So every byte of a file is indexed once, for the innermost
     symbol holding it, and the index grows with the source, not with nesting depth."""
+    return list(map(code_terms, own_texts(source, symbols)))
+
+
+def own_texts(source: bytes, symbols: list[Symbol]) -> list[str]:
+    """Per symbol, the text its body terms are made of (`body_terms`): equal texts give
+    equal terms."""
     children: dict[int, list[Symbol]] = {}
     for symbol in symbols:
         if symbol.parent_index >= 0:
@@ -375,7 +381,7 @@ def body_terms(source: bytes, symbols: list[Symbol]) -> list[str]:
             own.append(source[position:child.start_byte].decode("utf-8", "replace"))
             position = max(position, child.end_byte)
         own.append(source[position:symbol.end_byte].decode("utf-8", "replace"))
-        out.append(code_terms("\n".join(own)))
+        out.append("\n".join(own))
     return out
 
 

@@ -4,7 +4,7 @@ the `symbol_body` table's tsvectors), added and removed with their symbols."""
 
 from __future__ import annotations
 
-from ctxdb.recon.extract import Symbol, body_terms
+from ctxdb.recon.extract import Symbol, code_terms, own_texts
 from ctxdb.recon.writer import Writer
 
 # A cold build inserts its body terms in statements of about this many characters:
@@ -44,6 +44,28 @@ def insert_body_terms(w: Writer, rows: list[tuple[int, str]]) -> None:
     w.run_rows("recon/index_body_terms_add", BODY_TERMS_COLUMNS, rows)
 
 
+# The parameters of `recon/index_symbol_name_add` and `recon/index_symbol_name_remove`.
+SYMBOL_NAME_COLUMNS = ("id", "name", "qualname", "signature", "doc")
+
+
+def update_symbol_names(w: Writer, removed: list[tuple], added: list[tuple]) -> None:
+    """Take symbols out of the names index and put symbols in, one by one: rows of
+    SYMBOL_NAME_COLUMNS, those removed with the values they were indexed with (SQLite's
+    external-content FTS5 table; PostgreSQL's column follows its row)."""
+    if w.sqlite:
+        w.run_rows("recon/index_symbol_name_remove", SYMBOL_NAME_COLUMNS, removed)
+        w.run_rows("recon/index_symbol_name_add", SYMBOL_NAME_COLUMNS, added)
+
+
+def remove_body_terms(w: Writer, rows: list[tuple[int, str]]) -> None:
+    """Take symbols out of the body index: (symbol id, the terms it was indexed with)."""
+    if w.sqlite:
+        w.run_rows("recon/index_body_terms_remove", BODY_TERMS_COLUMNS, rows)
+    else:
+        w.run_rows("recon/index_body_terms_remove", ("symbol_id",),
+                   [(symbol_id,) for symbol_id, _ in rows])
+
+
 def remove_fulltext_entries(w: Writer, file_ids: list[int]) -> None:
     """Take these files' symbols out of SQLite's full-text tables, before their rows go
     (PostgreSQL's entries go with the rows: a column, and ON DELETE CASCADE)."""
@@ -54,7 +76,8 @@ def remove_fulltext_entries(w: Writer, file_ids: list[int]) -> None:
     # contentless FTS5: the same, with the terms computed again
     for file_id in file_ids:
         w.run_rows("recon/index_body_terms_remove", BODY_TERMS_COLUMNS,
-                   stored_body_terms(w, file_id))
+                   [(symbol_id, code_terms(text))
+                    for symbol_id, text in stored_own_texts(w, file_id).items()])
 
 
 def insert_deferred_body_terms(w: Writer, first_symbol: int, per_file: list[str]) -> None:
@@ -87,18 +110,18 @@ def insert_deferred_body_terms(w: Writer, first_symbol: int, per_file: list[str]
         first_symbol += sum(joined.count('","') + 1 for joined in chunk)
 
 
-def stored_body_terms(w: Writer, file_id: int) -> list[tuple[int, str]]:
-    """The body terms the index holds for a file's symbols, computed again from the
-    stored text and spans (the FTS5 table is contentless: a row is deleted by giving
-    the very terms it was inserted with)."""
+def stored_own_texts(w: Writer, file_id: int) -> dict[int, str]:
+    """What the body terms the index holds for a file's symbols were made of (`own_texts`
+    of the stored text and spans), by symbol id: the FTS5 table is contentless, so a row
+    is deleted by giving the very terms it was inserted with, computed again."""
     text = w.run("recon/index_file_text", file_id=file_id).fetchone()
     rows = w.run("recon/index_symbol_spans_of_file", file_id=file_id).fetchall()
     if text is None or not rows:
-        return []
+        return {}
     ordinal_of = {row[0]: ordinal for ordinal, row in enumerate(rows)}
     symbols = [Symbol(ordinal_of[sid], ordinal_of.get(parent, -1), key, kind, name, qualname,
                       start_line, end_line, start_byte, end_byte, None, None)
                for sid, parent, key, kind, name, qualname, start_line, end_line, start_byte,
                end_byte in rows]
-    terms = body_terms(text[0].encode("utf-8"), symbols)
-    return [(row[0], body) for row, body in zip(rows, terms, strict=True)]
+    texts = own_texts(text[0].encode("utf-8"), symbols)
+    return {row[0]: own for row, own in zip(rows, texts, strict=True)}

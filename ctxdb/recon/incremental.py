@@ -30,20 +30,30 @@ def delete_files(w: Writer, gone: list[int]) -> None:
     """Remove every row of these files (their symbols, edges out, bindings, text)."""
     ids = [(i,) for i in gone]
     remove_fulltext_entries(w, gone)
-    w.run_rows("recon/index_delete_edges_of_file", FILE_ID, ids)
+    clear_replaced_files(w, gone)
     # Edges from other files into the deleted symbols keep a stale id here (PostgreSQL's
     # foreign key sets it NULL); re-resolution afterwards points them at the new symbols.
-    w.run_rows("recon/index_delete_bindings_of_file", FILE_ID, ids)
-    w.run_rows("recon/index_delete_file_stat", FILE_ID, ids)
     w.run_rows("recon/index_delete_symbols_of_file", FILE_ID, ids)
     w.run_rows("recon/index_delete_source_of_file", FILE_ID, ids)
     w.run_rows("recon/index_delete_file", FILE_ID, ids)
 
 
+def clear_replaced_files(w: Writer, replaced: list[int]) -> None:
+    """Remove what a re-parsed file writes anew whatever changed in it (the edges out of
+    it, its bindings and stat key); its file row, text and symbols are updated in place
+    (`Loader.replace`)."""
+    ids = [(i,) for i in replaced]
+    w.run_rows("recon/index_delete_edges_of_file", FILE_ID, ids)
+    w.run_rows("recon/index_delete_bindings_of_file", FILE_ID, ids)
+    w.run_rows("recon/index_delete_file_stat", FILE_ID, ids)
+
+
 # --- incremental resolution ---------------------------------------------------------------
 #
-# A changed file gets new symbol ids, so an edge elsewhere is resolved again when
-# - it resolved into a replaced or removed file (its destination id is gone), or
+# A re-parsed file keeps its id, and each of its symbols whose key stays keeps its id (its
+# row is rewritten only when it moved); an edge elsewhere is resolved again when
+# - it resolved into a symbol that is gone (removed, or its file's; a symbol that kept its
+#   id is found again by the same lookups unless a name on the way moved: below), or
 # - a part of its written or typed name (between dots) is a name whose meaning may have
 #   moved: a definition added, removed or re-kinded in a changed file; a name bound by
 #   import added, removed or re-targeted; the last part of a module name that appeared,
@@ -58,13 +68,31 @@ def delete_files(w: Writer, gone: list[int]) -> None:
 # series of edits.
 
 
+class StoredSymbol(NamedTuple):
+    """A symbol row as the index held it before its file was replaced or removed
+    (`recon/index_old_symbols_of_file`)."""
+
+    id: int
+    parent_id: int | None
+    key: str
+    kind: str
+    name: str
+    qualname: str
+    start_line: int
+    end_line: int
+    start_byte: int
+    end_byte: int
+    signature: str | None
+    doc: str | None
+
+
 class OldFile(NamedTuple):
     """A file as the index held it before it was replaced or removed."""
 
     id: int
     path: str
     module: str
-    symbols: list[tuple]  # (id, parent id, key, kind, name), in id order
+    symbols: list[StoredSymbol]  # in id order
     bindings: list[tuple[str, str]]  # (name, target)
 
 
@@ -81,20 +109,18 @@ def plan_replacement(w: Writer, resolver: Resolver, gone: list[int],
                       paths_move: bool) -> Plan:
     old_files = []
     for fid in gone:
-        symbols = [tuple(row) for row in
-                   w.run("recon/index_old_symbols_of_file", file_id=fid).fetchall()]
+        symbols = list(map(StoredSymbol._make,
+                           w.run("recon/index_old_symbols_of_file", file_id=fid).fetchall()))
         bindings = [tuple(row) for row in
                     w.run("recon/index_old_bindings_of_file", file_id=fid).fetchall()]
         old_files.append(OldFile(fid, resolver.file_path[fid], resolver.file_module[fid],
                                   symbols, bindings))
-    gone_symbols = {row[0] for old in old_files for row in old.symbols}
+    gone_symbols = {symbol.id for old in old_files for symbol in old.symbols}
     into = {}
     for old in old_files:
         if not old.symbols:
             continue
-        # a file's symbols have consecutive ids
-        rows = w.run("recon/index_edges_into_symbols", first_id=old.symbols[0][0],
-                     last_id=old.symbols[-1][0]).fetchall()
+        rows = w.run("recon/index_edges_into_file", file_id=old.id).fetchall()
         for edge in map(EdgeRecord._make, rows):
             if edge.src_symbol_id not in gone_symbols:
                 into[edge.id] = edge
@@ -131,7 +157,10 @@ def resolve_incrementally(w: Writer, resolver: Resolver, plan: Plan, loader: Loa
     if everything:
         resolver.rebase(list(resolver.written_bases))
         return resolver, *_write_edges_incremental(w, loader, next_edge)
-    selected = dict(plan.into)
+    # an edge into a symbol that kept its id finds it again, but through a moved name
+    # (and then it is selected by that name below)
+    selected = {eid: edge for eid, edge in plan.into.items()
+                if edge.dst_symbol_id not in loader.symbol_keys}
     _select_edges_naming(w, names, selected, kinds=None)
     # every class of the new files (one may have lost all its bases), and the classes
     # elsewhere whose written bases may resolve otherwise now
@@ -171,8 +200,8 @@ def resolve_incrementally(w: Writer, resolver: Resolver, plan: Plan, loader: Loa
 def _moved_names(plan: Plan, loader: Loader, resolver: Resolver) -> tuple[set[str], bool]:
     """The names whose meaning may have moved (see above), and whether the change cannot
     be bounded by names (then every edge is resolved again)."""
-    old_symbols = {(key, kind): name for old in plan.old_files
-                   for _, _, key, kind, name in old.symbols}
+    old_symbols = {(symbol.key, symbol.kind): symbol.name for old in plan.old_files
+                   for symbol in old.symbols}
     new_symbols = {(loader.symbol_keys[s.id], s.kind): s.name for s in loader.symbols}
     names = {old_symbols[k] if k in old_symbols else new_symbols[k]
              for k in old_symbols.keys() ^ new_symbols.keys()}
@@ -225,7 +254,7 @@ def _names_under_moved_bases(plan: Plan, loader: Loader, resolver: Resolver,
                              rebased: set[int]) -> set[str]:
     """The member names of every class whose bases moved, and of its bases before and
     after: what lookups through its method resolution order may now find elsewhere."""
-    old_key = {row[0]: row[2] for old in plan.old_files for row in old.symbols}
+    old_key = {symbol.id: symbol.key for old in plan.old_files for symbol in old.symbols}
     old_id_of_key = {key: sid for sid, key in old_key.items()}
     new_key = loader.symbol_keys
     moved = []
@@ -241,9 +270,9 @@ def _names_under_moved_bases(plan: Plan, loader: Loader, resolver: Resolver,
         return set()
     old_members: dict[int, list[str]] = {}
     for old in plan.old_files:
-        for _, parent, _, kind, name in old.symbols:
-            if kind != "module":
-                old_members.setdefault(parent, []).append(name)
+        for symbol in old.symbols:
+            if symbol.kind != "module" and symbol.parent_id is not None:
+                old_members.setdefault(symbol.parent_id, []).append(symbol.name)
     names: set[str] = set()
 
     def collect(start: int, bases: dict[int, list[int]], members: Any) -> None:

@@ -12,10 +12,11 @@ holds, and its last result while every directory's does, so a walk of an unchang
 stats and does nothing else. A harness that knows what it changed says so
 (`changed=[...]`) and nothing else is looked at.
 
-An incremental run re-parses the changed files, deletes their rows and their full-text
-entries, inserts the new ones, and resolves again only the edges a change may move
-(recon/incremental.py): the new files' own, those into the replaced
-files, and those naming a name whose meaning may have moved. It works on the name
+An incremental run re-parses the changed files and writes them over their rows: a file
+keeps its id, and so does each symbol whose key stays (only the rows and full-text
+entries that moved are written; a removed file's rows are deleted). It resolves again
+only the edges a change may move (recon/incremental.py): the new files' own, those into
+symbols now gone, and those naming a name whose meaning may have moved. It works on the name
 resolver kept in process from the last run over the index (recon/kept.py: same
 generation only), or one loaded from the stored rows (`binding` keeps each module's
 imports so unchanged files need not be re-parsed). A test compares the result of a
@@ -59,6 +60,9 @@ from ctxdb.recon.extract import (
 )
 from ctxdb.recon.fulltext import insert_deferred_body_terms
 from ctxdb.recon.incremental import (
+    OldFile,
+    Plan,
+    clear_replaced_files,
     delete_files,
     gone_totals,
     plan_replacement,
@@ -327,6 +331,7 @@ def _find_changes(root: str | os.PathLike, engine: sa.Engine, state: _State,
         if stat_keys == state.stat_keys and len(full_paths) == len(stat_keys):
             # the same paths, every one with the key it had when last read: all as indexed
             return _Changes(paths, full_paths, skipped, {}, [], [], [], stat_keys)
+        same_paths = full_paths.keys() == existing.keys()  # the walk finds each path once
     else:
         full_paths, skipped, stat_keys = {}, [], {}
         for scope in scopes:
@@ -342,17 +347,23 @@ def _find_changes(root: str | os.PathLike, engine: sa.Engine, state: _State,
                     sql_statement("recon/index_skipped_paths"))]
         skipped = sorted(skipped + [s for s in stored_skipped if not _under(s.path, scopes)])
         in_scope = _indexed_under(existing, scopes)
-        paths = [rel for rel in existing if rel not in in_scope]
-        paths += full_paths
-    same_paths = len(paths) == len(existing) and existing.keys() == set(paths)
+        # the paths outside the scopes are taken as indexed
+        same_paths = in_scope == full_paths.keys()
+        if same_paths:
+            paths = list(existing)
+        else:
+            paths = [rel for rel in existing if rel not in in_scope]
+            paths += full_paths
     removed = [] if same_paths else sorted(set(existing).difference(paths))
     to_parse, confirmed = [], []
     if same_paths:
         # module names move only when paths come or go (a package gains an __init__.py)
-        moved = [rel for rel, key in stat_keys.items() if key != existing[rel].stat_key]
+        indexed_keys = state.stat_keys
+        moved = [rel for rel, key in stat_keys.items() if key != indexed_keys[rel]]
         modules = {rel: existing[rel].module for rel in moved}
         # a file looked at without a key (a link whose target vanished meanwhile): hashed
-        looked_at = [rel for rel in full_paths if rel not in stat_keys]
+        looked_at = [] if len(stat_keys) == len(full_paths) else [
+            rel for rel in full_paths if rel not in stat_keys]
         modules.update((rel, existing[rel].module) for rel in looked_at)
         candidates = moved + looked_at
     else:
@@ -569,11 +580,19 @@ def _index(
         if cold:
             forget_resolver(identity)  # its memory is better spent on the build
         with _parser_pool(len(jobs)) as pool, write_transaction(engine) as w:
+            results = _parse_results(pool, jobs)
+            # an incremental run parses first: a file read again is written over its rows
+            in_place: dict[str, OldFile] = {}
             if cold:
                 create_tables(w, drop=rebuild)
                 write_meta(w)
                 next_ids = _NextIds(1, 1, 1)
             else:
+                parsed_files = []
+                for parsed in results:
+                    parsed_files.append(parsed)
+                    bar.step()
+                results = iter(parsed_files)
                 if not state.has_added_tables:
                     create_added_tables(w)
                 if stored_generation(w) != state.generation:
@@ -589,13 +608,20 @@ def _index(
                 # with the last run's totals kept, they follow the change (no table
                 # counted): that run's, and what the files replaced counted for in them
                 followed = (state.kept, gone_totals(w, plan)) if state.kept is not None else None
-                delete_files(w, sorted(gone))
+                in_place = _written_in_place(jobs, parsed_files, state.existing, plan)
+                kept_ids = {old.id for old in in_place.values()}
+                delete_files(w, sorted(set(gone) - kept_ids))
+                clear_replaced_files(w, sorted(kept_ids))
             loader = Loader(w, next_ids.file, next_ids.symbol, defer_body_terms=cold)
-            results = _parse_results(pool, jobs)
             for job, parsed in zip(jobs, results, strict=True):
-                if parsed is not None:
+                if parsed is None:
+                    pass
+                elif job.relpath in in_place:
+                    loader.replace(in_place[job.relpath], job.module, parsed)
+                else:
                     loader.add(job.relpath, job.module, parsed)
-                bar.step()
+                if cold:
+                    bar.step()
             loader.flush()
             if cold:
                 n_edges, resolver = _write_edges_cold(w, loader, next_ids.edge)
@@ -606,8 +632,11 @@ def _index(
             keys = changes.stat_keys
             stats = [(f.id, keys[f.path]) for f in loader.files if f.path in keys]
             _write_file_stats(w, stats + changes.confirmed, started_ns)
-            _write_skipped_paths(w, changes.skipped)
-            write_root(w, root_path)
+            # what the index holds already is not written again (fewer pages to commit)
+            if state.kept is None or state.kept.skipped_paths != changes.skipped:
+                _write_skipped_paths(w, changes.skipped)
+            if cold or state.root != root_path:
+                write_root(w, root_path)
             generation = write_generation(w)
             if cold:
                 totals = (len(loader.symbols), n_edges, loader.flagged)
@@ -620,17 +649,22 @@ def _index(
                           edges - replaced_totals[1] + edges_added,
                           flagged - replaced_totals[2] + loader.flagged)
                 # the files kept that are indexed without symbols, the new ones, the walk's
-                kept_files = {path for path in state.existing if path not in replaced}
                 skipped = tuple(sorted(
-                    [entry for entry in last_run.skipped if entry.path in kept_files]
+                    [entry for entry in last_run.skipped
+                     if entry.path in state.existing and entry.path not in replaced]
                     + loader.skipped + changes.skipped))
             else:
                 totals, skipped = _totals(w), _read_skipped(w)
         keep_resolver(identity, generation, resolver)
-        existing = {} if cold else {path: old for path, old in state.existing.items()
-                                    if path not in replaced}
+        # the index's file states now, and their stat keys: copies of the last ones with
+        # the change applied (a one-file run need not go over every file)
+        existing = {} if cold else dict(state.existing)
+        stat_keys = {} if cold else dict(state.stat_keys)
+        for path in replaced:
+            existing.pop(path, None)
+            stat_keys.pop(path, None)
         existing.update(loader.states)
-        stat_keys = _stat_keys_of(existing)
+        stat_keys.update((path, loaded.stat_key) for path, loaded in loader.states.items())
         _keep_stat_keys(existing, stat_keys, stats + changes.confirmed, started_ns)
         keep_index(identity, generation,
                    _KeptIndex(existing, changes.skipped, totals, skipped, stat_keys))
@@ -639,6 +673,16 @@ def _index(
                           resolved)
     finally:
         engine.dispose()
+
+
+def _written_in_place(jobs: list[_ParseJob], parsed_files: list[ParsedFile | None],
+                      existing: dict[str, FileState], plan: Plan) -> dict[str, OldFile]:
+    """The indexed files read again, by path, as the index held them: each is written
+    over its old rows (`Loader.replace`). A file that could not be read is removed."""
+    old_by_id = {old.id: old for old in plan.old_files}
+    return {job.relpath: old_by_id[existing[job.relpath].id]
+            for job, parsed in zip(jobs, parsed_files, strict=True)
+            if parsed is not None and job.relpath in existing}
 
 
 def _nothing_changed(engine: sa.Engine, identity: str, state: _State, changes: _Changes,

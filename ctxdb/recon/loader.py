@@ -3,16 +3,25 @@ path order, and what name resolution and the next run need of them kept in memor
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from ctxdb.entities import is_test_path
 from ctxdb.recon import schema
-from ctxdb.recon.extract import ParsedFile, Reference, split_body_terms
-from ctxdb.recon.fulltext import index_symbol_names, insert_body_terms
+from ctxdb.recon.extract import ParsedFile, Reference, code_terms, own_texts, split_body_terms
+from ctxdb.recon.fulltext import (
+    index_symbol_names,
+    insert_body_terms,
+    remove_body_terms,
+    stored_own_texts,
+    update_symbol_names,
+)
 from ctxdb.recon.resolve import ModuleBinding, ResolverFile, ResolverSymbol, WrittenBase
 from ctxdb.recon.walk import SkippedPath, StatKey
 from ctxdb.recon.writer import Writer
+
+if TYPE_CHECKING:
+    from ctxdb.recon.incremental import OldFile, StoredSymbol
 
 
 class FileState(NamedTuple):
@@ -50,6 +59,10 @@ SYMBOL_COLUMNS = ("id", "file_id", "parent_id", "key", "kind", "name", "qualname
                   "start_line", "end_line", "start_byte", "end_byte", "signature", "doc")
 EDGE_COLUMNS = EdgeRecord._fields
 BINDING_COLUMNS = ("file_id", "name", "target", "line")
+# The parameters of `recon/index_update_file` and `recon/index_update_symbol`.
+FILE_UPDATE_COLUMNS = ("id",) + FILE_COLUMNS[2:]  # a file keeps its path
+SYMBOL_UPDATE_COLUMNS = ("id", "parent_id") + SYMBOL_COLUMNS[4:]
+SYMBOL_ID = ("symbol_id",)
 
 
 class Loader:
@@ -72,8 +85,8 @@ class Loader:
         self.symbols: list[ResolverSymbol] = []
         self.bindings: list[ModuleBinding] = []
         self.bases: list[WrittenBase] = []  # inherits references: resolved first
-        # per file: its first symbol id and its references (src_index counts from it)
-        self._references: list[tuple[int, list[Reference]]] = []
+        # per file: its symbols' ids by ordinal, and its references (by source ordinal)
+        self._references: list[tuple[Sequence[int], list[Reference]]] = []
         self.flagged = 0
         self.skipped: list[SkippedPath] = []  # files indexed without symbols
         # rows for the next flush, in FILE_COLUMNS, ("file_id", "text"), SYMBOL_COLUMNS
@@ -130,23 +143,107 @@ class Loader:
                                    split_body_terms(parsed.body_terms, len(parsed.symbols)),
                                    strict=True)
         self._symbol_ids_to_flush = range(self._symbol_ids_to_flush.start, self.next_symbol)
-        self._references.append((first, parsed.references))
-        self.bases += [WrittenBase(first + r.src_index, r.dst_name, r.typed_name)
+        self._add_references(fid, range(first, self.next_symbol), parsed)
+        if len(self._file_rows) >= self.FLUSH_FILES:
+            self.flush()
+
+    def _add_references(self, fid: int, ids: Sequence[int], parsed: ParsedFile) -> None:
+        """Keep a file's references and bindings for name resolution (`ids`: its symbols'
+        ids by ordinal)."""
+        self._references.append((ids, parsed.references))
+        self.bases += [WrittenBase(ids[r.src_index], r.dst_name, r.typed_name)
                        for r in parsed.references if r.kind == "inherits"]
         for binding in parsed.bindings:
             self._binding_rows.append((fid, binding.name, binding.target, binding.line))
             self.bindings.append(ModuleBinding(fid, binding.name, binding.target))
-        if len(self._file_rows) >= self.FLUSH_FILES:
-            self.flush()
+
+    def replace(self, old: OldFile, module: str, parsed: ParsedFile) -> None:
+        """A re-parsed file written over its old rows (an incremental run): the file keeps
+        its id and each symbol whose key stays keeps its id, so edges into it stay valid;
+        only the symbols that moved are written, and only the full-text entries whose
+        values changed. The edges out of the file, its bindings and stat key were
+        cleared (`clear_replaced_files`) and are written anew."""
+        self.flush()  # the id range of the names to index holds added files only
+        w, fid, rel = self.w, old.id, old.path
+        # what the old body terms were made of, from the text about to be replaced: a
+        # symbol's terms are computed again (to delete them) only where that moved
+        old_texts = stored_own_texts(w, fid)
+        is_test = is_test_path(rel)
+        self.flagged += bool(parsed.syntax_error or parsed.not_utf8)
+        w.run_rows("recon/index_update_file", FILE_UPDATE_COLUMNS, [
+            (fid, module, parsed.sha256, parsed.size_bytes, parsed.line_count, is_test,
+             parsed.syntax_error, parsed.not_utf8, parsed.skipped)])
+        w.run("recon/index_delete_source_of_file", file_id=fid)
+        self.files.append(ResolverFile(fid, rel, module, is_test))
+        self.states[rel] = FileState(fid, parsed.sha256, module, None)
+        if parsed.skipped is not None:
+            self.skipped.append(SkippedPath(rel, parsed.skipped))
+        else:
+            w.insert(schema.file_source, [(fid, parsed.source.decode("utf-8"))],
+                     ("file_id", "text"))
+        old_by_key = {symbol.key: symbol for symbol in old.symbols}
+        ids = []
+        for symbol in parsed.symbols:
+            kept = old_by_key.get(symbol.key)
+            if kept is not None:
+                ids.append(kept.id)
+            else:
+                ids.append(self.next_symbol)
+                self.next_symbol += 1
+        new_terms = split_body_terms(parsed.body_terms, len(parsed.symbols))
+        new_texts = own_texts(parsed.source, parsed.symbols)
+        rows = [(sid, fid, ids[symbol.parent_index] if symbol.parent_index >= 0 else None,
+                 symbol.key, symbol.kind, symbol.name, symbol.qualname, symbol.start_line,
+                 symbol.end_line, symbol.start_byte, symbol.end_byte, symbol.signature,
+                 symbol.doc)
+                for sid, symbol in zip(ids, parsed.symbols, strict=True)]
+        kept_ids = set(ids)
+        removed = [symbol for symbol in old.symbols if symbol.id not in kept_ids]
+        old_by_id = {symbol.id: symbol for symbol in old.symbols}
+        moved, added, names_old, names_new = [], [], list(removed), []
+        terms_old = [(symbol.id, code_terms(old_texts[symbol.id])) for symbol in removed
+                     if symbol.id in old_texts]
+        terms_new = []
+        for row, terms, text in zip(rows, new_terms, new_texts, strict=True):
+            sid = row[0]
+            before = old_by_id.get(sid)
+            if before is None:
+                added.append(row)
+                names_new.append(row)
+                terms_new.append((sid, terms))
+                continue
+            if _symbol_fields(before) != row[2:]:
+                moved.append(row)
+                if _name_fields(before) != (row[5], row[6], row[11], row[12]):
+                    names_old.append(before)
+                    names_new.append(row)
+            if old_texts.get(sid) != text:
+                if sid in old_texts:
+                    terms_old.append((sid, code_terms(old_texts[sid])))
+                terms_new.append((sid, terms))
+        # out of the full-text indexes with the values they went in with, before the rows
+        update_symbol_names(w, [_name_values(symbol) for symbol in names_old], [])
+        remove_body_terms(w, terms_old)
+        w.run_rows("recon/index_delete_symbol", SYMBOL_ID, [(s.id,) for s in removed])
+        w.run_rows("recon/index_update_symbol", SYMBOL_UPDATE_COLUMNS,
+                   [(row[0], row[2], *row[4:]) for row in moved])
+        w.insert(schema.symbol, added, SYMBOL_COLUMNS)
+        update_symbol_names(w, [], [(row[0], row[5], row[6], row[11], row[12])
+                                    for row in names_new])
+        insert_body_terms(w, terms_new)
+        for row, symbol in zip(rows, parsed.symbols, strict=True):
+            self.symbols.append(ResolverSymbol(row[0], fid, row[2], symbol.kind, symbol.name))
+            self.symbol_keys[row[0]] = symbol.key
+        self._add_references(fid, ids, parsed)
 
     def reference_count(self) -> int:
         return sum(len(references) for _, references in self._references)
 
     def references(self) -> Iterator[tuple[int, Reference]]:
         """Every loaded reference, in load order, with its source's symbol id."""
-        for first, references in self._references:
+        for ids, references in self._references:
             for reference in references:
-                yield first + reference.src_index, reference
+                yield ids[reference.src_index], reference
 
     def flush(self) -> None:
         w = self.w
@@ -159,3 +256,21 @@ class Loader:
         self._file_rows, self._source_rows = [], []
         self._symbol_rows, self._binding_rows, self._body_rows = [], [], []
         self._symbol_ids_to_flush = range(self.next_symbol, self.next_symbol)
+
+
+def _symbol_fields(symbol: StoredSymbol) -> tuple:
+    """A stored symbol's row from its parent on (SYMBOL_COLUMNS[2:]), as the loader
+    builds it, but for the file (a replaced file keeps its id)."""
+    return (symbol.parent_id, symbol.key, symbol.kind, symbol.name, symbol.qualname,
+            symbol.start_line, symbol.end_line, symbol.start_byte, symbol.end_byte,
+            symbol.signature, symbol.doc)
+
+
+def _name_fields(symbol: StoredSymbol) -> tuple:
+    """What the names index holds of a symbol: name, qualname, signature, doc."""
+    return (symbol.name, symbol.qualname, symbol.signature, symbol.doc)
+
+
+def _name_values(symbol: StoredSymbol) -> tuple:
+    """A stored symbol's id and names-index values (`update_symbol_names`)."""
+    return (symbol.id, *_name_fields(symbol))

@@ -294,7 +294,11 @@ class Resolver:
             moved = {old_sym: new_sym for old_sym, new_sym in symbol_pairs
                      if old_sym is not None and new_sym is not None}
             if len(moved) == len(symbol_pairs):
-                self.modules = {name: moved.get(sid, sid) for name, sid in self.modules.items()}
+                moved = {old_sym: new_sym for old_sym, new_sym in moved.items()
+                         if old_sym != new_sym}  # a re-parsed module keeps its symbol id
+                if moved:
+                    self.modules = {name: moved.get(sid, sid)
+                                    for name, sid in self.modules.items()}
             else:  # a file gained or lost its module symbol (it became too large to parse)
                 self._index_modules()
         else:
