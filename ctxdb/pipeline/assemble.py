@@ -66,10 +66,15 @@ def cap_content(text: str, keep_tail: bool = False) -> tuple[str, bool]:
 CODE_CUTS_REMEMBERED = 256
 
 
+def may_exceed_content_cap(text: str) -> bool:
+    """Whether ``text`` could be over CONTENT_MAX_BYTES (checked without encoding it)."""
+    return len(text) * UTF8_MAX_BYTES_PER_CHAR > CONTENT_MAX_BYTES
+
+
 def cap_code_around(text: str, first_line: int, focus: tuple[int, int] | None,
                     decision_terms: frozenset[str],
                     sites: tuple[tuple[int, int], ...] = ()) -> tuple[str, int, int] | None:
-    if len(text) * UTF8_MAX_BYTES_PER_CHAR <= CONTENT_MAX_BYTES:
+    if not may_exceed_content_cap(text):
         return None  # fits whatever its characters are, no need to encode
     return _cut_code_around(text, first_line, focus, decision_terms, sites)
 
@@ -315,8 +320,9 @@ def _apply_caps(item: PoolItem, request: DecisionRequest, decision_terms: frozen
                 from_recon: bool) -> None:
     # Only text read from recon has file lines to cut by; a line-span key keeps its span,
     # which the gate matches against the linked symbols.
+    # the change sites are looked at only for text that may need the cut (most fits)
     if (from_recon and item.kind in SPAN_CUT_KINDS and item.start_line is not None
-            and not _is_span_key(item.entity_key)):
+            and not _is_span_key(item.entity_key) and may_exceed_content_cap(item.content)):
         focus, sites = _focus_of(item, request)
         around = cap_code_around(item.content, item.start_line, focus, decision_terms, sites)
         if around is not None:
