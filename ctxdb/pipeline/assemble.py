@@ -16,7 +16,7 @@ from ..entities import EntityRef, is_absolute_key, parse_entity_key
 from ..recon.reader import ResolvedEntity
 from ..request import DecisionRequest
 from ..spec import CONTENT_MAX_BYTES, POOL_MAX_ITEMS, PROVENANCE_MAX_CHARS, SOURCE_PRIORITY
-from .compress import sliding_window
+from .compress import grow_lines, sliding_window
 from .dedup import fact_key
 from .gate import cap_order
 from .state import AssemblyEvent, PoolItem, change_sites_of, obligation_terms
@@ -128,17 +128,7 @@ def _cut_code_around(text: str, first_line: int, focus: tuple[int, int] | None,
                     start, end = grown
                     kept_a_site = True
             kept_a_site = kept_a_site or not point_inside
-        used = sum(sizes[start : end + 1])
-        while True:  # grow one line at a time, after then before, while it fits
-            grown_any = False
-            for step in (end + 1, start - 1):
-                if 0 <= step < len(lines) and not start <= step <= end:
-                    if used + sizes[step] <= budget:
-                        used += sizes[step]
-                        start, end = min(start, step), max(end, step)
-                        grown_any = True
-            if not grown_any:
-                break
+        start, end = grow_lines(sizes, start, end, budget)
     else:
         start, end = sliding_window("\n".join(lines), decision_terms, budget)
     kept = "\n".join(lines[start : end + 1])

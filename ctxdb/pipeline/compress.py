@@ -104,18 +104,28 @@ def lines_around(source: str, first_line: int, site_first: int, site_last: int,
     start, end = site_first - first_line, site_last - first_line
     if not 0 <= start <= end < len(lines):
         return None
-    used = sum(_size(line) + 1 for line in lines[start : end + 1])
-    if used > budget:
+    sizes = [_size(line) + 1 for line in lines]
+    if sum(sizes[start : end + 1]) > budget:
         return None
+    start, end = grow_lines(sizes, start, end, budget)
+    return start + first_line, end + first_line
+
+
+def grow_lines(sizes: list[int], start: int, end: int, budget: int) -> tuple[int, int]:
+    """Lines ``start``-``end`` (0-based indexes into ``sizes``, each line's bytes with
+    its newline) grown one line at a time, the one after then the one before, while the
+    kept lines fit ``budget``."""
+    used = sum(sizes[start : end + 1])
     grown = True
     while grown:
         grown = False
         for step in (end + 1, start - 1):
-            if 0 <= step < len(lines) and used + _size(lines[step]) + 1 <= budget:
-                used += _size(lines[step]) + 1
+            if 0 <= step < len(sizes) and not start <= step <= end \
+                    and used + sizes[step] <= budget:
+                used += sizes[step]
                 start, end = min(start, step), max(end, step)
                 grown = True
-    return start + first_line, end + first_line
+    return start, end
 
 
 def sliding_window(text: str, decision_terms: frozenset[str], budget: int) -> tuple[int, int]:
