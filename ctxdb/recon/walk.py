@@ -4,7 +4,9 @@ why, and each file's stat key (what change detection compares).
 Each directory's listing is kept in process while the directory's own stat key holds
 (`recon/kept.py`), and the last whole walk's result while every directory's does: a walk
 of a tree none of whose directories moved stats each directory and each file, and does
-nothing else.
+nothing else. Where inotify watches the directories (`recon/watch.py`: Linux, local file
+systems), a directory no event came for is not even stat'ed: such a walk stats the files
+alone.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from typing import NamedTuple
 
 from ctxdb.recon.kept import KeptWalk, kept_walk
+from ctxdb.recon.watch import DirectoryWatch, open_watch
 
 # Directory names never descended into (plus *.egg-info and any dir holding pyvenv.cfg).
 SKIP_DIRS = frozenset(
@@ -105,13 +108,21 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
     Each directory's listing is kept (`recon/kept.py`) while the directory's stat key
     holds, and the last whole walk's result while every directory's does: a walk of a
     tree none of whose directories moved then stats each directory and each file, and
-    does nothing else.
+    does nothing else; a directory watched since its listing was validated, with no
+    event since (`recon/watch.py`), is taken as it was without a stat.
     """
     walk_started_ns = time.time_ns()
     root_real = os.path.realpath(root)
     kept = kept_walk(root_real)
+    watch = _directory_watch(kept)
+    trusted: set[str] = watch.trusted if watch is not None else set()
     if not under and kept.files is not None:
-        keys = _stat_kept_walk(kept)
+        if watch is None:
+            keys = _stat_kept_walk(kept)
+        elif trusted.issuperset(kept.directory_names):
+            keys = _stat_kept_files(kept)  # no directory moved: their events say so
+        else:
+            keys = None  # the walk below stats the directories events came for
         if keys is not None:
             return Walk(list(kept.files), list(kept.skipped), keys)
     inside = root_real.rstrip(os.sep) + os.sep
@@ -141,26 +152,36 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
     def visit(directory: str, rel: str) -> None:
         """One directory: its own listing, or the one kept while its stat key holds."""
         nonlocal listed_anew, unsettled, looked_beyond
-        try:
-            st = stat(directory)
-            key = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-            listing = list_get(directory)
-            if listing is not None and listing.key == key and listing.rel == rel:
-                fresh = False
-            else:
-                fresh = listed_anew = True
-                stats: dict[str, os.stat_result] = {}
-                listing = _list_directory(directory, rel, key, stats)
-                if not listing.unreadable and max(key[0], key[1]) < settled_before_ns:
-                    listings[directory] = listing
+        listing = list_get(directory)
+        if listing is not None and directory in trusted and listing.rel == rel:
+            fresh = False  # watched since its listing was validated, and no event since
+            visited.append((directory, listing.key))
+        else:
+            trusted.discard(directory)
+            try:
+                # the watch first: a change after the stat below is then reported
+                watching = watch is not None and watch.add(directory)
+                st = stat(directory)
+                key = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+                if listing is not None and listing.key == key and listing.rel == rel:
+                    fresh = False
                 else:
-                    unsettled = True
-                    listings.pop(directory, None)
-            visited.append((directory, key))
-        except OSError:
-            looked_beyond = True
-            skipped.append(SkippedPath(rel.rstrip("/") or ".", SKIP_UNREADABLE))
-            return
+                    fresh = listed_anew = True
+                    stats: dict[str, os.stat_result] = {}
+                    listing = _list_directory(directory, rel, key, stats)
+                    if not listing.unreadable and max(key[0], key[1]) < settled_before_ns:
+                        listings[directory] = listing
+                    else:
+                        unsettled = True
+                        listings.pop(directory, None)
+                if (watch is not None and watching and list_get(directory) is listing
+                        and watch.is_local(directory, st.st_dev)):
+                    trusted.add(directory)
+                visited.append((directory, key))
+            except OSError:
+                looked_beyond = True
+                skipped.append(SkippedPath(rel.rstrip("/") or ".", SKIP_UNREADABLE))
+                return
         if rel and listing.virtualenv:
             return
         files = listing.files
@@ -229,11 +250,31 @@ def _stat_kept_walk(kept: KeptWalk) -> dict[str, StatKey] | None:
         if [(st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
                 for st in map(os.stat, kept.directories)] != kept.directory_keys:
             return None
+    except OSError:
+        return None  # a directory vanished: the walk sees what there is
+    return _stat_kept_files(kept)
+
+
+def _stat_kept_files(kept: KeptWalk) -> dict[str, StatKey] | None:
+    """The stat keys of the last whole walk's files (None if one vanished)."""
+    try:
         return dict(zip(kept.file_rels, [(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
                                          for st in map(os.lstat, kept.file_paths)],
                         strict=True))
     except OSError:
-        return None  # a directory or file vanished: the walk sees what there is
+        return None  # a file vanished: the walk sees what there is
+
+
+def _directory_watch(kept: KeptWalk) -> DirectoryWatch | None:
+    """The inotify watches on this root's directories, their pending events read (None
+    where there are none); opened on the first walk of the root in this process."""
+    if kept.watch is not None and not kept.watch.usable:
+        kept.close()  # set by the process this one was forked from: its own start anew
+    if not kept.watch_opened:
+        kept.watch, kept.watch_opened = open_watch(), True
+    if kept.watch is not None:
+        kept.watch.drain()
+    return kept.watch
 
 
 class DirectoryListing(NamedTuple):
