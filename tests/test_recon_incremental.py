@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from conftest import fresh_pg_database
 
 from ctxdb.recon import IndexLimits, index_repository, open_recon
+from ctxdb.recon import kept as kept_module
 from ctxdb.recon import watch as watch_module
 from ctxdb.recon.kept import forget_indexer_state
 from ctxdb.recon.schema import GENERATION_KEY
@@ -554,6 +555,33 @@ def test_a_watched_walk_of_an_unmoved_tree_stats_no_directory(tmp_path, monkeypa
     assert stat_calls == [app]  # the directory the event came for
     assert ("app/added.py", f"{app}/added.py") in found.files
     assert found == _walk_afresh(walk, root)
+
+
+@pytest.mark.skipif(watch_module.open_watch() is None, reason="no inotify here")
+def test_a_walk_past_its_share_of_the_watch_limit_stats_the_other_directories(
+        tmp_path, monkeypatch):
+    """The user's inotify watches are shared with their other programs: past this
+    process's share, directories are not watched, and a change in one is found by its stat."""
+    from ctxdb.recon import walk
+
+    monkeypatch.setattr(walk, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
+    root = tmp_path / "repo"
+    _write(root, REPO)
+    (root / "docs/locale/de").mkdir(parents=True)
+    forget_indexer_state()
+    monkeypatch.setattr(watch_module._BUDGET, "limit", watch_module._BUDGET.in_use + 2)
+    time.sleep(PAST_THE_WINDOW_S)
+    walk.walk_repository(root)
+    walk.walk_repository(root)
+    kept_watch = kept_module.kept_walk(str(root.resolve())).watch
+    assert len(kept_watch.trusted) == 2  # of six directories
+    for directory in ("app", "docs/locale/de", "tests"):
+        (root / directory / "new_module.py").write_text("X = 1\n")
+    assert walk.walk_repository(root) == _walk_afresh(walk, root)
+    assert ("docs/locale/de/new_module.py", str((root / "docs/locale/de/new_module.py")
+                                                 .resolve())) in walk.walk_repository(root).files
+    forget_indexer_state()
+    assert watch_module._BUDGET.in_use == 0  # every watch given back
 
 
 def _random_directory_change(root: Path, rng: random.Random, number: int) -> str:

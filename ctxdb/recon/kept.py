@@ -14,6 +14,7 @@ Python: importing this loads no parser and no database driver.
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -99,6 +100,7 @@ class KeptWalk:
     directory_names: list[str] = field(default_factory=list)
     watch: DirectoryWatch | None = None
     watch_opened: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def keep_result(self, directories: list[tuple[str, tuple[int, int, int]]],
                     files: list[tuple[str, str]], skipped: list[SkippedPath]) -> None:

@@ -114,6 +114,11 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
     walk_started_ns = time.time_ns()
     root_real = os.path.realpath(root)
     kept = kept_walk(root_real)
+    with kept.lock:  # one walk at a time changes what is kept (listings, watches)
+        return _walk(root_real, under, kept, walk_started_ns)
+
+
+def _walk(root_real: str, under: str, kept: KeptWalk, walk_started_ns: int) -> Walk:
     watch = _directory_watch(kept)
     trusted: set[str] = watch.trusted if watch is not None else set()
     if not under and kept.files is not None:

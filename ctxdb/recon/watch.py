@@ -65,6 +65,33 @@ LOCAL_FILE_SYSTEMS = frozenset({
 })
 # struct statfs is 120 bytes on 64-bit Linux (f_type, a long, first): room to spare
 STATFS_BUFFER_BYTES = 256
+# The user's inotify watches are shared by all their programs (editors, file managers):
+# this process takes at most this share of the limit, the rest of a tree is stat'ed.
+WATCH_LIMIT_SHARE = 4
+MAX_USER_WATCHES_FILE = "/proc/sys/fs/inotify/max_user_watches"
+# the limit's default before Linux 5.11, when the file cannot be read
+DEFAULT_MAX_USER_WATCHES = 8192
+
+
+class _WatchBudget:
+    """How many watches this process holds, against its share of the user's limit."""
+
+    def __init__(self) -> None:
+        self.in_use = 0
+        self.limit: int | None = None
+
+    def allows_another(self) -> bool:
+        if self.limit is None:
+            try:
+                with open(MAX_USER_WATCHES_FILE) as fh:
+                    user_limit = int(fh.read())
+            except (OSError, ValueError):
+                user_limit = DEFAULT_MAX_USER_WATCHES
+            self.limit = user_limit // WATCH_LIMIT_SHARE
+        return self.in_use < self.limit
+
+
+_BUDGET = _WatchBudget()
 
 
 class DirectoryWatch:
@@ -75,6 +102,7 @@ class DirectoryWatch:
         self._fd: int | None = fd
         self._pid = os.getpid()
         self._paths: dict[int, set[str]] = {}  # watch descriptor → directories it watches
+        self._watched: set[str] = set()  # every directory a watch was set on
         self._local_devices: dict[int, bool] = {}  # st_dev → on a local file system
         self.trusted: set[str] = set()
 
@@ -87,12 +115,16 @@ class DirectoryWatch:
         """Watch `directory` (before the stat that validates its listing): whether its
         events will come. It is added to `trusted` once its listing is validated, if
         `is_local`."""
-        if not self.usable:
+        if not self.usable or not (directory in self._watched or _BUDGET.allows_another()):
             return False
         wd = self._libc.inotify_add_watch(self._fd, os.fsencode(directory), WATCH_MASK)
         if wd < 0:
-            return False  # past the watch limit, or gone: stat'ed as before
-        self._paths.setdefault(wd, set()).add(directory)
+            return False  # past the user's limit, or gone: stat'ed as before
+        if wd not in self._paths:
+            self._paths[wd] = set()
+            _BUDGET.in_use += 1
+        self._paths[wd].add(directory)
+        self._watched.add(directory)
         return True
 
     def is_local(self, directory: str, device: int) -> bool:
@@ -129,8 +161,8 @@ class DirectoryWatch:
                     trusted.discard(directory)
                 if mask & SELF_EVENTS:
                     gone_below.update(watched)
-                    if mask & IN_IGNORED:
-                        paths.pop(wd, None)  # the kernel dropped the watch
+                    if mask & IN_IGNORED and paths.pop(wd, None) is not None:
+                        _BUDGET.in_use -= 1  # the kernel dropped the watch
                 elif name and mask & IN_ISDIR and mask & ENTRY_GONE_EVENTS:
                     entry = os.fsdecode(name)
                     gone_below.update(f"{directory}/{entry}" for directory in watched)
@@ -142,9 +174,12 @@ class DirectoryWatch:
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)  # in a forked process, its own copy
+            if os.getpid() == self._pid:
+                _BUDGET.in_use -= len(self._paths)
         self._fd = None
         self.trusted.clear()
         self._paths.clear()
+        self._watched.clear()
 
 
 def open_watch() -> DirectoryWatch | None:
