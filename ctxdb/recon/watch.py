@@ -161,8 +161,9 @@ class DirectoryWatch:
                     trusted.discard(directory)
                 if mask & SELF_EVENTS:
                     gone_below.update(watched)
-                    if mask & IN_IGNORED and paths.pop(wd, None) is not None:
-                        _BUDGET.in_use -= 1  # the kernel dropped the watch
+                    if mask & IN_IGNORED and wd in paths:  # the kernel dropped the watch
+                        self._watched.difference_update(paths.pop(wd))
+                        _BUDGET.in_use -= 1
                 elif name and mask & IN_ISDIR and mask & ENTRY_GONE_EVENTS:
                     entry = os.fsdecode(name)
                     gone_below.update(f"{directory}/{entry}" for directory in watched)
