@@ -584,6 +584,32 @@ def test_a_walk_past_its_share_of_the_watch_limit_stats_the_other_directories(
     assert watch_module._BUDGET.in_use == 0  # every watch given back
 
 
+@pytest.mark.skipif(watch_module.open_watch() is None or not hasattr(os, "fork"),
+                    reason="no inotify or fork here")
+def test_a_forked_process_leaves_the_watches_events_to_the_process_that_set_them(
+        tmp_path, monkeypatch):
+    """A forked process shares its parent's inotify queue: it walks with watches of its
+    own, and the events stay for the parent."""
+    from ctxdb.recon import walk
+
+    monkeypatch.setattr(walk, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
+    root = tmp_path / "repo"
+    _write(root, REPO)
+    forget_indexer_state()
+    time.sleep(PAST_THE_WINDOW_S)
+    walk.walk_repository(root)  # lists and watches every directory
+    (root / "app/added.py").write_text("X = 1\n")  # its event waits in the queue
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through its exit status
+        found = walk.walk_repository(root)
+        os._exit(0 if any(rel == "app/added.py" for rel, _ in found.files) else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    found = walk.walk_repository(root)
+    assert any(rel == "app/added.py" for rel, _ in found.files)
+    assert found == _walk_afresh(walk, root)
+
+
 def _random_directory_change(root: Path, rng: random.Random, number: int) -> str:
     """One change to the tree's directories: files and directories added, removed,
     renamed, moved in and out of the tree, a directory replaced at its old path. Returns
