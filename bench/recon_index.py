@@ -20,6 +20,11 @@ measures, REPEAT times each and interleaved:
               then a run told the path (`changed=[path]`); and a definition appended
               (a new top-level name), then a walking run. Medians over the files.
 
+Where Linux's inotify is there, a walking run of the child (one process, like a harness
+re-indexing after every command) stats the files alone: its directories are watched
+(ctxdb/recon/watch.py). --stat-walk runs the child without watches, as on a system or
+file system without them: every directory is stat'ed too.
+
 Prints medians. The LAST line is the figures as key=value pairs. The figures move
 with whatever else runs on the machine: compare cold_s with floor_s of the same run,
 and one sitting's figures with each other (run another checkout's code with
@@ -130,8 +135,14 @@ def _timed(run, cpu: list[float] | None = None) -> tuple[float, object]:
     return elapsed, stats
 
 
-def child(root: str, target: str, samples: list[str]) -> None:
+def child(root: str, target: str, samples: list[str], stat_walk: bool) -> None:
     from ctxdb.recon import index_repository
+
+    if stat_walk:
+        from ctxdb.recon import walk
+
+        if hasattr(walk, "open_watch"):  # code with directory watches: none here
+            walk.open_watch = lambda: None
 
     knows_changed = "changed" in inspect.signature(index_repository).parameters
     cold = index_repository(root, target)
@@ -178,13 +189,13 @@ def child(root: str, target: str, samples: list[str]) -> None:
     }))
 
 
-def run_child(root: Path, samples: list[str]) -> dict:
+def run_child(root: Path, samples: list[str], stat_walk: bool) -> dict:
     with tempfile.TemporaryDirectory(prefix="ctxdb-bench-") as tmp:
         tree = Path(tmp) / root.name
         shutil.copytree(root, tree, symlinks=True)
         out = subprocess.run(
             [sys.executable, __file__, "--child", str(tree), str(Path(tmp) / "recon.db"),
-             json.dumps(samples)],
+             json.dumps(samples), *(["--stat-walk"] if stat_walk else [])],
             check=True, capture_output=True, text=True,
         ).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -200,11 +211,13 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE,
                         help=f"download/extract directory (default {DEFAULT_CACHE})")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement")
+    parser.add_argument("--stat-walk", action="store_true",
+                        help="no inotify watches in the child: walks stat every directory")
     parser.add_argument("--child", nargs=3, metavar=("ROOT", "DB", "SAMPLES"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child[0], args.child[1], json.loads(args.child[2]))
+        child(args.child[0], args.child[1], json.loads(args.child[2]), args.stat_walk)
         return
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -227,7 +240,7 @@ def main() -> None:
     for i in range(args.repeat):
         floors.append(floor_seconds(paths))
         pools.append(floor_pool_seconds(paths, workers))
-        result = run_child(root, samples)
+        result = run_child(root, samples, args.stat_walk)
         colds.append(result["cold_s"])
         first_nochanges.append(result["first_nochange_s"])
         nochanges.append(result["nochange_s"])

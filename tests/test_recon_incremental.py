@@ -23,6 +23,8 @@ import sqlalchemy as sa
 from conftest import fresh_pg_database
 
 from ctxdb.recon import IndexLimits, index_repository, open_recon
+from ctxdb.recon import kept as kept_module
+from ctxdb.recon import watch as watch_module
 from ctxdb.recon.kept import forget_indexer_state
 from ctxdb.recon.schema import GENERATION_KEY
 
@@ -503,6 +505,191 @@ def test_a_walk_from_kept_listings_finds_what_a_fresh_walk_finds(tmp_path, monke
         assert kept_walk == fresh()
     assert ("app/renamed.py", str(root / "app/renamed.py")) in kept_walk.files
     assert not any(rel.startswith("app/sub/") for rel, _ in kept_walk.files)
+
+
+def _have_watches() -> bool:
+    """Whether inotify watches can be had here (the probe's are let go at once)."""
+    probe = watch_module.open_watch()
+    if probe is None:
+        return False
+    probe.close()
+    return True
+
+
+HAVE_WATCHES = _have_watches()
+WATCH_EDIT_SEED = 25
+WATCH_EDIT_STEPS = 60
+# every this many changes, the walk after one waits until the listings are kept (settled)
+SETTLE_EVERY = 2
+
+
+def _walk_afresh(walk, root: Path):
+    """A walk with nothing kept (no listing, no watch), leaving what is kept as it was."""
+    from ctxdb.recon import kept
+
+    saved = dict(kept._WALKS)
+    kept._WALKS.clear()
+    try:
+        return walk.walk_repository(root)
+    finally:
+        for fresh in kept._WALKS.values():
+            fresh.close()
+        kept._WALKS.clear()
+        kept._WALKS.update(saved)
+
+
+@pytest.mark.skipif(not HAVE_WATCHES, reason="no inotify here")
+def test_a_watched_walk_of_an_unmoved_tree_stats_no_directory(tmp_path, monkeypatch):
+    """With the directories watched (recon/watch.py), a walk stats the root (whether it
+    is the directory it was) and the files alone; a directory an event came for is
+    stat'ed (and listed) again."""
+    from ctxdb.recon import walk
+
+    monkeypatch.setattr(walk, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
+    root = tmp_path / "repo"
+    _write(root, REPO)
+    app = str((root / "app").resolve())
+    root_real = str(root.resolve())
+    forget_indexer_state()
+    time.sleep(PAST_THE_WINDOW_S)
+    walk.walk_repository(root)  # lists and watches every directory
+    stat_calls = []
+    real_stat = os.stat
+    monkeypatch.setattr(os, "stat", lambda path, *a, **k: stat_calls.append(os.fsdecode(
+        path)) or real_stat(path, *a, **k))
+    _edit(root, "app/core.py", "return engine", "return engine  # content alone")
+    found = walk.walk_repository(root)
+    assert stat_calls == [root_real]
+    assert found == _walk_afresh(walk, root)
+    (root / "app/added.py").write_text("X = 1\n")
+    stat_calls.clear()
+    found = walk.walk_repository(root)
+    assert stat_calls == [root_real, app]  # and the directory the event came for
+    assert ("app/added.py", f"{app}/added.py") in found.files
+    assert found == _walk_afresh(walk, root)
+
+
+@pytest.mark.skipif(not HAVE_WATCHES, reason="no inotify here")
+def test_a_walk_past_its_share_of_the_watch_limit_stats_the_other_directories(
+        tmp_path, monkeypatch):
+    """The user's inotify watches are shared with their other programs: past this
+    process's share, directories are not watched, and a change in one is found by its stat."""
+    from ctxdb.recon import walk
+
+    monkeypatch.setattr(walk, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
+    root = tmp_path / "repo"
+    _write(root, REPO)
+    (root / "docs/locale/de").mkdir(parents=True)
+    forget_indexer_state()
+    monkeypatch.setattr(watch_module._BUDGET, "limit", watch_module._BUDGET.in_use + 2)
+    time.sleep(PAST_THE_WINDOW_S)
+    walk.walk_repository(root)
+    walk.walk_repository(root)
+    kept_watch = kept_module.kept_walk(str(root.resolve())).watch
+    assert len(kept_watch.trusted) == 2  # of six directories
+    for directory in ("app", "docs/locale/de", "tests"):
+        (root / directory / "new_module.py").write_text("X = 1\n")
+    assert walk.walk_repository(root) == _walk_afresh(walk, root)
+    assert ("docs/locale/de/new_module.py", str((root / "docs/locale/de/new_module.py")
+                                                 .resolve())) in walk.walk_repository(root).files
+    forget_indexer_state()
+    assert watch_module._BUDGET.in_use == 0  # every watch given back
+
+
+@pytest.mark.skipif(not HAVE_WATCHES or not hasattr(os, "fork"),
+                    reason="no inotify or fork here")
+def test_a_forked_process_leaves_the_watches_events_to_the_process_that_set_them(
+        tmp_path, monkeypatch):
+    """A forked process shares its parent's inotify queue: it walks with watches of its
+    own, and the events stay for the parent."""
+    from ctxdb.recon import walk
+
+    monkeypatch.setattr(walk, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
+    root = tmp_path / "repo"
+    _write(root, REPO)
+    forget_indexer_state()
+    time.sleep(PAST_THE_WINDOW_S)
+    walk.walk_repository(root)  # lists and watches every directory
+    (root / "app/added.py").write_text("X = 1\n")  # its event waits in the queue
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through its exit status
+        found = walk.walk_repository(root)
+        os._exit(0 if any(rel == "app/added.py" for rel, _ in found.files) else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    found = walk.walk_repository(root)
+    assert any(rel == "app/added.py" for rel, _ in found.files)
+    assert found == _walk_afresh(walk, root)
+
+
+def _random_directory_change(root: Path, rng: random.Random, number: int) -> str:
+    """One change to the tree's directories: files and directories added, removed,
+    renamed, moved in and out of the tree, a directory replaced at its old path. Returns
+    what it did."""
+    directories = sorted(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())
+    outside = root.parent / "outside"
+    place = rng.choice([root] + directories)
+    kind = rng.choice(["file", "dir", "dir", "remove", "rename", "replace", "replace", "out",
+                       "in", "venv", "content"])
+    leaf = not any(p.is_dir() for p in place.iterdir())  # removed or moved out: the tree
+    # keeps growing
+    if kind == "file":
+        (place / f"f{number}.py").write_text(f"X = {number}\n")
+    elif kind == "dir":
+        (place / f"d{number}/sub").mkdir(parents=True)
+        (place / f"d{number}/sub/m{number}.py").write_text("Y = 1\n")
+    elif kind == "remove" and place != root and leaf:
+        shutil.rmtree(place)
+    elif kind == "rename" and place != root:
+        place.rename(place.parent / f"r{number}")
+    elif kind == "replace" and place != root:  # moved away, and a copy at its path with
+        moved = place.parent / f"moved{number}"  # a file more in each directory
+        place.rename(moved)
+        shutil.copytree(moved, place, symlinks=True)
+        for directory in [place, *(p for p in place.rglob("*") if p.is_dir())]:
+            (directory / f"c{number}.py").write_text("Z = 1\n")
+    elif kind == "out" and place != root and leaf:
+        outside.mkdir(exist_ok=True)
+        place.rename(outside / f"o{number}")
+    elif kind == "in" and outside.exists() and any(outside.iterdir()):
+        rng.choice(sorted(outside.iterdir())).rename(place / f"back{number}")
+    elif kind == "venv" and place != root:  # a virtualenv's marker, or its removal
+        marker = place / "pyvenv.cfg"
+        if marker.exists():
+            marker.unlink()
+        else:
+            marker.write_text("home = /usr\n")
+    else:
+        files = sorted(root.rglob("*.py"))
+        if files:
+            with rng.choice(files).open("a") as fh:
+                fh.write("# more\n")
+        return "content"
+    return f"{kind} {place.relative_to(root)}"
+
+
+@pytest.mark.skipif(not HAVE_WATCHES, reason="no inotify here")
+def test_a_watched_walk_after_directory_changes_finds_what_a_fresh_walk_finds(
+        tmp_path, monkeypatch):
+    """Random changes to the directories, each followed at once (no settling time) by a
+    walk with the watches kept, which must equal a walk with nothing kept."""
+    from ctxdb.recon import walk
+
+    monkeypatch.setattr(walk, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
+    rng = random.Random(WATCH_EDIT_SEED)
+    root = tmp_path / "repo"
+    _write(root, REPO)
+    (root / "docs/locale/de/LC_MESSAGES").mkdir(parents=True)
+    (root / "app/sub/deep").mkdir(parents=True)
+    forget_indexer_state()
+    time.sleep(PAST_THE_WINDOW_S)
+    walk.walk_repository(root)
+    for number in range(WATCH_EDIT_STEPS):
+        change = f"change {number}: {_random_directory_change(root, rng, number)}"
+        assert walk.walk_repository(root) == _walk_afresh(walk, root), change
+        if number % SETTLE_EVERY == 0:
+            time.sleep(PAST_THE_WINDOW_S)  # the listings settle: kept, and trusted
+            assert walk.walk_repository(root) == _walk_afresh(walk, root), change
 
 
 # --- random edits ----------------------------------------------------------------------------

@@ -9,7 +9,8 @@ ctime, inode) is kept with its content hash, and only a file whose key moved is 
 had not changed for RACY_WINDOW_NS before it was read (timestamps are coarse). The walk
 (recon/walk.py) keeps, in process, each directory's listing while the directory's own key
 holds, and its last result while every directory's does, so a walk of an unchanged tree
-stats and does nothing else. A harness that knows what it changed says so
+stats and does nothing else; where inotify watches the directories (recon/watch.py), it
+stats the files alone. A harness that knows what it changed says so
 (`changed=[...]`) and nothing else is looked at.
 
 An incremental run re-parses the changed files and writes them over their rows: a file

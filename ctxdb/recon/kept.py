@@ -5,7 +5,8 @@ the name resolver of the index's generation (updated in place by an incremental 
 never used for another generation), the index's file states and totals (the same), and
 each directory's listing for the walk (used while the directory's own stat key has not
 moved: adding, removing or renaming an entry moves it) with the last whole walk's sorted
-result (used while every listing is). All are dropped by
+result (used while every listing is), and the inotify watches on its directories
+(`recon/watch.py`: a directory no event came for is not stat'ed). All are dropped by
 `forget_indexer_state`, e.g. for benchmarks; neither can go stale unnoticed. Pure
 Python: importing this loads no parser and no database driver.
 """
@@ -13,6 +14,7 @@ Python: importing this loads no parser and no database driver.
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .resolve import Resolver
     from .walk import DirectoryListing, SkippedPath
+    from .watch import DirectoryWatch
 
 # A resolver holds a repository's names (~40 MB for Django's): only the most recent few.
 KEPT_RESOLVERS = 2
@@ -31,6 +34,9 @@ KEPT_WALKS = 4
 _RESOLVERS: OrderedDict[str, tuple[str, Resolver]] = OrderedDict()
 _INDEXES: OrderedDict[str, tuple[str, Any]] = OrderedDict()
 _WALKS: OrderedDict[str, KeptWalk] = OrderedDict()
+# Guards _WALKS: concurrent first walks of a root must share one KeptWalk (each would
+# set watches of its own, and keep them).
+_WALKS_LOCK = threading.Lock()
 
 
 def kept_resolver(identity: str, generation: str | None) -> Resolver | None:
@@ -83,7 +89,9 @@ class KeptWalk:
     directories it entered and their stat keys, its sorted files — (relative, absolute
     path) — and skipped paths.
     The paths and keys are kept apart, in parallel, to be stat'ed and compared in bulk;
-    the paths to stat as bytes (os.stat then skips encoding each: ~5% of a walk)."""
+    the paths to stat as bytes (os.stat then skips encoding each: ~5% of a walk).
+    `watch`: the inotify watches on its directories (`recon/watch.py`), once opened
+    (`watch_opened`: None then means there are none to be had here)."""
 
     listings: dict[str, DirectoryListing] = field(default_factory=dict)
     files: list[tuple[str, str]] | None = None
@@ -92,10 +100,15 @@ class KeptWalk:
     directory_keys: list[tuple[int, int, int]] = field(default_factory=list)
     file_rels: list[str] = field(default_factory=list)
     file_paths: list[bytes] = field(default_factory=list)
+    directory_names: list[str] = field(default_factory=list)
+    watch: DirectoryWatch | None = None
+    watch_opened: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def keep_result(self, directories: list[tuple[str, tuple[int, int, int]]],
                     files: list[tuple[str, str]], skipped: list[SkippedPath]) -> None:
         self.files, self.skipped = list(files), list(skipped)
+        self.directory_names = [directory for directory, _ in directories]
         self.directories = [os.fsencode(directory) for directory, _ in directories]
         self.directory_keys = [key for _, key in directories]
         self.file_rels = [rel for rel, _ in files]
@@ -104,16 +117,33 @@ class KeptWalk:
     def forget_result(self) -> None:
         self.files, self.skipped = None, []
         self.directories, self.directory_keys, self.file_rels, self.file_paths = [], [], [], []
+        self.directory_names = []
+
+    def close(self) -> None:
+        """Let go of the watches (the listings stay, checked by stat again); waits for a
+        walk in progress, which uses them."""
+        with self.lock:
+            self.release_watch()
+
+    def release_watch(self) -> None:
+        """`close`, by the walk holding `lock`."""
+        if self.watch is not None:
+            self.watch.close()
+        self.watch, self.watch_opened = None, False
 
 
 def kept_walk(root: str) -> KeptWalk:
     """What the walk keeps of `root` (a real path); the walk fills it."""
-    kept = _WALKS.pop(root, None)
-    if kept is None:
-        kept = KeptWalk()
-    _WALKS[root] = kept
-    while len(_WALKS) > KEPT_WALKS:
-        _WALKS.popitem(last=False)
+    evicted = []
+    with _WALKS_LOCK:
+        kept = _WALKS.pop(root, None)
+        if kept is None:
+            kept = KeptWalk()
+        _WALKS[root] = kept
+        while len(_WALKS) > KEPT_WALKS:
+            evicted.append(_WALKS.popitem(last=False)[1])
+    for old in evicted:  # outside the lock: closing waits for a walk of that root
+        old.close()
     return kept
 
 
@@ -121,4 +151,21 @@ def forget_indexer_state() -> None:
     """Drop everything kept: the next run is a fresh process's."""
     _RESOLVERS.clear()
     _INDEXES.clear()
-    _WALKS.clear()
+    with _WALKS_LOCK:
+        walks = list(_WALKS.values())
+        _WALKS.clear()
+    for kept in walks:
+        kept.close()
+
+
+def _after_fork_in_child() -> None:
+    """A lock held by another thread at the fork stays held in the child, where that
+    thread is not: new locks (the watches themselves are dropped by recon/watch.py)."""
+    global _WALKS_LOCK
+    _WALKS_LOCK = threading.Lock()
+    for kept in _WALKS.values():
+        kept.lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -4,7 +4,9 @@ why, and each file's stat key (what change detection compares).
 Each directory's listing is kept in process while the directory's own stat key holds
 (`recon/kept.py`), and the last whole walk's result while every directory's does: a walk
 of a tree none of whose directories moved stats each directory and each file, and does
-nothing else.
+nothing else. Where inotify watches the directories (`recon/watch.py`: Linux, local file
+systems), a directory no event came for is not even stat'ed, if the directories above it
+were watched all along: such a walk stats the root (its identity) and the files alone.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from typing import NamedTuple
 
 from ctxdb.recon.kept import KeptWalk, kept_walk
+from ctxdb.recon.watch import CONTINUED, UNWATCHED, DirectoryWatch, open_watch
 
 # Directory names never descended into (plus *.egg-info and any dir holding pyvenv.cfg).
 SKIP_DIRS = frozenset(
@@ -105,13 +108,30 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
     Each directory's listing is kept (`recon/kept.py`) while the directory's stat key
     holds, and the last whole walk's result while every directory's does: a walk of a
     tree none of whose directories moved then stats each directory and each file, and
-    does nothing else.
+    does nothing else; a directory watched since its listing was validated, with no
+    event since (`recon/watch.py`), is taken as it was without a stat when every
+    directory above it up to the root was watched all along too, the root is the
+    directory (device, inode) it was, and the mount table has not changed.
     """
     walk_started_ns = time.time_ns()
     root_real = os.path.realpath(root)
     kept = kept_walk(root_real)
+    with kept.lock:  # one walk at a time changes what is kept (listings, watches)
+        return _walk(root_real, under, kept, walk_started_ns)
+
+
+def _walk(root_real: str, under: str, kept: KeptWalk, walk_started_ns: int) -> Walk:
+    watch = _directory_watch(kept, root_real)
+    trusted: set[str] = watch.trusted if watch is not None else set()
     if not under and kept.files is not None:
-        keys = _stat_kept_walk(kept)
+        if watch is None:
+            keys = _stat_kept_walk(kept)
+        elif trusted.issuperset(kept.directory_names):
+            keys = _stat_kept_files(kept)  # no directory moved: their events say so
+            if keys is None:  # a file vanished since the drain: its event is read before
+                watch.drain()  # the walk below takes any listing as it was
+        else:
+            keys = None  # the walk below stats the directories events came for
         if keys is not None:
             return Walk(list(kept.files), list(kept.skipped), keys)
     inside = root_real.rstrip(os.sep) + os.sep
@@ -119,7 +139,9 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
     out: list[tuple[str, str]] = []
     skipped: list[SkippedPath] = []
     keys = {}
-    pending: list[tuple[str, str]] = []
+    # (directory, its relative path, whether every directory above it up to the root was
+    # watched all along, so that no rename above it could have gone unseen)
+    pending: list[tuple[str, str, bool]] = []
     visited: list[tuple[str, tuple[int, int, int]]] = []  # (directory, its stat key)
     # a result holds for the next walk only when made of kept listings alone
     listed_anew = unsettled = looked_beyond = False
@@ -138,29 +160,44 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
     settled_before_ns = walk_started_ns - RACY_WINDOW_NS
     stat, lstat, list_get = os.stat, os.lstat, listings.get
 
-    def visit(directory: str, rel: str) -> None:
+    def visit(directory: str, rel: str, chained: bool) -> None:
         """One directory: its own listing, or the one kept while its stat key holds."""
         nonlocal listed_anew, unsettled, looked_beyond
-        try:
-            st = stat(directory)
-            key = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-            listing = list_get(directory)
-            if listing is not None and listing.key == key and listing.rel == rel:
-                fresh = False
-            else:
-                fresh = listed_anew = True
-                stats: dict[str, os.stat_result] = {}
-                listing = _list_directory(directory, rel, key, stats)
-                if not listing.unreadable and max(key[0], key[1]) < settled_before_ns:
-                    listings[directory] = listing
+        listing = list_get(directory)
+        if chained and listing is not None and directory in trusted and listing.rel == rel:
+            fresh = False  # watched since its listing was validated, and no event since
+            visited.append((directory, listing.key))
+            below = True
+        else:
+            trusted.discard(directory)
+            try:
+                # the watch first: a change after the stat below is then reported
+                watching = watch.add(directory) if watch is not None else UNWATCHED
+                st = stat(directory)
+                key = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+                if listing is not None and listing.key == key and listing.rel == rel:
+                    fresh = False
                 else:
-                    unsettled = True
-                    listings.pop(directory, None)
-            visited.append((directory, key))
-        except OSError:
-            looked_beyond = True
-            skipped.append(SkippedPath(rel.rstrip("/") or ".", SKIP_UNREADABLE))
-            return
+                    fresh = listed_anew = True
+                    stats: dict[str, os.stat_result] = {}
+                    listing = _list_directory(directory, rel, key, stats)
+                    if not listing.unreadable and max(key[0], key[1]) < settled_before_ns:
+                        listings[directory] = listing
+                    else:
+                        unsettled = True
+                        listings.pop(directory, None)
+                local = (watch is not None and watching != UNWATCHED
+                         and watch.is_local(directory, st.st_dev))
+                if local and list_get(directory) is listing:
+                    trusted.add(directory)
+                # a watch set just now vouches for nothing below it: a directory there may
+                # have been renamed or replaced while this one was not watched
+                below = chained and local and watching == CONTINUED
+                visited.append((directory, key))
+            except OSError:
+                looked_beyond = True
+                skipped.append(SkippedPath(rel.rstrip("/") or ".", SKIP_UNREADABLE))
+                return
         if rel and listing.virtualenv:
             return
         files = listing.files
@@ -181,10 +218,11 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
         if listing.skipped:
             skipped.extend(listing.skipped)
         if listing.subdirs:
-            pending.extend(listing.subdirs)
+            for subdir, subdir_rel in listing.subdirs:
+                pending.append((subdir, subdir_rel, below))
 
     if not under:
-        pending.append((root_real, ""))
+        pending.append((root_real, "", True))  # above the root: its identity, checked
     else:
         parent, _, name = under.rpartition("/")
         directory = root_real
@@ -199,7 +237,8 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
             take_link(path, name, rel)
         elif os.path.isdir(path):
             if not _skipped_dir(path, name):
-                pending.append((path, f"{rel}{name}/"))
+                # the directories above were not walked: nothing vouches for them
+                pending.append((path, f"{rel}{name}/", False))
         elif name.endswith(".py") and os.path.lexists(path):
             try:
                 st = os.lstat(path)
@@ -229,11 +268,43 @@ def _stat_kept_walk(kept: KeptWalk) -> dict[str, StatKey] | None:
         if [(st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
                 for st in map(os.stat, kept.directories)] != kept.directory_keys:
             return None
+    except OSError:
+        return None  # a directory vanished: the walk sees what there is
+    return _stat_kept_files(kept)
+
+
+def _stat_kept_files(kept: KeptWalk) -> dict[str, StatKey] | None:
+    """The stat keys of the last whole walk's files (None if one vanished)."""
+    try:
         return dict(zip(kept.file_rels, [(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
                                          for st in map(os.lstat, kept.file_paths)],
                         strict=True))
     except OSError:
-        return None  # a directory or file vanished: the walk sees what there is
+        return None  # a file vanished: the walk sees what there is
+
+
+def _directory_watch(kept: KeptWalk, root_real: str) -> DirectoryWatch | None:
+    """The inotify watches on this root's directories, their pending events read (None
+    where there are none); opened on the first walk of the root in this process. No
+    event comes for a change above the root (a directory there renamed away and another
+    tree put at the same path): if the root is not the directory it was (device, inode),
+    nothing is trusted."""
+    if kept.watch is not None and not kept.watch.usable:
+        kept.release_watch()  # set by the process this one was forked from: start anew
+    if not kept.watch_opened:
+        kept.watch, kept.watch_opened = open_watch(), True
+    watch = kept.watch
+    if watch is not None:
+        watch.drain()
+        try:
+            st = os.stat(root_real)
+            identity: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except OSError:
+            identity = None  # gone: the walk says so
+        if identity is None or identity != watch.root_identity:
+            watch.trusted.clear()
+            watch.root_identity = identity
+    return watch
 
 
 class DirectoryListing(NamedTuple):
