@@ -10,6 +10,7 @@ decision's pool in ``evidence_item``, every stage action in ``item_event``.
 from __future__ import annotations
 
 import operator
+import sqlite3
 
 from sqlalchemy import (
     Boolean,
@@ -28,6 +29,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.expression import false, true
 
 from .db import insert_statement
@@ -524,7 +526,18 @@ def insert_tuples(connection, table: Table, columns: tuple[str, ...], rows: list
 
 def _execute_insert(connection, table: Table, columns: tuple[str, ...], rows: list[tuple],
                     keep_existing: bool) -> None:
-    if rows:
-        connection.exec_driver_sql(
-            insert_statement(connection.dialect, table, columns, keep_existing), rows
-        )
+    if not rows:
+        return
+    statement = insert_statement(connection.dialect, table, columns, keep_existing)
+    if connection.dialect.name != "sqlite" or not connection.in_transaction():
+        connection.exec_driver_sql(statement, rows)
+        return
+    # On SQLite inside the connection's transaction (its BEGIN issued): the driver's own
+    # executemany, as the gate's reads are — SQLAlchemy's execution costs ~15 µs a
+    # statement, as much as a 16-row insert, and a 16-item decision makes ~17 of them.
+    # Errors come out as SQLAlchemy's would (IntegrityError, OperationalError, …).
+    try:
+        connection.connection.driver_connection.executemany(statement, rows)
+    except sqlite3.Error as exc:
+        raise DBAPIError.instance(statement, rows, exc, sqlite3.Error,
+                                  dialect=connection.dialect, ismulti=True) from exc

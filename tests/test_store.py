@@ -145,6 +145,42 @@ def test_insert_tuples_writes_sparse_rows_exactly(store_url):
     assert back == rows
 
 
+def test_insert_tuples_on_sqlite_runs_on_the_driver_in_the_transaction(tmp_path):
+    """Inside a SQLite transaction the rows go through the driver's executemany (no
+    SQLAlchemy execution for them), in that transaction (a rollback takes them back), and
+    a broken row is SQLAlchemy's IntegrityError, as before."""
+    from sqlalchemy import event
+    from sqlalchemy.exc import IntegrityError
+
+    from ctxdb import models
+
+    columns = ("decision_id", "step_no", "ladder_step", "tokens_before", "tokens_after")
+    with ContextStore.open(tmp_path / "ctx08.db") as store:
+        executed = []
+        event.listen(store.engine, "before_cursor_execute",
+                     lambda *args: executed.append(args[2]))
+        with store.engine.connect() as connection:
+            with connection.begin() as transaction:
+                connection.execute(text(
+                    "INSERT INTO run (run_id, arm, variant, created_at)"
+                    " VALUES ('r', 'ctx08', 'v', 'now')"))
+                connection.execute(text(
+                    "INSERT INTO decision (decision_id, run_id, instance_id, seq, decision_type,"
+                    " task_text, request_json, request_sha256, tokenizer, token_ceiling,"
+                    " created_at) VALUES (7, 'r', 'i', 1, 'edit', 't', '{}', 'h',"
+                    " 'cl100k_base', 100, 'now')"))
+                models.insert_tuples(connection, models.budget_log, columns,
+                                     [(7, 1, "fits", 10, 10), (7, 2, "fits", 10, 10)])
+                assert connection.execute(text(
+                    "SELECT COUNT(*) FROM budget_log WHERE decision_id = 7")).scalar() == 2
+                with pytest.raises(IntegrityError, match="FOREIGN KEY"):
+                    models.insert_tuples(connection, models.budget_log, columns,
+                                         [(8, 1, "fits", 10, 10)])  # no decision 8
+                transaction.rollback()
+            assert not any(sql.startswith("INSERT INTO budget_log") for sql in executed)
+            assert connection.execute(text("SELECT COUNT(*) FROM budget_log")).scalar() == 0
+
+
 def test_insert_tuples_with_one_column_left():
     """Once the sparse columns are out only one is left: each row still goes in whole."""
     from sqlalchemy import Column, Integer, MetaData, Table, Text, create_engine
