@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ctxdb.config import load_settings
-from ctxdb.entities import EntityRef, parse_entity_key
+from ctxdb.entities import EntityRef, is_absolute_key, parse_entity_key, path_of_key
 from ctxdb.pipeline.assemble import ResolvedEntity, assemble_pool, cap_content, cap_provenance
 from ctxdb.request import DecisionRequest
 from ctxdb.spec import CONTENT_MAX_BYTES, POOL_MAX_ITEMS, PROVENANCE_MAX_CHARS
@@ -202,3 +202,13 @@ def test_later_cuts_count_file_lines_only_not_the_cap_mark():
     first, last = related.shown_lines
     assert item.start_line <= first <= last <= item.end_line
     assert "[ctxdb: content cut" not in related.text
+
+
+@pytest.mark.parametrize("key", [
+    "/abs/a.py", "/abs/a.py::f", "/abs/a.py:3-9", "rel/a.py", "rel/a.py::C.m", "a.py:1-2",
+    "", "::f", ":1-2", "//x.py", "./a.py", "C:/win.py", "rel/odd:/x.py", "/",
+])
+def test_an_absolute_key_is_one_whose_path_is_absolute(key):
+    import posixpath
+
+    assert is_absolute_key(key) is posixpath.isabs(path_of_key(key))
