@@ -124,6 +124,24 @@ def test_provenance_cap():
     assert item.events[0].action == "provenance_cut" and item.events[0].detail == long
 
 
+def test_the_caps_are_not_looked_at_for_text_and_provenance_that_fit(monkeypatch):
+    from ctxdb.pipeline import assemble
+
+    looked = []
+    monkeypatch.setattr(assemble, "cap_content",
+                        lambda text, keep_tail=False: looked.append("content") or (text, False))
+    monkeypatch.setattr(assemble, "cap_provenance",
+                        lambda text: looked.append("provenance") or (text, False))
+    monkeypatch.setattr(assemble, "_focus_of",
+                        lambda item, request: looked.append("sites") or (None, ()))
+    assemble_pool(_request(), None)
+    assert looked == []
+    big = "x" * (CONTENT_MAX_BYTES + 1)
+    assemble_pool(_request(evidence=[{"source": "04", "kind": "retrieved_hit", "content": big,
+                                      "provenance": "p" * (PROVENANCE_MAX_CHARS + 1)}]), None)
+    assert looked == ["content", "provenance"]
+
+
 def test_pool_cap_keeps_by_source_priority():
     evidence = [
         {"source": "03", "kind": "symbol", "content": f"def f{n}():", "provenance": "03"}
