@@ -181,6 +181,40 @@ def test_insert_tuples_on_sqlite_runs_on_the_driver_in_the_transaction(tmp_path)
             assert connection.execute(text("SELECT COUNT(*) FROM budget_log")).scalar() == 0
 
 
+def test_insert_row_on_sqlite_gives_the_rowid_through_the_driver(tmp_path):
+    """One row on SQLite in a transaction: through the driver, its INTEGER PRIMARY KEY
+    given back; a broken row is SQLAlchemy's IntegrityError; only the rowid is given."""
+    from sqlalchemy import event
+    from sqlalchemy.exc import IntegrityError
+
+    from ctxdb import models
+
+    with ContextStore.open(tmp_path / "ctx08.db") as store:
+        executed = []
+        event.listen(store.engine, "before_cursor_execute",
+                     lambda *args: executed.append(args[2]))
+        with store.engine.connect() as connection, connection.begin():
+            models.insert_row(connection, models.run, {
+                "run_id": "r", "arm": "ctx08", "variant": "v", "created_at": "now"})
+            row = {"run_id": "r", "instance_id": "i", "seq": 1, "decision_type": "edit",
+                   "task_text": "t", "request_json": "{}", "request_sha256": "h",
+                   "tokenizer": "cl100k_base", "token_ceiling": 100, "created_at": "now"}
+            first = models.insert_row(connection, models.decision, row,
+                                      returning=models.decision.c.decision_id)
+            second = models.insert_row(connection, models.decision, row,
+                                       returning=models.decision.c.decision_id)
+            assert second == first + 1
+            assert connection.execute(text("SELECT MAX(decision_id) FROM decision")).scalar() \
+                == second
+            with pytest.raises(IntegrityError):
+                models.insert_row(connection, models.decision, dict(row, decision_type="x"))
+            with pytest.raises(ValueError, match="INTEGER PRIMARY KEY"):
+                models.insert_row(connection, models.run, dict(
+                    run_id="s", arm="ctx08", variant="v", created_at="now"),
+                    returning=models.run.c.run_id)
+        assert not any(sql.startswith("INSERT") for sql in executed)
+
+
 def test_insert_tuples_with_one_column_left():
     """Once the sparse columns are out only one is left: each row still goes in whole."""
     from sqlalchemy import Column, Integer, MetaData, Table, Text, create_engine
