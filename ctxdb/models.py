@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import operator
 import sqlite3
+from itertools import chain
 
 from sqlalchemy import (
     Boolean,
@@ -525,6 +526,14 @@ def insert_tuples(connection, table: Table, columns: tuple[str, ...], rows: list
         _execute_insert(connection, table, columns, rows, keep_existing)
 
 
+# Rows one SQLite INSERT carries (VALUES (…), (…), …): a statement of 32 rows costs
+# ~15-20% less than 32 executemany steps (the pool's 260 rows: ~0.2 ms a table at 256
+# items). Fixed, so the statement is prepared once and kept by the driver; 32 rows of
+# evidence_item's 17 columns stay far under SQLite's bound on parameters (999 before
+# 3.32).
+SQLITE_ROWS_PER_INSERT = 32
+
+
 def _execute_insert(connection, table: Table, columns: tuple[str, ...], rows: list[tuple],
                     keep_existing: bool) -> None:
     if not rows:
@@ -537,8 +546,19 @@ def _execute_insert(connection, table: Table, columns: tuple[str, ...], rows: li
     # executemany, as the gate's reads are — SQLAlchemy's execution costs ~15 µs a
     # statement, as much as a 16-row insert, and a 16-item decision makes ~17 of them.
     # Errors come out as SQLAlchemy's would (IntegrityError, OperationalError, …).
+    # SQLITE_ROWS_PER_INSERT rows a statement while that many are left, then one a row
+    whole = len(rows) - len(rows) % SQLITE_ROWS_PER_INSERT
+    driver = connection.connection.driver_connection
     try:
-        connection.connection.driver_connection.executemany(statement, rows)
+        if whole:
+            statement = insert_statement(connection.dialect, table, columns, keep_existing,
+                                         SQLITE_ROWS_PER_INSERT)
+            driver.executemany(statement, [
+                tuple(chain.from_iterable(rows[start:start + SQLITE_ROWS_PER_INSERT]))
+                for start in range(0, whole, SQLITE_ROWS_PER_INSERT)])
+        if whole < len(rows):
+            statement = insert_statement(connection.dialect, table, columns, keep_existing)
+            driver.executemany(statement, rows[whole:])
     except sqlite3.Error as exc:
         raise DBAPIError.instance(statement, rows, exc, sqlite3.Error,
                                   dialect=connection.dialect, ismulti=True) from exc

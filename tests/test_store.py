@@ -181,6 +181,32 @@ def test_insert_tuples_on_sqlite_runs_on_the_driver_in_the_transaction(tmp_path)
             assert connection.execute(text("SELECT COUNT(*) FROM budget_log")).scalar() == 0
 
 
+def test_insert_tuples_on_sqlite_carries_many_rows_a_statement_in_order(tmp_path):
+    """Rows go SQLITE_ROWS_PER_INSERT to a statement while that many are left, the rest
+    one a row: every row reads back, in the order given (the rowids follow it), and a
+    row already there is kept once with keep_existing."""
+    from ctxdb import models
+
+    per = models.SQLITE_ROWS_PER_INSERT
+    texts = [(f"{n:064x}", f"text {n}") for n in range(2 * per + 5)]
+    with ContextStore.open(tmp_path / "ctx08.db") as store:
+        with store.engine.connect() as connection, connection.begin():
+            traced: list[str] = []
+            driver = connection.connection.driver_connection
+            driver.set_trace_callback(traced.append)
+            models.insert_tuples(connection, models.evidence_text,
+                                 ("content_sha256", "content"), texts)
+            models.insert_tuples(connection, models.evidence_text,
+                                 ("content_sha256", "content"), texts[:per + 1],
+                                 keep_existing=True)
+            driver.set_trace_callback(None)
+            back = connection.execute(text(
+                "SELECT content_sha256, content FROM evidence_text ORDER BY rowid")).all()
+    assert [tuple(row) for row in back] == texts
+    rows_a_statement = [statement.count("), (") + 1 for statement in traced]
+    assert rows_a_statement == [per, per] + [1] * 5 + [per, 1]
+
+
 def test_insert_row_on_sqlite_gives_the_rowid_through_the_driver(tmp_path):
     """One row on SQLite in a transaction: through the driver, its INTEGER PRIMARY KEY
     given back; a broken row is SQLAlchemy's IntegrityError; only the rowid is given."""
