@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from recon_walks import walk_afresh
 
 from ctxdb.recon import kept as kept_module
 from ctxdb.recon import walk
@@ -60,19 +61,6 @@ def _write(root: Path, files: dict[str, str]) -> None:
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-
-
-def _walk_afresh(root: Path) -> walk.Walk:
-    """A walk with nothing kept (no listing, no watch), leaving what is kept as it was."""
-    saved = dict(kept_module._WALKS)
-    kept_module._WALKS.clear()
-    try:
-        return walk.walk_repository(root)
-    finally:
-        for fresh in kept_module._WALKS.values():
-            fresh.close()
-        kept_module._WALKS.clear()
-        kept_module._WALKS.update(saved)
 
 
 def _settle_and_trust(root: Path) -> None:
@@ -127,7 +115,7 @@ def test_a_tree_put_where_the_roots_parent_was_is_walked_afresh(tmp_path):
                   "lib/z.py": ""})
     found = walk.walk_repository(root)
     assert _files(found) == ["app/__init__.py", "app/core.py", "app/new.py", "lib/z.py"]
-    assert found == _walk_afresh(root)
+    assert found == walk_afresh(root)
 
 
 def test_a_directory_below_one_that_was_not_watched_is_stat_ed(tmp_path, monkeypatch):
@@ -159,7 +147,7 @@ def test_a_directory_below_one_that_was_not_watched_is_stat_ed(tmp_path, monkeyp
     _write(root, {"A/P/C/x.py": "", "A/P/C/new.py": ""})
     found = walk.walk_repository(root)
     assert "A/P/C/new.py" in _files(found)
-    assert found == _walk_afresh(root)
+    assert found == walk_afresh(root)
 
 
 def test_a_directory_watched_again_past_the_budget_vouches_for_nothing(tmp_path, monkeypatch):
@@ -183,7 +171,7 @@ def test_a_directory_watched_again_past_the_budget_vouches_for_nothing(tmp_path,
     _write(root, {"A/P/C/x.py": "", "A/P/C/new.py": ""})
     found = walk.walk_repository(root)
     assert "A/P/C/new.py" in _files(found)
-    assert found == _walk_afresh(root)
+    assert found == walk_afresh(root)
     assert watch_module._BUDGET.in_use <= watch_module._BUDGET.limit
 
 
@@ -213,19 +201,19 @@ def test_a_mount_over_a_watched_directory_and_its_unmount_are_seen(tmp_path):
     try:
         found = walk.walk_repository(root)
         assert _files(found) == ["app/mounted.py", "app/pkg/inner.py"]
-        assert found == _walk_afresh(root)
+        assert found == walk_afresh(root)
         _settle_and_trust(root)
     finally:
         _umount(root / "app")
     found = walk.walk_repository(root)
     assert _files(found) == ["app/__init__.py", "app/core.py"]
-    assert found == _walk_afresh(root)
+    assert found == walk_afresh(root)
     _settle_and_trust(root)
     _mount("-t", "tmpfs", "tmpfs", str(root / "app"))
     try:
         found = walk.walk_repository(root)
         assert _files(found) == []
-        assert found == _walk_afresh(root)
+        assert found == walk_afresh(root)
     finally:
         _umount(root / "app")
 
@@ -266,7 +254,7 @@ def test_an_overlay_is_walked_with_stats(tmp_path):
         _settle_and_trust(root)
         assert _kept_watch(root).trusted == set()
         (tmp_path / "lower/repo/app/added.py").write_text("")
-        assert walk.walk_repository(root) == _walk_afresh(root)
+        assert walk.walk_repository(root) == walk_afresh(root)
     finally:
         forget_indexer_state()
         _umount(tmp_path / "merged")
@@ -351,7 +339,7 @@ def test_a_change_just_after_the_drain_is_read_before_the_walk_falls_back(tmp_pa
     monkeypatch.setattr(watch_module.DirectoryWatch, "drain", drain_then_rename)
     found = walk.walk_repository(root)
     assert _files(found) == ["app/__init__.py", "app/y.py"] and found.skipped == []
-    assert found == _walk_afresh(root)
+    assert found == walk_afresh(root)
 
 
 def test_concurrent_first_walks_share_one_kept_walk_and_one_instance(tmp_path):
@@ -432,4 +420,4 @@ def test_a_forked_child_walks_with_locks_and_a_budget_of_its_own(tmp_path, monke
             os._exit(0 if _kept_watch(root).trusted else 1)
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert walk.walk_repository(root) == _walk_afresh(root)
+    assert walk.walk_repository(root) == walk_afresh(root)
