@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctxdb.recon import kept, walk
+from ctxdb.recon import kept, walk, watch
 
 
 def walk_afresh(root: Path) -> walk.Walk:
@@ -18,3 +18,12 @@ def walk_afresh(root: Path) -> walk.Walk:
             fresh.close()
         kept._WALKS.clear()
         kept._WALKS.update(saved)
+
+
+def have_watches() -> bool:
+    """Whether inotify watches can be had here (the probe's are let go at once)."""
+    probe = watch.open_watch()
+    if probe is None:
+        return False
+    probe.close()
+    return True

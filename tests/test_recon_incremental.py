@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from conftest import fresh_pg_database
-from recon_walks import walk_afresh
+from recon_walks import have_watches, walk_afresh
 
 from ctxdb.recon import IndexLimits, index_repository, open_recon
 from ctxdb.recon import kept as kept_module
@@ -508,16 +508,7 @@ def test_a_walk_from_kept_listings_finds_what_a_fresh_walk_finds(tmp_path, monke
     assert not any(rel.startswith("app/sub/") for rel, _ in kept_walk.files)
 
 
-def _have_watches() -> bool:
-    """Whether inotify watches can be had here (the probe's are let go at once)."""
-    probe = watch_module.open_watch()
-    if probe is None:
-        return False
-    probe.close()
-    return True
-
-
-HAVE_WATCHES = _have_watches()
+HAVE_WATCHES = have_watches()
 WATCH_EDIT_SEED = 25
 WATCH_EDIT_STEPS = 60
 # every this many changes, the walk after one waits until the listings are kept (settled)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from recon_walks import walk_afresh
+from recon_walks import have_watches, walk_afresh
 
 from ctxdb.recon import kept as kept_module
 from ctxdb.recon import walk
@@ -36,16 +36,7 @@ CHILD_ALARM_S = 10
 OVERLAYFS_MAGIC = 0x794C7630
 
 
-def _have_watches() -> bool:
-    """Whether inotify watches can be had here (the probe's are let go at once)."""
-    probe = watch_module.open_watch()
-    if probe is None:
-        return False
-    probe.close()
-    return True
-
-
-pytestmark = pytest.mark.skipif(not _have_watches(), reason="no inotify here")
+pytestmark = pytest.mark.skipif(not have_watches(), reason="no inotify here")
 
 
 @pytest.fixture(autouse=True)
