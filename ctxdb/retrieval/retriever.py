@@ -29,9 +29,11 @@ output is byte-identical whatever the hash seed.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from sqlalchemy import Connection, bindparam
 
@@ -137,8 +139,9 @@ class Retrieval:
         }
 
 
-@dataclass(frozen=True)
-class _Symbol:
+class _Symbol(NamedTuple):
+    # a NamedTuple, not a frozen dataclass: a retrieval builds a few thousand of these,
+    # and a frozen dataclass's __init__ took ~15% of its time (bench/retrieve.py, sympy)
     id: int
     key: str
     kind: str
@@ -153,8 +156,12 @@ def _symbols(connection: Connection, ids: Iterable[int]) -> dict[int, _Symbol]:
         return {}
     statement = sql_statement("recon/candidate_symbols").bindparams(
         bindparam("symbol_ids", expanding=True))
-    return {row.id: _Symbol(row.id, row.key, row.kind, row.parent_id, row.path, bool(row.is_test))
-            for row in connection.execute(statement, {"symbol_ids": ids})}
+    rows = connection.execute(statement, {"symbol_ids": ids}).tuples().all()
+    # unpacked in the statement's column order: a Row's attribute lookup costs several
+    # times a tuple's unpacking, over a few thousand rows a retrieval
+    return {sid: _Symbol(sid, key, kind, parent_id, path, bool(is_test))
+            for sid, key, kind, _name, _qualname, parent_id, _file_id, path, is_test, _line
+            in rows}
 
 
 def retrieve(
@@ -223,11 +230,10 @@ def retrieve(
     if any(name in signals for name in SECONDARY_SIGNALS):
         fused = _fuse(ranks, weights)
     ordered = sorted(fused.items(), key=lambda item: (-item[1], info[item[0]].key))
-    symbols = tuple(
-        Candidate(info[sid].key, round(score, SCORE_DIGITS),
-                  {name: ranks[name][sid] for name in ranks if sid in ranks[name]})
-        for sid, score in ordered if info[sid].kind != "module"
-    )[:limit]
+    symbols = tuple(itertools.islice(
+        (Candidate(info[sid].key, round(score, SCORE_DIGITS),
+                   {name: ranks[name][sid] for name in ranks if sid in ranks[name]})
+         for sid, score in ordered if info[sid].kind != "module"), limit))
     return Retrieval(symbols, files[:limit], timings)
 
 
