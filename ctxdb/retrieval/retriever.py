@@ -30,6 +30,7 @@ output is byte-identical whatever the hash seed.
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -154,9 +155,14 @@ def _symbols(connection: Connection, ids: Iterable[int]) -> dict[int, _Symbol]:
     ids = sorted(set(ids))
     if not ids:
         return {}
-    statement = sql_statement("recon/candidate_symbols").bindparams(
-        bindparam("symbol_ids", expanding=True))
-    rows = connection.execute(statement, {"symbol_ids": ids}).tuples().all()
+    if connection.dialect.name == "sqlite":
+        statement = sql_statement("recon/candidate_symbols_json.sqlite")
+        params = {"symbol_ids": json.dumps(ids)}
+    else:
+        statement = sql_statement("recon/candidate_symbols").bindparams(
+            bindparam("symbol_ids", expanding=True))
+        params = {"symbol_ids": ids}
+    rows = connection.execute(statement, params).tuples().all()
     # unpacked in the statement's column order: a Row's attribute lookup costs several
     # times a tuple's unpacking, over a few thousand rows a retrieval
     return {sid: _Symbol(sid, key, kind, parent_id, path, bool(is_test))
