@@ -29,9 +29,12 @@ output is byte-identical whatever the hash seed.
 
 from __future__ import annotations
 
+import itertools
+import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from sqlalchemy import Connection, bindparam
 
@@ -137,8 +140,9 @@ class Retrieval:
         }
 
 
-@dataclass(frozen=True)
-class _Symbol:
+class _Symbol(NamedTuple):
+    # a NamedTuple, not a frozen dataclass: a retrieval builds a few thousand of these,
+    # and a frozen dataclass's __init__ took ~15% of its time (bench/retrieve.py, sympy)
     id: int
     key: str
     kind: str
@@ -151,10 +155,19 @@ def _symbols(connection: Connection, ids: Iterable[int]) -> dict[int, _Symbol]:
     ids = sorted(set(ids))
     if not ids:
         return {}
-    statement = sql_statement("recon/candidate_symbols").bindparams(
-        bindparam("symbol_ids", expanding=True))
-    return {row.id: _Symbol(row.id, row.key, row.kind, row.parent_id, row.path, bool(row.is_test))
-            for row in connection.execute(statement, {"symbol_ids": ids})}
+    if connection.dialect.name == "sqlite":
+        statement = sql_statement("recon/candidate_symbols_json.sqlite")
+        params: dict[str, object] = {"symbol_ids": json.dumps(ids)}
+    else:
+        statement = sql_statement("recon/candidate_symbols").bindparams(
+            bindparam("symbol_ids", expanding=True))
+        params = {"symbol_ids": ids}
+    rows = connection.execute(statement, params).tuples().all()
+    # unpacked in the statement's column order: a Row's attribute lookup costs several
+    # times a tuple's unpacking, over a few thousand rows a retrieval
+    return {sid: _Symbol(sid, key, kind, parent_id, path, bool(is_test))
+            for sid, key, kind, _name, _qualname, parent_id, _file_id, path, is_test, _line
+            in rows}
 
 
 def retrieve(
@@ -205,15 +218,17 @@ def retrieve(
     info = _symbols(connection, [hit.symbol_id for hits in (*lists.values(), body) for hit in hits])
     ranks = {name: _candidate_ranks(hits, info) for name, hits in lists.items()}
     fused = _fuse(ranks, weights)
-    files = _rank_files(sorted(fused.items(), key=lambda item: (-item[1], info[item[0]].key)),
-                        info)
+    primary_ranked = sorted(fused.items(), key=lambda item: (-item[1], info[item[0]].key))
+    files = _rank_files(primary_ranked, info)
     primary = fused
+    # the secondary signals walk the primary fusion best first: sorted once, here
+    primary_order = [sid for sid, _score in primary_ranked]
     secondary = {
         SIGNAL_CRASH: lambda: _crash_ranks(ranks.get(SIGNAL_TRACEBACK, {})),
         SIGNAL_STRUCTURE: lambda: _structure_ranks(files, info, body),
-        SIGNAL_MEMBERS: lambda: _members_ranks(connection, primary, info),
-        SIGNAL_METHODS: lambda: _methods_ranks(primary, info, body),
-        SIGNAL_CALLS: lambda: _calls_ranks(connection, primary, info),
+        SIGNAL_MEMBERS: lambda: _members_ranks(connection, primary, primary_order, info),
+        SIGNAL_METHODS: lambda: _methods_ranks(primary_order, info, body),
+        SIGNAL_CALLS: lambda: _calls_ranks(connection, primary, primary_order, info),
     }
     for name in SECONDARY_SIGNALS:
         if name in signals:
@@ -223,11 +238,10 @@ def retrieve(
     if any(name in signals for name in SECONDARY_SIGNALS):
         fused = _fuse(ranks, weights)
     ordered = sorted(fused.items(), key=lambda item: (-item[1], info[item[0]].key))
-    symbols = tuple(
-        Candidate(info[sid].key, round(score, SCORE_DIGITS),
-                  {name: ranks[name][sid] for name in ranks if sid in ranks[name]})
-        for sid, score in ordered if info[sid].kind != "module"
-    )[:limit]
+    symbols = tuple(itertools.islice(
+        (Candidate(info[sid].key, round(score, SCORE_DIGITS),
+                   {name: ranks[name][sid] for name in ranks if sid in ranks[name]})
+         for sid, score in ordered if info[sid].kind != "module"), limit))
     return Retrieval(symbols, files[:limit], timings)
 
 
@@ -274,12 +288,7 @@ def _structure_ranks(files: tuple[FileCandidate, ...], info: dict[int, _Symbol],
     return ranks
 
 
-def _best_first(scores: dict[int, float], info: dict[int, _Symbol]) -> list[int]:
-    return [sid for sid, _score in sorted(scores.items(),
-                                          key=lambda item: (-item[1], info[item[0]].key))]
-
-
-def _members_ranks(connection: Connection, primary: dict[int, float],
+def _members_ranks(connection: Connection, primary: dict[int, float], primary_order: list[int],
                    info: dict[int, _Symbol]) -> dict[int, int]:
     """Classes by their members' primary scores, best first, the i-th counted
     MEMBER_DECAY**i times: a change that adds a method is a change to its class, whose
@@ -289,7 +298,7 @@ def _members_ranks(connection: Connection, primary: dict[int, float],
     info.update(_symbols(connection, [pid for pid in parent_ids if pid not in info]))
     scores: dict[int, float] = {}
     counted: dict[int, int] = {}
-    for sid in _best_first(primary, info):
+    for sid in primary_order:
         parent = info[sid].parent_id
         if parent is None or info[sid].kind == "module" or info[parent].kind != "class":
             continue
@@ -299,12 +308,12 @@ def _members_ranks(connection: Connection, primary: dict[int, float],
     return _candidate_ranks(found_by.ranked_hits(scores), info)
 
 
-def _methods_ranks(primary: dict[int, float], info: dict[int, _Symbol],
+def _methods_ranks(primary_order: list[int], info: dict[int, _Symbol],
                    body: list[found_by.Hit]) -> dict[int, int]:
     """The methods of the METHOD_CLASSES strongest classes, each class's in body rank
     order, taken in turn: the class a task names is where its fix often lies, in a
     method the task's words barely touch."""
-    classes = [sid for sid in _best_first(primary, info)
+    classes = [sid for sid in primary_order
                if info[sid].kind == "class" and not info[sid].is_test][:METHOD_CLASSES]
     if not classes:
         return {}
@@ -321,12 +330,12 @@ def _methods_ranks(primary: dict[int, float], info: dict[int, _Symbol],
     return ranks
 
 
-def _calls_ranks(connection: Connection, primary: dict[int, float],
+def _calls_ranks(connection: Connection, primary: dict[int, float], primary_order: list[int],
                  info: dict[int, _Symbol]) -> dict[int, int]:
     """What the CALL_SEEDS strongest hits call: the helper a named function delegates
     to. A callee counts its caller's score over √(1 + its callers), so a helper called
     from everywhere weighs little."""
-    seeds = [sid for sid in _best_first(primary, info)
+    seeds = [sid for sid in primary_order
              if info[sid].kind != "module" and not info[sid].is_test][:CALL_SEEDS]
     if not seeds:
         return {}
