@@ -252,6 +252,46 @@ def test_the_docstring_cut_keeps_code_and_each_docstring_s_first_line(monkeypatc
         view, comments_too=True)
 
 
+def test_the_symbol_cut_keeps_the_definitions_the_run_named_after_the_view(monkeypatch):
+    spec = importlib.util.spec_from_file_location("window_cuts", TOOLS / "window_cuts.py")
+    window_cuts = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "window_cuts", window_cuts)
+    spec.loader.exec_module(window_cuts)
+    view = ("[E6 pkg/mod.py lines 1-12, as the tree holds them now]\n1\timport os\n"
+            "2\tclass Basket:\n3\t    rate = 0.5\n4\t    @property\n5\t    def total(self):\n"
+            "6\t        return compute(self.items)\n7\t    def empty(self):\n"
+            "8\t        return not self.items\n9\tdef helper(x):\n10\t    y = x + 1\n"
+            "11\t    return y\n12\tCONSTANT = os.sep\n\n")
+    history = window_cuts.run_history((
+        ("", "nl -ba pkg/mod.py", "(the view)"),
+        ("I should look at total.", "python repro.py",
+         'File "/testbed/pkg/mod.py", line 10, in helper2'),
+        ("", "grep -n CONSTANT pkg/other.py", "")))
+    part = window_cuts.Part(1, 1, "view", 100, 14, "nl", view)
+    decision = window_cuts.Decision(seq=4, prompt_tokens=200, parts=(part,), anchors=(),
+                                    anchor_values=(), prompt_names=frozenset(),
+                                    history=history)
+    # total by name, helper by its line 10, CONSTANT by a name it holds; empty's body and
+    # Basket's own lines were not named since: only their first lines stay
+    (cut,) = window_cuts.symbol_play(age=2)(decision).values()
+    assert cut.split("\n") == [
+        "[E6 pkg/mod.py lines 1-12, as the tree holds them now]", "…", "2\tclass Basket:",
+        "…", "4\t    @property", "5\t    def total(self):", "6\t        return compute(self.items)",
+        "7\t    def empty(self):", "…", "9\tdef helper(x):", "10\t    y = x + 1",
+        "11\t    return y", "12\tCONSTANT = os.sep", "", ""]
+    assert "2\tclass Basket:" not in window_cuts.symbol_play(age=2, signatures=False)(
+        decision)[0]
+    assert window_cuts.symbol_play(age=3)(decision) == {}  # the view is not old enough
+    # named only before the last step: out of play for a rule that looks one step back
+    assert "6\t" not in window_cuts.symbol_play(age=2, recent=1)(decision)[0]
+    # a left-out line holding a name the window lacks is put back
+    assert "2\tclass Basket:" in window_cuts.with_new_names(
+        window_cuts.symbol_play(age=2, signatures=False))(decision)[0]
+    scattered = window_cuts.replace(decision, parts=(window_cuts.replace(
+        part, text=view.replace("lines 1-12", "lines 1-2, 4, 9-12")),))
+    assert window_cuts.spanning_headers(scattered)[0].startswith("[E6 pkg/mod.py lines 1-12,")
+
+
 def test_a_run_that_fails_midway_leaves_nothing_behind(requests_repository, tmp_path,
                                                         monkeypatch):
     trajectory, _ = _recorded_run(requests_repository, tmp_path)

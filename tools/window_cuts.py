@@ -12,8 +12,11 @@ one the harness's own prompt holds needs no part). Then it prints:
 - for each line cut (a family of parts shown by fewer of their lines, ``…`` where lines
   were left out), the same: views and long commands of old steps keeping only the lines
   with a name the rest of the window does not show, or a command's first lines, or views
-  without their docstrings' bodies (and comments); and one
-  that adds instead: pointers listing the names their output held that the window lacks.
+  without their docstrings' bodies (and comments), or views keeping only the symbols
+  (functions, methods, classes) the run named after printing them (``symbol_play``: a
+  past-only rule, its variants by age, signatures, recency and who named them), alone or
+  combined with the other cuts; and one that adds instead: pointers listing the names
+  their output held that the window lacks.
 
 A cut is read as "these parts were never shown"; a real rule would leave a pointer in
 their place, so the figures are an upper bound on what the cut keeps. LINE anchors are
@@ -24,11 +27,12 @@ figures run slightly above the replay report's.
 from __future__ import annotations
 
 import argparse
+import bisect
 import re
 import sys
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
@@ -60,6 +64,31 @@ _VIEW_LINE_NUMBER = re.compile(r"^\s*\d+\t")
 _DEFINITION = re.compile(r"^\s*(?:async\s+def|def|class)\s")
 _TRIPLE_QUOTE = re.compile(r'"""|\'\'\'')
 _COMMENT_OR_BLANK = re.compile(r"^\s*(?:#.*)?$")
+# The symbol-level "in play" rule (``symbol_play``): an old view keeps in full only the
+# definitions the run named after printing it (by name, or by a line inside them).
+SYMBOL_PLAY_AGES = (3, 5, 10)  # views older than these many steps are cut to their symbols
+# a variant: a symbol stays in play only while the run named it within this many steps
+# (as a file stays in play for FILE_IN_PLAY_STEPS), not from its view on
+SYMBOL_PLAY_RECENT_STEPS = 10
+PYTHON_SUFFIXES = (".py", ".pyi", ".pyx")  # files whose views are cut by symbol
+# a view found by its text (a cat, a grep without -n) lacks the blank lines: a gap up to
+# this many lines is read as if the lines were adjacent
+SYMBOL_GAP_LINES = 3
+_VIEW_HEADER = re.compile(r"^\[E\d+ (?P<path>.+) lines (?P<label>[\d, -]+), as the tree holds them"
+                          r" now\]$")
+_VIEW_LINE = re.compile(r"^(\d+)\t(.*)$")
+_DEFINITION_NAME = re.compile(r"^(\s*)(async\s+def|def|class)\s+(\w+)")
+_ALL_WORDS = re.compile(r"[A-Za-z_]\w*")  # a symbol's name may be short: not names_in
+# where the run pointed at a file's lines: a traceback's frame, a "path:N" (grep, pytest,
+# a linter), and in a command naming the file, sed's and slices' numbers and head's count
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+_PATH_AT_LINE = re.compile(r"([\w./-]+\.[A-Za-z]\w*):(\d+)")
+_SOURCE_FILE = re.compile(r"[\w./-]*\w\.(?:py|pyx|pyi|pxd|rst|txt|cfg|toml|ini|c|h)\b")
+_LINE_RANGE = re.compile(r"(?<![\w.])(\d+)\s*[,:]\s*(\d+|\$)(?![\d.])")
+FILE_END = 10**6  # sed's "$" address: the file's last line
+_LINE_ADDRESS = re.compile(r"(?<![\w.,:])(\d+)[pdaic](?!\w)")
+_HEAD_COUNT = re.compile(r"\bhead\s+-n?\s*(\d+)")
+_LISTED_LINE = re.compile(r"^\s*(\d+)(?:\t|[:-])", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -74,6 +103,77 @@ class Part:
 
 
 @dataclass(frozen=True)
+class RunHistory:
+    """What a run produced and wrote, step by step, for rules that read the past: every
+    word of each step's reasoning, command and output (word -> its steps, ascending), the
+    same of its reasoning and command alone (what the agent wrote), and the lines each step
+    pointed at (step, path as written, first, last)."""
+
+    word_steps: dict[str, tuple[int, ...]]
+    written_word_steps: dict[str, tuple[int, ...]]
+    line_refs: tuple[tuple[int, str, int, int], ...]
+
+    def names_any(self, words: set[str] | frozenset[str], first: int, last: int,
+                  written_only: bool = False) -> bool:
+        """Some step from ``first`` to ``last`` holds one of ``words`` (``written_only``:
+        in the agent's reasoning or command)."""
+        index = self.written_word_steps if written_only else self.word_steps
+        for word in words:
+            steps = index.get(word)
+            if steps:
+                at = bisect.bisect_left(steps, first)
+                if at < len(steps) and steps[at] <= last:
+                    return True
+        return False
+
+    def points_at(self, path: str, lines: tuple[int, int], first: int, last: int) -> bool:
+        """Some step from ``first`` to ``last`` pointed at a line of ``path`` in ``lines``."""
+        return any(first <= step <= last and a <= lines[1] and b >= lines[0]
+                   and _same_path(written, path)
+                   for step, written, a, b in self.line_refs)
+
+
+def _same_path(written: str, path: str) -> bool:
+    for prefix in ("/testbed/", "./"):
+        written = written.removeprefix(prefix)
+    return written == path or path.endswith("/" + written) or written.endswith("/" + path)
+
+
+def line_refs(command: str, output: str) -> list[tuple[str, int, int]]:
+    """The file lines a step pointed at: frames and ``path:N`` of its output and command;
+    with its command naming files, the line numbers and ranges the command spells (sed
+    addresses, list slices, head's count) and the numbered lines its output listed."""
+    refs = [(path, int(n), int(n)) for text in (command, output)
+            for path, n in (*_FRAME.findall(text), *_PATH_AT_LINE.findall(text))]
+    files = set(_SOURCE_FILE.findall(command))
+    if files:
+        spans = [(int(a), FILE_END if b == "$" else int(b))
+                 for a, b in _LINE_RANGE.findall(command)]
+        spans += [(int(n), int(n)) for n in _LINE_ADDRESS.findall(command)]
+        spans += [(1, int(n)) for n in _HEAD_COUNT.findall(command)]
+        if len(files) == 1:
+            spans += [(int(n), int(n)) for n in _LISTED_LINE.findall(output)]
+        refs += [(path, min(a, b), max(a, b)) for path in files for a, b in spans]
+    return refs
+
+
+def run_history(steps: tuple[tuple[str, str, str], ...]) -> RunHistory:
+    """``steps``: each step's reasoning, command and output, oldest first."""
+    word_steps: dict[str, list[int]] = {}
+    written_word_steps: dict[str, list[int]] = {}
+    refs = []
+    for number, (thought, command, output) in enumerate(steps, start=1):
+        written = set(_ALL_WORDS.findall(thought + "\n" + command))
+        for word in written | set(_ALL_WORDS.findall(output)):
+            word_steps.setdefault(word, []).append(number)
+        for word in written:
+            written_word_steps.setdefault(word, []).append(number)
+        refs += [(number, *ref) for ref in line_refs(command, output)]
+    return RunHistory({word: tuple(s) for word, s in word_steps.items()},
+                      {word: tuple(s) for word, s in written_word_steps.items()}, tuple(refs))
+
+
+@dataclass(frozen=True)
 class Decision:
     seq: int
     prompt_tokens: int
@@ -85,6 +185,7 @@ class Decision:
     # per step of the run, the names its output held, first-seen order (shared by the
     # run's decisions)
     output_names: tuple[tuple[str, ...], ...] = ()
+    history: RunHistory | None = None  # the run's, shared by its decisions
 
 
 def first_program(command: str | None) -> str:
@@ -110,6 +211,9 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
             output_names = tuple(
                 tuple(dict.fromkeys(names_in(step.observation.output))) if step.observation
                 else () for step in run.steps)
+            history = run_history(tuple(
+                (step.thought, step.action or "",
+                 step.observation.output if step.observation else "") for step in run.steps))
             anchors: dict[int, list[Anchor]] = {}
             for row in connection.execute(text(
                     "SELECT a.seq, a.anchor_class, a.anchor_text, a.path, a.line"
@@ -147,7 +251,7 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
                         if index.keeps(anchor, unnamed_listing_counts=True))))
                 decisions.append(Decision(seq, prompt_tokens, tuple(parts), tuple(held),
                                           tuple(anchors.get(seq, ())), prompt_names,
-                                          output_names))
+                                          output_names, history))
     return decisions
 
 
@@ -271,6 +375,226 @@ def without_docstrings(text: str, comments_too: bool) -> str:
     return "\n".join(kept)
 
 
+@dataclass(frozen=True)
+class Symbol:
+    """The definition a view's line sits in: the outermost function around it (a method
+    with its nested functions), else the innermost class (its body outside methods).
+    ``name`` None: a line outside any definition the window shows (module level, or in one
+    whose first line no view shows) — it stands alone (``start`` = ``end`` = the line)."""
+
+    name: str | None
+    start: int  # the definition's first line
+    end: int  # the last of its lines the window shows
+
+
+def symbols_of(lines: dict[int, str]) -> dict[int, Symbol]:
+    """Each shown line of a Python file (number -> text: every view of one window, read
+    from one tree) -> the symbol it sits in, read from indentation over the lines shown (a
+    gap between them is read as if they were adjacent). A decorator goes with its
+    definition."""
+    stack: list[tuple[int, str, bool, int]] = []  # (indent, name, a class?, its line)
+    owner: dict[int, tuple[str, int] | None] = {}
+    decorators: list[int] = []
+    previous = None
+    for number in sorted(lines):
+        code = lines[number]
+        if previous is not None and number - previous > SYMBOL_GAP_LINES:
+            stack = []
+        previous = number
+        definition = None
+        if code.strip():
+            indent = len(code) - len(code.lstrip())
+            while stack and stack[-1][0] >= indent:
+                stack.pop()
+            definition = _DEFINITION_NAME.match(code)
+            if definition:
+                stack.append((indent, definition[3], definition[2] == "class", number))
+        functions = [(name, line) for _, name, is_class, line in stack if not is_class]
+        owner[number] = functions[0] if functions else (
+            (stack[-1][1], stack[-1][3]) if stack else None)
+        if code.lstrip().startswith("@"):
+            decorators.append(number)
+        elif code.strip():
+            for line in decorators if definition else ():
+                owner[line] = owner[number]
+            decorators = []
+    ends: dict[tuple[str, int], int] = {}
+    for number, key in owner.items():
+        if key is not None:
+            ends[key] = max(ends.get(key, number), number)
+    return {number: Symbol(key[0], key[1], ends[key]) if key else Symbol(None, number, number)
+            for number, key in owner.items()}
+
+
+# whether an old view's line stays: (its file, its symbol, its text) -> kept in full
+InPlay = Callable[[str, Symbol, str], bool]
+
+
+def symbol_lines(text: str, symbols: dict[str, dict[int, Symbol]], in_play: InPlay,
+                 signatures: bool) -> list[tuple[str, bool]]:
+    """A view part's lines, each with whether the symbol cut keeps it: the lines of the
+    symbols in play, and with ``signatures`` every other definition's first line. Headers,
+    notes and the lines of files ``symbols`` lacks (not Python) are kept."""
+    marked: list[tuple[str, bool]] = []
+    path = None
+    for line in text.split("\n"):
+        header = _VIEW_HEADER.match(line)
+        if header:
+            path = header["path"]
+        numbered = _VIEW_LINE.match(line)
+        symbol = (symbols.get(path, {}).get(int(numbered[1]))
+                  if numbered and path is not None and not header else None)
+        if symbol is None or path is None:
+            marked.append((line, True))
+            continue
+        assert numbered is not None
+        signature = signatures and symbol.name is not None and symbol.start == int(numbered[1])
+        marked.append((line, signature or in_play(path, symbol, numbered[2])))
+    return marked
+
+
+def elided(marked: list[tuple[str, bool]]) -> str:
+    """The kept lines, ``ELIDED`` for each run of lines left out."""
+    kept, gap = [], False
+    for line, keep in marked:
+        if keep:
+            kept.append(line)
+            gap = False
+        elif not gap:
+            kept.append(ELIDED)
+            gap = True
+    return "\n".join(kept)
+
+
+def symbol_play(age: int, signatures: bool = True, recent: int | None = None,
+                written_only: bool = False,
+                lone_by_number: bool = False) -> LineCut:
+    """Views older than ``age`` steps keep in full only the symbols the run named after
+    printing them — in any step's reasoning, command or output up to the decision (never
+    the next action) — by name or by pointing at a line inside (a frame, ``path:N``, a
+    command's line numbers); a line outside any symbol, by a name it holds or its number.
+    ``recent``: named within that many steps instead. ``written_only``: named by the agent
+    (its reasoning or command; a line pointed at still counts). ``lone_by_number``: a
+    line outside any symbol stays only when pointed at."""
+    def shortens(decision: Decision) -> dict[int, str]:
+        history = decision.history
+        cut = [p.rendering == "view" and decision.seq - p.step > age for p in decision.parts]
+        if history is None or not any(cut):
+            return {}
+        shown_lines: dict[str, dict[int, str]] = {}
+        for part in decision.parts:
+            if part.rendering == "view":
+                path = None
+                for line in part.text.split("\n"):
+                    header = _VIEW_HEADER.match(line)
+                    numbered = None if header else _VIEW_LINE.match(line)
+                    if header:
+                        path = header["path"]
+                    elif numbered and path is not None:
+                        shown_lines.setdefault(path, {})[int(numbered[1])] = numbered[2]
+        symbols = {path: symbols_of(lines) for path, lines in shown_lines.items()
+                   if path.endswith(PYTHON_SUFFIXES)}
+        marked: dict[int, list[tuple[str, bool]]] = {}
+        for n, part in enumerate(decision.parts):
+            if not cut[n]:
+                continue
+            first = part.step + 1 if recent is None else max(part.step + 1, decision.seq - recent)
+            last = decision.seq - 1
+            seen: dict[tuple[str, Symbol], bool] = {}
+
+            def in_play(path: str, symbol: Symbol, code: str, first: int = first,
+                        last: int = last,
+                        seen: dict[tuple[str, Symbol], bool] = seen) -> bool:
+                if symbol.name is None:
+                    words = set() if lone_by_number else set(names_in(code))
+                elif (path, symbol) in seen:
+                    return seen[path, symbol]
+                else:
+                    words = {symbol.name}
+                playing = history.names_any(words, first, last, written_only) or history.points_at(
+                    path, (symbol.start, symbol.end), first, last)
+                if symbol.name is not None:
+                    seen[path, symbol] = playing
+                return playing
+            marked[n] = symbol_lines(part.text, symbols, in_play, signatures)
+        return {n: elided(lines) for n, lines in marked.items()}
+    return shortens
+
+
+def _marked(original: str, shortened: str) -> list[tuple[str, bool]]:
+    """``original``'s lines, each with whether ``shortened`` (its lines in order, with
+    ``ELIDED`` marks) still shows it."""
+    left = [line for line in shortened.split("\n") if line != ELIDED] if shortened else []
+    marked, at = [], 0
+    for line in original.split("\n"):
+        keep = at < len(left) and left[at] == line
+        at += keep
+        marked.append((line, keep))
+    return marked
+
+
+def with_new_names(shortens: LineCut) -> LineCut:
+    """``shortens``, then each line it left out that holds a name the rest of the window
+    lacks shown again, newest part first (as ``lines_with_new_names``): what holds every
+    identifier, at a price."""
+    def rescued(decision: Decision) -> dict[int, str]:
+        changed = shortens(decision)
+        shown = set(decision.prompt_names)
+        marked = {}
+        for n, part in enumerate(decision.parts):
+            if n not in changed:
+                shown.update(names_in(part.text))
+                continue
+            marked[n] = _marked(part.text, changed[n])
+            shown.update(name for line, keep in marked[n] if keep for name in names_in(line))
+        for n in sorted(marked, reverse=True):
+            lines = marked[n]
+            for i, (line, keep) in enumerate(lines):
+                names = set(names_in(_VIEW_LINE_NUMBER.sub("", line, count=1)))
+                if not keep and names - shown:
+                    lines[i] = (line, True)
+                    shown |= names
+        return {n: elided(lines) for n, lines in marked.items()}
+    return rescued
+
+
+def dropping(drops: Callable[[int, Part], bool]) -> LineCut:
+    """A cut (``cuts``) as a line cut, to combine: the parts it drops show nothing."""
+    return lambda decision: {n: "" for n, part in enumerate(decision.parts)
+                             if drops(decision.seq, part)}
+
+
+def spanning_headers(decision: Decision) -> dict[int, str]:
+    """Every view's header names the span of its lines (``lines 1-320``), not each run of
+    them: its lines are numbered one by one anyway, and a view found by its text (a
+    ``cat``) has a run between every two blank lines."""
+    spanned = {}
+    for n, part in enumerate(decision.parts):
+        if part.rendering != "view":
+            continue
+        lines = part.text.split("\n")
+        for i, line in enumerate(lines):
+            header = _VIEW_HEADER.match(line)
+            if header and ("," in header["label"]):
+                numbers = re.findall(r"\d+", header["label"])
+                lines[i] = line.replace(header["label"], f"{numbers[0]}-{numbers[-1]}", 1)
+        if lines != part.text.split("\n"):
+            spanned[n] = "\n".join(lines)
+    return spanned
+
+
+def combined(*line_cuts: LineCut) -> LineCut:
+    """The line cuts one after the other, each on the parts as the ones before left them."""
+    def shortens(decision: Decision) -> dict[int, str]:
+        changed: dict[int, str] = {}
+        for shorten in line_cuts:
+            parts = tuple(replace(part, text=changed[n]) if n in changed else part
+                          for n, part in enumerate(decision.parts))
+            changed.update(shorten(replace(decision, parts=parts)))
+        return changed
+    return shortens
+
+
 def line_cuts() -> dict[str, LineCut]:
     def new_names(age: int, commands_too: bool) -> LineCut:
         def shortens(decision: Decision) -> dict[int, str]:
@@ -335,6 +659,36 @@ def line_cuts() -> dict[str, LineCut]:
         families[f"views, commands older than {age}: new names"] = new_names(age, True)
         families[f"commands older than {age}: first {COMMAND_HEAD_LINES} lines"] = (
             command_heads(age))
+    for age in SYMBOL_PLAY_AGES:
+        families[f"views older than {age}: symbols in play"] = symbol_play(age)
+    age, recent = SYMBOL_PLAY_AGES[0], SYMBOL_PLAY_RECENT_STEPS
+    families[f"views older than {age}: symbols, no signatures"] = symbol_play(
+        age, signatures=False)
+    families[f"views older than {age}: symbols named in {recent} steps"] = symbol_play(
+        age, recent=recent)
+    families[f"views older than {age}: symbols the agent named"] = symbol_play(
+        age, written_only=True)
+    families[f"views older than {age}: symbols, lone lines by number"] = symbol_play(
+        age, lone_by_number=True)
+    families[f"views older than {age}: symbols + new names"] = with_new_names(symbol_play(age))
+    families[f"views older than {age}: agent, {recent} steps + new names"] = with_new_names(
+        symbol_play(age, recent=recent, written_only=True))
+    # the cheapest symbol rule: named by the agent within ``recent`` steps, no signatures,
+    # lone lines by number; the names it drops are put back (identifiers bind)
+    strictest = symbol_play(age, signatures=False, recent=recent, written_only=True,
+                            lone_by_number=True)
+    families[f"views older than {age}: strictest + new names"] = with_new_names(strictest)
+    docstrings_0 = docstrings(0, True)
+    heads_10 = command_heads(LINE_CUT_AGES[0])
+    families["view headers naming their span"] = spanning_headers
+    families["strictest + new names, headers naming a span"] = combined(
+        with_new_names(strictest), spanning_headers)
+    families["strictest, docstrings, heads + new names"] = with_new_names(
+        combined(strictest, docstrings_0, heads_10))
+    drops = cuts()
+    families["strictest, every family + new names"] = with_new_names(combined(
+        strictest, docstrings_0, heads_10,
+        dropping(drops["outputs shown whole, older than 3 steps"]), dropping(drops["pointers"])))
     return families
 
 
@@ -342,6 +696,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", required=True, help="the replay store's URL")
     parser.add_argument("--arm", default="ctx08", help="the loop arm whose windows to cut")
+    parser.add_argument("--rows", default="", metavar="TEXT",
+                        help="only the cuts whose name holds TEXT (the first row always)")
     args = parser.parse_args(argv)
     decisions = read_decisions(args.db, args.arm)
     if not decisions:
@@ -352,10 +708,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'cut':45} {'saved':>8} {'left':>8}  "
           + "  ".join(f"{c.value:>10}" for c in ANCHOR_CLASSES))
     for name, drops in cuts().items():
+        if args.rows not in name and name != "nothing":
+            continue
         saved, recall = cut(decisions, drops)
         print(f"{name:45} {saved / 1e6:7.2f}M {(sent - saved) / 1e6:7.2f}M  "
               + "  ".join(f"{recall.get(c.value, 1.0):10.3f}" for c in ANCHOR_CLASSES))
     for name, shortens in line_cuts().items():
+        if args.rows not in name:
+            continue
         saved, recall = line_cut(decisions, shortens)
         print(f"{name:45} {saved / 1e6:7.2f}M {(sent - saved) / 1e6:7.2f}M  "
               + "  ".join(f"{recall.get(c.value, 1.0):10.3f}" for c in ANCHOR_CLASSES))
