@@ -330,6 +330,9 @@ class Attempt:
     audit: AuditLog
     window_task: str  # the task as the window shows it (cut only when pathological)
     ranking: RankOutcome | None = None  # the one call, when it was made
+    # the preview's decision id when its rows stay on the decision's connection for the
+    # write to copy (SQLite: store.decision_connection); None when they were rolled back
+    kept_preview_id: int | None = None
     # (b) gate and (L) ranking
     residue: list[str] = field(default_factory=list)  # what the ranking step takes, pool order
     # a residual module outline -> the residual symbols of its file: one candidate of
