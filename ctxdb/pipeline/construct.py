@@ -135,22 +135,22 @@ def preview_gate(connection: Connection, store: ContextStore, inputs: DecisionIn
     """(b) on the decision's rows, written in the preview: an attempt begun by the store's
     policy rows, with the gate's verdicts; ``keep``: the rows stay for the write."""
     attempt = begin_attempt(inputs, read_policy(connection, inputs.request))
-    row = persist.write_preview_inputs(connection, store, inputs)
-    run_gate(connection, attempt, row.decision_id,
+    kept = persist.write_preview_inputs(connection, store, inputs)
+    run_gate(connection, attempt, kept.decision_id,
              preview=connection.dialect.name == "sqlite")
     if keep:
-        attempt.kept_preview_id = row.decision_id
+        attempt.kept_preview = kept
     return attempt
 
 
 def read_policy(connection: Connection, request: DecisionRequest) -> DecisionPolicy:
     """The representation policy set the decision uses and the store's policy rows it
     is decided by (``sql/stages/decision_policy``), in one statement."""
-    rows: list[PolicyRow] = [
+    rows: list[PolicyRow] = sorted(  # in one order, for the write's comparison
         (kind, name, value) for kind, name, value in driver_rows(
             connection, "stages/decision_policy",
             {"decision_type": request.decision_type, "variant": request.variant,
-             "spec_set": SPEC_POLICY_SET})]
+             "spec_set": SPEC_POLICY_SET}))
     return DecisionPolicy.from_rows(rows)
 
 

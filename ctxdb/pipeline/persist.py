@@ -1,9 +1,11 @@
 """Every write of a decision, inside its one transaction.
 
 ``write_inputs`` writes the decision's inputs (``DecisionInput``: the run if new, the
-decision row, its obligation, pool, texts, links, impact edges and nearness) —
-``write_preview_inputs`` only what the gate reads of them, for the preview — and returns
-the row it wrote (``DecisionRow``); ``write_outcome`` writes what an ``Attempt`` decided
+decision row, its obligation, pool, texts, links, impact edges and nearness; on SQLite
+the pool and what follows it copied from the preview's TEMP tables when the preview
+kept them) and returns the row it wrote (``DecisionRow``); ``write_preview_inputs``
+writes only what the gate reads of them, for the preview (``KeptPreview``);
+``write_outcome`` writes what an ``Attempt`` decided
 (the ranking call and its scores, window rows, the audit events, the budget log) and
 finishes the decision row. They read the decision's state and never change it. Any
 error rolls all of it back.
@@ -26,7 +28,7 @@ from ..context import DecisionContext
 from ..request import DecisionRequest, RequestError
 from ..tokens import content_sha256
 from .audit import EVENT_COLUMNS
-from .state import Attempt, DecisionInput
+from .state import Attempt, DecisionInput, KeptPreview
 
 if TYPE_CHECKING:
     from ..store import ContextStore
@@ -82,33 +84,36 @@ def write_inputs(connection: Connection, store: ContextStore,
     the row is written finished, with the attempt's token count and flags (an UPDATE
     would rewrite it whole — the request as given is in it, megabytes for a large
     pool). The pool, links, impact edges and nearness are copied from the preview's rows
-    when it kept them on this connection (``attempt.kept_preview_id``), else written."""
+    when it kept them on this connection (``attempt.kept_preview``), else written."""
     inputs = attempt.inputs
     decision_id, new_run = _write_decision_row(connection, store, inputs,
                                                attempt.outcome_columns)
     _write_obligation(connection, decision_id, inputs.request)
-    if attempt.kept_preview_id is None:
-        text_digests = _write_pool(connection, store, decision_id, inputs)
+    kept = attempt.kept_preview
+    if kept is None:
+        texts = _write_pool(connection, store, decision_id, inputs)
         _write_gate_inputs(connection, decision_id, inputs)
     else:
-        text_digests = _write_texts(connection, store, _pool_texts(inputs))
-        _copy_preview_rows(connection, attempt.kept_preview_id, decision_id, inputs)
-    return DecisionRow(decision_id, new_run, text_digests, attempt.outcome_columns)
+        texts = kept.texts
+        _write_texts(connection, store, texts)
+        _copy_preview_rows(connection, kept.decision_id, decision_id, inputs)
+    return DecisionRow(decision_id, new_run, set(texts), attempt.outcome_columns)
 
 
 def write_preview_inputs(connection: Connection, store: ContextStore,
-                         inputs: DecisionInput) -> DecisionRow:
+                         inputs: DecisionInput) -> KeptPreview:
     """What the gate view reads, for the preview before the write lock: the rows
     ``write_inputs`` writes less the obligation and the texts. On SQLite into the
     preview's TEMP tables (``models.PREVIEW_TABLES``: nothing of the store is written),
     the pool's rows whole — the write may copy them — and the decision row as far as the
     view reads it; on PostgreSQL into the store's tables (rolled back), whose pool rows
-    need their texts."""
+    need their texts. Returns the preview's decision id and the texts its pool refers
+    to."""
     if connection.dialect.name != "sqlite":
-        decision_id, new_run = _write_decision_row(connection, store, inputs, NOT_DECIDED)
-        text_digests = _write_pool(connection, store, decision_id, inputs)
+        decision_id, _new_run = _write_decision_row(connection, store, inputs, NOT_DECIDED)
+        texts = _write_pool(connection, store, decision_id, inputs)
         _write_gate_inputs(connection, decision_id, inputs)
-        return DecisionRow(decision_id, new_run, text_digests, NOT_DECIDED)
+        return KeptPreview(decision_id, texts)
     request = inputs.request
     known = store.runs_seen.get(request.run_id)
     if known is not None:  # a new run's arm is checked by the write, which makes the run
@@ -120,7 +125,7 @@ def write_preview_inputs(connection: Connection, store: ContextStore,
     models.insert_tuples(connection, models.preview_evidence_item, _EVIDENCE_COLUMNS, rows,
                          sparse=_EVIDENCE_SPARSE)
     _write_gate_inputs(connection, decision_id, inputs, models.PREVIEW_TABLES)
-    return DecisionRow(decision_id, False, set(texts), NOT_DECIDED)
+    return KeptPreview(decision_id, texts)
 
 
 def _write_decision_row(connection: Connection, store: ContextStore, inputs: DecisionInput,
@@ -208,37 +213,25 @@ def _pool_rows(decision_id: int, inputs: DecisionInput
     return rows, texts
 
 
-def _pool_texts(inputs: DecisionInput) -> dict[str, str]:
-    """The texts the pool's rows refer to, by hash."""
-    texts = {}
-    for i in inputs.pool:
-        texts[content_sha256(i.content)] = i.content
-        if i.original_content is not None:
-            texts[content_sha256(i.original_content)] = i.original_content
-    return texts
-
-
-def _write_texts(connection: Connection, store: ContextStore,
-                 texts: dict[str, str]) -> set[str]:
-    """The texts the store may not hold yet; returns every digest given."""
+def _write_texts(connection: Connection, store: ContextStore, texts: dict[str, str]) -> None:
+    """The texts the store may not hold yet."""
     # In digest order: two PostgreSQL writers inserting the same texts in different
     # orders could each wait on the other's.
     models.insert_tuples(connection, models.evidence_text, ("content_sha256", "content"),
                          [row for row in sorted(texts.items())
                           if row[0] not in store.texts_stored],
                          keep_existing=True)
-    return set(texts)
 
 
 def _write_pool(connection: Connection, store: ContextStore, decision_id: int,
-                inputs: DecisionInput) -> set[str]:
-    """The pool rows, each distinct text once by hash; returns the digests it refers
-    to."""
+                inputs: DecisionInput) -> dict[str, str]:
+    """The pool rows, each distinct text once by hash; returns the texts they refer
+    to, by digest."""
     rows, texts = _pool_rows(decision_id, inputs)
-    digests = _write_texts(connection, store, texts)
+    _write_texts(connection, store, texts)
     models.insert_tuples(connection, models.evidence_item, _EVIDENCE_COLUMNS, rows,
                          sparse=_EVIDENCE_SPARSE)
-    return digests
+    return texts
 
 
 @functools.cache
