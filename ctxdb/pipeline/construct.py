@@ -2,7 +2,8 @@
 
 normalise the request → (a) assemble the pool and the gate's inputs, reading recon
 before the write transaction → (b) the gate, on the decision's rows written in a
-preview that is rolled back (on SQLite into TEMP tables: no write lock) → when a
+preview (on SQLite into TEMP tables: no write lock; kept there for the write to copy on
+a file store, else rolled back) → when a
 ranking endpoint is configured, the ONE call with no transaction open → (L) resolve
 the residue, cap, (c) render, (d) compress, (e) dedup, (f) order, (g) budget, counting
 tokens on a read connection → one write transaction that only writes: the inputs, the
