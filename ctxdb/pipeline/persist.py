@@ -40,6 +40,13 @@ _EVIDENCE_COLUMNS = (
 )
 # evidence_item's columns that are NULL for most rows (models.insert_tuples)
 _EVIDENCE_SPARSE = ("original_sha256", "arrival_no")
+_LINK_COLUMNS = ("decision_id", "link_no", "link_kind", "entity_key", "path", "start_line",
+                 "end_line", "detail")
+_EDGE_COLUMNS = ("decision_id", "edge_no", "head_entity", "tail_entity", "edge_kind", "depth",
+                 "origin")
+# recon_hops: NULL for an item near by its shared terms alone, most of them
+_NEARNESS_COLUMNS = ("decision_id", "item_id", "shared_terms", "recon_hops",
+                     "nearest_link_no", "near_score")
 
 # Statements built once: building a Core statement per decision costs more than running it.
 _INSERT_RANK_CALL = insert(models.rank_call).returning(models.rank_call.c.rank_call_id)
@@ -278,26 +285,24 @@ def _write_gate_inputs(connection: Connection, decision_id: int, inputs: Decisio
     def into(table: Table) -> Table:
         return table if tables is None else tables[table]
 
+    # rows as tuples in the columns' order: a dict a row costs more than binding it
     if inputs.links:
-        models.insert_many(connection, into(models.decision_link), [
-            {"decision_id": decision_id, "link_no": n, "link_kind": link.link_kind,
-             "entity_key": link.entity_key, "path": link.path, "start_line": link.start_line,
-             "end_line": link.end_line, "detail": link.detail}
+        models.insert_tuples(connection, into(models.decision_link), _LINK_COLUMNS, [
+            (decision_id, n, link.link_kind, link.entity_key, link.path, link.start_line,
+             link.end_line, link.detail)
             for n, link in enumerate(inputs.links, start=1)
         ])
     if inputs.edges:
-        models.insert_many(connection, into(models.impact_edge), [
-            {"decision_id": decision_id, "edge_no": n, "head_entity": e.head,
-             "tail_entity": e.tail, "edge_kind": e.kind, "depth": e.depth, "origin": e.origin}
+        models.insert_tuples(connection, into(models.impact_edge), _EDGE_COLUMNS, [
+            (decision_id, n, e.head, e.tail, e.kind, e.depth, e.origin)
             for n, e in enumerate(inputs.edges, start=1)
         ])
     if inputs.nearness:
-        models.insert_many(connection, into(models.item_nearness), [
-            {"decision_id": decision_id, "item_id": item_id,
-             "shared_terms": " ".join(n.shared_terms), "recon_hops": n.recon_hops,
-             "nearest_link_no": n.nearest_link_no, "near_score": n.near_score}
+        models.insert_tuples(connection, into(models.item_nearness), _NEARNESS_COLUMNS, [
+            (decision_id, item_id, " ".join(n.shared_terms), n.recon_hops, n.nearest_link_no,
+             n.near_score)
             for item_id, n in sorted(inputs.nearness.items(), key=lambda kv: int(kv[0][1:]))
-        ])
+        ], sparse=("recon_hops",))
 
 
 def write_outcome(connection: Connection, row: DecisionRow,
