@@ -44,6 +44,10 @@ _LINK_COLUMNS = ("decision_id", "link_no", "link_kind", "entity_key", "path", "s
                  "end_line", "detail")
 _EDGE_COLUMNS = ("decision_id", "edge_no", "head_entity", "tail_entity", "edge_kind", "depth",
                  "origin")
+# shown lines: only an item shown in part has them
+_WINDOW_COLUMNS = ("decision_id", "position", "item_id", "role", "rendering", "tier", "block",
+                   "edge_critical", "token_count", "rendered_text", "shown_start_line",
+                   "shown_end_line")
 # recon_hops: NULL for an item near by its shared terms alone, most of them
 _NEARNESS_COLUMNS = ("decision_id", "item_id", "shared_terms", "recon_hops",
                      "nearest_link_no", "near_score")
@@ -316,15 +320,13 @@ def write_outcome(connection: Connection, row: DecisionRow,
     request, settings = inputs.request, inputs.settings
     _write_ranking(connection, decision_id, attempt)
     if entries:
-        models.insert_many(connection, models.window_item, [
-            {"decision_id": decision_id, "position": e.position, "item_id": e.item_id,
-             "role": e.role, "rendering": e.rendering, "tier": e.tier, "block": e.block,
-             "edge_critical": e.edge_critical, "token_count": e.token_count,
-             "rendered_text": e.text,
-             "shown_start_line": e.shown_lines[0] if e.shown_lines else None,
-             "shown_end_line": e.shown_lines[1] if e.shown_lines else None}
+        models.insert_tuples(connection, models.window_item, _WINDOW_COLUMNS, [
+            (decision_id, e.position, e.item_id, e.role, e.rendering, e.tier, e.block,
+             e.edge_critical, e.token_count, e.text,
+             e.shown_lines[0] if e.shown_lines else None,
+             e.shown_lines[1] if e.shown_lines else None)
             for e in entries
-        ])
+        ], sparse=("shown_start_line", "shown_end_line"))
     models.insert_tuples(connection, models.item_event, EVENT_COLUMNS, audit.rows(decision_id),
                          sparse=("tokens_before", "tokens_after", "detail"))
     steps = attempt.budget_steps
