@@ -81,9 +81,9 @@ class ContextStore:
         # shared store: the A/B runner); assembly copies what it needs into the
         # decision's own rows, so the two need not live in one database.
         self._recon_engine: Engine | None = None
-        # SQLite file stores: the previews' own connections, each holding the TEMP
-        # tables from its start (made once: DDL per decision would re-prepare every
-        # statement), never used for anything else — their TEMP tables shadow the store's
+        # SQLite file stores: the decisions' own connections (preview, then write), each
+        # holding the preview's TEMP tables from its start (made once: DDL per decision
+        # would re-prepare every statement)
         self._preview_engine: Engine | None = None
         self._preview_engine_lock = threading.Lock()
         # run id -> (arm, variant) of runs this store has committed decisions to
