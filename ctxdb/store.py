@@ -48,6 +48,11 @@ if TYPE_CHECKING:
 
 # Text digests a store remembers as committed (64 hex chars each: a few MB at most).
 TEXTS_REMEMBERED_MAX = 1 << 16
+# The preview pool's connections past its size: any number (SQLAlchemy's -1). A decision
+# holds its own from its preview through the ranker call to its write, so a bounded pool
+# (5 + 10) made the sixteenth concurrent decision wait for a connection, and fail with
+# the pool's timeout behind a slow ranker.
+PREVIEW_POOL_UNBOUNDED = -1
 
 _CREATE_VIEW = re.compile(r"\bCREATE\s+VIEW\s+\w+", re.IGNORECASE)
 # a table the gate view reads, by name after FROM or JOIN: the preview's copy takes the
@@ -272,7 +277,7 @@ class ContextStore:
     def _previews(self) -> Engine:
         with self._preview_engine_lock:  # threads sharing the store make one engine
             if self._preview_engine is None:
-                engine = make_engine(self.url)
+                engine = make_engine(self.url, max_overflow=PREVIEW_POOL_UNBOUNDED)
 
                 @event.listens_for(engine, "connect")
                 def _preview_tables(dbapi_connection: sqlite3.Connection,

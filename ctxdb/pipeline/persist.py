@@ -255,7 +255,9 @@ def _copy_statement(table: Table) -> str:
     if columns[0] != "decision_id":
         raise ValueError(f"table {copy.name}: decision_id must come first")
     return (f"INSERT INTO {table.name} ({', '.join(columns)})"
-            f" SELECT ?, {', '.join(columns[1:])} FROM {copy.name} WHERE decision_id = ?")
+            f" SELECT ?, {', '.join(columns[1:])} FROM {copy.name} WHERE decision_id = ?"
+            # in the order the preview wrote them, as binding them again would
+            f" ORDER BY {copy.name}.rowid")
 
 
 @functools.cache
