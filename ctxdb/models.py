@@ -164,14 +164,6 @@ evidence_item = Table(
 )
 Index("ix_evidence_item_fact", evidence_item.c.decision_id, evidence_item.c.fact_key)
 
-# The columns of evidence_item that v_gate_rule reads: the preview's TEMP copy on SQLite
-# has only these, its primary key and no CHECK constraints (the write checks every row
-# under the lock), so a previewed pool row costs less (tests/test_concurrency.py holds
-# the list to the view's references).
-PREVIEW_EVIDENCE_COLUMNS = ("decision_id", "item_id", "item_no", "source", "kind",
-                            "entity_key", "arrival_no", "path", "start_line", "end_line",
-                            "in_pool")
-
 decision_link = Table(
     "decision_link",
     metadata,
@@ -203,6 +195,42 @@ item_nearness = Table(
         ["decision_id", "item_id"], ["evidence_item.decision_id", "evidence_item.item_id"]
     ),
 )
+
+# The preview's TEMP tables on SQLite (store.py): what v_gate_rule reads of a decision,
+# written before the write lock and read by a TEMP copy of the view. Named apart from the
+# store's tables, so the same connection then writes the store by its plain names and
+# copies these rows in (persist.write_inputs) instead of binding each again. Their own
+# MetaData: they are no part of the store's schema. Each has its table's columns (the
+# decision row only what the view reads of it), its primary key and the indexes the
+# gate looks up by (the pool's fact-key index is not one), no CHECK constraints or
+# foreign keys (the write checks every row it copies, under the lock).
+PREVIEW_PREFIX = "preview_"
+GATE_VIEW = "v_gate_rule"
+PREVIEW_GATE_VIEW = PREVIEW_PREFIX + GATE_VIEW  # the view over the preview's tables
+preview_metadata = MetaData()
+PREVIEW_DECISION_COLUMNS = ("decision_id", "decision_type")
+
+
+def _preview_copy(table: Table, columns: tuple[str, ...] | None = None, *,
+                  indexed: bool = True) -> Table:
+    copy = Table(PREVIEW_PREFIX + table.name, preview_metadata,
+                 *(Column(c.name, c.type, nullable=c.nullable, primary_key=c.primary_key)
+                   for c in table.columns if columns is None or c.name in columns),
+                 prefixes=["TEMPORARY"])
+    for index in table.indexes if indexed else ():
+        Index(PREVIEW_PREFIX + str(index.name), *(copy.c[c.name] for c in index.columns))
+    return copy
+
+
+preview_decision = _preview_copy(decision, PREVIEW_DECISION_COLUMNS, indexed=False)
+preview_evidence_item = _preview_copy(evidence_item, indexed=False)
+preview_decision_link = _preview_copy(decision_link)
+preview_impact_edge = _preview_copy(impact_edge)
+preview_item_nearness = _preview_copy(item_nearness)
+# store table -> its preview copy, in the order the write copies them (parents first)
+PREVIEW_TABLES = {decision: preview_decision, evidence_item: preview_evidence_item,
+                  decision_link: preview_decision_link, impact_edge: preview_impact_edge,
+                  item_nearness: preview_item_nearness}
 
 source_priority = Table(
     "source_priority",
@@ -585,11 +613,16 @@ def insert_row(connection, table: Table, values: dict[str, object], returning=No
                                   or not isinstance(returning.type, Integer)):
         raise ValueError(f"table {table.name}: only its INTEGER PRIMARY KEY (the rowid) is "
                          "returned on SQLite")
-    sql = insert_statement(connection.dialect, table, tuple(values))
-    parameters = tuple(values.values())
+    cursor = execute_driver(connection, insert_statement(connection.dialect, table, tuple(values)),
+                            tuple(values.values()))
+    return None if returning is None else cursor.lastrowid
+
+
+def execute_driver(connection, sql: str, parameters: tuple) -> sqlite3.Cursor:
+    """One statement on the sqlite3 driver inside ``connection``'s transaction (its BEGIN
+    issued), errors as SQLAlchemy's would be: ~15 µs less than through SQLAlchemy."""
     try:
-        cursor = connection.connection.driver_connection.execute(sql, parameters)
+        return connection.connection.driver_connection.execute(sql, parameters)
     except sqlite3.Error as exc:
         raise DBAPIError.instance(sql, parameters, exc, sqlite3.Error,
                                   dialect=connection.dialect) from exc
-    return None if returning is None else cursor.lastrowid

@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Column, Connection, Engine, MetaData, Table, event, inspect, text
+from sqlalchemy import Connection, Engine, event, inspect, text
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.schema import CreateIndex, CreateTable
 
@@ -48,14 +48,16 @@ if TYPE_CHECKING:
 
 # Text digests a store remembers as committed (64 hex chars each: a few MB at most).
 TEXTS_REMEMBERED_MAX = 1 << 16
+# The preview pool's connections past its size: any number (SQLAlchemy's -1). A decision
+# holds its own from its preview through the ranker call to its write, so a bounded pool
+# (5 + 10) made the sixteenth concurrent decision wait for a connection, and fail with
+# the pool's timeout behind a slow ranker.
+PREVIEW_POOL_UNBOUNDED = -1
 
-# What a decision writes before the gate reads it: on SQLite, the rolled-back preview
-# writes these to TEMP tables of the same names (they shadow the store's own for
-# unqualified names), so it takes no write lock on the store.
-SHADOWED_TABLES = ("run", "decision", "obligation", "evidence_text", "evidence_item",
-                   "decision_link", "impact_edge", "item_nearness")
-GATE_VIEW = "v_gate_rule"
-_CREATE_VIEW = re.compile(r"\bCREATE\s+VIEW\b", re.IGNORECASE)
+_CREATE_VIEW = re.compile(r"\bCREATE\s+VIEW\s+\w+", re.IGNORECASE)
+# a table the gate view reads, by name after FROM or JOIN: the preview's copy takes the
+# place of each store table that has one (models.PREVIEW_TABLES)
+_READ_TABLE = re.compile(r"\b(FROM|JOIN)\s+(\w+)\b", re.IGNORECASE)
 
 Result = TypeVar("Result")
 
@@ -84,9 +86,9 @@ class ContextStore:
         # shared store: the A/B runner); assembly copies what it needs into the
         # decision's own rows, so the two need not live in one database.
         self._recon_engine: Engine | None = None
-        # SQLite file stores: the previews' own connections, each holding the TEMP
-        # tables from its start (made once: DDL per decision would re-prepare every
-        # statement), never used for anything else — their TEMP tables shadow the store's
+        # SQLite file stores: the decisions' own connections (preview, then write), each
+        # holding the preview's TEMP tables from its start (made once: DDL per decision
+        # would re-prepare every statement)
         self._preview_engine: Engine | None = None
         self._preview_engine_lock = threading.Lock()
         # run id -> (arm, variant) of runs this store has committed decisions to
@@ -210,27 +212,55 @@ class ContextStore:
         while another writer holds the lock, then ``StoreBusy``)."""
         return self.writes.write()
 
-    def write(self, work: Callable[[Connection], Result]) -> Result:
+    def write(self, work: Callable[[Connection], Result],
+              connection: Connection | None = None) -> Result:
         """``work(connection)`` in one write transaction, and its result. On PostgreSQL
         a transaction ended by a serialization failure or deadlock is rolled back and
         ``work`` run again (so it must only write through the connection), within the
-        store's ``write_retry``; then ``StoreBusy``."""
-        return self.writes.run(self.writes.write, work)
+        store's ``write_retry``; then ``StoreBusy``. ``connection``: a decision's own
+        (``decision_connection``), where its preview's rows are; else one of the
+        store's."""
+        return self.writes.run(lambda: self.writes.write(connection), work)
 
-    def preview(self, work: Callable[[Connection], Result]) -> Result:
-        """``work(connection)`` in a transaction that is always rolled back, and its result:
-        a decision's rows written and its gate run before it takes the write lock, or the
-        ranking call. On SQLite the rows go to TEMP tables that shadow the store's
-        (``SHADOWED_TABLES``, with ``v_gate_rule`` over them), on connections kept for
-        previews: no write lock is taken.
+    def preview(self, work: Callable[[Connection], Result],
+                connection: Connection | None = None) -> Result:
+        """``work(connection)`` in a transaction that writes nothing of the store, and its
+        result: a decision's rows written and its gate run before it takes the write
+        lock, or the ranking call. On SQLite the rows go to the preview's TEMP tables
+        (``models.PREVIEW_TABLES``, with ``v_gate_rule`` over them as
+        ``models.PREVIEW_GATE_VIEW``), on connections kept for previews: no write lock
+        is taken. On ``connection`` (a decision's own, ``decision_connection``) they are
+        committed there, for the decision's write to copy; otherwise rolled back.
         On PostgreSQL they go to the store's tables (row locks only) and are rolled back;
         a deadlock is retried as in ``write``."""
+        if connection is not None:
+            return self.writes.run(lambda: _committed(connection), work)
         return self.writes.run(self._preview, work)
 
     @contextmanager
+    def decision_connection(self) -> Iterator[Connection | None]:
+        """One connection for a whole decision on a SQLite file store — its preview, then
+        its write — so the write copies the rows the preview wrote (TEMP tables: no write
+        lock) instead of binding each again; None elsewhere. The write empties the
+        preview's tables as it commits; a decision that fails before then leaves them
+        to be dropped with the connection."""
+        if self.dialect != "sqlite" or self._in_memory:
+            yield None
+            return
+        with self._previews().connect() as connection:
+            try:
+                yield connection
+            except BaseException:
+                connection.invalidate()  # its TEMP tables may hold the failed decision's rows
+                raise
+
+    @property
+    def _in_memory(self) -> bool:
+        return self.dialect == "sqlite" and self.engine.url.database in (None, "", ":memory:")
+
+    @contextmanager
     def _preview(self) -> Iterator[Connection]:
-        in_memory = self.dialect == "sqlite" and self.engine.url.database in (None, "",
-                                                                             ":memory:")
+        in_memory = self._in_memory
         engine = self.engine
         if self.dialect == "sqlite" and not in_memory:
             engine = self._previews()
@@ -238,7 +268,7 @@ class ContextStore:
             transaction = connection.begin()
             try:
                 if in_memory:  # one shared connection: TEMP tables for this preview only
-                    for statement in _shadow_statements():
+                    for statement in _preview_statements():
                         connection.exec_driver_sql(statement)
                 yield connection
             finally:
@@ -247,11 +277,16 @@ class ContextStore:
     def _previews(self) -> Engine:
         with self._preview_engine_lock:  # threads sharing the store make one engine
             if self._preview_engine is None:
-                engine = make_engine(self.url)
+                engine = make_engine(self.url, max_overflow=PREVIEW_POOL_UNBOUNDED)
 
                 @event.listens_for(engine, "connect")
-                def _shadow(dbapi_connection: sqlite3.Connection, _record: object) -> None:
-                    for statement in _shadow_statements():
+                def _preview_tables(dbapi_connection: sqlite3.Connection,
+                                    _record: object) -> None:
+                    # the TEMP tables in memory, not SQLite's temp file: rows committed
+                    # and emptied each decision cost less there (emptying a 256-item
+                    # pool's: 150 → 60 µs)
+                    dbapi_connection.execute("PRAGMA temp_store=MEMORY")
+                    for statement in _preview_statements():
                         dbapi_connection.execute(statement)
 
                 self._preview_engine = engine
@@ -418,28 +453,27 @@ def _recon_file(recon: str | os.PathLike[str]) -> str:
     return str(path)
 
 
-def _gate_columns_only(table: Table, columns: tuple[str, ...]) -> Table:
-    """``table``'s ``columns`` (types, NULLs and primary key as the store's), with no
-    constraint or index beyond the primary key: a TEMP copy the gate alone reads."""
-    return Table(table.name, MetaData(),
-                 *(Column(c.name, c.type, nullable=c.nullable, primary_key=c.primary_key)
-                   for c in table.columns if c.name in columns))
+@contextmanager
+def _committed(connection: Connection) -> Iterator[Connection]:
+    """A transaction on ``connection`` that commits when its work returns."""
+    with connection.begin():
+        yield connection
 
 
 @functools.cache
-def _shadow_statements() -> tuple[str, ...]:
-    """TEMP copies of SHADOWED_TABLES with their indexes (no foreign keys: their parents
-    stay in the store) and of the gate's view over them."""
-    statements, dialect = [], sqlite_dialect.dialect()
-    for name in SHADOWED_TABLES:
-        table = models.metadata.tables[name]
-        if name == models.evidence_item.name:
-            table = _gate_columns_only(table, models.PREVIEW_EVIDENCE_COLUMNS)
-        ddl = str(CreateTable(table, include_foreign_key_constraints=[]).compile(dialect=dialect))
-        statements.append(re.sub(r"^\s*CREATE TABLE\b", "CREATE TEMP TABLE", ddl, count=1))
+def _preview_statements() -> tuple[str, ...]:
+    """The preview's TEMP tables (``models.PREVIEW_TABLES``) with their indexes, and the
+    gate's view over them (``models.PREVIEW_GATE_VIEW``): ``v_gate_rule`` reading each
+    preview copy where it reads the store's table."""
+    dialect = sqlite_dialect.dialect()
+    statements = []
+    for table in models.PREVIEW_TABLES.values():
+        statements.append(str(CreateTable(table).compile(dialect=dialect)))
         for index in sorted(table.indexes, key=lambda i: str(i.name)):  # the gate's lookups
-            ddl = str(CreateIndex(index).compile(dialect=dialect))
-            statements.append(re.sub(r"^\s*CREATE INDEX ", "CREATE INDEX temp.", ddl, count=1))
-    gate = next(f for f in view_files() if f.name == GATE_VIEW)
-    statements.append(_CREATE_VIEW.sub("CREATE TEMP VIEW", gate.sql, count=1))
+            statements.append(str(CreateIndex(index).compile(dialect=dialect)))
+    copies = {table.name: copy.name for table, copy in models.PREVIEW_TABLES.items()}
+    gate = next(f for f in view_files() if f.name == models.GATE_VIEW)
+    view = _READ_TABLE.sub(lambda m: f"{m[1]} {copies.get(m[2], m[2])}", gate.sql)
+    statements.append(_CREATE_VIEW.sub(f"CREATE TEMP VIEW {models.PREVIEW_GATE_VIEW}", view,
+                                       count=1))
     return tuple(statements)

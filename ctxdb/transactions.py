@@ -13,7 +13,7 @@ import sqlite3
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -129,21 +129,23 @@ class WriteTransactions:
         return wal_frames(wal_file, self._page_size)
 
     @contextmanager
-    def write(self) -> Iterator[Connection]:
+    def write(self, connection: Connection | None = None) -> Iterator[Connection]:
         """One write transaction, its BEGIN retried while SQLite's write lock is busy;
-        records how long it held the lock."""
+        records how long it held the lock. On ``connection`` when given (left open
+        after), else on one of the engine's."""
         retry = self.retry
         started = time.perf_counter()
         for attempt in range(1, retry.attempts + 1):
-            connection = self.engine.connect()
+            writing = connection if connection is not None else self.engine.connect()
             try:
                 if self._sqlite:
-                    _set_busy_timeout(connection, retry.lock_wait_ms)
-                connection.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
-                transaction = connection.begin()
+                    _set_busy_timeout(writing, retry.lock_wait_ms)
+                writing.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+                transaction = writing.begin()
                 break
             except BaseException as exc:
-                connection.close()
+                if connection is None:
+                    writing.close()
                 if not (self._sqlite and isinstance(exc, DBAPIError) and _is_sqlite_busy(exc)):
                     raise
                 if attempt == retry.attempts:
@@ -155,19 +157,19 @@ class WriteTransactions:
                         waited, retry.attempts) from exc
                 self.retries += 1
                 retry.pause(attempt + 1)
-        with connection:
+        with nullcontext() if connection is not None else writing:
             if self._sqlite:
-                _set_busy_timeout(connection, SQLITE_BUSY_TIMEOUT_MS)
+                _set_busy_timeout(writing, SQLITE_BUSY_TIMEOUT_MS)
             held_from = time.perf_counter()
             with transaction:
-                yield connection
+                yield writing
             self.lock_holds.append(time.perf_counter() - held_from)
             if self._wal_file is not None and \
-                    self._wal_pages(connection, self._wal_file) >= WAL_CHECKPOINT_PAGES:
+                    self._wal_pages(writing, self._wal_file) >= WAL_CHECKPOINT_PAGES:
                 # PASSIVE: copies what no reader still needs, waits for nobody and holds
                 # no write lock — other writers go on meanwhile. The next commit restarts
                 # the WAL from its start; one a reader kept from that checkpoints again.
-                _checkpoint(connection)
+                _checkpoint(writing)
 
 
 @contextmanager

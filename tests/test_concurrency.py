@@ -22,8 +22,7 @@ from sqlalchemy import create_engine, text
 
 import ctxdb.pipeline.construct as construct_module
 import ctxdb.tokens as tokens_module
-from ctxdb import ContextStore, RequestError, StoreBusy
-from ctxdb.models import PREVIEW_EVIDENCE_COLUMNS
+from ctxdb import ContextStore, RequestError, StoreBusy, models
 from ctxdb.pipeline.vocabulary import TOKENS_BOUNDED_FLAG
 from ctxdb.request import TASK_MAX_CHARS
 from ctxdb.tokens import (
@@ -152,9 +151,9 @@ def test_the_gate_preview_takes_no_write_lock(tmp_path, monkeypatch):
         holder = _holding_the_write_lock(path)
         previewed = []
 
-        def preview_gate(*args):
+        def preview_gate(*args, **kwargs):
             assert holder.in_transaction  # the lock is still the other session's
-            attempt = original(*args)
+            attempt = original(*args, **kwargs)
             previewed.append({e.item_id for e in attempt.audit.events if e.stage == "gate"})
             return attempt
 
@@ -170,17 +169,27 @@ def test_the_gate_preview_takes_no_write_lock(tmp_path, monkeypatch):
         assert context.window and _rows(store, "decision") == 1
 
 
-def test_the_previews_pool_copy_has_every_column_the_gate_reads(tmp_path):
-    """The preview writes only PREVIEW_EVIDENCE_COLUMNS of the pool to its TEMP copy:
-    every column of evidence_item that v_gate_rule reads (as ``e.<column>``) is one."""
+def test_the_previews_tables_hold_what_the_gate_reads_and_the_write_copies(tmp_path):
+    """The preview's TEMP copies: every column of evidence_item that v_gate_rule reads (as
+    ``e.<column>``) and every one the write copies; every table the preview's view reads
+    is a preview copy or one the preview does not write."""
     view = (Path(__file__).resolve().parents[1] / "sql" / "views" / "20_v_gate_rule.sql")
     read_by_gate = set(re.findall(r"\be\.(\w+)", view.read_text()))
-    assert read_by_gate and read_by_gate <= set(PREVIEW_EVIDENCE_COLUMNS)
+    stored = {c.name for c in models.evidence_item.columns}
+    assert read_by_gate and read_by_gate <= stored
     with ContextStore.open(tmp_path / "ctx08.db") as store:
-        copied = store.preview(lambda connection: [
-            row[1] for row in connection.exec_driver_sql(
-                "PRAGMA temp.table_info(evidence_item)")])
-    assert set(copied) == set(PREVIEW_EVIDENCE_COLUMNS)
+        copied, view_sql = store.preview(lambda connection: (
+            [row[1] for row in connection.exec_driver_sql(
+                "PRAGMA temp.table_info(preview_evidence_item)")],
+            connection.exec_driver_sql(
+                "SELECT sql FROM sqlite_temp_master WHERE name = ?",
+                (models.PREVIEW_GATE_VIEW,)).scalar_one()))
+    assert set(copied) == stored
+    statement = re.sub(r"--[^\n]*", "", view_sql)  # its comments' words are no tables
+    read = set(re.findall(r"\b(?:FROM|JOIN)\s+(\w+)", statement, re.IGNORECASE))
+    copies = {copy.name for copy in models.PREVIEW_TABLES.values()}
+    assert read - copies == {"source_priority", "gate_link_policy"}
+    assert read & copies == copies
 
 
 def _window(context) -> list[tuple[str, str]]:
@@ -208,8 +217,8 @@ def test_a_policy_changed_during_the_decision_is_the_one_it_is_decided_by(tmp_pa
     with ContextStore.open(tmp_path / "during.db") as store:
         original = construct_module.prepare
 
-        def prepare_then_change_policy(store_, inputs, ranking_on):
-            preview = original(store_, inputs, ranking_on)
+        def prepare_then_change_policy(store_, inputs, ranking_on, connection=None):
+            preview = original(store_, inputs, ranking_on, connection)
             with store_.write_transaction() as connection:
                 connection.execute(tests_as_signatures)
             return preview

@@ -306,3 +306,54 @@ def test_foreign_keys_are_off_while_an_in_memory_store_is_upgraded(monkeypatch):
     finally:
         engine.dispose()
     assert (seen, after) == ([0], 1)
+
+
+def _preview_rows_left(store: ContextStore) -> int:
+    """Rows in the preview's TEMP tables of the connection the next decision gets."""
+    from ctxdb.models import PREVIEW_TABLES
+
+    with store._previews().connect() as connection:
+        return sum(connection.exec_driver_sql(f"SELECT COUNT(*) FROM {copy.name}").scalar()
+                   for copy in PREVIEW_TABLES.values())
+
+
+def test_preview_rows_copied_then_emptied_and_dropped_with_a_failed_decision(
+        tmp_path, monkeypatch):
+    """A SQLite file store's decision keeps its preview's rows on its own connection for
+    its write to copy: the write empties them as it commits; a decision that fails after
+    its preview leaves none behind for the next one on that connection."""
+    from ctxdb.pipeline import persist
+
+    with ContextStore.open(f"sqlite:///{tmp_path / 'ctx.db'}") as store:
+        first = store.construct(edit_request(run_id="copied"))
+        assert _preview_rows_left(store) == 0
+        with store.engine.connect() as connection:  # the copy is the decision's pool
+            items = connection.exec_driver_sql(
+                "SELECT item_id FROM evidence_item WHERE decision_id = ? ORDER BY rowid",
+                (first.decision_id,)).scalars().all()
+        assert items and items == sorted(items, key=lambda item: int(item[1:]))
+
+        def fail(*_args, **_kwargs):
+            raise RuntimeError("injected: the outcome's write")
+
+        monkeypatch.setattr(persist, "write_outcome", fail)
+        with pytest.raises(RuntimeError, match="injected"):
+            store.construct(edit_request(run_id="failed"))
+        monkeypatch.undo()
+        assert _preview_rows_left(store) == 0
+        store.construct(edit_request(run_id="after"))
+        assert store.verify() == {}
+        assert _preview_rows_left(store) == 0
+
+
+def test_decisions_in_flight_each_hold_a_preview_connection(tmp_path):
+    """A decision holds its preview connection through the ranker call: the preview pool
+    must not run out under more concurrent decisions than SQLAlchemy's 5 + 10."""
+    with ContextStore.open(f"sqlite:///{tmp_path / 'ctx.db'}") as store:
+        engine = store._previews()
+        held = [engine.connect() for _ in range(20)]  # a bounded pool blocks at the 16th
+        try:
+            assert all(c.exec_driver_sql("SELECT 1").scalar() == 1 for c in held)
+        finally:
+            for connection in held:
+                connection.close()

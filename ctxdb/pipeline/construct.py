@@ -2,7 +2,8 @@
 
 normalise the request → (a) assemble the pool and the gate's inputs, reading recon
 before the write transaction → (b) the gate, on the decision's rows written in a
-preview that is rolled back (on SQLite into TEMP tables: no write lock) → when a
+preview (on SQLite into TEMP tables: no write lock; kept there for the write to copy on
+a file store, else rolled back) → when a
 ranking endpoint is configured, the ONE call with no transaction open → (L) resolve
 the residue, cap, (c) render, (d) compress, (e) dedup, (f) order, (g) budget, counting
 tokens on a read connection → one write transaction that only writes: the inputs, the
@@ -94,8 +95,12 @@ def construct(store: ContextStore, request: DecisionRequest | dict[str, object] 
     _warn_unresolved(inputs, unresolved)
     request = inputs.request
     ranking_on = request.arm == ARM_CTX08 and bool(store.settings.rank_base_url)
-    preview = prepare(store, inputs, ranking_on)
-    context, row = store.write(lambda connection: write_decision(connection, store, preview))
+    # SQLite file stores: one connection from the preview through the write, which
+    # copies the preview's rows (other stores: None, a connection for each)
+    with store.decision_connection() as own_connection:
+        preview = prepare(store, inputs, ranking_on, own_connection)
+        context, row = store.write(
+            lambda connection: write_decision(connection, store, preview), own_connection)
     store.runs_seen[request.run_id] = (request.arm, request.variant)
     store.remember_texts(row.text_digests)  # committed, so never offered again
     if request.arm == ARM_CTX08 and not ranking_on and row.new_run:
@@ -103,14 +108,18 @@ def construct(store: ContextStore, request: DecisionRequest | dict[str, object] 
     return context
 
 
-def prepare(store: ContextStore, inputs: DecisionInput, ranking_on: bool) -> Attempt:
-    """Everything but the writes, with no write lock held: the gate in a rolled-back
-    preview, the ranking call with no transaction open, then the stages and their token
-    counts on a read connection. Returns the attempt the write takes."""
+def prepare(store: ContextStore, inputs: DecisionInput, ranking_on: bool,
+            connection: Connection | None = None) -> Attempt:
+    """Everything but the writes, with no write lock held: the gate in a preview (its
+    rows kept on ``connection`` for the write, else rolled back), the ranking call with
+    no transaction open, then the stages and their token counts on a read connection.
+    Returns the attempt the write takes."""
     if inputs.request.arm == ARM_CURRENT:
         attempt = begin_attempt(inputs, None)  # no gate: nothing to preview
     else:
-        attempt = store.preview(lambda connection: preview_gate(connection, store, inputs))
+        attempt = store.preview(
+            lambda previewing: preview_gate(previewing, store, inputs,
+                                            keep=connection is not None), connection)
         residue = residue_candidates(attempt) if ranking_on else []
         if 1 <= len(residue) <= RESIDUE_MAX:
             node = inputs.request.plan_node
@@ -122,24 +131,27 @@ def prepare(store: ContextStore, inputs: DecisionInput, ranking_on: bool) -> Att
     return attempt
 
 
-def preview_gate(connection: Connection, store: ContextStore,
-                 inputs: DecisionInput) -> Attempt:
+def preview_gate(connection: Connection, store: ContextStore, inputs: DecisionInput, *,
+                 keep: bool = False) -> Attempt:
     """(b) on the decision's rows, written in the preview: an attempt begun by the store's
-    policy rows, with the gate's verdicts."""
+    policy rows, with the gate's verdicts; ``keep``: the rows stay for the write."""
     attempt = begin_attempt(inputs, read_policy(connection, inputs.request))
-    row = persist.write_preview_inputs(connection, store, inputs)
-    run_gate(connection, attempt, row.decision_id)
+    kept = persist.write_preview_inputs(connection, store, inputs)
+    run_gate(connection, attempt, kept.decision_id,
+             preview=connection.dialect.name == "sqlite")
+    if keep:
+        attempt.kept_preview = kept
     return attempt
 
 
 def read_policy(connection: Connection, request: DecisionRequest) -> DecisionPolicy:
     """The representation policy set the decision uses and the store's policy rows it
     is decided by (``sql/stages/decision_policy``), in one statement."""
-    rows: list[PolicyRow] = [
+    rows: list[PolicyRow] = sorted(  # in one order, for the write's comparison
         (kind, name, value) for kind, name, value in driver_rows(
             connection, "stages/decision_policy",
             {"decision_type": request.decision_type, "variant": request.variant,
-             "spec_set": SPEC_POLICY_SET})]
+             "spec_set": SPEC_POLICY_SET}))
     return DecisionPolicy.from_rows(rows)
 
 

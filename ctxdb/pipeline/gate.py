@@ -13,10 +13,13 @@ consulted.
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import Any, NamedTuple
 
 from sqlalchemy import Connection
 
+from ..models import GATE_VIEW, PREVIEW_GATE_VIEW
 from ..recon.writer import compiled_sql
 from ..spec import ADMITTED_MAX
 from .state import Attempt, Candidate, PoolItem
@@ -39,10 +42,27 @@ def cap_order(source_priority: int, item: PoolItem) -> tuple[int, int]:
     return (source_priority, -item.arrival_no if item.arrival_no is not None else item.item_no)
 
 
-def gate_verdicts(connection: Connection, decision_id: int) -> list[GateVerdict]:
-    """The gate rule's verdict on every item of one decision, in pool order."""
-    return list(map(GateVerdict._make, driver_rows(connection, "stages/gate_decision",
-                                                   {"decision_id": decision_id})))
+GATE_STATEMENT = "stages/gate_decision"
+
+
+def gate_verdicts(connection: Connection, decision_id: int, *,
+                  preview: bool = False) -> list[GateVerdict]:
+    """The gate rule's verdict on every item of one decision, in pool order; of a
+    decision in SQLite's preview tables (``models.PREVIEW_TABLES``) when ``preview``."""
+    sql, order = compiled_sql(GATE_STATEMENT, connection.dialect)
+    if preview:
+        sql = _preview_gate_sql(sql)
+    return list(map(GateVerdict._make, _driver_rows(connection, sql, order,
+                                                    {"decision_id": decision_id})))
+
+
+@functools.cache
+def _preview_gate_sql(sql: str) -> str:
+    """The gate's statement reading the view over the preview's tables."""
+    view = re.compile(rf"\b{GATE_VIEW}\b")
+    if len(view.findall(sql)) != 1:
+        raise ValueError(f"{GATE_STATEMENT}: expected one reference to {GATE_VIEW}")
+    return view.sub(PREVIEW_GATE_VIEW, sql)
 
 
 def driver_rows(connection: Connection, name: str,
@@ -51,6 +71,11 @@ def driver_rows(connection: Connection, name: str,
     ``connection``'s transaction: SQLAlchemy's result rows cost a third of the gate's
     256-item query (the statement is compiled once per dialect, as recon's writer's)."""
     sql, order = compiled_sql(name, connection.dialect)
+    return _driver_rows(connection, sql, order, parameters)
+
+
+def _driver_rows(connection: Connection, sql: str, order: tuple[str, ...] | None,
+                 parameters: dict[str, object]) -> list[tuple[Any, ...]]:
     cursor = connection.connection.cursor()
     try:
         cursor.execute(sql, parameters if order is None
@@ -60,14 +85,16 @@ def driver_rows(connection: Connection, name: str,
         cursor.close()
 
 
-def run_gate(connection: Connection, attempt: Attempt, decision_id: int) -> list[GateVerdict]:
+def run_gate(connection: Connection, attempt: Attempt, decision_id: int, *,
+             preview: bool = False) -> list[GateVerdict]:
     """The rule on the rows of ``decision_id`` (the attempt's inputs, as this transaction
-    wrote them): admitted items become the attempt's candidates, residual ones its
-    residue — a module's outline and its file's residual symbols as one candidate — and
-    the rejected get their final verdict here. Returns the rule's verdicts."""
+    wrote them; in SQLite's preview tables when ``preview``): admitted items become the
+    attempt's candidates, residual ones its residue — a module's outline and its file's
+    residual symbols as one candidate — and the rejected get their final verdict here.
+    Returns the rule's verdicts."""
     by_id, audit = attempt.inputs.by_id, attempt.audit
     admitted: list[Candidate] = []
-    verdicts = gate_verdicts(connection, decision_id)
+    verdicts = gate_verdicts(connection, decision_id, preview=preview)
     for row in verdicts:
         attempt.priority[row.item_id] = row.priority
         if row.gate_verdict == OUT_OF_POOL:

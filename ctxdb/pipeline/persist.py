@@ -1,9 +1,11 @@
 """Every write of a decision, inside its one transaction.
 
 ``write_inputs`` writes the decision's inputs (``DecisionInput``: the run if new, the
-decision row, its obligation, pool, texts, links, impact edges and nearness) —
-``write_preview_inputs`` only what the gate reads of them, for the preview — and returns
-the row it wrote (``DecisionRow``); ``write_outcome`` writes what an ``Attempt`` decided
+decision row, its obligation, pool, texts, links, impact edges and nearness; on SQLite
+the pool and what follows it copied from the preview's TEMP tables when the preview
+kept them) and returns the row it wrote (``DecisionRow``); ``write_preview_inputs``
+writes only what the gate reads of them, for the preview (``KeptPreview``);
+``write_outcome`` writes what an ``Attempt`` decided
 (the ranking call and its scores, window rows, the audit events, the budget log) and
 finishes the decision row. They read the decision's state and never change it. Any
 error rolls all of it back.
@@ -11,12 +13,14 @@ error rolls all of it back.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, NamedTuple, cast
 
-from sqlalchemy import Connection, bindparam, insert, select, update
+from sqlalchemy import Connection, Table, bindparam, insert, select, update
 
 from .. import models
 from ..config import Settings
@@ -24,7 +28,7 @@ from ..context import DecisionContext
 from ..request import DecisionRequest, RequestError
 from ..tokens import content_sha256
 from .audit import EVENT_COLUMNS
-from .state import Attempt, DecisionInput
+from .state import Attempt, DecisionInput, KeptPreview
 
 if TYPE_CHECKING:
     from ..store import ContextStore
@@ -34,6 +38,19 @@ _EVIDENCE_COLUMNS = (
     "original_sha256", "provenance", "score", "arrival_no", "path", "start_line", "end_line",
     "signature", "in_pool", "fact_key",
 )
+# evidence_item's columns that are NULL for most rows (models.insert_tuples)
+_EVIDENCE_SPARSE = ("original_sha256", "arrival_no")
+_LINK_COLUMNS = ("decision_id", "link_no", "link_kind", "entity_key", "path", "start_line",
+                 "end_line", "detail")
+_EDGE_COLUMNS = ("decision_id", "edge_no", "head_entity", "tail_entity", "edge_kind", "depth",
+                 "origin")
+# shown lines: only an item shown in part has them
+_WINDOW_COLUMNS = ("decision_id", "position", "item_id", "role", "rendering", "tier", "block",
+                   "edge_critical", "token_count", "rendered_text", "shown_start_line",
+                   "shown_end_line")
+# recon_hops: NULL for an item near by its shared terms alone, most of them
+_NEARNESS_COLUMNS = ("decision_id", "item_id", "shared_terms", "recon_hops",
+                     "nearest_link_no", "near_score")
 
 # Statements built once: building a Core statement per decision costs more than running it.
 _INSERT_RANK_CALL = insert(models.rank_call).returning(models.rank_call.c.rank_call_id)
@@ -77,30 +94,49 @@ def write_inputs(connection: Connection, store: ContextStore,
     """The decision row and everything the gate reads, for the attempt that decided it:
     the row is written finished, with the attempt's token count and flags (an UPDATE
     would rewrite it whole — the request as given is in it, megabytes for a large
-    pool)."""
+    pool). The pool, links, impact edges and nearness are copied from the preview's rows
+    when it kept them on this connection (``attempt.kept_preview``), else written."""
     inputs = attempt.inputs
     decision_id, new_run = _write_decision_row(connection, store, inputs,
                                                attempt.outcome_columns)
     _write_obligation(connection, decision_id, inputs.request)
-    text_digests = _write_pool(connection, store, decision_id, inputs)
-    _write_gate_inputs(connection, decision_id, inputs)
-    return DecisionRow(decision_id, new_run, text_digests, attempt.outcome_columns)
+    kept = attempt.kept_preview
+    if kept is None:
+        texts = _write_pool(connection, store, decision_id, inputs)
+        _write_gate_inputs(connection, decision_id, inputs)
+    else:
+        texts = kept.texts
+        _write_texts(connection, store, texts)
+        _copy_preview_rows(connection, kept.decision_id, decision_id, inputs)
+    return DecisionRow(decision_id, new_run, set(texts), attempt.outcome_columns)
 
 
 def write_preview_inputs(connection: Connection, store: ContextStore,
-                         inputs: DecisionInput) -> DecisionRow:
-    """What the gate view reads, for the preview before the write lock (rolled back): the
-    rows ``write_inputs`` writes less those the gate does not read — the obligation, and
-    on SQLite the pool's texts and the pool columns the gate does not read (its preview
-    writes TEMP copies with no foreign keys, ``models.PREVIEW_EVIDENCE_COLUMNS`` of the
-    pool; PostgreSQL's writes the store's tables, whose pool rows need their texts)."""
-    decision_id, new_run = _write_decision_row(connection, store, inputs, NOT_DECIDED)
-    if connection.dialect.name == "sqlite":
-        text_digests = _write_preview_pool(connection, decision_id, inputs)
-    else:
-        text_digests = _write_pool(connection, store, decision_id, inputs)
-    _write_gate_inputs(connection, decision_id, inputs)
-    return DecisionRow(decision_id, new_run, text_digests, NOT_DECIDED)
+                         inputs: DecisionInput) -> KeptPreview:
+    """What the gate view reads, for the preview before the write lock: the rows
+    ``write_inputs`` writes less the obligation and the texts. On SQLite into the
+    preview's TEMP tables (``models.PREVIEW_TABLES``: nothing of the store is written),
+    the pool's rows whole — the write may copy them — and the decision row as far as the
+    view reads it; on PostgreSQL into the store's tables (rolled back), whose pool rows
+    need their texts. Returns the preview's decision id and the texts its pool refers
+    to."""
+    if connection.dialect.name != "sqlite":
+        decision_id, _new_run = _write_decision_row(connection, store, inputs, NOT_DECIDED)
+        texts = _write_pool(connection, store, decision_id, inputs)
+        _write_gate_inputs(connection, decision_id, inputs)
+        return KeptPreview(decision_id, texts)
+    request = inputs.request
+    known = store.runs_seen.get(request.run_id)
+    if known is not None:  # a new run's arm is checked by the write, which makes the run
+        _check_arm(request, *known)
+    decision_id = cast(int, models.insert_row(
+        connection, models.preview_decision, {"decision_type": request.decision_type},
+        returning=models.preview_decision.c.decision_id))
+    rows, texts = _pool_rows(decision_id, inputs)
+    models.insert_tuples(connection, models.preview_evidence_item, _EVIDENCE_COLUMNS, rows,
+                         sparse=_EVIDENCE_SPARSE)
+    _write_gate_inputs(connection, decision_id, inputs, models.PREVIEW_TABLES)
+    return KeptPreview(decision_id, texts)
 
 
 def _write_decision_row(connection: Connection, store: ContextStore, inputs: DecisionInput,
@@ -167,32 +203,11 @@ def _write_obligation(connection: Connection, decision_id: int,
     })
 
 
-def _write_preview_pool(connection: Connection, decision_id: int,
-                        inputs: DecisionInput) -> set[str]:
-    """The pool rows into SQLite's TEMP copy: only the columns the gate reads
-    (``PREVIEW_EVIDENCE_COLUMNS``); no texts. Returns the digests the write will refer
-    to."""
-    rows = [(decision_id, i.item_id, i.item_no, i.source, i.kind, i.entity_key,
-             i.arrival_no, i.path, i.start_line, i.end_line, i.in_pool) for i in inputs.pool]
-    models.insert_tuples(connection, models.evidence_item, models.PREVIEW_EVIDENCE_COLUMNS,
-                         rows, sparse=("arrival_no",))
-    return _text_digests(inputs)
-
-
-def _text_digests(inputs: DecisionInput) -> set[str]:
-    digests = set()
-    for i in inputs.pool:
-        digests.add(content_sha256(i.content))
-        if i.original_content is not None:
-            digests.add(content_sha256(i.original_content))
-    return digests
-
-
-def _write_pool(connection: Connection, store: ContextStore, decision_id: int,
-                inputs: DecisionInput) -> set[str]:
-    """The pool rows, each distinct text once by hash; returns the digests it refers
-    to."""
-    texts: dict[str, str] = {}  # sha256 -> text: each distinct once, kept if the store has it
+def _pool_rows(decision_id: int, inputs: DecisionInput
+               ) -> tuple[list[tuple[object, ...]], dict[str, str]]:
+    """The pool's evidence_item rows (``_EVIDENCE_COLUMNS``) and the texts they refer
+    to, each distinct once by hash."""
+    texts: dict[str, str] = {}  # sha256 -> text
     rows: list[tuple[object, ...]] = []
     for i in inputs.pool:
         digest = content_sha256(i.content)
@@ -206,39 +221,94 @@ def _write_pool(connection: Connection, store: ContextStore, decision_id: int,
             original_sha256, i.provenance, i.score, i.arrival_no, i.path, i.start_line,
             i.end_line, i.signature, i.in_pool, i.fact_key,
         ))
+    return rows, texts
+
+
+def _write_texts(connection: Connection, store: ContextStore, texts: dict[str, str]) -> None:
+    """The texts the store may not hold yet."""
     # In digest order: two PostgreSQL writers inserting the same texts in different
     # orders could each wait on the other's.
     models.insert_tuples(connection, models.evidence_text, ("content_sha256", "content"),
                          [row for row in sorted(texts.items())
                           if row[0] not in store.texts_stored],
                          keep_existing=True)
+
+
+def _write_pool(connection: Connection, store: ContextStore, decision_id: int,
+                inputs: DecisionInput) -> dict[str, str]:
+    """The pool rows, each distinct text once by hash; returns the texts they refer
+    to, by digest."""
+    rows, texts = _pool_rows(decision_id, inputs)
+    _write_texts(connection, store, texts)
     models.insert_tuples(connection, models.evidence_item, _EVIDENCE_COLUMNS, rows,
-                         sparse=("original_sha256", "arrival_no"))
-    return set(texts)
+                         sparse=_EVIDENCE_SPARSE)
+    return texts
 
 
-def _write_gate_inputs(connection: Connection, decision_id: int,
+@functools.cache
+def _copy_statement(table: Table) -> str:
+    """``table``'s rows of one preview decision (the second parameter) copied from the
+    preview's TEMP copy as the rows of another (the first): names from the definitions,
+    values as parameters."""
+    copy = models.PREVIEW_TABLES[table]
+    columns = [c.name for c in copy.columns]
+    if columns[0] != "decision_id":
+        raise ValueError(f"table {copy.name}: decision_id must come first")
+    return (f"INSERT INTO {table.name} ({', '.join(columns)})"
+            f" SELECT ?, {', '.join(columns[1:])} FROM {copy.name} WHERE decision_id = ?"
+            # in the order the preview wrote them, as binding them again would
+            f" ORDER BY {copy.name}.rowid")
+
+
+@functools.cache
+def _empty_statement(table: Table) -> str:
+    return f"DELETE FROM {models.PREVIEW_TABLES[table].name}"
+
+
+def _copy_preview_rows(connection: Connection, preview_id: int, decision_id: int,
                        inputs: DecisionInput) -> None:
+    """The pool, links, impact edges and nearness of the preview ``preview_id`` (kept on
+    this connection: SQLite) as the rows of ``decision_id``, one statement a table, then
+    the preview's tables emptied — in this transaction: a write that fails leaves them
+    as they were."""
+    copied = [models.evidence_item]
     if inputs.links:
-        models.insert_many(connection, models.decision_link, [
-            {"decision_id": decision_id, "link_no": n, "link_kind": link.link_kind,
-             "entity_key": link.entity_key, "path": link.path, "start_line": link.start_line,
-             "end_line": link.end_line, "detail": link.detail}
+        copied.append(models.decision_link)
+    if inputs.edges:
+        copied.append(models.impact_edge)
+    if inputs.nearness:
+        copied.append(models.item_nearness)
+    for table in copied:
+        models.execute_driver(connection, _copy_statement(table), (decision_id, preview_id))
+    for table in (models.decision, *copied):
+        models.execute_driver(connection, _empty_statement(table), ())
+
+
+def _write_gate_inputs(connection: Connection, decision_id: int, inputs: DecisionInput,
+                       tables: Mapping[Table, Table] | None = None) -> None:
+    """The links, impact edges and nearness; into ``tables``' copy of each store table
+    when given (the preview's)."""
+    def into(table: Table) -> Table:
+        return table if tables is None else tables[table]
+
+    # rows as tuples in the columns' order: a dict a row costs more than binding it
+    if inputs.links:
+        models.insert_tuples(connection, into(models.decision_link), _LINK_COLUMNS, [
+            (decision_id, n, link.link_kind, link.entity_key, link.path, link.start_line,
+             link.end_line, link.detail)
             for n, link in enumerate(inputs.links, start=1)
         ])
     if inputs.edges:
-        models.insert_many(connection, models.impact_edge, [
-            {"decision_id": decision_id, "edge_no": n, "head_entity": e.head,
-             "tail_entity": e.tail, "edge_kind": e.kind, "depth": e.depth, "origin": e.origin}
+        models.insert_tuples(connection, into(models.impact_edge), _EDGE_COLUMNS, [
+            (decision_id, n, e.head, e.tail, e.kind, e.depth, e.origin)
             for n, e in enumerate(inputs.edges, start=1)
         ])
     if inputs.nearness:
-        models.insert_many(connection, models.item_nearness, [
-            {"decision_id": decision_id, "item_id": item_id,
-             "shared_terms": " ".join(n.shared_terms), "recon_hops": n.recon_hops,
-             "nearest_link_no": n.nearest_link_no, "near_score": n.near_score}
+        models.insert_tuples(connection, into(models.item_nearness), _NEARNESS_COLUMNS, [
+            (decision_id, item_id, " ".join(n.shared_terms), n.recon_hops, n.nearest_link_no,
+             n.near_score)
             for item_id, n in sorted(inputs.nearness.items(), key=lambda kv: int(kv[0][1:]))
-        ])
+        ], sparse=("recon_hops",))
 
 
 def write_outcome(connection: Connection, row: DecisionRow,
@@ -252,15 +322,13 @@ def write_outcome(connection: Connection, row: DecisionRow,
     request, settings = inputs.request, inputs.settings
     _write_ranking(connection, decision_id, attempt)
     if entries:
-        models.insert_many(connection, models.window_item, [
-            {"decision_id": decision_id, "position": e.position, "item_id": e.item_id,
-             "role": e.role, "rendering": e.rendering, "tier": e.tier, "block": e.block,
-             "edge_critical": e.edge_critical, "token_count": e.token_count,
-             "rendered_text": e.text,
-             "shown_start_line": e.shown_lines[0] if e.shown_lines else None,
-             "shown_end_line": e.shown_lines[1] if e.shown_lines else None}
+        models.insert_tuples(connection, models.window_item, _WINDOW_COLUMNS, [
+            (decision_id, e.position, e.item_id, e.role, e.rendering, e.tier, e.block,
+             e.edge_critical, e.token_count, e.text,
+             e.shown_lines[0] if e.shown_lines else None,
+             e.shown_lines[1] if e.shown_lines else None)
             for e in entries
-        ])
+        ], sparse=("shown_start_line", "shown_end_line"))
     models.insert_tuples(connection, models.item_event, EVENT_COLUMNS, audit.rows(decision_id),
                          sparse=("tokens_before", "tokens_after", "detail"))
     steps = attempt.budget_steps

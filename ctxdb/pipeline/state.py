@@ -316,6 +316,13 @@ class DecisionPolicy:
 TokenCounter = Callable[[list[str]], list[int]]  # texts -> their token counts
 
 
+class KeptPreview(NamedTuple):
+    """A preview's rows left in its TEMP tables for the decision's write to copy."""
+
+    decision_id: int  # the preview's own id of the decision, in those tables
+    texts: dict[str, str]  # the texts its pool rows refer to, by digest
+
+
 @dataclass
 class Attempt:
     """One run of the stages over a decision's inputs — the gate, the ranking step and
@@ -330,6 +337,9 @@ class Attempt:
     audit: AuditLog
     window_task: str  # the task as the window shows it (cut only when pathological)
     ranking: RankOutcome | None = None  # the one call, when it was made
+    # the preview's rows when they stay on the decision's connection for the write to
+    # copy (SQLite: store.decision_connection); None when they were rolled back
+    kept_preview: KeptPreview | None = None
     # (b) gate and (L) ranking
     residue: list[str] = field(default_factory=list)  # what the ranking step takes, pool order
     # a residual module outline -> the residual symbols of its file: one candidate of

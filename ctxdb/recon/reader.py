@@ -21,6 +21,7 @@ from sqlalchemy import Connection, bindparam
 from ..entities import EntityRef, path_of_key
 from ..sqlfiles import sql_statement
 from .schema import GENERATION_KEY, ROOT_KEY
+from .writer import compiled_sql
 
 
 @dataclass(frozen=True)
@@ -125,8 +126,23 @@ def _query(name: str, *expanding: str):
 
 
 def _snapshot_identity(connection: Connection) -> tuple:
-    return tuple(connection.execute(_query("recon/snapshot_identity"),
-                                     {"generation_key": GENERATION_KEY}).one())
+    """Read on the driver's cursor, in ``connection``'s transaction (begun here if none
+    is: the reads after it are then one snapshot on SQLite): a decision reads it once
+    or twice, and SQLAlchemy's execution costs ~5× the statement (~70 µs)."""
+    if not connection.in_transaction():
+        connection.begin()  # what SQLAlchemy's own execution would begin
+    sql, order = compiled_sql("recon/snapshot_identity", connection.dialect)
+    parameters = {"generation_key": GENERATION_KEY}
+    cursor = connection.connection.cursor()
+    try:
+        cursor.execute(sql, parameters if order is None
+                       else tuple(parameters[key] for key in order))
+        row = cursor.fetchone()
+    finally:
+        cursor.close()
+    if row is None:
+        raise ValueError("recon/snapshot_identity: no row")
+    return tuple(row)
 
 
 def _driver_in_transaction(connection: Connection) -> bool:

@@ -91,22 +91,26 @@ LEFT JOIN decision_link obligation_link
               AND e.start_line <= l.end_line AND l.start_line <= e.end_line
         ) reaching
    )
--- the first direct impact edge from a change target to the item
+-- the first direct impact edge from a change target to the item (the edges into the item
+-- looked up first, the head's link only for those: most items have none)
 LEFT JOIN impact_edge impact
     ON impact.decision_id = e.decision_id
    AND impact.edge_no = (
         SELECT MIN(ie.edge_no)
         FROM impact_edge ie
-        JOIN decision_link head
-            ON head.decision_id = ie.decision_id
-           AND head.entity_key = ie.head_entity
-           AND head.link_kind IN ('target_entity', 'change_target')
-        JOIN gate_link_policy head_policy
-            ON head_policy.decision_type = d.decision_type
-           AND head_policy.link_kind = head.link_kind
         WHERE ie.decision_id = e.decision_id
           AND ie.depth = 1
           AND ie.tail_entity = e.entity_key
+          AND EXISTS (
+              SELECT 1
+              FROM decision_link head
+              JOIN gate_link_policy head_policy
+                  ON head_policy.decision_type = d.decision_type
+                 AND head_policy.link_kind = head.link_kind
+              WHERE head.decision_id = ie.decision_id
+                AND head.entity_key = ie.head_entity
+                AND head.link_kind IN ('target_entity', 'change_target')
+          )
    )
 LEFT JOIN item_nearness near
     ON near.decision_id = e.decision_id AND near.item_id = e.item_id;
