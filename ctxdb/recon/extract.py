@@ -17,7 +17,8 @@ import keyword
 import re
 from functools import cache, lru_cache, partial
 from importlib import resources
-from operator import attrgetter
+from itertools import islice
+from operator import attrgetter, le
 from typing import NamedTuple
 
 import tree_sitter
@@ -204,8 +205,9 @@ def load_query(name: str) -> tree_sitter.Query:
 
 def sorted_captures(
     query: tree_sitter.Query, node: tree_sitter.Node
-) -> dict[str, list[tree_sitter.Node]]:
-    """Captured nodes by capture name, each list sorted by (start_byte, end_byte).
+) -> dict[str, tuple[list[tree_sitter.Node], list[tuple[int, int]]]]:
+    """Captured nodes by capture name, each list sorted by (start_byte, end_byte), with
+    those spans (read once here: a Node's attributes are C calls that build objects).
 
     The one function that knows tree-sitter's capture API: 0.25 returns a dict from
     `QueryCursor.captures`, in an order that changes from call to call.
@@ -214,8 +216,12 @@ def sorted_captures(
     out = {}
     for name in sorted(raw):
         nodes = list(raw[name])
-        nodes.sort(key=_BY_SPAN)
-        out[name] = nodes
+        spans = list(map(_BY_SPAN, nodes))
+        if not all(map(le, spans, islice(spans, 1, None))):
+            order = sorted(range(len(spans)), key=spans.__getitem__)  # stable, as a sort
+            nodes = [nodes[i] for i in order]
+            spans = [spans[i] for i in order]
+        out[name] = (nodes, spans)
     return out
 
 
@@ -467,16 +473,25 @@ def _decode(data: bytes) -> tuple[str, bool]:
 class _Captured:
     """One file's UTF-8 bytes and the nodes the query captured in them."""
 
-    def __init__(self, data: bytes, captures: dict[str, list[tree_sitter.Node]]) -> None:
+    def __init__(self, data: bytes,
+                 captures: dict[str, tuple[list[tree_sitter.Node], list[tuple[int, int]]]],
+                 ) -> None:
         self.data = data
         self._captures = captures
 
     def __getitem__(self, name: str) -> list[tree_sitter.Node]:
         """The nodes of one capture name, in span order (none: an empty list)."""
-        return self._captures.get(name, [])
+        return self._captures.get(name, _NO_CAPTURES)[0]
+
+    def spans(self, name: str) -> list[tuple[int, int]]:
+        """The (start_byte, end_byte) of `self[name]`'s nodes."""
+        return self._captures.get(name, _NO_CAPTURES)[1]
 
     def text(self, node: tree_sitter.Node) -> str:
         return self.data[node.start_byte : node.end_byte].decode("utf-8", "replace")
+
+
+_NO_CAPTURES: tuple[list, list] = ([], [])
 
 
 def _definitions(
@@ -646,31 +661,41 @@ def _references(
     typed_name = local_types.typed_name
     references = []
     seen: set[tuple[str, int, str]] = set()
-    for kind, captures in (
-        ("calls", _merge(found["reference.call"], found["reference.decorator"])),
-        ("inherits", found["reference.base"]),
+    # one str object per name: the pickle sent to the indexer's process then holds a
+    # name repeated in a file once (and unpickles it once)
+    names: dict[bytes, str] = {}
+    for kind, spans in (
+        ("calls", _merge_spans(found.spans("reference.call"),
+                               found.spans("reference.decorator"))),
+        ("inherits", found.spans("reference.base")),
     ):
         line, line_pos = 1, 0
-        owners = scopes.owners([capture.start_byte for capture in captures])
-        for capture, owner in zip(captures, owners, strict=True):
-            start = capture.start_byte
-            raw = data[start : capture.end_byte]
-            if _ASCII_DOTTED.match(raw):
-                name = raw.decode("ascii")
-            else:
-                name = raw.decode("utf-8", "replace")
-                if not _DOTTED.match(name):
-                    m = _SUPER.match(name)
-                    if m is None:
-                        continue
-                    name = f"super().{m.group(1)}"
+        owners = scopes.owners([start for start, _ in spans])
+        for (start, end), owner in zip(spans, owners, strict=True):
+            raw = data[start:end]
+            name = names.get(raw)
+            if name is None:
+                if _ASCII_DOTTED.match(raw):
+                    name = raw.decode("ascii")
+                else:
+                    name = raw.decode("utf-8", "replace")
+                    if not _DOTTED.match(name):
+                        m = _SUPER.match(name)
+                        name = "" if m is None else f"super().{m.group(1)}"
+                names[raw] = name
+                if not name:
+                    continue
+            elif not name:
+                continue
             ident = (kind, owner, name)
             if ident in seen:
                 continue
             seen.add(ident)
             line += data.count(b"\n", line_pos, start)
             line_pos = start
-            references.append(Reference(kind, owner, name, line, typed_name(owner, name)))
+            # only a dotted name can be typed
+            typed = typed_name(owner, name) if "." in name else None
+            references.append(Reference(kind, owner, name, line, typed))
     return references
 
 
@@ -773,3 +798,8 @@ def _merge(a: list, b: list) -> list:
     merged = a + b
     merged.sort(key=_BY_SPAN)
     return merged
+
+
+def _merge_spans(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Two capture lists' spans as one, still sorted."""
+    return sorted(a + b) if b else a
