@@ -432,13 +432,14 @@ class Resolver:
 
     def bare(self, src: int, name: str, global_ok: bool) -> int | None:
         s: int | None = src
-        kind = self.sym_kind
+        # bound once: a cold build walks these scopes for ~90k names
+        kind, children, parent = self.sym_kind, self.children, self.sym_parent
         while s is not None and kind[s] != "module":
             if kind[s] != "class" or s == src:  # class bodies do not enclose their methods
-                found = self.children.get((s, name))
+                found = children.get((s, name))
                 if found is not None:
                     return found
-            s = self.sym_parent.get(s)
+            s = parent.get(s)
         fid = self.sym_file[src]
         found = self.children.get((self.module_sym[fid], name))
         if found is not None:
