@@ -151,8 +151,9 @@ class _Definition(NamedTuple):
     kind: str  # function | class
     outer: tree_sitter.Node  # the decorated definition, else the definition itself
     node: tree_sitter.Node
-    name: tree_sitter.Node
-    colon: tree_sitter.Node
+    name_start: int  # the name's span
+    name_end: int
+    colon_end: int  # the end of the colon closing the def or class line(s)
 
 
 class _Scopes:
@@ -513,7 +514,8 @@ def _definitions(
         while len(holding) > 1 and holding[-1].end_byte <= start:
             holding.pop()
         parent = holding[-1]
-        name = found.text(definition.name)
+        name = found.data[definition.name_start : definition.name_end].decode("utf-8",
+                                                                              "replace")
         qual = name if parent.ordinal == 0 else f"{parent.qualname}.{name}"
         kind = definition.kind
         if kind == "function" and parent.kind == "class":
@@ -527,7 +529,7 @@ def _definitions(
         end_row, end_col = definition.node.end_point
         end_line = max(end_row + 1 if end_col else end_row, start_line)
         ordinal = len(symbols)
-        signature = found.data[start : definition.colon.end_byte].decode("utf-8", "replace")
+        signature = found.data[start : definition.colon_end].decode("utf-8", "replace")
         symbol = Symbol(ordinal, parent.ordinal, key, kind, name, qual, start_line, end_line,
                         start, end, signature, None)
         symbols.append(symbol)
@@ -539,21 +541,23 @@ def _definitions(
 def _captured_definitions(found: _Captured) -> list[_Definition]:
     """Every function and class definition, outer before inner; a decorated one starts
     at its first decorator."""
+    # the spans the captures come with, not the nodes' (each a C call building a tuple)
     decorated = {
-        inner.start_byte: outer
-        for inner, outer in zip(found["decorated.inner"], found["decorated.outer"], strict=True)
+        inner_start: (outer, outer_start)
+        for (inner_start, _), outer, (outer_start, _) in zip(
+            found.spans("decorated.inner"), found["decorated.outer"],
+            found.spans("decorated.outer"), strict=True)
     }
     definitions = []
     for kind in ("function", "class"):
-        for definition, name, colon in zip(
-            found[f"{kind}.definition"], found[f"{kind}.name"], found[f"{kind}.colon"],
+        for (start, end), definition, (name_start, name_end), (_, colon_end) in zip(
+            found.spans(f"{kind}.definition"), found[f"{kind}.definition"],
+            found.spans(f"{kind}.name"), found.spans(f"{kind}.colon"),
             strict=True,
         ):
-            outer = decorated.get(definition.start_byte)
-            if outer is None:
-                outer = definition
-            definitions.append(_Definition(outer.start_byte, definition.end_byte, kind, outer,
-                                           definition, name, colon))
+            outer, outer_start = decorated.get(start, (definition, start))
+            definitions.append(_Definition(outer_start, end, kind, outer, definition,
+                                           name_start, name_end, colon_end))
     definitions.sort(key=lambda d: (d.start_byte, -d.end_byte))
     return definitions
 
@@ -563,11 +567,12 @@ def _attach_docstrings(found: _Captured, symbols: list[Symbol], scopes: _Scopes)
     string that is the first statement of its body (its owner is that definition)."""
     for literal in found["docstring.module"]:
         symbols[0] = symbols[0]._replace(doc=doc_line(found.text(literal)))
-    literals = found["docstring.definition"]
-    owners = scopes.owners([literal.start_byte for literal in literals])
-    for literal, owner in zip(literals, owners, strict=True):
+    literals = found.spans("docstring.definition")
+    owners = scopes.owners([start for start, _ in literals])
+    for (start, end), owner in zip(literals, owners, strict=True):
         if owner > 0:
-            symbols[owner] = symbols[owner]._replace(doc=doc_line(found.text(literal)))
+            literal = found.data[start:end].decode("utf-8", "replace")
+            symbols[owner] = symbols[owner]._replace(doc=doc_line(literal))
 
 
 class _LocalTypes:
@@ -587,11 +592,13 @@ class _LocalTypes:
         self._collect_attributes(found, scopes)
 
     def _collect_variables(self, found: _Captured, scopes: _Scopes) -> None:
-        pairs = list(zip(found["type.var"], found["type.var_class"], strict=True))
-        owners = scopes.owners([variable.start_byte for variable, _ in pairs])
-        for (variable, variable_class), owner in zip(pairs, owners, strict=True):
+        data = found.data
+        pairs = list(zip(found.spans("type.var"), found.spans("type.var_class"), strict=True))
+        owners = scopes.owners([variable[0] for variable, _ in pairs])
+        for ((start, end), (class_start, class_end)), owner in zip(pairs, owners, strict=True):
             self._variables.setdefault(owner, {}).setdefault(
-                found.text(variable), found.text(variable_class)
+                data[start:end].decode("utf-8", "replace"),
+                data[class_start:class_end].decode("utf-8", "replace"),
             )
 
     def _collect_attributes(self, found: _Captured, scopes: _Scopes) -> None:
