@@ -370,6 +370,15 @@ class _TermsOfWord(dict[bytes, str]):
             # most words (``name``, ``Model``): one part, the word lower-cased, as
             # `identifier_terms` finds, at a fraction of its cost
             terms = word.lower().decode("ascii") if len(word) >= BODY_TERM_MIN_LENGTH else ""
+        elif word.islower() and word.replace(b"_", b"").isalpha():
+            # snake_case (``get_queryset``): the word, then its parts, as `identifier_terms`
+            whole = word.decode("ascii")
+            parts = [] if whole in BODY_STOP_TERMS or len(whole) < BODY_TERM_MIN_LENGTH \
+                else [whole]
+            for part in whole.split("_"):
+                if len(part) >= BODY_TERM_MIN_LENGTH and part not in parts:
+                    parts.append(part)
+            terms = " ".join(parts)
         else:
             # a word led by digits is the identifier after them (a regex would start there)
             identifier = word.lstrip(_DIGITS).decode("ascii")
