@@ -34,6 +34,8 @@ from typing import NamedTuple
 
 _BUILTINS = frozenset(dir(builtins))
 _AMBIGUOUS = -1
+# The heads of a name resolved through the enclosing class (`Resolver.resolve_name`).
+_RECEIVERS = frozenset(("self", "cls", "super()"))
 
 
 class ResolverFile(NamedTuple):
@@ -350,9 +352,11 @@ class Resolver:
         return self.resolve_name(src, name)
 
     def resolve_name(self, src: int, name: str) -> int | None:
+        if "." not in name:  # most names: no list of parts to build
+            return None if name in _RECEIVERS else self.bare(src, name, True)
         parts = name.split(".")
         head = parts[0]
-        if head in ("self", "cls", "super()"):
+        if head in _RECEIVERS:
             if len(parts) != 2:
                 return None
             cls = self.enclosing_class(src)
