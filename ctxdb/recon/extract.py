@@ -574,8 +574,8 @@ def _captured_definitions(found: _Captured) -> list[_Definition]:
 def _attach_docstrings(found: _Captured, symbols: list[Symbol], scopes: _Scopes) -> None:
     """Each symbol's first docstring line: the module's, and a definition's from the
     string that is the first statement of its body (its owner is that definition)."""
-    for literal in found["docstring.module"]:
-        symbols[0] = symbols[0]._replace(doc=doc_line(found.text(literal)))
+    for node in found["docstring.module"]:
+        symbols[0] = symbols[0]._replace(doc=doc_line(found.text(node)))
     literals = found.spans("docstring.definition")
     owners = scopes.owners([start for start, _ in literals])
     for (start, end), owner in zip(literals, owners, strict=True):
