@@ -296,9 +296,10 @@ def sqlite_engine(
 
 @functools.lru_cache(maxsize=256)
 def insert_statement(dialect: Dialect, table: Table, columns: tuple[str, ...],
-                     keep_existing: bool = False) -> str:
+                     keep_existing: bool = False, rows: int = 1) -> str:
     """``INSERT INTO [schema.]table (c1, …) VALUES (?, …)`` in the driver's positional
-    style, for executemany with rows in `columns` order.
+    style, for executemany with rows in `columns` order; with ``rows``, that many
+    ``(?, …)`` rows, their values one after the other.
 
     Values always travel as parameters; only names from the table definition are in the
     text. `keep_existing`: a row whose primary key is already there is skipped.
@@ -317,9 +318,10 @@ def insert_statement(dialect: Dialect, table: Table, columns: tuple[str, ...],
     name = preparer.quote(table.name)
     if table.schema is not None:
         name = f"{preparer.quote_schema(table.schema)}.{name}"
+    row = f"({', '.join([mark] * len(columns))})"
     statement = (
         f"INSERT INTO {name} ({', '.join(preparer.quote(c) for c in columns)})"
-        f" VALUES ({', '.join([mark] * len(columns))})"
+        f" VALUES {', '.join([row] * rows)}"
     )
     if keep_existing:
         key = ", ".join(preparer.quote(c.name) for c in table.primary_key.columns)

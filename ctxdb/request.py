@@ -562,6 +562,11 @@ def _check_evidence(checks: _Checks, evidence: object) -> bool:
         return False
     sound = True
     for number, item in enumerate(items):
+        if type(item) is EvidenceInput and _plainly_sound(item):
+            # what the checks below would count, and nothing for them to name
+            checks.characters += (len(item.provenance) + len(item.entity or "")
+                                  + len(item.content or ""))
+            continue
         path = f"request.evidence[{number}]"
         values = checks.fields(path, item, EvidenceInput)
         if values is None:
@@ -583,6 +588,26 @@ def _check_evidence(checks: _Checks, evidence: object) -> bool:
             checks.problems.append(f"{path}.score: expected a finite number or null, got "
                                    f"{quote_value(score)}")
     return sound
+
+
+def _plainly_sound(item: EvidenceInput) -> bool:
+    """Whether ``_check_evidence`` would find nothing wrong in ``item``, decided without
+    naming its fields' paths (most items: a known source and kind, ASCII text within its
+    limits, a finite score). False only sends the item through the full checks, which
+    name what is wrong; at 256 items this skips ~1,500 f-strings and calls a decision."""
+    entity, content, provenance, score = item.entity, item.content, item.provenance, item.score
+    return (type(item.source) is str and item.source in EVIDENCE_SOURCES
+            and type(item.kind) is str and item.kind in EVIDENCE_KINDS
+            and type(provenance) is str and len(provenance) <= SHORT_TEXT_MAX_CHARS
+            and provenance.isascii()
+            and (entity is not None or content is not None)
+            and (entity is None or (type(entity) is str
+                                    and 0 < len(entity) <= ENTITY_KEY_MAX_CHARS
+                                    and entity.isascii()))
+            and (content is None or (type(content) is str
+                                     and len(content) <= LONG_TEXT_MAX_CHARS
+                                     and content.isascii()))
+            and (score is None or (type(score) in (int, float) and _finite(score))))
 
 
 def _check_impact_edges(checks: _Checks, impact_edges: object) -> None:

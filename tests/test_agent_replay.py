@@ -236,6 +236,22 @@ def test_the_line_cut_keeps_definitions_and_lines_with_a_name_the_window_lacks(m
     assert {"compute_total", "discount_rate", "Basket"} <= shown  # kept names count as shown
 
 
+def test_the_docstring_cut_keeps_code_and_each_docstring_s_first_line(monkeypatch):
+    spec = importlib.util.spec_from_file_location("window_cuts", TOOLS / "window_cuts.py")
+    window_cuts = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "window_cuts", window_cuts)
+    spec.loader.exec_module(window_cuts)
+    view = ('[E6 pkg/mod.py lines 10-17]\n10\tdef total(items):\n11\t    """Sum the items.\n'
+            '12\t\n13\t    >>> total([1])\n14\t    """\n15\t    # every item counts\n'
+            "16\t    return sum(items)\n17\tdef one(): '''Just one.'''")
+    assert window_cuts.without_docstrings(view, comments_too=False).split("\n") == [
+        "[E6 pkg/mod.py lines 10-17]", "10\tdef total(items):", '11\t    """Sum the items.',
+        "…", '14\t    """', "15\t    # every item counts", "16\t    return sum(items)",
+        "17\tdef one(): '''Just one.'''"]
+    assert "15\t    # every item counts" not in window_cuts.without_docstrings(
+        view, comments_too=True)
+
+
 def test_a_run_that_fails_midway_leaves_nothing_behind(requests_repository, tmp_path,
                                                         monkeypatch):
     trajectory, _ = _recorded_run(requests_repository, tmp_path)

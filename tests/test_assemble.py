@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ctxdb.config import load_settings
-from ctxdb.entities import EntityRef, parse_entity_key
+from ctxdb.entities import EntityRef, is_absolute_key, parse_entity_key, path_of_key
 from ctxdb.pipeline.assemble import ResolvedEntity, assemble_pool, cap_content, cap_provenance
 from ctxdb.request import DecisionRequest
 from ctxdb.spec import CONTENT_MAX_BYTES, POOL_MAX_ITEMS, PROVENANCE_MAX_CHARS
@@ -124,6 +124,24 @@ def test_provenance_cap():
     assert item.events[0].action == "provenance_cut" and item.events[0].detail == long
 
 
+def test_the_caps_are_not_looked_at_for_text_and_provenance_that_fit(monkeypatch):
+    from ctxdb.pipeline import assemble
+
+    looked = []
+    monkeypatch.setattr(assemble, "cap_content",
+                        lambda text, keep_tail=False: looked.append("content") or (text, False))
+    monkeypatch.setattr(assemble, "cap_provenance",
+                        lambda text: looked.append("provenance") or (text, False))
+    monkeypatch.setattr(assemble, "_focus_of",
+                        lambda item, request: looked.append("sites") or (None, ()))
+    assemble_pool(_request(), None)
+    assert looked == []
+    big = "x" * (CONTENT_MAX_BYTES + 1)
+    assemble_pool(_request(evidence=[{"source": "04", "kind": "retrieved_hit", "content": big,
+                                      "provenance": "p" * (PROVENANCE_MAX_CHARS + 1)}]), None)
+    assert looked == ["content", "provenance"]
+
+
 def test_pool_cap_keeps_by_source_priority():
     evidence = [
         {"source": "03", "kind": "symbol", "content": f"def f{n}():", "provenance": "03"}
@@ -202,3 +220,13 @@ def test_later_cuts_count_file_lines_only_not_the_cap_mark():
     first, last = related.shown_lines
     assert item.start_line <= first <= last <= item.end_line
     assert "[ctxdb: content cut" not in related.text
+
+
+@pytest.mark.parametrize("key", [
+    "/abs/a.py", "/abs/a.py::f", "/abs/a.py:3-9", "rel/a.py", "rel/a.py::C.m", "a.py:1-2",
+    "", "::f", ":1-2", "//x.py", "./a.py", "C:/win.py", "rel/odd:/x.py", "/",
+])
+def test_an_absolute_key_is_one_whose_path_is_absolute(key):
+    import posixpath
+
+    assert is_absolute_key(key) is posixpath.isabs(path_of_key(key))

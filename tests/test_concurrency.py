@@ -21,6 +21,7 @@ from requests_data import TOTAL_BODY, edit_request
 from sqlalchemy import create_engine, text
 
 import ctxdb.pipeline.construct as construct_module
+import ctxdb.tokens as tokens_module
 from ctxdb import ContextStore, RequestError, StoreBusy
 from ctxdb.models import PREVIEW_EVIDENCE_COLUMNS
 from ctxdb.pipeline.vocabulary import TOKENS_BOUNDED_FLAG
@@ -253,6 +254,41 @@ def test_ordinary_text_is_counted_exactly_as_before():
     assert not has_long_run(ordinary)
     assert counter.count(ordinary) == counter.count_exact(ordinary)
     assert bounded_count(len, ordinary) == len(ordinary)
+
+
+# the whitespace str.isspace and the regex's \s agree on, beyond ASCII's
+UNICODE_SPACES = " \n\t\x1c\u00a0\u2028\u3000"
+
+
+def test_the_long_run_probe_finds_what_the_regex_finds_at_every_offset_and_length():
+    rng = random.Random(24)
+    for offset in range(0, 2 * LONG_RUN_CHARS, 37):
+        for length in (LONG_RUN_CHARS - 1, LONG_RUN_CHARS, LONG_RUN_CHARS + 1):
+            for alphabet in ("ab\u00e9\u4e2d_(", UNICODE_SPACES):
+                other = UNICODE_SPACES if alphabet != UNICODE_SPACES else "xy"
+                # short runs of the other kind around it, so no longer run forms there
+                head = "".join(rng.choice(other) if n % 3 == 0 else rng.choice(alphabet)
+                               for n in range(offset))
+                text_ = head + rng.choice(other) + _run(rng, alphabet, length) + \
+                    rng.choice(other) + "tail end"
+                expected = tokens_module._LONG_RUN.search(text_) is not None
+                assert has_long_run(text_) is expected, (offset, length, repr(alphabet))
+                assert expected is (length >= LONG_RUN_CHARS)
+
+
+def test_text_with_no_long_run_is_never_searched_by_the_regex(monkeypatch):
+    searched = []
+
+    class Spy:
+        def search(self, text_):
+            searched.append(len(text_))
+            return None
+
+    monkeypatch.setattr(tokens_module, "_LONG_RUN", Spy())
+    assert not has_long_run(TOTAL_BODY * 400)  # code: the probe alone says no
+    assert searched == []
+    has_long_run("w" * LONG_RUN_CHARS)  # a chunk with no space: the regex decides
+    assert searched == [LONG_RUN_CHARS]
 
 
 def test_a_text_past_the_exact_counting_limit_counts_as_its_bytes():

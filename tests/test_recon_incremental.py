@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from conftest import fresh_pg_database
+from recon_walks import have_watches, walk_afresh
 
 from ctxdb.recon import IndexLimits, index_repository, open_recon
 from ctxdb.recon import kept as kept_module
@@ -507,37 +508,25 @@ def test_a_walk_from_kept_listings_finds_what_a_fresh_walk_finds(tmp_path, monke
     assert not any(rel.startswith("app/sub/") for rel, _ in kept_walk.files)
 
 
+HAVE_WATCHES = have_watches()
 WATCH_EDIT_SEED = 25
 WATCH_EDIT_STEPS = 60
 # every this many changes, the walk after one waits until the listings are kept (settled)
 SETTLE_EVERY = 2
 
 
-def _walk_afresh(walk, root: Path):
-    """A walk with nothing kept (no listing, no watch), leaving what is kept as it was."""
-    from ctxdb.recon import kept
-
-    saved = dict(kept._WALKS)
-    kept._WALKS.clear()
-    try:
-        return walk.walk_repository(root)
-    finally:
-        for fresh in kept._WALKS.values():
-            fresh.close()
-        kept._WALKS.clear()
-        kept._WALKS.update(saved)
-
-
-@pytest.mark.skipif(watch_module.open_watch() is None, reason="no inotify here")
+@pytest.mark.skipif(not HAVE_WATCHES, reason="no inotify here")
 def test_a_watched_walk_of_an_unmoved_tree_stats_no_directory(tmp_path, monkeypatch):
-    """With the directories watched (recon/watch.py), a walk stats the files alone; a
-    directory an event came for is stat'ed (and listed) again."""
+    """With the directories watched (recon/watch.py), a walk stats the root (whether it
+    is the directory it was) and the files alone; a directory an event came for is
+    stat'ed (and listed) again."""
     from ctxdb.recon import walk
 
     monkeypatch.setattr(walk, "RACY_WINDOW_NS", TEST_RACY_WINDOW_NS)
     root = tmp_path / "repo"
     _write(root, REPO)
     app = str((root / "app").resolve())
+    root_real = str(root.resolve())
     forget_indexer_state()
     time.sleep(PAST_THE_WINDOW_S)
     walk.walk_repository(root)  # lists and watches every directory
@@ -547,17 +536,17 @@ def test_a_watched_walk_of_an_unmoved_tree_stats_no_directory(tmp_path, monkeypa
         path)) or real_stat(path, *a, **k))
     _edit(root, "app/core.py", "return engine", "return engine  # content alone")
     found = walk.walk_repository(root)
-    assert stat_calls == []
-    assert found == _walk_afresh(walk, root)
+    assert stat_calls == [root_real]
+    assert found == walk_afresh(root)
     (root / "app/added.py").write_text("X = 1\n")
     stat_calls.clear()
     found = walk.walk_repository(root)
-    assert stat_calls == [app]  # the directory the event came for
+    assert stat_calls == [root_real, app]  # and the directory the event came for
     assert ("app/added.py", f"{app}/added.py") in found.files
-    assert found == _walk_afresh(walk, root)
+    assert found == walk_afresh(root)
 
 
-@pytest.mark.skipif(watch_module.open_watch() is None, reason="no inotify here")
+@pytest.mark.skipif(not HAVE_WATCHES, reason="no inotify here")
 def test_a_walk_past_its_share_of_the_watch_limit_stats_the_other_directories(
         tmp_path, monkeypatch):
     """The user's inotify watches are shared with their other programs: past this
@@ -577,14 +566,14 @@ def test_a_walk_past_its_share_of_the_watch_limit_stats_the_other_directories(
     assert len(kept_watch.trusted) == 2  # of six directories
     for directory in ("app", "docs/locale/de", "tests"):
         (root / directory / "new_module.py").write_text("X = 1\n")
-    assert walk.walk_repository(root) == _walk_afresh(walk, root)
+    assert walk.walk_repository(root) == walk_afresh(root)
     assert ("docs/locale/de/new_module.py", str((root / "docs/locale/de/new_module.py")
                                                  .resolve())) in walk.walk_repository(root).files
     forget_indexer_state()
     assert watch_module._BUDGET.in_use == 0  # every watch given back
 
 
-@pytest.mark.skipif(watch_module.open_watch() is None or not hasattr(os, "fork"),
+@pytest.mark.skipif(not HAVE_WATCHES or not hasattr(os, "fork"),
                     reason="no inotify or fork here")
 def test_a_forked_process_leaves_the_watches_events_to_the_process_that_set_them(
         tmp_path, monkeypatch):
@@ -607,7 +596,7 @@ def test_a_forked_process_leaves_the_watches_events_to_the_process_that_set_them
     assert os.waitstatus_to_exitcode(status) == 0
     found = walk.walk_repository(root)
     assert any(rel == "app/added.py" for rel, _ in found.files)
-    assert found == _walk_afresh(walk, root)
+    assert found == walk_afresh(root)
 
 
 def _random_directory_change(root: Path, rng: random.Random, number: int) -> str:
@@ -656,7 +645,7 @@ def _random_directory_change(root: Path, rng: random.Random, number: int) -> str
     return f"{kind} {place.relative_to(root)}"
 
 
-@pytest.mark.skipif(watch_module.open_watch() is None, reason="no inotify here")
+@pytest.mark.skipif(not HAVE_WATCHES, reason="no inotify here")
 def test_a_watched_walk_after_directory_changes_finds_what_a_fresh_walk_finds(
         tmp_path, monkeypatch):
     """Random changes to the directories, each followed at once (no settling time) by a
@@ -674,10 +663,10 @@ def test_a_watched_walk_after_directory_changes_finds_what_a_fresh_walk_finds(
     walk.walk_repository(root)
     for number in range(WATCH_EDIT_STEPS):
         change = f"change {number}: {_random_directory_change(root, rng, number)}"
-        assert walk.walk_repository(root) == _walk_afresh(walk, root), change
+        assert walk.walk_repository(root) == walk_afresh(root), change
         if number % SETTLE_EVERY == 0:
             time.sleep(PAST_THE_WINDOW_S)  # the listings settle: kept, and trusted
-            assert walk.walk_repository(root) == _walk_afresh(walk, root), change
+            assert walk.walk_repository(root) == walk_afresh(root), change
 
 
 # --- random edits ----------------------------------------------------------------------------

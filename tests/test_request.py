@@ -115,3 +115,41 @@ def test_evidence_input_round_trip():
     item = EvidenceInput(source="04", kind="symbol", provenance="p", entity="a.py::f", score=1.5)
     request = dataclasses.replace(VALID, evidence=(item,))
     assert DecisionRequest.from_dict(request.to_dict()).evidence == (item,)
+
+
+# evidence items the full checks find fault with, or that they must read field by field
+# (non-ASCII text, a bool or int score, an empty entity): the plain path must give each
+# the same verdict and count the same characters
+UNPLAIN_EVIDENCE = [
+    {"source": "08"}, {"kind": "overview"}, {"entity": None, "content": None},
+    {"entity": ""}, {"entity": "é.py::f"}, {"content": "naïve"}, {"content": "\ud800"},
+    {"provenance": "p" * 1_000}, {"provenance": "café"}, {"score": True},
+    {"score": float("inf")}, {"score": 10**400}, {"score": 3}, {"source": ["04"]},
+    {"entity": None, "content": ""},
+]
+
+
+@pytest.mark.parametrize("fields", UNPLAIN_EVIDENCE, ids=repr)
+def test_the_plain_evidence_path_gives_the_full_checks_verdict(fields, monkeypatch):
+    from ctxdb import request as request_module
+
+    broken = _with_evidence(**fields)
+    plain = request_module._Checks()
+    request_module._check_evidence(plain, broken.evidence)
+    monkeypatch.setattr(request_module, "_plainly_sound", lambda item: False)
+    full = request_module._Checks()
+    request_module._check_evidence(full, broken.evidence)
+    assert (plain.problems, plain.characters) == (full.problems, full.characters)
+
+
+def test_plainly_sound_evidence_is_counted_without_naming_its_fields(monkeypatch):
+    from ctxdb import request as request_module
+
+    named = []
+    monkeypatch.setattr(request_module._Checks, "one_of",
+                        lambda self, path, value, allowed: named.append(path))
+    checks = request_module._Checks()
+    request_module._check_evidence(checks, VALID.evidence)
+    assert named == [] and checks.problems == []
+    assert checks.characters == sum(len(item.provenance) + len(item.entity or "")
+                                    + len(item.content or "") for item in VALID.evidence)

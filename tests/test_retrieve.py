@@ -102,6 +102,25 @@ def test_a_frame_of_an_installed_copy_on_windows_is_found(shopcart_recon):
     assert found.symbols[0].signals["traceback"] == 1
 
 
+def test_crash_signal_counts_the_innermost_frame_outside_the_tests_again(shopcart_recon):
+    # a test calls to_money (line 11), which calls round_money (line 16), where the error
+    # is raised: round_money is the crash site; the test's own frame is never one
+    trace = ("Traceback (most recent call last):\n"
+             '  File "tests/test_pricing.py", line 10, in test_total_without_discount_adds_tax\n'
+             '  File "shopcart/money.py", line 11, in to_money\n'
+             '  File "shopcart/money.py", line 16, in round_money\n'
+             "decimal.InvalidOperation")
+    found = _retrieve_with(shopcart_recon, TRACEBACK_TASK, traceback=trace,
+                           signals=["traceback", "crash"])
+    by_key = {c.entity_key: c for c in found.symbols}
+    assert by_key["shopcart/money.py::round_money"].signals == {"traceback": 1, "crash": 1}
+    assert by_key["shopcart/money.py::to_money"].signals == {"traceback": 2}
+    without = _retrieve_with(shopcart_recon, TRACEBACK_TASK, traceback=trace,
+                             signals=["traceback"])
+    assert (by_key["shopcart/money.py::round_money"].score
+            > {c.entity_key: c.score for c in without.symbols}["shopcart/money.py::round_money"])
+
+
 def test_tests_signal_follows_the_failing_test_to_its_callees(shopcart_recon):
     found = ranked(shopcart_recon, TESTS_TASK, failing_tests=[FAILING_TEST], limit=30)
     # what the test calls directly, and what PriceCalculator.total calls in turn

@@ -622,6 +622,23 @@ def test_nearness_kept_per_text_equals_nearness_derived_afresh():
     assert changed["E1"].shared_terms == ["discount", "total"]
 
 
+def test_nearness_scores_only_the_items_it_gives_a_row(monkeypatch):
+    """An item with no recon path to a link and too few shared terms gets no nearness
+    row, and no score is worked out for it."""
+    from ctxdb.pipeline import gate_inputs
+
+    scored = []
+    real_score = gate_inputs.near_score
+    monkeypatch.setattr(gate_inputs, "near_score",
+                        lambda hops, sharing: scored.append(sharing) or real_score(hops, sharing))
+    pool = [_item(1, "retrieved_hit", entity="cart.py::apply_discount",
+                  content="def apply_discount(total, discount_rate):\n    return tax"),
+            _item(2, "retrieved_hit", entity="cart.py::unrelated", content="def unrelated(): ...")]
+    request = _attempt(terms=("discount", "tax", "total")).inputs.request
+    near = gate_inputs.compute_nearness(request, pool, [], None)
+    assert set(near) == {"E1"} and len(scored) == 1
+
+
 def _outline_pool():
     outline = _item(1, "symbol", "03", entity="a.py",
                     content="# a.py: module skeleton\ndef f1():  # L1\ndef f2():  # L5")

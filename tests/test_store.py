@@ -145,6 +145,102 @@ def test_insert_tuples_writes_sparse_rows_exactly(store_url):
     assert back == rows
 
 
+def test_insert_tuples_on_sqlite_runs_on_the_driver_in_the_transaction(tmp_path):
+    """Inside a SQLite transaction the rows go through the driver's executemany (no
+    SQLAlchemy execution for them), in that transaction (a rollback takes them back), and
+    a broken row is SQLAlchemy's IntegrityError, as before."""
+    from sqlalchemy import event
+    from sqlalchemy.exc import IntegrityError
+
+    from ctxdb import models
+
+    columns = ("decision_id", "step_no", "ladder_step", "tokens_before", "tokens_after")
+    with ContextStore.open(tmp_path / "ctx08.db") as store:
+        executed = []
+        event.listen(store.engine, "before_cursor_execute",
+                     lambda *args: executed.append(args[2]))
+        with store.engine.connect() as connection:
+            with connection.begin() as transaction:
+                connection.execute(text(
+                    "INSERT INTO run (run_id, arm, variant, created_at)"
+                    " VALUES ('r', 'ctx08', 'v', 'now')"))
+                connection.execute(text(
+                    "INSERT INTO decision (decision_id, run_id, instance_id, seq, decision_type,"
+                    " task_text, request_json, request_sha256, tokenizer, token_ceiling,"
+                    " created_at) VALUES (7, 'r', 'i', 1, 'edit', 't', '{}', 'h',"
+                    " 'cl100k_base', 100, 'now')"))
+                models.insert_tuples(connection, models.budget_log, columns,
+                                     [(7, 1, "fits", 10, 10), (7, 2, "fits", 10, 10)])
+                assert connection.execute(text(
+                    "SELECT COUNT(*) FROM budget_log WHERE decision_id = 7")).scalar() == 2
+                with pytest.raises(IntegrityError, match="FOREIGN KEY"):
+                    models.insert_tuples(connection, models.budget_log, columns,
+                                         [(8, 1, "fits", 10, 10)])  # no decision 8
+                transaction.rollback()
+            assert not any(sql.startswith("INSERT INTO budget_log") for sql in executed)
+            assert connection.execute(text("SELECT COUNT(*) FROM budget_log")).scalar() == 0
+
+
+def test_insert_tuples_on_sqlite_carries_many_rows_a_statement_in_order(tmp_path):
+    """Rows go SQLITE_ROWS_PER_INSERT to a statement while that many are left, the rest
+    one a row: every row reads back, in the order given (the rowids follow it), and a
+    row already there is kept once with keep_existing."""
+    from ctxdb import models
+
+    per = models.SQLITE_ROWS_PER_INSERT
+    texts = [(f"{n:064x}", f"text {n}") for n in range(2 * per + 5)]
+    with ContextStore.open(tmp_path / "ctx08.db") as store:
+        with store.engine.connect() as connection, connection.begin():
+            traced: list[str] = []
+            driver = connection.connection.driver_connection
+            driver.set_trace_callback(traced.append)
+            models.insert_tuples(connection, models.evidence_text,
+                                 ("content_sha256", "content"), texts)
+            models.insert_tuples(connection, models.evidence_text,
+                                 ("content_sha256", "content"), texts[:per + 1],
+                                 keep_existing=True)
+            driver.set_trace_callback(None)
+            back = connection.execute(text(
+                "SELECT content_sha256, content FROM evidence_text ORDER BY rowid")).all()
+    assert [tuple(row) for row in back] == texts
+    rows_a_statement = [statement.count("), (") + 1 for statement in traced]
+    assert rows_a_statement == [per, per] + [1] * 5 + [per, 1]
+
+
+def test_insert_row_on_sqlite_gives_the_rowid_through_the_driver(tmp_path):
+    """One row on SQLite in a transaction: through the driver, its INTEGER PRIMARY KEY
+    given back; a broken row is SQLAlchemy's IntegrityError; only the rowid is given."""
+    from sqlalchemy import event
+    from sqlalchemy.exc import IntegrityError
+
+    from ctxdb import models
+
+    with ContextStore.open(tmp_path / "ctx08.db") as store:
+        executed = []
+        event.listen(store.engine, "before_cursor_execute",
+                     lambda *args: executed.append(args[2]))
+        with store.engine.connect() as connection, connection.begin():
+            models.insert_row(connection, models.run, {
+                "run_id": "r", "arm": "ctx08", "variant": "v", "created_at": "now"})
+            row = {"run_id": "r", "instance_id": "i", "seq": 1, "decision_type": "edit",
+                   "task_text": "t", "request_json": "{}", "request_sha256": "h",
+                   "tokenizer": "cl100k_base", "token_ceiling": 100, "created_at": "now"}
+            first = models.insert_row(connection, models.decision, row,
+                                      returning=models.decision.c.decision_id)
+            second = models.insert_row(connection, models.decision, row,
+                                       returning=models.decision.c.decision_id)
+            assert second == first + 1
+            assert connection.execute(text("SELECT MAX(decision_id) FROM decision")).scalar() \
+                == second
+            with pytest.raises(IntegrityError):
+                models.insert_row(connection, models.decision, dict(row, decision_type="x"))
+            with pytest.raises(ValueError, match="INTEGER PRIMARY KEY"):
+                models.insert_row(connection, models.run, dict(
+                    run_id="s", arm="ctx08", variant="v", created_at="now"),
+                    returning=models.run.c.run_id)
+        assert not any(sql.startswith("INSERT") for sql in executed)
+
+
 def test_insert_tuples_with_one_column_left():
     """Once the sparse columns are out only one is left: each row still goes in whole."""
     from sqlalchemy import Column, Integer, MetaData, Table, Text, create_engine

@@ -11,7 +11,8 @@ one the harness's own prompt holds needs no part). Then it prints:
   recall left, by anchor class;
 - for each line cut (a family of parts shown by fewer of their lines, ``…`` where lines
   were left out), the same: views and long commands of old steps keeping only the lines
-  with a name the rest of the window does not show, or a command's first lines; and one
+  with a name the rest of the window does not show, or a command's first lines, or views
+  without their docstrings' bodies (and comments); and one
   that adds instead: pointers listing the names their output held that the window lacks.
 
 A cut is read as "these parts were never shown"; a real rule would leave a pointer in
@@ -57,6 +58,8 @@ ELIDED = "…"  # a line cut's mark where lines were left out
 # a view's line "N\ttext": its number is not part of its names
 _VIEW_LINE_NUMBER = re.compile(r"^\s*\d+\t")
 _DEFINITION = re.compile(r"^\s*(?:async\s+def|def|class)\s")
+_TRIPLE_QUOTE = re.compile(r'"""|\'\'\'')
+_COMMENT_OR_BLANK = re.compile(r"^\s*(?:#.*)?$")
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,31 @@ def lines_with_new_names(text: str, shown: set[str], numbered: bool) -> str:
     return "\n".join(kept)
 
 
+def without_docstrings(text: str, comments_too: bool) -> str:
+    """A view's lines without its docstrings' bodies (a docstring's first line kept) and,
+    with ``comments_too``, without blank and comment-only lines. A docstring is told by
+    its triple quotes, counted from the view's first line (a view that starts inside one
+    is read as if outside: an estimate)."""
+    header, *lines = text.split("\n")
+    kept, elided, inside = [header], False, False
+    for line in lines:
+        code = _VIEW_LINE_NUMBER.sub("", line, count=1)
+        quotes = len(_TRIPLE_QUOTE.findall(code))
+        opens = not inside and quotes % 2 == 1
+        drop = (inside and not quotes % 2 == 1) or (
+            comments_too and not inside and _COMMENT_OR_BLANK.match(code) is not None)
+        if quotes % 2 == 1:
+            inside = not inside
+        if drop and not opens:
+            if not elided:
+                kept.append(ELIDED)
+                elided = True
+            continue
+        kept.append(line)
+        elided = False
+    return "\n".join(kept)
+
+
 def line_cuts() -> dict[str, LineCut]:
     def new_names(age: int, commands_too: bool) -> LineCut:
         def shortens(decision: Decision) -> dict[int, str]:
@@ -290,8 +318,18 @@ def line_cuts() -> dict[str, LineCut]:
                 listed[n] = f"{part.text.rstrip()}\nnames: {', '.join(new)}\n"
         return listed
 
+    def docstrings(age: int, comments_too: bool) -> LineCut:
+        def shortens(decision: Decision) -> dict[int, str]:
+            return {n: without_docstrings(part.text, comments_too)
+                    for n, part in enumerate(decision.parts)
+                    if part.rendering == "view" and decision.seq - part.step > age}
+        return shortens
+
     families: dict[str, LineCut] = {
         f"pointers listing {POINTER_NAMES} names (adds)": pointer_names}
+    for age in (0, *LINE_CUT_AGES):
+        families[f"views older than {age}: no docstring bodies"] = docstrings(age, False)
+        families[f"views older than {age}: no docstrings, comments"] = docstrings(age, True)
     for age in LINE_CUT_AGES:
         families[f"views older than {age}: lines with a new name"] = new_names(age, False)
         families[f"views, commands older than {age}: new names"] = new_names(age, True)

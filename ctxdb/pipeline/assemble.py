@@ -308,11 +308,22 @@ def _resolve(item: PoolItem, recon: EntityResolver | None, *, has_content: bool)
 
 def _apply_caps(item: PoolItem, request: DecisionRequest, decision_terms: frozenset[str], *,
                 from_recon: bool) -> None:
+    # Most text and provenance fit: each cap is looked at only when its own length check
+    # fails (the caps below would each find the same and change nothing), ~260 items a
+    # decision at 256.
+    if may_exceed_content_cap(item.content):
+        _cap_content(item, request, decision_terms, from_recon=from_recon)
+    if len(item.provenance) > PROVENANCE_MAX_CHARS:
+        _cap_provenance(item)
+
+
+def _cap_content(item: PoolItem, request: DecisionRequest, decision_terms: frozenset[str], *,
+                 from_recon: bool) -> None:
     # Only text read from recon has file lines to cut by; a line-span key keeps its span,
     # which the gate matches against the linked symbols.
     # the change sites are looked at only for text that may need the cut (most fits)
     if (from_recon and item.kind in SPAN_CUT_KINDS and item.start_line is not None
-            and not _is_span_key(item.entity_key) and may_exceed_content_cap(item.content)):
+            and not _is_span_key(item.entity_key)):
         focus, sites = _focus_of(item, request)
         around = cap_code_around(item.content, item.start_line, focus, decision_terms, sites)
         if around is not None:
@@ -328,6 +339,9 @@ def _apply_caps(item: PoolItem, request: DecisionRequest, decision_terms: frozen
         item.events.append(
             AssemblyEvent("content_cut", f"content > {CONTENT_MAX_BYTES} bytes (§3.1 cap)")
         )
+
+
+def _cap_provenance(item: PoolItem) -> None:
     provenance, cut = cap_provenance(item.provenance)
     if cut:
         item.events.append(

@@ -249,12 +249,14 @@ def compute_nearness(
         shared = shared_by_item[item.item_id]
         symbol = item_symbols.get(item.item_id)
         found = hops.get(symbol) if symbol is not None else None
-        score = near_score(found[0] if found else None, [items_sharing[t] for t in shared])
+        # scored only when it gets a row: most tested items share too few terms
         if found is not None:
             recon_hops, anchor = found
+            score = near_score(recon_hops, [items_sharing[t] for t in shared])
             near[item.item_id] = Nearness(list(shared), recon_hops,
                                           anchors.get(anchor, first_link), score)
         elif len(shared) >= NEAR_MIN_SHARED_TERMS:
+            score = near_score(None, [items_sharing[t] for t in shared])
             near[item.item_id] = Nearness(list(shared), None, first_link, score)
     return near
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from sqlalchemy import Connection, bindparam, insert, select, update
 
@@ -36,8 +36,6 @@ _EVIDENCE_COLUMNS = (
 )
 
 # Statements built once: building a Core statement per decision costs more than running it.
-_INSERT_DECISION = insert(models.decision).returning(models.decision.c.decision_id)
-_INSERT_OBLIGATION = insert(models.obligation)
 _INSERT_RANK_CALL = insert(models.rank_call).returning(models.rank_call.c.rank_call_id)
 _FINISH_DECISION = update(models.decision).where(
     models.decision.c.decision_id == bindparam("finished_id")
@@ -111,14 +109,14 @@ def _write_decision_row(connection: Connection, store: ContextStore, inputs: Dec
     request, settings = inputs.request, inputs.settings
     new_run = _ensure_run(connection, store, request)
     token_count, flags = outcome_columns
-    decision_id: int = connection.execute(_INSERT_DECISION, {
+    decision_id = cast(int, models.insert_row(connection, models.decision, {
         "run_id": request.run_id, "instance_id": request.instance_id, "seq": request.seq,
         "decision_type": request.decision_type, "task_text": request.task,
         "decision_question": request.plan_node.decision_question,
         "request_json": inputs.request_json, "request_sha256": inputs.request_sha256,
         "tokenizer": settings.tokenizer, "token_ceiling": settings.token_ceiling,
         "token_count": token_count, "flags": flags, "created_at": _now(),
-    }).scalar_one()
+    }, returning=models.decision.c.decision_id))
     return decision_id, new_run
 
 
@@ -155,7 +153,7 @@ def _write_obligation(connection: Connection, decision_id: int,
                       request: DecisionRequest) -> None:
     node = request.plan_node
     point = node.insertion_point
-    connection.execute(_INSERT_OBLIGATION, {
+    models.insert_row(connection, models.obligation, {
         "decision_id": decision_id, "obligation_no": 1, "source": "07",
         "node_id": node.node_id, "obligation_text": node.obligation,
         "target_entity": node.target_entity,

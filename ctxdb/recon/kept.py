@@ -34,6 +34,9 @@ KEPT_WALKS = 4
 _RESOLVERS: OrderedDict[str, tuple[str, Resolver]] = OrderedDict()
 _INDEXES: OrderedDict[str, tuple[str, Any]] = OrderedDict()
 _WALKS: OrderedDict[str, KeptWalk] = OrderedDict()
+# Guards _WALKS: concurrent first walks of a root must share one KeptWalk (each would
+# set watches of its own, and keep them).
+_WALKS_LOCK = threading.Lock()
 
 
 def kept_resolver(identity: str, generation: str | None) -> Resolver | None:
@@ -117,7 +120,13 @@ class KeptWalk:
         self.directory_names = []
 
     def close(self) -> None:
-        """Let go of the watches (the listings stay, checked by stat again)."""
+        """Let go of the watches (the listings stay, checked by stat again); waits for a
+        walk in progress, which uses them."""
+        with self.lock:
+            self.release_watch()
+
+    def release_watch(self) -> None:
+        """`close`, by the walk holding `lock`."""
         if self.watch is not None:
             self.watch.close()
         self.watch, self.watch_opened = None, False
@@ -125,12 +134,16 @@ class KeptWalk:
 
 def kept_walk(root: str) -> KeptWalk:
     """What the walk keeps of `root` (a real path); the walk fills it."""
-    kept = _WALKS.pop(root, None)
-    if kept is None:
-        kept = KeptWalk()
-    _WALKS[root] = kept
-    while len(_WALKS) > KEPT_WALKS:
-        _WALKS.popitem(last=False)[1].close()
+    evicted = []
+    with _WALKS_LOCK:
+        kept = _WALKS.pop(root, None)
+        if kept is None:
+            kept = KeptWalk()
+        _WALKS[root] = kept
+        while len(_WALKS) > KEPT_WALKS:
+            evicted.append(_WALKS.popitem(last=False)[1])
+    for old in evicted:  # outside the lock: closing waits for a walk of that root
+        old.close()
     return kept
 
 
@@ -138,6 +151,21 @@ def forget_indexer_state() -> None:
     """Drop everything kept: the next run is a fresh process's."""
     _RESOLVERS.clear()
     _INDEXES.clear()
-    for kept in _WALKS.values():
+    with _WALKS_LOCK:
+        walks = list(_WALKS.values())
+        _WALKS.clear()
+    for kept in walks:
         kept.close()
-    _WALKS.clear()
+
+
+def _after_fork_in_child() -> None:
+    """A lock held by another thread at the fork stays held in the child, where that
+    thread is not: new locks (the watches themselves are dropped by recon/watch.py)."""
+    global _WALKS_LOCK
+    _WALKS_LOCK = threading.Lock()
+    for kept in _WALKS.values():
+        kept.lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -5,8 +5,8 @@ Each directory's listing is kept in process while the directory's own stat key h
 (`recon/kept.py`), and the last whole walk's result while every directory's does: a walk
 of a tree none of whose directories moved stats each directory and each file, and does
 nothing else. Where inotify watches the directories (`recon/watch.py`: Linux, local file
-systems), a directory no event came for is not even stat'ed: such a walk stats the files
-alone.
+systems), a directory no event came for is not even stat'ed, if the directories above it
+were watched all along: such a walk stats the root (its identity) and the files alone.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 from typing import NamedTuple
 
 from ctxdb.recon.kept import KeptWalk, kept_walk
-from ctxdb.recon.watch import DirectoryWatch, open_watch
+from ctxdb.recon.watch import CONTINUED, UNWATCHED, DirectoryWatch, open_watch
 
 # Directory names never descended into (plus *.egg-info and any dir holding pyvenv.cfg).
 SKIP_DIRS = frozenset(
@@ -109,7 +109,9 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
     holds, and the last whole walk's result while every directory's does: a walk of a
     tree none of whose directories moved then stats each directory and each file, and
     does nothing else; a directory watched since its listing was validated, with no
-    event since (`recon/watch.py`), is taken as it was without a stat.
+    event since (`recon/watch.py`), is taken as it was without a stat when every
+    directory above it up to the root was watched all along too, the root is the
+    directory (device, inode) it was, and the mount table has not changed.
     """
     walk_started_ns = time.time_ns()
     root_real = os.path.realpath(root)
@@ -119,13 +121,15 @@ def walk_repository(root: str | os.PathLike, under: str = "") -> Walk:
 
 
 def _walk(root_real: str, under: str, kept: KeptWalk, walk_started_ns: int) -> Walk:
-    watch = _directory_watch(kept)
+    watch = _directory_watch(kept, root_real)
     trusted: set[str] = watch.trusted if watch is not None else set()
     if not under and kept.files is not None:
         if watch is None:
             keys = _stat_kept_walk(kept)
         elif trusted.issuperset(kept.directory_names):
             keys = _stat_kept_files(kept)  # no directory moved: their events say so
+            if keys is None:  # a file vanished since the drain: its event is read before
+                watch.drain()  # the walk below takes any listing as it was
         else:
             keys = None  # the walk below stats the directories events came for
         if keys is not None:
@@ -135,7 +139,9 @@ def _walk(root_real: str, under: str, kept: KeptWalk, walk_started_ns: int) -> W
     out: list[tuple[str, str]] = []
     skipped: list[SkippedPath] = []
     keys = {}
-    pending: list[tuple[str, str]] = []
+    # (directory, its relative path, whether every directory above it up to the root was
+    # watched all along, so that no rename above it could have gone unseen)
+    pending: list[tuple[str, str, bool]] = []
     visited: list[tuple[str, tuple[int, int, int]]] = []  # (directory, its stat key)
     # a result holds for the next walk only when made of kept listings alone
     listed_anew = unsettled = looked_beyond = False
@@ -154,18 +160,19 @@ def _walk(root_real: str, under: str, kept: KeptWalk, walk_started_ns: int) -> W
     settled_before_ns = walk_started_ns - RACY_WINDOW_NS
     stat, lstat, list_get = os.stat, os.lstat, listings.get
 
-    def visit(directory: str, rel: str) -> None:
+    def visit(directory: str, rel: str, chained: bool) -> None:
         """One directory: its own listing, or the one kept while its stat key holds."""
         nonlocal listed_anew, unsettled, looked_beyond
         listing = list_get(directory)
-        if listing is not None and directory in trusted and listing.rel == rel:
+        if chained and listing is not None and directory in trusted and listing.rel == rel:
             fresh = False  # watched since its listing was validated, and no event since
             visited.append((directory, listing.key))
+            below = True
         else:
             trusted.discard(directory)
             try:
                 # the watch first: a change after the stat below is then reported
-                watching = watch is not None and watch.add(directory)
+                watching = watch.add(directory) if watch is not None else UNWATCHED
                 st = stat(directory)
                 key = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
                 if listing is not None and listing.key == key and listing.rel == rel:
@@ -179,9 +186,13 @@ def _walk(root_real: str, under: str, kept: KeptWalk, walk_started_ns: int) -> W
                     else:
                         unsettled = True
                         listings.pop(directory, None)
-                if (watch is not None and watching and list_get(directory) is listing
-                        and watch.is_local(directory, st.st_dev)):
+                local = (watch is not None and watching != UNWATCHED
+                         and watch.is_local(directory, st.st_dev))
+                if local and list_get(directory) is listing:
                     trusted.add(directory)
+                # a watch set just now vouches for nothing below it: a directory there may
+                # have been renamed or replaced while this one was not watched
+                below = chained and local and watching == CONTINUED
                 visited.append((directory, key))
             except OSError:
                 looked_beyond = True
@@ -207,10 +218,11 @@ def _walk(root_real: str, under: str, kept: KeptWalk, walk_started_ns: int) -> W
         if listing.skipped:
             skipped.extend(listing.skipped)
         if listing.subdirs:
-            pending.extend(listing.subdirs)
+            for subdir, subdir_rel in listing.subdirs:
+                pending.append((subdir, subdir_rel, below))
 
     if not under:
-        pending.append((root_real, ""))
+        pending.append((root_real, "", True))  # above the root: its identity, checked
     else:
         parent, _, name = under.rpartition("/")
         directory = root_real
@@ -225,7 +237,8 @@ def _walk(root_real: str, under: str, kept: KeptWalk, walk_started_ns: int) -> W
             take_link(path, name, rel)
         elif os.path.isdir(path):
             if not _skipped_dir(path, name):
-                pending.append((path, f"{rel}{name}/"))
+                # the directories above were not walked: nothing vouches for them
+                pending.append((path, f"{rel}{name}/", False))
         elif name.endswith(".py") and os.path.lexists(path):
             try:
                 st = os.lstat(path)
@@ -270,16 +283,28 @@ def _stat_kept_files(kept: KeptWalk) -> dict[str, StatKey] | None:
         return None  # a file vanished: the walk sees what there is
 
 
-def _directory_watch(kept: KeptWalk) -> DirectoryWatch | None:
+def _directory_watch(kept: KeptWalk, root_real: str) -> DirectoryWatch | None:
     """The inotify watches on this root's directories, their pending events read (None
-    where there are none); opened on the first walk of the root in this process."""
+    where there are none); opened on the first walk of the root in this process. No
+    event comes for a change above the root (a directory there renamed away and another
+    tree put at the same path): if the root is not the directory it was (device, inode),
+    nothing is trusted."""
     if kept.watch is not None and not kept.watch.usable:
-        kept.close()  # set by the process this one was forked from: its own start anew
+        kept.release_watch()  # set by the process this one was forked from: start anew
     if not kept.watch_opened:
         kept.watch, kept.watch_opened = open_watch(), True
-    if kept.watch is not None:
-        kept.watch.drain()
-    return kept.watch
+    watch = kept.watch
+    if watch is not None:
+        watch.drain()
+        try:
+            st = os.stat(root_real)
+            identity: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except OSError:
+            identity = None  # gone: the walk says so
+        if identity is None or identity != watch.root_identity:
+            watch.trusted.clear()
+            watch.root_identity = identity
+    return watch
 
 
 class DirectoryListing(NamedTuple):

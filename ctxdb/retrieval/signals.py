@@ -84,7 +84,7 @@ def body_signal(connection: Connection, text: str, depth: int = BODY_SEARCH_DEPT
     dialect = connection.dialect.name
     rows = _rows(connection, f"recon/body_search.{dialect}",
                  {"query": body_query(terms, dialect), "limit": depth})
-    return [Hit(row.symbol_id, -float(row.score)) for row in rows]
+    return [Hit(symbol_id, -float(score)) for symbol_id, score in rows]
 
 
 # --- names --------------------------------------------------------------------------------
