@@ -30,7 +30,8 @@ with whatever else runs on the machine: compare cold_s with floor_s of the same 
 and one sitting's figures with each other (run another checkout's code with
 PYTHONPATH=that/checkout: the child process imports ctxdb from there). The *_cpu_ms
 figures are the indexing process's CPU time (user + system) for the same runs: they
-move less with the load than the elapsed times do, and leave out waiting for the disk.
+move less with the load than the elapsed times do, and leave out waiting for the disk;
+cold_workers_cpu_ms is the cold run's parser pool's (its worker processes').
 """
 
 from __future__ import annotations
@@ -145,7 +146,10 @@ def child(root: str, target: str, samples: list[str], stat_walk: bool) -> None:
             walk.open_watch = lambda: None
 
     knows_changed = "changed" in inspect.signature(index_repository).parameters
-    cold = index_repository(root, target)
+    cold_cpu: list[float] = []
+    cold = _timed(lambda: index_repository(root, target), cold_cpu)[1]
+    # the pool's workers have exited (and been waited for) by now: their CPU time alone
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN)
     first_nochange, _ = _timed(lambda: index_repository(root, target))
     nochange, nochange_known, nochange_cpu, walk_cpu = [], [], [], []
     for _ in range(NOCHANGE_RUNS):
@@ -176,6 +180,8 @@ def child(root: str, target: str, samples: list[str], stat_walk: bool) -> None:
                          "edges_resolved": getattr(stats, "edges_resolved", None)})
     print(json.dumps({
         "cold_s": cold.seconds,
+        "cold_cpu_s": cold_cpu[0],
+        "cold_workers_cpu_s": workers.ru_utime + workers.ru_stime,
         "first_nochange_s": first_nochange,
         "nochange_s": statistics.median(nochange),
         "nochange_known_s": statistics.median(nochange_known) if nochange_known else None,
@@ -236,12 +242,15 @@ def main() -> None:
 
     samples = sample_files(root, paths)
     floors, pools, colds, nochanges, rss, worker_rss = [], [], [], [], [], []
+    colds_cpu, colds_workers_cpu = [], []
     first_nochanges, nochanges_known, nochanges_cpu, per_file = [], [], [], []
     for i in range(args.repeat):
         floors.append(floor_seconds(paths))
         pools.append(floor_pool_seconds(paths, workers))
         result = run_child(root, samples, args.stat_walk)
         colds.append(result["cold_s"])
+        colds_cpu.append(result["cold_cpu_s"])
+        colds_workers_cpu.append(result["cold_workers_cpu_s"])
         first_nochanges.append(result["first_nochange_s"])
         nochanges.append(result["nochange_s"])
         nochanges_known.append(result["nochange_known_s"])
@@ -250,7 +259,9 @@ def main() -> None:
         rss.append(result["rss_mb"])
         worker_rss.append(result["worker_rss_mb"])
         print(f"run {i + 1}: floor {floors[-1]:.2f}s  floor_pool {pools[-1]:.2f}s  "
-              f"cold {colds[-1]:.2f}s  nochange {nochanges[-1] * 1000:.1f} ms "
+              f"cold {colds[-1]:.2f}s (CPU {colds_cpu[-1]:.2f}s, "
+              f"workers {colds_workers_cpu[-1]:.2f}s)  "
+              f"nochange {nochanges[-1] * 1000:.1f} ms "
               f"(CPU {nochanges_cpu[-1] * 1000:.1f} ms) "
               f"(changed=[]: {_median_ms([nochanges_known[-1]])} ms; first "
               f"{first_nochanges[-1]:.3f}s)  rss {rss[-1]:.0f} MB "
@@ -273,6 +284,8 @@ def main() -> None:
         "floor_s": f"{floor:.2f}",
         "floor_pool_s": f"{statistics.median(pools):.2f}",
         "ratio_to_floor": f"{cold / floor:.2f}",
+        "cold_cpu_ms": _median_ms(colds_cpu),
+        "cold_workers_cpu_ms": _median_ms(colds_workers_cpu),
         "nochange_s": f"{statistics.median(nochanges):.3f}",
         "nochange_ms": _median_ms(nochanges),
         "nochange_known_ms": _median_ms(nochanges_known),

@@ -17,7 +17,8 @@ import keyword
 import re
 from functools import cache, lru_cache, partial
 from importlib import resources
-from operator import attrgetter
+from itertools import islice
+from operator import attrgetter, le
 from typing import NamedTuple
 
 import tree_sitter
@@ -150,8 +151,9 @@ class _Definition(NamedTuple):
     kind: str  # function | class
     outer: tree_sitter.Node  # the decorated definition, else the definition itself
     node: tree_sitter.Node
-    name: tree_sitter.Node
-    colon: tree_sitter.Node
+    name_start: int  # the name's span
+    name_end: int
+    colon_end: int  # the end of the colon closing the def or class line(s)
 
 
 class _Scopes:
@@ -204,8 +206,9 @@ def load_query(name: str) -> tree_sitter.Query:
 
 def sorted_captures(
     query: tree_sitter.Query, node: tree_sitter.Node
-) -> dict[str, list[tree_sitter.Node]]:
-    """Captured nodes by capture name, each list sorted by (start_byte, end_byte).
+) -> dict[str, tuple[list[tree_sitter.Node], list[tuple[int, int]]]]:
+    """Captured nodes by capture name, each list sorted by (start_byte, end_byte), with
+    those spans (read once here: a Node's attributes are C calls that build objects).
 
     The one function that knows tree-sitter's capture API: 0.25 returns a dict from
     `QueryCursor.captures`, in an order that changes from call to call.
@@ -214,8 +217,12 @@ def sorted_captures(
     out = {}
     for name in sorted(raw):
         nodes = list(raw[name])
-        nodes.sort(key=_BY_SPAN)
-        out[name] = nodes
+        spans = list(map(_BY_SPAN, nodes))
+        if not all(map(le, spans, islice(spans, 1, None))):
+            order = sorted(range(len(spans)), key=spans.__getitem__)  # stable, as a sort
+            nodes = [nodes[i] for i in order]
+            spans = [spans[i] for i in order]
+        out[name] = (nodes, spans)
     return out
 
 
@@ -319,7 +326,6 @@ def tree_deeper_than(root: tree_sitter.Node, limit: int) -> bool:
 
 # --- code-aware terms (the body full-text index and the queries against it) --------------
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CAMEL_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 # Whole identifiers left out of the body index: Python's keywords and the two receiver
 # names are in nearly every body, so they only cost index space and query time.
@@ -345,16 +351,61 @@ def identifier_terms(identifier: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=IDENTIFIER_TERMS_CACHED)
-def _joined_terms(identifier: str) -> str:
-    return " ".join(identifier_terms(identifier))
+# Every byte but an ASCII letter, digit or underscore, as a space: what is left of a text
+# are its ASCII identifiers (each maybe led by digits), found by one split in C instead
+# of a regex match per identifier (Django's sdist has 1.5M). Byte offsets stay put.
+_IDENTIFIER_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_SPACE_BUT_IDENTIFIERS = bytes(byte if byte in _IDENTIFIER_BYTES else ord(" ")
+                               for byte in range(256))
+_DIGITS = b"0123456789"
+
+
+class _TermsOfWord(dict[bytes, str]):
+    """A word of a `_SPACE_BUT_IDENTIFIERS` text → its identifier's terms, space-separated
+    ("" for none). A plain dict, not an lru_cache, so that a word seen before costs one
+    C-level lookup; emptied when it holds IDENTIFIER_TERMS_CACHED words."""
+
+    def __missing__(self, word: bytes) -> str:
+        if word.isalpha() and word[1:].islower():
+            # most words (``name``, ``Model``): one part, the word lower-cased, as
+            # `identifier_terms` finds, at a fraction of its cost
+            terms = word.lower().decode("ascii") if len(word) >= BODY_TERM_MIN_LENGTH else ""
+        elif word.islower() and word.replace(b"_", b"").isalpha():
+            # snake_case (``get_queryset``): the word, then its parts, as `identifier_terms`
+            whole = word.decode("ascii")
+            parts = [] if whole in BODY_STOP_TERMS or len(whole) < BODY_TERM_MIN_LENGTH \
+                else [whole]
+            for part in whole.split("_"):
+                if len(part) >= BODY_TERM_MIN_LENGTH and part not in parts:
+                    parts.append(part)
+            terms = " ".join(parts)
+        else:
+            # a word led by digits is the identifier after them (a regex would start there)
+            identifier = word.lstrip(_DIGITS).decode("ascii")
+            terms = " ".join(identifier_terms(identifier)) if identifier else ""
+        if len(self) >= IDENTIFIER_TERMS_CACHED:
+            self.clear()
+        self[word] = terms
+        return terms
+
+
+_terms_of_word = _TermsOfWord().__getitem__
+
+
+def _joined_terms(words: list[bytes]) -> str:
+    return " ".join(filter(None, map(_terms_of_word, words)))
+
+
+def _words(text: str) -> list[bytes]:
+    # a character that is not ASCII becomes "?", and so a space
+    return text.encode("ascii", "replace").translate(_SPACE_BUT_IDENTIFIERS).split()
 
 
 def code_terms(text: str) -> str:
     """The terms of every ASCII identifier in `text`, space-separated, in order, repeats
     kept (BM25 counts them). Words in strings and comments count: an issue quotes error
-    messages. (Runs of spaces where an identifier gives no term are harmless.)"""
-    return " ".join(map(_joined_terms, _IDENTIFIER.findall(text)))
+    messages."""
+    return _joined_terms(_words(text))
 
 
 def body_terms(source: bytes, symbols: list[Symbol]) -> list[str]:
@@ -362,26 +413,43 @@ def body_terms(source: bytes, symbols: list[Symbol]) -> list[str]:
     its byte span without the spans of the symbols defined inside it (a class keeps its
     attributes and docstring, its methods are documents of their own; a module keeps its
     top-level statements). So every byte of a file is indexed once, for the innermost
-    symbol holding it, and the index grows with the source, not with nesting depth."""
-    return list(map(code_terms, own_texts(source, symbols)))
+    symbol holding it, and the index grows with the source, not with nesting depth.
+
+    `code_terms` of `own_texts`, computed on the bytes: a byte that is not ASCII (in a
+    character, or invalid) separates identifiers as a character that is not does."""
+    spaced = source.translate(_SPACE_BUT_IDENTIFIERS)
+    out = []
+    for symbol, spans in zip(symbols, _own_spans(symbols), strict=True):
+        words = _words(symbol.qualname)
+        for start, end in spans:
+            words += spaced[start:end].split()
+        out.append(_joined_terms(words))
+    return out
 
 
 def own_texts(source: bytes, symbols: list[Symbol]) -> list[str]:
     """Per symbol, the text its body terms are made of (`body_terms`): equal texts give
     equal terms."""
+    return ["\n".join([symbol.qualname.replace(".", " ")]
+                      + [source[start:end].decode("utf-8", "replace") for start, end in spans])
+            for symbol, spans in zip(symbols, _own_spans(symbols), strict=True)]
+
+
+def _own_spans(symbols: list[Symbol]) -> list[list[tuple[int, int]]]:
+    """Per symbol, the byte spans of its own text: its span less its children's."""
     children: dict[int, list[Symbol]] = {}
     for symbol in symbols:
         if symbol.parent_index >= 0:
             children.setdefault(symbol.parent_index, []).append(symbol)
     out = []
     for symbol in symbols:
-        own = [symbol.qualname.replace(".", " ")]
+        spans = []
         position = symbol.start_byte
         for child in sorted(children.get(symbol.ordinal, ()), key=_BY_SPAN):
-            own.append(source[position:child.start_byte].decode("utf-8", "replace"))
+            spans.append((position, child.start_byte))
             position = max(position, child.end_byte)
-        own.append(source[position:symbol.end_byte].decode("utf-8", "replace"))
-        out.append("\n".join(own))
+        spans.append((position, symbol.end_byte))
+        out.append(spans)
     return out
 
 
@@ -415,16 +483,25 @@ def _decode(data: bytes) -> tuple[str, bool]:
 class _Captured:
     """One file's UTF-8 bytes and the nodes the query captured in them."""
 
-    def __init__(self, data: bytes, captures: dict[str, list[tree_sitter.Node]]) -> None:
+    def __init__(self, data: bytes,
+                 captures: dict[str, tuple[list[tree_sitter.Node], list[tuple[int, int]]]],
+                 ) -> None:
         self.data = data
         self._captures = captures
 
     def __getitem__(self, name: str) -> list[tree_sitter.Node]:
         """The nodes of one capture name, in span order (none: an empty list)."""
-        return self._captures.get(name, [])
+        return self._captures.get(name, _NO_CAPTURES)[0]
+
+    def spans(self, name: str) -> list[tuple[int, int]]:
+        """The (start_byte, end_byte) of `self[name]`'s nodes."""
+        return self._captures.get(name, _NO_CAPTURES)[1]
 
     def text(self, node: tree_sitter.Node) -> str:
         return self.data[node.start_byte : node.end_byte].decode("utf-8", "replace")
+
+
+_NO_CAPTURES: tuple[list, list] = ([], [])
 
 
 def _definitions(
@@ -446,7 +523,8 @@ def _definitions(
         while len(holding) > 1 and holding[-1].end_byte <= start:
             holding.pop()
         parent = holding[-1]
-        name = found.text(definition.name)
+        name = found.data[definition.name_start : definition.name_end].decode("utf-8",
+                                                                              "replace")
         qual = name if parent.ordinal == 0 else f"{parent.qualname}.{name}"
         kind = definition.kind
         if kind == "function" and parent.kind == "class":
@@ -460,7 +538,7 @@ def _definitions(
         end_row, end_col = definition.node.end_point
         end_line = max(end_row + 1 if end_col else end_row, start_line)
         ordinal = len(symbols)
-        signature = found.data[start : definition.colon.end_byte].decode("utf-8", "replace")
+        signature = found.data[start : definition.colon_end].decode("utf-8", "replace")
         symbol = Symbol(ordinal, parent.ordinal, key, kind, name, qual, start_line, end_line,
                         start, end, signature, None)
         symbols.append(symbol)
@@ -472,21 +550,23 @@ def _definitions(
 def _captured_definitions(found: _Captured) -> list[_Definition]:
     """Every function and class definition, outer before inner; a decorated one starts
     at its first decorator."""
+    # the spans the captures come with, not the nodes' (each a C call building a tuple)
     decorated = {
-        inner.start_byte: outer
-        for inner, outer in zip(found["decorated.inner"], found["decorated.outer"], strict=True)
+        inner_start: (outer, outer_start)
+        for (inner_start, _), outer, (outer_start, _) in zip(
+            found.spans("decorated.inner"), found["decorated.outer"],
+            found.spans("decorated.outer"), strict=True)
     }
     definitions = []
     for kind in ("function", "class"):
-        for definition, name, colon in zip(
-            found[f"{kind}.definition"], found[f"{kind}.name"], found[f"{kind}.colon"],
+        for (start, end), definition, (name_start, name_end), (_, colon_end) in zip(
+            found.spans(f"{kind}.definition"), found[f"{kind}.definition"],
+            found.spans(f"{kind}.name"), found.spans(f"{kind}.colon"),
             strict=True,
         ):
-            outer = decorated.get(definition.start_byte)
-            if outer is None:
-                outer = definition
-            definitions.append(_Definition(outer.start_byte, definition.end_byte, kind, outer,
-                                           definition, name, colon))
+            outer, outer_start = decorated.get(start, (definition, start))
+            definitions.append(_Definition(outer_start, end, kind, outer, definition,
+                                           name_start, name_end, colon_end))
     definitions.sort(key=lambda d: (d.start_byte, -d.end_byte))
     return definitions
 
@@ -494,13 +574,14 @@ def _captured_definitions(found: _Captured) -> list[_Definition]:
 def _attach_docstrings(found: _Captured, symbols: list[Symbol], scopes: _Scopes) -> None:
     """Each symbol's first docstring line: the module's, and a definition's from the
     string that is the first statement of its body (its owner is that definition)."""
-    for literal in found["docstring.module"]:
-        symbols[0] = symbols[0]._replace(doc=doc_line(found.text(literal)))
-    literals = found["docstring.definition"]
-    owners = scopes.owners([literal.start_byte for literal in literals])
-    for literal, owner in zip(literals, owners, strict=True):
+    for node in found["docstring.module"]:
+        symbols[0] = symbols[0]._replace(doc=doc_line(found.text(node)))
+    literals = found.spans("docstring.definition")
+    owners = scopes.owners([start for start, _ in literals])
+    for (start, end), owner in zip(literals, owners, strict=True):
         if owner > 0:
-            symbols[owner] = symbols[owner]._replace(doc=doc_line(found.text(literal)))
+            literal = found.data[start:end].decode("utf-8", "replace")
+            symbols[owner] = symbols[owner]._replace(doc=doc_line(literal))
 
 
 class _LocalTypes:
@@ -520,11 +601,13 @@ class _LocalTypes:
         self._collect_attributes(found, scopes)
 
     def _collect_variables(self, found: _Captured, scopes: _Scopes) -> None:
-        pairs = list(zip(found["type.var"], found["type.var_class"], strict=True))
-        owners = scopes.owners([variable.start_byte for variable, _ in pairs])
-        for (variable, variable_class), owner in zip(pairs, owners, strict=True):
+        data = found.data
+        pairs = list(zip(found.spans("type.var"), found.spans("type.var_class"), strict=True))
+        owners = scopes.owners([variable[0] for variable, _ in pairs])
+        for ((start, end), (class_start, class_end)), owner in zip(pairs, owners, strict=True):
             self._variables.setdefault(owner, {}).setdefault(
-                found.text(variable), found.text(variable_class)
+                data[start:end].decode("utf-8", "replace"),
+                data[class_start:class_end].decode("utf-8", "replace"),
             )
 
     def _collect_attributes(self, found: _Captured, scopes: _Scopes) -> None:
@@ -594,31 +677,41 @@ def _references(
     typed_name = local_types.typed_name
     references = []
     seen: set[tuple[str, int, str]] = set()
-    for kind, captures in (
-        ("calls", _merge(found["reference.call"], found["reference.decorator"])),
-        ("inherits", found["reference.base"]),
+    # one str object per name: the pickle sent to the indexer's process then holds a
+    # name repeated in a file once (and unpickles it once)
+    names: dict[bytes, str] = {}
+    for kind, spans in (
+        ("calls", _merge_spans(found.spans("reference.call"),
+                               found.spans("reference.decorator"))),
+        ("inherits", found.spans("reference.base")),
     ):
         line, line_pos = 1, 0
-        owners = scopes.owners([capture.start_byte for capture in captures])
-        for capture, owner in zip(captures, owners, strict=True):
-            start = capture.start_byte
-            raw = data[start : capture.end_byte]
-            if _ASCII_DOTTED.match(raw):
-                name = raw.decode("ascii")
-            else:
-                name = raw.decode("utf-8", "replace")
-                if not _DOTTED.match(name):
-                    m = _SUPER.match(name)
-                    if m is None:
-                        continue
-                    name = f"super().{m.group(1)}"
+        owners = scopes.owners([start for start, _ in spans])
+        for (start, end), owner in zip(spans, owners, strict=True):
+            raw = data[start:end]
+            name = names.get(raw)
+            if name is None:
+                if _ASCII_DOTTED.match(raw):
+                    name = raw.decode("ascii")
+                else:
+                    name = raw.decode("utf-8", "replace")
+                    if not _DOTTED.match(name):
+                        m = _SUPER.match(name)
+                        name = "" if m is None else f"super().{m.group(1)}"
+                names[raw] = name
+                if not name:
+                    continue
+            elif not name:
+                continue
             ident = (kind, owner, name)
             if ident in seen:
                 continue
             seen.add(ident)
             line += data.count(b"\n", line_pos, start)
             line_pos = start
-            references.append(Reference(kind, owner, name, line, typed_name(owner, name)))
+            # only a dotted name can be typed
+            typed = typed_name(owner, name) if "." in name else None
+            references.append(Reference(kind, owner, name, line, typed))
     return references
 
 
@@ -721,3 +814,8 @@ def _merge(a: list, b: list) -> list:
     merged = a + b
     merged.sort(key=_BY_SPAN)
     return merged
+
+
+def _merge_spans(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Two capture lists' spans as one, still sorted."""
+    return sorted(a + b) if b else a

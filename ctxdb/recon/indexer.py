@@ -769,17 +769,22 @@ def _write_edges_cold(w: Writer, loader: Loader, next_edge: int) -> tuple[int, R
             sorted(loader.bindings),
             loader.bases,
         )
-        resolve = resolver.resolve
+        # `Resolver.resolve`'s steps inlined: this loop runs once per reference
+        resolve_name, module_prefix = resolver.resolve_name, resolver.module_prefix
         tests_from = resolver.test_functions()
         test_calls: list[EdgeRecord] = []  # each also gives a tests edge
         eid = next_edge
         edges = []
-        for src, ref in loader.references():
-            kind, name, typed, line = ref.kind, ref.dst_name, ref.typed_name, ref.line
-            dst = resolve(src, name, kind, typed)
+        for src, (kind, _, name, line, typed) in loader.references():
+            if kind == "imports":
+                dst = module_prefix(name)
+            else:
+                dst = None if typed is None else resolve_name(src, typed)
+                if dst is None:
+                    dst = resolve_name(src, name)
+                if dst is not None and src in tests_from and kind == "calls":
+                    test_calls.append(EdgeRecord(eid, kind, src, dst, name, typed, line))
             edges.append((eid, kind, src, dst, name, typed, line))
-            if dst is not None and kind == "calls" and src in tests_from:
-                test_calls.append(EdgeRecord(eid, kind, src, dst, name, typed, line))
             eid += 1
             if len(edges) == EDGE_BATCH:
                 db.submit(w.insert, schema.edge, edges, EDGE_COLUMNS)

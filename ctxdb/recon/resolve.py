@@ -34,6 +34,8 @@ from typing import NamedTuple
 
 _BUILTINS = frozenset(dir(builtins))
 _AMBIGUOUS = -1
+# The heads of a name resolved through the enclosing class (`Resolver.resolve_name`).
+_RECEIVERS = frozenset(("self", "cls", "super()"))
 
 
 class ResolverFile(NamedTuple):
@@ -350,9 +352,11 @@ class Resolver:
         return self.resolve_name(src, name)
 
     def resolve_name(self, src: int, name: str) -> int | None:
+        if "." not in name:  # most names: no list of parts to build
+            return None if name in _RECEIVERS else self.bare(src, name, True)
         parts = name.split(".")
         head = parts[0]
-        if head in ("self", "cls", "super()"):
+        if head in _RECEIVERS:
             if len(parts) != 2:
                 return None
             cls = self.enclosing_class(src)
@@ -432,13 +436,14 @@ class Resolver:
 
     def bare(self, src: int, name: str, global_ok: bool) -> int | None:
         s: int | None = src
-        kind = self.sym_kind
+        # bound once: a cold build walks these scopes for ~90k names
+        kind, children, parent = self.sym_kind, self.children, self.sym_parent
         while s is not None and kind[s] != "module":
             if kind[s] != "class" or s == src:  # class bodies do not enclose their methods
-                found = self.children.get((s, name))
+                found = children.get((s, name))
                 if found is not None:
                     return found
-            s = self.sym_parent.get(s)
+            s = parent.get(s)
         fid = self.sym_file[src]
         found = self.children.get((self.module_sym[fid], name))
         if found is not None:
