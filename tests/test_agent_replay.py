@@ -221,11 +221,17 @@ def test_the_cli_replays_a_runs_file_and_reports_it(requests_repository, tmp_pat
             assert float(nothing[column]) == pytest.approx(ctx08_recall[anchor_class], abs=5e-4)
 
 
-def test_the_line_cut_keeps_definitions_and_lines_with_a_name_the_window_lacks(monkeypatch):
+@pytest.fixture
+def window_cuts(monkeypatch):
+    """tools/window_cuts.py loaded as a module (it is a script, not part of the package)."""
     spec = importlib.util.spec_from_file_location("window_cuts", TOOLS / "window_cuts.py")
-    window_cuts = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "window_cuts", window_cuts)  # its dataclasses look it up
-    spec.loader.exec_module(window_cuts)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "window_cuts", module)  # its dataclasses look it up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_line_cut_keeps_definitions_and_lines_with_a_name_the_window_lacks(window_cuts):
     view = ("[E6 pkg/mod.py lines 10-15]\n10\tclass Basket:\n11\t    total = compute_total(items)\n"
             "12\t    total = compute_total(items)\n13\t    return total\n"
             "14\t    discount_rate = 0.5\n15\t    return total")
@@ -236,11 +242,7 @@ def test_the_line_cut_keeps_definitions_and_lines_with_a_name_the_window_lacks(m
     assert {"compute_total", "discount_rate", "Basket"} <= shown  # kept names count as shown
 
 
-def test_the_docstring_cut_keeps_code_and_each_docstring_s_first_line(monkeypatch):
-    spec = importlib.util.spec_from_file_location("window_cuts", TOOLS / "window_cuts.py")
-    window_cuts = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "window_cuts", window_cuts)
-    spec.loader.exec_module(window_cuts)
+def test_the_docstring_cut_keeps_code_and_each_docstring_s_first_line(window_cuts):
     view = ('[E6 pkg/mod.py lines 10-17]\n10\tdef total(items):\n11\t    """Sum the items.\n'
             '12\t\n13\t    >>> total([1])\n14\t    """\n15\t    # every item counts\n'
             "16\t    return sum(items)\n17\tdef one(): '''Just one.'''")
@@ -252,11 +254,7 @@ def test_the_docstring_cut_keeps_code_and_each_docstring_s_first_line(monkeypatc
         view, comments_too=True)
 
 
-def test_the_symbol_cut_keeps_the_definitions_the_run_named_after_the_view(monkeypatch):
-    spec = importlib.util.spec_from_file_location("window_cuts", TOOLS / "window_cuts.py")
-    window_cuts = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "window_cuts", window_cuts)
-    spec.loader.exec_module(window_cuts)
+def test_the_symbol_cut_keeps_the_definitions_the_run_named_after_the_view(window_cuts):
     view = ("[E6 pkg/mod.py lines 1-12, as the tree holds them now]\n1\timport os\n"
             "2\tclass Basket:\n3\t    rate = 0.5\n4\t    @property\n5\t    def total(self):\n"
             "6\t        return compute(self.items)\n7\t    def empty(self):\n"
