@@ -253,14 +253,14 @@ def test_what_the_window_says_of_a_file_is_held_against_the_tree_between_folds(t
     # the view evicted from that window comes back read afresh; the note after it corrected
     with_note.parts.remove(view)
     text = next_window(with_note, edited, "sed -i again pkg/mod.py")
-    assert "[E2 pkg/mod.py lines 3-5, 7-8, as the tree holds them now]" in text
+    assert "[E2 pkg/mod.py lines 3-8, as the tree holds them now]" in text
     assert text.endswith(corrected)
     # another history under the same run (one command differs): nothing settles on it
     other = [*steps[:3], LoopStep("python -c 'print(99)'", steps[3].output), *steps[4:]]
     text = build_window([*other, LoopStep("sed -i again pkg/mod.py", "")], TreeFiles(root),
                         rules, settled=SettledParts.of(first, steps, rules)).text()
     assert "changed lines the views" not in text
-    assert "[E2 pkg/mod.py lines 3-5, 7-8, as the tree holds them now]" in text  # read afresh
+    assert "[E2 pkg/mod.py lines 3-8, as the tree holds them now]" in text  # read afresh
 
 
 def _window_body(store, context) -> str:

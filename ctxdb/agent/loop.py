@@ -795,7 +795,10 @@ def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list
                           "end now]" if gone else "the lines it showed are shown above]"))
             continue
         runs = _runs(new)
-        label = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in runs)
+        # the span, not each run: every line is numbered below, and a view located by its
+        # text breaks at each blank line (run lists were 1.1 M of the development windows)
+        first, last = runs[0][0], runs[-1][1]
+        label = f"{first}-{last}" if first != last else str(first)
         body = "\n".join(f"{n}\t{lines[n - 1]}" for n in new)
         blocks.append(f"[E{item_no} {path} lines {label}, as the tree holds them now]\n{body}")
         if first_path is None:
