@@ -802,7 +802,7 @@ def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list
         body = "\n".join(f"{n}\t{lines[n - 1]}" for n in new)
         blocks.append(f"[E{item_no} {path} lines {label}, as the tree holds them now]\n{body}")
         if first_path is None:
-            first_path, span = path, (runs[0][0], runs[-1][1])
+            first_path, span = path, (first, last)
     return LoopPart(item_no, step_no, FILE_VIEW, step.shown, "\n".join(blocks) + "\n\n",
                     SHOWN_LINES, "folded file view", command=step.command, path=first_path,
                     lines=span)
