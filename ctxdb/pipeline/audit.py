@@ -6,6 +6,7 @@ its action is the item's verdict.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from .vocabulary import FINAL_VERDICTS
@@ -89,9 +90,14 @@ class AuditLog:
     def verdict(self, item_id: str) -> str | None:
         return self._final.get(item_id)
 
-    def rows(self, decision_id: int) -> list[tuple[object, ...]]:
-        """The ``item_event`` rows, values in ``EVENT_COLUMNS`` order."""
-        return [(decision_id, *event) for event in self.events]
+    def rows(self, decision_id: int,
+             flag: Callable[[bool], object] = bool) -> list[tuple[object, ...]]:
+        """The ``item_event`` rows, values in ``EVENT_COLUMNS`` order; ``is_final`` as
+        ``flag`` makes it (``models.flag_type``)."""
+        return [(decision_id, item_id, event_no, stage, action, driver, tokens_before,
+                 tokens_after, flag(is_final), detail)
+                for (item_id, event_no, stage, action, driver, tokens_before, tokens_after,
+                     is_final, detail) in self.events]
 
 
 EVENT_COLUMNS = ("decision_id", "item_id", "event_no", "stage", "action", "driver",
