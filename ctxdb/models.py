@@ -602,6 +602,13 @@ def _execute_insert(connection, table: Table, columns: tuple[str, ...], rows: li
                                   dialect=connection.dialect, ismulti=True) from exc
 
 
+def data_version(connection) -> int:
+    """SQLite's ``PRAGMA data_version`` of the store on ``connection``, in its current
+    transaction: it moves when another connection commits to the file (only then), so
+    two equal readings on one connection mean nothing was committed in between."""
+    return int(execute_driver(connection, "PRAGMA data_version", ()).fetchone()[0])
+
+
 def flag_type(connection) -> type[int] | type[bool]:
     """What a boolean column's values are bound as: 0 and 1 on SQLite, whose driver sends
     a Python bool through its adaptation lookup (~1.5 µs a value more than an int; a
