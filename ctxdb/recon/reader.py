@@ -271,7 +271,10 @@ class ReconReader:
     def prefetch(self, keys) -> None:
         """Read many symbols and file hashes in a few queries (a whole pool at once)."""
         snapshot = self._snapshot
-        keys = [k for k in keys if k]
+        # an entity already resolved in this snapshot needs neither read again (a warm
+        # decision's whole pool: ~0.25 ms of path splitting at 256 items, for nothing)
+        resolved = snapshot.resolved
+        keys = [k for k in keys if k and k not in resolved]
         wanted = sorted({k for k in keys if "::" in k and k not in snapshot.symbols})
         statement = _query("recon/symbols_by_keys", "entity_keys")
         for start in range(0, len(wanted), self.KEYS_PER_QUERY):
