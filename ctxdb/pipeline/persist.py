@@ -229,9 +229,10 @@ def _write_texts(connection: Connection, store: ContextStore, texts: dict[str, s
     """The texts the store may not hold yet."""
     # In digest order: two PostgreSQL writers inserting the same texts in different
     # orders could each wait on the other's.
+    stored = store.texts_stored
     models.insert_tuples(connection, models.evidence_text, ("content_sha256", "content"),
-                         [row for row in sorted(texts.items())
-                          if row[0] not in store.texts_stored],
+                         # only the new ones sorted: a warm pool's are all stored
+                         sorted(row for row in texts.items() if row[0] not in stored),
                          keep_existing=True)
 
 
