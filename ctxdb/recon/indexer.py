@@ -72,8 +72,10 @@ from ctxdb.recon.incremental import (
 from ctxdb.recon.kept import (
     forget_index,
     forget_resolver,
+    keep_engine,
     keep_index,
     keep_resolver,
+    kept_engine,
     kept_index,
     kept_resolver,
 )
@@ -216,15 +218,17 @@ def _too_large(fh: Any) -> ParsedFile:
 
 
 @contextmanager
-def _parser_pool(n_jobs: int) -> Iterator[Any]:
+def _parser_pool(n_jobs: int, engine: sa.Engine) -> Iterator[Any]:
     """A process pool when there is enough to parse, else None.
 
-    Created before the write connection is opened, so no worker inherits it.
+    Created before the write connection is opened, and with the engine's idle
+    connections closed, so no worker inherits a database connection.
     """
     workers = usable_cpu_count()
     if n_jobs < POOL_MIN_FILES or workers < 2:
         yield None
         return
+    engine.dispose()
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     with ctx.Pool(workers, initializer=gc.enable) as pool:  # forked with the GC paused
@@ -556,8 +560,13 @@ def _index(
     sqlite_path = schema.sqlite_path(target)
     if sqlite_path is not None:
         Path(sqlite_path).absolute().parent.mkdir(parents=True, exist_ok=True)
-    engine = schema.create_recon_engine(target)
     identity = _target_identity(target)
+    # the file the run opens: its engine is kept for the next run only if it still is
+    opened = None if sqlite_path is None else _file_identity(sqlite_path)
+    engine = None if opened is None else kept_engine(identity, opened)
+    if engine is None:
+        engine = schema.create_recon_engine(target, pooled=sqlite_path is not None)
+    done = False
     try:
         state = _read_state(engine, target, rebuild, identity)
         cold = not state.exists or rebuild
@@ -568,6 +577,7 @@ def _index(
             to_parse, removed = changes.to_parse, changes.removed
         root_path = indexed_root(root)
         if not cold and not to_parse and not removed:
+            done = True
             return _nothing_changed(engine, identity, state, changes, root_path, started,
                                     started_ns)
         replaced = set(removed) | {rel for rel, _ in to_parse}  # the index's files now gone
@@ -580,7 +590,7 @@ def _index(
         forget_index(identity)
         if cold:
             forget_resolver(identity)  # its memory is better spent on the build
-        with _parser_pool(len(jobs)) as pool, write_transaction(engine) as w:
+        with _parser_pool(len(jobs), engine) as pool, write_transaction(engine) as w:
             results = _parse_results(pool, jobs)
             # an incremental run parses first: a file read again is written over its rows
             in_place: dict[str, OldFile] = {}
@@ -669,11 +679,26 @@ def _index(
         _keep_stat_keys(existing, stat_keys, stats + changes.confirmed, started_ns)
         keep_index(identity, generation,
                    _KeptIndex(existing, changes.skipped, totals, skipped, stat_keys))
+        done = True
         return IndexStats(len(changes.paths), len(loader.files), len(removed), totals[2],
                           totals[0], totals[1], time.perf_counter() - started, skipped,
                           resolved)
     finally:
-        engine.dispose()
+        now = None if sqlite_path is None else _file_identity(sqlite_path)
+        # (a run that created the file opened nothing before it)
+        if done and now is not None and opened in (None, now):
+            keep_engine(identity, now, engine)
+        else:
+            engine.dispose()
+
+
+def _file_identity(path: str) -> tuple[int, int] | None:
+    """What tells a kept engine's file from another written at its path since."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def _written_in_place(jobs: list[_ParseJob], parsed_files: list[ParsedFile | None],

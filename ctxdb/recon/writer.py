@@ -20,6 +20,11 @@ from ctxdb.recon import schema
 from ctxdb.sqlfiles import load_sql, sql_statement
 from ctxdb.workers import usable_cpu_count
 
+# SQLite's page cache for a write transaction (a cold build's load), and for a connection
+# kept open between runs (SQLite's default size).
+LOAD_CACHE_KIB = 65536
+KEPT_CACHE_KIB = 2000
+
 
 class Writer:
     """Raw DB-API access for bulk writes: statements of ``sql/recon/`` (`compiled_sql`),
@@ -94,7 +99,7 @@ class Writer:
     def begin(self) -> None:
         if self.sqlite:
             self.cur.execute("PRAGMA recon.synchronous=NORMAL")
-            self.cur.execute("PRAGMA recon.cache_size=-65536")  # KiB: 64 MiB for the load
+            self.cur.execute(f"PRAGMA recon.cache_size=-{LOAD_CACHE_KIB}")
             self.cur.execute("PRAGMA temp_store=MEMORY")  # index builds sort in memory
             self.cur.execute(f"PRAGMA threads={usable_cpu_count()}")  # ... with helper threads
             self.cur.execute("BEGIN IMMEDIATE")
@@ -116,6 +121,12 @@ class Writer:
             pass
 
     def close(self) -> None:
+        if self.sqlite:
+            # the connection may be kept open between runs: not with the load's cache
+            try:
+                self.cur.execute(f"PRAGMA recon.cache_size=-{KEPT_CACHE_KIB}")
+            except Exception:  # noqa: BLE001 - keep the original error; drop the connection
+                self.connection.invalidate()
         self.connection.close()
 
 
