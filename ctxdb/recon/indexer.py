@@ -593,9 +593,10 @@ def _index(
             to_parse, removed = changes.to_parse, changes.removed
         root_path = indexed_root(root)
         if not cold and not to_parse and not removed:
+            nothing = _nothing_changed(engine, identity, state, changes, root_path, started,
+                                       started_ns)
             done = True
-            return _nothing_changed(engine, identity, state, changes, root_path, started,
-                                    started_ns)
+            return nothing
         replaced = set(removed) | {rel for rel, _ in to_parse}  # the index's files now gone
 
         bar = ProgressBar("recon", len(to_parse), "files", enabled=progress)
