@@ -57,6 +57,7 @@ from ctxdb.recon.extract import (
     count_lines,
     extract_file,
     join_body_terms,
+    prepare_parser,
     unparsed_file,
 )
 from ctxdb.recon.fulltext import insert_deferred_body_terms
@@ -230,6 +231,7 @@ def _parser_pool(n_jobs: int, engine: sa.Engine) -> Iterator[Any]:
         yield None
         return
     engine.dispose()
+    prepare_parser()
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     with ctx.Pool(workers, initializer=gc.enable) as pool:  # forked with the GC paused
