@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import threading
 import uuid
 from contextlib import contextmanager
@@ -135,6 +136,11 @@ class Writer:
 _COMPILED: dict[tuple[str, str, str, str], tuple[str, tuple[str, ...] | None]] = {}
 # the bulk INSERTs likewise, by (table, columns, rows, database, driver, parameter style)
 _INSERTS: dict[tuple[str, tuple[str, ...], int, str, str, str], str] = {}
+# A bind parameter in a text statement, and an escaped colon, by SQLAlchemy's rules
+# (sqlalchemy.sql.compiler's BIND_PARAMS, BIND_PARAMS_ESC)
+_BIND_PARAM = re.compile(r"(?<![:\w$\\]):([\w$]+)(?![:\w$])")
+_ESCAPED_COLON = re.compile(r"\\(:[\w$]*)(?![:\w$])")
+QMARK = "qmark"
 # Parameters one bulk INSERT on SQLite binds at most: SQLite's bound before 3.32 (999),
 # so any version takes the statement.
 SQLITE_PARAMS_PER_INSERT = 999
@@ -155,6 +161,8 @@ def _compile_sql(name: str, dialect: sa.engine.Dialect) -> tuple[str, tuple[str,
         text = load_sql(f"{name}.{dialect.name}")
     except FileNotFoundError:
         text = load_sql(name)
+    if dialect.paramstyle == QMARK:
+        return qmark_sql(text)
     compiled = sa.text(text).compile(dialect=dialect)
     order = compiled.positiontup
     return str(compiled), (tuple(order) if order is not None else None)
@@ -289,3 +297,12 @@ class DatabaseThread:
         self._thread.join()
         if self._error is not None and exc_info[0] is None:
             raise self._error
+
+
+def qmark_sql(text: str) -> tuple[str, tuple[str, ...]]:
+    """A ``sql/`` statement in the qmark parameter style (SQLite's driver), and its
+    parameters in order: what SQLAlchemy's compile gives (a test compares them for every
+    statement), without its ~0.4 ms a statement — a process's first incremental run
+    uses ~16 statements a cold build does not."""
+    return (_ESCAPED_COLON.sub(r"\1", _BIND_PARAM.sub("?", text)),
+            tuple(_BIND_PARAM.findall(text)))
