@@ -15,6 +15,7 @@ Python: importing this loads no parser and no database driver.
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 from collections import OrderedDict
@@ -183,13 +184,22 @@ def forget_indexer_state() -> None:
     """Drop everything kept: the next run is a fresh process's."""
     _RESOLVERS.clear()
     _INDEXES.clear()
-    while _ENGINES:
-        _ENGINES.popitem()[1][1].dispose()
+    _dispose_engines()
     with _WALKS_LOCK:
         walks = list(_WALKS.values())
         _WALKS.clear()
     for kept in walks:
         kept.close()
+
+
+def _dispose_engines() -> None:
+    """Close the kept engines' connections (at exit too: Python 3.13 warns of a sqlite3
+    connection left to the collector)."""
+    while _ENGINES:
+        _ENGINES.popitem()[1][1].dispose()
+
+
+atexit.register(_dispose_engines)
 
 
 def _after_fork_in_child() -> None:
