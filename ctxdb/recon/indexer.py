@@ -35,6 +35,7 @@ import gc
 import hashlib
 import multiprocessing
 import os
+import sqlite3
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -321,7 +322,7 @@ def _read_meta(conn: sa.Connection) -> dict[str, str] | None:
     try:
         cursor.execute(compiled_sql("recon/index_meta", conn.dialect)[0])
         return dict(cursor.fetchall())
-    except conn.dialect.dbapi.OperationalError:
+    except sqlite3.OperationalError:  # the driver create_recon_engine uses
         return schema.read_meta(conn)  # no table: None (another error: raised again there)
     finally:
         cursor.close()
