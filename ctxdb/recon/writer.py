@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import queue
-import re
 import threading
 import uuid
 from contextlib import contextmanager
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.sql.compiler import BIND_PARAMS, BIND_PARAMS_ESC
 
 from ctxdb.db import insert_statement, sqlite_driver
 from ctxdb.recon import schema
@@ -136,10 +136,9 @@ class Writer:
 _COMPILED: dict[tuple[str, str, str, str], tuple[str, tuple[str, ...] | None]] = {}
 # the bulk INSERTs likewise, by (table, columns, rows, database, driver, parameter style)
 _INSERTS: dict[tuple[str, tuple[str, ...], int, str, str, str], str] = {}
-# A bind parameter in a text statement, and an escaped colon, by SQLAlchemy's rules
-# (sqlalchemy.sql.compiler's BIND_PARAMS, BIND_PARAMS_ESC)
-_BIND_PARAM = re.compile(r"(?<![:\w$\\]):([\w$]+)(?![:\w$])")
-_ESCAPED_COLON = re.compile(r"\\(:[\w$]*)(?![:\w$])")
+# A bind parameter in a text statement, and an escaped colon: SQLAlchemy's own patterns,
+# so the statement reads as its compile reads it
+_BIND_PARAM, _ESCAPED_COLON = BIND_PARAMS, BIND_PARAMS_ESC
 QMARK = "qmark"
 # Parameters one bulk INSERT on SQLite binds at most: SQLite's bound before 3.32 (999),
 # so any version takes the statement.
