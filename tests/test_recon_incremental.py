@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from conftest import fresh_pg_database
 from recon_walks import have_watches, walk_afresh
 
-from ctxdb.recon import IndexLimits, index_repository, open_recon
+from ctxdb.recon import IndexLimits, index_repository, indexer, open_recon
 from ctxdb.recon import kept as kept_module
 from ctxdb.recon import watch as watch_module
 from ctxdb.recon.kept import forget_indexer_state
@@ -826,6 +826,66 @@ def test_an_index_file_written_anew_at_its_path_is_not_read_through_a_kept_conne
                  "an index file replaced at its path")
     os.unlink(target)
     assert index_repository(root, target).files_parsed == len(REPO)  # built anew
+
+
+def _engines_opened(monkeypatch) -> list[object]:
+    """The recon engines runs open from now on (a kept one reused is not opened)."""
+    opened: list[object] = []
+    create = indexer.schema.create_recon_engine
+
+    def counted(*args, **kwargs):
+        opened.append(args[0])
+        return create(*args, **kwargs)
+
+    monkeypatch.setattr(indexer.schema, "create_recon_engine", counted)
+    return opened
+
+
+def test_an_index_file_copied_over_in_place_is_read_through_a_new_connection(
+        tmp_path, monkeypatch):
+    """Copied over (the same inode): SQLite's page cache would trust a header the copy may
+    share, so the kept engine goes with the file's size and times."""
+    root, other_root = tmp_path / "repo", tmp_path / "other"
+    _write(root, REPO)
+    _write(other_root, {"lone.py": "def lone():\n    return 1\n"})
+    target, other = str(tmp_path / "recon.db"), str(tmp_path / "other.db")
+    index_repository(root, target)
+    index_repository(other_root, other)
+    opened = _engines_opened(monkeypatch)
+    index_repository(root, target)
+    assert opened == []  # nothing changed: the kept engine serves
+    inode = os.stat(target).st_ino
+    shutil.copyfile(other, target)
+    assert os.stat(target).st_ino == inode
+    index_repository(root, target)
+    assert opened == [target]
+    _assert_same(index_content(target), _cold(root, str(tmp_path / "cold.db")),
+                 "an index file copied over in place")
+
+
+def test_an_index_file_replaced_during_the_run_that_created_it_is_not_kept(
+        tmp_path, monkeypatch):
+    root, other_root = tmp_path / "repo", tmp_path / "other"
+    _write(root, REPO)
+    _write(other_root, {"lone.py": "def lone():\n    return 1\n"})
+    target, other = str(tmp_path / "recon.db"), str(tmp_path / "other.db")
+    index_repository(other_root, other)
+    real_find_changes = indexer._find_changes
+    replaced = []
+
+    def another_file_meanwhile(*args):
+        if not replaced:  # another file at the path while this run writes the first
+            replaced.append(True)
+            os.replace(other, target)
+        return real_find_changes(*args)
+
+    monkeypatch.setattr(indexer, "_find_changes", another_file_meanwhile)
+    index_repository(root, target)  # wrote the file it created, now unlinked
+    opened = _engines_opened(monkeypatch)
+    index_repository(root, target)
+    assert opened == [target]
+    _assert_same(index_content(target), _cold(root, str(tmp_path / "cold.db")),
+                 "an index file replaced during the run that created it")
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")

@@ -72,6 +72,8 @@ from ctxdb.recon.incremental import (
     resolve_incrementally,
 )
 from ctxdb.recon.kept import (
+    FileIdentity,
+    forget_engine,
     forget_index,
     forget_resolver,
     keep_engine,
@@ -588,6 +590,8 @@ def _index(
     done = False
     try:
         state = _read_state(engine, target, rebuild, identity)
+        if opened is None and sqlite_path is not None:  # the file the run created
+            opened = _file_identity(sqlite_path)
         cold = not state.exists or rebuild
         changes = _find_changes(root, engine, state, None if cold else scopes, started_ns)
         if cold:
@@ -705,20 +709,28 @@ def _index(
                           resolved)
     finally:
         now = None if sqlite_path is None else _file_identity(sqlite_path)
-        # (a run that created the file opened nothing before it)
-        if done and now is not None and opened in (None, now):
+        # the same file all along (its own writes change only its size and times)
+        if done and now is not None and opened is not None and now[:2] == opened[:2]:
             keep_engine(identity, now, engine)
         else:
             engine.dispose()
 
 
-def _file_identity(path: str) -> tuple[int, int] | None:
-    """What tells a kept engine's file from another written at its path since."""
+def _file_identity(path: str) -> FileIdentity | None:
+    """What tells a kept engine's file from another written at its path since, or the
+    same file written by another connection since (copied over in place, say: SQLite's
+    page cache trusts a header such a copy may share): device, inode, size and mtime."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return (st.st_dev, st.st_ino)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def release_index_file(target: str | os.PathLike) -> None:
+    """Close the engine a run kept open on the index file `target` (one about to be
+    moved or deleted, as a staging copy is: nothing else would close it)."""
+    forget_engine(_target_identity(str(target)))
 
 
 def _written_in_place(jobs: list[_ParseJob], parsed_files: list[ParsedFile | None],

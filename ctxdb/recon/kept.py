@@ -40,8 +40,10 @@ KEPT_ENGINES = 4
 _RESOLVERS: OrderedDict[str, tuple[str, Resolver]] = OrderedDict()
 _INDEXES: OrderedDict[str, tuple[str, Any]] = OrderedDict()
 _WALKS: OrderedDict[str, KeptWalk] = OrderedDict()
-# identity → (the file's (device, inode), the engine)
-_ENGINES: OrderedDict[str, tuple[tuple[int, int], Any]] = OrderedDict()
+# A SQLite index file as a kept engine saw it last: device, inode, size, mtime (ns)
+FileIdentity = tuple[int, int, int, int]
+# identity → (the file's identity when the engine's run ended, the engine)
+_ENGINES: OrderedDict[str, tuple[FileIdentity, Any]] = OrderedDict()
 # A forked child's copies of its parent's engines: never used, never closed (closing a
 # connection the parent opened is unsafe in SQLite), so never collected either.
 _FORKED_ENGINES: list[Any] = []
@@ -93,7 +95,7 @@ def forget_index(identity: str) -> None:
     _INDEXES.pop(identity, None)
 
 
-def kept_engine(identity: str, file_identity: tuple[int, int] | None) -> Any | None:
+def kept_engine(identity: str, file_identity: FileIdentity | None) -> Any | None:
     """The engine kept for this index if its file is still the one it opened (a file
     removed and written anew at the path is another index). Handed over, as a resolver
     is: a run in another thread meanwhile opens its own."""
@@ -106,7 +108,13 @@ def kept_engine(identity: str, file_identity: tuple[int, int] | None) -> Any | N
     return kept[1]
 
 
-def keep_engine(identity: str, file_identity: tuple[int, int], engine: Any) -> None:
+def forget_engine(identity: str) -> None:
+    kept = _ENGINES.pop(identity, None)
+    if kept is not None:
+        kept[1].dispose()
+
+
+def keep_engine(identity: str, file_identity: FileIdentity, engine: Any) -> None:
     old = _ENGINES.pop(identity, None)
     if old is not None and old[1] is not engine:
         old[1].dispose()
