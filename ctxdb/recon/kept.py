@@ -8,8 +8,9 @@ moved: adding, removing or renaming an entry moves it) with the last whole walk'
 result (used while every listing is), the inotify watches on its directories
 (`recon/watch.py`: a directory no event came for is not stat'ed), and a SQLite index's
 engine with its connection open (its parsed schema and page cache kept: used while the
-file is the same (device, inode), never in a forked child). All are dropped by
-`forget_indexer_state`, e.g. for benchmarks; neither can go stale unnoticed. Pure
+file is as the last run left it — device, inode, size, mtime — never in a forked child).
+All are dropped by `forget_indexer_state`, e.g. for benchmarks; none can go stale
+unnoticed. Pure
 Python: importing this loads no parser and no database driver.
 """
 
