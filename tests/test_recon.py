@@ -668,3 +668,22 @@ def test_every_recon_command_has_help():
         assert helps[name] and parser_.description, name
         for action in parser_._actions:
             assert action.help, f"recon {name} {action.dest}"
+
+
+def test_statements_in_sqlites_parameter_style_are_what_sqlalchemy_compiles():
+    """The indexer puts ``sql/`` statements in the qmark style itself (SQLAlchemy's compile
+    costs ~0.4 ms a statement): the same text and parameter order, for every statement
+    SQLite may run, and for escaped colons and casts."""
+    from sqlalchemy.dialects import sqlite
+
+    from ctxdb.recon.writer import qmark_sql
+    from ctxdb.sqlfiles import SQL_DIR
+
+    dialect = sqlite.dialect()
+    texts = [path.read_text("utf-8") for path in sorted(Path(SQL_DIR).rglob("*.sql"))
+             if not path.name.endswith(".postgresql.sql")]
+    assert len(texts) > 100
+    texts += ["SELECT '\\:x', :a, b::int, :b, :a FROM t WHERE c = '\\:' AND d = :$e"]
+    for text in texts:
+        compiled = sa.text(text).compile(dialect=dialect)
+        assert qmark_sql(text) == (str(compiled), tuple(compiled.positiontup)), text

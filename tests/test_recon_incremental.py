@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from conftest import fresh_pg_database
 from recon_walks import have_watches, walk_afresh
 
-from ctxdb.recon import IndexLimits, index_repository, open_recon
+from ctxdb.recon import IndexLimits, index_repository, indexer, open_recon
 from ctxdb.recon import kept as kept_module
 from ctxdb.recon import watch as watch_module
 from ctxdb.recon.kept import forget_indexer_state
@@ -806,3 +806,103 @@ def test_a_run_starts_over_when_another_indexer_commits_first(tmp_path, monkeypa
     _edit(root, "app/core.py", "# changed", "# changed again")
     with pytest.raises(RuntimeError, match="another indexer kept changing the index"):
         index_repository(root, target)
+
+
+def test_an_index_file_written_anew_at_its_path_is_not_read_through_a_kept_connection(
+        tmp_path):
+    """A run keeps its engine, connection open, for the next run over the same index file:
+    another file put at that path (removed and rebuilt, or copied over) is another index,
+    read and written through a connection of its own."""
+    root, other_root = tmp_path / "repo", tmp_path / "other"
+    _write(root, REPO)
+    _write(other_root, {"lone.py": "def lone():\n    return 1\n"})
+    target, other = str(tmp_path / "recon.db"), str(tmp_path / "other.db")
+    index_repository(root, target)
+    assert kept_module._ENGINES  # kept: the case this test is about
+    index_repository(other_root, other)
+    os.replace(other, target)  # the other tree's index, at the kept engine's path
+    index_repository(root, target)
+    _assert_same(index_content(target), _cold(root, str(tmp_path / "cold.db")),
+                 "an index file replaced at its path")
+    os.unlink(target)
+    assert index_repository(root, target).files_parsed == len(REPO)  # built anew
+
+
+def _engines_opened(monkeypatch) -> list[object]:
+    """The recon engines runs open from now on (a kept one reused is not opened)."""
+    opened: list[object] = []
+    create = indexer.schema.create_recon_engine
+
+    def counted(*args, **kwargs):
+        opened.append(args[0])
+        return create(*args, **kwargs)
+
+    monkeypatch.setattr(indexer.schema, "create_recon_engine", counted)
+    return opened
+
+
+def test_an_index_file_copied_over_in_place_is_read_through_a_new_connection(
+        tmp_path, monkeypatch):
+    """Copied over (the same inode): SQLite's page cache would trust a header the copy may
+    share, so the kept engine goes with the file's size and times."""
+    root, other_root = tmp_path / "repo", tmp_path / "other"
+    _write(root, REPO)
+    _write(other_root, {"lone.py": "def lone():\n    return 1\n"})
+    target, other = str(tmp_path / "recon.db"), str(tmp_path / "other.db")
+    index_repository(root, target)
+    index_repository(other_root, other)
+    opened = _engines_opened(monkeypatch)
+    index_repository(root, target)
+    assert opened == []  # nothing changed: the kept engine serves
+    inode = os.stat(target).st_ino
+    shutil.copyfile(other, target)
+    assert os.stat(target).st_ino == inode
+    index_repository(root, target)
+    assert opened == [target]
+    _assert_same(index_content(target), _cold(root, str(tmp_path / "cold.db")),
+                 "an index file copied over in place")
+
+
+def test_an_index_file_replaced_during_the_run_that_created_it_is_not_kept(
+        tmp_path, monkeypatch):
+    root, other_root = tmp_path / "repo", tmp_path / "other"
+    _write(root, REPO)
+    _write(other_root, {"lone.py": "def lone():\n    return 1\n"})
+    target, other = str(tmp_path / "recon.db"), str(tmp_path / "other.db")
+    index_repository(other_root, other)
+    real_find_changes = indexer._find_changes
+    replaced = []
+
+    def another_file_meanwhile(*args):
+        if not replaced:  # another file at the path while this run writes the first
+            replaced.append(True)
+            os.replace(other, target)
+        return real_find_changes(*args)
+
+    monkeypatch.setattr(indexer, "_find_changes", another_file_meanwhile)
+    index_repository(root, target)  # wrote the file it created, now unlinked
+    opened = _engines_opened(monkeypatch)
+    index_repository(root, target)
+    assert opened == [target]
+    _assert_same(index_content(target), _cold(root, str(tmp_path / "cold.db")),
+                 "an index file replaced during the run that created it")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_process_does_not_use_its_parents_kept_connection(tmp_path):
+    root = tmp_path / "repo"
+    _write(root, REPO)
+    target = str(tmp_path / "recon.db")
+    index_repository(root, target)
+    assert kept_module._ENGINES
+    _edit(root, "app/core.py", "return engine", "return engine  # in the child")
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through its exit status
+        engines_kept = bool(kept_module._ENGINES)
+        parsed = index_repository(root, target).files_parsed
+        os._exit(0 if not engines_kept and parsed == 1 else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert index_repository(root, target).files_parsed == 0  # the child's commit, seen
+    _assert_same(index_content(target), _cold(root, str(tmp_path / "cold.db")),
+                 "a run in a forked child")

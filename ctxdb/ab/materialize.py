@@ -27,6 +27,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, cast
 
 from ..recon import ReconVersionError, check_recon_version, index_repository
+from ..recon.indexer import release_index_file
 from .instances import Instance
 
 RECON_FILE = "recon.db"
@@ -111,6 +112,7 @@ def materialize(instance: Instance, cache_dir: Path) -> Materialized:
                                        + applied.stderr.decode(errors="replace").strip())
         # ab run and retrieve --eval draw their own bar: no second one under it
         index_repository(tree, str(staging / RECON_FILE), progress=False)
+        release_index_file(staging / RECON_FILE)  # the staging path is renamed or removed
         _write_manifest(staging, instance.base_commit, skipped)
         (staging / READY_MARK).write_text(instance.base_commit + "\n")
         try:
@@ -135,6 +137,7 @@ def _reindex_if_stale(home: Path) -> None:
         pass
     fresh = home / f"{RECON_FILE}.{os.getpid()}.new"
     index_repository(home / TREE_DIR, str(fresh), rebuild=True, progress=False)
+    release_index_file(fresh)
     for leftover in (f"{RECON_FILE}-wal", f"{RECON_FILE}-shm"):  # the old file's journal
         (home / leftover).unlink(missing_ok=True)
     os.replace(fresh, recon)

@@ -35,6 +35,7 @@ import gc
 import hashlib
 import multiprocessing
 import os
+import sqlite3
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -57,6 +58,7 @@ from ctxdb.recon.extract import (
     count_lines,
     extract_file,
     join_body_terms,
+    prepare_parser,
     unparsed_file,
 )
 from ctxdb.recon.fulltext import insert_deferred_body_terms
@@ -70,10 +72,14 @@ from ctxdb.recon.incremental import (
     resolve_incrementally,
 )
 from ctxdb.recon.kept import (
+    FileIdentity,
+    forget_engine,
     forget_index,
     forget_resolver,
+    keep_engine,
     keep_index,
     keep_resolver,
+    kept_engine,
     kept_index,
     kept_resolver,
 )
@@ -98,6 +104,7 @@ from ctxdb.recon.walk import (
 from ctxdb.recon.writer import (
     DatabaseThread,
     Writer,
+    compiled_sql,
     create_added_tables,
     create_indexes,
     create_tables,
@@ -216,15 +223,18 @@ def _too_large(fh: Any) -> ParsedFile:
 
 
 @contextmanager
-def _parser_pool(n_jobs: int) -> Iterator[Any]:
+def _parser_pool(n_jobs: int, engine: sa.Engine) -> Iterator[Any]:
     """A process pool when there is enough to parse, else None.
 
-    Created before the write connection is opened, so no worker inherits it.
+    Created before the write connection is opened, and with the engine's idle
+    connections closed, so no worker inherits a database connection.
     """
     workers = usable_cpu_count()
     if n_jobs < POOL_MIN_FILES or workers < 2:
         yield None
         return
+    engine.dispose()
+    prepare_parser()
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     with ctx.Pool(workers, initializer=gc.enable) as pool:  # forked with the GC paused
@@ -273,7 +283,7 @@ class _State(NamedTuple):
 
 def _read_state(engine: sa.Engine, target: Any, rebuild: bool, identity: str) -> _State:
     with engine.connect() as conn:
-        meta = schema.read_meta(conn)
+        meta = _read_meta(conn)
         if meta is None:
             if sa.inspect(conn).has_table("symbol", schema=schema.RECON_SCHEMA) and not rebuild:
                 raise schema.ReconVersionError(
@@ -303,6 +313,21 @@ def _read_state(engine: sa.Engine, target: Any, rebuild: bool, identity: str) ->
             cursor.close()
         return _State(True, existing, generation, root, has_added_tables, None,
                       _stat_keys_of(existing))
+
+
+def _read_meta(conn: sa.Connection) -> dict[str, str] | None:
+    """`schema.read_meta`; on SQLite through the driver, the table looked for only when
+    it cannot be read (SQLAlchemy's table check and execution: ~0.45 ms of every run)."""
+    if conn.dialect.name != "sqlite":
+        return schema.read_meta(conn)
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(compiled_sql("recon/index_meta", conn.dialect)[0])
+        return dict(cursor.fetchall())
+    except sqlite3.OperationalError:  # the driver create_recon_engine uses
+        return schema.read_meta(conn)  # no table: None (another error: raised again there)
+    finally:
+        cursor.close()
 
 
 class _Changes(NamedTuple):
@@ -556,10 +581,17 @@ def _index(
     sqlite_path = schema.sqlite_path(target)
     if sqlite_path is not None:
         Path(sqlite_path).absolute().parent.mkdir(parents=True, exist_ok=True)
-    engine = schema.create_recon_engine(target)
     identity = _target_identity(target)
+    # the file the run opens: its engine is kept for the next run only if it still is
+    opened = None if sqlite_path is None else _file_identity(sqlite_path)
+    engine = None if opened is None else kept_engine(identity, opened)
+    if engine is None:
+        engine = schema.create_recon_engine(target, pooled=sqlite_path is not None)
+    done = False
     try:
         state = _read_state(engine, target, rebuild, identity)
+        if opened is None and sqlite_path is not None:  # the file the run created
+            opened = _file_identity(sqlite_path)
         cold = not state.exists or rebuild
         changes = _find_changes(root, engine, state, None if cold else scopes, started_ns)
         if cold:
@@ -568,8 +600,10 @@ def _index(
             to_parse, removed = changes.to_parse, changes.removed
         root_path = indexed_root(root)
         if not cold and not to_parse and not removed:
-            return _nothing_changed(engine, identity, state, changes, root_path, started,
-                                    started_ns)
+            nothing = _nothing_changed(engine, identity, state, changes, root_path, started,
+                                       started_ns)
+            done = True
+            return nothing
         replaced = set(removed) | {rel for rel, _ in to_parse}  # the index's files now gone
 
         bar = ProgressBar("recon", len(to_parse), "files", enabled=progress)
@@ -580,7 +614,7 @@ def _index(
         forget_index(identity)
         if cold:
             forget_resolver(identity)  # its memory is better spent on the build
-        with _parser_pool(len(jobs)) as pool, write_transaction(engine) as w:
+        with _parser_pool(len(jobs), engine) as pool, write_transaction(engine) as w:
             results = _parse_results(pool, jobs)
             # an incremental run parses first: a file read again is written over its rows
             in_place: dict[str, OldFile] = {}
@@ -669,11 +703,34 @@ def _index(
         _keep_stat_keys(existing, stat_keys, stats + changes.confirmed, started_ns)
         keep_index(identity, generation,
                    _KeptIndex(existing, changes.skipped, totals, skipped, stat_keys))
+        done = True
         return IndexStats(len(changes.paths), len(loader.files), len(removed), totals[2],
                           totals[0], totals[1], time.perf_counter() - started, skipped,
                           resolved)
     finally:
-        engine.dispose()
+        now = None if sqlite_path is None else _file_identity(sqlite_path)
+        # the same file all along (its own writes change only its size and times)
+        if done and now is not None and opened is not None and now[:2] == opened[:2]:
+            keep_engine(identity, now, engine)
+        else:
+            engine.dispose()
+
+
+def _file_identity(path: str) -> FileIdentity | None:
+    """What tells a kept engine's file from another written at its path since, or the
+    same file written by another connection since (copied over in place, say: SQLite's
+    page cache trusts a header such a copy may share): device, inode, size and mtime."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def release_index_file(target: str | os.PathLike) -> None:
+    """Close the engine a run kept open on the index file `target` (one about to be
+    moved or deleted, as a staging copy is: nothing else would close it)."""
+    forget_engine(_target_identity(str(target)))
 
 
 def _written_in_place(jobs: list[_ParseJob], parsed_files: list[ParsedFile | None],

@@ -5,14 +5,18 @@ the name resolver of the index's generation (updated in place by an incremental 
 never used for another generation), the index's file states and totals (the same), and
 each directory's listing for the walk (used while the directory's own stat key has not
 moved: adding, removing or renaming an entry moves it) with the last whole walk's sorted
-result (used while every listing is), and the inotify watches on its directories
-(`recon/watch.py`: a directory no event came for is not stat'ed). All are dropped by
-`forget_indexer_state`, e.g. for benchmarks; neither can go stale unnoticed. Pure
+result (used while every listing is), the inotify watches on its directories
+(`recon/watch.py`: a directory no event came for is not stat'ed), and a SQLite index's
+engine with its connection open (its parsed schema and page cache kept: used while the
+file is as the last run left it — device, inode, size, mtime — never in a forked child).
+All are dropped by `forget_indexer_state`, e.g. for benchmarks; none can go stale
+unnoticed. Pure
 Python: importing this loads no parser and no database driver.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 from collections import OrderedDict
@@ -30,10 +34,20 @@ KEPT_RESOLVERS = 2
 KEPT_INDEXES = 4
 # Directory listings, per walked root (~1 MB for Django's 3,224 directories).
 KEPT_WALKS = 4
+# Engines on SQLite index files, each with an idle connection (a file descriptor and
+# SQLite's page cache of the index, 2 MB by default).
+KEPT_ENGINES = 4
 
 _RESOLVERS: OrderedDict[str, tuple[str, Resolver]] = OrderedDict()
 _INDEXES: OrderedDict[str, tuple[str, Any]] = OrderedDict()
 _WALKS: OrderedDict[str, KeptWalk] = OrderedDict()
+# A SQLite index file as a kept engine saw it last: device, inode, size, mtime (ns)
+FileIdentity = tuple[int, int, int, int]
+# identity → (the file's identity when the engine's run ended, the engine)
+_ENGINES: OrderedDict[str, tuple[FileIdentity, Any]] = OrderedDict()
+# A forked child's copies of its parent's engines: never used, never closed (closing a
+# connection the parent opened is unsafe in SQLite), so never collected either.
+_FORKED_ENGINES: list[Any] = []
 # Guards _WALKS: concurrent first walks of a root must share one KeptWalk (each would
 # set watches of its own, and keep them).
 _WALKS_LOCK = threading.Lock()
@@ -80,6 +94,34 @@ def keep_index(identity: str, generation: str, summary: Any) -> None:
 
 def forget_index(identity: str) -> None:
     _INDEXES.pop(identity, None)
+
+
+def kept_engine(identity: str, file_identity: FileIdentity | None) -> Any | None:
+    """The engine kept for this index if its file is still the one it opened (a file
+    removed and written anew at the path is another index). Handed over, as a resolver
+    is: a run in another thread meanwhile opens its own."""
+    kept = _ENGINES.pop(identity, None)
+    if kept is None:
+        return None
+    if kept[0] != file_identity:
+        kept[1].dispose()
+        return None
+    return kept[1]
+
+
+def forget_engine(identity: str) -> None:
+    kept = _ENGINES.pop(identity, None)
+    if kept is not None:
+        kept[1].dispose()
+
+
+def keep_engine(identity: str, file_identity: FileIdentity, engine: Any) -> None:
+    old = _ENGINES.pop(identity, None)
+    if old is not None and old[1] is not engine:
+        old[1].dispose()
+    _ENGINES[identity] = (file_identity, engine)
+    while len(_ENGINES) > KEPT_ENGINES:
+        _ENGINES.popitem(last=False)[1][1].dispose()
 
 
 @dataclass
@@ -151,6 +193,7 @@ def forget_indexer_state() -> None:
     """Drop everything kept: the next run is a fresh process's."""
     _RESOLVERS.clear()
     _INDEXES.clear()
+    _dispose_engines()
     with _WALKS_LOCK:
         walks = list(_WALKS.values())
         _WALKS.clear()
@@ -158,10 +201,23 @@ def forget_indexer_state() -> None:
         kept.close()
 
 
+def _dispose_engines() -> None:
+    """Close the kept engines' connections (at exit too: Python 3.13 warns of a sqlite3
+    connection left to the collector)."""
+    while _ENGINES:
+        _ENGINES.popitem()[1][1].dispose()
+
+
+atexit.register(_dispose_engines)
+
+
 def _after_fork_in_child() -> None:
     """A lock held by another thread at the fork stays held in the child, where that
-    thread is not: new locks (the watches themselves are dropped by recon/watch.py)."""
+    thread is not: new locks (the watches themselves are dropped by recon/watch.py). The
+    parent's engines are not the child's to use."""
     global _WALKS_LOCK
+    _FORKED_ENGINES.extend(engine for _, engine in _ENGINES.values())
+    _ENGINES.clear()
     _WALKS_LOCK = threading.Lock()
     for kept in _WALKS.values():
         kept.lock = threading.Lock()

@@ -56,7 +56,7 @@ from sqlalchemy import (
     Text,
 )
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import NullPool, QueuePool
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from ctxdb.config import DEFAULT_RECON, RECON_ENV  # noqa: F401  (named here for importers)
@@ -305,12 +305,14 @@ def describe_target(target: str | os.PathLike) -> str:
     return make_url(str(target)).render_as_string(hide_password=True)
 
 
-def create_recon_engine(target: str | os.PathLike, *, read_only: bool = False) -> Engine:
+def create_recon_engine(target: str | os.PathLike, *, read_only: bool = False,
+                        pooled: bool = False) -> Engine:
     """An engine whose connections see the recon tables as schema ``recon``.
 
     SQLite: an in-memory main database with the recon file ATTACHed as ``recon``,
     read-only if `read_only` (a server URL is opened as given: what it may write is
-    up to the database role).
+    up to the database role); `pooled`: a connection closed goes back to a pool, open
+    (the indexer keeps the engine between runs: `recon/kept.py`), else it is closed.
     PostgreSQL (or any server URL): the database itself; the tables are in ``recon``.
     """
     path = sqlite_path(target)
@@ -321,7 +323,8 @@ def create_recon_engine(target: str | os.PathLike, *, read_only: bool = False) -
     # the sqlite3 driver's own settings; cross_thread: the indexer hands bulk work to a
     # helper thread (serially)
     return sqlite_engine("sqlite://", recon_path=path, recon_read_only=read_only,
-                         store_settings=False, poolclass=NullPool, cross_thread=True)
+                         store_settings=False, poolclass=QueuePool if pooled else NullPool,
+                         cross_thread=True)
 
 
 def is_sqlite(bind: Engine | Connection) -> bool:
