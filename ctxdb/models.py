@@ -518,7 +518,8 @@ def insert_tuples(connection, table: Table, columns: tuple[str, ...], rows: list
     ``keep_existing``: a row whose primary key is already there is skipped (content-
     addressed rows, written by many decisions and workers).
     ``sparse``: nullable columns that are usually NULL. Rows with all of them NULL are
-    written by a statement that leaves them out (they get NULL all the same): the
+    written by a statement that leaves them out (they get NULL all the same), the others
+    by one that leaves out those NULL in every one of them, in the rows' order: the
     sqlite3 driver binds None several times slower than a number or a string. On other
     backends the rows go in one statement: a second would be another round trip.
     """
@@ -549,7 +550,16 @@ def insert_tuples(connection, table: Table, columns: tuple[str, ...], rows: list
         if len(kept) == 1:  # itemgetter of one index gives the value, not a 1-tuple
             thin = [(value,) for value in thin]
         _execute_insert(connection, table, tuple(columns[i] for i in kept), thin, keep_existing)
-        _execute_insert(connection, table, columns, full, keep_existing)
+        # and the rest without the sparse columns none of them has a value in (the audit's
+        # tokens_before: its ~130 rows with a detail would bind it as NULL each)
+        unused = {p for p in positions if all(row[p] is None for row in full)}
+        if full and unused:
+            used = tuple(i for i in range(len(columns)) if i not in unused)
+            full = list(map(operator.itemgetter(*used), full))
+            _execute_insert(connection, table, tuple(columns[i] for i in used), full,
+                            keep_existing)
+        else:
+            _execute_insert(connection, table, columns, full, keep_existing)
     else:
         _execute_insert(connection, table, columns, rows, keep_existing)
 
@@ -590,6 +600,21 @@ def _execute_insert(connection, table: Table, columns: tuple[str, ...], rows: li
     except sqlite3.Error as exc:
         raise DBAPIError.instance(statement, rows, exc, sqlite3.Error,
                                   dialect=connection.dialect, ismulti=True) from exc
+
+
+def data_version(connection) -> int:
+    """SQLite's ``PRAGMA data_version`` of the store on ``connection``, in its current
+    transaction: it moves when another connection commits to the file (only then), so
+    two equal readings on one connection mean nothing was committed in between."""
+    return int(execute_driver(connection, "PRAGMA data_version", ()).fetchone()[0])
+
+
+def flag_type(connection) -> type[int] | type[bool]:
+    """What a boolean column's values are bound as: 0 and 1 on SQLite, whose driver sends
+    a Python bool through its adaptation lookup (~1.5 µs a value more than an int; a
+    256-item decision binds ~700), bools elsewhere (PostgreSQL's boolean columns take no
+    integers). SQLite stores either as the same integer."""
+    return int if connection.dialect.name == "sqlite" else bool
 
 
 def _on_sqlite_driver(connection) -> bool:

@@ -228,6 +228,37 @@ def test_a_policy_changed_during_the_decision_is_the_one_it_is_decided_by(tmp_pa
         assert store.verify() == {}
 
 
+
+def test_the_write_reads_the_policy_again_only_when_another_connection_committed(
+        tmp_path, monkeypatch):
+    """On a SQLite file store the preview and the write share the decision's connection:
+    the same data_version under the write lock means no one committed since the preview
+    read the policy rows, so they are not read again; any commit in between (here an
+    unrelated one) and they are."""
+    reads = []
+    original = construct_module.read_policy
+
+    def counted(connection, request):
+        reads.append(request.seq)
+        return original(connection, request)
+
+    monkeypatch.setattr(construct_module, "read_policy", counted)
+    with ContextStore.open(tmp_path / "store.db") as store:
+        store.construct(edit_request())
+        assert len(reads) == 1
+        prepare = construct_module.prepare
+
+        def prepare_then_commit(store_, inputs, ranking_on, connection=None):
+            preview = prepare(store_, inputs, ranking_on, connection)
+            with store_.write_transaction() as other:
+                other.execute(text("INSERT INTO token_count_cache VALUES ('t', 'd', 1)"))
+            return preview
+
+        monkeypatch.setattr(construct_module, "prepare", prepare_then_commit)
+        store.construct(edit_request(seq=2))
+        assert len(reads) == 3
+        assert store.verify() == {}
+
 # -- bounded token counting ----------------------------------------------------------------
 
 def _run(rng: random.Random, alphabet: str, length: int) -> str:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
+from .. import models
 from ..config import Settings
 from ..context import DecisionContext, WindowEntry
 from ..entities import is_absolute_key, relative_to_root
@@ -139,8 +140,8 @@ def preview_gate(connection: Connection, store: ContextStore, inputs: DecisionIn
     kept = persist.write_preview_inputs(connection, store, inputs)
     run_gate(connection, attempt, kept.decision_id,
              preview=connection.dialect.name == "sqlite")
-    if keep:
-        attempt.kept_preview = kept
+    if keep:  # a SQLite file store's own connection, which the write takes too
+        attempt.kept_preview = kept._replace(data_version=models.data_version(connection))
     return attempt
 
 
@@ -199,7 +200,12 @@ def write_decision(connection: Connection, store: ContextStore,
     attempt = preview
     row = persist.write_inputs(connection, store, preview)
     if preview.policy is not None:  # a gate: were its policy rows changed meanwhile?
-        policy = read_policy(connection, preview.inputs.request)
+        kept = preview.kept_preview
+        # on the preview's own connection: nothing committed since, nothing to read again
+        unchanged = (kept is not None and kept.data_version is not None
+                     and kept.data_version == models.data_version(connection))
+        policy = preview.policy if unchanged else read_policy(connection,
+                                                              preview.inputs.request)
         if policy != preview.policy:
             attempt = begin_attempt(preview.inputs, policy, ranking=preview.ranking,
                                     new_counts=preview.new_counts)

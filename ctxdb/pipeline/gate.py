@@ -92,21 +92,22 @@ def run_gate(connection: Connection, attempt: Attempt, decision_id: int, *,
     attempt's candidates, residual ones its residue — a module's outline and its file's
     residual symbols as one candidate — and the rejected get their final verdict here.
     Returns the rule's verdicts."""
-    by_id, audit = attempt.inputs.by_id, attempt.audit
+    by_id, audit, priorities = attempt.inputs.by_id, attempt.audit, attempt.priority
     admitted: list[Candidate] = []
     verdicts = gate_verdicts(connection, decision_id, preview=preview)
-    for row in verdicts:
-        attempt.priority[row.item_id] = row.priority
-        if row.gate_verdict == OUT_OF_POOL:
+    # unpacked, not read by field: 256 rows a decision at 256 items
+    for item_id, _item_no, verdict, driver, priority in verdicts:
+        priorities[item_id] = priority
+        if verdict == OUT_OF_POOL:
             continue  # already final at assembly
-        if row.gate_verdict == ADMIT:
-            audit.add(row.item_id, STAGE, "admitted", row.driver)
-            admitted.append(Candidate(item=by_id[row.item_id], driver=row.driver))
-        elif row.gate_verdict == RESIDUAL:
-            audit.add(row.item_id, STAGE, "residual", row.driver)
-            attempt.residue.append(row.item_id)
+        if verdict == ADMIT:
+            audit.add(item_id, STAGE, "admitted", driver)
+            admitted.append(Candidate(item=by_id[item_id], driver=driver))
+        elif verdict == RESIDUAL:
+            audit.add(item_id, STAGE, "residual", driver)
+            attempt.residue.append(item_id)
         else:
-            audit.final(row.item_id, STAGE, REJECTED, row.driver)
+            audit.final(item_id, STAGE, REJECTED, driver)
     attempt.candidates = admitted
     _group_residue_by_outline(attempt)
     return verdicts

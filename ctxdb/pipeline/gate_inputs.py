@@ -337,15 +337,17 @@ def _recon_hops(recon: ReconReader | None, anchor_ids: list[int],
             neighbour_anchor.setdefault(neighbour, anchor)
     hops: dict[int, tuple[int, int]] = {}
     anchor_set = set(anchors)
+    # most symbols have no neighbour in the ring: told by one C call over their
+    # neighbours, not a Python loop (a 256-item pool's symbols have ~1,000 neighbours)
+    off_ring = set(neighbour_anchor).isdisjoint
     for item_id in item_ids:
         if item_id in anchor_set:
             continue
         if item_id in neighbour_anchor:
             hops[item_id] = (1, neighbour_anchor[item_id])
-        elif NEAR_MAX_RECON_HOPS >= 2:
-            middle = [n for n in neighbours[item_id] if n in neighbour_anchor]
-            if middle:
-                hops[item_id] = (2, neighbour_anchor[min(middle)])
+        elif NEAR_MAX_RECON_HOPS >= 2 and not off_ring(neighbours[item_id]):
+            middle = min(n for n in neighbours[item_id] if n in neighbour_anchor)
+            hops[item_id] = (2, neighbour_anchor[middle])
     return hops
 
 

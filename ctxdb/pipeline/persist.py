@@ -132,7 +132,7 @@ def write_preview_inputs(connection: Connection, store: ContextStore,
     decision_id = cast(int, models.insert_row(
         connection, models.preview_decision, {"decision_type": request.decision_type},
         returning=models.preview_decision.c.decision_id))
-    rows, texts = _pool_rows(decision_id, inputs)
+    rows, texts = _pool_rows(decision_id, inputs, int)  # SQLite: models.flag_type
     models.insert_tuples(connection, models.preview_evidence_item, _EVIDENCE_COLUMNS, rows,
                          sparse=_EVIDENCE_SPARSE)
     _write_gate_inputs(connection, decision_id, inputs, models.PREVIEW_TABLES)
@@ -203,10 +203,11 @@ def _write_obligation(connection: Connection, decision_id: int,
     })
 
 
-def _pool_rows(decision_id: int, inputs: DecisionInput
+def _pool_rows(decision_id: int, inputs: DecisionInput, flag: type[int] | type[bool]
                ) -> tuple[list[tuple[object, ...]], dict[str, str]]:
-    """The pool's evidence_item rows (``_EVIDENCE_COLUMNS``) and the texts they refer
-    to, each distinct once by hash."""
+    """The pool's evidence_item rows (``_EVIDENCE_COLUMNS``; ``in_pool`` as ``flag``
+    makes it, ``models.flag_type``) and the texts they refer to, each distinct once by
+    hash."""
     texts: dict[str, str] = {}  # sha256 -> text
     rows: list[tuple[object, ...]] = []
     for i in inputs.pool:
@@ -219,7 +220,7 @@ def _pool_rows(decision_id: int, inputs: DecisionInput
         rows.append((
             decision_id, i.item_id, i.item_no, i.source, i.kind, i.entity_key, digest,
             original_sha256, i.provenance, i.score, i.arrival_no, i.path, i.start_line,
-            i.end_line, i.signature, i.in_pool, i.fact_key,
+            i.end_line, i.signature, flag(i.in_pool), i.fact_key,
         ))
     return rows, texts
 
@@ -228,9 +229,10 @@ def _write_texts(connection: Connection, store: ContextStore, texts: dict[str, s
     """The texts the store may not hold yet."""
     # In digest order: two PostgreSQL writers inserting the same texts in different
     # orders could each wait on the other's.
+    stored = store.texts_stored
     models.insert_tuples(connection, models.evidence_text, ("content_sha256", "content"),
-                         [row for row in sorted(texts.items())
-                          if row[0] not in store.texts_stored],
+                         # only the new ones sorted: a warm pool's are all stored
+                         sorted(row for row in texts.items() if row[0] not in stored),
                          keep_existing=True)
 
 
@@ -238,7 +240,7 @@ def _write_pool(connection: Connection, store: ContextStore, decision_id: int,
                 inputs: DecisionInput) -> dict[str, str]:
     """The pool rows, each distinct text once by hash; returns the texts they refer
     to, by digest."""
-    rows, texts = _pool_rows(decision_id, inputs)
+    rows, texts = _pool_rows(decision_id, inputs, models.flag_type(connection))
     _write_texts(connection, store, texts)
     models.insert_tuples(connection, models.evidence_item, _EVIDENCE_COLUMNS, rows,
                          sparse=_EVIDENCE_SPARSE)
@@ -321,15 +323,17 @@ def write_outcome(connection: Connection, row: DecisionRow,
     inputs = attempt.inputs
     request, settings = inputs.request, inputs.settings
     _write_ranking(connection, decision_id, attempt)
+    flag = models.flag_type(connection)
     if entries:
         models.insert_tuples(connection, models.window_item, _WINDOW_COLUMNS, [
             (decision_id, e.position, e.item_id, e.role, e.rendering, e.tier, e.block,
-             e.edge_critical, e.token_count, e.text,
+             flag(e.edge_critical), e.token_count, e.text,
              e.shown_lines[0] if e.shown_lines else None,
              e.shown_lines[1] if e.shown_lines else None)
             for e in entries
         ], sparse=("shown_start_line", "shown_end_line"))
-    models.insert_tuples(connection, models.item_event, EVENT_COLUMNS, audit.rows(decision_id),
+    models.insert_tuples(connection, models.item_event, EVENT_COLUMNS,
+                         audit.rows(decision_id, flag),
                          sparse=("tokens_before", "tokens_after", "detail"))
     steps = attempt.budget_steps
     if steps:

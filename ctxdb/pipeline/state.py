@@ -321,6 +321,10 @@ class KeptPreview(NamedTuple):
 
     decision_id: int  # the preview's own id of the decision, in those tables
     texts: dict[str, str]  # the texts its pool rows refer to, by digest
+    # SQLite's data_version of the store as the preview read its policy rows (on the
+    # decision's own connection): the same under the write lock means no other
+    # connection committed since, so the rows are unchanged (None: not read)
+    data_version: int | None = None
 
 
 @dataclass
