@@ -16,6 +16,7 @@ from ctxdb.agent.loop import (
     MASK_HINT,
     OUTPUT_PART,
     POINTER,
+    POINTER_NAMES_MAX,
     SHOWN_CUT,
     SHOWN_LINES,
     SHOWN_WHOLE,
@@ -114,6 +115,30 @@ def test_commands_always_fresh_outputs_whole_folded_views_as_lines_of_the_tree_n
     assert masked in text, text
     # the same history on the same tree: the same bytes (a prompt cache's first need)
     assert build_window(steps, TreeFiles(root), RULES).text() == text
+
+
+def test_a_pointer_lists_the_names_its_output_was_the_first_to_show(tmp_path):
+    root = _tree(tmp_path)
+    script = LoopStep("python check.py", "function_3: 9\nmismatch in helper_total: 9\n")
+    again = LoopStep("python check.py --again", "helper_total 9 check_total 8\nAlpha_case 1\n")
+    steps = [script, again, *_filler(6)]
+    window = build_window(steps, TreeFiles(root), RULES,
+                          prompt_names=frozenset({"Alpha_case"}))
+    text = window.text()
+    first, second = (f"[E{item_numbers(n)[1]} tool output masked: 2 lines" for n in (1, 2))
+    # the first to show a name lists it; the command's own names and the prompt's are known
+    assert f"{first}; names: function_3, mismatch, helper_total]" in text, text
+    assert f"{second}; names: check_total]" in text, text
+    # the history alone decides it: the same list at every later step
+    later = build_window([*steps, *_filler(4)], TreeFiles(root), RULES,
+                         prompt_names=frozenset({"Alpha_case"}))
+    assert f"{first}; names: function_3, mismatch, helper_total]" in later.text()
+    without = build_window(steps, TreeFiles(root), RULES.without("pointer_names"))
+    assert "names:" not in without.text()
+    # at most POINTER_NAMES_MAX of them
+    many = LoopStep("python list.py", " ".join(f"name_{n}" for n in range(50)))
+    listed = build_window([many, *_filler(8)], TreeFiles(root), RULES).parts[1].text
+    assert listed.count("name_") == POINTER_NAMES_MAX and "name_0," in listed
 
 
 def test_a_view_shows_only_lines_no_earlier_view_shows_and_leaves_when_out_of_play(tmp_path):

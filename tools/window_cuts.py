@@ -47,7 +47,13 @@ from ctxdb.agent.anchors import (  # noqa: E402
     shell_commands,
 )
 from ctxdb.agent.arms import ARM_CURRENT  # noqa: E402
-from ctxdb.agent.loop import COMMAND_PART, OUTPUT_PART, step_of_item  # noqa: E402
+from ctxdb.agent.loop import (  # noqa: E402
+    COMMAND_PART,
+    OUTPUT_PART,
+    loop_step,
+    names_first_shown,
+    step_of_item,
+)
 from ctxdb.agent.trajectory import read_trajectory  # noqa: E402
 from ctxdb.tokens import get_counter  # noqa: E402
 
@@ -186,6 +192,9 @@ class Decision:
     # run's decisions)
     output_names: tuple[tuple[str, ...], ...] = ()
     history: RunHistory | None = None  # the run's, shared by its decisions
+    # per step, the names its output was the first of the run to hold (not in the
+    # prompt, a command up to it, or an earlier output): fixed once the step is taken
+    first_output_names: tuple[tuple[str, ...], ...] = ()
 
 
 def first_program(command: str | None) -> str:
@@ -211,6 +220,8 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
             output_names = tuple(
                 tuple(dict.fromkeys(names_in(step.observation.output))) if step.observation
                 else () for step in run.steps)
+            first_output_names = tuple(names_first_shown(
+                [loop_step(step) for step in run.steps], prompt_names))
             history = run_history(tuple(
                 (step.thought, step.action or "",
                  step.observation.output if step.observation else "") for step in run.steps))
@@ -251,7 +262,7 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
                         if index.keeps(anchor, unnamed_listing_counts=True))))
                 decisions.append(Decision(seq, prompt_tokens, tuple(parts), tuple(held),
                                           tuple(anchors.get(seq, ())), prompt_names,
-                                          output_names, history))
+                                          output_names, history, first_output_names))
     return decisions
 
 
@@ -642,6 +653,17 @@ def line_cuts() -> dict[str, LineCut]:
                 listed[n] = f"{part.text.rstrip()}\nnames: {', '.join(new)}\n"
         return listed
 
+    def pointer_first_names(decision: Decision) -> dict[int, str]:
+        """Not a cut: each pointer also lists the names its output was the first of the
+        run to hold (``loop.names_first_shown``, the rule since built: run it on windows
+        from before it)."""
+        listed = {}
+        for n, part in enumerate(decision.parts):
+            new = decision.first_output_names[part.step - 1]
+            if part.rendering == "pointer" and new:
+                listed[n] = f"{part.text.rstrip()}\nnames: {', '.join(new)}\n"
+        return listed
+
     def docstrings(age: int, comments_too: bool) -> LineCut:
         def shortens(decision: Decision) -> dict[int, str]:
             return {n: without_docstrings(part.text, comments_too)
@@ -650,7 +672,8 @@ def line_cuts() -> dict[str, LineCut]:
         return shortens
 
     families: dict[str, LineCut] = {
-        f"pointers listing {POINTER_NAMES} names (adds)": pointer_names}
+        f"pointers listing {POINTER_NAMES} names (adds)": pointer_names,
+        "pointers listing the names their output first held (adds)": pointer_first_names}
     for age in (0, *LINE_CUT_AGES):
         families[f"views older than {age}: no docstring bodies"] = docstrings(age, False)
         families[f"views older than {age}: no docstrings, comments"] = docstrings(age, True)

@@ -73,6 +73,7 @@ from .loop import (
     item_numbers,
     newest_output,
     observation_kind,
+    prompt_names,
     step_of_item,
     tree_change_item,
 )
@@ -185,7 +186,7 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     else:
         window = build_window(history, files, rules, workdir or (
             str(files.root) if files.root is not None else DEFAULT_WORKDIR),
-            settled_parts(store, run_id, instance_id, seq, rules))
+            settled_parts(store, run_id, instance_id, seq, rules), prompt_names(prefix, task))
     settings = store.settings
     # the current arm is the harness's history as it sent it: never fitted
     ceiling = settings.token_ceiling if arm != ARM_CURRENT else None

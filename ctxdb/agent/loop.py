@@ -22,7 +22,9 @@ what a next action takes from it:
   kept view of that file shows. It stays while its file is in play (a command named the
   file within ``FILE_IN_PLAY_STEPS`` steps of the fold horizon).
 - **Everything else folded is a pointer** naming the item, with the repository files the
-  output named (a search's result is its paths); ``ctxdb show`` prints it whole.
+  output named (a search's result is its paths) and the names it was the first step of
+  the run to show (``POINTER_NAMES_MAX``: a script's printout, a test's name — what the
+  agent types next); ``ctxdb show`` prints it whole.
 - **Folded parts settle until the horizon moves.** Between folds a folded part keeps the
   text the previous window showed it with (``SettledParts``), so an edit does not change
   the window's middle (a prompt cache would lose everything after it). When a command
@@ -47,7 +49,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..tokens import HASHED_TEXT_KEPT_MAX_CHARS
-from .anchors import is_edit_command, shell_commands
+from .anchors import is_edit_command, names_in, shell_commands
 from .trajectory import ObservationKind, Step
 
 # Rules measured on the 97 development runs (docs/agent-loop.md has the sweep).
@@ -68,6 +70,13 @@ MOVED_RUN_SUMMARIZED_MIN = 10
 # a masked output keeps the repository files it named (a find, ls or grep -l is read for
 # them): at most this many, in the order named
 POINTER_PATHS_MAX = 30
+# names a pointer lists at most: those its output was the first of the run to show (not
+# the harness's prompt, nor a command up to it, nor an earlier output), in their order.
+# The history alone decides them, so a pointer's text never changes once printed
+# (docs/agent-loop.md: 46 of the 51 identifiers lost sat in outputs masked to a pointer;
+# the sweep: 5 / 10 / 20 names keep 0.990 / 0.992 / 0.993 of them for 0.27 / 0.42 / 0.66 M
+# tokens)
+POINTER_NAMES_MAX = 10
 PATH_CHARS_MAX = 300  # longer runs of path characters are not paths
 
 # the window's item kinds (spec EVIDENCE_KINDS): what each part of a step is
@@ -121,6 +130,7 @@ class LoopRules:
     view_lines_max: int = VIEW_LINES_MAX
     last_thought: bool = True  # the newest turn's reasoning, after the newest output
     pointer_paths: bool = True  # a masked output keeps the files it named
+    pointer_names: bool = True  # a masked output keeps the names it first showed
     repeats: bool = True  # a fresh output's lines an earlier fresh output shows are elided
     settled: bool = True  # folded parts keep the previous window's text between folds
     moved_run_summarized_min: int = MOVED_RUN_SUMMARIZED_MIN
@@ -139,6 +149,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "strides": {"strided": False},
     "in_play": {"file_in_play_steps": EVERY_STEP},
     "named_files": {"pointer_paths": False},
+    "pointer_names": {"pointer_names": False},
     "repeats": {"repeats": False},
     "reasoning": {"last_thought": False},
     "settled": {"settled": False},
@@ -497,11 +508,14 @@ def _name_pattern(name: str) -> re.Pattern[str]:
 
 def build_window(steps: Sequence[LoopStep], read_file: FileReader,
                  rules: LoopRules = DEFAULT_RULES, workdir: str = DEFAULT_WORKDIR,
-                 settled: SettledParts | None = None) -> LoopWindow:
+                 settled: SettledParts | None = None,
+                 prompt_names: frozenset[str] = frozenset()) -> LoopWindow:
     """The window after ``steps`` (oldest first), reading files through ``read_file``
     (repository-relative path -> its lines now, or None); the agent's commands run in
     ``workdir``, the repository's root. ``settled``: what the previous decision's window
-    of this run showed (kept while the fold horizon stays where it was)."""
+    of this run showed (kept while the fold horizon stays where it was).
+    ``prompt_names``: the names the harness's prompt shows (``prompt_names``), which no
+    pointer lists."""
     done = len(steps)
     horizon = fold_horizon(done, rules)
     window = LoopWindow(decision_type=decision_type_of(steps), horizon=horizon)
@@ -515,6 +529,7 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
     shown: dict[str, set[int]] = {}  # lines of each file an earlier kept view shows
     whole_lines: dict[str, int] = {}  # a line an earlier fresh output shows -> its step
     located: LocatedLines = {}  # each file's line positions, for the views that find lines in it
+    first_names = names_first_shown(steps, prompt_names) if rules.pointer_names else None
     for number, step in enumerate(steps, start=1):
         turn_no, output_no, _thought_no = item_numbers(number)
         window.parts.append(_turn_part(turn_no, number, step, rules, horizon))
@@ -550,7 +565,8 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
                                  f"{' '.join(resting[:POINTER_PATHS_MAX])}]\n\n")
         if part is None:
             part = _pointer_part(output_no, number, kind, step,
-                                 read_file if rules.pointer_paths else None, workdir)
+                                 read_file if rules.pointer_paths else None, workdir,
+                                 first_names[number - 1] if first_names else ())
         window.parts.append(_settle(part, kept, notes, changed, read_file,
                                     rules.moved_run_summarized_min))
     if rules.last_thought and steps and steps[-1].thought.strip():
@@ -836,11 +852,59 @@ def _lines(count: int) -> str:
     return f"{count} line{'' if count == 1 else 's'}"
 
 
+def prompt_names(messages: Sequence[dict[str, str]], task: str = "") -> frozenset[str]:
+    """The names a window's prompt shows: the harness's messages and the task."""
+    return frozenset(name for text in (*(m.get("content", "") for m in messages), task)
+                     for name in _names(text))
+
+
+def _names(text: str) -> tuple[str, ...]:
+    """``text``'s names (``anchors.names_in``), each once, in order. A run's outputs come
+    back at every decision: each is read once, a long one remembered by its digest (as
+    ``part_digest``: the text itself is not kept alive for it)."""
+    if len(text) <= HASHED_TEXT_KEPT_MAX_CHARS:
+        return _names_kept(text)
+    digest = part_digest(text)
+    names = _LONG_TEXT_NAMES.get(digest)
+    if names is None:
+        if len(_LONG_TEXT_NAMES) >= DIGESTS_CACHED:
+            del _LONG_TEXT_NAMES[next(iter(_LONG_TEXT_NAMES))]  # the oldest
+        names = _LONG_TEXT_NAMES[digest] = _names_read(text)
+    return names
+
+
+def _names_read(text: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(names_in(text)))
+
+
+_names_kept = functools.lru_cache(maxsize=DIGESTS_CACHED)(_names_read)
+_LONG_TEXT_NAMES: dict[str, tuple[str, ...]] = {}  # digest -> names, oldest first
+
+
+def names_first_shown(steps: Sequence[LoopStep],
+                      known: frozenset[str] = frozenset()) -> list[tuple[str, ...]]:
+    """Per step, the names its output was the first of the run to show: not in ``known``,
+    a command up to it, or an earlier output — at most ``POINTER_NAMES_MAX``."""
+    seen = set(known)
+    first = []
+    for step in steps:
+        seen.update(_names(step.command or ""))
+        new = [name for name in _names(step.output) if name not in seen]
+        seen.update(new)
+        first.append(tuple(new[:POINTER_NAMES_MAX]))
+    return first
+
+
 def _pointer_part(item_no: int, step_no: int, kind: str, step: LoopStep,
-                  read_file: FileReader | None, workdir: str) -> LoopPart:
+                  read_file: FileReader | None, workdir: str,
+                  names: Sequence[str] = ()) -> LoopPart:
     lines = len(step.output.splitlines())
     paths = named_paths(step.output, read_file, workdir) if read_file is not None else []
     named = f"; files named: {' '.join(paths)}" if paths else ""
+    in_paths = set(_names(named))
+    names = [name for name in names if name not in in_paths]
+    if names:
+        named += f"; names: {', '.join(names)}"
     return LoopPart(item_no, step_no, kind, step.shown,
                     f"[E{item_no} {kind.replace('_', ' ')} masked: {_lines(lines)}{named}]\n\n",
                     POINTER, "folded", command=step.command)

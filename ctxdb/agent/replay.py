@@ -66,6 +66,7 @@ from .loop import (
     ablation_arm,
     build_window,
     loop_step,
+    prompt_names,
     step_of_item,
 )
 from .trajectory import AgentRun, ObservationKind, read_trajectory
@@ -266,7 +267,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
             files = TreeFiles(tree.path)
             rules = LoopRules().without(rule)
             window = build_window(loop_steps, files, rules, run.workdir,
-                                  settled.pop(rule, None))
+                                  settled.pop(rule, None), prompt_names(prefix, run.task))
             try:
                 plan = plan_window(window, settings.tokenizer, settings.token_ceiling,
                                    run.task, prefix, run_ref=run_ref(run_id, spec.instance_id))
