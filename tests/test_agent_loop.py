@@ -33,6 +33,7 @@ from ctxdb.agent.loop import (
     viewed_lines,
 )
 from ctxdb.request import RequestError
+from ctxdb.tokens import HASHED_TEXT_KEPT_MAX_CHARS
 
 MODULE = "".join(f"def function_{n}(value):\n    return value + {n}\n" for n in range(1, 41))
 
@@ -139,6 +140,11 @@ def test_a_pointer_lists_the_names_its_output_was_the_first_to_show(tmp_path):
     many = LoopStep("python list.py", " ".join(f"name_{n}" for n in range(50)))
     listed = build_window([many, *_filler(8)], TreeFiles(root), RULES).parts[1].text
     assert listed.count("name_") == POINTER_NAMES_MAX and "name_0," in listed
+    # a long output's names too (remembered by its digest, not by the text)
+    long = LoopStep("python big.py", ". " * HASHED_TEXT_KEPT_MAX_CHARS + "far_name\n")
+    for _ in range(2):
+        pointer = build_window([long, *_filler(8)], TreeFiles(root), RULES).parts[1].text
+        assert pointer.endswith("; names: far_name]\n\n"), pointer
 
 
 def test_a_view_shows_only_lines_no_earlier_view_shows_and_leaves_when_out_of_play(tmp_path):

@@ -44,6 +44,7 @@ import functools
 import hashlib
 import posixpath
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -867,9 +868,11 @@ def _names(text: str) -> tuple[str, ...]:
     digest = part_digest(text)
     names = _LONG_TEXT_NAMES.get(digest)
     if names is None:
-        if len(_LONG_TEXT_NAMES) >= DIGESTS_CACHED:
-            del _LONG_TEXT_NAMES[next(iter(_LONG_TEXT_NAMES))]  # the oldest
-        names = _LONG_TEXT_NAMES[digest] = _names_read(text)
+        names = _names_read(text)
+        with _LONG_TEXT_NAMES_LOCK:  # a harness may build windows in several threads
+            if len(_LONG_TEXT_NAMES) >= DIGESTS_CACHED:
+                del _LONG_TEXT_NAMES[next(iter(_LONG_TEXT_NAMES))]  # the oldest
+            _LONG_TEXT_NAMES[digest] = names
     return names
 
 
@@ -879,6 +882,7 @@ def _names_read(text: str) -> tuple[str, ...]:
 
 _names_kept = functools.lru_cache(maxsize=DIGESTS_CACHED)(_names_read)
 _LONG_TEXT_NAMES: dict[str, tuple[str, ...]] = {}  # digest -> names, oldest first
+_LONG_TEXT_NAMES_LOCK = threading.Lock()
 
 
 def names_first_shown(steps: Sequence[LoopStep],
