@@ -21,6 +21,7 @@ from requests_data import TOTAL_BODY, edit_request
 from sqlalchemy import create_engine, text
 
 import ctxdb.pipeline.construct as construct_module
+import ctxdb.pipeline.persist as persist_module
 import ctxdb.tokens as tokens_module
 from ctxdb import ContextStore, RequestError, StoreBusy, models
 from ctxdb.pipeline.vocabulary import TOKENS_BOUNDED_FLAG
@@ -228,6 +229,36 @@ def test_a_policy_changed_during_the_decision_is_the_one_it_is_decided_by(tmp_pa
         assert store.verify() == {}
 
 
+
+@pytest.mark.parametrize("stage", ["write_preview_inputs", "run_gate"])
+def test_a_policy_changed_during_the_preview_is_the_one_the_decision_is_decided_by(
+        tmp_path, monkeypatch, stage):
+    """Another session changes the policy inside the preview — after the preview read it,
+    before (or after) its gate: the write still finds it changed (the preview took the
+    store's data_version before reading the policy) and decides by the new rows."""
+    tests_as_signatures = text(
+        "UPDATE representation_policy SET rendering = 'signature'"
+        " WHERE policy_set = 'spec' AND role = 'test_reasoned_over'")
+    with ContextStore.open(tmp_path / "changed.db") as store:
+        with store.write_transaction() as connection:
+            connection.execute(tests_as_signatures)
+        expected = _window(store.construct(edit_request()))
+    with ContextStore.open(tmp_path / "during.db") as store:
+        module = persist_module if stage == "write_preview_inputs" else construct_module
+        original = getattr(module, stage)
+        changed = []
+
+        def then_change_policy(*args, **kwargs):
+            result = original(*args, **kwargs)
+            if not changed:
+                changed.append(True)
+                with store.write_transaction() as connection:
+                    connection.execute(tests_as_signatures)
+            return result
+
+        monkeypatch.setattr(module, stage, then_change_policy)
+        assert _window(store.construct(edit_request())) == expected
+        assert changed and store.verify() == {}
 
 def test_the_write_reads_the_policy_again_only_when_another_connection_committed(
         tmp_path, monkeypatch):

@@ -12,8 +12,9 @@ expensive work holds the write lock.
 
 The gate's verdicts are a function of the decision's own rows — written the same in the
 preview and the write — and of the store's policy rows (``sql/stages/decision_policy``);
-the write reads those rows again and, only if another session changed them since the
-preview, decides again under the lock: a new ``Attempt`` over the same frozen
+the write reads those rows again (on a SQLite file store only when another connection
+committed since the preview: ``PRAGMA data_version``) and, only if another session
+changed them, decides again under the lock: a new ``Attempt`` over the same frozen
 ``DecisionInput`` (state.py), the preview's left as it was.
 """
 
@@ -136,12 +137,16 @@ def preview_gate(connection: Connection, store: ContextStore, inputs: DecisionIn
                  keep: bool = False) -> Attempt:
     """(b) on the decision's rows, written in the preview: an attempt begun by the store's
     policy rows, with the gate's verdicts; ``keep``: the rows stay for the write."""
+    # a SQLite file store's own connection, which the write takes too: the store's
+    # version read before the policy rows, so an equal one under the write lock says they
+    # are unchanged whatever SQLite does with it inside a transaction
+    version = models.data_version(connection) if keep else None
     attempt = begin_attempt(inputs, read_policy(connection, inputs.request))
     kept = persist.write_preview_inputs(connection, store, inputs)
     run_gate(connection, attempt, kept.decision_id,
              preview=connection.dialect.name == "sqlite")
-    if keep:  # a SQLite file store's own connection, which the write takes too
-        attempt.kept_preview = kept._replace(data_version=models.data_version(connection))
+    if keep:
+        attempt.kept_preview = kept._replace(data_version=version)
     return attempt
 
 

@@ -66,7 +66,7 @@ def _row_type(columns: tuple[str, ...]) -> type[tuple]:
 
 
 def _plain_rows(result: CursorResult) -> tuple:
-    """A kept query's rows as named tuples, read by name as SQLAlchemy's rows are, at a
+    """A recon query's rows as named tuples, read by name as SQLAlchemy's rows are, at a
     tenth of their cost a field (derive_impact reads ~6 fields of each dependent)."""
     row_type = _row_type(tuple(result.keys()))
     return tuple(map(row_type._make, result))  # type: ignore[attr-defined]
@@ -235,7 +235,7 @@ class ReconReader:
         """A recon query's rows, read once per snapshot (lists in params are IN lists);
         ``keep=False`` for queries whose parameters rarely repeat."""
         if not keep:
-            return tuple(self.connection.execute(_query(name, *expanding), params))
+            return _plain_rows(self.connection.execute(_query(name, *expanding), params))
         key = (name, *sorted((k, tuple(v) if isinstance(v, list) else v)
                              for k, v in params.items()))
         found = self._snapshot.queries.get(key)

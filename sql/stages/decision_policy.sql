@@ -3,7 +3,8 @@
 -- for it, else the spec's set), the sources' priority (§3.1), the link kinds that admit for
 -- its decision type (§3.2), the representation table of that policy set (§3.3). A
 -- decision decided before the write lock is decided again under it only when these
--- rows changed in between. One statement: the preview and the write each read it once.
+-- rows changed in between. One statement: the preview reads it once, and the write once
+-- more unless the store shows no other connection's commit since (SQLite's data_version).
 -- In no order: the pipeline sorts the rows (SQLite's sort of each part cost ~40% of the
 -- statement).
 WITH chosen (policy_set) AS (
