@@ -27,6 +27,7 @@ from ctxdb.diffs import parse_unified_diff
 from ctxdb.outcomes import import_outcomes
 from ctxdb.pipeline.rank_client import ResidueCandidate, rank_residue
 from ctxdb.recon import index_repository
+from ctxdb.recon import kept as kept_module
 from ctxdb.recon.schema import create_recon_engine
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -238,6 +239,8 @@ def test_materialize_leaves_out_an_absent_blob_and_says_so(tmp_path, capsys):
     assert "test_double_negative" in (made.tree / "tests" / "test_scale.py").read_text()
     assert (made.tree / "run.sh").stat().st_mode & 0o111
     assert made.recon.exists()
+    # the staging index's engine is not kept open on a path renamed away
+    assert not [identity for identity in kept_module._ENGINES if "staging-" in identity]
     assert materialize(instance, tmp_path / "cache") == made  # the cached tree says it too
 
     db = str(tmp_path / "ab.db")

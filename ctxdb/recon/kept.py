@@ -10,8 +10,7 @@ result (used while every listing is), the inotify watches on its directories
 engine with its connection open (its parsed schema and page cache kept: used while the
 file is as the last run left it — device, inode, size, mtime — never in a forked child).
 All are dropped by `forget_indexer_state`, e.g. for benchmarks; none can go stale
-unnoticed. Pure
-Python: importing this loads no parser and no database driver.
+unnoticed. Pure Python: importing this loads no parser and no database driver.
 """
 
 from __future__ import annotations
@@ -110,6 +109,7 @@ def kept_engine(identity: str, file_identity: FileIdentity | None) -> Any | None
 
 
 def forget_engine(identity: str) -> None:
+    """Close the engine kept for this index, if any (its file is about to go)."""
     kept = _ENGINES.pop(identity, None)
     if kept is not None:
         kept[1].dispose()

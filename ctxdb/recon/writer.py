@@ -136,9 +136,6 @@ class Writer:
 _COMPILED: dict[tuple[str, str, str, str], tuple[str, tuple[str, ...] | None]] = {}
 # the bulk INSERTs likewise, by (table, columns, rows, database, driver, parameter style)
 _INSERTS: dict[tuple[str, tuple[str, ...], int, str, str, str], str] = {}
-# A bind parameter in a text statement, and an escaped colon: SQLAlchemy's own patterns,
-# so the statement reads as its compile reads it
-_BIND_PARAM, _ESCAPED_COLON = BIND_PARAMS, BIND_PARAMS_ESC
 QMARK = "qmark"
 # Parameters one bulk INSERT on SQLite binds at most: SQLite's bound before 3.32 (999),
 # so any version takes the statement.
@@ -302,6 +299,7 @@ def qmark_sql(text: str) -> tuple[str, tuple[str, ...]]:
     """A ``sql/`` statement in the qmark parameter style (SQLite's driver), and its
     parameters in order: what SQLAlchemy's compile gives (a test compares them for every
     statement), without its ~0.4 ms a statement — a process's first incremental run
-    uses ~16 statements a cold build does not."""
-    return (_ESCAPED_COLON.sub(r"\1", _BIND_PARAM.sub("?", text)),
-            tuple(_BIND_PARAM.findall(text)))
+    uses ~16 statements a cold build does not. SQLAlchemy's own patterns for a bind
+    parameter and an escaped colon, so the statement reads as its compile reads it."""
+    return (BIND_PARAMS_ESC.sub(r"\1", BIND_PARAMS.sub("?", text)),
+            tuple(BIND_PARAMS.findall(text)))
