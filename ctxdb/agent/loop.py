@@ -79,6 +79,11 @@ POINTER_PATHS_MAX = 30
 # tokens)
 POINTER_NAMES_MAX = 10
 PATH_CHARS_MAX = 300  # longer runs of path characters are not paths
+# a masked listing (``ls``, ``find``, ``tree``) keeps the entries it listed, at most this
+# many, the shallowest first: the names a repository's layout gives its next commands
+# (``tests``, ``tox.ini``) — the first listing of a run held a third of the anchors the
+# window lost on runs of other repositories (docs/agent-loop.md)
+LISTING_ENTRIES_MAX = 50
 
 # the window's item kinds (spec EVIDENCE_KINDS): what each part of a step is
 AGENT_TURN, FILE_VIEW, HARNESS_NOTE = "agent_turn", "file_view", "harness_note"
@@ -89,6 +94,16 @@ SHOWN_WHOLE, SHOWN_CUT, SHOWN_LINES, POINTER = "verbatim", "truncated", "view", 
 _VIEW_COMMANDS = frozenset({"cat", "nl", "sed", "head", "tail", "grep", "egrep", "cd", "ls",
                             "wc", "echo"})
 _FILE_PRINTERS = frozenset({"cat", "nl", "sed", "head", "tail"})
+_LISTERS = frozenset({"ls", "find", "tree"})
+# what may run beside a lister with its output still a listing
+_LISTING_FILTERS = frozenset({"cd", "grep", "egrep", "head", "tail", "sort", "echo"})
+_FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint",
+                           "-fprint0", "-fprintf", "-fls", "-printf", "-ls"})
+# ``ls -l``'s columns before the name: mode, links, owner, group, size, three of date
+_LONG_LISTING = re.compile(r"^(?P<mode>[-bcdlpsD][-rwxsStTl]{9})[.+@]?\s+\d+\s+\S+\s+\S+"
+                           r"\s+\S+\s+\S+\s+\S+\s+\S+\s(?P<name>.+)$")
+_LISTING_HEADER = re.compile(r"^(?P<dir>\S[^:]*):$")  # ``ls -R``'s (or several dirs') header
+_TREE_BRANCH = re.compile(r"^[\s│├└─|`-]*")
 _GREP_COMMANDS = frozenset({"grep", "egrep"})
 _TEST_RUNNERS = re.compile(r"\b(pytest|py\.test|bin/test|runtests\.py|unittest|tox)\b")
 _TRACEBACK = "Traceback (most recent call last)"
@@ -132,6 +147,7 @@ class LoopRules:
     last_thought: bool = True  # the newest turn's reasoning, after the newest output
     pointer_paths: bool = True  # a masked output keeps the files it named
     pointer_names: bool = True  # a masked output keeps the names it first showed
+    listings: bool = True  # a masked listing (ls, find, tree) keeps its entries
     repeats: bool = True  # a fresh output's lines an earlier fresh output shows are elided
     settled: bool = True  # folded parts keep the previous window's text between folds
     moved_run_summarized_min: int = MOVED_RUN_SUMMARIZED_MIN
@@ -151,6 +167,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "in_play": {"file_in_play_steps": EVERY_STEP},
     "named_files": {"pointer_paths": False},
     "pointer_names": {"pointer_names": False},
+    "listings": {"listings": False},
     "repeats": {"repeats": False},
     "reasoning": {"last_thought": False},
     "settled": {"settled": False},
@@ -564,6 +581,10 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
                 if resting and rules.pointer_paths:  # their lines go; their names stay
                     part.text = (part.text[:-1] + f"[E{output_no} also printed: "
                                  f"{' '.join(resting[:POINTER_PATHS_MAX])}]\n\n")
+        if part is None and rules.listings:
+            groups = listing_entries(step)
+            if groups:
+                part = _listing_part(output_no, number, kind, step, groups)
         if part is None:
             part = _pointer_part(output_no, number, kind, step,
                                  read_file if rules.pointer_paths else None, workdir,
@@ -849,6 +870,62 @@ def named_paths(output: str, read_file: FileReader, workdir: str = DEFAULT_WORKD
     return found
 
 
+def listing_entries(step: LoopStep) -> list[tuple[str, list[str]]] | None:
+    """What a listing command (``ls``, ``find``, ``tree``, filtered by ``grep``/``head``…)
+    listed, by directory as its output heads them (``""``: the listing's own), each entry
+    as printed (``ls -l``'s name alone, a directory's ``/`` kept); None for any other
+    command (one that wrote, ran code, or printed files)."""
+    if not step.command or step.kind not in (ObservationKind.OUTPUT, ObservationKind.OUTPUT_CUT):
+        return None
+    try:
+        commands = shell_commands(step.command)
+    except (ValueError, IndexError):
+        return None
+    if (not any(c.name in _LISTERS for c in commands)
+            or any(c.name not in _LISTERS | _LISTING_FILTERS or c.output_files()
+                   or (c.name == "find" and _FIND_ACTIONS.intersection(c.words))
+                   for c in commands)):
+        return None
+    groups: list[tuple[str, list[str]]] = [("", [])]
+    for line in step.output.splitlines():
+        line = line.rstrip()
+        if not line or line.startswith(("total ", "ls: ", "find: ", "tree: ")):
+            continue
+        header = _LISTING_HEADER.match(line)
+        if header and " " not in header.group("dir"):
+            groups.append((header.group("dir"), []))
+            continue
+        long = _LONG_LISTING.match(line)
+        if long:
+            name = long.group("name").split(" -> ", 1)[0]
+            if long.group("mode").startswith("d") and not name.endswith("/"):
+                name += "/"
+        else:
+            name = _TREE_BRANCH.sub("", line)
+        if name and name not in (".", "..", "./", "../"):
+            groups[-1][1].append(name)
+    return [(directory, names) for directory, names in groups if directory or names]
+
+
+def _listing_text(groups: list[tuple[str, list[str]]]) -> tuple[str, int]:
+    """The entries, a line per directory, the shallowest directories first, at most
+    ``LISTING_ENTRIES_MAX`` of them; and how many were left out."""
+    order = sorted(range(len(groups)), key=lambda i: groups[i][0].strip("./").count("/")
+                   + (1 if groups[i][0].strip("./") else 0))
+    room = LISTING_ENTRIES_MAX
+    chosen: dict[int, list[str]] = {}
+    for i in order:
+        directory, names = groups[i]
+        if room <= 0 and directory:
+            break
+        chosen[i] = names[:max(room, 0)]
+        room -= len(chosen[i])
+    left = sum(len(names) for _, names in groups) - sum(len(n) for n in chosen.values())
+    lines = [(f"{groups[i][0]}: " if groups[i][0] else "") + "  ".join(chosen[i])
+             for i in sorted(chosen)]
+    return "\n".join(line.rstrip() for line in lines), left
+
+
 def _lines(count: int) -> str:
     return f"{count} line{'' if count == 1 else 's'}"
 
@@ -897,6 +974,16 @@ def names_first_shown(steps: Sequence[LoopStep],
         seen.update(new)
         first.append(tuple(new[:POINTER_NAMES_MAX]))
     return first
+
+
+def _listing_part(item_no: int, step_no: int, kind: str, step: LoopStep,
+                  groups: list[tuple[str, list[str]]]) -> LoopPart:
+    text, left = _listing_text(groups)
+    more = f" (and {left} more)" if left else ""
+    return LoopPart(item_no, step_no, kind, step.shown,
+                    f"[E{item_no} {kind.replace('_', ' ')} masked: "
+                    f"{_lines(len(step.output.splitlines()))}; it listed{more}:\n{text}]\n\n",
+                    POINTER, "folded listing: its entries", command=step.command)
 
 
 def _pointer_part(item_no: int, step_no: int, kind: str, step: LoopStep,
