@@ -12,8 +12,8 @@ from ctxdb import ContextStore
 from ctxdb.agent.adapter import TreeFiles, construct_step, plan_window, run_ref
 from ctxdb.agent.loop import (
     FILE_IN_PLAY_STEPS,
-    LISTING_ENTRIES_MAX,
     GONE,
+    LISTING_ENTRIES_MAX,
     MASK_HINT,
     OUTPUT_PART,
     POINTER,
@@ -158,7 +158,8 @@ lrwxrwxrwx 1 root root    9 Nov 18 10:00 latest -> pkg/mod.py
 drwxr-xr-x 5 root root 4096 Nov 18 10:00 tests
 -rw-r--r-- 1 root root  301 Nov 18 10:00 tox.ini
 """
-RECURSIVE_LISTING = ".:\nREADME.rst\npkg\ntests\n\n./pkg:\n__init__.py\nmod.py\n\n./tests:\ntest_mod.py\n"
+RECURSIVE_LISTING = (".:\nREADME.rst\npkg\ntests\n\n./pkg:\n__init__.py\nmod.py\n\n"
+                     "./tests:\ntest_mod.py\n")
 
 
 def test_a_masked_listing_keeps_its_entries(tmp_path):
