@@ -140,6 +140,7 @@ class LoopRules:
     fresh_outputs: int = FRESH_OUTPUTS
     fold_stride: int = FOLD_STRIDE
     file_in_play_steps: int = FILE_IN_PLAY_STEPS
+    play_by_reasoning: bool = True  # the agent's reasoning naming a file keeps it in play
     views: bool = True  # folded file views stay as lines; off: a pointer like any output
     thoughts: bool = False  # the agent's reasoning shown beside its commands
     strided: bool = True  # off: the horizon moves at every step
@@ -165,6 +166,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "views": {"views": False},
     "strides": {"strided": False},
     "in_play": {"file_in_play_steps": EVERY_STEP},
+    "play_by_reasoning": {"play_by_reasoning": False},
     "named_files": {"pointer_paths": False},
     "pointer_names": {"pointer_names": False},
     "listings": {"listings": False},
@@ -813,8 +815,12 @@ def _turn_part(item_no: int, step_no: int, step: LoopStep, rules: LoopRules,
 
 
 def _in_play(steps: Sequence[LoopStep], path: str, horizon: int, rules: LoopRules) -> bool:
-    last = max((n for n, s in enumerate(steps[:horizon], start=1) if _mentions(s.command, path)),
-               default=0)
+    """A command — or, with ``play_by_reasoning``, the reasoning of the turn that made it —
+    named the file within ``file_in_play_steps`` steps of the horizon (an agent that
+    reads one file, then another, and says why it goes back to the first)."""
+    last = max((n for n, s in enumerate(steps[:horizon], start=1)
+                if _mentions(s.command, path)
+                or (rules.play_by_reasoning and _mentions(s.thought, path))), default=0)
     return horizon - last <= rules.file_in_play_steps
 
 
