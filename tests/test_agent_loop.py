@@ -205,12 +205,6 @@ def test_a_view_shows_only_lines_no_earlier_view_shows_and_leaves_when_out_of_pl
     later = [first, *_filler(FILE_IN_PLAY_STEPS + 8)]
     part = build_window(later, TreeFiles(root), RULES).parts[1]
     assert part.rendering == POINTER
-    # the agent's reasoning naming the file keeps it in play as a command would
-    said = dataclasses.replace(later[-9], thought="The bug is in mod.py: back to it.")
-    reasoned = [*later[:-9], said, *later[-8:]]
-    assert build_window(reasoned, TreeFiles(root), RULES).parts[1].rendering == SHOWN_LINES
-    assert build_window(reasoned, TreeFiles(root), RULES.without("play_by_reasoning")
-                        ).parts[1].rendering == POINTER
 
 
 def test_consecutive_windows_share_their_prefix_between_folds(tmp_path):

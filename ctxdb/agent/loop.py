@@ -19,9 +19,8 @@ what a next action takes from it:
 - **A folded file view stays a view.** A folded output of a command that only printed
   files (``cat``, ``nl``, ``sed -n``, ``head``, ``tail``, ``grep -n`` …) becomes the lines
   it showed, line-numbered and read from the tree as it is now — only the lines no earlier
-  kept view of that file shows. It stays while its file is in play (a command, or the
-  reasoning of the turn that made it, named the file within ``FILE_IN_PLAY_STEPS`` steps
-  of the fold horizon).
+  kept view of that file shows. It stays while its file is in play (a command named the
+  file within ``FILE_IN_PLAY_STEPS`` steps of the fold horizon).
 - **A folded listing keeps its entries.** A folded output of ``ls``, ``find`` or ``tree``
   becomes the names it listed, a line per directory, the shallowest first
   (``LISTING_ENTRIES_MAX``): the layout the agent's later commands name.
@@ -146,7 +145,6 @@ class LoopRules:
     fresh_outputs: int = FRESH_OUTPUTS
     fold_stride: int = FOLD_STRIDE
     file_in_play_steps: int = FILE_IN_PLAY_STEPS
-    play_by_reasoning: bool = True  # the agent's reasoning naming a file keeps it in play
     views: bool = True  # folded file views stay as lines; off: a pointer like any output
     thoughts: bool = False  # the agent's reasoning shown beside its commands
     strided: bool = True  # off: the horizon moves at every step
@@ -172,7 +170,6 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "views": {"views": False},
     "strides": {"strided": False},
     "in_play": {"file_in_play_steps": EVERY_STEP},
-    "play_by_reasoning": {"play_by_reasoning": False},
     "named_files": {"pointer_paths": False},
     "pointer_names": {"pointer_names": False},
     "listings": {"listings": False},
@@ -821,12 +818,8 @@ def _turn_part(item_no: int, step_no: int, step: LoopStep, rules: LoopRules,
 
 
 def _in_play(steps: Sequence[LoopStep], path: str, horizon: int, rules: LoopRules) -> bool:
-    """A command — or, with ``play_by_reasoning``, the reasoning of the turn that made it —
-    named the file within ``file_in_play_steps`` steps of the horizon (an agent that
-    reads one file, then another, and says why it goes back to the first)."""
-    last = max((n for n, s in enumerate(steps[:horizon], start=1)
-                if _mentions(s.command, path)
-                or (rules.play_by_reasoning and _mentions(s.thought, path))), default=0)
+    last = max((n for n, s in enumerate(steps[:horizon], start=1) if _mentions(s.command, path)),
+               default=0)
     return horizon - last <= rules.file_in_play_steps
 
 
