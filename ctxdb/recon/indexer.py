@@ -34,6 +34,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import multiprocessing
+import multiprocessing.pool
 import os
 import sqlite3
 import sys
@@ -222,6 +223,18 @@ def _too_large(fh: Any) -> ParsedFile:
     return unparsed_file(digest.hexdigest(), size, lines, False, SKIP_TOO_LARGE)
 
 
+class _ParserPool(multiprocessing.pool.Pool):
+    """A process pool whose worker-handler thread wakes only when a worker exits or the
+    pool itself changes state. CPython's also waits on the result pipe, so while results
+    wait there for the result-handler thread it loops without blocking: a cold build of
+    Django's sdist (174 chunks) looped 15,029 times, ~0.45 s of CPU and the GIL taken on
+    each turn, beside the loader. (A private method: where it is gone, the pool is
+    CPython's.)"""
+
+    def _get_sentinels(self) -> list[Any]:
+        return [self._change_notifier._reader]  # type: ignore[attr-defined]
+
+
 @contextmanager
 def _parser_pool(n_jobs: int, engine: sa.Engine) -> Iterator[Any]:
     """A process pool when there is enough to parse, else None.
@@ -237,7 +250,8 @@ def _parser_pool(n_jobs: int, engine: sa.Engine) -> Iterator[Any]:
     prepare_parser()
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    with ctx.Pool(workers, initializer=gc.enable) as pool:  # forked with the GC paused
+    # forked with the GC paused
+    with _ParserPool(workers, initializer=gc.enable, context=ctx) as pool:
         yield pool
 
 
