@@ -37,7 +37,7 @@ worker processes'), cold_cpu_total_ms the two together.
 
 The cold build against the floor, three ways. ratio_to_floor: the median cold time over
 the median floor time (all floors). ratio_to_floor_paired: per repeat, the cold time
-over the mean of the two floors around it (each ~5 s away from it, in the same process),
+over the mean of the two floors around it (just before and just after it, same process),
 then the median of those ratios — the host's speed moves by ~1.5x within minutes on a
 shared machine, and a pair sees about the same host. cpu_ratio_to_floor: per repeat, the
 build's CPU seconds (process and workers) over the mean of its two floors' CPU seconds,
