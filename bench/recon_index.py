@@ -6,11 +6,12 @@ Downloads the sdist once with pip (cache: ~/.cache/ctxdb-bench), extracts it onc
 measures, REPEAT times each and interleaved:
 
 - floor:      tree-sitter parse + one compiled query (queries/python.scm) over every
-              file, one process, no database work;
+              file, one process, no database work; measured in the child process (below)
+              right before and right after its cold build;
 - floor_pool: the same in a process pool of the indexer's size (what the hardware allows);
 - cold:       index_repository into a fresh SQLite recon.db, in a subprocess (so the
               peak RSS is its own; pool workers are reported separately), over a copy
-              of the tree (the steps below edit it);
+              of the tree made right before it (the steps below edit it);
 - nochange:   index_repository again with nothing changed (same subprocess): the first
               run after the cold one (it hashes the files whose stat keys the cold run
               could not keep yet), then NOCHANGE_RUNS more, walking the tree, and as
@@ -28,10 +29,22 @@ file system without them: every directory is stat'ed too.
 Prints medians. The LAST line is the figures as key=value pairs. The figures move
 with whatever else runs on the machine: compare cold_s with floor_s of the same run,
 and one sitting's figures with each other (run another checkout's code with
-PYTHONPATH=that/checkout: the child process imports ctxdb from there). The *_cpu_ms
-figures are the indexing process's CPU time (user + system) for the same runs: they
-move less with the load than the elapsed times do, and leave out waiting for the disk;
-cold_workers_cpu_ms is the cold run's parser pool's (its worker processes').
+PYTHONPATH=that/checkout: the child process imports ctxdb from there, the floor's
+parser and query too). The *_cpu_ms figures are the indexing process's CPU time (user +
+system) for the same runs: they move less with the load than the elapsed times do, and
+leave out waiting for the disk; cold_workers_cpu_ms is the cold run's parser pool's (its
+worker processes'), cold_cpu_total_ms the two together.
+
+The cold build against the floor, three ways. ratio_to_floor: the median cold time over
+the median floor time (all floors). ratio_to_floor_paired: per repeat, the cold time
+over the mean of the two floors around it (just before and just after it, same process),
+then the median of those ratios — the host's speed moves by ~1.5x within minutes on a
+shared machine, and a pair sees about the same host. cpu_ratio_to_floor: per repeat, the
+build's CPU seconds (process and workers) over the mean of its two floors' CPU seconds,
+the median of those: what the build costs in work, which the load moves much less than
+time (but it says nothing of how well the build spreads over the cores). The parser and
+query are dropped before each floor and before the cold build, so each compiles its own
+once, as a fresh process does.
 """
 
 from __future__ import annotations
@@ -101,6 +114,25 @@ def floor_seconds(paths: list[str]) -> float:
     return time.perf_counter() - started
 
 
+def _forget_parser() -> None:
+    """Drop the process's parser and compiled query: the next use compiles them (~30 ms),
+    as a fresh process's does."""
+    from ctxdb.recon import extract
+
+    extract._parser.cache_clear()
+    extract.load_query.cache_clear()
+
+
+def _floor_in_child(paths: list[str]) -> tuple[float, float]:
+    """The floor's elapsed and CPU seconds, measured in this (the child) process."""
+    _forget_parser()
+    cpu_started = time.process_time()
+    elapsed = floor_seconds(paths)
+    cpu = time.process_time() - cpu_started
+    _forget_parser()
+    return elapsed, cpu
+
+
 def floor_pool_seconds(paths: list[str], workers: int) -> float:
     ctx = multiprocessing.get_context("fork")
     started = time.perf_counter()
@@ -136,8 +168,12 @@ def _timed(run, cpu: list[float] | None = None) -> tuple[float, object]:
     return elapsed, stats
 
 
-def child(root: str, target: str, samples: list[str], stat_walk: bool) -> None:
+def child(original: str, tmp: str, samples: list[str], stat_walk: bool) -> None:
+    """The floor over the `original` tree; then, over a copy of it made in `tmp` just
+    before (its files as new as a checkout's), the cold build, the floor again, and the
+    no-change and one-file runs."""
     from ctxdb.recon import index_repository
+    from ctxdb.recon.indexer import walk_python_files
 
     if stat_walk:
         from ctxdb.recon import walk
@@ -146,10 +182,16 @@ def child(root: str, target: str, samples: list[str], stat_walk: bool) -> None:
             walk.open_watch = lambda: None
 
     knows_changed = "changed" in inspect.signature(index_repository).parameters
+    floor_paths = [full for _, full in walk_python_files(original)]
+    floor_before = _floor_in_child(floor_paths)
+    root = str(Path(tmp) / Path(original).name)
+    target = str(Path(tmp) / "recon.db")
+    shutil.copytree(original, root, symlinks=True)
     cold_cpu: list[float] = []
     cold = _timed(lambda: index_repository(root, target), cold_cpu)[1]
     # the pool's workers have exited (and been waited for) by now: their CPU time alone
     workers = resource.getrusage(resource.RUSAGE_CHILDREN)
+    floor_after = _floor_in_child(floor_paths)
     first_nochange, _ = _timed(lambda: index_repository(root, target))
     nochange, nochange_known, nochange_cpu, walk_cpu = [], [], [], []
     for _ in range(NOCHANGE_RUNS):
@@ -179,6 +221,10 @@ def child(root: str, target: str, samples: list[str], stat_walk: bool) -> None:
                          "known_s": known, "def_s": defined,
                          "edges_resolved": getattr(stats, "edges_resolved", None)})
     print(json.dumps({
+        "floor_before_s": floor_before[0],
+        "floor_before_cpu_s": floor_before[1],
+        "floor_after_s": floor_after[0],
+        "floor_after_cpu_s": floor_after[1],
         "cold_s": cold.seconds,
         "cold_cpu_s": cold_cpu[0],
         "cold_workers_cpu_s": workers.ru_utime + workers.ru_stime,
@@ -197,10 +243,8 @@ def child(root: str, target: str, samples: list[str], stat_walk: bool) -> None:
 
 def run_child(root: Path, samples: list[str], stat_walk: bool) -> dict:
     with tempfile.TemporaryDirectory(prefix="ctxdb-bench-") as tmp:
-        tree = Path(tmp) / root.name
-        shutil.copytree(root, tree, symlinks=True)
         out = subprocess.run(
-            [sys.executable, __file__, "--child", str(tree), str(Path(tmp) / "recon.db"),
+            [sys.executable, __file__, "--child", str(root), tmp,
              json.dumps(samples), *(["--stat-walk"] if stat_walk else [])],
             check=True, capture_output=True, text=True,
         ).stdout
@@ -219,7 +263,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement")
     parser.add_argument("--stat-walk", action="store_true",
                         help="no inotify watches in the child: walks stat every directory")
-    parser.add_argument("--child", nargs=3, metavar=("ROOT", "DB", "SAMPLES"),
+    parser.add_argument("--child", nargs=3, metavar=("ROOT", "TMP", "SAMPLES"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -243,14 +287,22 @@ def main() -> None:
     samples = sample_files(root, paths)
     floors, pools, colds, nochanges, rss, worker_rss = [], [], [], [], [], []
     colds_cpu, colds_workers_cpu = [], []
+    # per repeat: the cold build over the mean of the floors around it, in time and CPU
+    paired_ratios, cpu_ratios, floors_cpu, colds_cpu_total = [], [], [], []
     first_nochanges, nochanges_known, nochanges_cpu, per_file = [], [], [], []
     for i in range(args.repeat):
-        floors.append(floor_seconds(paths))
         pools.append(floor_pool_seconds(paths, workers))
         result = run_child(root, samples, args.stat_walk)
+        pair_floor = (result["floor_before_s"] + result["floor_after_s"]) / 2
+        pair_floor_cpu = (result["floor_before_cpu_s"] + result["floor_after_cpu_s"]) / 2
+        floors += [result["floor_before_s"], result["floor_after_s"]]
+        floors_cpu += [result["floor_before_cpu_s"], result["floor_after_cpu_s"]]
         colds.append(result["cold_s"])
         colds_cpu.append(result["cold_cpu_s"])
         colds_workers_cpu.append(result["cold_workers_cpu_s"])
+        colds_cpu_total.append(result["cold_cpu_s"] + result["cold_workers_cpu_s"])
+        paired_ratios.append(result["cold_s"] / pair_floor)
+        cpu_ratios.append(colds_cpu_total[-1] / pair_floor_cpu)
         first_nochanges.append(result["first_nochange_s"])
         nochanges.append(result["nochange_s"])
         nochanges_known.append(result["nochange_known_s"])
@@ -258,9 +310,12 @@ def main() -> None:
         per_file += result["per_file"]
         rss.append(result["rss_mb"])
         worker_rss.append(result["worker_rss_mb"])
-        print(f"run {i + 1}: floor {floors[-1]:.2f}s  floor_pool {pools[-1]:.2f}s  "
+        print(f"run {i + 1}: floor {result['floor_before_s']:.2f}s / "
+              f"{result['floor_after_s']:.2f}s (CPU {result['floor_before_cpu_s']:.2f}s / "
+              f"{result['floor_after_cpu_s']:.2f}s)  floor_pool {pools[-1]:.2f}s  "
               f"cold {colds[-1]:.2f}s (CPU {colds_cpu[-1]:.2f}s, "
-              f"workers {colds_workers_cpu[-1]:.2f}s)  "
+              f"workers {colds_workers_cpu[-1]:.2f}s; ratio {paired_ratios[-1]:.2f}, "
+              f"CPU ratio {cpu_ratios[-1]:.2f})  "
               f"nochange {nochanges[-1] * 1000:.1f} ms "
               f"(CPU {nochanges_cpu[-1] * 1000:.1f} ms) "
               f"(changed=[]: {_median_ms([nochanges_known[-1]])} ms; first "
@@ -284,8 +339,12 @@ def main() -> None:
         "floor_s": f"{floor:.2f}",
         "floor_pool_s": f"{statistics.median(pools):.2f}",
         "ratio_to_floor": f"{cold / floor:.2f}",
+        "ratio_to_floor_paired": f"{statistics.median(paired_ratios):.2f}",
+        "cpu_ratio_to_floor": f"{statistics.median(cpu_ratios):.2f}",
         "cold_cpu_ms": _median_ms(colds_cpu),
         "cold_workers_cpu_ms": _median_ms(colds_workers_cpu),
+        "cold_cpu_total_ms": _median_ms(colds_cpu_total),
+        "floor_cpu_ms": _median_ms(floors_cpu),
         "nochange_s": f"{statistics.median(nochanges):.3f}",
         "nochange_ms": _median_ms(nochanges),
         "nochange_known_ms": _median_ms(nochanges_known),

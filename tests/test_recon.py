@@ -583,6 +583,49 @@ def test_deterministic_across_runs_hash_seeds_and_pool(tmp_path, monkeypatch):
     assert _sqlite_dump(pooled) == reference
 
 
+# files the pool test parses, one a chunk: each result crosses the result pipe alone
+POOL_TEST_FILES = 60
+# the worker-handler's turns in that run: at most this many waiting (2 seen: its start
+# and the pool's close), more than this many spinning
+WAITING_TURNS = 3
+SPINNING_TURNS = 10
+
+
+@pytest.mark.parametrize("cpython_pool", [False, True])
+def test_the_parser_pools_worker_handler_waits_for_its_workers(tmp_path, monkeypatch,
+                                                               cpython_pool):
+    """CPython's Pool also wakes its worker-handler thread on the result pipe, and so
+    loops for as long as a result waits there; the parser pool's thread waits for its
+    workers' exits and its own notices (a turn or two a run)."""
+    import multiprocessing.pool
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for number in range(POOL_TEST_FILES):
+        (tree / f"module_{number}.py").write_text(
+            f"def function_{number}():\n    return helper({number})\n")
+    turns = []
+    maintain = multiprocessing.pool.Pool._maintain_pool
+
+    def counted(*args):
+        turns.append(1)
+        return maintain(*args)
+
+    monkeypatch.setattr(multiprocessing.pool.Pool, "_maintain_pool", staticmethod(counted))
+    monkeypatch.setattr(recon_indexer, "POOL_MIN_FILES", 1)
+    monkeypatch.setattr(recon_indexer, "POOL_CHUNK", 1)
+    monkeypatch.setattr(recon_indexer, "usable_cpu_count", lambda: 2)
+    if cpython_pool:
+        monkeypatch.setattr(recon_indexer, "_parser_pool_class",
+                            lambda: multiprocessing.pool.Pool)
+    stats = index_repository(tree, tmp_path / "recon.db")
+    assert stats.files_parsed == POOL_TEST_FILES
+    if cpython_pool:  # the check tells the two apart (137-355 turns seen at load ~3)
+        assert len(turns) > SPINNING_TURNS
+    else:
+        assert len(turns) <= WAITING_TURNS
+
+
 def test_a_parsed_file_comes_back_from_a_worker_as_the_same_records():
     data = (SHOPCART / "shopcart" / "pricing.py").read_bytes()
     parsed = extract_file("shopcart/pricing.py", data, "shopcart.pricing", False)
