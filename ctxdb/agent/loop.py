@@ -53,7 +53,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..tokens import HASHED_TEXT_KEPT_MAX_CHARS
-from .anchors import is_edit_command, names_in, shell_commands
+from .anchors import ShellCommand, is_edit_command, names_in, shell_commands
 from .trajectory import ObservationKind, Step
 
 # Rules measured on the 97 development runs (docs/agent-loop.md has the sweep).
@@ -378,6 +378,17 @@ def decision_type_of(steps: Sequence[LoopStep]) -> str:
 
 # ------------------------------------------------------------------------ file views
 
+def _commands_with_output(step: LoopStep) -> list[ShellCommand] | None:
+    """The simple commands of a step whose output came back (whole or cut by the
+    harness), or None: no command, harness feedback, or a line the shell reader refuses."""
+    if not step.command or step.kind not in (ObservationKind.OUTPUT, ObservationKind.OUTPUT_CUT):
+        return None
+    try:
+        return shell_commands(step.command)
+    except (ValueError, IndexError):
+        return None
+
+
 def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_WORKDIR,
                  located: LocatedLines | None = None) -> dict[str, list[int]] | None:
     """The lines of each file a reading command printed, or None when the command did
@@ -386,11 +397,8 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
     names its lines; otherwise each printed line is found in the file as it is now, in
     order (``sed -n '/def f/,/return/p'``, ``grep`` without ``-n``, a whole ``cat``).
     ``located``: a cache of the files' line positions, shared by one window's views."""
-    if not step.command or step.kind not in (ObservationKind.OUTPUT, ObservationKind.OUTPUT_CUT):
-        return None
-    try:
-        commands = shell_commands(step.command)
-    except (ValueError, IndexError):
+    commands = _commands_with_output(step)
+    if commands is None:
         return None
     if not commands or any(c.name not in _VIEW_COMMANDS or c.output_files()
                            or (c.name == "sed" and any(w.startswith("-i") for w in c.words))
@@ -880,11 +888,8 @@ def listing_entries(step: LoopStep) -> list[tuple[str, list[str]]] | None:
     listed, by directory as its output heads them (``""``: the listing's own), each entry
     as printed (``ls -l``'s name alone, a directory's ``/`` kept); None for any other
     command (one that wrote, ran code, or printed files)."""
-    if not step.command or step.kind not in (ObservationKind.OUTPUT, ObservationKind.OUTPUT_CUT):
-        return None
-    try:
-        commands = shell_commands(step.command)
-    except (ValueError, IndexError):
+    commands = _commands_with_output(step)
+    if commands is None:
         return None
     if (not any(c.name in _LISTERS for c in commands)
             or any(c.name not in _LISTERS | _LISTING_FILTERS or c.output_files()
