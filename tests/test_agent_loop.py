@@ -13,6 +13,7 @@ from ctxdb.agent.adapter import TreeFiles, construct_step, plan_window, run_ref
 from ctxdb.agent.loop import (
     FILE_IN_PLAY_STEPS,
     GONE,
+    LISTING_ENTRIES_MAX,
     MASK_HINT,
     OUTPUT_PART,
     POINTER,
@@ -27,6 +28,7 @@ from ctxdb.agent.loop import (
     decision_type_of,
     fold_horizon,
     item_numbers,
+    listing_entries,
     newest_output,
     step_of_item,
     tree_change_item,
@@ -145,6 +147,50 @@ def test_a_pointer_lists_the_names_its_output_was_the_first_to_show(tmp_path):
     for _ in range(2):
         pointer = build_window([long, *_filler(8)], TreeFiles(root), RULES).parts[1].text
         assert pointer.endswith("; names: far_name]\n\n"), pointer
+
+
+LONG_LISTING = """total 24
+drwxr-xr-x 1 root root 4096 Nov 18 10:00 .
+drwxr-xr-x 1 root root 4096 Nov 18 10:00 ..
+-rw-r--r-- 1 root root  812 Nov 18 10:00 README.rst
+drwxr-xr-x 3 root root 4096 Nov 18 10:00 pkg
+lrwxrwxrwx 1 root root    9 Nov 18 10:00 latest -> pkg/mod.py
+drwxr-xr-x 5 root root 4096 Nov 18 10:00 tests
+-rw-r--r-- 1 root root  301 Nov 18 10:00 tox.ini
+"""
+RECURSIVE_LISTING = (".:\nREADME.rst\npkg\ntests\n\n./pkg:\n__init__.py\nmod.py\n\n"
+                     "./tests:\ntest_mod.py\n")
+
+
+def test_a_masked_listing_keeps_its_entries(tmp_path):
+    root = _tree(tmp_path)
+    steps = [LoopStep("ls -la", LONG_LISTING), LoopStep("ls -R", RECURSIVE_LISTING),
+             *_filler(8)]
+    window = build_window(steps, TreeFiles(root), RULES)
+    first, second = window.parts[1].text, window.parts[3].text
+    assert window.parts[1].rendering == POINTER
+    # ls -l's name column alone, a directory marked, a link by its own name, no . or ..
+    assert first == (f"[E{item_numbers(1)[1]} tool output masked: 8 lines; it listed:\n"
+                     "README.rst  pkg/  latest  tests/  tox.ini]\n\n"), first
+    # ls -R: a line per directory, as its output heads them
+    assert "\n.: README.rst  pkg  tests\n./pkg: __init__.py  mod.py\n./tests: test_mod.py]" \
+        in second, second
+    without = build_window(steps, TreeFiles(root), RULES.without("listings")).text()
+    assert "tox.ini" not in without and "it listed" not in without
+    # at most LISTING_ENTRIES_MAX entries, the shallowest directories first
+    deep = "".join(f"./deep/d{n}:\n" + "".join(f"f{n}_{m}.py\n" for m in range(10)) + "\n"
+                   for n in range(LISTING_ENTRIES_MAX))
+    big = LoopStep("ls -R", ".:\ntop.txt\n\n" + deep)
+    shown = build_window([big, *_filler(9)], TreeFiles(root), RULES).parts[1].text
+    assert "\n.: top.txt\n./deep/d0: f0_0.py" in shown, shown[:300]
+    assert shown.count(".py") == LISTING_ENTRIES_MAX - 1
+    assert f"(and {LISTING_ENTRIES_MAX * 10 - LISTING_ENTRIES_MAX + 1} more)" in shown
+    # a find is a listing; anything that writes, runs or prints files is not
+    assert listing_entries(LoopStep("find . -name '*.py'", "./pkg/mod.py\n./setup.py\n")) \
+        == [("", ["./pkg/mod.py", "./setup.py"])]
+    for command in ("find . -name '*.pyc' -delete", "ls > listing.txt", "ls && python x.py",
+                    "cat pkg/mod.py", "find . -exec grep -l x {} +"):
+        assert listing_entries(LoopStep(command, "pkg\n")) is None, command
 
 
 def test_a_view_shows_only_lines_no_earlier_view_shows_and_leaves_when_out_of_play(tmp_path):

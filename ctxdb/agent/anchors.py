@@ -1438,6 +1438,10 @@ def _python_code_text(source: str, cwd: str) -> str:
     return code
 
 
+# one simple command of a shell line, as ``shell_commands`` reads it
+ShellCommand = _SimpleCommand
+
+
 def shell_commands(text: str) -> list[_SimpleCommand]:
     """The simple commands of a shell line (``name``, ``words``, ``cwd`` relative to the
     repository root, ``output_files()``), as the anchors read them."""

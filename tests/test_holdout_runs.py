@@ -1,0 +1,69 @@
+"""tools/holdout_runs.py: held-out runs' base commits recovered from their submissions."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TOOLS = Path(__file__).resolve().parent.parent / "tools"
+
+
+@pytest.fixture
+def holdout():
+    spec = importlib.util.spec_from_file_location("holdout_runs", TOOLS / "holdout_runs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(cwd), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def _commit(work: Path, files: dict[str, str]) -> str:
+    for name, text in files.items():
+        (work / name).write_text(text, encoding="utf-8")
+    _git(work, "add", "-A")
+    _git(work, "commit", "-qm", "change")
+    return _git(work, "rev-parse", "HEAD")
+
+
+def test_the_base_is_the_newest_commit_with_every_modified_files_blob(tmp_path, holdout):
+    work = tmp_path / "work"
+    work.mkdir()
+    _git(work, "init", "-q", "-b", "main")
+    _commit(work, {"mod.py": "a = 1\n", "other.py": "x = 1\n"})
+    _commit(work, {"mod.py": "a = 2\n"})
+    wanted = _commit(work, {"other.py": "x = 2\n"})  # mod.py's blob unchanged
+    _commit(work, {"mod.py": "a = 3\n"})  # the fix: the blob is gone from here on
+    # mod.py's blob again, later, but other.py's is not
+    _commit(work, {"mod.py": "a = 2\n", "other.py": "x = 3\n"})
+    _git(work, "checkout", "-q", wanted)
+    (work / "mod.py").write_text("a = 4\n", encoding="utf-8")
+    (work / "other.py").write_text("x = 5\n", encoding="utf-8")
+    patch = _git(work, "diff")
+    _git(work, "checkout", "-q", "--", ".")
+    _git(work, "checkout", "-q", "main")
+    blobs = holdout.pre_image_blobs(patch + "\n", ())
+    assert [path for path, _ in blobs] == ["mod.py", "other.py"]
+    assert holdout.base_commit(work / ".git", blobs) == wanted
+    # a blob no commit holds: no base
+    assert holdout.base_commit(work / ".git", [("mod.py", "0123456789")]) is None
+    # files the image edits are left out of the search and make the setup patch
+    assert [p for p, _ in holdout.pre_image_blobs(patch + "\n", ("other.py",))] == ["mod.py"]
+    assert holdout.setup_patch(patch + "\n", ("other.py",)).startswith(
+        "diff --git a/other.py b/other.py")
+
+
+def test_without_the_results_mirror_it_says_what_to_fetch(tmp_path):
+    done = subprocess.run([sys.executable, str(TOOLS / "holdout_runs.py"), str(tmp_path),
+                           str(tmp_path / "out")], capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and "fetch github:gruckion/mini-swe-agent" in done.stderr
+    assert not (tmp_path / "out" / "runs.jsonl").exists()

@@ -1,0 +1,176 @@
+"""Held-out runs: the same harness on repositories the loop rules were not measured on.
+
+    python tools/holdout_runs.py MIRROR_DIR OUT_DIR
+
+The development runs (../shared/devset/trajectories/) are mini-swe-agent 1.15 with
+Gemini 3 Pro on the sympy and astropy instances of SWE-bench Verified, copied from the
+public results in the GitHub repository gruckion/mini-swe-agent
+(``swebench_results/20251118_gemini-3-pro-74pct/``). The same folder holds the runs of
+every other Verified instance. This script writes OUT_DIR/runs.jsonl (for ``ctxdb
+replay``) and OUT_DIR/trajs/ for those of the repositories whose bare git directories
+are in MIRROR_DIR as ``OWNER+NAME/repo`` (the search tool's ``fetch``), with the
+evaluation's verdict (``logs/ID/report.json``).
+
+SWE-bench's base commits are not in that folder, and its dataset cannot be downloaded
+here, so each run's base commit is recovered from its own submission: the ``index
+OLD..NEW`` line of every file the patch modifies names the file's blob before the run.
+The base is the newest commit on the repository's first-parent history where every
+such file has that blob. It agrees with the real base on every file the submission
+touched, and may differ elsewhere (commits between the real base and the fix); the
+replay's tree check (``replay_run.tree_lost_at_seq``) flags a run whose commands then
+left a tree other than the run's. A run whose blobs no first-parent commit holds (a
+base on a release branch) is left out and named. SWE-bench's sphinx image edits
+setup.py and tox.ini before the agent starts (pins); the submission carries those
+edits, so they are left out of the search and applied as the run's ``testbed_setup``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+RESULTS_REPO = "gruckion+mini-swe-agent"
+RESULTS_DIR = "swebench_results/20251118_gemini-3-pro-74pct"
+# files SWE-bench's image setup edits before the run, by repository
+IMAGE_SETUP_FILES = {"sphinx-doc/sphinx": ("setup.py", "tox.ini")}
+SETUP_PATCH_END = "CTXDB_SETUP_PATCH_END"
+_DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/\S+$")
+_INDEX_LINE = re.compile(r"^index ([0-9a-f]+)\.\.[0-9a-f]+")
+
+
+def git(git_dir: Path, *args: str) -> str:
+    done = subprocess.run(["git", "--git-dir", str(git_dir), *args], capture_output=True,
+                          text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args[:2])} in {git_dir}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def git_dir_of(mirrors: Path, repo: str) -> Path | None:
+    base = mirrors / repo.replace("/", "+")
+    for candidate in (base / "repo", base):
+        if (candidate / "HEAD").is_file():
+            return candidate
+    return None
+
+
+def repo_of(instance_id: str) -> str:
+    owner, rest = instance_id.split("__", 1)
+    return f"{owner}/{rest.rsplit('-', 1)[0]}"
+
+
+def pre_image_blobs(patch: str, skipped: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(path, abbreviated blob before the patch) of every file the patch modifies."""
+    blobs, current = [], None
+    for line in patch.splitlines():
+        header = _DIFF_HEADER.match(line)
+        if header:
+            current = header.group(1)
+            continue
+        index = _INDEX_LINE.match(line)
+        if index and current and current not in skipped and set(index.group(1)) != {"0"}:
+            blobs.append((current, index.group(1)))
+            current = None
+    return blobs
+
+
+def setup_patch(patch: str, files: tuple[str, ...]) -> str:
+    """The patch's sections of ``files`` (the image's own edits)."""
+    sections = re.split(r"(?m)^(?=diff --git )", patch)
+    return "".join(s for s in sections
+                   if (m := _DIFF_HEADER.match(s.split("\n", 1)[0])) and m.group(1) in files)
+
+
+def commits_with_blob(git_dir: Path, path: str, blob: str) -> set[str]:
+    """The first-parent commits at which ``path`` has the blob ``blob`` (abbreviated)."""
+    changes = []  # (commit, blob after it), oldest first
+    commit = None
+    for line in git(git_dir, "log", "--first-parent", "--format=C %H", "--raw",
+                    "--no-abbrev", "HEAD", "--", path).splitlines():
+        if line.startswith("C "):
+            commit = line[2:]
+        elif line.startswith(":") and commit:
+            changes.append((commit, line.split()[3]))
+    changes.reverse()
+    found: set[str] = set()
+    for i, (start, after) in enumerate(changes):
+        if after.startswith(blob):
+            end = changes[i + 1][0] + "^" if i + 1 < len(changes) else "HEAD"
+            found.update(git(git_dir, "rev-list", "--first-parent", f"{start}^..{end}").split())
+    return found
+
+
+def base_commit(git_dir: Path, blobs: list[tuple[str, str]]) -> str | None:
+    candidates: set[str] | None = None
+    for path, blob in blobs:
+        found = commits_with_blob(git_dir, path, blob)
+        candidates = found if candidates is None else candidates & found
+        if not candidates:
+            return None
+    if not candidates:
+        return None
+    for commit in git(git_dir, "rev-list", "--first-parent", "HEAD").split():
+        if commit in candidates:
+            return commit  # the newest
+    return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("mirrors", type=Path, help="bare git directories as OWNER+NAME/repo")
+    parser.add_argument("out", type=Path, help="where runs.jsonl and trajs/ go")
+    args = parser.parse_args()
+    results = git_dir_of(args.mirrors, RESULTS_REPO.replace("+", "/"))
+    if results is None:
+        print(f"{args.mirrors}: no {RESULTS_REPO}/repo (fetch github:gruckion/mini-swe-agent)",
+              file=sys.stderr)
+        return 2
+    (args.out / "trajs").mkdir(parents=True, exist_ok=True)
+    names = git(results, "ls-tree", "-r", "--name-only", "HEAD", f"{RESULTS_DIR}/trajs").split()
+    rows, skipped = [], []
+    for name in names:
+        if not name.endswith(".traj.json"):
+            continue
+        instance_id = name.split("/")[-2]
+        repo = repo_of(instance_id)
+        git_dir = git_dir_of(args.mirrors, repo)
+        if git_dir is None or repo in ("sympy/sympy", "astropy/astropy"):
+            continue  # not fetched, or a development repository
+        text = git(results, "show", f"HEAD:{name}")
+        patch = (json.loads(text).get("info") or {}).get("submission") or ""
+        setup_files = IMAGE_SETUP_FILES.get(repo, ())
+        blobs = pre_image_blobs(patch, setup_files)
+        base = base_commit(git_dir, blobs) if blobs else None
+        if base is None:
+            skipped.append(f"{instance_id}: " + ("no file modified" if not blobs else
+                           "no first-parent commit has its files' blobs"))
+            continue
+        report = json.loads(git(results, "show", f"HEAD:{RESULTS_DIR}/logs/{instance_id}/"
+                                                 "report.json"))
+        trajectory = args.out / "trajs" / f"{instance_id}.traj.json"
+        trajectory.write_text(text, encoding="utf-8")
+        row = {"instance_id": instance_id, "repo": repo, "base_commit": base,
+               "resolved": bool(report.get("resolved")),
+               "trajectory": str(trajectory.relative_to(args.out)), "repo_git": str(git_dir)}
+        setup = setup_patch(patch, setup_files) if setup_files else ""
+        if setup:
+            # a pin that does not apply at the recovered base is left out; the tree check
+            # then flags the run where its tree parts from the recorded one
+            row["testbed_setup"] = (f"git apply <<'{SETUP_PATCH_END}' || true\n{setup}"
+                                    f"{SETUP_PATCH_END}")
+        rows.append(row)
+    rows.sort(key=lambda row: row["instance_id"])
+    (args.out / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows),
+                                         encoding="utf-8")
+    for line in skipped:
+        print(f"left out: {line}", file=sys.stderr)
+    print(f"{len(rows)} runs in {args.out / 'runs.jsonl'}; {len(skipped)} left out")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
