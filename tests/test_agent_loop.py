@@ -24,6 +24,7 @@ from ctxdb.agent.loop import (
     LoopRules,
     LoopStep,
     SettledParts,
+    _listing_text,
     build_window,
     decision_type_of,
     fold_horizon,
@@ -189,8 +190,28 @@ def test_a_masked_listing_keeps_its_entries(tmp_path):
     assert listing_entries(LoopStep("find . -name '*.py'", "./pkg/mod.py\n./setup.py\n")) \
         == [("", ["./pkg/mod.py", "./setup.py"])]
     for command in ("find . -name '*.pyc' -delete", "ls > listing.txt", "ls && python x.py",
-                    "cat pkg/mod.py", "find . -exec grep -l x {} +"):
+                    "cat pkg/mod.py", "find . -exec grep -l x {} +", "ls $(python x.py)",
+                    "ls `python x.py`", "ls | sort -o out.txt", "tree -o out.txt",
+                    "ls pkg && grep -n 'def ' pkg/mod.py", "ls && head -5 setup.py",
+                    "ls | grep -r x ."):
         assert listing_entries(LoopStep(command, "pkg\n")) is None, command
+    assert listing_entries(LoopStep("find . -name '*.py' 2>/dev/null | head -n 5", "./a.py\n")) \
+        == [("", ["./a.py"])]
+    # ls -l's other shapes: ISO dates, a device's numbers, -s's blocks, no group (-o)
+    for line in ("drwxr-xr-x 2 root root 4096 2024-01-01 10:00 tests",
+                 "-rw-r--r-- 1 root root 12 2024-01-01 10:00:00.000000000 +0000 tests",
+                 "crw-rw-rw- 1 root root 1, 3 Nov 18 10:00 tests",
+                 "4 -rw-r--r-- 1 root root 12 Nov 18 10:00 tests",
+                 "-rw-r--r-- 1 root 12 Nov 18 10:00 tests"):
+        entries = listing_entries(LoopStep("ls -la", line + "\n"))
+        assert entries in ([("", ["tests/"])], [("", ["tests"])]), (line, entries)
+    # tree: branches and its summary line go, a link by its own name
+    tree = ".\n├── pkg\n│   └── mod.py -> ../mod.py\n└── -dash.py\n\n1 directory, 2 files\n"
+    assert listing_entries(LoopStep("tree", tree)) == [("", ["pkg", "mod.py", "-dash.py"])]
+    # a find's paths: the shallowest kept first under the cap
+    found = "".join(f"./a/f{n}.py\n" for n in range(LISTING_ENTRIES_MAX + 10)) + "./tox.ini\n"
+    text, left = _listing_text(listing_entries(LoopStep("find .", found)))
+    assert text.startswith("./tox.ini  ./a/f0.py") and left == 11, text[:80]
 
 
 def test_a_view_shows_only_lines_no_earlier_view_shows_and_leaves_when_out_of_play(tmp_path):

@@ -54,6 +54,10 @@ def test_the_base_is_the_newest_commit_with_every_modified_files_blob(tmp_path, 
     blobs = holdout.pre_image_blobs(patch + "\n", ())
     assert [path for path, _ in blobs] == ["mod.py", "other.py"]
     assert holdout.base_commit(work / ".git", blobs) == wanted
+    # a blob from the root commit on: the root commit itself may be the base
+    root = _git(work, "rev-list", "--max-parents=0", "HEAD")
+    root_blob = _git(work, "rev-parse", f"{root}:other.py")[:9]
+    assert holdout.base_commit(work / ".git", [("other.py", root_blob)]) is not None
     # a blob no commit holds: no base
     assert holdout.base_commit(work / ".git", [("mod.py", "0123456789")]) is None
     # files the image edits are left out of the search and make the setup patch

@@ -100,7 +100,9 @@ def commits_with_blob(git_dir: Path, path: str, blob: str) -> set[str]:
     for i, (start, after) in enumerate(changes):
         if after.startswith(blob):
             end = changes[i + 1][0] + "^" if i + 1 < len(changes) else "HEAD"
-            found.update(git(git_dir, "rev-list", "--first-parent", f"{start}^..{end}").split())
+            # start and what follows it up to end (start^@: nothing for a root commit)
+            found.update(git(git_dir, "rev-list", "--first-parent", end, "--not",
+                             f"{start}^@").split())
     return found
 
 

@@ -100,15 +100,22 @@ _VIEW_COMMANDS = frozenset({"cat", "nl", "sed", "head", "tail", "grep", "egrep",
                             "wc", "echo"})
 _FILE_PRINTERS = frozenset({"cat", "nl", "sed", "head", "tail"})
 _LISTERS = frozenset({"ls", "find", "tree"})
-# what may run beside a lister with its output still a listing
+# what may run beside a lister with its output still a listing: filters of its output
+# (with no file of their own to read), and cd or echo
 _LISTING_FILTERS = frozenset({"cd", "grep", "egrep", "head", "tail", "sort", "echo"})
 _FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint",
                            "-fprint0", "-fprintf", "-fls", "-printf", "-ls"})
-# ``ls -l``'s columns before the name: mode, links, owner, group, size, three of date
-_LONG_LISTING = re.compile(r"^(?P<mode>[-bcdlpsD][-rwxsStTl]{9})[.+@]?\s+\d+\s+\S+\s+\S+"
-                           r"\s+\S+\s+\S+\s+\S+\s+\S+\s(?P<name>.+)$")
+_WRITING_OPTIONS = re.compile(r"^(-o|--output)(=|$)")  # sort -o, tree -o write a file
+# ``ls -l``'s columns before the name: (-s, -i: blocks, inode), mode, links, owner, group
+# (none with -g/-o: the dates below tell), size (a device's "major, minor"), the date
+# (``Nov 18 10:00``, or --time-style's ISO forms)
+_LONG_LISTING = re.compile(
+    r"^(?:\d+\s+){0,2}(?P<mode>[-bcdlpsD][-rwxsStTl]{9})[.+@]?\s+\d+\s+(?:\S+\s+){1,2}"
+    r"(?:\d+,\s*)?\S+\s+(?:\d{4}-\d\d-\d\d\s+\d\d:\d\d(?::\d\d(?:\.\d+)?\s+[+-]\d{4})?"
+    r"|\d\d-\d\d\s+\d\d:\d\d|\S+\s+\S+\s+\S+)\s(?P<name>.+)$")
 _LISTING_HEADER = re.compile(r"^(?P<dir>\S[^:]*):$")  # ``ls -R``'s (or several dirs') header
-_TREE_BRANCH = re.compile(r"^[\s│├└─|`-]*")
+_TREE_BRANCH = re.compile(r"^(?:[│|]\s+|\s{4})*(?:[├└`|](?:──|--)\s)?")
+_TREE_SUMMARY = re.compile(r"^\d+ director(?:y|ies)(?:, \d+ files?)?$")
 _GREP_COMMANDS = frozenset({"grep", "egrep"})
 _TEST_RUNNERS = re.compile(r"\b(pytest|py\.test|bin/test|runtests\.py|unittest|tox)\b")
 _TRACEBACK = "Traceback (most recent call last)"
@@ -891,15 +898,13 @@ def listing_entries(step: LoopStep) -> list[tuple[str, list[str]]] | None:
     commands = _commands_with_output(step)
     if commands is None:
         return None
-    if (not any(c.name in _LISTERS for c in commands)
-            or any(c.name not in _LISTERS | _LISTING_FILTERS or c.output_files()
-                   or (c.name == "find" and _FIND_ACTIONS.intersection(c.words))
-                   for c in commands)):
+    if not any(c.name in _LISTERS for c in commands) or not all(map(_only_lists, commands)):
         return None
     groups: list[tuple[str, list[str]]] = [("", [])]
     for line in step.output.splitlines():
         line = line.rstrip()
-        if not line or line.startswith(("total ", "ls: ", "find: ", "tree: ")):
+        if (not line or line.startswith(("total ", "ls: ", "find: ", "tree: "))
+                or _TREE_SUMMARY.match(line)):
             continue
         header = _LISTING_HEADER.match(line)
         if header and " " not in header.group("dir"):
@@ -911,17 +916,44 @@ def listing_entries(step: LoopStep) -> list[tuple[str, list[str]]] | None:
             if long.group("mode").startswith("d") and not name.endswith("/"):
                 name += "/"
         else:
-            name = _TREE_BRANCH.sub("", line)
+            name = _TREE_BRANCH.sub("", line, count=1).split(" -> ", 1)[0]
         if name and name not in (".", "..", "./", "../"):
             groups[-1][1].append(name)
     return [(directory, names) for directory, names in groups if directory or names]
 
 
+def _only_lists(command: ShellCommand) -> bool:
+    """The command lists or filters a listing: writes nothing, runs nothing else (no
+    command substitution), reads no file of its own."""
+    words = command.words[1:]
+    if (command.name not in _LISTERS | _LISTING_FILTERS
+            or any(target != "/dev/null" for target in command.output_files())
+            or any("$(" in word or "`" in word for word in command.words)
+            or any(_WRITING_OPTIONS.match(word) for word in words)):
+        return False
+    operands = [word for word in words if not word.startswith("-") and not word.isdigit()]
+    if command.name == "find":
+        return not _FIND_ACTIONS.intersection(words)
+    if command.name in _GREP_COMMANDS:  # the pattern alone: no file, no recursion
+        return len(operands) <= 1 and not any(w.startswith(("-r", "-R")) for w in words)
+    if command.name in ("head", "tail", "sort"):
+        return not operands
+    return True
+
+
+def _depth(path: str) -> int:
+    """How deep a listed path or a listing's header is (``.`` and ``./x`` alike)."""
+    path = path.removeprefix("./").rstrip("/")
+    return 0 if path in ("", ".") else path.count("/") + 1
+
+
 def _listing_text(groups: list[tuple[str, list[str]]]) -> tuple[str, int]:
     """The entries, a line per directory, the shallowest directories first, at most
     ``LISTING_ENTRIES_MAX`` of them; and how many were left out."""
-    order = sorted(range(len(groups)), key=lambda i: groups[i][0].strip("./").count("/")
-                   + (1 if groups[i][0].strip("./") else 0))
+    # a find's or tree's paths come depth first in one group: the shallowest first
+    groups = [(directory, names if directory else sorted(names, key=_depth))
+              for directory, names in groups]
+    order = sorted(range(len(groups)), key=lambda i: _depth(groups[i][0]))
     room = LISTING_ENTRIES_MAX
     chosen: dict[int, list[str]] = {}
     for i in order:
