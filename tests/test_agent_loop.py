@@ -193,7 +193,7 @@ def test_a_masked_listing_keeps_its_entries(tmp_path):
                     "cat pkg/mod.py", "find . -exec grep -l x {} +", "ls $(python x.py)",
                     "ls `python x.py`", "ls | sort -o out.txt", "tree -o out.txt",
                     "ls pkg && grep -n 'def ' pkg/mod.py", "ls && head -5 setup.py",
-                    "ls | grep -r x ."):
+                    "ls | grep -r x .", "ls | grep -nr x", "ls | grep --recursive x"):
         assert listing_entries(LoopStep(command, "pkg\n")) is None, command
     assert listing_entries(LoopStep("find . -name '*.py' 2>/dev/null | head -n 5", "./a.py\n")) \
         == [("", ["./a.py"])]

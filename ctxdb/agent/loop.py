@@ -931,11 +931,14 @@ def _only_lists(command: ShellCommand) -> bool:
             or any("$(" in word or "`" in word for word in command.words)
             or any(_WRITING_OPTIONS.match(word) for word in words)):
         return False
-    operands = [word for word in words if not word.startswith("-") and not word.isdigit()]
     if command.name == "find":
         return not _FIND_ACTIONS.intersection(words)
+    operands = [word for word in words if not word.startswith("-") and not word.isdigit()]
     if command.name in _GREP_COMMANDS:  # the pattern alone: no file, no recursion
-        return len(operands) <= 1 and not any(w.startswith(("-r", "-R")) for w in words)
+        recursive = any(w.startswith("--recursive") or w.startswith("--dereference-recursive")
+                        or (w.startswith("-") and not w.startswith("--")
+                            and ("r" in w or "R" in w)) for w in words)
+        return len(operands) <= 1 and not recursive
     if command.name in ("head", "tail", "sort"):
         return not operands
     return True
@@ -950,7 +953,8 @@ def _depth(path: str) -> int:
 def _listing_text(groups: list[tuple[str, list[str]]]) -> tuple[str, int]:
     """The entries, a line per directory, the shallowest directories first, at most
     ``LISTING_ENTRIES_MAX`` of them; and how many were left out."""
-    # a find's or tree's paths come depth first in one group: the shallowest first
+    # a find's paths come depth first in one group: the shallowest first (a tree's
+    # names carry no path, so they keep their order)
     groups = [(directory, names if directory else sorted(names, key=_depth))
               for directory, names in groups]
     order = sorted(range(len(groups)), key=lambda i: _depth(groups[i][0]))
