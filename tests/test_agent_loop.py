@@ -205,6 +205,11 @@ def test_a_masked_listing_keeps_its_entries(tmp_path):
                  "-rw-r--r-- 1 root 12 Nov 18 10:00 tests"):
         entries = listing_entries(LoopStep("ls -la", line + "\n"))
         assert entries in ([("", ["tests/"])], [("", ["tests"])]), (line, entries)
+    # ls -R heads a directory whose name holds spaces as any other (first, or after a
+    # blank line); inside a group a name ending in ":" is an entry
+    spaced = ".:\nmy dir\nodd name:\n\n./my dir:\nmod.py\n"
+    assert listing_entries(LoopStep("ls -R", spaced)) \
+        == [(".", ["my dir", "odd name:"]), ("./my dir", ["mod.py"])]
     # tree: branches and its summary line go, a link by its own name
     tree = ".\n├── pkg\n│   └── mod.py -> ../mod.py\n└── -dash.py\n\n1 directory, 2 files\n"
     assert listing_entries(LoopStep("tree", tree)) == [("", ["pkg", "mod.py", "-dash.py"])]

@@ -901,13 +901,17 @@ def listing_entries(step: LoopStep) -> list[tuple[str, list[str]]] | None:
     if not any(c.name in _LISTERS for c in commands) or not all(map(_only_lists, commands)):
         return None
     groups: list[tuple[str, list[str]]] = [("", [])]
+    after_blank = True  # ``ls -R`` heads a directory first or after a blank line
     for line in step.output.splitlines():
         line = line.rstrip()
+        starts_group, after_blank = after_blank, not line
         if (not line or line.startswith(("total ", "ls: ", "find: ", "tree: "))
                 or _TREE_SUMMARY.match(line)):
             continue
         header = _LISTING_HEADER.match(line)
-        if header and " " not in header.group("dir"):
+        # a name ending in ":" inside a group is an entry; a directory's name may hold
+        # spaces, so a header is told by where it stands
+        if header and (starts_group or " " not in header.group("dir")):
             groups.append((header.group("dir"), []))
             continue
         long = _LONG_LISTING.match(line)
