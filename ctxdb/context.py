@@ -39,18 +39,22 @@ class DecisionContext:
     budget_log: tuple[BudgetStep, ...] = ()  # the eviction ladder's steps
     flags: tuple[str, ...] = ()
     verdicts: dict[str, int] = field(default_factory=dict)  # final verdict -> item count
+    # an agent loop's harness prompt (its system and instruction messages), sent first
+    prefix: tuple[dict[str, str], ...] = ()
 
     def render(self) -> str:
         """The exact text to send."""
         return window_head(self.task, self.flags) + "".join(e.text for e in self.window)
 
-    def messages(self, prefix: Sequence[dict[str, str]] = ()) -> list[dict[str, str]]:
+    def messages(self, prefix: Sequence[dict[str, str]] | None = None) -> list[dict[str, str]]:
         """The window as OpenAI chat messages: the task block as the system message, the
         items in window order as the user message — their contents joined are exactly
-        ``render()``. With ``prefix`` (a harness's own system and instruction messages),
-        those come first, verbatim, and the window follows as one user message. An
-        agent-loop window whose task the harness's prompt carries (``task_in_prefix``)
-        has no task block: without ``prefix`` it is the user message alone."""
+        ``render()``. With ``prefix`` (a harness's own system and instruction messages;
+        default: the ones an agent-loop decision was built after, ``self.prefix``), those
+        come first, verbatim, and the window follows as one user message. An agent-loop
+        window whose task the harness's prompt carries (``task_in_prefix``) has no task
+        block: without a prefix it is the user message alone."""
+        prefix = self.prefix if prefix is None else prefix
         items = "".join(e.text for e in self.window)
         if prefix:
             head = window_head(self.task, self.flags)

@@ -117,7 +117,18 @@ def context(connection: Connection, decision_id: int) -> DecisionContext:
         flags=tuple(head["flags"].split(",")) if head["flags"] else (),
         verdicts={row["verdict"]: row["items"]
                   for row in _rows(connection, "verdict_counts", decision_id=decision_id)},
+        prefix=_loop_prefix(connection, decision_id),
     )
+
+
+def _loop_prefix(connection: Connection, decision_id: int) -> tuple[dict[str, str], ...]:
+    """The harness's messages an agent-loop decision was built after (its request as
+    given holds them); none for any other decision."""
+    rows = _rows(connection, "loop_prefix_of_decision", decision_id=decision_id)
+    request = json.loads(rows[0]["request_json"]) if rows else None
+    if not isinstance(request, dict) or "steps" not in request:
+        return ()
+    return tuple(dict(message) for message in request.get("prefix", ()))
 
 
 def _cut_task(task: str, ceiling: int, steps) -> str:

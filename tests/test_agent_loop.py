@@ -431,10 +431,12 @@ def test_a_step_is_recorded_with_the_harness_prompt_first_and_the_task_once(stor
     assert run_ref("loop", "demo") in messages[2]["content"]
     assert "python -c 'print(0)'" in store.show(run_ref("loop", "demo"),
                                                 f"E{item_numbers(3)[0]}")
+    # read back, the decision's messages are the ones sent: the harness's prompt first
+    assert store.context(context.decision_id).messages() == messages == context.messages()
     # the first step: the harness's prompt alone
     first = construct_step(store, run_id="loop", instance_id="demo", task="function_3 subtracts",
                            steps=[], tree=root, prefix=PREFIX, rules=RULES)
-    assert first.messages(prefix=PREFIX) == PREFIX
+    assert first.messages(prefix=PREFIX) == PREFIX == store.context(first.decision_id).messages()
 
 
 def test_the_ceiling_holds_with_the_harness_prompt_counted(tmp_path):
@@ -463,10 +465,38 @@ def test_the_current_arm_sends_the_history_whole(store, tmp_path):
     assert {e.rendering for e in context.window} == {SHOWN_WHOLE}
 
 
-def test_bad_steps_are_named(store):
-    with pytest.raises(RequestError, match=r"steps\[0\]\.output: expected text"):
-        construct_step(store, run_id="r", instance_id="i", task="t",
-                       steps=[{"command": "ls", "output": 3}])
+def test_bad_steps_are_named(store, tmp_path):
+    good = {"command": "ls", "output": "a\n"}
+    bad_steps = [
+        ([good, good, good, {"command": "ls", "output": 1}],
+         r"steps\[3\]\.output: expected text, got int"),
+        ([{"output": "a"}], r"steps\[0\]\.command: missing"),
+        ([{"command": "ls", "output": None}], r"steps\[0\]\.output: expected text, got NoneType"),
+        ([{"command": "ls", "kind": "bogus"}], r"steps\[0\]\.kind: expected one of \['output'"),
+        ([good, LoopStep("ls", 123)], r"steps\[1\]\.output: expected text, got int"),  # type: ignore[arg-type]
+        ([LoopStep("ls", b"abc")], r"steps\[0\]\.output: expected text, got bytes"),  # type: ignore[arg-type]
+        ([LoopStep(5)], r"steps\[0\]\.command: expected text or null, got int"),  # type: ignore[arg-type]
+        ([LoopStep("ls", thought=None)], r"steps\[0\]\.thought: expected text"),  # type: ignore[arg-type]
+        ([LoopStep("ls", returncode="1")], r"steps\[0\]\.returncode: expected an integer"),  # type: ignore[arg-type]
+        ([LoopStep("ls", returncode=True)], r"steps\[0\]\.returncode: expected an integer"),
+        ([LoopStep("ls", kind="bogus")], r"steps\[0\]\.kind: expected one of"),
+        (None, r"steps: expected a list of steps, got NoneType"),
+        ("ls", r"steps: expected a list of steps, got str"),
+        ([3], r"steps\[0\]: expected a step object, got int"),
+    ]
+    with store.engine.connect() as connection:
+        before = connection.exec_driver_sql("SELECT count(*) FROM decision").scalar()
+    for steps, message in bad_steps:
+        with pytest.raises(RequestError, match=message):
+            construct_step(store, run_id="r", instance_id="i", task="t", steps=steps)
+    # a tree that is not there would quietly turn every view into a pointer
+    for tree, what in ((tmp_path / "typo", "no such directory"),
+                       (_tree(tmp_path / "tree") / "pkg" / "mod.py", "not a directory")):
+        with pytest.raises(RequestError, match=rf"tree: expected the working tree's directory"
+                                                rf".*\({what}\)"):
+            construct_step(store, run_id="r", instance_id="i", task="t", steps=[good], tree=tree)
+    with store.engine.connect() as connection:
+        assert connection.exec_driver_sql("SELECT count(*) FROM decision").scalar() == before
     with pytest.raises(RequestError, match=r"steps\[0\]: unknown field\(s\) \['stdout'\]"):
         construct_step(store, run_id="r", instance_id="i", task="t",
                        steps=[{"command": "ls", "stdout": ""}])

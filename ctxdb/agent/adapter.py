@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,6 +77,7 @@ from .loop import (
     step_of_item,
     tree_change_item,
 )
+from .trajectory import ObservationKind
 
 FILE_READ_MAX_BYTES = 2 * 1024 * 1024  # a larger file is not a source a view shows
 TOKEN_MEMO_SIZE = 8192  # parts repeat at every step of a run: each counted once
@@ -135,25 +136,46 @@ def message_tokens(tokenizer: str, content: str) -> int:
     return _count(tokenizer, content) + CHAT_MESSAGE_OVERHEAD_TOKENS
 
 
-def steps_from_dicts(values: Sequence[dict[str, Any]]) -> list[LoopStep]:
-    """Steps as JSON gives them (``command``, ``output``, ``kind``, ``returncode``,
-    ``thought``, ``observation``), checked: a bad one is named by its index."""
+# (field, may be null): the text fields of a step
+_STEP_TEXT_FIELDS = (("command", True), ("output", False), ("thought", False),
+                     ("observation", True), ("kind", False))
+_STEP_KINDS = tuple(kind.value for kind in ObservationKind)
+
+
+def checked_steps(values: object) -> list[LoopStep]:
+    """The history as ``LoopStep``s, each given as one or as its JSON object, checked
+    field by field: a bad step is named by its index and field, with what was expected."""
+    if isinstance(values, (str, bytes, dict)) or not isinstance(values, Sequence):
+        raise RequestError(f"steps: expected a list of steps, got {type(values).__name__}")
     steps = []
     for index, value in enumerate(values):
         where = f"steps[{index}]"
-        if not isinstance(value, dict):
-            raise RequestError(f"{where}: expected an object, got {type(value).__name__}")
-        unknown = set(value) - set(LoopStep.__dataclass_fields__)
-        if unknown:
-            raise RequestError(f"{where}: unknown field(s) {sorted(unknown)}")
-        for name in ("command", "output", "thought", "observation", "kind"):
-            if name in value and value[name] is not None and not isinstance(value[name], str):
-                raise RequestError(f"{where}.{name}: expected text, got "
-                                   f"{type(value[name]).__name__}")
-        if "returncode" in value and value["returncode"] is not None and (
-                not isinstance(value["returncode"], int) or isinstance(value["returncode"], bool)):
-            raise RequestError(f"{where}.returncode: expected an integer or null")
-        steps.append(LoopStep(**value))
+        if isinstance(value, LoopStep):
+            fields = asdict(value)
+        elif isinstance(value, dict):
+            unknown = set(value) - set(LoopStep.__dataclass_fields__)
+            if unknown:
+                raise RequestError(f"{where}: unknown field(s) {sorted(unknown)}")
+            if "command" not in value:
+                raise RequestError(f"{where}.command: missing (null for a turn with no "
+                                   f"command or several)")
+            fields = asdict(LoopStep(**value))
+        else:
+            raise RequestError(f"{where}: expected a step object, got {type(value).__name__}")
+        for name, nullable in _STEP_TEXT_FIELDS:
+            field_value = fields[name]
+            if not isinstance(field_value, str) and not (nullable and field_value is None):
+                expected = "text or null" if nullable else "text"
+                raise RequestError(f"{where}.{name}: expected {expected}, got "
+                                   f"{type(field_value).__name__}")
+        if fields["kind"] not in _STEP_KINDS:
+            raise RequestError(f"{where}.kind: expected one of {list(_STEP_KINDS)}, got "
+                               f"{fields['kind']!r}")
+        code = fields["returncode"]
+        if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
+            raise RequestError(f"{where}.returncode: expected an integer or null, got "
+                               f"{type(code).__name__}")
+        steps.append(value if isinstance(value, LoopStep) else LoopStep(**fields))
     return steps
 
 
@@ -167,9 +189,13 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     (when they hold the task, ``task`` is not repeated in the window). ``workdir``: where
     the agent's commands run, as they name it (default: ``tree`` itself; a SWE-bench
     harness's ``/testbed`` when the tree is a copy of it)."""
-    history: list[LoopStep] = [s if isinstance(s, LoopStep) else steps_from_dicts([s])[0]
-                               for s in steps]
+    history = checked_steps(steps)
     _check(run_id, instance_id, task, prefix, arm, seq)
+    if tree is not None and not Path(tree).is_dir():
+        # a typo would quietly turn every file view into a pointer
+        what = "not a directory" if Path(tree).exists() else "no such directory"
+        raise RequestError(f"tree: expected the working tree's directory, got {str(tree)!r} "
+                           f"({what})")
     seq = seq if seq is not None else len(history) + 1
     # the request as given, JSON-escaped (a lone surrogate or a NUL survives as \u....)
     request_json = json.dumps({
@@ -239,7 +265,7 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     context, row = store.write(write)
     store.runs_seen[run_id] = (arm, request.variant)
     store.remember_texts(row.text_digests)
-    return context
+    return replace(context, prefix=tuple(dict(message) for message in prefix))
 
 
 @dataclass
