@@ -386,6 +386,16 @@ def test_a_fresh_output_elides_what_an_earlier_fresh_output_shows(tmp_path):
     assert newest.text == "[… 6 lines as in the output of step 1 …]\nall passed\n\n"
     whole = build_window(steps, TreeFiles(tmp_path), RULES.without("repeats"))
     assert whole.parts[-1].rendering == SHOWN_WHOLE
+    # lines the earlier output shows, but not in that order, are no run of it
+    shuffled = [LoopStep("pytest -v tests", report + "1 failed"),
+                LoopStep("pytest -v tests", "".join(report.splitlines(True)[::-1]))]
+    assert build_window(shuffled, TreeFiles(tmp_path), RULES).parts[-1].rendering \
+        == SHOWN_WHOLE
+    # a run whose note would be no shorter stays (a harness's markup around an empty output)
+    markup = "<returncode>0</returncode>\n<output>\n</output>\n"
+    quiet = [LoopStep("sed -i 's/a/b/' pkg/mod.py", markup),
+             LoopStep("sed -i 's/b/c/' pkg/mod.py", markup)]
+    assert build_window(quiet, TreeFiles(tmp_path), RULES).parts[-1].text == markup + "\n"
 
 
 def test_the_decision_type_comes_from_the_history():

@@ -63,10 +63,17 @@ FILE_IN_PLAY_STEPS = 10  # a folded file's views stay while a command named it t
 COMMAND_SHOWN_MAX_CHARS = 6_000  # a longer command (a here-document script) is cut
 VIEW_LINES_MAX = 400  # lines one folded view shows at most (a whole-file cat is a reading)
 # A fresh output's run of at least REPEAT_RUN_MIN_LINES lines that an earlier fresh output
-# shows (a re-run test's header, the same warnings, a file printed again) is a note naming
-# it; lines shorter than REPEAT_LINE_MIN_CHARS (blank, a brace) are never a repeat.
+# shows in the same order (a re-run test's header, the same warnings, a file printed
+# again) is a note naming it, where that is much shorter; lines shorter than
+# REPEAT_LINE_MIN_CHARS (blank, a brace) are never a repeat.
 REPEAT_RUN_MIN_LINES = 3
 REPEAT_LINE_MIN_CHARS = 8
+# where a line stands in that many earlier places at most, a run is looked for from each
+# (a line every output repeats, a prompt's markup, would make it quadratic)
+REPEAT_SOURCES_TRIED = 16
+# a note replaces a run only where it is at most this share of the run's length: for
+# less the reader would look back to save a token or two
+REPEAT_NOTE_MAX_SHARE = 0.5
 # a note of changed lines names a run of lines that only moved by where the window showed
 # it from this many lines on; a shorter run is shown as it reads now (its numbers are what
 # a line-addressed edit uses)
@@ -565,7 +572,7 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
              if step_of_item(n)[1] == TREE_PART and kept[n].rendering == SHOWN_LINES]
     changed: list[str] = []  # lines views show that the newest step's command changed
     shown: dict[str, set[int]] = {}  # lines of each file an earlier kept view shows
-    whole_lines: dict[str, int] = {}  # a line an earlier fresh output shows -> its step
+    fresh_lines = _FreshLines()  # what the earlier fresh outputs show
     located: LocatedLines = {}  # each file's line positions, for the views that find lines in it
     first_names = names_first_shown(steps, prompt_names) if rules.pointer_names else None
     for number, step in enumerate(steps, start=1):
@@ -575,7 +582,7 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
         if number > horizon:
             text, rendering, rule = step.shown, SHOWN_WHOLE, "fresh"
             if rules.repeats:
-                text = _without_repeats(step.shown, number, whole_lines)
+                text = _without_repeats(step.shown, number, fresh_lines)
                 if text != step.shown:
                     rendering, rule = SHOWN_CUT, "fresh, lines an earlier output shows elided"
             window.parts.append(LoopPart(output_no, number, kind, step.shown,
@@ -779,32 +786,61 @@ def _tree_change_note(step_no: int, changed: list[str]) -> SettledPart:
     return SettledPart(part_digest(text), SHOWN_LINES, text, text)
 
 
-def _without_repeats(text: str, step_no: int, whole_lines: dict[str, int]) -> str:
+class _FreshLines:
+    """The lines the window's earlier fresh outputs show, in order, and where each line
+    stands in them: what a later fresh output's repeats are found in."""
+
+    def __init__(self) -> None:
+        self.outputs: dict[int, list[str]] = {}  # step -> the lines its output shows
+        self.at: dict[str, list[tuple[int, int]]] = {}  # line -> (step, index), first first
+
+    def add(self, step_no: int, lines: list[str]) -> None:
+        self.outputs[step_no] = lines
+        for index, line in enumerate(lines):
+            if _repeatable(line):
+                self.at.setdefault(line, []).append((step_no, index))
+
+    def longest_run(self, lines: list[str], start: int) -> tuple[int, int]:
+        """The longest run of ``lines`` from ``start`` that one earlier output shows line
+        for line, as (its length, that output's step); (0, 0) for none."""
+        best = (0, 0)
+        for step_no, index in self.at.get(lines[start], ())[:REPEAT_SOURCES_TRIED]:
+            source = self.outputs[step_no]
+            length = 0
+            while (start + length < len(lines) and index + length < len(source)
+                   and _repeatable(lines[start + length])
+                   and lines[start + length] == source[index + length]):
+                length += 1
+            if length > best[0]:
+                best = (length, step_no)
+        return best
+
+
+def _without_repeats(text: str, step_no: int, fresh: _FreshLines) -> str:
     """``text`` with each run of ``REPEAT_RUN_MIN_LINES`` or more lines that an earlier
-    fresh output of the window shows replaced by a note naming that output; records the
+    fresh output of the window shows, in the same order, replaced by a note naming that
+    output where the note is at most ``REPEAT_NOTE_MAX_SHARE`` of the run; records the
     lines it shows for the outputs after it."""
     lines = text.splitlines()
     kept: list[str] = []
     index = 0
     while index < len(lines):
-        end = index
-        while end < len(lines) and _repeated(lines[end], whole_lines):
-            end += 1
-        if end - index >= REPEAT_RUN_MIN_LINES:
-            source = whole_lines[lines[index]]
-            kept.append(f"[… {_lines(end - index)} as in the output of step {source} …]")
-            index = end
+        length, source = fresh.longest_run(lines, index) if _repeatable(lines[index]) \
+            else (0, 0)
+        note = f"[… {_lines(length)} as in the output of step {source} …]"
+        if length >= REPEAT_RUN_MIN_LINES and len(note) <= REPEAT_NOTE_MAX_SHARE * sum(
+                len(line) + 1 for line in lines[index:index + length]):
+            kept.append(note)
+            index += length
             continue
-        kept.extend(lines[index:max(end, index + 1)])
-        index = max(end, index + 1)
-    for line in kept:
-        if len(line.strip()) >= REPEAT_LINE_MIN_CHARS:
-            whole_lines.setdefault(line, step_no)
+        kept.append(lines[index])
+        index += 1
+    fresh.add(step_no, kept)
     return "\n".join(kept) if len(kept) != len(lines) else text
 
 
-def _repeated(line: str, whole_lines: dict[str, int]) -> bool:
-    return len(line.strip()) >= REPEAT_LINE_MIN_CHARS and line in whole_lines
+def _repeatable(line: str) -> bool:
+    return len(line.strip()) >= REPEAT_LINE_MIN_CHARS
 
 
 def _block(body: str) -> str:
