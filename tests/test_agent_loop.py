@@ -417,7 +417,8 @@ PREFIX = [{"role": "system", "content": "You are a bash agent. Reply with one co
           {"role": "user", "content": "Fix it.\n<task>function_3 subtracts</task>"}]
 
 
-def test_a_step_is_recorded_with_the_harness_prompt_first_and_the_task_once(store, tmp_path):
+def test_a_step_is_recorded_with_the_harness_prompt_first_and_the_task_once(store, tmp_path,
+                                                                             capsys):
     root = _tree(tmp_path / "tree")
     steps = [LoopStep("nl -ba pkg/mod.py | sed -n '3,6p'", _nl(3, 6)),
              LoopStep("true", ""),  # an empty output is a step like any other
@@ -441,6 +442,12 @@ def test_a_step_is_recorded_with_the_harness_prompt_first_and_the_task_once(stor
     assert run_ref("loop", "demo") in messages[2]["content"]
     assert "python -c 'print(0)'" in store.show(run_ref("loop", "demo"),
                                                 f"E{item_numbers(3)[0]}")
+    # ctxdb why on a loop part: its size (a part is rendered once, from nothing before)
+    from ctxdb.cli import main
+
+    assert main(["why", str(context.decision_id), "E1", "--db", str(store.url)]) == 0
+    why = capsys.readouterr().out
+    assert "tokens]" in why and "None" not in why, why
     # read back, the decision's messages are the ones sent: the harness's prompt first
     assert store.context(context.decision_id).messages() == messages == context.messages()
     # the first step: the harness's prompt alone

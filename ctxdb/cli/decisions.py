@@ -21,7 +21,8 @@ def _add_why(commands: argparse._SubParsersAction) -> None:
         description="Every stage action on ITEM in DECISION, from v_why, final verdict marked ■.",
     )
     why.add_argument("decision", metavar="DECISION",
-                     help="decision id, or req-<hash> from a pointer")
+                     help="decision id, req-<hash> from a pointer, or run:RUN:INSTANCE "
+                     "(that agent loop's newest decision)")
     why.add_argument("item", metavar="ITEM", nargs="?",
                      help="pool item id (E12), or an entity key for its first pool item")
     why.add_argument("--entity", metavar="KEY",
@@ -60,8 +61,11 @@ def _print_why(decision_id: int, item_id: str, rows) -> None:
     for row in rows:
         mark = "■" if row["is_final"] else "·"
         tokens = ""
-        if row["tokens_before"] is not None or row["tokens_after"] is not None:
+        if row["tokens_before"] is not None and row["tokens_after"] is not None:
             tokens = f"  [{row['tokens_before']} -> {row['tokens_after']} tokens]"
+        elif row["tokens_before"] is not None or row["tokens_after"] is not None:
+            # an agent loop's part is rendered once: its size, not a change of it
+            tokens = f"  [{row['tokens_after'] or row['tokens_before']} tokens]"
         detail = f"  ({row['detail']})" if row["detail"] else ""
         print(f"  {mark} {row['stage']:<9} {row['action']:<20} "
               f"{row['driver'] or ''}{tokens}{detail}")
@@ -77,7 +81,8 @@ def _add_show(commands: argparse._SubParsersAction) -> None:
         "With ITEM: the item's raw content, the full text if it was cut.",
     )
     show.add_argument("decision", metavar="DECISION",
-                      help="decision id, or req-<hash> from a pointer")
+                      help="decision id, req-<hash> from a pointer, or run:RUN:INSTANCE "
+                      "(that agent loop's newest decision)")
     show.add_argument("item", metavar="ITEM", nargs="?", help="pool item id, e.g. E12")
     show.add_argument("--window-only", action="store_true",
                       help="print only the window, exactly the text sent (no summary)")
