@@ -17,6 +17,7 @@ from .pipeline.budget import cut_task
 from .pipeline.state import BudgetStep
 from .pipeline.vocabulary import FAILURE_KINDS
 from .pipeline.window_text import DECISION_REF_PREFIX, window_head
+from .request import storable_text
 from .request_limits import STORE_INTEGER_MAX
 from .sqlfiles import sql_statement
 
@@ -49,8 +50,8 @@ def resolve_decision(connection: Connection, ref: str | int) -> int:
             raise NotFound(f"no decision whose request hash starts with {prefix!r}")
         return rows[0]["decision_id"]
     if not (ref.isascii() and ref.isdigit()):
-        raise NotFound(f"decision {ref[:40]!r}: expected a decision id or "
-                       f"{DECISION_REF_PREFIX}<hex>")
+        raise NotFound(f"decision {ref[:40]!r}: expected a decision id, "
+                       f"{DECISION_REF_PREFIX}<hex> or {RUN_REF_PREFIX}RUN:INSTANCE")
     if len(ref) > len(str(STORE_INTEGER_MAX)) or int(ref) > STORE_INTEGER_MAX:
         raise NotFound(f"decision {ref[:40]}: no decision id is above {STORE_INTEGER_MAX}")
     decision_id = int(ref)
@@ -128,7 +129,9 @@ def _loop_prefix(connection: Connection, decision_id: int) -> tuple[dict[str, st
     request = json.loads(rows[0]["request_json"]) if rows else None
     if not isinstance(request, dict) or "steps" not in request:
         return ()
-    return tuple(dict(message) for message in request.get("prefix", ()))
+    # as the decision stored its texts (a NUL or lone surrogate made storable)
+    return tuple({key: storable_text(text) if isinstance(text, str) else text
+                  for key, text in message.items()} for message in request.get("prefix", ()))
 
 
 def _cut_task(task: str, ceiling: int, steps) -> str:

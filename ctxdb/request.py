@@ -677,6 +677,18 @@ NUL = "\x00"
 NUL_STAND_IN = "\u2400"
 
 
+def storable_text(value: str) -> str:
+    """A text a store can hold, on every backend alike: a NUL becomes the visible
+    stand-in, a lone surrogate (undecodable bytes) U+FFFD."""
+    if NUL in value:
+        value = value.replace(NUL, NUL_STAND_IN)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return value
+
+
 def _without_nul(value: Any) -> Any:
     if isinstance(value, str):
         return value.replace(NUL, NUL_STAND_IN)

@@ -206,10 +206,12 @@ def test_a_masked_listing_keeps_its_entries(tmp_path):
         entries = listing_entries(LoopStep("ls -la", line + "\n"))
         assert entries in ([("", ["tests/"])], [("", ["tests"])]), (line, entries)
     # ls -R heads a directory whose name holds spaces as any other (first, or after a
-    # blank line); inside a group a name ending in ":" is an entry
+    # blank line or ls's own error); inside a group such a name ending in ":" is an entry
     spaced = ".:\nmy dir\nodd name:\n\n./my dir:\nmod.py\n"
     assert listing_entries(LoopStep("ls -R", spaced)) \
         == [(".", ["my dir", "odd name:"]), ("./my dir", ["mod.py"])]
+    missing = "ls: cannot access 'gone': No such file or directory\nmy dir:\nmod.py\n"
+    assert listing_entries(LoopStep("ls gone 'my dir'", missing)) == [("my dir", ["mod.py"])]
     # tree: branches and its summary line go, a link by its own name
     tree = ".\n├── pkg\n│   └── mod.py -> ../mod.py\n└── -dash.py\n\n1 directory, 2 files\n"
     assert listing_entries(LoopStep("tree", tree)) == [("", ["pkg", "mod.py", "-dash.py"])]
@@ -450,6 +452,14 @@ def test_a_step_is_recorded_with_the_harness_prompt_first_and_the_task_once(stor
     assert "tokens]" in why and "None" not in why, why
     # read back, the decision's messages are the ones sent: the harness's prompt first
     assert store.context(context.decision_id).messages() == messages == context.messages()
+    # a prompt with a lone surrogate and a NUL reads back as the decision stored it
+    odd = [{"role": "system", "content": "bad \udc80 byte, \x00 nul"}, PREFIX[1]]
+    stored = construct_step(store, run_id="loop", instance_id="odd", task="function_3 subtracts",
+                            steps=steps, tree=root, prefix=odd, rules=RULES)
+    assert "text_replaced" in stored.flags
+    assert store.context(stored.decision_id).messages() == stored.messages()
+    content = stored.messages()[0]["content"]
+    assert "\udc80" not in content and "\ufffd byte, \u2400 nul" in content
     # the first step: the harness's prompt alone
     first = construct_step(store, run_id="loop", instance_id="demo", task="function_3 subtracts",
                            steps=[], tree=root, prefix=PREFIX, rules=RULES)

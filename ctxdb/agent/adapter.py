@@ -40,7 +40,7 @@ from ..pipeline.state import (
 )
 from ..pipeline.vocabulary import BUDGET, EVICTED, IN_WINDOW, MASKED, RENDER, TASK_IN_PREFIX_FLAG
 from ..pipeline.window_text import task_block
-from ..request import NUL, NUL_STAND_IN, DecisionRequest, PlanNode, RequestError
+from ..request import DecisionRequest, PlanNode, RequestError, storable_text
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 from ..sqlfiles import sql_statement
 from ..tokens import bounded_count, get_counter
@@ -140,6 +140,7 @@ def message_tokens(tokenizer: str, content: str) -> int:
 _STEP_TEXT_FIELDS = (("command", True), ("output", False), ("thought", False),
                      ("observation", True), ("kind", False))
 _STEP_KINDS = tuple(kind.value for kind in ObservationKind)
+_STEP_FIELDS = tuple(LoopStep.__dataclass_fields__)
 
 
 def checked_steps(values: object) -> list[LoopStep]:
@@ -151,15 +152,16 @@ def checked_steps(values: object) -> list[LoopStep]:
     for index, value in enumerate(values):
         where = f"steps[{index}]"
         if isinstance(value, LoopStep):
-            fields = asdict(value)
+            fields = {name: getattr(value, name) for name in _STEP_FIELDS}
         elif isinstance(value, dict):
-            unknown = set(value) - set(LoopStep.__dataclass_fields__)
+            unknown = set(value) - set(_STEP_FIELDS)
             if unknown:
-                raise RequestError(f"{where}: unknown field(s) {sorted(unknown)}")
+                raise RequestError(f"{where}: unknown field(s) {sorted(map(str, unknown))}")
             if "command" not in value:
                 raise RequestError(f"{where}.command: missing (null for a turn with no "
                                    f"command or several)")
-            fields = asdict(LoopStep(**value))
+            fields = {name: value.get(name, field.default)
+                      for name, field in LoopStep.__dataclass_fields__.items()}
         else:
             raise RequestError(f"{where}: expected a step object, got {type(value).__name__}")
         for name, nullable in _STEP_TEXT_FIELDS:
@@ -310,13 +312,7 @@ def _storable(value: Any) -> Any:
     """Texts a store can hold, on every backend alike: a lone surrogate (undecodable
     bytes) becomes U+FFFD, a NUL the pipeline's visible stand-in."""
     if isinstance(value, str):
-        if NUL in value:
-            value = value.replace(NUL, NUL_STAND_IN)
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            value = value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-        return value
+        return storable_text(value)
     if isinstance(value, list):
         return [_storable(v) for v in value]
     if isinstance(value, dict):

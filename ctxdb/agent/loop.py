@@ -800,20 +800,33 @@ class _FreshLines:
             if _repeatable(line):
                 self.at.setdefault(line, []).append((step_no, index))
 
-    def longest_run(self, lines: list[str], start: int) -> tuple[int, int]:
-        """The longest run of ``lines`` from ``start`` that one earlier output shows line
-        for line, as (its length, that output's step); (0, 0) for none."""
+    def longest_run(self, lines: list[str], start: int, most: int) -> tuple[int, int]:
+        """The longest run of ``lines`` from ``start``, at most ``most`` long, that one
+        earlier output shows line for line, as (its length, that output's step).
+        Every line of ``lines[start:start + most]`` is in an earlier output."""
         best = (0, 0)
-        for step_no, index in self.at.get(lines[start], ())[:REPEAT_SOURCES_TRIED]:
+        for step_no, index in self.at[lines[start]][:REPEAT_SOURCES_TRIED]:
             source = self.outputs[step_no]
+            if len(source) - index <= best[0]:
+                continue  # what is left of that output is no longer than the best
             length = 0
-            while (start + length < len(lines) and index + length < len(source)
-                   and _repeatable(lines[start + length])
+            while (length < most and index + length < len(source)
                    and lines[start + length] == source[index + length]):
                 length += 1
             if length > best[0]:
                 best = (length, step_no)
+                if length == most:  # every line on that an earlier output shows
+                    break
         return best
+
+
+def _repeat_note(lines: int, step_no: int) -> str:
+    return f"[… {_lines(lines)} as in the output of step {step_no} …]"
+
+
+# a run whose text is shorter than this is never elided (its note would be too long)
+_REPEAT_RUN_MIN_CHARS = len(f"[… {REPEAT_RUN_MIN_LINES} lines as in the output of step 1 …]") \
+    / REPEAT_NOTE_MAX_SHARE
 
 
 def _without_repeats(text: str, step_no: int, fresh: _FreshLines) -> str:
@@ -822,17 +835,29 @@ def _without_repeats(text: str, step_no: int, fresh: _FreshLines) -> str:
     output where the note is at most ``REPEAT_NOTE_MAX_SHARE`` of the run; records the
     lines it shows for the outputs after it."""
     lines = text.splitlines()
+    # from each line on, how many lines in a row some earlier output shows, and the
+    # characters of the lines before each: a run is looked for only where it could pay
+    shown_from = [0] * (len(lines) + 1)
+    for index in range(len(lines) - 1, -1, -1):
+        line = lines[index]
+        if _repeatable(line) and line in fresh.at:
+            shown_from[index] = shown_from[index + 1] + 1
+    chars_before = [0]
+    for line in lines:
+        chars_before.append(chars_before[-1] + len(line) + 1)
     kept: list[str] = []
     index = 0
     while index < len(lines):
-        length, source = fresh.longest_run(lines, index) if _repeatable(lines[index]) \
-            else (0, 0)
-        note = f"[… {_lines(length)} as in the output of step {source} …]"
-        if length >= REPEAT_RUN_MIN_LINES and len(note) <= REPEAT_NOTE_MAX_SHARE * sum(
-                len(line) + 1 for line in lines[index:index + length]):
-            kept.append(note)
-            index += length
-            continue
+        most = shown_from[index]
+        if most >= REPEAT_RUN_MIN_LINES and \
+                chars_before[index + most] - chars_before[index] >= _REPEAT_RUN_MIN_CHARS:
+            length, source = fresh.longest_run(lines, index, most)
+            note = _repeat_note(length, source)
+            if length >= REPEAT_RUN_MIN_LINES and len(note) <= REPEAT_NOTE_MAX_SHARE * (
+                    chars_before[index + length] - chars_before[index]):
+                kept.append(note)
+                index += length
+                continue
         kept.append(lines[index])
         index += 1
     fresh.add(step_no, kept)
@@ -940,10 +965,12 @@ def listing_entries(step: LoopStep) -> list[tuple[str, list[str]]] | None:
     after_blank = True  # ``ls -R`` heads a directory first or after a blank line
     for line in step.output.splitlines():
         line = line.rstrip()
-        starts_group, after_blank = after_blank, not line
-        if (not line or line.startswith(("total ", "ls: ", "find: ", "tree: "))
-                or _TREE_SUMMARY.match(line)):
+        if not line:
+            after_blank = True
             continue
+        if line.startswith(("total ", "ls: ", "find: ", "tree: ")) or _TREE_SUMMARY.match(line):
+            continue  # (an error before a header leaves the header first in its group)
+        starts_group, after_blank = after_blank, False
         header = _LISTING_HEADER.match(line)
         # a name ending in ":" inside a group is an entry; a directory's name may hold
         # spaces, so a header is told by where it stands

@@ -65,7 +65,8 @@ def _print_why(decision_id: int, item_id: str, rows) -> None:
             tokens = f"  [{row['tokens_before']} -> {row['tokens_after']} tokens]"
         elif row["tokens_before"] is not None or row["tokens_after"] is not None:
             # an agent loop's part is rendered once: its size, not a change of it
-            tokens = f"  [{row['tokens_after'] or row['tokens_before']} tokens]"
+            size = row["tokens_after"] if row["tokens_after"] is not None else row["tokens_before"]
+            tokens = f"  [{size} tokens]"
         detail = f"  ({row['detail']})" if row["detail"] else ""
         print(f"  {mark} {row['stage']:<9} {row['action']:<20} "
               f"{row['driver'] or ''}{tokens}{detail}")
