@@ -821,12 +821,11 @@ class _FreshLines:
 
 
 def _repeat_note(lines: int, step_no: int) -> str:
-    return f"[… {_lines(lines)} as in the output of step {step_no} …]"
+    return f"[… {lines} lines as in the output of step {step_no} …]"  # (never one line)
 
 
 # a run whose text is shorter than this is never elided (its note would be too long)
-_REPEAT_RUN_MIN_CHARS = len(f"[… {REPEAT_RUN_MIN_LINES} lines as in the output of step 1 …]") \
-    / REPEAT_NOTE_MAX_SHARE
+_REPEAT_RUN_MIN_CHARS = len(_repeat_note(REPEAT_RUN_MIN_LINES, 1)) / REPEAT_NOTE_MAX_SHARE
 
 
 def _without_repeats(text: str, step_no: int, fresh: _FreshLines) -> str:
