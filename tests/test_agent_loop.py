@@ -21,6 +21,7 @@ from ctxdb.agent.loop import (
     SHOWN_CUT,
     SHOWN_LINES,
     SHOWN_WHOLE,
+    LoopPart,
     LoopRules,
     LoopStep,
     SettledParts,
@@ -570,6 +571,46 @@ def test_a_view_names_the_files_it_printed_that_are_out_of_play(tmp_path):
     part = build_window(steps, TreeFiles(root), RULES).parts[1]
     assert part.rendering == SHOWN_LINES and "2\tBETA = 2" in part.text
     assert part.text.endswith("[E2 also printed: notes.txt]\n\n")
+
+
+def test_a_file_the_reasoning_names_by_its_path_stays_in_play(tmp_path):
+    root = _tree(tmp_path)
+    read = LoopStep("nl -ba pkg/mod.py | sed -n '3,8p'", _nl(3, 8))
+    # read, then other things; the reasoning (not a command) says the agent goes back
+    steps = [read, *_filler(16)]
+    assert fold_horizon(len(steps), RULES) == 12
+
+    def view_after(thought: str, rules: LoopRules = RULES) -> LoopPart:
+        steps[6] = dataclasses.replace(steps[6], thought=thought)
+        return build_window(steps, TreeFiles(root), rules).parts[1]
+
+    view = view_after("Line 6 of /testbed/pkg/mod.py is the one to fix.")
+    assert view.rendering == SHOWN_LINES and "6\t    return value + 3" in view.text
+    assert view_after("Line 6 of `pkg/mod.py` is the one to fix.").rendering == SHOWN_LINES
+    assert view_after("Line 6 of pkg/mod.py is the one to fix.",
+                      RULES.without("reasoning_in_play")).rendering == POINTER
+    # a bare file name in prose, or another file's path, does not count
+    assert view_after("Line 6 of mod.py is the one to fix.").rendering == POINTER
+    assert view_after("See otherpkg/mod.py and pkg/mod.pyc.").rendering == POINTER
+
+
+def test_a_view_out_of_play_stays_out_when_its_file_is_named_again(tmp_path):
+    root = _tree(tmp_path)
+    steps = [LoopStep("nl -ba pkg/mod.py | sed -n '3,8p'", _nl(3, 8)), *_filler(12)]
+    assert fold_horizon(len(steps), RULES) == 8
+    assert build_window(steps, TreeFiles(root), RULES).parts[1].rendering == SHOWN_LINES
+    steps += _filler(4)
+    assert fold_horizon(len(steps), RULES) == 12  # step 1 named it, 11 steps before: out
+    assert build_window(steps, TreeFiles(root), RULES).parts[1].rendering == POINTER
+    # a command names the file again: the view stays a pointer (the agent reads it anew)
+    steps += [LoopStep("python -m pytest pkg/mod.py", "1 passed\n"), *_filler(6)]
+    assert fold_horizon(len(steps), RULES) == 20
+    assert build_window(steps, TreeFiles(root), RULES).parts[1].rendering == POINTER
+    back = build_window(steps, TreeFiles(root), RULES.without("out_of_play_sticks"))
+    assert back.parts[1].rendering == SHOWN_LINES
+    # named within the window at every fold since: it stays a view
+    steps[9] = LoopStep("grep -c value pkg/mod.py", "40\n")
+    assert build_window(steps, TreeFiles(root), RULES).parts[1].rendering == SHOWN_LINES
 
 
 def test_the_ladder_always_ends_under_the_ceiling_or_refuses(tmp_path):

@@ -169,6 +169,8 @@ class LoopRules:
     listings: bool = True  # a masked listing (ls, find, tree) keeps its entries
     repeats: bool = True  # a fresh output's lines an earlier fresh output shows are elided
     settled: bool = True  # folded parts keep the previous window's text between folds
+    reasoning_in_play: bool = True  # a file whose path the agent's reasoning names is in play
+    out_of_play_sticks: bool = True  # a view whose file went out of play stays a pointer
     moved_run_summarized_min: int = MOVED_RUN_SUMMARIZED_MIN
 
     def without(self, rule: str) -> LoopRules:
@@ -190,6 +192,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "repeats": {"repeats": False},
     "reasoning": {"last_thought": False},
     "settled": {"settled": False},
+    "reasoning_in_play": {"reasoning_in_play": False},
+    "out_of_play_sticks": {"out_of_play_sticks": False},
 }
 
 
@@ -600,7 +604,7 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
         views = viewed_lines(step, read_file, workdir, located) if rules.views else None
         if views:
             in_play = {path: lines for path, lines in views.items()
-                       if _in_play(steps, path, horizon, rules)}
+                       if _in_play(steps, path, number, horizon, rules)}
             if in_play:
                 part = _view_part(output_no, number, step, in_play, read_file, shown,
                                   rules.view_lines_max)
@@ -892,10 +896,44 @@ def _turn_part(item_no: int, step_no: int, step: LoopStep, rules: LoopRules,
                     command=step.command)
 
 
-def _in_play(steps: Sequence[LoopStep], path: str, horizon: int, rules: LoopRules) -> bool:
-    last = max((n for n, s in enumerate(steps[:horizon], start=1) if _mentions(s.command, path)),
-               default=0)
-    return horizon - last <= rules.file_in_play_steps
+def _in_play(steps: Sequence[LoopStep], path: str, since: int, horizon: int,
+             rules: LoopRules) -> bool:
+    """Whether the views of ``path`` that step ``since`` printed stay views at
+    ``horizon``: a step named the file within ``file_in_play_steps`` steps of it — and
+    (``out_of_play_sticks``) of every fold horizon since step ``since``, so a view that
+    went out of play stays out when a later command names its file (the agent reads it
+    again, and the window's middle does not change back)."""
+    named = [number for number, step in enumerate(steps[:horizon], start=1)
+             if _names_file(step, path, rules)]
+    if not rules.out_of_play_sticks:
+        return horizon - max(named, default=0) <= rules.file_in_play_steps
+    stride = rules.fold_stride if rules.strided else 1
+    first = -(-since // stride) * stride  # the first fold horizon that folded the view
+    at = 0
+    last = 0
+    for fold in range(first, horizon + 1, stride):
+        while at < len(named) and named[at] <= fold:
+            last = named[at]
+            at += 1
+        if fold - last > rules.file_in_play_steps:
+            return False
+    return True
+
+
+def _names_file(step: LoopStep, path: str, rules: LoopRules) -> bool:
+    """The step's command names the file (``_mentions``), or (``reasoning_in_play``) its
+    reasoning names the file's path: an agent that says why it goes back to a file it
+    read edits from what it read there. A bare file name in prose (``__init__.py``)
+    does not count."""
+    if _mentions(step.command, path):
+        return True
+    return rules.reasoning_in_play and bool(step.thought) \
+        and _path_pattern(path).search(step.thought) is not None
+
+
+@functools.lru_cache(maxsize=NAME_PATTERNS_CACHED)
+def _path_pattern(path: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![\w.-])" + re.escape(path) + r"(?![\w-])")
 
 
 def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list[int]],
