@@ -578,6 +578,7 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
     shown: dict[str, set[int]] = {}  # lines of each file an earlier kept view shows
     fresh_lines = _FreshLines()  # what the earlier fresh outputs show
     located: LocatedLines = {}  # each file's line positions, for the views that find lines in it
+    naming: dict[str, list[int]] = {}  # the steps up to the horizon that named each file
     first_names = names_first_shown(steps, prompt_names) if rules.pointer_names else None
     for number, step in enumerate(steps, start=1):
         turn_no, output_no, _thought_no = item_numbers(number)
@@ -604,7 +605,8 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
         views = viewed_lines(step, read_file, workdir, located) if rules.views else None
         if views:
             in_play = {path: lines for path, lines in views.items()
-                       if _in_play(steps, path, number, horizon, rules)}
+                       if _in_play(_steps_naming(steps, path, horizon, rules, naming),
+                                   number, horizon, rules)}
             if in_play:
                 part = _view_part(output_no, number, step, in_play, read_file, shown,
                                   rules.view_lines_max)
@@ -896,15 +898,13 @@ def _turn_part(item_no: int, step_no: int, step: LoopStep, rules: LoopRules,
                     command=step.command)
 
 
-def _in_play(steps: Sequence[LoopStep], path: str, since: int, horizon: int,
-             rules: LoopRules) -> bool:
-    """Whether the views of ``path`` that step ``since`` printed stay views at
+def _in_play(named: Sequence[int], since: int, horizon: int, rules: LoopRules) -> bool:
+    """Whether the views of a file that step ``since`` printed stay views at
     ``horizon``: a step named the file within ``file_in_play_steps`` steps of it — and
     (``out_of_play_sticks``) of every fold horizon since step ``since``, so a view that
     went out of play stays out when a later command names its file (the agent reads it
-    again, and the window's middle does not change back)."""
-    named = [number for number, step in enumerate(steps[:horizon], start=1)
-             if _names_file(step, path, rules)]
+    again, and the window's middle does not change back). ``named``: the steps up to the
+    horizon that named the file, in order."""
     if not rules.out_of_play_sticks:
         return horizon - max(named, default=0) <= rules.file_in_play_steps
     stride = rules.fold_stride if rules.strided else 1
@@ -918,6 +918,17 @@ def _in_play(steps: Sequence[LoopStep], path: str, since: int, horizon: int,
         if fold - last > rules.file_in_play_steps:
             return False
     return True
+
+
+def _steps_naming(steps: Sequence[LoopStep], path: str, horizon: int, rules: LoopRules,
+                  known: dict[str, list[int]]) -> list[int]:
+    """The steps up to ``horizon`` that named ``path`` (``_names_file``), each file's
+    found once a window (``known``)."""
+    named = known.get(path)
+    if named is None:
+        named = known[path] = [number for number, step in enumerate(steps[:horizon], start=1)
+                               if _names_file(step, path, rules)]
+    return named
 
 
 def _names_file(step: LoopStep, path: str, rules: LoopRules) -> bool:
