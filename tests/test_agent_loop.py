@@ -611,6 +611,22 @@ def test_a_view_out_of_play_stays_out_when_its_file_is_named_again(tmp_path):
     # named within the window at every fold since: it stays a view
     steps[9] = LoopStep("grep -c value pkg/mod.py", "40\n")
     assert build_window(steps, TreeFiles(root), RULES).parts[1].rendering == SHOWN_LINES
+    # only the folds since the view's step count: a file named at step 1 (out of play at
+    # the fold of step 12) and printed at step 14 is a view at the folds of 16 and 20
+    later = [LoopStep("python -m pytest pkg/mod.py", "1 passed\n"), *_filler(12),
+             LoopStep("nl -ba pkg/mod.py | sed -n '3,8p'", _nl(3, 8)), *_filler(10)]
+    assert fold_horizon(len(later), RULES) == 20
+    view = next(part for part in build_window(later, TreeFiles(root), RULES).parts
+                if part.item_no == item_numbers(14)[1])
+    assert view.rendering == SHOWN_LINES
+    # a fold at every step (strides off): out at one step is out for good
+    unstrided = dataclasses.replace(RULES, strided=False)
+    gap = [LoopStep("nl -ba pkg/mod.py | sed -n '3,8p'", _nl(3, 8)), *_filler(15),
+           LoopStep("python -m pytest pkg/mod.py", "1 passed\n"), *_filler(4)]
+    assert fold_horizon(len(gap), unstrided) == 17  # named at 1 and 17: out at 12 to 16
+    assert build_window(gap, TreeFiles(root), unstrided).parts[1].rendering == POINTER
+    assert build_window(gap, TreeFiles(root), dataclasses.replace(
+        unstrided, out_of_play_sticks=False)).parts[1].rendering == SHOWN_LINES
 
 
 def test_the_ladder_always_ends_under_the_ceiling_or_refuses(tmp_path):

@@ -61,7 +61,9 @@ from .trajectory import ObservationKind, Step
 # Rules measured on the 97 development runs (docs/agent-loop.md has the sweep).
 FRESH_OUTPUTS = 2  # the newest outputs shown whole, at least
 FOLD_STRIDE = 10  # the fold horizon moves in steps of this many decisions
-FILE_IN_PLAY_STEPS = 10  # a folded file's views stay while a command named it this recently
+# a folded file's views stay while a command (or the reasoning, by its path) named the
+# file this recently, at every fold since the view's step
+FILE_IN_PLAY_STEPS = 10
 COMMAND_SHOWN_MAX_CHARS = 6_000  # a longer command (a here-document script) is cut
 VIEW_LINES_MAX = 400  # lines one folded view shows at most (a whole-file cat is a reading)
 # A fresh output's run of at least REPEAT_RUN_MIN_LINES lines that an earlier fresh output
@@ -180,7 +182,7 @@ class LoopRules:
         return replace(self, **ABLATIONS[rule])
 
 
-NAME_PATTERNS_CACHED = 1024  # file names looked for in commands, compiled once each
+NAME_PATTERNS_CACHED = 1024  # file names and paths looked for in steps, compiled once each
 DIGESTS_CACHED = 4096  # a run's steps come back at every decision: each digested once
 EVERY_STEP = 10**9  # a file-in-play window no run reaches: every file stays in play
 # what turning each rule off means (the replay's ablation arms)
@@ -904,9 +906,10 @@ def _in_play(named: Sequence[int], since: int, horizon: int, rules: LoopRules) -
     """Whether the views of a file that step ``since`` printed stay views at
     ``horizon``: a step named the file within ``file_in_play_steps`` steps of it — and
     (``out_of_play_sticks``) of every fold horizon since step ``since``, so a view that
-    went out of play stays out when a later command names its file (the agent reads it
+    went out of play stays out when a later step names its file (the agent reads it
     again, and the window's middle does not change back). ``named``: the steps up to the
-    horizon that named the file, in order."""
+    horizon that named the file, in order; ``since`` is a folded step (at most
+    ``horizon``)."""
     if not rules.out_of_play_sticks:
         return horizon - max(named, default=0) <= rules.file_in_play_steps
     stride = rules.fold_stride if rules.strided else 1
@@ -937,7 +940,8 @@ def _names_file(step: LoopStep, path: str, rules: LoopRules) -> bool:
     """The step's command names the file (``_mentions``), or (``reasoning_in_play``) its
     reasoning names the file's path: an agent that says why it goes back to a file it
     read edits from what it read there. A bare file name in prose (``__init__.py``)
-    does not count."""
+    does not count for a file in a directory; a longer path that ends in the file's
+    (``/testbed/pkg/mod.py``, also ``tests/pkg/mod.py``) does, as in a command."""
     if _mentions(step.command, path):
         return True
     return rules.reasoning_in_play and bool(step.thought) \
