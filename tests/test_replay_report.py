@@ -263,8 +263,33 @@ def test_steps_median_over_the_runs_that_reach_each_decision(replay_store):
     assert len(steps) == 3 * 4 + 2 * 3
 
 
+def test_lengths_group_the_runs_by_their_decisions(replay_store):
+    # two groups: run b (2 decisions), then run a (4); the variant run's one run alone
+    lengths = _by(_rows(replay_store, "replay_lengths", length_groups=2),
+                  "run_id", "length_group", "arm")
+    b, a = lengths[(RUN, 1, "ctx08")], lengths[(RUN, 2, "ctx08")]
+    assert (b["runs"], b["shortest_run"], b["longest_run"]) == (1, 2, 2)
+    assert (a["runs"], a["shortest_run"], a["longest_run"]) == (1, 4, 4)
+    # a: ctx08 3,800 tokens of mask10's 8,100; cost 2,800 + 0.1 * 1,000 of current's
+    # 4,300 + 0.1 * 5,700
+    assert a["prompt_tokens"] == 3800 and a["tokens_of_mask10"] == pytest.approx(3800 / 8100)
+    assert a["cost_tokens"] == pytest.approx(2900)
+    assert a["cost_of_current"] == pytest.approx(2900 / 4870)
+    # b: 1,450 of 4,000 tokens; cost 850 + 60 of 2,600 + 140
+    assert b["tokens_of_mask10"] == pytest.approx(1450 / 4000)
+    assert b["cost_of_current"] == pytest.approx(910 / 2740)
+    assert lengths[(RUN, 2, "current")]["cost_of_current"] == pytest.approx(1.0)
+    assert lengths[(VARIANT_RUN, 1, "ctx08")]["tokens_of_mask10"] is None  # no mask10 arm
+    # the default, quarters: as many groups as runs here; one group holds both
+    assert _by(_rows(replay_store, "replay_lengths"), "run_id", "length_group", "arm") \
+        == lengths
+    whole = _by(_rows(replay_store, "replay_lengths", length_groups=1),
+                "run_id", "length_group", "arm")
+    assert whole[(RUN, 1, "ctx08")]["cost_of_current"] == pytest.approx(3810 / 7610)
+
+
 def test_every_replay_report_answers_the_same_on_sqlite_and_postgresql(tmp_path, pg_url):
-    """The five reports over the same rows on both backends: the same columns, rows and
+    """The six reports over the same rows on both backends: the same columns, rows and
     figures (PostgreSQL's NUMERIC read as floats, as run_report does), at two ratios."""
     answers = []
     for url in (str(tmp_path / "s.db"), pg_url):
@@ -310,6 +335,9 @@ def test_the_screen_json_and_page(replay_store):
     assert list(document) == list(SECTIONS)
     assert document["arms"]["parameters"] == {"cached_price_ratio": OTHER_RATIO}
     assert document["recall"]["parameters"] == {}
+    assert document["lengths"]["parameters"] == {"cached_price_ratio": OTHER_RATIO,
+                                                 "length_groups": 4}
+    assert "By run length" in screen and "By run length" in page
     current = next(r for r in document["arms"]["rows"]
                    if (r["run_id"], r["arm"]) == (RUN, "current"))
     assert current["cost_tokens"] == pytest.approx(10450)

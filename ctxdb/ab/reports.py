@@ -25,7 +25,10 @@ AB_SECTIONS = ("runs", "arms", "decision_rule", "ablation", "edge_placement", "t
 CACHED_PRICE_RATIO = 0.1
 # The value a report's parameter takes when its caller gives none (the CLI and the
 # Datasette canned queries use the same).
-REPORT_PARAMETER_DEFAULTS: dict[str, object] = {"cached_price_ratio": CACHED_PRICE_RATIO}
+# The replay's runs by length (replay_lengths): in quarters, shortest first.
+REPLAY_LENGTH_GROUPS = 4
+REPORT_PARAMETER_DEFAULTS: dict[str, object] = {"cached_price_ratio": CACHED_PRICE_RATIO,
+                                                "length_groups": REPLAY_LENGTH_GROUPS}
 ORACLE = "oracle"
 ORACLE_LEGEND = (
     "ranker oracle: each residue candidate scored 1.0 if it is one of the instance's gold "

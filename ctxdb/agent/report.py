@@ -14,7 +14,7 @@ from sqlalchemy import Connection
 
 from ..ab import charts, reports
 from ..ab.formats import format_number
-from ..ab.reports import CACHED_PRICE_RATIO, Report
+from ..ab.reports import CACHED_PRICE_RATIO, REPLAY_LENGTH_GROUPS, Report
 
 # Section name -> its report (sql/reports/<report>.sql), in the order they are shown.
 SECTIONS = {
@@ -22,6 +22,7 @@ SECTIONS = {
     "recall": "replay_recall",
     "fates": "replay_fates",
     "fidelity": "replay_fidelity",
+    "lengths": "replay_lengths",
     "steps": "replay_steps",
 }
 ARM_ORDER = ("current", "mask10", "ctx08")  # the reference, its masked variant, ours
@@ -46,12 +47,17 @@ def _arm_rank(arm: str) -> tuple[int, str]:
     return (ARM_ORDER.index(arm) if arm in ARM_ORDER else len(ARM_ORDER), arm)
 
 
-def replay_sections(connection: Connection,
-                    cached_price_ratio: float = CACHED_PRICE_RATIO) -> dict[str, Report]:
-    """Each section's report, run with ``cached_price_ratio`` bound where it is named."""
-    params: dict[str, object] = {"cached_price_ratio": cached_price_ratio}
+def replay_sections(connection: Connection, cached_price_ratio: float = CACHED_PRICE_RATIO,
+                    length_groups: int = REPLAY_LENGTH_GROUPS) -> dict[str, Report]:
+    """Each section's report, run with ``cached_price_ratio`` and ``length_groups`` bound
+    where they are named."""
+    params = _params(cached_price_ratio, length_groups)
     return {section: reports.run_report(connection, name, params)
             for section, name in SECTIONS.items()}
+
+
+def _params(cached_price_ratio: float, length_groups: int) -> dict[str, object]:
+    return {"cached_price_ratio": cached_price_ratio, "length_groups": length_groups}
 
 
 def steps_by_arm(steps: Report) -> Report:
@@ -82,14 +88,16 @@ SCREEN_TITLES = {
               "(all decisions; edit_*: decisions the agent followed with an edit)",
     "fates": "Where the lost anchors went (fate of the newest observation holding each)",
     "fidelity": "Working trees rebuilt: matching the submission, lost, and why",
+    "lengths": "By run length: the runs in quarters, shortest first (tokens as a share of "
+               "mask10's, cost of current's)",
     "steps": "Median prompt tokens per decision (seq), by arm",
 }
 
 
-def replay_screen(connection: Connection,
-                  cached_price_ratio: float = CACHED_PRICE_RATIO) -> str:
-    """The replay on one screen: the five sections as text tables, each under a title."""
-    sections = replay_sections(connection, cached_price_ratio)
+def replay_screen(connection: Connection, cached_price_ratio: float = CACHED_PRICE_RATIO,
+                  length_groups: int = REPLAY_LENGTH_GROUPS) -> str:
+    """The replay on one screen: the six sections as text tables, each under a title."""
+    sections = replay_sections(connection, cached_price_ratio, length_groups)
     sections["steps"] = steps_by_arm(sections["steps"])
     parts = _title(cached_price_ratio)
     for section, report in sections.items():
@@ -104,14 +112,15 @@ def replay_screen(connection: Connection,
     return "\n".join(parts)
 
 
-def replay_json(connection: Connection,
-                cached_price_ratio: float = CACHED_PRICE_RATIO) -> str:
+def replay_json(connection: Connection, cached_price_ratio: float = CACHED_PRICE_RATIO,
+                length_groups: int = REPLAY_LENGTH_GROUPS) -> str:
     """One JSON object keyed by section: each its report's name, what it computes, the
     parameters it was run with and its rows (raw values)."""
     document = {}
-    for section, report in replay_sections(connection, cached_price_ratio).items():
-        parameters = ({"cached_price_ratio": cached_price_ratio}
-                      if "cached_price_ratio" in reports.report_parameters(report.name) else {})
+    params = _params(cached_price_ratio, length_groups)
+    for section, report in replay_sections(connection, cached_price_ratio,
+                                           length_groups).items():
+        parameters = {name: params[name] for name in reports.report_parameters(report.name)}
         document[section] = {"report": report.name, "about": report.header,
                              "parameters": parameters,
                              "rows": [dict(zip(report.columns, r, strict=True))
@@ -119,11 +128,12 @@ def replay_json(connection: Connection,
     return json.dumps(document, indent=2, default=str)
 
 
-def replay_csv(connection: Connection, cached_price_ratio: float = CACHED_PRICE_RATIO) -> str:
+def replay_csv(connection: Connection, cached_price_ratio: float = CACHED_PRICE_RATIO,
+               length_groups: int = REPLAY_LENGTH_GROUPS) -> str:
     """Each section as CSV under a ``# section`` line, as ``report ab --format csv``."""
     return "\n".join(f"# {section}\n{reports.as_csv(report)}"
-                     for section, report in replay_sections(connection,
-                                                            cached_price_ratio).items())
+                     for section, report in replay_sections(
+                         connection, cached_price_ratio, length_groups).items())
 
 
 # --- HTML ---------------------------------------------------------------------------------------
@@ -163,10 +173,10 @@ def _section_table(report: Report, columns: list[str] | None = None) -> str:
     return reports.html_table(report, columns)
 
 
-def replay_html(connection: Connection,
-                cached_price_ratio: float = CACHED_PRICE_RATIO) -> str:
+def replay_html(connection: Connection, cached_price_ratio: float = CACHED_PRICE_RATIO,
+                length_groups: int = REPLAY_LENGTH_GROUPS) -> str:
     """One self-contained page (inline SVG, no scripts, no network) for the replay."""
-    sections = replay_sections(connection, cached_price_ratio)
+    sections = replay_sections(connection, cached_price_ratio, length_groups)
     title, cost_note = _title(cached_price_ratio)
     body = [
         "<h1>ctxdb replay report</h1>",
@@ -178,7 +188,7 @@ def replay_html(connection: Connection,
         "decisions rest on fewer runs (hover a point for how many).</p>",
         _steps_charts(sections["steps"]),
     ]
-    for section in ("arms", "recall", "fates", "fidelity"):
+    for section in ("arms", "recall", "fates", "fidelity", "lengths"):
         report = sections[section]
         body += [f"<h2>{html.escape(SCREEN_TITLES[section])}</h2>",
                  f"<p>{html.escape(report.header)}</p>", _section_table(report)]

@@ -14,14 +14,14 @@ def register(commands: argparse._SubParsersAction) -> None:
         "report", help="a report from sql/reports/ (or `ab`, `replay` for a whole screen)",
         description="Run sql/reports/NAME.sql and print it; `ab` is the whole A/B on one screen, "
         "`replay` the replayed agent runs (tokens and cost by arm, anchor recall, where lost "
-        "anchors went, working-tree fidelity, tokens per step) on one; either is one "
+        "anchors went, working-tree fidelity, cost by run length, tokens per step) on one; either is one "
         "self-contained HTML page with --format html.",
     )
     report.add_argument("name", metavar="NAME",
                         help="ab, replay, or a report: runs, arms, precision, gold_recall, "
                         "window_recall, tokens, edge_placement, outcomes, decision_rule, "
                         "ablation, replay_arms, replay_recall, replay_fates, replay_fidelity, "
-                        "replay_steps")
+                        "replay_lengths, replay_steps")
     add_db_option(report)
     report.add_argument("--format", choices=("table", "csv", "json", "html"), default="table",
                         help="output format (default: table)")
@@ -30,6 +30,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="replay reports: a cached prompt token's price as a share of an "
                         "input token's, 0 to 1 (default 0.1: cache reads cost about a tenth "
                         "of input at DeepSeek, Anthropic and OpenAI)")
+    report.add_argument("--length-groups", metavar="N",
+                        help="replay reports: how many groups the replayed runs are cut into "
+                        "by their length (default 4: quarters)")
     report.set_defaults(func=_cmd_report)
 
 
@@ -37,6 +40,7 @@ def _cmd_report(args) -> int:
     from ..ab import reports
 
     ratio = _cached_price_ratio(args.cached_price_ratio)
+    groups = _length_groups(args.length_groups)
     with context_store().open(existing_store(args.db)) as store, \
             store.engine.connect() as connection:
         if args.name == "ab":
@@ -55,9 +59,10 @@ def _cmd_report(args) -> int:
 
             output = {"table": replay.replay_screen, "csv": replay.replay_csv,
                       "json": replay.replay_json, "html": replay.replay_html}[args.format](
-                connection, ratio)
+                connection, ratio, groups)
         else:
-            report = reports.run_report(connection, args.name, {"cached_price_ratio": ratio})
+            report = reports.run_report(connection, args.name,
+                                        {"cached_price_ratio": ratio, "length_groups": groups})
             if args.format == "html":
                 output = reports.single_html(report)
             else:
@@ -87,6 +92,22 @@ def _cached_price_ratio(value: str | None) -> float:
         raise ValueError(f"--cached-price-ratio {value!r}: expected a number from 0 to 1 "
                          "(a cache read's price as a share of an input token's)")
     return ratio
+
+
+def _length_groups(value: str | None) -> int:
+    """--length-groups: a whole number of groups, at least 1."""
+    from ..ab.reports import REPLAY_LENGTH_GROUPS
+
+    if value is None:
+        return REPLAY_LENGTH_GROUPS
+    try:
+        groups = int(value)
+    except ValueError:
+        groups = 0  # refused below with the numbers under 1
+    if groups < 1:
+        raise ValueError(f"--length-groups {value!r}: expected a whole number of groups, at "
+                         "least 1 (the replayed runs cut by their length)")
+    return groups
 
 
 def _refuse_output_over_store(output: str, db: str | None) -> None:
