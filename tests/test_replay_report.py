@@ -405,6 +405,17 @@ def test_cli_report_replay(replay_store, store_url, tmp_path, capsys):
                      "--cached-price-ratio", bad]) == EXIT_BAD_INPUT
         assert "--cached-price-ratio" in capsys.readouterr().err
 
+    # and the number of length groups: one group holds both runs of RUN
+    assert main(["report", "replay_lengths", "--db", store_url, "--format", "json",
+                 "--length-groups", "1"]) == EXIT_OK
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert {r["length_group"] for r in rows} == {1}
+    assert next(r for r in rows if (r["run_id"], r["arm"]) == (RUN, "ctx08"))["runs"] == 2
+    for bad in ("0", "-2", "1.5", "four"):
+        assert main(["report", "replay", "--db", store_url,
+                     "--length-groups", bad]) == EXIT_BAD_INPUT
+        assert "--length-groups" in capsys.readouterr().err
+
 
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_the_canned_query_runs_with_the_default_ratio(replay_store, store_url):

@@ -14,8 +14,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "report", help="a report from sql/reports/ (or `ab`, `replay` for a whole screen)",
         description="Run sql/reports/NAME.sql and print it; `ab` is the whole A/B on one screen, "
         "`replay` the replayed agent runs (tokens and cost by arm, anchor recall, where lost "
-        "anchors went, working-tree fidelity, cost by run length, tokens per step) on one; either is one "
-        "self-contained HTML page with --format html.",
+        "anchors went, working-tree fidelity, cost by run length, tokens per step) on one; "
+        "either is one self-contained HTML page with --format html.",
     )
     report.add_argument("name", metavar="NAME",
                         help="ab, replay, or a report: runs, arms, precision, gold_recall, "
