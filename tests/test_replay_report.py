@@ -268,8 +268,13 @@ def test_lengths_group_the_runs_by_their_decisions(replay_store):
     lengths = _by(_rows(replay_store, "replay_lengths", length_groups=2),
                   "run_id", "length_group", "arm")
     b, a = lengths[(RUN, 1, "ctx08")], lengths[(RUN, 2, "ctx08")]
-    assert (b["runs"], b["shortest_run"], b["longest_run"]) == (1, 2, 2)
-    assert (a["runs"], a["shortest_run"], a["longest_run"]) == (1, 4, 4)
+    assert (b["runs"], b["shortest_run_decisions"], b["longest_run_decisions"]) == (1, 2, 2)
+    assert (a["runs"], a["shortest_run_decisions"], a["longest_run_decisions"]) == (1, 4, 4)
+    # the shortest group first, each group's arms the reference first
+    order = [(r["length_group"], r["arm"])
+             for r in _rows(replay_store, "replay_lengths", length_groups=2)
+             if r["run_id"] == RUN]
+    assert order == [(group, arm) for group in (1, 2) for arm in ("current", "mask10", "ctx08")]
     # a: ctx08 3,800 tokens of mask10's 8,100; cost 2,800 + 0.1 * 1,000 of current's
     # 4,300 + 0.1 * 5,700
     assert a["prompt_tokens"] == 3800 and a["tokens_of_mask10"] == pytest.approx(3800 / 8100)
@@ -280,12 +285,17 @@ def test_lengths_group_the_runs_by_their_decisions(replay_store):
     assert b["cost_of_current"] == pytest.approx(910 / 2740)
     assert lengths[(RUN, 2, "current")]["cost_of_current"] == pytest.approx(1.0)
     assert lengths[(VARIANT_RUN, 1, "ctx08")]["tokens_of_mask10"] is None  # no mask10 arm
-    # the default, quarters: as many groups as runs here; one group holds both
+    # the default, quarters: a group per run here, as above
     assert _by(_rows(replay_store, "replay_lengths"), "run_id", "length_group", "arm") \
         == lengths
+    # one group holds both runs: ctx08 2,900 + 910 of current's 4,870 + 2,740
     whole = _by(_rows(replay_store, "replay_lengths", length_groups=1),
                 "run_id", "length_group", "arm")
     assert whole[(RUN, 1, "ctx08")]["cost_of_current"] == pytest.approx(3810 / 7610)
+    # another cache price: a: ctx08 2,800 + 0.5 * 1,000 of current's 4,300 + 0.5 * 5,700
+    priced = _by(_rows(replay_store, "replay_lengths", length_groups=2,
+                       cached_price_ratio=OTHER_RATIO), "run_id", "length_group", "arm")
+    assert priced[(RUN, 2, "ctx08")]["cost_of_current"] == pytest.approx(3300 / 7150)
 
 
 def test_every_replay_report_answers_the_same_on_sqlite_and_postgresql(tmp_path, pg_url):
@@ -405,13 +415,21 @@ def test_cli_report_replay(replay_store, store_url, tmp_path, capsys):
                      "--cached-price-ratio", bad]) == EXIT_BAD_INPUT
         assert "--cached-price-ratio" in capsys.readouterr().err
 
-    # and the number of length groups: one group holds both runs of RUN
+    # and the number of length groups, in the whole replay and in its report alone
+    assert main(["report", "replay", "--db", store_url, "--format", "json",
+                 "--length-groups", "1"]) == EXIT_OK
+    lengths = json.loads(capsys.readouterr().out)["lengths"]
+    assert lengths["parameters"] == {"cached_price_ratio": CACHED_PRICE_RATIO,
+                                     "length_groups": 1}
+    assert {r["length_group"] for r in lengths["rows"]} == {1}
+    assert main(["report", "replay", "--db", store_url, "--length-groups", "3"]) == EXIT_OK
+    assert "By run length: the runs in 3 groups" in capsys.readouterr().out
     assert main(["report", "replay_lengths", "--db", store_url, "--format", "json",
                  "--length-groups", "1"]) == EXIT_OK
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert {r["length_group"] for r in rows} == {1}
     assert next(r for r in rows if (r["run_id"], r["arm"]) == (RUN, "ctx08"))["runs"] == 2
-    for bad in ("0", "-2", "1.5", "four"):
+    for bad in ("0", "-2", "1.5", "four", str(2**31)):
         assert main(["report", "replay", "--db", store_url,
                      "--length-groups", bad]) == EXIT_BAD_INPUT
         assert "--length-groups" in capsys.readouterr().err
@@ -431,3 +449,9 @@ def test_the_canned_query_runs_with_the_default_ratio(replay_store, store_url):
         rows = connection.execute(query.sql).fetchall()
     current = next(r for r in rows if (r["run_id"], r["arm"]) == (RUN, "current"))
     assert current["cost_tokens"] == pytest.approx(7610)
+    # the groups' number too (NTILE's argument)
+    lengths = {q.name: q for q in canned_queries()}["replay_lengths"]
+    assert lengths.params == () and "length_groups = 4" in lengths.description
+    with sqlite3.connect(store_url) as connection:
+        groups = {row[1] for row in connection.execute(lengths.sql)}
+    assert groups == {1, 2}

@@ -25,8 +25,10 @@ AB_SECTIONS = ("runs", "arms", "decision_rule", "ablation", "edge_placement", "t
 CACHED_PRICE_RATIO = 0.1
 # The value a report's parameter takes when its caller gives none (the CLI and the
 # Datasette canned queries use the same).
-# The replay's runs by length (replay_lengths): in quarters, shortest first.
+# The replay's runs by length (replay_lengths): in quarters, shortest first; at most as
+# many groups as PostgreSQL's NTILE takes (an integer).
 REPLAY_LENGTH_GROUPS = 4
+REPLAY_LENGTH_GROUPS_MAX = 2**31 - 1
 REPORT_PARAMETER_DEFAULTS: dict[str, object] = {"cached_price_ratio": CACHED_PRICE_RATIO,
                                                 "length_groups": REPLAY_LENGTH_GROUPS}
 ORACLE = "oracle"

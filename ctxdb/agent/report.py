@@ -88,8 +88,8 @@ SCREEN_TITLES = {
               "(all decisions; edit_*: decisions the agent followed with an edit)",
     "fates": "Where the lost anchors went (fate of the newest observation holding each)",
     "fidelity": "Working trees rebuilt: matching the submission, lost, and why",
-    "lengths": "By run length: the runs in quarters, shortest first (tokens as a share of "
-               "mask10's, cost of current's)",
+    "lengths": "By run length: the runs in {length_groups} groups by their decisions, "
+               "shortest first (tokens as a share of mask10's, cost of current's)",
     "steps": "Median prompt tokens per decision (seq), by arm",
 }
 
@@ -101,7 +101,7 @@ def replay_screen(connection: Connection, cached_price_ratio: float = CACHED_PRI
     sections["steps"] = steps_by_arm(sections["steps"])
     parts = _title(cached_price_ratio)
     for section, report in sections.items():
-        parts += ["", SCREEN_TITLES[section]]
+        parts += ["", SCREEN_TITLES[section].format(length_groups=length_groups)]
         if not report.rows:
             parts.append("(no rows)")
         elif section == "arms":
@@ -190,6 +190,7 @@ def replay_html(connection: Connection, cached_price_ratio: float = CACHED_PRICE
     ]
     for section in ("arms", "recall", "fates", "fidelity", "lengths"):
         report = sections[section]
-        body += [f"<h2>{html.escape(SCREEN_TITLES[section])}</h2>",
+        title = SCREEN_TITLES[section].format(length_groups=length_groups)
+        body += [f"<h2>{html.escape(title)}</h2>",
                  f"<p>{html.escape(report.header)}</p>", _section_table(report)]
     return reports.html_page("ctxdb replay", "".join(body))

@@ -95,18 +95,18 @@ def _cached_price_ratio(value: str | None) -> float:
 
 
 def _length_groups(value: str | None) -> int:
-    """--length-groups: a whole number of groups, at least 1."""
-    from ..ab.reports import REPLAY_LENGTH_GROUPS
+    """--length-groups: a whole number of groups, from 1 to REPLAY_LENGTH_GROUPS_MAX."""
+    from ..ab.reports import REPLAY_LENGTH_GROUPS, REPLAY_LENGTH_GROUPS_MAX
 
     if value is None:
         return REPLAY_LENGTH_GROUPS
     try:
         groups = int(value)
     except ValueError:
-        groups = 0  # refused below with the numbers under 1
-    if groups < 1:
-        raise ValueError(f"--length-groups {value!r}: expected a whole number of groups, at "
-                         "least 1 (the replayed runs cut by their length)")
+        groups = 0  # refused below with the out-of-range ones
+    if not 1 <= groups <= REPLAY_LENGTH_GROUPS_MAX:
+        raise ValueError(f"--length-groups {value!r}: expected a whole number of groups from 1 "
+                         f"to {REPLAY_LENGTH_GROUPS_MAX} (the replayed runs cut by their length)")
     return groups
 
 
