@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from .shared import EXIT_OK, add_db_option, context_store, existing_store
 
@@ -82,32 +84,37 @@ def _cached_price_ratio(value: str | None) -> float:
     """--cached-price-ratio: a cache read's price as a share of an input token's, 0 to 1."""
     from ..ab.reports import CACHED_PRICE_RATIO
 
-    if value is None:
-        return CACHED_PRICE_RATIO
-    try:
-        ratio = float(value)
-    except ValueError:
-        ratio = float("nan")  # refused below with the out-of-range ones
-    if not 0 <= ratio <= 1:  # NaN fails the comparison
-        raise ValueError(f"--cached-price-ratio {value!r}: expected a number from 0 to 1 "
-                         "(a cache read's price as a share of an input token's)")
-    return ratio
+    return _number_option("--cached-price-ratio", value, CACHED_PRICE_RATIO, float, 0, 1,
+                          "a number from 0 to 1 (a cache read's price as a share of an "
+                          "input token's)")
 
 
 def _length_groups(value: str | None) -> int:
     """--length-groups: a whole number of groups, from 1 to REPLAY_LENGTH_GROUPS_MAX."""
     from ..ab.reports import REPLAY_LENGTH_GROUPS, REPLAY_LENGTH_GROUPS_MAX
 
+    return _number_option("--length-groups", value, REPLAY_LENGTH_GROUPS, int, 1,
+                          REPLAY_LENGTH_GROUPS_MAX, "a whole number of groups from 1 to "
+                          f"{REPLAY_LENGTH_GROUPS_MAX} (the replayed runs cut by their length)")
+
+
+Number = TypeVar("Number", int, float)
+
+
+def _number_option(option: str, value: str | None, default: Number,
+                   convert: Callable[[str], Number], low: Number, high: Number,
+                   expected: str) -> Number:
+    """An option's number: ``default`` when not given, else ``value`` converted and from
+    ``low`` to ``high``, or a ValueError naming the option and what was expected."""
     if value is None:
-        return REPLAY_LENGTH_GROUPS
+        return default
     try:
-        groups = int(value)
+        number = convert(value)
     except ValueError:
-        groups = 0  # refused below with the out-of-range ones
-    if not 1 <= groups <= REPLAY_LENGTH_GROUPS_MAX:
-        raise ValueError(f"--length-groups {value!r}: expected a whole number of groups from 1 "
-                         f"to {REPLAY_LENGTH_GROUPS_MAX} (the replayed runs cut by their length)")
-    return groups
+        number = None
+    if number is None or not low <= number <= high:  # NaN fails the comparison
+        raise ValueError(f"{option} {value!r}: expected {expected}")
+    return number
 
 
 def _refuse_output_over_store(output: str, db: str | None) -> None:
