@@ -23,12 +23,12 @@ AB_SECTIONS = ("runs", "arms", "decision_rule", "ablation", "edge_placement", "t
 # the base input price, and OpenAI (the GPT-5 models) and DeepSeek (V3.2) list cached
 # input at a tenth of uncached input. The replay reports' cost in token units uses it.
 CACHED_PRICE_RATIO = 0.1
-# The value a report's parameter takes when its caller gives none (the CLI and the
-# Datasette canned queries use the same).
 # The replay's runs by length (replay_lengths): in quarters, shortest first; at most as
 # many groups as PostgreSQL's NTILE takes (an integer).
 REPLAY_LENGTH_GROUPS = 4
 REPLAY_LENGTH_GROUPS_MAX = 2**31 - 1
+# The value a report's parameter takes when its caller gives none (the CLI and the
+# Datasette canned queries use the same).
 REPORT_PARAMETER_DEFAULTS: dict[str, object] = {"cached_price_ratio": CACHED_PRICE_RATIO,
                                                 "length_groups": REPLAY_LENGTH_GROUPS}
 ORACLE = "oracle"
