@@ -11,6 +11,7 @@ import pytest
 from ctxdb import ContextStore
 from ctxdb.agent.adapter import TreeFiles, construct_step, plan_window, run_ref
 from ctxdb.agent.loop import (
+    ELIDED_LINES,
     FILE_IN_PLAY_STEPS,
     GONE,
     LISTING_ENTRIES_MAX,
@@ -234,6 +235,33 @@ def test_a_view_shows_only_lines_no_earlier_view_shows_and_leaves_when_out_of_pl
     later = [first, *_filler(FILE_IN_PLAY_STEPS + 8)]
     part = build_window(later, TreeFiles(root), RULES).parts[1]
     assert part.rendering == POINTER
+
+
+def test_a_long_view_shows_past_its_first_lines_only_what_brings_a_name(tmp_path):
+    root = _tree(tmp_path)
+    tail = "NAMED_BEFORE = 1\nBRAND_NEW_NAME = 2\n"
+    (root / "pkg" / "mod.py").write_text(MODULE + tail, encoding="utf-8")
+    rules = dataclasses.replace(RULES, view_lines_whole=10)
+    steps = [LoopStep("echo NAMED_BEFORE", "NAMED_BEFORE\n"),
+             LoopStep("cat pkg/mod.py", MODULE + tail), *_filler(7)]
+    view = build_window(steps, TreeFiles(root), rules).parts[3]
+    assert view.rendering == SHOWN_LINES and "lines 1-82," in view.text
+    lines = view.text.splitlines()[1:-1]
+    # the first 10 lines whole; then each definition, a mark for each run left out
+    # (the returns: no name the window lacks), the new name, not the one named before
+    assert lines[:10] == [f"{n}\t{line}" for n, line in enumerate(MODULE.splitlines()[:10], 1)]
+    assert lines[10:14] == ["11\tdef function_6(value):", ELIDED_LINES,
+                            "13\tdef function_7(value):", ELIDED_LINES]
+    assert lines[-2:] == [ELIDED_LINES, "82\tBRAND_NEW_NAME = 2"]
+    assert "NAMED_BEFORE = 1" not in view.text and "return value + 6" not in view.text
+    # a later view of a line left out shows it (it was not shown above)
+    steps.insert(2, LoopStep("nl -ba pkg/mod.py | sed -n '12p'", _nl(12, 12)))
+    later = build_window(steps, TreeFiles(root), rules).parts[5]
+    assert later.text.splitlines()[1:-1] == ["12\t    return value + 6"]
+    # the rule off: every line
+    whole = build_window(steps[:2] + steps[3:], TreeFiles(root),
+                         rules.without("long_views")).parts[3]
+    assert ELIDED_LINES not in whole.text and "81\tNAMED_BEFORE = 1" in whole.text
 
 
 def test_consecutive_windows_share_their_prefix_between_folds(tmp_path):

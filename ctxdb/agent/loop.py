@@ -66,6 +66,11 @@ FOLD_STRIDE = 10  # the fold horizon moves in steps of this many decisions
 FILE_IN_PLAY_STEPS = 10
 COMMAND_SHOWN_MAX_CHARS = 6_000  # a longer command (a here-document script) is cut
 VIEW_LINES_MAX = 400  # lines one folded view shows at most (a whole-file cat is a reading)
+# a view's first lines shown whole; past them only its definitions and the lines holding a
+# name the window has not shown before them (a whole-file cat's tail the agent skims)
+VIEW_LINES_WHOLE = 100
+ELIDED_LINES = "…"  # where a view left lines out
+_DEFINITION = re.compile(r"^\s*(?:async\s+def|def|class)\s")
 # A fresh output's run of at least REPEAT_RUN_MIN_LINES lines that an earlier fresh output
 # shows in the same order (a re-run test's header, the same warnings, a file printed
 # again) is a note naming it, where that is much shorter; lines shorter than
@@ -167,6 +172,7 @@ class LoopRules:
     thoughts: bool = False  # the agent's reasoning shown beside its commands
     strided: bool = True  # off: the horizon moves at every step
     view_lines_max: int = VIEW_LINES_MAX
+    view_lines_whole: int = VIEW_LINES_WHOLE
     last_thought: bool = True  # the newest turn's reasoning, after the newest output
     pointer_paths: bool = True  # a masked output keeps the files it named
     pointer_names: bool = True  # a masked output keeps the names it first showed
@@ -198,6 +204,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "settled": {"settled": False},
     "reasoning_in_play": {"reasoning_in_play": False},
     "out_of_play_sticks": {"out_of_play_sticks": False},
+    "long_views": {"view_lines_whole": VIEW_LINES_MAX},
 }
 
 
@@ -534,16 +541,6 @@ def _grep_lines(output: str, files: list[str], cwd: str, workdir: str, read_file
     return found
 
 
-def _runs(numbers: Sequence[int]) -> list[tuple[int, int]]:
-    runs: list[tuple[int, int]] = []
-    for number in numbers:
-        if runs and number == runs[-1][1] + 1:
-            runs[-1] = (runs[-1][0], number)
-        else:
-            runs.append((number, number))
-    return runs
-
-
 def _mentions(command: str | None, path: str) -> bool:
     """The command names the file: its path, or its name as a whole word (``cd pkg &&
     cat mod.py``; ``test_mod.py`` does not name ``mod.py``)."""
@@ -583,6 +580,7 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
     fresh_lines = _FreshLines()  # what the earlier fresh outputs show
     located: LocatedLines = {}  # each file's line positions, for the views that find lines in it
     naming: dict[str, list[int]] = {}  # the steps up to the horizon that named each file
+    names_shown = _NamesShown(prompt_names, window.parts)  # what a long view's tail needs
     first_names = names_first_shown(steps, prompt_names) if rules.pointer_names else None
     for number, step in enumerate(steps, start=1):
         turn_no, output_no, _thought_no = item_numbers(number)
@@ -613,7 +611,7 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
                                    number, horizon, rules)}
             if in_play:
                 part = _view_part(output_no, number, step, in_play, read_file, shown,
-                                  rules.view_lines_max)
+                                  rules.view_lines_max, rules.view_lines_whole, names_shown)
                 resting = [path for path in views if path not in in_play]
                 if resting and rules.pointer_paths:  # their lines go; their names stay
                     part.text = (part.text[:-1] + f"[E{output_no} also printed: "
@@ -953,32 +951,70 @@ def _path_pattern(path: str) -> re.Pattern[str]:
     return re.compile(r"(?<![\w.-])" + re.escape(path) + r"(?![\w-])")
 
 
+class _NamesShown:
+    """The names the harness's prompt and a window's parts so far show, read from the parts
+    only when a long view asks (``_view_part``), each part once."""
+
+    def __init__(self, prompt_names: frozenset[str], parts: list[LoopPart]) -> None:
+        self.names = set(prompt_names)
+        self.parts = parts
+        self.read = 0
+
+    def now(self) -> set[str]:
+        for part in self.parts[self.read:]:
+            self.names.update(_names(part.text))
+        self.read = len(self.parts)
+        return self.names
+
+
 def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list[int]],
-               read_file: FileReader, shown: dict[str, set[int]], lines_max: int) -> LoopPart:
+               read_file: FileReader, shown: dict[str, set[int]], lines_max: int,
+               lines_whole: int, names_shown: _NamesShown) -> LoopPart:
     blocks = []
     first_path, span = None, None
     for path, numbers in views.items():
         lines = read_file(path) or []
         seen = shown.setdefault(path, set())
-        new = [n for n in numbers if 1 <= n <= len(lines) and n not in seen][:lines_max]
-        seen.update(new)
+        unseen = [n for n in numbers if 1 <= n <= len(lines) and n not in seen][:lines_max]
+        new = (_with_something_new(unseen, lines, lines_whole, names_shown.now())
+               if len(unseen) > lines_whole else list[int | None](unseen))
+        numbered = [n for n in new if n is not None]
+        seen.update(numbered)  # a line left out here is shown by a later view of it
         if not new:
             gone = all(n > len(lines) for n in numbers)
             blocks.append(f"[E{item_no} {path}: " + ("the lines it showed are past the file's "
                           "end now]" if gone else "the lines it showed are shown above]"))
             continue
-        runs = _runs(new)
         # the span, not each run: every line is numbered below, and a view located by its
         # text breaks at each blank line (run lists were 1.1 M of the development windows)
-        first, last = runs[0][0], runs[-1][1]
+        first, last = numbered[0], numbered[-1]
         label = f"{first}-{last}" if first != last else str(first)
-        body = "\n".join(f"{n}\t{lines[n - 1]}" for n in new)
+        body = "\n".join(f"{n}\t{lines[n - 1]}" if n is not None else ELIDED_LINES
+                         for n in new)
         blocks.append(f"[E{item_no} {path} lines {label}, as the tree holds them now]\n{body}")
         if first_path is None:
             first_path, span = path, (first, last)
     return LoopPart(item_no, step_no, FILE_VIEW, step.shown, "\n".join(blocks) + "\n\n",
                     SHOWN_LINES, "folded file view", command=step.command, path=first_path,
                     lines=span)
+
+
+def _with_something_new(numbers: Sequence[int], lines: Sequence[str], lines_whole: int,
+                        names: set[str]) -> list[int | None]:
+    """A long view's line numbers: the first ``lines_whole``, then only the definitions and
+    the lines holding a name ``names`` (what the window showed before the view) and the
+    lines kept so far lack; None for each run of lines left out."""
+    kept: list[int | None] = list(numbers[:lines_whole])
+    for number in numbers[:lines_whole]:
+        names.update(names_in(lines[number - 1]))
+    for number in numbers[lines_whole:]:
+        line_names = set(names_in(lines[number - 1]))
+        if _DEFINITION.match(lines[number - 1]) or not line_names <= names:
+            kept.append(number)
+            names.update(line_names)
+        elif kept[-1] is not None:
+            kept.append(None)
+    return kept
 
 
 # a path-like run of an output: a bounded run of path characters, split at anything else
