@@ -264,6 +264,28 @@ def test_a_long_view_shows_past_its_first_lines_only_what_brings_a_name(tmp_path
     assert ELIDED_LINES not in whole.text and "81\tNAMED_BEFORE = 1" in whole.text
 
 
+def test_what_a_long_views_tail_keeps(tmp_path):
+    root = _tree(tmp_path)
+    head = "".join(f"HEAD_NAME_{n} = {n}\n" for n in range(1, 11))
+    tail = ("HEAD_NAME_3 = 0\n"  # a name its first lines show
+            "PROMPT_NAME = 0\n"  # a name the harness's prompt shows
+            "def HEAD_NAME_4():\n"  # a definition, though its name is shown
+            "TAIL_NAME = 1\n"  # a new name...
+            "TAIL_NAME = 2\n")  # ...shown once
+    (root / "data.py").write_text(head + tail, encoding="utf-8")
+    rules = dataclasses.replace(RULES, view_lines_whole=10)
+    steps = [LoopStep("cat data.py", head + tail), *_filler(8)]
+    window = build_window(steps, TreeFiles(root), rules,
+                          prompt_names=frozenset({"PROMPT_NAME"}))
+    assert window.parts[1].text.splitlines()[11:-1] == [
+        ELIDED_LINES, "13\tdef HEAD_NAME_4():", "14\tTAIL_NAME = 1", ELIDED_LINES]
+    # a tail with nothing new: the first lines, then one mark
+    (root / "data.py").write_text(head + "HEAD_NAME_1 = 0\n" * 5, encoding="utf-8")
+    steps[0] = LoopStep("cat data.py", head + "HEAD_NAME_1 = 0\n" * 5)
+    view = build_window(steps, TreeFiles(root), rules).parts[1].text.splitlines()
+    assert view[0].startswith("[E2 data.py lines 1-10,") and view[11:-1] == [ELIDED_LINES]
+
+
 def test_consecutive_windows_share_their_prefix_between_folds(tmp_path):
     root = _tree(tmp_path)
     steps = [LoopStep("nl -ba pkg/mod.py | sed -n '1,4p'", _nl(1, 4)), *_filler(12)]

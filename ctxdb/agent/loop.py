@@ -1006,9 +1006,9 @@ def _with_something_new(numbers: Sequence[int], lines: Sequence[str], lines_whol
     lines kept so far lack; None for each run of lines left out."""
     kept: list[int | None] = list(numbers[:lines_whole])
     for number in numbers[:lines_whole]:
-        names.update(names_in(lines[number - 1]))
+        names.update(_names(lines[number - 1]))  # a file's lines come back every decision
     for number in numbers[lines_whole:]:
-        line_names = set(names_in(lines[number - 1]))
+        line_names = set(_names(lines[number - 1]))
         if _DEFINITION.match(lines[number - 1]) or not line_names <= names:
             kept.append(number)
             names.update(line_names)
