@@ -15,7 +15,9 @@ one the harness's own prompt holds needs no part). Then it prints:
   without their docstrings' bodies (and comments), or views keeping only the symbols
   (functions, methods, classes) the run named after printing them (``symbol_play``: a
   past-only rule, its variants by age, signatures, recency and who named them), alone or
-  combined with the other cuts; and one that adds instead: pointers listing the names
+  combined with the other cuts; views past their first lines showing only definitions
+  and the lines with a name the window before them lacks (``long_views``, the rule since
+  built), or nothing; and one that adds instead: pointers listing the names
   their output held that the window lacks.
 
 A cut is read as "these parts were never shown"; a real rule would leave a pointer in
@@ -64,6 +66,7 @@ AGES = (10, 20, 30)  # parts older than these many steps, cut as one family
 LINE_CUT_AGES = (10, 20)  # views and commands older than these, shown by fewer lines
 COMMAND_HEAD_LINES = 3  # a long old command cut to its first lines keeps this many
 POINTER_NAMES = 20  # names a pointer lists at most, when it lists its output's
+VIEW_TAIL_LINES = (30, 50, 100)  # views shown whole this far, then only what is new
 ELIDED = "…"  # a line cut's mark where lines were left out
 # a view's line "N\ttext": its number is not part of its names
 _VIEW_LINE_NUMBER = re.compile(r"^\s*\d+\t")
@@ -671,6 +674,35 @@ def line_cuts() -> dict[str, LineCut]:
                     if part.rendering == "view" and decision.seq - part.step > age}
         return shortens
 
+    def long_views(lines_whole: int, names_too: bool) -> LineCut:
+        """Views past their first ``lines_whole`` lines: nothing more (a cap), or
+        (``names_too``) only their definitions and the lines holding a name the window
+        before them lacks (the rule since built: run it on windows from before it)."""
+        def shortens(decision: Decision) -> dict[int, str]:
+            shown = set(decision.prompt_names)
+            long = {}
+            for n, part in enumerate(decision.parts):
+                header, *lines = part.text.rstrip("\n").split("\n")
+                if part.rendering == "view" and len(lines) > lines_whole:
+                    kept, elided = [header, *lines[:lines_whole]], False
+                    for line in lines[:lines_whole]:
+                        shown.update(names_in(_VIEW_LINE_NUMBER.sub("", line, count=1)))
+                    for line in lines[lines_whole:]:
+                        code = _VIEW_LINE_NUMBER.sub("", line, count=1)
+                        names = set(names_in(code))
+                        if names_too and (_DEFINITION.match(code) or not names <= shown):
+                            kept.append(line)
+                            shown |= names
+                            elided = False
+                        elif not elided:
+                            kept.append(ELIDED)
+                            elided = True
+                    long[n] = "\n".join(kept) + "\n\n"
+                else:
+                    shown.update(names_in(part.text))
+            return long
+        return shortens
+
     families: dict[str, LineCut] = {
         f"pointers listing {POINTER_NAMES} names (adds)": pointer_names,
         "pointers listing the names their output first held (adds)": pointer_first_names}
@@ -703,6 +735,11 @@ def line_cuts() -> dict[str, LineCut]:
     families[f"views older than {age}: strictest + new names"] = with_new_names(strictest)
     docstrings_0 = docstrings(0, True)
     heads_10 = command_heads(LINE_CUT_AGES[0])
+    for lines_whole in VIEW_TAIL_LINES:
+        families[f"views past {lines_whole} lines: definitions, names the window before "
+                 "lacks"] = long_views(lines_whole, True)
+    families[f"views past {VIEW_TAIL_LINES[-1]} lines: nothing"] = long_views(
+        VIEW_TAIL_LINES[-1], False)
     families["view headers naming their span"] = spanning_headers
     families["strictest + new names, headers naming a span"] = combined(
         with_new_names(strictest), spanning_headers)
