@@ -684,20 +684,12 @@ def line_cuts() -> dict[str, LineCut]:
             for n, part in enumerate(decision.parts):
                 header, *lines = part.text.rstrip("\n").split("\n")
                 if part.rendering == "view" and len(lines) > lines_whole:
-                    kept, elided = [header, *lines[:lines_whole]], False
                     for line in lines[:lines_whole]:
                         shown.update(names_in(_VIEW_LINE_NUMBER.sub("", line, count=1)))
-                    for line in lines[lines_whole:]:
-                        code = _VIEW_LINE_NUMBER.sub("", line, count=1)
-                        names = set(names_in(code))
-                        if names_too and (_DEFINITION.match(code) or not names <= shown):
-                            kept.append(line)
-                            shown |= names
-                            elided = False
-                        elif not elided:
-                            kept.append(ELIDED)
-                            elided = True
-                    long[n] = "\n".join(kept) + "\n\n"
+                    tail = (lines_with_new_names("\n".join(["", *lines[lines_whole:]]), shown,
+                                                 numbered=True).split("\n")[1:]
+                            if names_too else [ELIDED])
+                    long[n] = "\n".join([header, *lines[:lines_whole], *tail]) + "\n\n"
                 else:
                     shown.update(names_in(part.text))
             return long
