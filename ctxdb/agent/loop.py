@@ -19,7 +19,8 @@ what a next action takes from it:
 - **A folded file view stays a view.** A folded output of a command that only printed
   files (``cat``, ``nl``, ``sed -n``, ``head``, ``tail``, ``grep -n`` …) becomes the lines
   it showed, line-numbered and read from the tree as it is now — only the lines no earlier
-  kept view of that file shows. It stays while its file is in play: a command, or the
+  kept view of that file shows; past its first ``VIEW_LINES_WHOLE``, only its definitions
+  and the lines with a name the window before it does not show. It stays while its file is in play: a command, or the
   agent's reasoning by the file's path, named the file within ``FILE_IN_PLAY_STEPS``
   steps of the fold horizon, and of every fold since the view's step (a view out of play
   stays out).
