@@ -20,10 +20,10 @@ what a next action takes from it:
   files (``cat``, ``nl``, ``sed -n``, ``head``, ``tail``, ``grep -n`` …) becomes the lines
   it showed, line-numbered and read from the tree as it is now — only the lines no earlier
   kept view of that file shows; past its first ``VIEW_LINES_WHOLE``, only its definitions
-  and the lines with a name the window before it does not show. It stays while its file is in play: a command, or the
-  agent's reasoning by the file's path, named the file within ``FILE_IN_PLAY_STEPS``
-  steps of the fold horizon, and of every fold since the view's step (a view out of play
-  stays out).
+  and the lines with a name the window before it does not show. It stays while its file
+  is in play: a command, or the agent's reasoning by the file's path, named the file
+  within ``FILE_IN_PLAY_STEPS`` steps of the fold horizon, and of every fold since the
+  view's step (a view out of play stays out).
 - **A folded listing keeps its entries.** A folded output of ``ls``, ``find`` or ``tree``
   becomes the names it listed, a line per directory, the shallowest first
   (``LISTING_ENTRIES_MAX``): the layout the agent's later commands name.
