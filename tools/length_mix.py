@@ -25,11 +25,13 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from holdout_runs import RESULTS_DIR, RESULTS_REPO, git, git_dir_of, repo_of  # noqa: E402
 
+from ctxdb.ab.reports import CACHED_PRICE_RATIO  # noqa: E402
+
 NEAREST_RUNS = 7  # replayed runs an unreplayed run's cost is read from
-CACHED_PRICE_RATIO = 0.1  # as the replay reports' default
 ESTIMATED_REPOSITORIES = ("django/django", "matplotlib/matplotlib",
                           "scikit-learn/scikit-learn")
 
