@@ -279,11 +279,21 @@ def test_what_a_long_views_tail_keeps(tmp_path):
                           prompt_names=frozenset({"PROMPT_NAME"}))
     assert window.parts[1].text.splitlines()[11:-1] == [
         ELIDED_LINES, "13\tdef HEAD_NAME_4():", "14\tTAIL_NAME = 1", ELIDED_LINES]
-    # a tail with nothing new: the first lines, then one mark
+    # a tail with nothing new: the first lines, then one mark; the header names where the
+    # view ended, so the reader sees lines were left out
     (root / "data.py").write_text(head + "HEAD_NAME_1 = 0\n" * 5, encoding="utf-8")
     steps[0] = LoopStep("cat data.py", head + "HEAD_NAME_1 = 0\n" * 5)
     view = build_window(steps, TreeFiles(root), rules).parts[1].text.splitlines()
-    assert view[0].startswith("[E2 data.py lines 1-10,") and view[11:-1] == [ELIDED_LINES]
+    assert view[0].startswith("[E2 data.py lines 1-15,") and view[11:-1] == [ELIDED_LINES]
+    # a view of several files: a short file's names count for the next file's tail
+    (root / "short.py").write_text("SHORT_NAME = 1\n", encoding="utf-8")
+    (root / "data.py").write_text(head + "SHORT_NAME = 2\n", encoding="utf-8")
+    printed = ["short.py:1:SHORT_NAME = 1", *(f"data.py:{n}:HEAD_NAME_{n} = {n}"
+                                            for n in range(1, 11)), "data.py:11:SHORT_NAME = 2"]
+    steps[0] = LoopStep("grep -n NAME short.py data.py", "\n".join(printed) + "\n")
+    view = build_window(steps, TreeFiles(root), rules).parts[1].text.splitlines()
+    assert view[:2] == ["[E2 short.py lines 1, as the tree holds them now]", "1\tSHORT_NAME = 1"]
+    assert view[-2:] == [ELIDED_LINES, ""] and "SHORT_NAME = 2" not in "\n".join(view)
 
 
 def test_consecutive_windows_share_their_prefix_between_folds(tmp_path):

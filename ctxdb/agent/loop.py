@@ -973,22 +973,30 @@ def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list
                lines_whole: int, names_shown: _NamesShown) -> LoopPart:
     blocks = []
     first_path, span = None, None
+    shown_before: list[str] = []  # this view's earlier files' lines, for a later long tail
     for path, numbers in views.items():
         lines = read_file(path) or []
         seen = shown.setdefault(path, set())
         unseen = [n for n in numbers if 1 <= n <= len(lines) and n not in seen][:lines_max]
-        new = (_with_something_new(unseen, lines, lines_whole, names_shown.now())
-               if len(unseen) > lines_whole else list[int | None](unseen))
+        if len(unseen) > lines_whole:
+            names = names_shown.now()
+            for line in shown_before:
+                names.update(_names(line))
+            new = _with_something_new(unseen, lines, lines_whole, names)
+        else:
+            new = list[int | None](unseen)
         numbered = [n for n in new if n is not None]
         seen.update(numbered)  # a line left out here is shown by a later view of it
+        shown_before.extend(lines[n - 1] for n in numbered)
         if not new:
             gone = all(n > len(lines) for n in numbers)
             blocks.append(f"[E{item_no} {path}: " + ("the lines it showed are past the file's "
                           "end now]" if gone else "the lines it showed are shown above]"))
             continue
         # the span, not each run: every line is numbered below, and a view located by its
-        # text breaks at each blank line (run lists were 1.1 M of the development windows)
-        first, last = numbered[0], numbered[-1]
+        # text breaks at each blank line (run lists were 1.1 M of the development windows);
+        # the view's, so a tail left out is seen to be (its first lines are always shown)
+        first, last = unseen[0], unseen[-1]
         label = f"{first}-{last}" if first != last else str(first)
         body = "\n".join(f"{n}\t{lines[n - 1]}" if n is not None else ELIDED_LINES
                          for n in new)
