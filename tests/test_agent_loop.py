@@ -141,6 +141,10 @@ def test_a_pointer_lists_the_names_its_output_was_the_first_to_show(tmp_path):
     assert f"{first}; names: function_3, mismatch, helper_total]" in later.text()
     without = build_window(steps, TreeFiles(root), RULES.without("pointer_names"))
     assert "names:" not in without.text()
+    # an output that printed nothing says so: no lines are hidden behind its pointer
+    quiet = build_window([script, again, LoopStep("touch new.py", ""), *_filler(6)],
+                         TreeFiles(root), RULES).text()
+    assert f"[E{item_numbers(3)[1]} tool output: no output]" in quiet and "0 lines" not in quiet
     # at most POINTER_NAMES_MAX of them
     many = LoopStep("python list.py", " ".join(f"name_{n}" for n in range(50)))
     listed = build_window([many, *_filler(8)], TreeFiles(root), RULES).parts[1].text
@@ -292,7 +296,7 @@ def test_what_a_long_views_tail_keeps(tmp_path):
                                             for n in range(1, 11)), "data.py:11:SHORT_NAME = 2"]
     steps[0] = LoopStep("grep -n NAME short.py data.py", "\n".join(printed) + "\n")
     view = build_window(steps, TreeFiles(root), rules).parts[1].text.splitlines()
-    assert view[:2] == ["[E2 short.py lines 1, as the tree holds them now]", "1\tSHORT_NAME = 1"]
+    assert view[:2] == ["[E2 short.py line 1, as the tree holds them now]", "1\tSHORT_NAME = 1"]
     assert view[-2:] == [ELIDED_LINES, ""] and "SHORT_NAME = 2" not in "\n".join(view)
 
 

@@ -83,7 +83,7 @@ PYTHON_SUFFIXES = (".py", ".pyi", ".pyx")  # files whose views are cut by symbol
 # a view found by its text (a cat, a grep without -n) lacks the blank lines: a gap up to
 # this many lines is read as if the lines were adjacent
 SYMBOL_GAP_LINES = 3
-_VIEW_HEADER = re.compile(r"^\[E\d+ (?P<path>.+) lines (?P<label>[\d, -]+), as the tree holds them"
+_VIEW_HEADER = re.compile(r"^\[E\d+ (?P<path>.+) lines? (?P<label>[\d, -]+), as the tree holds them"
                           r" now\]$")
 _VIEW_LINE = re.compile(r"^(\d+)\t(.*)$")
 _DEFINITION_NAME = re.compile(r"^(\s*)(async\s+def|def|class)\s+(\w+)")

@@ -71,6 +71,7 @@ from .loop import (
     decision_type_of,
     is_history_item,
     item_numbers,
+    masked_label,
     newest_output,
     observation_kind,
     prompt_names,
@@ -431,9 +432,8 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
     for part in folding:
         if total() <= ceiling:
             return log
-        lines = len(part.content.splitlines())
-        replace_text(part, f"[E{part.item_no} {part.kind.replace('_', ' ')} masked: {lines} "
-                           f"line{'' if lines == 1 else 's'}]\n\n", POINTER,
+        replace_text(part, f"[E{part.item_no} {masked_label(part.kind, part.content)}]\n\n",
+                     POINTER,
                      LADDER_FOLD_VIEW if part.kind == FILE_VIEW else LADDER_FOLD_FRESH)
     commands = [p for p in window.parts if p.kind == AGENT_TURN and p.rule != LAST_THOUGHT_RULE]
     for part in commands:

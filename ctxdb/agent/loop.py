@@ -657,7 +657,7 @@ def _settle(part: LoopPart, kept: dict[int, SettledPart], notes: Sequence[str],
     return part
 
 
-_VIEW_HEADER = re.compile(r"^\[E\d+ (?P<path>.+) lines [\d, -]+, as the tree holds them now\]$")
+_VIEW_HEADER = re.compile(r"^\[E\d+ (?P<path>.+) lines? [\d, -]+, as the tree holds them now\]$")
 _VIEW_LINE = re.compile(r"^(\d+)\t(.*)$")
 # a note's lines (``_tree_change_note``): a file's changed lines follow its header
 NOW_READS, GONE = "as it reads now", "no longer as shown above: read it again"
@@ -997,10 +997,10 @@ def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list
         # text breaks at each blank line (run lists were 1.1 M of the development windows);
         # the view's, so a tail left out is seen to be (its first lines are always shown)
         first, last = unseen[0], unseen[-1]
-        label = f"{first}-{last}" if first != last else str(first)
         body = "\n".join(f"{n}\t{lines[n - 1]}" if n is not None else ELIDED_LINES
                          for n in new)
-        blocks.append(f"[E{item_no} {path} lines {label}, as the tree holds them now]\n{body}")
+        blocks.append(f"[E{item_no} {path} {_span(first, last)}, as the tree holds them now]\n"
+                      + body)
         if first_path is None:
             first_path, span = path, (first, last)
     return LoopPart(item_no, step_no, FILE_VIEW, step.shown, "\n".join(blocks) + "\n\n",
@@ -1142,6 +1142,14 @@ def _lines(count: int) -> str:
     return f"{count} line{'' if count == 1 else 's'}"
 
 
+def masked_label(kind: str, output: str) -> str:
+    """What a pointer says it stands for: an output's kind and lines, or that it printed
+    nothing (``0 lines masked`` read as if something were hidden)."""
+    if not output.strip():
+        return f"{kind.replace('_', ' ')}: no output"
+    return f"{kind.replace('_', ' ')} masked: {_lines(len(output.splitlines()))}"
+
+
 def prompt_names(messages: Sequence[dict[str, str]], task: str = "") -> frozenset[str]:
     """The names a window's prompt shows: the harness's messages and the task."""
     return frozenset(name for text in (*(m.get("content", "") for m in messages), task)
@@ -1193,15 +1201,13 @@ def _listing_part(item_no: int, step_no: int, kind: str, step: LoopStep,
     text, left = _listing_text(groups)
     more = f" (and {left} more)" if left else ""
     return LoopPart(item_no, step_no, kind, step.shown,
-                    f"[E{item_no} {kind.replace('_', ' ')} masked: "
-                    f"{_lines(len(step.output.splitlines()))}; it listed{more}:\n{text}]\n\n",
+                    f"[E{item_no} {masked_label(kind, step.output)}; it listed{more}:\n{text}]\n\n",
                     POINTER, "folded listing: its entries", command=step.command)
 
 
 def _pointer_part(item_no: int, step_no: int, kind: str, step: LoopStep,
                   read_file: FileReader | None, workdir: str,
                   names: Sequence[str] = ()) -> LoopPart:
-    lines = len(step.output.splitlines())
     paths = named_paths(step.output, read_file, workdir) if read_file is not None else []
     named = f"; files named: {' '.join(paths)}" if paths else ""
     in_paths = set(_names(named))
@@ -1209,5 +1215,5 @@ def _pointer_part(item_no: int, step_no: int, kind: str, step: LoopStep,
     if names:
         named += f"; names: {', '.join(names)}"
     return LoopPart(item_no, step_no, kind, step.shown,
-                    f"[E{item_no} {kind.replace('_', ' ')} masked: {_lines(lines)}{named}]\n\n",
+                    f"[E{item_no} {masked_label(kind, step.output)}{named}]\n\n",
                     POINTER, "folded", command=step.command)
