@@ -300,6 +300,32 @@ def test_what_a_long_views_tail_keeps(tmp_path):
     assert view[-2:] == [ELIDED_LINES, ""] and "SHORT_NAME = 2" not in "\n".join(view)
 
 
+def test_a_folded_view_follows_the_lines_it_printed_through_edits(tmp_path):
+    root = _tree(tmp_path)
+    mod = root / "pkg" / "mod.py"
+    # a cat's line an edit changed since: between two lines found, it is the file's line
+    mod.write_text(MODULE.replace("value + 3\n", "value - 3\n"), encoding="utf-8")
+    steps = [LoopStep("cat pkg/mod.py", MODULE), *_filler(8)]
+    view = build_window(steps, TreeFiles(root), RULES).parts[1].text
+    assert "5\tdef function_3(value):\n6\t    return value - 3\n7\tdef function_4" in view
+    # ...but not a stretch more than twice as long as what was printed between them
+    mod.write_text(MODULE.replace("return value + 3\n", "x = 1\n" * 3 + "return value - 3\n"),
+                   encoding="utf-8")
+    view = build_window(steps, TreeFiles(root), RULES).parts[1].text
+    assert "5\tdef function_3(value):\n10\tdef function_4" in view and "x = 1" not in view
+    # numbered lines that moved (lines inserted above): where they are now, a changed one
+    # moved with its neighbours
+    mod.write_text("# a\n# b\n" + MODULE.replace("value + 8\n", "value - 8\n"),
+                   encoding="utf-8")
+    for command, printed in (("grep -n function_7 pkg/mod.py", "13:def function_7(value):\n"),
+                             ("nl -ba pkg/mod.py | sed -n '15,16p'", _nl(15, 16))):
+        view = build_window([LoopStep(command, printed), *_filler(8)], TreeFiles(root),
+                            RULES).parts[1].text
+        assert view.startswith("[E2 pkg/mod.py line") and (
+            "15\tdef function_7(value):" in view or
+            "17\tdef function_8(value):\n18\t    return value - 8" in view), view
+
+
 def test_consecutive_windows_share_their_prefix_between_folds(tmp_path):
     root = _tree(tmp_path)
     steps = [LoopStep("nl -ba pkg/mod.py | sed -n '1,4p'", _nl(1, 4)), *_filler(12)]
@@ -372,7 +398,9 @@ def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_
                           settled=SettledParts.of(windows[-1], steps[:-2], rules))
     assert fold_horizon(len(steps), rules) == 8
     assert "changed lines the views" not in folded.text()
-    assert "3\t# a\n" in folded.text() and "8\t    return value - 3" in folded.text()
+    # the lines it printed where they are now: two lines down, the changed one among them
+    assert "[E2 pkg/mod.py lines 5-10, as the tree holds them now]\n5\tdef function_2(value):" \
+        in folded.text() and "8\t    return value - 3" in folded.text()
     # without the rule, the view is re-read at every step (the middle of the window moves)
     unsettled = build_window(steps[:10], TreeFiles(root), rules.without("settled"),
                              settled=SettledParts.of(windows[0], steps[:9], rules))

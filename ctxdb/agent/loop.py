@@ -107,6 +107,11 @@ PATH_CHARS_MAX = 300  # longer runs of path characters are not paths
 # 1.09 M more tokens on the development runs (docs/agent-loop.md)
 LISTING_ENTRIES_MAX = 50
 
+# a run of printed lines that reads otherwise now, between two lines found, stands for the
+# file's lines between those two (an edit rewrote them) when that stretch is at most
+# this many times the run's length; longer, a neighbour is more likely found elsewhere
+CHANGED_RUN_GROWTH_MAX = 2
+
 # the window's item kinds (spec EVIDENCE_KINDS): what each part of a step is
 AGENT_TURN, FILE_VIEW, HARNESS_NOTE = "agent_turn", "file_view", "harness_note"
 TOOL_OUTPUT, TEST_OUTPUT, TRACEBACK, ERROR = "tool_output", "test_output", "traceback", "error"
@@ -453,7 +458,8 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
         if len(files) != 1:
             continue
         path = files[0]
-        chosen = numbered or _locate(step.output.splitlines(), path, read_file, located)
+        chosen = (_renumbered(numbered, path, read_file, located) if numbered
+                  else _locate(step.output.splitlines(), path, read_file, located))
         viewed.setdefault(path, []).extend(chosen)
     return {path: sorted(set(lines)) for path, lines in viewed.items() if lines} or None
 
@@ -474,22 +480,57 @@ def _line_positions(path: str, read_file: FileReader,
 def _locate(printed: Sequence[str], path: str, read_file: FileReader,
             located: LocatedLines) -> list[int]:
     """The file lines ``printed`` shows, found in order (a line found nowhere after the
-    one before it is looked for from the top: a grep's hits are in order anyway)."""
+    one before it is looked for from the top: a grep's hits are in order anyway). Printed
+    lines found nowhere between two found ones were changed since: the file's lines
+    between those two stand for them (``CHANGED_RUN_GROWTH_MAX``)."""
     positions = _line_positions(path, read_file, located)
+    file_lines = read_file(path) or []
     found: list[int] = []
     cursor = 0
-    for line in printed:
+    last_found: tuple[int, int] | None = None  # (index printed, line number) of the last found
+    missed = False  # a printed line since it was found nowhere
+    for index, line in enumerate(printed):
         numbered = _NUMBERED.match(line)
         if numbered:  # an nl listing's line: its text after the number
             line = line[numbered.end():]
-        candidates = positions.get(line.rstrip()) if line.strip() else None
+        if not line.strip():
+            continue
+        candidates = positions.get(line.rstrip())
         if not candidates:
+            missed = True
             continue
         at = bisect.bisect_right(candidates, cursor)
         number = candidates[at] if at < len(candidates) else candidates[0]
+        if missed and last_found is not None and 0 < number - last_found[1] <= (
+                CHANGED_RUN_GROWTH_MAX * (index - last_found[0])):
+            found.extend(n for n in range(last_found[1] + 1, number)
+                         if file_lines[n - 1].strip())
         found.append(number)
-        cursor = number
+        cursor, last_found, missed = number, (index, number), False
     return found
+
+
+def _renumbered(printed: Sequence[tuple[int, str]], path: str, read_file: FileReader,
+                located: LocatedLines) -> list[int]:
+    """The file lines a numbered printout (``nl``, ``cat -n``, ``grep -n``) shows, where
+    they are now: a line whose text moved (an edit above it inserted or removed lines) is
+    found at its nearest place, and the lines after it move with it; a line that reads
+    otherwise now keeps its number, moved as its neighbours were."""
+    positions = _line_positions(path, read_file, located)
+    file_lines = read_file(path) or []
+    numbers = []
+    shift = 0
+    for number, text in printed:
+        text = text.rstrip()
+        expected = number + shift
+        if text.strip() and not (1 <= expected <= len(file_lines)
+                                 and file_lines[expected - 1].rstrip() == text):
+            candidates = positions.get(text)
+            if candidates:
+                expected = min(candidates, key=lambda n: (abs(n - expected), n))
+                shift = expected - number
+        numbers.append(expected)
+    return numbers
 
 
 def _repository_path(word: str, cwd: str, workdir: str) -> str | None:
@@ -508,20 +549,23 @@ def _repository_path(word: str, cwd: str, workdir: str) -> str | None:
     return absolute[len(root) + 1:]
 
 
-def _numbered_lines(output: str) -> list[int]:
-    numbers = []
+def _numbered_lines(output: str) -> list[tuple[int, str]]:
+    """(number, text) of each numbered line an ``nl`` or ``cat -n`` printed."""
+    numbered = []
     for line in output.splitlines():
         match = _NUMBERED.match(line)
         if match:
-            numbers.append(int(match.group(1)))
-    return numbers
+            numbered.append((int(match.group(1)), line[match.end():]))
+    return numbered
 
 
 def _grep_lines(output: str, files: list[str], cwd: str, workdir: str, read_file: FileReader,
                 located: LocatedLines) -> dict[str, list[int]]:
-    """The file lines a grep printed: ``path:N:text``, ``N:text`` (one file), ``path:text``
-    (found in that file), or bare text (one file; found in it)."""
+    """The file lines a grep printed: ``path:N:text``, ``N:text`` (one file; where they are
+    now, ``_renumbered``), ``path:text`` (found in that file), or bare text (one file;
+    found in it)."""
     found: dict[str, list[int]] = {}
+    numbered: dict[str, list[tuple[int, str]]] = {}
     single = files[0] if len(files) == 1 else None
     for line in output.splitlines():
         match = _GREP_NUMBERED.match(line)
@@ -529,7 +573,7 @@ def _grep_lines(output: str, files: list[str], cwd: str, workdir: str, read_file
             named = match["path"]
             path = (_repository_path(named, cwd, workdir) if named else single)
             if path is not None and read_file(path) is not None:
-                found.setdefault(path, []).append(int(match["line"]))
+                numbered.setdefault(path, []).append((int(match["line"]), line[match.end():]))
             continue
         path, text = single, line
         head, colon, rest = line.partition(":")
@@ -539,6 +583,8 @@ def _grep_lines(output: str, files: list[str], cwd: str, workdir: str, read_file
                 path, text = named, rest
         if path is not None:
             found.setdefault(path, []).extend(_locate([text], path, read_file, located))
+    for path, printed in numbered.items():
+        found.setdefault(path, []).extend(_renumbered(printed, path, read_file, located))
     return found
 
 
