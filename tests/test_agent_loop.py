@@ -473,16 +473,17 @@ def _window_body(store, context) -> str:
 
 def test_a_fresh_output_elides_what_an_earlier_fresh_output_shows(tmp_path):
     report = "".join(f"tests/test_mod.py::test_{n} PASSED\n" for n in range(6))
-    steps = [LoopStep("pytest -v tests", report + "1 failed"),
-             LoopStep("pytest -v tests", report + "all passed")]
+    status = "<returncode>1</returncode>\n"  # the harness's first line: never elided
+    steps = [LoopStep("pytest -v tests", status + report + "1 failed"),
+             LoopStep("pytest -v tests", status + report + "all passed")]
     window = build_window(steps, TreeFiles(_tree(tmp_path)), RULES)
     newest = window.parts[-1]
     assert newest.rendering == SHOWN_CUT
-    assert newest.text == "[… 6 lines as in the output of step 1 …]\nall passed\n\n"
+    assert newest.text == f"{status}[… 6 lines as in the output of step 1 …]\nall passed\n\n"
     whole = build_window(steps, TreeFiles(tmp_path), RULES.without("repeats"))
     assert whole.parts[-1].rendering == SHOWN_WHOLE
     # lines the earlier output shows, but not in that order, are no run of it
-    shuffled = [LoopStep("pytest -v tests", report + "1 failed"),
+    shuffled = [LoopStep("pytest -v tests", status + report + "1 failed"),
                 LoopStep("pytest -v tests", "".join(report.splitlines(True)[::-1]))]
     assert build_window(shuffled, TreeFiles(tmp_path), RULES).parts[-1].rendering \
         == SHOWN_WHOLE

@@ -884,10 +884,10 @@ _REPEAT_RUN_MIN_CHARS = len(_repeat_note(REPEAT_RUN_MIN_LINES, 1)) / REPEAT_NOTE
 
 
 def _without_repeats(text: str, step_no: int, fresh: _FreshLines) -> str:
-    """``text`` with each run of ``REPEAT_RUN_MIN_LINES`` or more lines that an earlier
-    fresh output of the window shows, in the same order, replaced by a note naming that
-    output where the note is at most ``REPEAT_NOTE_MAX_SHARE`` of the run; records the
-    lines it shows for the outputs after it."""
+    """``text`` with each run of ``REPEAT_RUN_MIN_LINES`` or more lines after its first
+    that an earlier fresh output of the window shows, in the same order, replaced by a note
+    naming that output where the note is at most ``REPEAT_NOTE_MAX_SHARE`` of the run;
+    records the lines it shows for the outputs after it."""
     lines = text.splitlines()
     # from each line on, how many lines in a row some earlier output shows, and the
     # characters of the lines before each: a run is looked for only where it could pay
@@ -899,8 +899,9 @@ def _without_repeats(text: str, step_no: int, fresh: _FreshLines) -> str:
     chars_before = [0]
     for line in lines:
         chars_before.append(chars_before[-1] + len(line) + 1)
-    kept: list[str] = []
-    index = 0
+    # the first line stays: a harness puts its status there (mini-swe-agent's return code)
+    kept: list[str] = lines[:1]
+    index = len(kept)
     while index < len(lines):
         most = shown_from[index]
         if most >= REPEAT_RUN_MIN_LINES and \
