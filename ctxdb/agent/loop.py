@@ -1232,15 +1232,25 @@ _LONG_TEXT_NAMES_LOCK = threading.Lock()
 def names_first_shown(steps: Sequence[LoopStep],
                       known: frozenset[str] = frozenset()) -> list[tuple[str, ...]]:
     """Per step, the names its output was the first of the run to show: not in ``known``,
-    a command up to it, or an earlier output — at most ``POINTER_NAMES_MAX``."""
+    a command up to it, or an earlier output — at most ``POINTER_NAMES_MAX``; none of a
+    binary file's output, nor a run of underscores."""
     seen = set(known)
-    first = []
+    first: list[tuple[str, ...]] = []
     for step in steps:
         seen.update(_names(step.command or ""))
-        new = [name for name in _names(step.output) if name not in seen]
+        if _looks_binary(step.output):  # its "names" are noise
+            first.append(())
+            continue
+        new = [name for name in _names(step.output)
+               if name not in seen and any(ch.isalpha() for ch in name)]  # not a ____ rule
         seen.update(new)
         first.append(tuple(new[:POINTER_NAMES_MAX]))
     return first
+
+
+def _looks_binary(output: str) -> bool:
+    """A NUL or a byte that did not decode (U+FFFD): an output of a binary file."""
+    return "\x00" in output or "\ufffd" in output
 
 
 def _listing_part(item_no: int, step_no: int, kind: str, step: LoopStep,
