@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import random
 
 import pytest
 
@@ -26,7 +27,9 @@ from ctxdb.agent.loop import (
     LoopRules,
     LoopStep,
     SettledParts,
+    _file_changes,
     _listing_text,
+    _read_note,
     build_window,
     decision_type_of,
     fold_horizon,
@@ -373,22 +376,22 @@ def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_
     note = after[appended_at:]
     assert note.endswith(
         f"[E{tree_change_item(10)} step 10's command changed lines the views above show]\n"
-        "[E2 pkg/mod.py, as it reads now]\n3\t# a\n4\t# b\n"
-        "[lines 5-7 now read what lines 3-5 read]\n8\t    return value - 3\n\n"), note
-    # a run shorter than the rule's minimum is shown as it reads now, numbers and all
+        "[E2 pkg/mod.py, as it reads now]\n"
+        "[lines 5-10 now read what lines 3-8 read]\n8\t    return value - 3\n\n"), note
+    # a run shorter than the rule's minimum is shown at its new numbers, and what the lines
+    # it left now read
     literal = build_window(steps[:10], TreeFiles(root), dataclasses.replace(
-        rules, moved_run_summarized_min=4), settled=SettledParts.of(windows[0], steps[:9], rules))
+        rules, moved_run_summarized_min=6), settled=SettledParts.of(windows[0], steps[:9], rules))
     assert literal.text().endswith("[E2 pkg/mod.py, as it reads now]\n3\t# a\n4\t# b\n"
                                    "5\tdef function_2(value):\n6\t    return value + 2\n"
-                                   "7\tdef function_3(value):\n8\t    return value - 3\n\n")
+                                   "7\tdef function_3(value):\n8\t    return value - 3\n"
+                                   "9\tdef function_4(value):\n10\t    return value + 4\n\n")
     # the file put back: the note of the step that did it says so
     step("git checkout pkg/mod.py", MODULE)
     assert windows[-1].text().startswith(after)
     assert windows[-1].text().endswith("[E2 pkg/mod.py, as it reads now]\n"
-                                       "[lines 3-5 now read what lines 5-7 read]\n"
-                                       "6\t    return value + 3\n"
-                                       "7\tdef function_4(value):\n"
-                                       "8\t    return value + 4\n\n")
+                                       "[lines 3-8 now read what lines 5-10 read]\n"
+                                       "6\t    return value + 3\n\n")
     # under a tight ceiling the ladder keeps the newest output, not the note after it
     tight = plan_window(copy.deepcopy(windows[1]), store.settings.tokenizer, 150, "t", [],
                         run_ref("loop", "settle"))
@@ -412,6 +415,34 @@ def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_
                              settled=SettledParts.of(windows[0], steps[:9], rules))
     assert "8\t    return value - 3" in unsettled.text()
     assert "changed lines the views" not in unsettled.text()
+
+
+def test_a_note_of_changed_lines_leaves_no_line_believed_wrong():
+    # a view without its blank lines (a cat located by text), a line inserted far above:
+    # one run, not each line at its old number
+    text = [f"line_{n} = {n}" if n % 4 else "" for n in range(1, 201)]
+    was = {n: text[n - 1] for n in range(120, 181) if text[n - 1]}
+    assert _file_changes(was, ["import logging", *text], 10) == [
+        f"[lines {min(was) + 1}-{max(was) + 1} now read what lines {min(was)}-{max(was)} read]"]
+    # whatever the edits, a reader of the note holds no line wrong
+    rng = random.Random(7)
+    for _ in range(300):
+        before = [f"v{rng.randrange(12)}" if rng.random() < 0.8 else "" for _ in range(40)]
+        start = rng.randrange(1, 30)
+        was = {n: before[n - 1] for n in range(start, start + rng.randrange(1, 12))
+               if rng.random() < 0.8}
+        after = list(before)
+        for _ in range(rng.randrange(1, 4)):
+            at = rng.randrange(len(after) + 1)
+            edit = rng.choice(("insert", "delete", "replace"))
+            if edit == "insert":
+                after[at:at] = [f"new{rng.randrange(5)}"] * rng.randrange(1, 15)
+            elif after and at < len(after):
+                after[at:at + rng.randrange(1, 6)] = (
+                    [] if edit == "delete" else [f"x{rng.randrange(5)}"])
+        held = _read_note(was, _file_changes(was, after, rng.choice((1, 3, 10))))
+        assert all(n <= len(after) and after[n - 1] == line for n, line in held.items()), (
+            was, after, held)
 
 
 def test_what_the_window_says_of_a_file_is_held_against_the_tree_between_folds(tmp_path):

@@ -48,6 +48,7 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
+import itertools
 import posixpath
 import re
 import threading
@@ -735,104 +736,149 @@ def _believed(item_no: int, view: str, notes: Sequence[str]) -> dict[str, dict[i
     as the notes of changed lines that name it corrected them, in order."""
     believed = _view_lines(view)
     for note in notes:
-        lines: dict[int, str] | None = None
-        before: dict[int, str] = {}
-        for line in note.splitlines():
+        path: str | None = None
+        said: list[str] = []
+        for line in [*note.splitlines(), ""]:
             header = _NOTE_FILE.match(line)
+            if header or not line:
+                if path is not None:
+                    believed[path] = _read_note(believed.get(path, {}), said)
+                path, said = None, []
             if header:
                 mine = int(header["item"]) == item_no
                 if mine and header["what"] == GONE:
                     believed.pop(header["path"], None)
-                lines = believed.setdefault(header["path"], {}) if mine \
-                    and header["what"] == NOW_READS else None
-                before = dict(lines or {})  # what "what line N read" in this note means
-                continue
-            if lines is None:
-                continue
-            moved = _NOTE_MOVED.match(line)
-            past_end = _NOTE_PAST_END.match(line)
-            span = moved or past_end
-            if span is not None:
-                first = int(span["first"])
-                for number in range(first, int(span["last"] or first) + 1):
-                    origin = number - first + int(moved["origin"]) if moved else None
-                    if origin in before:
-                        lines[number] = before[origin]
-                    else:
-                        lines.pop(number, None)
-                continue
-            numbered = _VIEW_LINE.match(line)
-            if numbered:
-                lines[int(numbered.group(1))] = numbered.group(2)
+                if mine and header["what"] == NOW_READS:
+                    path = header["path"]
+            elif path is not None:
+                said.append(line)
     return {path: lines for path, lines in believed.items() if lines}
 
 
-@dataclass
-class _MovedRun:
-    """Lines first..last that now read what the lines ``offset`` above them read."""
-
-    first: int
-    last: int
-    offset: int
+def _read_note(before: dict[int, str], said: Sequence[str]) -> dict[int, str]:
+    """A file's lines as a reader who held ``before`` holds them after a note's lines of
+    it (``said``): ``N<tab>text`` as given; a run that now reads what other lines did (as
+    ``before`` held them), which left those lines unknown unless the note says them; a
+    run past the end, by its span."""
+    lines = dict(before)
+    said_now: set[int] = set()  # numbers the note gave a text
+    left: set[int] = set()  # numbers a run moved away from
+    for line in said:
+        moved = _NOTE_MOVED.match(line)
+        past_end = _NOTE_PAST_END.match(line)
+        span = moved or past_end
+        if span is not None:
+            first = int(span["first"])
+            for number in range(first, int(span["last"] or first) + 1):
+                origin = number - first + int(moved["origin"]) if moved else None
+                if origin is not None:
+                    left.add(origin)
+                if origin in before:
+                    lines[number] = before[origin]
+                    said_now.add(number)
+                else:
+                    lines.pop(number, None)
+            continue
+        numbered = _VIEW_LINE.match(line)
+        if numbered:
+            lines[int(numbered.group(1))] = numbered.group(2)
+            said_now.add(int(numbered.group(1)))
+    for number in left - said_now:
+        lines.pop(number, None)
+    return lines
 
 
 def _changed_lines(item_no: int, believed: dict[str, dict[int, str]], read_file: FileReader,
                    summarized_min: int) -> list[str]:
     """What a reader who holds ``believed`` of view ``item_no``'s files needs to know them
-    as the tree holds them now, line by line: each line that reads otherwise, as it reads
-    now; a run of at least ``summarized_min`` lines that now read what other lines did, by
-    those lines (a shorter one as it reads now); lines past the end; a file gone, named."""
+    as the tree holds them now. Each line believed is looked for where it is now (where
+    the lines before it went, else at its nearest place): a run of at least
+    ``summarized_min`` that moved alike is named by the lines it came from, a shorter one
+    is shown at its new numbers, and what now stands between lines found (an edit's new or
+    changed lines) is shown as it reads; then every line the reader would still hold
+    wrong is shown as it reads now, or said to be past the end; a file gone, named."""
     notes: list[str] = []
     for path, was in believed.items():
         file_lines = read_file(path)
         if file_lines is None:
             notes.append(f"[E{item_no} {path}, {GONE}]")
             continue
-        where: dict[str, list[int]] = {}
-        for number, text in was.items():
-            where.setdefault(text, []).append(number)
-        shown: list[str] = []
-        run: _MovedRun | None = None
-        for number in sorted(n for n in was if n <= len(file_lines)):
-            text = file_lines[number - 1]
-            if run and number == run.last + 1 and was.get(number - run.offset) == text:
-                run.last = number  # (a blank line that also reads the same in place
-                continue           # does not part a run that moved)
-            _flush_moved(run, shown, file_lines, summarized_min)
-            run = None
-            if was[number] == text:
-                continue
-            if text.strip() and where.get(text):
-                origin = min(where[text], key=lambda at: abs(number - at))
-                run = _MovedRun(number, number, number - origin)
-                continue
-            shown.append(f"{number}\t{text}")
-        _flush_moved(run, shown, file_lines, summarized_min)
-        past_end = [n for n in sorted(was) if n > len(file_lines)]
-        if past_end:
-            shown.append(f"[{_span(past_end[0], past_end[-1])}: past the file's end now]")
+        shown = _file_changes(was, file_lines, summarized_min)
         if shown:
             notes.append(f"[E{item_no} {path}, {NOW_READS}]")
             notes.extend(shown)
     return notes
 
 
+def _file_changes(was: dict[int, str], file_lines: Sequence[str],
+                  summarized_min: int) -> list[str]:
+    """``_changed_lines`` for one file: the note's lines."""
+    if all(n <= len(file_lines) and file_lines[n - 1] == text for n, text in was.items()):
+        return []  # held at every step for every view: the common case, cheaply
+    positions: dict[str, list[int]] = {}
+    for number, text in enumerate(file_lines, start=1):
+        if text.strip():
+            positions.setdefault(text, []).append(number)
+    found: list[tuple[int, int]] = []  # (believed number, number now), in order
+    lost: list[int] = []  # believed numbers found nowhere: changed or gone
+    offset = 0
+    for number in sorted(was):
+        expected = number + offset
+        if 1 <= expected <= len(file_lines) and file_lines[expected - 1] == was[number]:
+            found.append((number, expected))
+        elif was[number].strip() and positions.get(was[number]):
+            now = min(positions[was[number]], key=lambda n: (abs(n - expected), n))
+            offset = now - number
+            found.append((number, now))
+        else:
+            lost.append(number)
+    entries: list[tuple[int, int, str]] = []  # (number now, 0 a run / 1 a line, text)
+
+    def as_now(first: int, last: int) -> None:
+        entries.extend((n, 1, f"{n}\t{file_lines[n - 1]}")
+                       for n in range(max(first, 1), min(last, len(file_lines)) + 1))
+
+    # runs of lines found that moved alike (consecutive among those found)
+    index = 0
+    while index < len(found):
+        end = index + 1
+        shift = found[index][1] - found[index][0]
+        while end < len(found) and found[end][1] - found[end][0] == shift:
+            end += 1
+        if shift:
+            (old_first, new_first), (old_last, new_last) = found[index], found[end - 1]
+            if end - index >= summarized_min:
+                reads = "reads" if new_first == new_last else "read"
+                entries.append((new_first, 0, f"[{_span(new_first, new_last)} now {reads} "
+                                              f"what {_span(old_first, old_last)} read]"))
+            else:
+                for _, new in found[index:end]:
+                    as_now(new, new)
+        index = end
+    # what now stands where lines believed were lost, or where a stretch between two lines
+    # found grew: an edit's own lines
+    for (old_before, new_before), (old_after, new_after) in itertools.pairwise(found):
+        lost_between = bisect.bisect_left(lost, old_after) > bisect.bisect_right(lost, old_before)
+        if lost_between or new_after - new_before > old_after - old_before:
+            as_now(new_before + 1, new_after - 1)
+    if found and lost and lost[0] < found[0][0]:
+        as_now(found[0][1] - (found[0][0] - lost[0]), found[0][1] - 1)
+    if found and lost and lost[-1] > found[-1][0]:
+        as_now(found[-1][1] + 1, found[-1][1] + (lost[-1] - found[-1][0]))
+    # what the reader would still hold wrong after the note: as it reads now
+    held = _read_note(was, [text for _, _, text in sorted(set(entries))])
+    for number, text in held.items():
+        if number <= len(file_lines) and file_lines[number - 1] != text:
+            as_now(number, number)
+    shown = [text for _, _, text in sorted(set(entries))]
+    past_end = sorted(n for n in _read_note(was, shown) if n > len(file_lines))
+    if past_end:
+        shown.append(f"[{_span(past_end[0], past_end[-1])}: past the file's end now]")
+    return shown
+
+
 def _span(first: int, last: int) -> str:
     return f"lines {first}-{last}" if first != last else f"line {first}"
-
-
-def _flush_moved(run: _MovedRun | None, shown: list[str], file_lines: Sequence[str],
-                 summarized_min: int) -> None:
-    """A finished run of moved lines into ``shown``: named by where they came from, or
-    line by line when it is shorter than ``summarized_min``."""
-    if run is None:
-        return
-    if run.last - run.first + 1 < summarized_min:
-        shown.extend(f"{n}\t{file_lines[n - 1]}" for n in range(run.first, run.last + 1))
-        return
-    reads = "reads" if run.first == run.last else "read"
-    shown.append(f"[{_span(run.first, run.last)} now {reads} what "
-                 f"{_span(run.first - run.offset, run.last - run.offset)} read]")
 
 
 def _tree_change_note(step_no: int, changed: list[str]) -> SettledPart:
