@@ -119,6 +119,25 @@ def test_a_v2_run_reads_its_actions_raw_output_and_interruptions():
     assert all(m["role"] != "exit" for m in run.messages)  # never sent to the model
 
 
+def test_a_v2_turn_with_several_actions_keeps_each_command_and_output():
+    # a tool-calling model's turn runs each action; the harness answers each
+    turn = {"role": "assistant", "content": "Both.", "extra": {
+        "actions": [{"command": "echo one"}, {"command": "false"}]}}
+    outputs = [{"role": "tool", "content": "<returncode>0</returncode>\none\n",
+                "extra": {"raw_output": "one\n", "returncode": 0}},
+               {"role": "tool", "content": "<returncode>1</returncode>",
+                "extra": {"raw_output": "", "returncode": 1}}]
+    after = {"role": "assistant", "content": "Next.", "extra": {"actions": [{"command": "ls"}]}}
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK},
+                turn, *outputs, after, {"role": "tool", "content": "a.py",
+                                        "extra": {"raw_output": "a.py", "returncode": 0}}]
+    run = parse_trajectory({"trajectory_format": FORMAT_V2, "messages": messages})
+    assert [s.action for s in run.steps] == ["echo one\nfalse", "ls"]
+    both = run.steps[0].observation
+    assert both.output == "one\n\n" and both.returncode == 1 and "one" in both.text
+    assert both.kind == ObservationKind.OUTPUT
+
+
 def test_a_v2_reply_the_harness_rejected_unrecorded_is_a_step_of_its_own():
     # mini-swe-agent 2.4 keeps the format error it answered with, not the reply itself
     rejected = {"role": "user", "content": "Format error: expected one action",

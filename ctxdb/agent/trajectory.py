@@ -82,12 +82,16 @@ class Step:
 
     @property
     def action(self) -> str | None:
-        """The one command the harness ran, or None (a format error: nothing ran)."""
-        if len(self.commands) != 1:
+        """The command the harness ran — a turn's several actions (2.x tool calls) one per
+        line, in the order they ran — or None (a format error: nothing ran)."""
+        if not self.commands:
             return None
         if self.observation is not None and self.observation.kind == ObservationKind.FORMAT_ERROR:
             return None
-        return self.commands[0]
+        if len(self.commands) != 1 and (self.observation is None
+                                        or self.observation.kind == ObservationKind.SUBMISSION):
+            return None  # (a v1 reply with two blocks is refused as a format error)
+        return "\n".join(self.commands)
 
     @property
     def is_submit(self) -> bool:
@@ -294,14 +298,46 @@ def _steps_v2(messages: list, chats: list[dict[str, str]], name: str) -> list[St
         commands = tuple(a["command"] for a in actions)
         observation = None
         following = index + 1
-        if following < len(chats) and chats[following]["role"] in ("user", "tool", "exit"):
+        observed: list[int] = []  # one observation per action (2.x tool calls run each in turn)
+        while (following + len(observed) < len(chats)
+               and chats[following + len(observed)]["role"] in ("user", "tool", "exit")
+               and len(observed) < max(len(commands), 1)):
+            observed.append(following + len(observed))
+        if len(observed) == 1:
             observation = _observation_v2(following, chats[following],
                                           _extra(messages[following]), commands)
+        elif observed:
+            each = [_observation_v2(i, chats[i], _extra(messages[i]), commands[:1])
+                    for i in observed]
+            observation = _observation_v2(following, *_merged_observations(
+                [chats[i] for i in observed], [_extra(messages[i]) for i in observed]), commands,
+                cut=any(o.kind == ObservationKind.OUTPUT_CUT for o in each))
         steps.append(Step(len(steps) + 1, index, chat["content"],
                           _thought(chat["content"], _FENCED_BLOCK),
                           commands, observation))
         index += 1
     return steps
+
+
+def _merged_observations(chats: list[dict[str, str]],
+                         extras: list[dict]) -> tuple[dict[str, str], dict]:
+    """The observations of a turn's several actions as one, in order: the texts and
+    outputs joined, the first failing return code (else the last), the first
+    interruption or exit."""
+    codes = [e.get("returncode") for e in extras]
+    codes = [c for c in codes if isinstance(c, int) and not isinstance(c, bool)]
+    failing = [c for c in codes if c != 0]
+    merged: dict = {"raw_output": "\n".join(
+        e["raw_output"] if isinstance(e.get("raw_output"), str) else c["content"]
+        for c, e in zip(chats, extras, strict=True))}
+    if codes:
+        merged["returncode"] = failing[0] if failing else codes[-1]
+    for key in ("interrupt_type", "exit_status", "exception_info"):
+        given = [e[key] for e in extras if e.get(key)]
+        if given:
+            merged[key] = given[0]
+    role = "exit" if any(c["role"] == "exit" for c in chats) else chats[0]["role"]
+    return {"role": role, "content": "\n".join(c["content"] for c in chats)}, merged
 
 
 def _extra(message: Any) -> dict:
@@ -310,7 +346,8 @@ def _extra(message: Any) -> dict:
 
 
 def _observation_v2(index: int, chat: dict[str, str], extra: dict,
-                    commands: Sequence[str]) -> Observation:
+                    commands: Sequence[str], cut: bool | None = None) -> Observation:
+    """``cut``: whether the harness cut the output (read from the texts when None)."""
     text = chat["content"]
     interrupt = extra.get("interrupt_type")
     if chat["role"] == "exit" or extra.get("exit_status") == "Submitted":
@@ -326,5 +363,7 @@ def _observation_v2(index: int, chat: dict[str, str], extra: dict,
         return Observation(index, text, ObservationKind.TIMEOUT, output, code)
     if interrupt:
         return Observation(index, text, ObservationKind.NOTE, output, code)
-    kind = ObservationKind.OUTPUT if output in text else ObservationKind.OUTPUT_CUT
+    if cut is None:
+        cut = output not in text
+    kind = ObservationKind.OUTPUT_CUT if cut else ObservationKind.OUTPUT
     return Observation(index, text, kind, output, code)
