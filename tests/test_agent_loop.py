@@ -40,6 +40,7 @@ from ctxdb.agent.loop import (
     tree_change_item,
     viewed_lines,
 )
+from ctxdb.agent.trajectory import ObservationKind
 from ctxdb.request import RequestError
 from ctxdb.tokens import HASHED_TEXT_KEPT_MAX_CHARS
 
@@ -333,6 +334,19 @@ def test_a_folded_view_follows_the_lines_it_printed_through_edits(tmp_path):
         assert view.startswith("[E2 pkg/mod.py line") and (
             "15\tdef function_7(value):" in view or
             "17\tdef function_8(value):\n18\t    return value - 8" in view), view
+
+
+def test_a_view_of_an_output_the_harness_cut_shows_only_what_the_agent_saw(tmp_path):
+    root = _tree(tmp_path)
+    lines = MODULE.splitlines(keepends=True)
+    sent = ("<returncode>0</returncode>\n<output_head>\n" + "".join(lines[:6])
+            + "</output_head>\n<elided_chars>\n900 characters elided\n</elided_chars>\n"
+            + "<output_tail>\n" + "".join(lines[-4:]) + "</output_tail>")
+    # 2.x keeps the raw output whole beside the cut one it sent
+    cut = LoopStep("cat pkg/mod.py", MODULE, kind=ObservationKind.OUTPUT_CUT, observation=sent)
+    view = build_window([cut, *_filler(8)], TreeFiles(root), RULES).parts[1].text
+    assert "3\tdef function_2(value):" in view and "80\t    return value + 40" in view
+    assert "function_20" not in view, view
 
 
 def test_consecutive_windows_share_their_prefix_between_folds(tmp_path):

@@ -441,18 +441,20 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
                            for c in commands):
         return None
     located = located if located is not None else {}
+    # what the agent saw: a cut output's raw text (2.x keeps it) holds lines it never read
+    printed = step.shown if step.kind == ObservationKind.OUTPUT_CUT else step.output
     printing = [(command, [path for path in (_repository_path(w, command.cwd, workdir)
                                              for w in command.words[1:] if not w.startswith("-"))
                            if path is not None and read_file(path) is not None])
                 for command in commands if command.name in _FILE_PRINTERS | _GREP_COMMANDS]
     # numbers printed by the one command that names a file are its file's; with several,
     # each file's lines are found by their text
-    numbered = (_numbered_lines(step.output)
+    numbered = (_numbered_lines(printed)
                 if sum(1 for _, files in printing if files) == 1 else [])
     viewed: dict[str, list[int]] = {}
     for command, files in printing:
         if command.name in _GREP_COMMANDS:
-            for path, lines in _grep_lines(step.output, files, command.cwd, workdir, read_file,
+            for path, lines in _grep_lines(printed, files, command.cwd, workdir, read_file,
                                            located).items():
                 viewed.setdefault(path, []).extend(lines)
             continue
@@ -460,7 +462,7 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
             continue
         path = files[0]
         chosen = (_renumbered(numbered, path, read_file, located) if numbered
-                  else _locate(step.output.splitlines(), path, read_file, located))
+                  else _locate(printed.splitlines(), path, read_file, located))
         viewed.setdefault(path, []).extend(chosen)
     return {path: sorted(set(lines)) for path, lines in viewed.items() if lines} or None
 
