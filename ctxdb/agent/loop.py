@@ -519,7 +519,6 @@ def _renumbered(printed: Sequence[tuple[int, str]], path: str, read_file: FileRe
     they are now: a line whose text moved (an edit above it inserted or removed lines) is
     found at its nearest place, and the lines after it move with it; a line that reads
     otherwise now keeps its number, moved as its neighbours were."""
-    positions = _line_positions(path, read_file, located)
     file_lines = read_file(path) or []
     numbers = []
     shift = 0
@@ -528,7 +527,7 @@ def _renumbered(printed: Sequence[tuple[int, str]], path: str, read_file: FileRe
         expected = number + shift
         if text.strip() and not (1 <= expected <= len(file_lines)
                                  and file_lines[expected - 1].rstrip() == text):
-            candidates = positions.get(text)
+            candidates = _line_positions(path, read_file, located).get(text)
             if candidates:
                 expected = min(candidates, key=lambda n: (abs(n - expected), n))
                 shift = expected - number
