@@ -334,6 +334,27 @@ def test_a_folded_view_follows_the_lines_it_printed_through_edits(tmp_path):
         assert view.startswith("[E2 pkg/mod.py line") and (
             "15\tdef function_7(value):" in view or
             "17\tdef function_8(value):\n18\t    return value - 8" in view), view
+    # a repeated line alone proves no move: the one the agent edited stays where it was
+    todo = root / "todo.py"
+    todo.write_text("".join(f"x{n} = 1\n# TODO\n" for n in range(5)), encoding="utf-8")
+    hits = "".join(f"{n}:# TODO\n" for n in (2, 4, 6, 8, 10))
+    todo.write_text(todo.read_text().replace("x2 = 1\n# TODO", "x2 = 1\n# done"))
+    view = build_window([LoopStep("grep -n TODO todo.py", hits), *_filler(8)],
+                        TreeFiles(root), RULES).parts[1].text
+    assert [line.split("\t")[0] for line in view.splitlines()[1:-1]] == ["2", "4", "6", "8", "10"]
+    assert "6\t# done" in view
+    # no bridge over a harness's markup (a cut output) or from another file's lines
+    sent = ("<returncode>0</returncode>\n<output_head>\n" + _lines(1, 6) + "</output_head>\n"
+            "<elided_chars>\n90 characters elided\n</elided_chars>\n<output_tail>\n"
+            + _lines(9, 12) + "</output_tail>")
+    mod.write_text(MODULE, encoding="utf-8")
+    cut = LoopStep("cat pkg/mod.py", MODULE, kind=ObservationKind.OUTPUT_CUT, observation=sent)
+    view = build_window([cut, *_filler(8)], TreeFiles(root), RULES).parts[1].text
+    assert "6\t    return value + 3\n9\tdef function_5" in view, view
+    both = LoopStep("head -n 2 pkg/other.py; cat notes.txt",
+                    "ALPHA = 1\nBETA = 2\nfirst note\nsecond note\n")
+    (root / "pkg" / "other.py").write_text("ALPHA = 1\nGAMMA = 3\nBETA = 2\n", encoding="utf-8")
+    assert viewed_lines(both, TreeFiles(root)) == {"pkg/other.py": [1, 3], "notes.txt": [1, 2]}
 
 
 def test_a_view_of_an_output_the_harness_cut_shows_only_what_the_agent_saw(tmp_path):
@@ -390,8 +411,8 @@ def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_
     note = after[appended_at:]
     assert note.endswith(
         f"[E{tree_change_item(10)} step 10's command changed lines the views above show]\n"
-        "[E2 pkg/mod.py, as it reads now]\n"
-        "[lines 5-10 now read what lines 3-8 read]\n8\t    return value - 3\n\n"), note
+        "[E2 pkg/mod.py, as it reads now]\n[lines 5-7 now read what lines 3-5 read]\n"
+        "8\t    return value - 3\n9\tdef function_4(value):\n10\t    return value + 4\n\n"), note
     # a run shorter than the rule's minimum is shown at its new numbers, and what the lines
     # it left now read
     literal = build_window(steps[:10], TreeFiles(root), dataclasses.replace(
@@ -404,8 +425,10 @@ def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_
     step("git checkout pkg/mod.py", MODULE)
     assert windows[-1].text().startswith(after)
     assert windows[-1].text().endswith("[E2 pkg/mod.py, as it reads now]\n"
-                                       "[lines 3-8 now read what lines 5-10 read]\n"
-                                       "6\t    return value + 3\n\n")
+                                       "[lines 3-5 now read what lines 5-7 read]\n"
+                                       "6\t    return value + 3\n"
+                                       "7\tdef function_4(value):\n8\t    return value + 4\n"
+                                       "9\tdef function_5(value):\n10\t    return value + 5\n\n")
     # under a tight ceiling the ladder keeps the newest output, not the note after it
     tight = plan_window(copy.deepcopy(windows[1]), store.settings.tokenizer, 150, "t", [],
                         run_ref("loop", "settle"))
@@ -438,6 +461,15 @@ def test_a_note_of_changed_lines_leaves_no_line_believed_wrong():
     was = {n: text[n - 1] for n in range(120, 181) if text[n - 1]}
     assert _file_changes(was, ["import logging", *text], 10) == [
         f"[lines {min(was) + 1}-{max(was) + 1} now read what lines {min(was)}-{max(was)} read]"]
+    # a line the edit inserted inside the view is in the note
+    inserted = [*text[:149], "inserted = True", *text[149:]]
+    assert "150\tinserted = True" in _file_changes(was, inserted, 10)
+    # a line an edit changed whose text also stands far away: the note stays short
+    far = [f"line_{n}" for n in range(1, 1001)]
+    far[14] = far[499] = "    return None"
+    view_of = {n: far[n - 1] for n in range(5, 26)}
+    edited = [*far[:9], "one line instead", *far[20:]]
+    assert len(_file_changes(view_of, edited, 10)) <= len(view_of)
     # whatever the edits, a reader of the note holds no line wrong
     rng = random.Random(7)
     for _ in range(300):

@@ -136,6 +136,14 @@ def test_a_v2_turn_with_several_actions_keeps_each_command_and_output():
     both = run.steps[0].observation
     assert both.output == "one\n\n" and both.returncode == 1 and "one" in both.text
     assert both.kind == ObservationKind.OUTPUT
+    # a turn that edits and then submits: the edit ran, and the step is the submit
+    submitting = {"role": "assistant", "content": "Done.", "extra": {"actions": [
+        {"command": "sed -i s/a/b/ a.py"},
+        {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}]}}
+    messages[2:] = [submitting, {"role": "exit", "content": "diff",
+                                 "extra": {"exit_status": "Submitted"}}]
+    run = parse_trajectory({"trajectory_format": FORMAT_V2, "messages": messages})
+    assert run.steps[0].action.startswith("sed -i") and run.steps[0].is_submit
 
 
 def test_a_v2_reply_the_harness_rejected_unrecorded_is_a_step_of_its_own():

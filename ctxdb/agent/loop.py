@@ -99,6 +99,11 @@ POINTER_PATHS_MAX = 30
 # the sweep: 5 / 10 / 20 names keep 0.990 / 0.992 / 0.993 of them for 0.27 / 0.42 / 0.66 M
 # tokens)
 POINTER_NAMES_MAX = 10
+# an output is read as a binary file's (no names listed) by its first characters: a NUL
+# (git's test: a NUL in the first 8,000 bytes), or more than this share of bytes that did
+# not decode (one stray byte in a long log is no binary file)
+BINARY_SAMPLE_CHARS = 8000
+BINARY_UNDECODED_SHARE = 0.01
 PATH_CHARS_MAX = 300  # longer runs of path characters are not paths
 # a masked listing (``ls``, ``find``, ``tree``) keeps the entries it listed, at most this
 # many, the shallowest first: the names a repository's layout gives its next commands
@@ -449,8 +454,8 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
                 for command in commands if command.name in _FILE_PRINTERS | _GREP_COMMANDS]
     # numbers printed by the one command that names a file are its file's; with several,
     # each file's lines are found by their text
-    numbered = (_numbered_lines(printed)
-                if sum(1 for _, files in printing if files) == 1 else [])
+    sole = sum(1 for _, files in printing if files) == 1
+    numbered = _numbered_lines(printed) if sole else []
     viewed: dict[str, list[int]] = {}
     for command, files in printing:
         if command.name in _GREP_COMMANDS:
@@ -462,7 +467,8 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
             continue
         path = files[0]
         chosen = (_renumbered(numbered, path, read_file, located) if numbered
-                  else _locate(printed.splitlines(), path, read_file, located))
+                  else _locate(printed.splitlines(), path, read_file, located,
+                               bridge=sole and step.kind != ObservationKind.OUTPUT_CUT))
         viewed.setdefault(path, []).extend(chosen)
     return {path: sorted(set(lines)) for path, lines in viewed.items() if lines} or None
 
@@ -481,11 +487,12 @@ def _line_positions(path: str, read_file: FileReader,
 
 
 def _locate(printed: Sequence[str], path: str, read_file: FileReader,
-            located: LocatedLines) -> list[int]:
+            located: LocatedLines, bridge: bool = True) -> list[int]:
     """The file lines ``printed`` shows, found in order (a line found nowhere after the
     one before it is looked for from the top: a grep's hits are in order anyway). Printed
     lines found nowhere between two found ones were changed since: the file's lines
-    between those two stand for them (``CHANGED_RUN_GROWTH_MAX``)."""
+    between those two stand for them (``CHANGED_RUN_GROWTH_MAX``) when ``bridge``: not
+    for an output the harness cut (its markup is no printed line) or several files'."""
     positions = _line_positions(path, read_file, located)
     file_lines = read_file(path) or []
     found: list[int] = []
@@ -504,7 +511,7 @@ def _locate(printed: Sequence[str], path: str, read_file: FileReader,
             continue
         at = bisect.bisect_right(candidates, cursor)
         number = candidates[at] if at < len(candidates) else candidates[0]
-        if missed and last_found is not None and 0 < number - last_found[1] <= (
+        if bridge and missed and last_found is not None and 0 < number - last_found[1] <= (
                 CHANGED_RUN_GROWTH_MAX * (index - last_found[0])):
             found.extend(n for n in range(last_found[1] + 1, number)
                          if file_lines[n - 1].strip())
@@ -517,22 +524,59 @@ def _renumbered(printed: Sequence[tuple[int, str]], path: str, read_file: FileRe
                 located: LocatedLines) -> list[int]:
     """The file lines a numbered printout (``nl``, ``cat -n``, ``grep -n``) shows, where
     they are now: a line whose text moved (an edit above it inserted or removed lines) is
-    found at its nearest place, and the lines after it move with it; a line that reads
-    otherwise now keeps its number, moved as its neighbours were."""
+    found at its nearest place (``_confirmed_move``), and the lines after it move with it;
+    a line that reads otherwise now keeps its number, moved as its neighbours were."""
     file_lines = read_file(path) or []
+
+    def reads(number: int, text: str) -> bool:
+        return 1 <= number <= len(file_lines) and file_lines[number - 1].rstrip() == text
+
+    texts = [(number, text.rstrip()) for number, text in printed]
     numbers = []
     shift = 0
-    for number, text in printed:
-        text = text.rstrip()
+    for index, (number, text) in enumerate(texts):
         expected = number + shift
-        if text.strip() and not (1 <= expected <= len(file_lines)
-                                 and file_lines[expected - 1].rstrip() == text):
+        if text.strip() and not reads(expected, text):
             candidates = _line_positions(path, read_file, located).get(text)
-            if candidates:
-                expected = min(candidates, key=lambda n: (abs(n - expected), n))
-                shift = expected - number
+            moved = (_confirmed_move(candidates, expected, number,
+                                     _neighbours(texts, index), reads)
+                     if candidates else None)
+            if moved is not None:
+                expected, shift = moved, moved - number
         numbers.append(expected)
     return numbers
+
+
+def _neighbours(lines: Sequence[tuple[int, str]],
+                index: int) -> tuple[tuple[int, str] | None, tuple[int, str] | None]:
+    """The non-blank lines before and after ``lines[index]`` (number, text), or None."""
+    before = next((line for line in reversed(lines[:index]) if line[1].strip()), None)
+    after = next((line for line in lines[index + 1:] if line[1].strip()), None)
+    return before, after
+
+
+def _confirmed_move(candidates: Sequence[int], expected: int, number: int,
+                    neighbours: tuple[tuple[int, str] | None, tuple[int, str] | None],
+                    reads: Callable[[int, str], bool], reach: int | None = None) -> int | None:
+    """Where a line that was at ``number`` (looked for at ``expected``) went, or None.
+    None when the line after it (else the one before: ``neighbours``, old number and
+    text) still reads the same where it was looked for: the line was changed in place.
+    Else the nearest of ``candidates`` (the file's lines reading its text, at most
+    ``reach`` away) when a neighbour reads the same at that shift, or, with none, when it
+    is the file's only such line. A repeated line (``pass``, ``# TODO``), or a line an
+    edit removed whose text stands elsewhere too, proves no move on its own."""
+    before, after = neighbours
+    beside = after or before
+    if beside is not None and reads(beside[0] + expected - number, beside[1]):
+        return None
+    near = [n for n in candidates if reach is None or abs(n - expected) <= reach]
+    if not near:
+        return None
+    now = min(near, key=lambda n: (abs(n - expected), n))
+    if any(line is not None and reads(line[0] + now - number, line[1])
+           for line in (before, after)):
+        return now
+    return now if beside is None and len(candidates) == 1 else None
 
 
 def _repository_path(word: str, cwd: str, workdir: str) -> str | None:
@@ -820,19 +864,33 @@ def _file_changes(was: dict[int, str], file_lines: Sequence[str],
     for number, text in enumerate(file_lines, start=1):
         if text.strip():
             positions.setdefault(text, []).append(number)
+
+    def reads(number: int, text: str) -> bool:
+        return 1 <= number <= len(file_lines) and file_lines[number - 1] == text
+
+    believed = sorted(was)
+    lines = [(number, was[number]) for number in believed]
+    # no move farther than the view's own span: a removed line's twin far away (a
+    # repeated banner comment) is no move, and the note stays about the view's size
+    reach = believed[-1] - believed[0] + 1
     found: list[tuple[int, int]] = []  # (believed number, number now), in order
     lost: list[int] = []  # believed numbers found nowhere: changed or gone
     offset = 0
-    for number in sorted(was):
+    for index, number in enumerate(believed):
         expected = number + offset
-        if 1 <= expected <= len(file_lines) and file_lines[expected - 1] == was[number]:
-            found.append((number, expected))
-        elif was[number].strip() and positions.get(was[number]):
-            now = min(positions[was[number]], key=lambda n: (abs(n - expected), n))
-            offset = now - number
-            found.append((number, now))
-        else:
+        now: int | None = expected if reads(expected, was[number]) else None
+        if now is None and was[number].strip() and positions.get(was[number]):
+            for looked_at in dict.fromkeys((expected, number)):  # a wrong shift undone
+                now = _confirmed_move(positions[was[number]], looked_at, number,
+                                      _neighbours(lines, index), reads, reach)
+                if now is not None:
+                    break
+            if now is not None:
+                offset = now - number
+        if now is None:
             lost.append(number)
+        else:
+            found.append((number, now))
     entries: list[tuple[int, int, str]] = []  # (number now, 0 a run / 1 a line, text)
 
     def as_now(first: int, last: int) -> None:
@@ -844,13 +902,15 @@ def _file_changes(was: dict[int, str], file_lines: Sequence[str],
     while index < len(found):
         end = index + 1
         shift = found[index][1] - found[index][0]
-        while end < len(found) and found[end][1] - found[end][0] == shift:
+        while (end < len(found) and found[end][1] - found[end][0] == shift
+               and bisect.bisect_left(lost, found[end][0])  # a lost line parts a run
+               == bisect.bisect_left(lost, found[end - 1][0])):
             end += 1
         if shift:
             (old_first, new_first), (old_last, new_last) = found[index], found[end - 1]
             if end - index >= summarized_min:
-                reads = "reads" if new_first == new_last else "read"
-                entries.append((new_first, 0, f"[{_span(new_first, new_last)} now {reads} "
+                verb = "reads" if new_first == new_last else "read"
+                entries.append((new_first, 0, f"[{_span(new_first, new_last)} now {verb} "
                                               f"what {_span(old_first, old_last)} read]"))
             else:
                 for _, new in found[index:end]:
@@ -1296,8 +1356,10 @@ def names_first_shown(steps: Sequence[LoopStep],
 
 
 def _looks_binary(output: str) -> bool:
-    """A NUL or a byte that did not decode (U+FFFD): an output of a binary file."""
-    return "\x00" in output or "\ufffd" in output
+    """An output of a binary file: a NUL in its first ``BINARY_SAMPLE_CHARS``, or more than
+    ``BINARY_UNDECODED_SHARE`` of them bytes that did not decode (U+FFFD)."""
+    sample = output[:BINARY_SAMPLE_CHARS]
+    return "\x00" in sample or sample.count("\ufffd") > BINARY_UNDECODED_SHARE * len(sample)
 
 
 def _listing_part(item_no: int, step_no: int, kind: str, step: LoopStep,

@@ -88,9 +88,8 @@ class Step:
             return None
         if self.observation is not None and self.observation.kind == ObservationKind.FORMAT_ERROR:
             return None
-        if len(self.commands) != 1 and (self.observation is None
-                                        or self.observation.kind == ObservationKind.SUBMISSION):
-            return None  # (a v1 reply with two blocks is refused as a format error)
+        # (a v1 reply with two blocks was refused: its observation is a format error; a
+        # 2.x turn whose last action submitted ran the ones before it)
         return "\n".join(self.commands)
 
     @property
@@ -322,16 +321,15 @@ def _steps_v2(messages: list, chats: list[dict[str, str]], name: str) -> list[St
 def _merged_observations(chats: list[dict[str, str]],
                          extras: list[dict]) -> tuple[dict[str, str], dict]:
     """The observations of a turn's several actions as one, in order: the texts and
-    outputs joined, the first failing return code (else the last), the first
-    interruption or exit."""
+    outputs joined, the last return code (as of the actions run one after another), the
+    first interruption or exit."""
     codes = [e.get("returncode") for e in extras]
     codes = [c for c in codes if isinstance(c, int) and not isinstance(c, bool)]
-    failing = [c for c in codes if c != 0]
     merged: dict = {"raw_output": "\n".join(
         e["raw_output"] if isinstance(e.get("raw_output"), str) else c["content"]
         for c, e in zip(chats, extras, strict=True))}
     if codes:
-        merged["returncode"] = failing[0] if failing else codes[-1]
+        merged["returncode"] = codes[-1]
     for key in ("interrupt_type", "exit_status", "exception_info"):
         given = [e[key] for e in extras if e.get(key)]
         if given:
