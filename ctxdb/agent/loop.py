@@ -879,6 +879,10 @@ def _file_changes(was: dict[int, str], file_lines: Sequence[str],
     for index, number in enumerate(believed):
         expected = number + offset
         now: int | None = expected if reads(expected, was[number]) else None
+        after = _neighbours(lines, index)[1]
+        if now is None and offset and reads(number, was[number]) and (
+                after is None or reads(*after)):
+            now = number  # back in place with the line after it: a wrong shift undone
         if now is None and was[number].strip() and positions.get(was[number]):
             for looked_at in dict.fromkeys((expected, number)):  # a wrong shift undone
                 now = _confirmed_move(positions[was[number]], looked_at, number,
@@ -917,15 +921,20 @@ def _file_changes(was: dict[int, str], file_lines: Sequence[str],
                     as_now(new, new)
         index = end
     # what now stands where lines believed were lost, or where a stretch between two lines
-    # found grew: an edit's own lines
+    # found grew (an edit's own lines): the whole stretch where the reader had seen most
+    # of it, else only where the lost lines would be now (a sparse view's stretch between
+    # two of its lines is no line the reader saw)
     for (old_before, new_before), (old_after, new_after) in itertools.pairwise(found):
-        lost_between = bisect.bisect_left(lost, old_after) > bisect.bisect_right(lost, old_before)
-        if lost_between or new_after - new_before > old_after - old_before:
+        lost_here = lost[bisect.bisect_right(lost, old_before):bisect.bisect_left(lost, old_after)]
+        seen = bisect.bisect_left(believed, old_after) - bisect.bisect_right(believed, old_before)
+        unseen = old_after - old_before - 1 - seen
+        grew = new_after - new_before > old_after - old_before
+        if (lost_here or grew) and unseen <= max(seen, 1):
             as_now(new_before + 1, new_after - 1)
-    if found and lost and lost[0] < found[0][0]:
-        as_now(found[0][1] - (found[0][0] - lost[0]), found[0][1] - 1)
-    if found and lost and lost[-1] > found[-1][0]:
-        as_now(found[-1][1] + 1, found[-1][1] + (lost[-1] - found[-1][0]))
+        elif lost_here:
+            shift = new_before - old_before
+            as_now(max(new_before + 1, lost_here[0] + shift),
+                   min(new_after - 1, lost_here[-1] + shift))
     # what the reader would still hold wrong after the note: as it reads now
     held = _read_note(was, [text for _, _, text in sorted(set(entries))])
     for number, text in held.items():
