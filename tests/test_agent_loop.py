@@ -470,6 +470,16 @@ def test_a_note_of_changed_lines_leaves_no_line_believed_wrong():
     view_of = {n: far[n - 1] for n in range(5, 26)}
     edited = [*far[:9], "one line instead", *far[20:]]
     assert len(_file_changes(view_of, edited, 10)) <= len(view_of)
+    # a sparse view (grep hits far apart) whose lines between two found ones changed: each
+    # as it reads now, not the stretch between them
+    hits = [f"filler_{n}" for n in range(1, 2001)]
+    sparse = {n: f"def hit_{n}():" for n in (10, 500, 1000, 1500)}
+    for n, line in sparse.items():
+        hits[n - 1] = line
+    hits[499], hits[999] = "def renamed_500():", "def renamed_1000():"
+    hits[1400:1400] = ["added = 1"] * 3
+    note = _file_changes(sparse, hits, 10)
+    assert "500\tdef renamed_500():" in note and len(note) <= len(sparse) + 1, note
     # whatever the edits, a reader of the note holds no line wrong
     rng = random.Random(7)
     for _ in range(300):

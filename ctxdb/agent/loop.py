@@ -532,14 +532,21 @@ def _renumbered(printed: Sequence[tuple[int, str]], path: str, read_file: FileRe
         return 1 <= number <= len(file_lines) and file_lines[number - 1].rstrip() == text
 
     texts = [(number, text.rstrip()) for number, text in printed]
+    # no move farther than the printout's own span (a twin of an edited block elsewhere in
+    # the file is no move); a line alone moves to the one line that reads as it did
+    reach = texts[-1][0] - texts[0][0] + 1 if len(texts) > 1 else None
     numbers = []
     shift = 0
     for index, (number, text) in enumerate(texts):
         expected = number + shift
+        after = _neighbours(texts, index)[1]
+        if shift and text.strip() and not reads(expected, text) and reads(number, text) and (
+                after is None or reads(*after)):
+            expected, shift = number, 0  # back in place with the line after it
         if text.strip() and not reads(expected, text):
             candidates = _line_positions(path, read_file, located).get(text)
             moved = (_confirmed_move(candidates, expected, number,
-                                     _neighbours(texts, index), reads)
+                                     _neighbours(texts, index), reads, reach)
                      if candidates else None)
             if moved is not None:
                 expected, shift = moved, moved - number
@@ -922,7 +929,7 @@ def _file_changes(was: dict[int, str], file_lines: Sequence[str],
         index = end
     # what now stands where lines believed were lost, or where a stretch between two lines
     # found grew (an edit's own lines): the whole stretch where the reader had seen most
-    # of it, else only where the lost lines would be now (a sparse view's stretch between
+    # of it, else each lost line where it would be now (a sparse view's stretch between
     # two of its lines is no line the reader saw)
     for (old_before, new_before), (old_after, new_after) in itertools.pairwise(found):
         lost_here = lost[bisect.bisect_right(lost, old_before):bisect.bisect_left(lost, old_after)]
@@ -931,10 +938,11 @@ def _file_changes(was: dict[int, str], file_lines: Sequence[str],
         grew = new_after - new_before > old_after - old_before
         if (lost_here or grew) and unseen <= max(seen, 1):
             as_now(new_before + 1, new_after - 1)
-        elif lost_here:
+        else:
             shift = new_before - old_before
-            as_now(max(new_before + 1, lost_here[0] + shift),
-                   min(new_after - 1, lost_here[-1] + shift))
+            for number in lost_here:
+                if new_before < number + shift < new_after:
+                    as_now(number + shift, number + shift)
     # what the reader would still hold wrong after the note: as it reads now
     held = _read_note(was, [text for _, _, text in sorted(set(entries))])
     for number, text in held.items():
