@@ -539,17 +539,17 @@ def _renumbered(printed: Sequence[tuple[int, str]], path: str, read_file: FileRe
     shift = 0
     for index, (number, text) in enumerate(texts):
         expected = number + shift
-        after = _neighbours(texts, index)[1]
-        if shift and text.strip() and not reads(expected, text) and reads(number, text) and (
-                after is None or reads(*after)):
-            expected, shift = number, 0  # back in place with the line after it
         if text.strip() and not reads(expected, text):
-            candidates = _line_positions(path, read_file, located).get(text)
-            moved = (_confirmed_move(candidates, expected, number,
-                                     _neighbours(texts, index), reads, reach)
-                     if candidates else None)
-            if moved is not None:
-                expected, shift = moved, moved - number
+            neighbours = _neighbours(texts, index)
+            if shift and reads(number, text) and (
+                    neighbours[1] is None or reads(*neighbours[1])):
+                expected, shift = number, 0  # back in place with the line after it
+            else:
+                candidates = _line_positions(path, read_file, located).get(text)
+                moved = (_confirmed_move(candidates, expected, number, neighbours, reads,
+                                         reach) if candidates else None)
+                if moved is not None:
+                    expected, shift = moved, moved - number
         numbers.append(expected)
     return numbers
 
@@ -886,18 +886,18 @@ def _file_changes(was: dict[int, str], file_lines: Sequence[str],
     for index, number in enumerate(believed):
         expected = number + offset
         now: int | None = expected if reads(expected, was[number]) else None
-        after = _neighbours(lines, index)[1]
-        if now is None and offset and reads(number, was[number]) and (
-                after is None or reads(*after)):
-            now = number  # back in place with the line after it: a wrong shift undone
-        if now is None and was[number].strip() and positions.get(was[number]):
-            for looked_at in dict.fromkeys((expected, number)):  # a wrong shift undone
-                now = _confirmed_move(positions[was[number]], looked_at, number,
-                                      _neighbours(lines, index), reads, reach)
-                if now is not None:
-                    break
-            if now is not None:
-                offset = now - number
+        if now is None:
+            neighbours = _neighbours(lines, index)
+            if offset and reads(number, was[number]) and (
+                    neighbours[1] is None or reads(*neighbours[1])):
+                now = number  # back in place with the line after it: a wrong shift undone
+            elif was[number].strip() and positions.get(was[number]):
+                for looked_at in dict.fromkeys((expected, number)):  # (a wrong shift undone)
+                    now = _confirmed_move(positions[was[number]], looked_at, number,
+                                          neighbours, reads, reach)
+                    if now is not None:
+                        offset = now - number
+                        break
         if now is None:
             lost.append(number)
         else:
