@@ -136,6 +136,13 @@ def test_a_v2_turn_with_several_actions_keeps_each_command_and_output():
     both = run.steps[0].observation
     assert both.output == "one\n\n" and both.returncode == 1 and "one" in both.text
     assert both.kind == ObservationKind.OUTPUT
+    # a turn whose second action never answered, then a rejected reply: a step of its own
+    rejected = {"role": "user", "content": "Format error", "extra": {"interrupt_type":
+                                                                     "FormatError"}}
+    run = parse_trajectory({"trajectory_format": FORMAT_V2,
+                            "messages": [*messages[:3], outputs[0], rejected]})
+    assert [s.observation.kind for s in run.steps] == [ObservationKind.OUTPUT,
+                                                       ObservationKind.FORMAT_ERROR]
     # a turn that edits and then submits: the edit ran, and the step is the submit
     submitting = {"role": "assistant", "content": "Done.", "extra": {"actions": [
         {"command": "sed -i s/a/b/ a.py"},

@@ -300,7 +300,9 @@ def _steps_v2(messages: list, chats: list[dict[str, str]], name: str) -> list[St
         observed: list[int] = []  # one observation per action (2.x tool calls run each in turn)
         while (following + len(observed) < len(chats)
                and chats[following + len(observed)]["role"] in ("user", "tool", "exit")
-               and len(observed) < max(len(commands), 1)):
+               and len(observed) < max(len(commands), 1)
+               and not (observed and _extra(messages[following + len(observed)]).get(
+                   "interrupt_type") == "FormatError")):  # the next call's, rejected
             observed.append(following + len(observed))
         if len(observed) == 1:
             observation = _observation_v2(following, chats[following],
