@@ -949,7 +949,7 @@ def _file_changes(was: dict[int, str], file_lines: Sequence[str],
         if number <= len(file_lines) and file_lines[number - 1] != text:
             as_now(number, number)
     shown = [text for _, _, text in sorted(set(entries))]
-    past_end = sorted(n for n in _read_note(was, shown) if n > len(file_lines))
+    past_end = sorted(n for n in held if n > len(file_lines))  # (the patches are within it)
     if past_end:
         shown.append(f"[{_span(past_end[0], past_end[-1])}: past the file's end now]")
     return shown
