@@ -670,6 +670,31 @@ def test_the_ceiling_holds_with_the_harness_prompt_counted(tmp_path):
         assert "output line" in context.window[-1].text  # the newest keeps its end
 
 
+def test_the_ladder_words_a_pointer_as_the_fold_does(tmp_path):
+    import dataclasses
+
+    from ctxdb.config import load_settings
+
+    # mini-swe-agent wraps even an empty output in markup: the ladder's pointer reads the
+    # output, not the markup ("masked: 3 lines" of nothing), as a fold's pointer does
+    markup = "<returncode>0</returncode>\n<output>\n{}</output>"
+    steps = [LoopStep("touch a", "", observation=markup.format("")),
+             *(LoopStep(f"python run_{n}.py", "".join(f"output line {n}.{i}\n" for i in range(60)),
+                        observation=markup.format("".join(f"output line {n}.{i}\n"
+                                                          for i in range(60))))
+               for n in range(3))]
+    settings = dataclasses.replace(load_settings(), token_ceiling=700)
+    with ContextStore.open(tmp_path / "tight.db", settings=settings) as store:
+        context = construct_step(store, run_id="tight", instance_id="demo", task="t",
+                                 steps=steps, tree=_tree(tmp_path / "tree"), prefix=PREFIX,
+                                 rules=RULES)
+        assert context.budget_log, "the window should need the ladder"
+        text = context.render()
+        assert f"[E{item_numbers(1)[1]} tool output: no output]" in text, text
+        assert f"[E{item_numbers(2)[1]} tool output masked: 60 lines]" in text, text
+        assert "masked: 3 lines" not in text and "masked: 63 lines" not in text
+
+
 def test_the_current_arm_sends_the_history_whole(store, tmp_path):
     steps = [LoopStep("ls", "a\nb\n", thought="Look around."), *_filler(9)]
     context = construct_step(store, run_id="base", instance_id="demo", task="t", steps=steps,

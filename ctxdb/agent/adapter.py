@@ -432,7 +432,8 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
     for part in folding:
         if total() <= ceiling:
             return log
-        replace_text(part, f"[E{part.item_no} {masked_label(part.kind, part.content)}]\n\n",
+        label = part.label or masked_label(part.kind, part.content)
+        replace_text(part, f"[E{part.item_no} {label}]\n\n",
                      POINTER,
                      LADDER_FOLD_VIEW if part.kind == FILE_VIEW else LADDER_FOLD_FRESH)
     commands = [p for p in window.parts if p.kind == AGENT_TURN and p.rule != LAST_THOUGHT_RULE]

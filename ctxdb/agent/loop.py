@@ -255,6 +255,9 @@ class LoopPart:
     path: str | None = None
     lines: tuple[int, int] | None = None
     tokens: int = 0
+    # an output's pointer as the fold words it (from the output itself, not the harness's
+    # markup around it), for the ceiling's ladder to fold it the same way
+    label: str = ""
 
 
 @dataclass
@@ -694,7 +697,8 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
                     rendering, rule = SHOWN_CUT, "fresh, lines an earlier output shows elided"
             window.parts.append(LoopPart(output_no, number, kind, step.shown,
                                          _block(text), rendering, rule,
-                                         command=step.command))
+                                         command=step.command,
+                                         label=masked_label(kind, step.output)))
             note = (kept.get(tree_change_item(number)) if number < done
                     else _tree_change_note(number, changed) if changed else None)
             if note is not None:
@@ -1176,7 +1180,7 @@ def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list
             first_path, span = path, (first, last)
     return LoopPart(item_no, step_no, FILE_VIEW, step.shown, "\n".join(blocks) + "\n\n",
                     SHOWN_LINES, "folded file view", command=step.command, path=first_path,
-                    lines=span)
+                    lines=span, label=masked_label(FILE_VIEW, step.output))
 
 
 def _with_something_new(numbers: Sequence[int], lines: Sequence[str], lines_whole: int,
