@@ -127,6 +127,27 @@ def test_commands_always_fresh_outputs_whole_folded_views_as_lines_of_the_tree_n
     assert build_window(steps, TreeFiles(root), RULES).text() == text
 
 
+def test_a_view_of_a_file_deleted_since_says_so(tmp_path):
+    root = _tree(tmp_path)
+    (root / "scratch.py").write_text("print('probe')\n", encoding="utf-8")
+    (root / "data.bin").write_bytes(b"\x00\x01")
+    steps = [LoopStep("cat scratch.py", "print('probe')\n", returncode=0),
+             # a file the tree holds but cannot show as text is not gone
+             LoopStep("cat data.bin", "\x00\x01", returncode=0),
+             # a failed read names a file that may never have been
+             LoopStep("cat never.py", "cat: never.py: No such file or directory\n",
+                      returncode=1),
+             LoopStep("rm scratch.py", "", returncode=0), *_filler(5)]
+    (root / "scratch.py").unlink()
+    text = build_window(steps, TreeFiles(root), RULES).text()
+    assert f"[E{item_numbers(1)[1]} tool output masked: 1 line; deleted since: scratch.py;" \
+        in text, text
+    assert text.count("deleted since") == 1, text
+    # restored, it is a view again at the next fold
+    (root / "scratch.py").write_text("print('probe')\n", encoding="utf-8")
+    assert "1\tprint('probe')" in build_window(steps, TreeFiles(root), RULES).text()
+
+
 def test_a_pointer_lists_the_names_its_output_was_the_first_to_show(tmp_path):
     root = _tree(tmp_path)
     script = LoopStep("python check.py", "function_3: 9\nmismatch in helper_total: 9\n")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
@@ -110,6 +111,13 @@ class TreeFiles:
             return self._lines[path]
         self._lines[path] = lines = self._read(path)
         return lines
+
+    def exists(self, path: str) -> bool:
+        """Whether the tree holds anything at ``path`` (a file of any kind, a link, a
+        directory): a file it cannot read as text is not gone."""
+        if self.root is None or "\0" in path:
+            return True  # no tree to ask: nothing is said to be gone
+        return os.path.lexists(self.root / path)
 
     def _read(self, path: str) -> list[str] | None:
         if self.root is None or "\0" in path:

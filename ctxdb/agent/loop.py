@@ -433,6 +433,32 @@ def _commands_with_output(step: LoopStep) -> list[ShellCommand] | None:
         return None
 
 
+def _viewing_commands(step: LoopStep) -> list[ShellCommand] | None:
+    """The simple commands of a step that only printed files (and filtered what they
+    printed), or None."""
+    commands = _commands_with_output(step)
+    if not commands or any(c.name not in _VIEW_COMMANDS or c.output_files()
+                           or (c.name == "sed" and any(w.startswith("-i") for w in c.words))
+                           for c in commands):
+        return None
+    return commands
+
+
+def deleted_since(step: LoopStep, read_file: FileReader,
+                  workdir: str = DEFAULT_WORKDIR) -> list[str]:
+    """The files a step that only printed files printed, and that the tree no longer holds
+    (the reader says so: ``read_file.exists``, as ``TreeFiles`` has). Only a step that
+    succeeded: a failed one may have named a file that never was."""
+    exists = getattr(read_file, "exists", None)
+    commands = _viewing_commands(step) if step.returncode == 0 and exists else None
+    if commands is None:
+        return []
+    paths = (_repository_path(w, c.cwd, workdir) for c in commands
+             if c.name in _FILE_PRINTERS | _GREP_COMMANDS
+             for w in c.words[1:] if not w.startswith("-"))
+    return list(dict.fromkeys(p for p in paths if p is not None and not exists(p)))
+
+
 def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_WORKDIR,
                  located: LocatedLines | None = None) -> dict[str, list[int]] | None:
     """The lines of each file a reading command printed, or None when the command did
@@ -441,12 +467,8 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
     names its lines; otherwise each printed line is found in the file as it is now, in
     order (``sed -n '/def f/,/return/p'``, ``grep`` without ``-n``, a whole ``cat``).
     ``located``: a cache of the files' line positions, shared by one window's views."""
-    commands = _commands_with_output(step)
+    commands = _viewing_commands(step)
     if commands is None:
-        return None
-    if not commands or any(c.name not in _VIEW_COMMANDS or c.output_files()
-                           or (c.name == "sed" and any(w.startswith("-i") for w in c.words))
-                           for c in commands):
         return None
     located = located if located is not None else {}
     # what the agent saw: a cut output's raw text (2.x keeps it) holds lines it never read
@@ -727,7 +749,8 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
         if part is None:
             part = _pointer_part(output_no, number, kind, step,
                                  read_file if rules.pointer_paths else None, workdir,
-                                 first_names[number - 1] if first_names else ())
+                                 first_names[number - 1] if first_names else (),
+                                 deleted_since(step, read_file, workdir) if rules.views else ())
         window.parts.append(_settle(part, kept, notes, changed, read_file,
                                     rules.moved_run_summarized_min))
     if rules.last_thought and steps and steps[-1].thought.strip():
@@ -1394,9 +1417,13 @@ def _listing_part(item_no: int, step_no: int, kind: str, step: LoopStep,
 
 def _pointer_part(item_no: int, step_no: int, kind: str, step: LoopStep,
                   read_file: FileReader | None, workdir: str,
-                  names: Sequence[str] = ()) -> LoopPart:
+                  names: Sequence[str] = (), deleted: Sequence[str] = ()) -> LoopPart:
+    """``deleted``: files the output printed that the tree no longer holds (a view of
+    them can no longer be read back from it)."""
     paths = named_paths(step.output, read_file, workdir) if read_file is not None else []
     named = f"; files named: {' '.join(paths)}" if paths else ""
+    if deleted:
+        named += f"; deleted since: {' '.join(deleted[:POINTER_PATHS_MAX])}"
     in_paths = set(_names(named))
     names = [name for name in names if name not in in_paths]
     if names:
