@@ -449,9 +449,9 @@ def deleted_since(step: LoopStep, read_file: FileReader,
     """The files a step that only printed files printed, and that the tree no longer holds
     (the reader says so: ``read_file.exists``, as ``TreeFiles`` has). Only a step that
     succeeded: a failed one may have named a file that never was."""
-    exists = getattr(read_file, "exists", None)
-    commands = _viewing_commands(step) if step.returncode == 0 and exists else None
-    if commands is None:
+    exists: Callable[[str], bool] | None = getattr(read_file, "exists", None)
+    commands = _viewing_commands(step) if step.returncode == 0 else None
+    if commands is None or exists is None:
         return []
     paths = (_repository_path(w, c.cwd, workdir) for c in commands
              if c.name in _FILE_PRINTERS | _GREP_COMMANDS
