@@ -22,6 +22,10 @@ from .request_limits import STORE_INTEGER_MAX
 from .sqlfiles import sql_statement
 
 RUN_REF_PREFIX = "run:"  # ctxdb.agent.adapter's windows name their run so
+# how ctxdb.agent.adapter names a loop window's item (evidence_item.provenance): its
+# item ids are fixed per step, so a diff names it by its step and part
+LOOP_PROVENANCE = "live: step {step} {part} of the agent loop"
+_LOOP_PART = re.compile(r"^live: step (\d+) (.+) of the agent loop$")
 _REF = re.compile(rf"^{DECISION_REF_PREFIX}(?P<hex>[0-9a-f]{{8,64}})$")
 
 
@@ -278,6 +282,9 @@ _ARRIVED = re.compile(r"\((?:error|traceback|tool_output|test_output), from deci
 def fact_name(row) -> str:
     """The readable name of a window row's fact (``WindowDiff``)."""
     kind, entity = row["kind"], row["entity_key"]
+    loop_part = _LOOP_PART.match(row["provenance"] or "")
+    if loop_part:  # a loop window's step part: its kind changes as it folds, not its step
+        return f"step {loop_part[1]} {loop_part[2]}"
     if kind == "plan_node":
         return "plan node"
     if kind == "patch":

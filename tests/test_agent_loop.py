@@ -909,3 +909,21 @@ def test_a_nul_or_undecodable_byte_is_stored_as_a_stand_in_and_kept_as_given(sto
         given = connection.exec_driver_sql("SELECT request_json FROM decision WHERE "
                                            "decision_id = ?", (context.decision_id,)).scalar()
     assert json.loads(given)["steps"][0]["output"] == "caf\udce9 \x00end"
+
+
+def test_diff_names_a_loop_windows_parts_by_step(store, tmp_path):
+    root = _tree(tmp_path / "tree")
+    steps = [LoopStep("nl -ba pkg/mod.py | sed -n '3,6p'", _nl(3, 6)), *_filler(11)]
+
+    def decision(done: int) -> int:
+        return construct_step(store, run_id="loop", instance_id="demo", task="t",
+                              steps=steps[:done], tree=root, prefix=PREFIX,
+                              rules=RULES).decision_id
+
+    appended = store.diff(decision(9), decision(10))
+    assert [fact for fact, _ in appended.entered] == ["step 10 command", "step 10 output"]
+    assert not appended.left and not appended.changed and not appended.rewritten
+    # at a fold a step's output keeps its name and changes its form
+    folded = store.diff(decision(11), decision(12))
+    assert ("step 5 output", SHOWN_WHOLE, POINTER) in folded.changed, folded
+    assert [fact for fact, _ in folded.entered] == ["step 12 command", "step 12 output"]

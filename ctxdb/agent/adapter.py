@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..context import DecisionContext, WindowEntry
-from ..forensics import RUN_REF_PREFIX
+from ..forensics import LOOP_PROVENANCE, RUN_REF_PREFIX
 from ..pipeline import persist
 from ..pipeline.state import (
     BACK,
@@ -83,7 +83,6 @@ from .trajectory import ObservationKind
 
 FILE_READ_MAX_BYTES = 2 * 1024 * 1024  # a larger file is not a source a view shows
 TOKEN_MEMO_SIZE = 8192  # parts repeat at every step of a run: each counted once
-LOOP_PROVENANCE = "live: step {step} {part} of the agent loop"
 TEXT_REPLACED_FLAG = "text_replaced"  # a NUL or lone surrogate made storable (flags)
 # by loop.step_of_item's part number
 PART_NAMES = ("command", "output", "reasoning", "changed lines")
