@@ -927,3 +927,28 @@ def test_diff_names_a_loop_windows_parts_by_step(store, tmp_path):
     folded = store.diff(decision(11), decision(12))
     assert ("step 5 output", SHOWN_WHOLE, POINTER) in folded.changed, folded
     assert [fact for fact, _ in folded.entered] == ["step 12 command", "step 12 output"]
+
+
+def test_an_output_the_harness_cut_is_kept_whole_when_the_harness_gave_it(store, tmp_path):
+    # mini-swe-agent 2.x cuts a long output for the model and keeps it whole (raw_output):
+    # the window promises `ctxdb show` prints a masked output whole, so the store keeps that
+    whole = "".join(f"case {n} PASSED\n" for n in range(300))
+    cut = ("<warning>the output was too long: its head and tail</warning>\n"
+           + "".join(f"case {n} PASSED\n" for n in (*range(20), *range(280, 300))))
+    steps = [LoopStep("pytest -v", whole, kind=ObservationKind.OUTPUT_CUT, returncode=0,
+                      observation=cut), *_filler(8)]
+    context = construct_step(store, run_id="loop", instance_id="demo", task="t", steps=steps,
+                             tree=_tree(tmp_path / "tree"), prefix=PREFIX, rules=RULES)
+    output_item = f"E{item_numbers(1)[1]}"
+    assert f"[{output_item} test output masked: 300 lines" in context.render()
+    assert store.show(context.decision_id, output_item) == whole
+    # fresh, the window shows what the harness showed: a cut of what the store keeps
+    fresh = construct_step(store, run_id="loop", instance_id="fresh", task="t", steps=steps[:2],
+                           tree=_tree(tmp_path / "tree2"), prefix=PREFIX, rules=RULES)
+    shown = next(e for e in fresh.window if e.item_id == output_item)
+    assert shown.rendering == SHOWN_CUT and "case 150 PASSED" not in fresh.render()
+    assert store.show(fresh.decision_id, output_item) == whole
+    # a 1.x harness keeps only the cut: the store keeps what the harness showed
+    only_cut = LoopStep("pytest -v", cut.split("\n", 1)[1], kind=ObservationKind.OUTPUT_CUT,
+                        returncode=0, observation=cut)
+    assert only_cut.kept == cut

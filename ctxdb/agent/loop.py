@@ -172,6 +172,16 @@ class LoopStep:
     def shown(self) -> str:
         return self.observation if self.observation is not None else self.output
 
+    @property
+    def kept(self) -> str:
+        """The text the store keeps (``ctxdb show`` prints it): what the harness showed,
+        or, of an output it cut, the whole output when the harness gave it too
+        (mini-swe-agent 2.x's ``raw_output``)."""
+        shown = self.shown
+        if self.kind == ObservationKind.OUTPUT_CUT and len(self.output) > len(shown):
+            return self.output
+        return shown
+
 
 @dataclass(frozen=True)
 class LoopRules:
@@ -373,7 +383,7 @@ def history_digests(steps: Sequence[LoopStep]) -> dict[int, str]:
     for number, step in enumerate(steps, start=1):
         command_no, output_no, _ = item_numbers(number)
         digests[command_no] = part_digest(turn_content(step))
-        digests[output_no] = part_digest(step.shown)
+        digests[output_no] = part_digest(step.kept)
     return digests
 
 
@@ -713,11 +723,13 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
         kind = observation_kind(step)
         if number > horizon:
             text, rendering, rule = step.shown, SHOWN_WHOLE, "fresh"
+            if step.kept != step.shown:
+                rendering, rule = SHOWN_CUT, "fresh, as the harness cut it"
             if rules.repeats:
                 text = _without_repeats(step.shown, number, fresh_lines)
                 if text != step.shown:
                     rendering, rule = SHOWN_CUT, "fresh, lines an earlier output shows elided"
-            window.parts.append(LoopPart(output_no, number, kind, step.shown,
+            window.parts.append(LoopPart(output_no, number, kind, step.kept,
                                          _block(text), rendering, rule,
                                          command=step.command,
                                          label=masked_label(kind, step.output)))
@@ -1201,7 +1213,7 @@ def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list
                       + body)
         if first_path is None:
             first_path, span = path, (first, last)
-    return LoopPart(item_no, step_no, FILE_VIEW, step.shown, "\n".join(blocks) + "\n\n",
+    return LoopPart(item_no, step_no, FILE_VIEW, step.kept, "\n".join(blocks) + "\n\n",
                     SHOWN_LINES, "folded file view", command=step.command, path=first_path,
                     lines=span, label=masked_label(FILE_VIEW, step.output))
 
@@ -1410,7 +1422,7 @@ def _listing_part(item_no: int, step_no: int, kind: str, step: LoopStep,
                   groups: list[tuple[str, list[str]]]) -> LoopPart:
     text, left = _listing_text(groups)
     more = f" (and {left} more)" if left else ""
-    return LoopPart(item_no, step_no, kind, step.shown,
+    return LoopPart(item_no, step_no, kind, step.kept,
                     f"[E{item_no} {masked_label(kind, step.output)}; it listed{more}:\n{text}]\n\n",
                     POINTER, "folded listing: its entries", command=step.command)
 
@@ -1428,6 +1440,6 @@ def _pointer_part(item_no: int, step_no: int, kind: str, step: LoopStep,
     names = [name for name in names if name not in in_paths]
     if names:
         named += f"; names: {', '.join(names)}"
-    return LoopPart(item_no, step_no, kind, step.shown,
+    return LoopPart(item_no, step_no, kind, step.kept,
                     f"[E{item_no} {masked_label(kind, step.output)}{named}]\n\n",
                     POINTER, "folded", command=step.command)
