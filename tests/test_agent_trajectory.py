@@ -136,6 +136,12 @@ def test_a_v2_turn_with_several_actions_keeps_each_command_and_output():
     both = run.steps[0].observation
     assert both.output == "one\n\n" and both.returncode == 1 and "one" in both.text
     assert both.kind == ObservationKind.OUTPUT
+    # a failed action fails the turn whatever ran after it
+    turn["extra"]["actions"].reverse()
+    run = parse_trajectory({"trajectory_format": FORMAT_V2,
+                            "messages": [*messages[:3], *reversed(outputs), *messages[5:]]})
+    assert run.steps[0].action == "false\necho one" and run.steps[0].observation.returncode == 1
+    turn["extra"]["actions"].reverse()
     # a turn whose second action never answered, then a rejected reply: a step of its own
     rejected = {"role": "user", "content": "Format error", "extra": {"interrupt_type":
                                                                      "FormatError"}}

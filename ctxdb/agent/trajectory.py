@@ -323,15 +323,16 @@ def _steps_v2(messages: list, chats: list[dict[str, str]], name: str) -> list[St
 def _merged_observations(chats: list[dict[str, str]],
                          extras: list[dict]) -> tuple[dict[str, str], dict]:
     """The observations of a turn's several actions as one, in order: the texts and
-    outputs joined, the last return code (as of the actions run one after another), the
-    first interruption or exit."""
+    outputs joined, the first non-zero return code (every action runs, so one that failed
+    makes the turn's answer a failure, whatever ran after it) else 0, the first
+    interruption or exit."""
     codes = [e.get("returncode") for e in extras]
     codes = [c for c in codes if isinstance(c, int) and not isinstance(c, bool)]
     merged: dict = {"raw_output": "\n".join(
         e["raw_output"] if isinstance(e.get("raw_output"), str) else c["content"]
         for c, e in zip(chats, extras, strict=True))}
     if codes:
-        merged["returncode"] = codes[-1]
+        merged["returncode"] = next((c for c in codes if c != 0), 0)
     for key in ("interrupt_type", "exit_status", "exception_info"):
         given = [e[key] for e in extras if e.get(key)]
         if given:
