@@ -36,6 +36,7 @@ from ctxdb.agent.loop import (
     item_numbers,
     listing_entries,
     newest_output,
+    observation_kind,
     step_of_item,
     tree_change_item,
     viewed_lines,
@@ -952,3 +953,21 @@ def test_an_output_the_harness_cut_is_kept_whole_when_the_harness_gave_it(store,
     only_cut = LoopStep("pytest -v", cut.split("\n", 1)[1], kind=ObservationKind.OUTPUT_CUT,
                         returncode=0, observation=cut)
     assert only_cut.kept == cut
+
+
+def test_a_pointer_says_a_command_timed_out_or_a_test_run_failed(tmp_path):
+    steps = [LoopStep("sleep 100", "", kind=ObservationKind.TIMEOUT),
+             LoopStep("pytest -q tests", "F.\n1 failed, 1 passed\n", returncode=1),
+             LoopStep("pytest -q tests", "..\n2 passed\n", returncode=0),
+             # grep found nothing: an answer, not a failure
+             LoopStep("grep -rn no_such_name pkg", "", returncode=1),
+             LoopStep("cat missing.py", "cat: missing.py: No such file or directory\n",
+                      returncode=1), *_filler(7)]
+    text = build_window(steps, TreeFiles(_tree(tmp_path)), RULES).text()
+    pointer = {n: f"[E{item_numbers(n)[1]} " for n in range(1, 6)}
+    assert f"{pointer[1]}error: no output; timed out]" in text, text
+    assert f"{pointer[2]}test output masked: 2 lines; exit 1" in text, text
+    assert f"{pointer[3]}test output masked: 2 lines" in text and "exit 0" not in text
+    assert f"{pointer[4]}tool output: no output]" in text, text
+    assert f"{pointer[5]}error masked: 1 line" in text, text
+    assert observation_kind(steps[3]) == "tool_output" and observation_kind(steps[4]) == "error"

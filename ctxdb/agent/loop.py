@@ -147,6 +147,8 @@ _TREE_SUMMARY = re.compile(r"^\d+ director(?:y|ies)(?:, \d+ files?)?$")
 _GREP_COMMANDS = frozenset({"grep", "egrep"})
 _TEST_RUNNERS = re.compile(r"\b(pytest|py\.test|bin/test|runtests\.py|unittest|tox)\b")
 _TRACEBACK = "Traceback (most recent call last)"
+# commands whose exit status 1 means "no" (no match, a difference), not a failure
+_ANSWERS_NO_WITH_ONE = frozenset({"grep", "egrep", "fgrep", "rg", "diff", "cmp"})
 _NUMBERED = re.compile(r"^\s*(\d+)\t")
 _GREP_NUMBERED = re.compile(r"^(?:(?P<path>[^\s:]+):)?(?P<line>\d+)[:-]")
 DEFAULT_WORKDIR = "/testbed"  # where SWE-bench's harnesses run the agent's commands
@@ -412,9 +414,33 @@ def observation_kind(step: LoopStep) -> str:
         return TRACEBACK
     if _TEST_RUNNERS.search(step.command):
         return TEST_OUTPUT
-    if step.returncode not in (None, 0) or step.kind == ObservationKind.TIMEOUT:
+    if step.returncode not in (None, 0) and not _found_nothing(step) \
+            or step.kind == ObservationKind.TIMEOUT:
         return ERROR
     return TOOL_OUTPUT
+
+
+def _found_nothing(step: LoopStep) -> bool:
+    """A search or comparison that answered no (``grep`` found no match, ``diff`` found a
+    difference): exit status 1 from the command whose status the shell returns."""
+    if step.returncode != 1 or not step.command:
+        return False
+    try:
+        commands = shell_commands(step.command)
+    except (ValueError, IndexError):
+        return False
+    return bool(commands) and commands[-1].name in _ANSWERS_NO_WITH_ONE
+
+
+def pointer_label(step: LoopStep, kind: str) -> str:
+    """A folded output's pointer: ``masked_label``, and what a pointer must not hide —
+    that the command timed out, or that a test run failed (its exit status)."""
+    label = masked_label(kind, step.output)
+    if step.kind == ObservationKind.TIMEOUT:
+        return f"{label}; timed out"
+    if kind == TEST_OUTPUT and step.returncode not in (None, 0):
+        return f"{label}; exit {step.returncode}"
+    return label
 
 
 def decision_type_of(steps: Sequence[LoopStep]) -> str:
@@ -732,7 +758,7 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
             window.parts.append(LoopPart(output_no, number, kind, step.kept,
                                          _block(text), rendering, rule,
                                          command=step.command,
-                                         label=masked_label(kind, step.output)))
+                                         label=pointer_label(step, kind)))
             note = (kept.get(tree_change_item(number)) if number < done
                     else _tree_change_note(number, changed) if changed else None)
             if note is not None:
@@ -1423,7 +1449,7 @@ def _listing_part(item_no: int, step_no: int, kind: str, step: LoopStep,
     text, left = _listing_text(groups)
     more = f" (and {left} more)" if left else ""
     return LoopPart(item_no, step_no, kind, step.kept,
-                    f"[E{item_no} {masked_label(kind, step.output)}; it listed{more}:\n{text}]\n\n",
+                    f"[E{item_no} {pointer_label(step, kind)}; it listed{more}:\n{text}]\n\n",
                     POINTER, "folded listing: its entries", command=step.command)
 
 
@@ -1441,5 +1467,5 @@ def _pointer_part(item_no: int, step_no: int, kind: str, step: LoopStep,
     if names:
         named += f"; names: {', '.join(names)}"
     return LoopPart(item_no, step_no, kind, step.kept,
-                    f"[E{item_no} {masked_label(kind, step.output)}{named}]\n\n",
+                    f"[E{item_no} {pointer_label(step, kind)}{named}]\n\n",
                     POINTER, "folded", command=step.command)
