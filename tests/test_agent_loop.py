@@ -12,6 +12,7 @@ import pytest
 from ctxdb import ContextStore
 from ctxdb.agent.adapter import TreeFiles, construct_step, plan_window, run_ref
 from ctxdb.agent.loop import (
+    DELETED,
     ELIDED_LINES,
     FILE_IN_PLAY_STEPS,
     GONE,
@@ -549,6 +550,9 @@ def test_what_the_window_says_of_a_file_is_held_against_the_tree_between_folds(t
     assert next_window(first, steps).endswith(
         note + "[E2 pkg/mod.py, as it reads now]\n[lines 7-8: past the file's end now]\n\n")
     mod.unlink()
+    assert next_window(first, steps).endswith(note + f"[E2 pkg/mod.py, {DELETED}]\n\n")
+    # there but no longer readable as text (now binary): read it again
+    mod.write_bytes(b"\x00binary")
     assert next_window(first, steps).endswith(note + f"[E2 pkg/mod.py, {GONE}]\n\n")
 
     # the ladder showed the view as a pointer: the notes naming it are still held to the tree

@@ -480,19 +480,25 @@ def _viewing_commands(step: LoopStep) -> list[ShellCommand] | None:
     return commands
 
 
+def _deleted(path: str, read_file: FileReader) -> bool:
+    """Whether the tree holds nothing at ``path``, as far as the reader can tell
+    (``read_file.exists``, as ``TreeFiles`` has; without it, nothing is said gone)."""
+    exists: Callable[[str], bool] | None = getattr(read_file, "exists", None)
+    return exists is not None and not exists(path)
+
+
 def deleted_since(step: LoopStep, read_file: FileReader,
                   workdir: str = DEFAULT_WORKDIR) -> list[str]:
     """The files a step that only printed files printed, and that the tree no longer holds
     (the reader says so: ``read_file.exists``, as ``TreeFiles`` has). Only a step that
     succeeded: a failed one may have named a file that never was."""
-    exists: Callable[[str], bool] | None = getattr(read_file, "exists", None)
     commands = _viewing_commands(step) if step.returncode == 0 else None
-    if commands is None or exists is None:
+    if commands is None:
         return []
     paths = (_repository_path(w, c.cwd, workdir) for c in commands
              if c.name in _FILE_PRINTERS | _GREP_COMMANDS
              for w in c.words[1:] if not w.startswith("-"))
-    return list(dict.fromkeys(p for p in paths if p is not None and not exists(p)))
+    return list(dict.fromkeys(p for p in paths if p is not None and _deleted(p, read_file)))
 
 
 def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_WORKDIR,
@@ -825,8 +831,10 @@ _VIEW_HEADER = re.compile(r"^\[E\d+ (?P<path>.+) lines? [\d, -]+, as the tree ho
 _VIEW_LINE = re.compile(r"^(\d+)\t(.*)$")
 # a note's lines (``_tree_change_note``): a file's changed lines follow its header
 NOW_READS, GONE = "as it reads now", "no longer as shown above: read it again"
+DELETED = "deleted since"  # GONE, where the tree holds nothing at the path any more
 _NOTE_FILE = re.compile(r"^\[E(?P<item>\d+) (?P<path>.+), "
-                        rf"(?P<what>{re.escape(NOW_READS)}|{re.escape(GONE)})\]$")
+                        rf"(?P<what>{re.escape(NOW_READS)}|{re.escape(GONE)}"
+                        rf"|{re.escape(DELETED)})\]$")
 _NOTE_MOVED = re.compile(r"^\[lines? (?P<first>\d+)(?:-(?P<last>\d+))? now reads? what "
                          r"lines? (?P<origin>\d+)(?:-\d+)? read\]$")
 _NOTE_PAST_END = re.compile(r"^\[lines? (?P<first>\d+)(?:-(?P<last>\d+))?: past the file's "
@@ -863,7 +871,7 @@ def _believed(item_no: int, view: str, notes: Sequence[str]) -> dict[str, dict[i
                 path, said = None, []
             if header:
                 mine = int(header["item"]) == item_no
-                if mine and header["what"] == GONE:
+                if mine and header["what"] in (GONE, DELETED):
                     believed.pop(header["path"], None)
                 if mine and header["what"] == NOW_READS:
                     path = header["path"]
@@ -918,7 +926,7 @@ def _changed_lines(item_no: int, believed: dict[str, dict[int, str]], read_file:
     for path, was in believed.items():
         file_lines = read_file(path)
         if file_lines is None:
-            notes.append(f"[E{item_no} {path}, {GONE}]")
+            notes.append(f"[E{item_no} {path}, {DELETED if _deleted(path, read_file) else GONE}]")
             continue
         shown = _file_changes(was, file_lines, summarized_min)
         if shown:
