@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import random
 
 import pytest
@@ -748,6 +749,15 @@ def test_bad_steps_are_named(store, tmp_path):
         (None, r"steps: expected a list of steps, got NoneType"),
         ("ls", r"steps: expected a list of steps, got str"),
         ([3], r"steps\[0\]: expected a step object, got int"),
+        # a turn's several actions are steps themselves, checked as such
+        ([{"command": "ls\npwd", "actions": [good, {"command": "pwd", "output": 2}]}],
+         r"steps\[0\]\.actions\[1\]\.output: expected text, got int"),
+        ([{"command": "ls", "actions": [good]}], r"steps\[0\]\.actions: expected two or more"),
+        ([{"command": "ls\nls", "actions": [good, {**good, "actions": [good, good]}]}],
+         r"steps\[0\]\.actions\[1\]\.actions: expected none in an action"),
+        ([{"command": None, "actions": [good, good]}],
+         r"steps\[0\]\.command: expected the actions' commands"),
+        ([{"command": "ls", "actions": "ls"}], r"steps\[0\]\.actions: expected a list of steps"),
     ]
     with store.engine.connect() as connection:
         before = connection.exec_driver_sql("SELECT count(*) FROM decision").scalar()
@@ -975,3 +985,46 @@ def test_a_pointer_says_a_command_timed_out_or_a_test_run_failed(tmp_path):
     assert f"{pointer[4]}tool output: no output]" in text, text
     assert f"{pointer[5]}error masked: 1 line" in text, text
     assert observation_kind(steps[3]) == "tool_output" and observation_kind(steps[4]) == "error"
+
+
+def test_a_turns_several_actions_each_run_from_the_working_directory(store, tmp_path):
+    root = _tree(tmp_path / "tree")
+    (root / "tests").mkdir()
+    (root / "conftest.py").write_text("ROOT_MARKER = 1\n", encoding="utf-8")
+    (root / "tests" / "conftest.py").write_text("TESTS_MARKER = 1\n", encoding="utf-8")
+    (root / "pkg" / "again.py").write_text("    return value + 3\nGAMMA = 3\n", encoding="utf-8")
+    # a cd in one action does not carry to the next: the agent saw the root's conftest.py
+    moved = LoopStep("cd tests\nnl -ba conftest.py", "\n     1\tROOT_MARKER = 1\n",
+                     actions=(LoopStep("cd tests", ""),
+                              LoopStep("nl -ba conftest.py", "     1\tROOT_MARKER = 1\n")))
+    # two files printed by two actions: each file's lines are found in its own output
+    two = LoopStep("nl -ba pkg/mod.py | sed -n '3,6p'\ncat pkg/again.py",
+                   _nl(3, 6) + "\n    return value + 3\nGAMMA = 3\n",
+                   actions=(LoopStep("nl -ba pkg/mod.py | sed -n '3,6p'", _nl(3, 6)),
+                            LoopStep("cat pkg/again.py", "    return value + 3\nGAMMA = 3\n")))
+    files = TreeFiles(root)
+    assert viewed_lines(moved, files) == {"conftest.py": [1]}
+    assert viewed_lines(two, files) == {"pkg/mod.py": [3, 4, 5, 6], "pkg/again.py": [1, 2]}
+    # read as one script, the cd carried and the second file's lines mixed with the first's
+    joined = dataclasses.replace(moved, actions=())
+    assert viewed_lines(joined, files) != viewed_lines(moved, files)
+    # a step of actions that is not all reading is no view
+    ran = LoopStep("cat conftest.py\npython -c 'print(1)'", "ROOT_MARKER = 1\n\n1\n",
+                   actions=(LoopStep("cat conftest.py", "ROOT_MARKER = 1\n"),
+                            LoopStep("python -c 'print(1)'", "1\n")))
+    assert viewed_lines(ran, files) is None
+    # through the adapter, as JSON, the window shows the file the agent saw
+    as_json = {"command": moved.command, "output": moved.output, "actions": [
+        {"command": a.command, "output": a.output} for a in moved.actions]}
+    context = construct_step(store, run_id="acts", instance_id="demo", task="t",
+                             steps=[as_json, *_filler(8)], tree=root, prefix=PREFIX,
+                             rules=RULES)
+    text = context.render()
+    assert "1\tROOT_MARKER = 1" in text and "TESTS_MARKER" not in text, text
+    assert "tests/conftest.py" not in text
+    # the request keeps the actions, and a step without them as before
+    stored = json.loads(store.engine.connect().exec_driver_sql(
+        "SELECT request_json FROM decision WHERE decision_id = ?",
+        (context.decision_id,)).scalar())
+    assert [a["command"] for a in stored["steps"][0]["actions"]] == ["cd tests", "nl -ba conftest.py"]
+    assert "actions" not in stored["steps"][1]

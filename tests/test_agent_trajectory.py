@@ -136,6 +136,13 @@ def test_a_v2_turn_with_several_actions_keeps_each_command_and_output():
     both = run.steps[0].observation
     assert both.output == "one\n\n" and both.returncode == 1 and "one" in both.text
     assert both.kind == ObservationKind.OUTPUT
+    # the loop reads each action with its own answer (each ran in a shell of its own)
+    from ctxdb.agent.loop import loop_step
+    step = loop_step(run.steps[0])
+    assert [(a.command, a.output, a.returncode) for a in step.actions] == [
+        ("echo one", "one\n", 0), ("false", "", 1)]
+    assert step.command == "echo one\nfalse" and step.returncode == 1
+    assert loop_step(run.steps[1]).actions == ()
     # a failed action fails the turn whatever ran after it
     turn["extra"]["actions"].reverse()
     run = parse_trajectory({"trajectory_format": FORMAT_V2,

@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -151,14 +151,15 @@ _STEP_KINDS = tuple(kind.value for kind in ObservationKind)
 _STEP_FIELDS = tuple(LoopStep.__dataclass_fields__)
 
 
-def checked_steps(values: object) -> list[LoopStep]:
+def checked_steps(values: object, listed_as: str = "steps") -> list[LoopStep]:
     """The history as ``LoopStep``s, each given as one or as its JSON object, checked
-    field by field: a bad step is named by its index and field, with what was expected."""
+    field by field: a bad step is named by its index and field, with what was expected.
+    ``listed_as``: where the list is (a step's ``actions`` are checked as steps)."""
     if isinstance(values, (str, bytes, dict)) or not isinstance(values, Sequence):
-        raise RequestError(f"steps: expected a list of steps, got {type(values).__name__}")
+        raise RequestError(f"{listed_as}: expected a list of steps, got {type(values).__name__}")
     steps = []
     for index, value in enumerate(values):
-        where = f"steps[{index}]"
+        where = f"{listed_as}[{index}]"
         if isinstance(value, LoopStep):
             fields = {name: getattr(value, name) for name in _STEP_FIELDS}
         elif isinstance(value, dict):
@@ -185,8 +186,28 @@ def checked_steps(values: object) -> list[LoopStep]:
         if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
             raise RequestError(f"{where}.returncode: expected an integer or null, got "
                                f"{type(code).__name__}")
+        if fields["actions"]:
+            if "." in listed_as:  # an action is one command: it has no actions of its own
+                raise RequestError(f"{where}.actions: expected none in an action")
+            fields["actions"] = tuple(checked_steps(fields["actions"], f"{where}.actions"))
+            if len(fields["actions"]) < 2:
+                raise RequestError(f"{where}.actions: expected two or more (a turn that ran "
+                                   f"one command is a step without actions)")
+            if fields["command"] is None:
+                raise RequestError(f"{where}.command: expected the actions' commands, one "
+                                   f"per line, not null")
+        else:
+            fields["actions"] = ()
         steps.append(value if isinstance(value, LoopStep) else LoopStep(**fields))
     return steps
+
+
+def step_json(step: LoopStep) -> dict[str, Any]:
+    """A step as the request's JSON keeps it (``actions`` only when it has some)."""
+    given = {name: getattr(step, name) for name in _STEP_FIELDS if name != "actions"}
+    if step.actions:
+        given["actions"] = [step_json(action) for action in step.actions]
+    return given
 
 
 def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: str,
@@ -210,7 +231,7 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     # the request as given, JSON-escaped (a lone surrogate or a NUL survives as \u....)
     request_json = json.dumps({
         "run_id": run_id, "instance_id": instance_id, "seq": seq, "arm": arm, "task": task,
-        "prefix": list(prefix), "steps": [asdict(s) for s in history]})
+        "prefix": list(prefix), "steps": [step_json(s) for s in history]})
     given = (task, prefix, history)
     task, prefix, history = _storable(task), _storable(list(prefix)), _storable(history)
     flags = [] if (task, prefix, history) == (given[0], list(given[1]), list(given[2])) \
@@ -326,7 +347,9 @@ def _storable(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _storable(v) for k, v in value.items()}
     if isinstance(value, LoopStep):
-        return LoopStep(**{k: _storable(v) for k, v in asdict(value).items()})
+        texts: dict[str, Any] = {name: _storable(getattr(value, name))
+                                 for name in _STEP_FIELDS if name != "actions"}
+        return LoopStep(**texts, actions=tuple(map(_storable, value.actions)))
     return value
 
 

@@ -158,10 +158,13 @@ MASK_HINT = "ctxdb show {ref} E<n> prints a masked output whole."
 
 @dataclass(frozen=True)
 class LoopStep:
-    """One step of the loop: the agent's command (None when its turn had none or
-    several) and the observation that came back (``output``: the command's output, or
-    the harness's own feedback; empty is allowed). ``observation``: the observation as the
-    harness showed it (its markup), when it differs from ``output``."""
+    """One step of the loop: the agent's command (None when its turn had none) and the
+    observation that came back (``output``: the command's output, or the harness's own
+    feedback; empty is allowed). ``observation``: the observation as the harness showed
+    it (its markup), when it differs from ``output``. ``actions``: a turn that ran several
+    commands (tool calls), each as a step of its own (command, output, kind, return code,
+    observation), in the order they ran — each in a shell of its own, so a ``cd`` in one
+    does not carry to the next; ``command`` and ``output`` are then them joined."""
 
     command: str | None
     output: str = ""
@@ -169,6 +172,7 @@ class LoopStep:
     returncode: int | None = None
     thought: str = ""
     observation: str | None = None
+    actions: tuple[LoopStep, ...] = ()
 
     @property
     def shown(self) -> str:
@@ -240,12 +244,16 @@ def ablation_arm(rule: str) -> str:
 def loop_step(step: Step) -> LoopStep:
     """A recorded step (``trajectory.Step``) as the loop reads it."""
     observation = step.observation
+    actions = tuple(LoopStep(command=command, output=each.output, kind=each.kind,
+                             returncode=each.returncode, observation=each.text)
+                    for command, each in zip(step.commands, step.each_observation, strict=False)
+                    ) if len(step.each_observation) > 1 and step.action is not None else ()
     return LoopStep(
         command=step.action, thought=step.thought,
         output=observation.output if observation else "",
         kind=observation.kind if observation else ObservationKind.NOTE,
         returncode=observation.returncode if observation else None,
-        observation=observation.text if observation else None)
+        observation=observation.text if observation else None, actions=actions)
 
 
 # build_window's default rules (frozen, so one instance serves every call)
@@ -446,7 +454,8 @@ def pointer_label(step: LoopStep, kind: str) -> str:
 def decision_type_of(steps: Sequence[LoopStep]) -> str:
     """localize before the first edit; repair when the newest output is a failure after
     an edit; edit otherwise."""
-    edited = any(s.command and is_edit_command(s.command) for s in steps)
+    edited = any(action.command and is_edit_command(action.command)
+                 for s in steps for action in (s.actions or (s,)))
     if not edited:
         return "localize"
     if steps and observation_kind(steps[-1]) in (TRACEBACK, ERROR) or (
@@ -460,7 +469,11 @@ def decision_type_of(steps: Sequence[LoopStep]) -> str:
 
 def _commands_with_output(step: LoopStep) -> list[ShellCommand] | None:
     """The simple commands of a step whose output came back (whole or cut by the
-    harness), or None: no command, harness feedback, or a line the shell reader refuses."""
+    harness), or None: no command, harness feedback, or a line the shell reader refuses.
+    A step of several actions: each action's commands, read from the working directory."""
+    if step.actions:
+        each = [_commands_with_output(action) for action in step.actions]
+        return None if any(c is None for c in each) else [c for cs in each if cs for c in cs]
     if not step.command or step.kind not in (ObservationKind.OUTPUT, ObservationKind.OUTPUT_CUT):
         return None
     try:
@@ -492,6 +505,9 @@ def deleted_since(step: LoopStep, read_file: FileReader,
     """The files a step that only printed files printed, and that the tree no longer holds
     (the reader says so: ``read_file.exists``, as ``TreeFiles`` has). Only a step that
     succeeded: a failed one may have named a file that never was."""
+    if step.actions:
+        return list(dict.fromkeys(path for action in step.actions
+                                  for path in deleted_since(action, read_file, workdir)))
     commands = _viewing_commands(step) if step.returncode == 0 else None
     if commands is None:
         return []
@@ -509,6 +525,15 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
     names its lines; otherwise each printed line is found in the file as it is now, in
     order (``sed -n '/def f/,/return/p'``, ``grep`` without ``-n``, a whole ``cat``).
     ``located``: a cache of the files' line positions, shared by one window's views."""
+    if step.actions:  # each action's output is its own: its lines are not another's
+        if any(_viewing_commands(action) is None for action in step.actions):
+            return None  # one action did more than print files (a cd alone prints none)
+        merged: dict[str, list[int]] = {}
+        for action in step.actions:
+            views = viewed_lines(action, read_file, workdir, located)
+            for path, lines in (views or {}).items():
+                merged.setdefault(path, []).extend(lines)
+        return {path: sorted(set(lines)) for path, lines in merged.items()} or None
     commands = _viewing_commands(step)
     if commands is None:
         return None

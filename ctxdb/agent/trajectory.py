@@ -12,8 +12,9 @@ One reader per harness format, both of mini-swe-agent's ``.traj.json``:
   ``extra.interrupt_type`` (a format error) and ends with an ``exit`` message.
 
 A step is the agent's turn (its reasoning text and its command) and the observation it
-got back. A turn with no command or several is a format error the harness answered: a
-step with no action. Decision k is the model call that produced turn k: the harness
+got back. A turn with no command is a format error the harness answered (a 1.x reply
+with several commands too: 1.x refused it): a step with no action. A 2.x turn with
+several actions (tool calls) ran each: its step keeps each one's answer too. Decision k is the model call that produced turn k: the harness
 sent every message before it (``history_before(k)``).
 """
 
@@ -79,6 +80,9 @@ class Step:
     thought: str  # the turn without its command blocks
     commands: tuple[str, ...]
     observation: Observation | None  # None only after a run's last turn
+    # a turn of several actions (2.x tool calls): each one's own answer, in order
+    # (``observation`` is them merged)
+    each_observation: tuple[Observation, ...] = ()
 
     @property
     def action(self) -> str | None:
@@ -307,15 +311,17 @@ def _steps_v2(messages: list, chats: list[dict[str, str]], name: str) -> list[St
         if len(observed) == 1:
             observation = _observation_v2(following, chats[following],
                                           _extra(messages[following]), commands)
-        elif observed:
-            each = [_observation_v2(i, chats[i], _extra(messages[i]), commands[:1])
-                    for i in observed]
+        each: list[Observation] = []
+        if len(observed) > 1:
+            each = [_observation_v2(i, chats[i], _extra(messages[i]),
+                                    commands[number:number + 1] or commands[:1])
+                    for number, i in enumerate(observed)]
             observation = _observation_v2(following, *_merged_observations(
                 [chats[i] for i in observed], [_extra(messages[i]) for i in observed]), commands,
                 cut=any(o.kind == ObservationKind.OUTPUT_CUT for o in each))
         steps.append(Step(len(steps) + 1, index, chat["content"],
                           _thought(chat["content"], _FENCED_BLOCK),
-                          commands, observation))
+                          commands, observation, tuple(each)))
         index += 1
     return steps
 
