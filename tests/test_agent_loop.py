@@ -1026,5 +1026,6 @@ def test_a_turns_several_actions_each_run_from_the_working_directory(store, tmp_
     stored = json.loads(store.engine.connect().exec_driver_sql(
         "SELECT request_json FROM decision WHERE decision_id = ?",
         (context.decision_id,)).scalar())
-    assert [a["command"] for a in stored["steps"][0]["actions"]] == ["cd tests", "nl -ba conftest.py"]
+    actions = stored["steps"][0]["actions"]
+    assert [a["command"] for a in actions] == ["cd tests", "nl -ba conftest.py"]
     assert "actions" not in stored["steps"][1]

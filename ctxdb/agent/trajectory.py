@@ -14,7 +14,8 @@ One reader per harness format, both of mini-swe-agent's ``.traj.json``:
 A step is the agent's turn (its reasoning text and its command) and the observation it
 got back. A turn with no command is a format error the harness answered (a 1.x reply
 with several commands too: 1.x refused it): a step with no action. A 2.x turn with
-several actions (tool calls) ran each: its step keeps each one's answer too. Decision k is the model call that produced turn k: the harness
+several actions (tool calls) ran each: its step keeps each one's answer too.
+Decision k is the model call that produced turn k: the harness
 sent every message before it (``history_before(k)``).
 """
 
