@@ -345,8 +345,14 @@ def test_a_folded_view_follows_the_lines_it_printed_through_edits(tmp_path):
     # ...but not a stretch more than twice as long as what was printed between them
     mod.write_text(MODULE.replace("return value + 3\n", "x = 1\n" * 3 + "return value - 3\n"),
                    encoding="utf-8")
-    view = build_window(steps, TreeFiles(root), RULES).parts[1].text
+    by_pattern = [LoopStep("sed -n '/def function_3/,/def function_4/p' pkg/mod.py",
+                           _lines(5, 7)), *_filler(8)]
+    view = build_window(by_pattern, TreeFiles(root), RULES).parts[1].text
     assert "5\tdef function_3(value):\n10\tdef function_4" in view and "x = 1" not in view
+    # a whole file's cat is a stretch: what an edit put in it is shown as the file reads now
+    view = build_window(steps, TreeFiles(root), RULES).parts[1].text
+    assert "5\tdef function_3(value):\n6\t    x = 1\n7\tx = 1\n8\tx = 1\n9\treturn value - 3\n" \
+        "10\tdef function_4" in view
     # numbered lines that moved (lines inserted above): where they are now, a changed one
     # moved with its neighbours
     mod.write_text("# a\n# b\n" + MODULE.replace("value + 8\n", "value - 8\n"),
@@ -1029,3 +1035,25 @@ def test_a_turns_several_actions_each_run_from_the_working_directory(store, tmp_
     actions = stored["steps"][0]["actions"]
     assert [a["command"] for a in actions] == ["cd tests", "nl -ba conftest.py"]
     assert "actions" not in stored["steps"][1]
+
+
+def test_a_printed_stretch_shows_the_lines_an_edit_put_inside_it(tmp_path):
+    root = _tree(tmp_path)
+    inserted = MODULE.replace("def function_3(value):\n",
+                              "def function_3(value):\n    check(value)\n    log(value)\n")
+    files = TreeFiles(root)
+    stretch = LoopStep("sed -n '3,8p' pkg/mod.py", _lines(3, 8))
+    numbered = LoopStep("nl -ba pkg/mod.py | sed -n '3,8p'", _nl(3, 8))
+    picked = LoopStep("sed -n '/function_[34]/p' pkg/mod.py",
+                      "def function_3(value):\ndef function_4(value):\n")
+    (root / "pkg" / "mod.py").write_text(inserted, encoding="utf-8")
+    # a stretch (by text or by number) reads as contiguous: the new lines are in it
+    assert viewed_lines(stretch, files) == {"pkg/mod.py": list(range(3, 11))}
+    assert viewed_lines(numbered, files) == {"pkg/mod.py": list(range(3, 11))}
+    # lines a pattern picked are not a stretch: what lies between them was never printed
+    assert viewed_lines(picked, files) == {"pkg/mod.py": [5, 9]}
+    # an edit that put far more inside the stretch than it held: only the lines printed
+    grown = MODULE.replace("def function_3(value):\n",
+                           "def function_3(value):\n" + "    step()\n" * 20)
+    (root / "pkg" / "mod.py").write_text(grown, encoding="utf-8")
+    assert viewed_lines(stretch, TreeFiles(root)) == {"pkg/mod.py": [3, 4, 5, *range(26, 29)]}

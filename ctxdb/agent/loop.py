@@ -558,11 +558,43 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
         if len(files) != 1:
             continue
         path = files[0]
+        whole = sole and step.kind != ObservationKind.OUTPUT_CUT
         chosen = (_renumbered(numbered, path, read_file, located) if numbered
-                  else _locate(printed.splitlines(), path, read_file, located,
-                               bridge=sole and step.kind != ObservationKind.OUTPUT_CUT))
+                  else _locate(printed.splitlines(), path, read_file, located, bridge=whole))
+        if whole and _prints_a_stretch(commands):
+            chosen = _stretch_now(chosen, read_file(path) or [])
         viewed.setdefault(path, []).extend(chosen)
     return {path: sorted(set(lines)) for path, lines in viewed.items() if lines} or None
+
+
+_SED_LINE_RANGE = re.compile(r"^\d+(,\d+)?p$")  # sed -n '40,80p'
+
+
+def _prints_a_stretch(commands: Sequence[ShellCommand]) -> bool:
+    """Whether the commands print one stretch of a file's lines, not lines picked by a
+    pattern: ``cat``, ``nl``, ``head``, ``tail``, ``sed -n 'A,Bp'``."""
+    for command in commands:
+        if command.name in ("cat", "nl", "head", "tail", "cd"):
+            continue
+        scripts = [w for w in command.words[1:] if not w.startswith("-")]
+        if command.name != "sed" or not scripts or not _SED_LINE_RANGE.match(scripts[0]):
+            return False
+    return True
+
+
+def _stretch_now(chosen: Sequence[int], file_lines: Sequence[str]) -> list[int]:
+    """A printed stretch's lines as the file holds the stretch now: lines an edit put
+    between two of them are the stretch's too (a reader of the view takes it for
+    contiguous), while it grew to at most ``CHANGED_RUN_GROWTH_MAX`` times its lines."""
+    kept = set(chosen)
+    lines = sorted(kept)
+    if len(lines) < 2:
+        return lines
+    between = [n for n in range(lines[0], lines[-1] + 1)
+               if n in kept or file_lines[n - 1].strip()]
+    if len(between) > CHANGED_RUN_GROWTH_MAX * len(lines):
+        return lines
+    return between
 
 
 def _line_positions(path: str, read_file: FileReader,
