@@ -221,3 +221,30 @@ def test_db_upgrade_refuses_an_unknown_or_earlier_revision(tmp_path, capsys):
     assert main(["db", "upgrade", "--db", db]) == EXIT_OK
     assert main(["db", "upgrade", "--db", db]) == EXIT_OK
     assert capsys.readouterr().out.splitlines()[-1] == f"already at {head_revision()}"
+
+
+def test_an_output_file_that_cannot_be_written_is_named_and_none_is_left(tmp_path, capsys):
+    db = str(tmp_path / "c.db")
+    assert main(["construct", _write_request(tmp_path), "--db", db]) == EXIT_OK
+    capsys.readouterr()
+    missing = tmp_path / "no_such_dir" / "report.html"
+    assert main(["report", "tokens", "--db", db, "--format", "html",
+                 "--output", str(missing)]) == 2
+    assert f"--output {missing}: cannot write in" in capsys.readouterr().err
+    assert not missing.parent.exists()
+    written = tmp_path / "report.csv"
+    assert main(["report", "tokens", "--db", db, "--format", "csv", "--output", str(written)]) == 0
+    assert written.stat().st_size > 0
+    assert oct(written.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".ctxdb-")] == []
+    # a directory where the file should be: named, nothing left beside it
+    assert main(["report", "tokens", "--db", db, "--output", str(tmp_path)]) == 2
+    assert f"--output {tmp_path}:" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".ctxdb-")] == []
+
+
+def _umask() -> int:
+    import os
+    current = os.umask(0)
+    os.umask(current)
+    return current

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from .shared import EXIT_OK, add_db_option, context_store, existing_store
+from .shared import EXIT_OK, add_db_option, context_store, existing_store, write_output
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -72,9 +72,7 @@ def _cmd_report(args) -> int:
                           "json": reports.as_json}[args.format](report)
     if args.output:
         _refuse_output_over_store(args.output, args.db)
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(output)
-        print(f"wrote {args.output}")
+        write_output(output, args.output)
     else:
         print(output)
     return EXIT_OK

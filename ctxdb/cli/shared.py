@@ -8,7 +8,9 @@ no SQLAlchemy, alembic, tree-sitter or tokenizer.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,13 +89,29 @@ def store_revision(url: str) -> str | None:
         engine.dispose()
 
 
-def write_output(text: str, output: str | None) -> None:
-    """``text`` to the file named by -o (then a line saying so), else to standard output."""
+def write_output(text: str, output: str | None, option: str = "--output") -> None:
+    """``text`` to the file named by ``option`` (then a line saying so), else to standard
+    output. The file is written whole or not at all (a temporary file beside it, renamed),
+    and a path that cannot be written is named with the option."""
     if output is None:
         sys.stdout.write(text)
         return
-    with open(output, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    directory = os.path.dirname(os.path.abspath(output))
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=".ctxdb-", dir=directory)
+    except OSError as exc:
+        raise ValueError(f"{option} {output}: cannot write in {directory!r} "
+                         f"({exc.strerror})") from exc
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # as open() would have made it, not mkstemp's 0600
+        os.replace(temporary, output)
+    except OSError as exc:
+        os.unlink(temporary)
+        raise ValueError(f"{option} {output}: {exc.strerror}") from exc
     print(f"wrote {output}")
 
 
