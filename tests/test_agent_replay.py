@@ -316,8 +316,14 @@ def test_a_run_that_fails_midway_leaves_nothing_behind(requests_repository, tmp_
         assert _rows(db, f"SELECT COUNT(*) FROM {table}")[0][0] == 0, table
 
 
-def test_load_run_specs_names_each_bad_line_and_field(tmp_path):
+def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys):
     (tmp_path / "t.traj.json").write_text("{}", encoding="utf-8")
+    repository = tmp_path / "repo"
+    repository.mkdir()
+    _git("init", "-q", cwd=repository)
+    _git("commit", "-q", "--allow-empty", "-m", "base", cwd=repository)
+    commit = _git("rev-parse", "HEAD", cwd=repository).strip()
+    git_dir = str(repository / ".git")
     runs = tmp_path / "runs.jsonl"
     runs.write_text("\n".join([
         "not json",
@@ -328,13 +334,21 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path):
                     "repo_git": str(tmp_path)}),
         json.dumps({"instance_id": "c", "trajectory": "t.traj.json", "base_commit": "abc",
                     "repo_git": str(tmp_path), "resolved": "yes"}),
-        json.dumps({"instance_id": "d", "trajectory": "t.traj.json", "base_commit": "abc",
-                    "repo_git": str(tmp_path)}),
-        json.dumps({"instance_id": "d", "trajectory": "t.traj.json", "base_commit": "abc",
-                    "repo_git": str(tmp_path)}),
+        json.dumps({"instance_id": "d", "trajectory": "t.traj.json", "base_commit": commit,
+                    "repo_git": git_dir}),
+        json.dumps({"instance_id": "d", "trajectory": "t.traj.json", "base_commit": commit,
+                    "repo_git": git_dir}),
+        # a base commit the git directory lacks is named before anything runs
+        json.dumps({"instance_id": "e", "trajectory": "t.traj.json", "base_commit": "0" * 40,
+                    "repo_git": git_dir}),
+        # no repo_git: the one given for its repo (SWE-bench's instance lists name none)
+        json.dumps({"instance_id": "f", "trajectory": "t.traj.json", "base_commit": commit,
+                    "repo": "owner/name"}),
+        json.dumps({"instance_id": "g", "trajectory": "t.traj.json", "base_commit": commit,
+                    "repo": "other/name"}),
     ]), encoding="utf-8")
-    specs, errors = load_run_specs(runs)
-    assert [s.instance_id for s in specs] == ["d"]
+    specs, errors = load_run_specs(runs, {"owner/name": git_dir})
+    assert [s.instance_id for s in specs] == ["d", "f"]
     assert errors == [
         f"{runs}:1: not JSON (Expecting value)",
         f"{runs}:2: expected a JSON object",
@@ -342,7 +356,17 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path):
         f"{runs}:4: trajectory: no such file {tmp_path / 'none.json'}",
         f"{runs}:5: resolved: expected true, false or null",
         f"{runs}:7: instance_id 'd': already on line 6 (a run is replayed once)",
+        f"{runs}:8: base_commit: {'0' * 40!r} is not a commit of {git_dir}",
+        f"{runs}:10: repo_git: expected a non-empty string",
     ]
+    # the CLI: nothing replayed, no store left behind, and the closing line says so
+    db = tmp_path / "none.db"
+    assert main(["replay", str(runs), "--db", str(db), "--limit", "1",
+                 "--repo-git", "owner/name=" + str(tmp_path / "missing")]) == 2
+    assert not db.exists()
+    assert "nothing was replayed" in capsys.readouterr().out
+    assert main(["replay", str(runs), "--db", str(db), "--repo-git", "nonsense"]) == 2
+    assert "--repo-git 'nonsense': expected OWNER/NAME=DIR" in capsys.readouterr().err
 
 
 def test_one_run_replays_on_a_tree_at_hand(requests_repository, tmp_path, capsys):

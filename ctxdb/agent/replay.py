@@ -28,7 +28,7 @@ import re
 import subprocess
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -131,12 +131,16 @@ class RunsFileError(ValueError):
     pass
 
 
-def load_run_specs(path: str | Path) -> tuple[list[RunSpec], list[str]]:
+def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None = None
+                   ) -> tuple[list[RunSpec], list[str]]:
     """RUNS.jsonl: ``instance_id``, ``trajectory`` (relative to the file), ``base_commit``,
     ``repo_git``, and optionally ``repo``, ``resolved`` and ``testbed_setup`` (a shell
-    command run in the fresh tree before the run's own commands). Returns the good lines and one
-    error per bad line, naming the line and field."""
+    command run in the fresh tree before the run's own commands). ``repo_git``: the git
+    directory of each ``repo`` (``owner/name``), for lines that do not name one (as
+    SWE-bench's instance lists). Returns the good lines and one error per bad line, naming
+    the line and field (a base commit the git directory lacks too)."""
     path = Path(path)
+    given_git = dict(repo_git or {})
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -156,6 +160,9 @@ def load_run_specs(path: str | Path) -> tuple[list[RunSpec], list[str]]:
         if not isinstance(row, dict):
             errors.append(f"{where}: expected a JSON object")
             continue
+        if not row.get("repo_git") and isinstance(row.get("repo"), str) \
+                and row["repo"] in given_git:
+            row["repo_git"] = str(given_git[row["repo"]])
         problems = [f"{where}: {name}: expected a non-empty string"
                     for name in ("instance_id", "trajectory", "base_commit", "repo_git")
                     if not isinstance(row.get(name), str) or not row.get(name)]
@@ -180,10 +187,23 @@ def load_run_specs(path: str | Path) -> tuple[list[RunSpec], list[str]]:
         if not git_dir.is_dir():
             errors.append(f"{where}: repo_git: no such directory {git_dir}")
             continue
+        if not _has_commit(git_dir, row["base_commit"]):
+            errors.append(f"{where}: base_commit: {row['base_commit'][:64]!r} is not a commit "
+                          f"of {git_dir}")
+            continue
         setup = row.get("testbed_setup", SWEBENCH_TESTBED_SETUP.get(row.get("repo") or ""))
         specs.append(RunSpec(trajectory, row["instance_id"], git_dir, row["base_commit"],
                              row.get("resolved"), row.get("repo"), setup))
     return specs, errors
+
+
+def _has_commit(git_dir: Path, commit: str) -> bool:
+    """Whether ``commit`` names a commit of the git directory (``git cat-file -e``)."""
+    if commit.startswith("-"):
+        return False
+    found = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e",
+                            f"{commit}^{{commit}}"], capture_output=True, check=False)
+    return found.returncode == 0
 
 
 def replay_spec_for_tree(trajectory: Path, tree: Path, base_commit: str | None = None,

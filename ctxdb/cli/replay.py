@@ -40,6 +40,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                         "in mini-swe-agent's SWE-bench config)")
     replay.add_argument("--limit", type=int, default=None, metavar="N",
                         help="replay only the first N runs")
+    replay.add_argument("--repo-git", action="append", default=[], metavar="OWNER/NAME=DIR",
+                        help="the git directory of a repository, for lines that name their "
+                        "repo but no repo_git (SWE-bench's instance lists); repeatable")
     replay.set_defaults(func=_cmd_replay)
 
 
@@ -50,9 +53,15 @@ def _cmd_replay(args) -> int:
 
     from ..agent.replay import RunsFileError, load_run_specs, replay_spec_for_tree, run_replay
     from ..agent.trajectory import MAX_COMMAND_TIMEOUT_S
-    from ..db import resolve_url
+    from ..db import resolve_url, sqlite_file_of
 
     source = Path(args.runs)
+    repo_git: dict[str, str] = {}
+    for given in args.repo_git:
+        repo, _, directory = given.partition("=")
+        if "/" not in repo or not directory:
+            raise ValueError(f"--repo-git {given!r}: expected OWNER/NAME=DIR")
+        repo_git[repo] = directory
     errors: list[str] = []
     if args.timeout is not None and not 0 < args.timeout <= MAX_COMMAND_TIMEOUT_S:
         raise ValueError(f"--timeout {args.timeout:g}: expected seconds above 0, at most "
@@ -68,14 +77,17 @@ def _cmd_replay(args) -> int:
                                       args.instance_id)]
     elif source.name.endswith(".jsonl"):
         try:
-            specs, errors = load_run_specs(source)
+            specs, errors = load_run_specs(source, repo_git)
         except RunsFileError as exc:
             raise ValueError(str(exc)) from exc
     else:
         raise ValueError(f"{source}: expected RUNS.jsonl, or a .traj.json with --tree DIR")
     if args.limit is not None:
         specs = specs[: args.limit]
-    summary = run_replay(resolve_url(args.db), specs, run_id=args.run_id, workers=args.workers,
+    url = resolve_url(args.db)
+    store_file = sqlite_file_of(url)
+    new_store = store_file is not None and not store_file.exists()
+    summary = run_replay(url, specs, run_id=args.run_id, workers=args.workers,
                          command_timeout_s=args.timeout,
                          progress=progress_callback("replay", "runs"))
     for result in summary.failed:
@@ -84,10 +96,18 @@ def _cmd_replay(args) -> int:
         print(f"ctxdb: error: {error}", file=sys.stderr)
     done = [r for r in summary.results if not r.error]
     matched = sum(1 for r in done if r.tree_matches_submission)
+    if done:
+        after = "`ctxdb report replay` shows the arms."
+    elif new_store and store_file is not None:
+        for name in (store_file, Path(f"{store_file}-wal"), Path(f"{store_file}-shm")):
+            name.unlink(missing_ok=True)  # a store this call made and filled with nothing
+        after = f"nothing was replayed: {store_file} was not kept."
+    else:
+        after = "nothing was replayed."
     print(f"replay {args.run_id}: {len(done)} run(s) done, {sum(r.decisions for r in done)} "
           f"decisions ({sum(r.refused_decisions for r in done)} refused); tree gives the "
           f"submitted patch in {matched} of {len(done)}; {len(summary.failed)} failed, "
-          f"{len(errors)} bad line(s). `ctxdb report replay` shows the arms.")
+          f"{len(errors)} bad line(s). {after}")
     if errors:
         return EXIT_BAD_INPUT
     return EXIT_VIOLATIONS if summary.failed else EXIT_OK
