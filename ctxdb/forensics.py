@@ -279,10 +279,15 @@ FACT_LINE_CHARS = 60  # how much of a first line names a live item or a criterio
 _ARRIVED = re.compile(r"\((?:error|traceback|tool_output|test_output), from decision (\d+)\)")
 
 
+def loop_part_of(provenance: str | None) -> re.Match[str] | None:
+    """A loop window item's step (group 1) and part (group 2), from its provenance."""
+    return _LOOP_PART.match(provenance or "")
+
+
 def fact_name(row) -> str:
     """The readable name of a window row's fact (``WindowDiff``)."""
     kind, entity = row["kind"], row["entity_key"]
-    loop_part = _LOOP_PART.match(row["provenance"] or "")
+    loop_part = loop_part_of(row["provenance"])
     if loop_part:  # a loop window's step part: its kind changes as it folds, not its step
         return f"step {loop_part[1]} {loop_part[2]}"
     if kind == "plan_node":

@@ -1057,3 +1057,19 @@ def test_a_printed_stretch_shows_the_lines_an_edit_put_inside_it(tmp_path):
                            "def function_3(value):\n" + "    step()\n" * 20)
     (root / "pkg" / "mod.py").write_text(grown, encoding="utf-8")
     assert viewed_lines(stretch, TreeFiles(root)) == {"pkg/mod.py": [3, 4, 5, *range(26, 29)]}
+
+
+def test_show_of_a_loop_view_says_what_the_window_read_and_what_the_step_printed(
+        store, tmp_path, capsys):
+    from ctxdb.cli import main
+
+    root = _tree(tmp_path / "tree")
+    steps = [LoopStep("nl -ba pkg/mod.py | sed -n '3,6p'", _nl(3, 6)), *_filler(8)]
+    (root / "pkg" / "mod.py").write_text("# added\n" + MODULE, encoding="utf-8")
+    context = construct_step(store, run_id="loop", instance_id="demo", task="t", steps=steps,
+                             tree=root, prefix=PREFIX, rules=RULES)
+    assert main(["show", str(context.decision_id), "E2", "--db", str(tmp_path / "loop.db")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("(the window showed pkg/mod.py:4-7 as the tree held them)"), out
+    assert out[2] == "# step 1's output as the harness gave it follows"
+    assert out[3:] == [*_nl(3, 6).splitlines(), ""]  # the output ends with its newline
