@@ -174,11 +174,15 @@ def test_a_pointer_lists_the_names_its_output_was_the_first_to_show(tmp_path):
                          TreeFiles(root), RULES).text()
     assert f"[E{item_numbers(3)[1]} tool output: no output]" in quiet and "0 lines" not in quiet
     # no runs of underscores (pytest's rules), nothing from a binary file's bytes
-    noisy = [LoopStep("pytest -q", "_____ test_total _____\nFAILED\n"),
-             LoopStep("cat data.bin", "\x00\x01UJ50 uc5y\ufffdABCD"), *_filler(6)]
+    noisy = [LoopStep("pytest -q", "_____ test_total _____\nFFFFF.\nFAILED\n"),
+             LoopStep("cat data.bin", "\x00\x01UJ50 uc5y\ufffdABCD"),
+             # the harness's own boilerplate names nothing of the run
+             LoopStep(None, "Please always provide EXACTLY ONE action",
+                      kind=ObservationKind.FORMAT_ERROR), *_filler(6)]
     pointers = build_window(noisy, TreeFiles(root), RULES).text()
-    assert "2 lines; names: test_total, FAILED]" in pointers, pointers
+    assert "3 lines; names: test_total, FAILED]" in pointers, pointers
     assert f"[E{item_numbers(2)[1]} tool output masked: 1 line]" in pointers, pointers
+    assert f"[E{item_numbers(3)[1]} harness note masked: 1 line]" in pointers, pointers
     # at most POINTER_NAMES_MAX of them
     many = LoopStep("python list.py", " ".join(f"name_{n}" for n in range(50)))
     listed = build_window([many, *_filler(8)], TreeFiles(root), RULES).parts[1].text

@@ -1487,16 +1487,17 @@ def names_first_shown(steps: Sequence[LoopStep],
                       known: frozenset[str] = frozenset()) -> list[tuple[str, ...]]:
     """Per step, the names its output was the first of the run to show: not in ``known``,
     a command up to it, or an earlier output — at most ``POINTER_NAMES_MAX``; none of a
-    binary file's output, nor a run of underscores."""
+    binary file's output or of the harness's own notes (a format error's boilerplate),
+    nor a run of one character (a ``____`` rule, pytest's ``FFFF`` progress)."""
     seen = set(known)
     first: list[tuple[str, ...]] = []
     for step in steps:
         seen.update(_names(step.command or ""))
-        if _looks_binary(step.output):  # its "names" are noise
-            first.append(())
+        if _looks_binary(step.output) or observation_kind(step) == HARNESS_NOTE:
+            first.append(())  # its "names" are noise
             continue
         new = [name for name in _names(step.output)
-               if name not in seen and any(ch.isalpha() for ch in name)]  # not a ____ rule
+               if name not in seen and len(set(name)) > 1 and any(ch.isalpha() for ch in name)]
         seen.update(new)
         first.append(tuple(new[:POINTER_NAMES_MAX]))
     return first
