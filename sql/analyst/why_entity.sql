@@ -1,5 +1,5 @@
 -- why_entity: every stage's action on the pool items of one entity in a decision, item by
--- item in event order: "why was PriceCalculator.taxable_amount left out of decision 2?"
+-- item in event order: "what became of PriceCalculator.taxable_amount in decision 2?"
 -- asked by entity key, since item ids differ between decisions. :entity is the key
 -- (path::Qualified.name); :decision_id left empty (or unbound) means the newest decision.
 SELECT w.decision_id, w.item_id, w.event_no, w.stage, w.action, w.driver, w.is_final,
