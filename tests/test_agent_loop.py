@@ -22,6 +22,7 @@ from ctxdb.agent.loop import (
     OUTPUT_PART,
     POINTER,
     POINTER_NAMES_MAX,
+    RAISED_SHOWN_MAX_CHARS,
     SHOWN_CUT,
     SHOWN_LINES,
     SHOWN_WHOLE,
@@ -986,7 +987,11 @@ def test_a_pointer_says_a_command_timed_out_or_a_test_run_failed(tmp_path):
              # grep found nothing: an answer, not a failure
              LoopStep("grep -rn no_such_name pkg", "", returncode=1),
              LoopStep("cat missing.py", "cat: missing.py: No such file or directory\n",
-                      returncode=1), *_filler(7)]
+                      returncode=1),
+             LoopStep("python repro.py", "DeprecationWarning: Using or importing the ABCs\n"
+                      "Traceback (most recent call last):\n  File \"repro.py\", line 3\n"
+                      "sympy.core.sympify.SympifyError: " + "x" * 300 + "\n", returncode=1),
+             *_filler(7)]
     text = build_window(steps, TreeFiles(_tree(tmp_path)), RULES).text()
     pointer = {n: f"[E{item_numbers(n)[1]} " for n in range(1, 6)}
     assert f"{pointer[1]}error: no output; timed out]" in text, text
@@ -995,6 +1000,10 @@ def test_a_pointer_says_a_command_timed_out_or_a_test_run_failed(tmp_path):
     assert f"{pointer[4]}tool output: no output]" in text, text
     assert f"{pointer[5]}error masked: 1 line" in text, text
     assert observation_kind(steps[3]) == "tool_output" and observation_kind(steps[4]) == "error"
+    # a folded traceback says what it raised (its last exception line, cut)
+    exception = "sympy.core.sympify.SympifyError: " + "x" * 300
+    raised = f"; raised: {exception[:RAISED_SHOWN_MAX_CHARS - 1]}…"
+    assert f"[E{item_numbers(6)[1]} traceback masked: 4 lines{raised};" in text, text
 
 
 def test_a_turns_several_actions_each_run_from_the_working_directory(store, tmp_path):

@@ -92,6 +92,7 @@ MOVED_RUN_SUMMARIZED_MIN = 10
 # a masked output keeps the repository files it named (a find, ls or grep -l is read for
 # them): at most this many, in the order named
 POINTER_PATHS_MAX = 30
+RAISED_SHOWN_MAX_CHARS = 160  # a folded traceback's exception line, cut past this
 # names a pointer lists at most: those its output was the first of the run to show (not
 # the harness's prompt, nor a command up to it, nor an earlier output), in their order.
 # The history alone decides them, so a pointer's text never changes once printed
@@ -147,6 +148,9 @@ _TREE_SUMMARY = re.compile(r"^\d+ director(?:y|ies)(?:, \d+ files?)?$")
 _GREP_COMMANDS = frozenset({"grep", "egrep"})
 _TEST_RUNNERS = re.compile(r"\b(pytest|py\.test|bin/test|runtests\.py|unittest|tox)\b")
 _TRACEBACK = "Traceback (most recent call last)"
+# a traceback's exception line: ``ValueError: …``, ``sympy.core.SympifyError: …``
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$",
+                             re.MULTILINE)
 # commands whose exit status 1 means "no" (no match, a difference), not a failure
 _ANSWERS_NO_WITH_ONE = frozenset({"grep", "egrep", "fgrep", "rg", "diff", "cmp"})
 _NUMBERED = re.compile(r"^\s*(\d+)\t")
@@ -440,10 +444,18 @@ def _found_nothing(step: LoopStep) -> bool:
     return bool(commands) and commands[-1].name in _ANSWERS_NO_WITH_ONE
 
 
+def _clipped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def pointer_label(step: LoopStep, kind: str) -> str:
     """A folded output's pointer: ``masked_label``, and what a pointer must not hide —
-    that the command timed out, or that a test run failed (its exit status)."""
+    the exception a traceback ended with, that the command timed out, or that a test run
+    failed (its exit status)."""
     label = masked_label(kind, step.output)
+    raised = _EXCEPTION_LINE.findall(step.output) if kind == TRACEBACK else []
+    if raised:  # what a traceback ends with is what it says
+        label += f"; raised: {_clipped(raised[-1].strip(), RAISED_SHOWN_MAX_CHARS)}"
     if step.kind == ObservationKind.TIMEOUT:
         return f"{label}; timed out"
     if kind == TEST_OUTPUT and step.returncode not in (None, 0):
