@@ -1086,3 +1086,15 @@ def test_show_of_a_loop_view_says_what_the_window_read_and_what_the_step_printed
     assert out[0].endswith("(the window showed pkg/mod.py:4-7 as the tree held them)"), out
     assert out[2] == "# step 1's output as the harness gave it follows"
     assert out[3:] == [*_nl(3, 6).splitlines(), ""]  # the output ends with its newline
+
+
+def test_a_view_whose_new_lines_are_all_blank_points_to_the_ones_shown_above(tmp_path):
+    root = tmp_path
+    (root / "spaced.py").write_text("a = 1\n\nb = 2\n\n\nc = 3\n", encoding="utf-8")
+    numbered = "".join(f"{n:6}\t{line}\n" for n, line in
+                       enumerate(["a = 1", "", "b = 2", "", "", "c = 3"], start=1))
+    steps = [LoopStep("grep -n '=' spaced.py", "1:a = 1\n3:b = 2\n6:c = 3\n"),
+             LoopStep("nl -ba spaced.py", numbered), *_filler(8)]
+    text = build_window(steps, TreeFiles(root), RULES).text()
+    assert f"[E{item_numbers(2)[1]} spaced.py: the lines it showed are shown above]" in text, text
+    assert "\n2\t\n" not in text
