@@ -1098,3 +1098,13 @@ def test_a_view_whose_new_lines_are_all_blank_points_to_the_ones_shown_above(tmp
     text = build_window(steps, TreeFiles(root), RULES).text()
     assert f"[E{item_numbers(2)[1]} spaced.py: the lines it showed are shown above]" in text, text
     assert "\n2\t\n" not in text
+
+
+def test_why_finds_a_loop_windows_views_by_their_file(store, tmp_path):
+    root = _tree(tmp_path / "tree")
+    steps = [LoopStep("nl -ba pkg/mod.py | sed -n '3,6p'", _nl(3, 6)), *_filler(8)]
+    context = construct_step(store, run_id="loop", instance_id="demo", task="t", steps=steps,
+                             tree=root, prefix=PREFIX, rules=RULES)
+    rows = store.why(context.decision_id, "pkg/mod.py")
+    assert rows and rows[-1]["is_final"] and rows[-1]["window_rendering"] == SHOWN_LINES
+    assert rows[0]["provenance"] == "live: step 1 output of the agent loop"

@@ -420,6 +420,8 @@ def _history_whole(steps: Sequence[LoopStep]) -> list[LoopPart]:
 def _pool_item(part: LoopPart) -> PoolItem:
     return PoolItem(
         item_no=part.item_no, source="live", kind=part.kind, content=part.content,
+        # a view is of its (first) file: `ctxdb why DECISION --entity PATH` finds it
+        entity_key=part.path if part.kind == FILE_VIEW and part.path else None,
         provenance=LOOP_PROVENANCE.format(step=part.step,
                                           part=PART_NAMES[step_of_item(part.item_no)[1]]),
         arrival_no=part.item_no, arrived_in_seq=part.step, in_harness_order=True,
