@@ -1108,18 +1108,3 @@ def test_why_finds_a_loop_windows_views_by_their_file(store, tmp_path):
     rows = store.why(context.decision_id, "pkg/mod.py")
     assert rows and rows[-1]["is_final"] and rows[-1]["window_rendering"] == SHOWN_LINES
     assert rows[0]["provenance"] == "live: step 1 output of the agent loop"
-
-
-def test_two_files_printed_by_one_script_keep_to_their_own_lines(tmp_path):
-    root = _tree(tmp_path)
-    (root / "pkg" / "first.py").write_text("from os import path\nA = 1\nB = 2\n" + "pad = 0\n" * 5
-                                           + "from sys import argv\n", encoding="utf-8")
-    (root / "pkg" / "second.py").write_text("from sys import argv\nC = 3\nfrom os import path\n",
-                                            encoding="utf-8")
-    printed = ("pad = 0\n" * 5 + "from sys import argv\n"
-               + "from sys import argv\nC = 3\nfrom os import path\n")
-    step = LoopStep("tail -n 6 pkg/first.py && cat pkg/second.py", printed)
-    # first.py's tail is lines 4-9; second.py's lines are not first.py's (its line 1 is the
-    # same text as first.py's line 1, which the agent never printed)
-    assert viewed_lines(step, TreeFiles(root)) == {"pkg/first.py": [4, 5, 6, 7, 8, 9],
-                                                   "pkg/second.py": [1, 2, 3]}

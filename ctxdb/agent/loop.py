@@ -560,10 +560,6 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
     # each file's lines are found by their text
     sole = sum(1 for _, files in printing if files) == 1
     numbered = _numbered_lines(printed) if sole else []
-    printed_lines = printed.splitlines()
-    # with several, each file is looked for after the lines the one before it took, never
-    # from the top again: another file's lines are not its own (`cat a.py; cat b.py`)
-    after = 0
     viewed: dict[str, list[int]] = {}
     for command, files in printing:
         if command.name in _GREP_COMMANDS:
@@ -575,14 +571,8 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
             continue
         path = files[0]
         whole = sole and step.kind != ObservationKind.OUTPUT_CUT
-        if numbered:
-            chosen = _renumbered(numbered, path, read_file, located)
-        elif sole:
-            chosen = _locate(printed_lines, path, read_file, located, bridge=whole)
-        else:
-            chosen, last_index = _located(printed_lines[after:], path, read_file, located,
-                                          bridge=False, wrap=False)
-            after += last_index + 1
+        chosen = (_renumbered(numbered, path, read_file, located) if numbered
+                  else _locate(printed.splitlines(), path, read_file, located, bridge=whole))
         if whole and _prints_a_stretch(commands):
             chosen = _stretch_now(chosen, read_file(path) or [])
         viewed.setdefault(path, []).extend(chosen)
@@ -634,20 +624,11 @@ def _line_positions(path: str, read_file: FileReader,
 
 def _locate(printed: Sequence[str], path: str, read_file: FileReader,
             located: LocatedLines, bridge: bool = True) -> list[int]:
-    """``_located``'s lines, looked for from the top again where one is found nowhere after
-    the one before it."""
-    return _located(printed, path, read_file, located, bridge)[0]
-
-
-def _located(printed: Sequence[str], path: str, read_file: FileReader,
-             located: LocatedLines, bridge: bool = True, wrap: bool = True
-             ) -> tuple[list[int], int]:
     """The file lines ``printed`` shows, found in order (a line found nowhere after the
-    one before it is looked for from the top when ``wrap``: a grep's hits are in order
-    anyway). Printed lines found nowhere between two found ones were changed since: the
-    file's lines between those two stand for them (``CHANGED_RUN_GROWTH_MAX``) when
-    ``bridge``: not for an output the harness cut (its markup is no printed line) or
-    several files'. With them, the index in ``printed`` of the last line found (-1: none)."""
+    one before it is looked for from the top: a grep's hits are in order anyway). Printed
+    lines found nowhere between two found ones were changed since: the file's lines
+    between those two stand for them (``CHANGED_RUN_GROWTH_MAX``) when ``bridge``: not
+    for an output the harness cut (its markup is no printed line) or several files'."""
     positions = _line_positions(path, read_file, located)
     file_lines = read_file(path) or []
     found: list[int] = []
@@ -665,8 +646,6 @@ def _located(printed: Sequence[str], path: str, read_file: FileReader,
             missed = True
             continue
         at = bisect.bisect_right(candidates, cursor)
-        if at == len(candidates) and not wrap:
-            continue
         number = candidates[at] if at < len(candidates) else candidates[0]
         if bridge and missed and last_found is not None and 0 < number - last_found[1] <= (
                 CHANGED_RUN_GROWTH_MAX * (index - last_found[0])):
@@ -674,7 +653,7 @@ def _located(printed: Sequence[str], path: str, read_file: FileReader,
                          if file_lines[n - 1].strip())
         found.append(number)
         cursor, last_found, missed = number, (index, number), False
-    return found, last_found[0] if last_found is not None else -1
+    return found
 
 
 def _renumbered(printed: Sequence[tuple[int, str]], path: str, read_file: FileReader,
