@@ -35,6 +35,7 @@ from ctxdb.agent.loop import (
     _read_note,
     build_window,
     decision_type_of,
+    deleted_since,
     fold_horizon,
     item_numbers,
     listing_entries,
@@ -147,6 +148,16 @@ def test_a_view_of_a_file_deleted_since_says_so(tmp_path):
     assert f"[E{item_numbers(1)[1]} tool output masked: 1 line; deleted since: scratch.py;" \
         in text, text
     assert text.count("deleted since") == 1, text
+    # only a command's files are files: not a sed script, a grep pattern, an option's value
+    files = TreeFiles(root)
+    for command in ("sed -n 3,4p pkg/mod.py", "grep -n function_7 pkg/mod.py",
+                    "head -n 2 pkg/mod.py", "tail -c 20 pkg/mod.py", "nl -b a pkg/mod.py",
+                    "grep -rn --max-count 3 gone pkg", "sed -e 1p -n pkg/mod.py"):
+        assert deleted_since(LoopStep(command, "x\n", returncode=0), files) == [], command
+    for command in ("grep -e function_7 scratch.py", "sed -n 1p scratch.py",
+                    "head -n 2 pkg/mod.py scratch.py", "cd pkg && cat ../scratch.py"):
+        assert deleted_since(LoopStep(command, "x\n", returncode=0), files) == ["scratch.py"], \
+            command
     # restored, it is a view again at the next fold
     (root / "scratch.py").write_text("print('probe')\n", encoding="utf-8")
     assert "1\tprint('probe')" in build_window(steps, TreeFiles(root), RULES).text()

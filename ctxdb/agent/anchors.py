@@ -655,6 +655,13 @@ class _SedInvocation:
     extended: bool
 
 
+def sed_file_operands(words: Sequence[str]) -> tuple[str, ...]:
+    """The files a sed command (its words, ``sed`` first) reads: its operands after the
+    script."""
+    invocation = _sed_invocation(words)
+    return invocation.files if invocation is not None else ()
+
+
 def _sed_invocation(words: Sequence[str]) -> _SedInvocation | None:
     """A sed command's script, operands and the options that matter here (-i, -E);
     None when the script is read from a file."""

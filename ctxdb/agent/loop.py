@@ -57,7 +57,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..tokens import HASHED_TEXT_KEPT_MAX_CHARS
-from .anchors import ShellCommand, is_edit_command, names_in, shell_commands
+from .anchors import (
+    ShellCommand,
+    is_edit_command,
+    names_in,
+    sed_file_operands,
+    shell_commands,
+)
 from .trajectory import ObservationKind, Step
 
 # Rules measured on the 97 development runs (docs/agent-loop.md has the sweep).
@@ -524,9 +530,52 @@ def deleted_since(step: LoopStep, read_file: FileReader,
     if commands is None:
         return []
     paths = (_repository_path(w, c.cwd, workdir) for c in commands
-             if c.name in _FILE_PRINTERS | _GREP_COMMANDS
-             for w in c.words[1:] if not w.startswith("-"))
+             for w in _file_operands(c))
     return list(dict.fromkeys(p for p in paths if p is not None and _deleted(p, read_file)))
+
+
+# a reading command's options that take a value, in the next word when not attached
+_VALUE_FLAGS = {"cat": "", "head": "nc", "tail": "ncs", "nl": "bdfhilnsvw",
+                "grep": "efmABCdD", "egrep": "efmABCdD"}
+_VALUE_LONG_OPTIONS = frozenset({"regexp", "file", "max-count", "after-context",
+                                 "before-context", "context", "lines", "bytes", "sleep-interval"})
+
+
+def _file_operands(command: ShellCommand) -> list[str]:
+    """The files a reading command names: its operands, not an option's value, a grep's
+    pattern or a sed script."""
+    if command.name == "sed":
+        return list(sed_file_operands(command.words))
+    value_flags = _VALUE_FLAGS.get(command.name)
+    if value_flags is None:
+        return []
+    operands: list[str] = []
+    pattern_given = False  # grep -e PATTERN / -f FILE: every operand is a file
+    words = command.words[1:]
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            operands.extend(words[i + 1:])
+            break
+        if word.startswith("--"):
+            name, attached, _ = word[2:].partition("=")
+            pattern_given |= name in ("regexp", "file")
+            i += 2 if name in _VALUE_LONG_OPTIONS and not attached else 1
+            continue
+        if word.startswith("-") and len(word) > 1:
+            for position, flag in enumerate(word[1:], start=1):
+                if flag in value_flags:
+                    pattern_given |= flag in "ef" and command.name in _GREP_COMMANDS
+                    i += 1 if position == len(word) - 1 else 0  # the value is the next word
+                    break
+            i += 1
+            continue
+        operands.append(word)
+        i += 1
+    if command.name in _GREP_COMMANDS and not pattern_given:
+        return operands[1:]
+    return operands
 
 
 def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_WORKDIR,
