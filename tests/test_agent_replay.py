@@ -349,6 +349,9 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys):
     ]), encoding="utf-8")
     specs, errors = load_run_specs(runs, {"owner/name": git_dir})
     assert [s.instance_id for s in specs] == ["d", "f"]
+    # a checkout serves as well as its git directory
+    assert [s.instance_id for s in load_run_specs(runs, {"owner/name": str(repository)})[0]] \
+        == ["d", "f"]
     assert errors == [
         f"{runs}:1: not JSON (Expecting value)",
         f"{runs}:2: expected a JSON object",

@@ -201,7 +201,7 @@ def _has_commit(git_dir: Path, commit: str) -> bool:
     """Whether ``commit`` names a commit of the git directory (``git cat-file -e``)."""
     if commit.startswith("-"):
         return False
-    found = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e",
+    found = subprocess.run(["git", "-C", str(git_dir), "cat-file", "-e",  # bare or not
                             f"{commit}^{{commit}}"], capture_output=True, check=False)
     return found.returncode == 0
 
