@@ -41,6 +41,7 @@ from ctxdb.agent.loop import (
     listing_entries,
     newest_output,
     observation_kind,
+    pointer_label,
     step_of_item,
     tree_change_item,
     viewed_lines,
@@ -1119,3 +1120,28 @@ def test_why_finds_a_loop_windows_views_by_their_file(store, tmp_path):
     rows = store.why(context.decision_id, "pkg/mod.py")
     assert rows and rows[-1]["is_final"] and rows[-1]["window_rendering"] == SHOWN_LINES
     assert rows[0]["provenance"] == "live: step 1 output of the agent loop"
+
+
+def test_a_turns_several_actions_fail_or_answer_each_on_its_own():
+    edit = LoopStep("sed -i s/a/b/ pkg/mod.py", "", returncode=0)
+
+    def turn(*actions: LoopStep) -> LoopStep:
+        return LoopStep("\n".join(a.command or "" for a in actions), "", actions=actions,
+                        returncode=next((a.returncode for a in actions if a.returncode), 0))
+
+    no_match = LoopStep("grep -n nothing pkg/mod.py", "", returncode=1)
+    passed = LoopStep("python -m pytest -q tests", "3 passed\n", returncode=0)
+    failed = LoopStep("python -m pytest -q tests", "1 failed\n", returncode=1)
+    listed = LoopStep("cat pkg/other.py", "ALPHA = 1\n", returncode=0)
+    # a grep that found nothing beside a cat: no failure, whatever the merged status says
+    assert observation_kind(turn(no_match, listed)) == "tool_output"
+    assert decision_type_of([edit, turn(no_match, listed)]) == "edit"
+    # a passing test run beside that grep: a passing test run
+    both = turn(passed, no_match)
+    assert observation_kind(both) == "test_output"
+    assert "exit" not in pointer_label(both, "test_output")
+    assert decision_type_of([edit, both]) == "edit"
+    # a failing one: repair, and its pointer says so
+    failing = turn(listed, failed)
+    assert pointer_label(failing, "test_output").endswith("; exit 1")
+    assert decision_type_of([edit, failing]) == "repair"

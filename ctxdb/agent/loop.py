@@ -432,10 +432,27 @@ def observation_kind(step: LoopStep) -> str:
         return TRACEBACK
     if _TEST_RUNNERS.search(step.command):
         return TEST_OUTPUT
-    if step.returncode not in (None, 0) and not _found_nothing(step) \
-            or step.kind == ObservationKind.TIMEOUT:
+    if _failed(step) or step.kind == ObservationKind.TIMEOUT:
         return ERROR
     return TOOL_OUTPUT
+
+
+def _failed(step: LoopStep) -> bool:
+    """A non-zero exit that is no answer (``_found_nothing``); of a turn's several actions,
+    any one's."""
+    if step.actions:
+        return any(_failed(action) for action in step.actions)
+    return step.returncode not in (None, 0) and not _found_nothing(step)
+
+
+def _test_exit(step: LoopStep) -> int | None:
+    """A test run's exit status: of a turn's several actions, the test runs' (the first
+    non-zero), not another action's."""
+    if step.actions:
+        codes = [action.returncode for action in step.actions
+                 if action.command and _TEST_RUNNERS.search(action.command)]
+        return next((code for code in codes if code not in (None, 0)), 0 if codes else None)
+    return step.returncode
 
 
 def _found_nothing(step: LoopStep) -> bool:
@@ -464,8 +481,9 @@ def pointer_label(step: LoopStep, kind: str) -> str:
         label += f"; raised: {_clipped(raised[-1].strip(), RAISED_SHOWN_MAX_CHARS)}"
     if step.kind == ObservationKind.TIMEOUT:
         return f"{label}; timed out"
-    if kind == TEST_OUTPUT and step.returncode not in (None, 0):
-        return f"{label}; exit {step.returncode}"
+    code = _test_exit(step) if kind == TEST_OUTPUT else None
+    if code not in (None, 0):
+        return f"{label}; exit {code}"
     return label
 
 
@@ -478,7 +496,7 @@ def decision_type_of(steps: Sequence[LoopStep]) -> str:
         return "localize"
     if steps and observation_kind(steps[-1]) in (TRACEBACK, ERROR) or (
             steps and observation_kind(steps[-1]) == TEST_OUTPUT
-            and steps[-1].returncode not in (None, 0)):
+            and _test_exit(steps[-1]) not in (None, 0)):
         return "repair"
     return "edit"
 
