@@ -664,11 +664,12 @@ def _prints_a_stretch(commands: Sequence[ShellCommand]) -> bool:
 def _stretch_now(chosen: Sequence[int], file_lines: Sequence[str]) -> list[int]:
     """A printed stretch's lines as the file holds the stretch now: lines an edit put
     between two of them are the stretch's too (a reader of the view takes it for
-    contiguous), while it grew to at most ``CHANGED_RUN_GROWTH_MAX`` times its lines."""
+    contiguous), while it grew to at most ``CHANGED_RUN_GROWTH_MAX`` times its lines and
+    its lines were found in the order printed (``chosen``, in that order)."""
     kept = set(chosen)
     lines = sorted(kept)
-    if len(lines) < 2:
-        return lines
+    if len(lines) < 2 or any(a >= b for a, b in zip(chosen, chosen[1:], strict=False)):
+        return lines  # a line found back before the one printed ahead of it: no one stretch
     between = [n for n in range(lines[0], lines[-1] + 1)
                if n in kept or file_lines[n - 1].strip()]
     if len(between) > CHANGED_RUN_GROWTH_MAX * len(lines):
