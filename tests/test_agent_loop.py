@@ -1117,6 +1117,11 @@ def test_a_view_whose_new_lines_are_all_blank_points_to_the_ones_shown_above(tmp
     text = build_window(steps, TreeFiles(root), RULES).text()
     assert f"[E{item_numbers(2)[1]} spaced.py: the lines it showed are shown above]" in text, text
     assert "\n2\t\n" not in text
+    # blank lines with nothing shown above: they are what the view showed
+    blank = "".join(f"{n:6}\t\n" for n in (4, 5))
+    alone = build_window([LoopStep("nl -ba spaced.py | sed -n '4,5p'", blank), *_filler(8)],
+                         TreeFiles(root), RULES).text()
+    assert "[E2 spaced.py lines 4-5, as the tree holds them now]\n4\t\n5\t\n" in alone, alone
 
 
 def test_why_finds_a_loop_windows_views_by_their_file(store, tmp_path):

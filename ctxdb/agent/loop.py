@@ -1359,7 +1359,7 @@ def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list
         lines = read_file(path) or []
         seen = shown.setdefault(path, set())
         unseen = [n for n in numbers if 1 <= n <= len(lines) and n not in seen][:lines_max]
-        if not any(lines[n - 1].strip() for n in unseen):
+        if not any(lines[n - 1].strip() for n in unseen) and any(n in seen for n in numbers):
             unseen = []  # blank lines alone, the rest shown above: bare numbers say nothing
         if len(unseen) > lines_whole:
             names = names_shown.now()
