@@ -781,6 +781,12 @@ def test_bad_steps_are_named(store, tmp_path):
         ([{"command": None, "actions": [good, good]}],
          r"steps\[0\]\.command: expected the actions' commands"),
         ([{"command": "ls", "actions": "ls"}], r"steps\[0\]\.actions: expected a list of steps"),
+        *(([{"command": "ls", "actions": bad}], r"steps\[0\]\.actions: expected a list of steps")
+          for bad in ({}, 0, False, "", None)),
+        ([{"command": "ls\nls", "actions": [good, {"command": None}]}],
+         r"steps\[0\]\.actions\[1\]\.command: expected text, got null"),
+        ([{"command": "ls; pwd", "actions": [good, {"command": "pwd"}]}],
+         r"steps\[0\]\.command: expected the actions' commands, one per line"),
     ]
     with store.engine.connect() as connection:
         before = connection.exec_driver_sql("SELECT count(*) FROM decision").scalar()
@@ -795,6 +801,10 @@ def test_bad_steps_are_named(store, tmp_path):
             construct_step(store, run_id="r", instance_id="i", task="t", steps=[good], tree=tree)
     with store.engine.connect() as connection:
         assert connection.exec_driver_sql("SELECT count(*) FROM decision").scalar() == before
+    # a LoopStep's actions given as JSON objects in a list are read as steps, like JSON's
+    mixed = LoopStep("ls\nls", actions=[good, good])  # type: ignore[arg-type]
+    context = construct_step(store, run_id="r", instance_id="ok", task="t", steps=[mixed])
+    assert "text_replaced" not in context.flags
     with pytest.raises(RequestError, match=r"steps\[0\]: unknown field\(s\) \['stdout'\]"):
         construct_step(store, run_id="r", instance_id="i", task="t",
                        steps=[{"command": "ls", "stdout": ""}])

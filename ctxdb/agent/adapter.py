@@ -186,20 +186,33 @@ def checked_steps(values: object, listed_as: str = "steps") -> list[LoopStep]:
         if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
             raise RequestError(f"{where}.returncode: expected an integer or null, got "
                                f"{type(code).__name__}")
-        if fields["actions"]:
-            if "." in listed_as:  # an action is one command: it has no actions of its own
-                raise RequestError(f"{where}.actions: expected none in an action")
-            fields["actions"] = tuple(checked_steps(fields["actions"], f"{where}.actions"))
-            if len(fields["actions"]) < 2:
-                raise RequestError(f"{where}.actions: expected two or more (a turn that ran "
-                                   f"one command is a step without actions)")
-            if fields["command"] is None:
-                raise RequestError(f"{where}.command: expected the actions' commands, one "
-                                   f"per line, not null")
-        else:
-            fields["actions"] = ()
-        steps.append(value if isinstance(value, LoopStep) else LoopStep(**fields))
+        fields["actions"] = _checked_actions(fields["actions"], fields["command"], where,
+                                             nested="." in listed_as)
+        steps.append(LoopStep(**fields))  # a fresh one: its actions a tuple, as stored
     return steps
+
+
+def _checked_actions(actions: object, command: object, where: str,
+                     nested: bool) -> tuple[LoopStep, ...]:
+    """A step's ``actions``: none, or two or more steps each with a command, the step's
+    command being theirs one per line."""
+    if isinstance(actions, (str, bytes, dict)) or not isinstance(actions, Sequence):
+        raise RequestError(f"{where}.actions: expected a list of steps, got "
+                           f"{type(actions).__name__}")
+    if not actions:
+        return ()
+    if nested:  # an action is one command: it has no actions of its own
+        raise RequestError(f"{where}.actions: expected none in an action")
+    checked = tuple(checked_steps(actions, f"{where}.actions"))
+    if len(checked) < 2:
+        raise RequestError(f"{where}.actions: expected two or more (a turn that ran one "
+                           f"command is a step without actions)")
+    for index, action in enumerate(checked):
+        if action.command is None:
+            raise RequestError(f"{where}.actions[{index}].command: expected text, got null")
+    if command != "\n".join(action.command or "" for action in checked):
+        raise RequestError(f"{where}.command: expected the actions' commands, one per line")
+    return checked
 
 
 def step_json(step: LoopStep) -> dict[str, Any]:
