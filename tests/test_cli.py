@@ -230,7 +230,7 @@ def test_an_output_file_that_cannot_be_written_is_named_and_none_is_left(tmp_pat
     missing = tmp_path / "no_such_dir" / "report.html"
     assert main(["report", "tokens", "--db", db, "--format", "html",
                  "--output", str(missing)]) == 2
-    assert f"--output {missing}: cannot write in" in capsys.readouterr().err
+    assert f"--output {missing}: No such file or directory" in capsys.readouterr().err
     assert not missing.parent.exists()
     written = tmp_path / "report.csv"
     assert main(["report", "tokens", "--db", db, "--format", "csv", "--output", str(written)]) == 0
@@ -240,6 +240,21 @@ def test_an_output_file_that_cannot_be_written_is_named_and_none_is_left(tmp_pat
     # a directory where the file should be: named, nothing left beside it
     assert main(["report", "tokens", "--db", db, "--output", str(tmp_path)]) == 2
     assert f"--output {tmp_path}:" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".ctxdb-")] == []
+    # a file's own mode is kept; a link is written through to its target
+    written.chmod(0o600)
+    assert main(["report", "tokens", "--db", db, "--format", "csv", "--output", str(written)]) == 0
+    assert written.stat().st_mode & 0o777 == 0o600
+    link = tmp_path / "link.csv"
+    link.symlink_to(written)
+    written.write_text("old", encoding="utf-8")
+    assert main(["report", "tokens", "--db", db, "--format", "csv", "--output", str(link)]) == 0
+    assert link.is_symlink() and written.read_text(encoding="utf-8") != "old"
+    # text that is no UTF-8 (a lone surrogate): named, nothing left beside the file
+    from ctxdb.cli.shared import write_output
+    with pytest.raises(ValueError, match=r"--output .*: the text cannot be written as UTF-8"):
+        write_output("bad \udc80", str(tmp_path / "bad.txt"))
+    assert not (tmp_path / "bad.txt").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".ctxdb-")] == []
 
 

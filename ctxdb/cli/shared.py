@@ -91,28 +91,44 @@ def store_revision(url: str) -> str | None:
 
 def write_output(text: str, output: str | None, option: str = "--output") -> None:
     """``text`` to the file named by ``option`` (then a line saying so), else to standard
-    output. The file is written whole or not at all (a temporary file beside it, renamed),
-    and a path that cannot be written is named with the option."""
+    output. A regular file is written whole or not at all (a temporary file beside it,
+    renamed over it, with the mode it had); anything else there (a link, a device, a pipe)
+    is written through as it is. A path that cannot be written is named with the option."""
     if output is None:
         sys.stdout.write(text)
         return
-    directory = os.path.dirname(os.path.abspath(output))
     try:
-        handle, temporary = tempfile.mkstemp(prefix=".ctxdb-", dir=directory)
+        if os.path.lexists(output) and not (os.path.isfile(output)
+                                            and not os.path.islink(output)):
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        else:
+            _replace_file(output, text)
     except OSError as exc:
-        raise ValueError(f"{option} {output}: cannot write in {directory!r} "
-                         f"({exc.strerror})") from exc
+        raise ValueError(f"{option} {output}: {exc.strerror or exc}") from exc
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{option} {output}: the text cannot be written as UTF-8 "
+                         f"({exc.reason})") from exc
+    print(f"wrote {output}")
+
+
+def _replace_file(output: str, text: str) -> None:
+    directory = os.path.dirname(os.path.abspath(output))
+    if os.path.exists(output):
+        mode = os.stat(output).st_mode & 0o7777
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask  # as open() would make it, not mkstemp's 0600
+    handle, temporary = tempfile.mkstemp(prefix=".ctxdb-", dir=directory)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as fh:
             fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # as open() would have made it, not mkstemp's 0600
+        os.chmod(temporary, mode)
         os.replace(temporary, output)
-    except OSError as exc:
+    except BaseException:
         os.unlink(temporary)
-        raise ValueError(f"{option} {output}: {exc.strerror}") from exc
-    print(f"wrote {output}")
+        raise
 
 
 def read_text_argument(name: str, value: str) -> str:
