@@ -191,11 +191,15 @@ def test_a_pointer_lists_the_names_its_output_was_the_first_to_show(tmp_path):
              LoopStep("cat data.bin", "\x00\x01UJ50 uc5y\ufffdABCD"),
              # the harness's own boilerplate names nothing of the run
              LoopStep(None, "Please always provide EXACTLY ONE action",
-                      kind=ObservationKind.FORMAT_ERROR), *_filler(6)]
+                      kind=ObservationKind.FORMAT_ERROR),
+             # ...but what it showed is shown: a later output does not list it as new
+             LoopStep("python run.py", "EXACTLY Please special_total\n"), *_filler(6)]
     pointers = build_window(noisy, TreeFiles(root), RULES).text()
     assert "3 lines; names: test_total, FAILED]" in pointers, pointers
     assert f"[E{item_numbers(2)[1]} tool output masked: 1 line]" in pointers, pointers
     assert f"[E{item_numbers(3)[1]} harness note masked: 1 line]" in pointers, pointers
+    assert f"[E{item_numbers(4)[1]} tool output masked: 1 line; names: special_total]" \
+        in pointers, pointers
     # at most POINTER_NAMES_MAX of them
     many = LoopStep("python list.py", " ".join(f"name_{n}" for n in range(50)))
     listed = build_window([many, *_filler(8)], TreeFiles(root), RULES).parts[1].text

@@ -1575,8 +1575,12 @@ def names_first_shown(steps: Sequence[LoopStep],
     first: list[tuple[str, ...]] = []
     for step in steps:
         seen.update(_names(step.command or ""))
-        if _looks_binary(step.output) or observation_kind(step) == HARNESS_NOTE:
+        if _looks_binary(step.output):
             first.append(())  # its "names" are noise
+            continue
+        if observation_kind(step) == HARNESS_NOTE:  # shown, but the harness's boilerplate
+            seen.update(_names(step.output))
+            first.append(())
             continue
         new = [name for name in _names(step.output)
                if name not in seen and len(set(name)) > 1 and any(ch.isalpha() for ch in name)]
