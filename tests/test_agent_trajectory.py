@@ -143,6 +143,13 @@ def test_a_v2_turn_with_several_actions_keeps_each_command_and_output():
         ("echo one", "one\n", 0), ("false", "", 1)]
     assert step.command == "echo one\nfalse" and step.returncode == 1
     assert loop_step(run.steps[1]).actions == ()
+    # three actions, two answers (the run ended): the turn as one step, still a valid one
+    from ctxdb.agent.adapter import checked_steps
+    three = {**turn, "extra": {"actions": [*turn["extra"]["actions"], {"command": "ls"}]}}
+    short = parse_trajectory({"trajectory_format": FORMAT_V2,
+                              "messages": [*messages[:2], three, *outputs]})
+    assert loop_step(short.steps[0]).actions == ()
+    assert checked_steps([loop_step(s) for s in short.steps + run.steps])
     # a failed action fails the turn whatever ran after it
     turn["extra"]["actions"].reverse()
     run = parse_trajectory({"trajectory_format": FORMAT_V2,

@@ -256,8 +256,9 @@ def loop_step(step: Step) -> LoopStep:
     observation = step.observation
     actions = tuple(LoopStep(command=command, output=each.output, kind=each.kind,
                              returncode=each.returncode, observation=each.text)
-                    for command, each in zip(step.commands, step.each_observation, strict=False)
-                    ) if len(step.each_observation) > 1 and step.action is not None else ()
+                    for command, each in zip(step.commands, step.each_observation, strict=True)
+                    ) if (len(step.each_observation) > 1 and step.action is not None
+                          and len(step.each_observation) == len(step.commands)) else ()
     return LoopStep(
         command=step.action, thought=step.thought,
         output=observation.output if observation else "",
