@@ -316,7 +316,7 @@ def test_a_run_that_fails_midway_leaves_nothing_behind(requests_repository, tmp_
         assert _rows(db, f"SELECT COUNT(*) FROM {table}")[0][0] == 0, table
 
 
-def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys):
+def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypatch):
     (tmp_path / "t.traj.json").write_text("{}", encoding="utf-8")
     repository = tmp_path / "repo"
     repository.mkdir()
@@ -349,9 +349,15 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys):
     ]), encoding="utf-8")
     specs, errors = load_run_specs(runs, {"owner/name": git_dir})
     assert [s.instance_id for s in specs] == ["d", "f"]
-    # a checkout serves as well as its git directory
+    # a checkout serves as well as its git directory, whoever owns it, whatever GIT_DIR says
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "nonexistent"))
+    if os.geteuid() == 0:
+        for directory, _, names in os.walk(repository):
+            for name in [directory, *(os.path.join(directory, n) for n in names)]:
+                os.lchown(name, 12345, 12345)
     assert [s.instance_id for s in load_run_specs(runs, {"owner/name": str(repository)})[0]] \
         == ["d", "f"]
+    monkeypatch.delenv("GIT_DIR")
     assert errors == [
         f"{runs}:1: not JSON (Expecting value)",
         f"{runs}:2: expected a JSON object",

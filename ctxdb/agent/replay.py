@@ -70,7 +70,7 @@ from .loop import (
     step_of_item,
 )
 from .trajectory import AgentRun, ObservationKind, read_trajectory
-from .worktree import SWEBENCH_TESTBED_SETUP, ScratchTree
+from .worktree import SWEBENCH_TESTBED_SETUP, ScratchTree, has_commit
 
 DEFAULT_RUN_ID = "replay"
 REPLAY_RUN_NOTE = "replay of recorded agent runs"  # run.note: what the run id is for
@@ -187,7 +187,7 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
         if not git_dir.is_dir():
             errors.append(f"{where}: repo_git: no such directory {git_dir}")
             continue
-        if not _has_commit(git_dir, row["base_commit"]):
+        if not has_commit(git_dir, row["base_commit"]):
             errors.append(f"{where}: base_commit: {row['base_commit'][:64]!r} is not a commit "
                           f"of {git_dir}")
             continue
@@ -195,15 +195,6 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
         specs.append(RunSpec(trajectory, row["instance_id"], git_dir, row["base_commit"],
                              row.get("resolved"), row.get("repo"), setup))
     return specs, errors
-
-
-def _has_commit(git_dir: Path, commit: str) -> bool:
-    """Whether ``commit`` names a commit of the git directory (``git cat-file -e``)."""
-    if commit.startswith("-"):
-        return False
-    found = subprocess.run(["git", "-C", str(git_dir), "cat-file", "-e",  # bare or not
-                            f"{commit}^{{commit}}"], capture_output=True, check=False)
-    return found.returncode == 0
 
 
 def replay_spec_for_tree(trajectory: Path, tree: Path, base_commit: str | None = None,

@@ -271,6 +271,16 @@ class _StagedCopy:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
 
+def has_commit(git_dir: Path, commit: str) -> bool:
+    """Whether ``commit`` names a commit of the git directory (bare or a checkout, whoever
+    owns it), asked as a scratch tree asks for it."""
+    if commit.startswith("-"):
+        return False
+    found = subprocess.run([*_GIT, "-C", str(git_dir), "cat-file", "-e", f"{commit}^{{commit}}"],
+                           capture_output=True, env=_git_env(), check=False)
+    return found.returncode == 0
+
+
 def _source(git_dir: Path, commit: str) -> tuple[Path, str, str]:
     """The source's object directory, the commit's full id, and the branch a clone of
     the source would be on (its HEAD's, else 'main')."""
