@@ -153,7 +153,10 @@ def test_a_view_of_a_file_deleted_since_says_so(tmp_path):
     files = TreeFiles(root)
     for command in ("sed -n 3,4p pkg/mod.py", "grep -n function_7 pkg/mod.py",
                     "head -n 2 pkg/mod.py", "tail -c 20 pkg/mod.py", "nl -b a pkg/mod.py",
-                    "grep -rn --max-count 3 gone pkg", "sed -e 1p -n pkg/mod.py"):
+                    "grep -rn --max-count 3 gone pkg", "sed -e 1p -n pkg/mod.py",
+                    "grep -rn --include '*.py' 'def foo' pkg", "grep -rn --exclude-dir b x pkg",
+                    "cat pkg/mod.py | grep -n foo -", "nl --number-separator ': ' pkg/mod.py",
+                    "tail --pid 12 -f pkg/mod.py"):
         assert deleted_since(LoopStep(command, "x\n", returncode=0), files) == [], command
     for command in ("grep -e function_7 scratch.py", "sed -n 1p scratch.py",
                     "head -n 2 pkg/mod.py scratch.py", "cd pkg && cat ../scratch.py"):

@@ -556,8 +556,15 @@ def deleted_since(step: LoopStep, read_file: FileReader,
 # a reading command's options that take a value, in the next word when not attached
 _VALUE_FLAGS = {"cat": "", "head": "nc", "tail": "ncs", "nl": "bdfhilnsvw",
                 "grep": "efmABCdD", "egrep": "efmABCdD"}
-_VALUE_LONG_OPTIONS = frozenset({"regexp", "file", "max-count", "after-context",
-                                 "before-context", "context", "lines", "bytes", "sleep-interval"})
+# long options that take a value (the next word, when not given with "="): grep's, head's
+# and tail's; every one of nl's but --no-renumber
+_VALUE_LONG_OPTIONS = frozenset({
+    "regexp", "file", "max-count", "after-context", "before-context", "context", "include",
+    "exclude", "exclude-dir", "exclude-from", "label", "binary-files", "devices",
+    "directories", "group-separator", "lines", "bytes", "sleep-interval", "pid",
+    "max-unchanged-stats", "body-numbering", "section-delimiter", "footer-numbering",
+    "header-numbering", "line-increment", "join-blank-lines", "number-format",
+    "number-separator", "starting-line-number", "number-width"})
 
 
 def _file_operands(command: ShellCommand) -> list[str]:
@@ -593,8 +600,8 @@ def _file_operands(command: ShellCommand) -> list[str]:
         operands.append(word)
         i += 1
     if command.name in _GREP_COMMANDS and not pattern_given:
-        return operands[1:]
-    return operands
+        operands = operands[1:]
+    return [operand for operand in operands if operand != "-"]  # "-": standard input
 
 
 def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_WORKDIR,
