@@ -1100,12 +1100,12 @@ def test_a_printed_stretch_shows_the_lines_an_edit_put_inside_it(tmp_path):
     (root / "pkg" / "mod.py").write_text(grown, encoding="utf-8")
     assert viewed_lines(stretch, TreeFiles(root)) == {"pkg/mod.py": [3, 4, 5, *range(26, 29)]}
     # a printed line found back above the stretch (an edit changed it, its text is also
-    # further up): the lines found, not a stretch from there
+    # further up): another line, left out, and nothing filled
     (root / "pkg" / "mod.py").write_text(MODULE.replace("    return value + 9\n", "    pass\n"),
                                          encoding="utf-8")
     late = LoopStep("sed -n '21,25p' pkg/mod.py", "def function_11(value):\n    return value"
                     " + 11\ndef function_12(value):\n    pass\ndef function_13(value):\n")
-    assert viewed_lines(late, TreeFiles(root)) == {"pkg/mod.py": [18, 21, 22, 23, 25]}
+    assert viewed_lines(late, TreeFiles(root)) == {"pkg/mod.py": [21, 22, 23, 25]}
 
 
 def test_show_of_a_loop_view_says_what_the_window_read_and_what_the_step_printed(

@@ -673,11 +673,20 @@ def _stretch_now(chosen: Sequence[int], file_lines: Sequence[str]) -> list[int]:
     """A printed stretch's lines as the file holds the stretch now: lines an edit put
     between two of them are the stretch's too (a reader of the view takes it for
     contiguous), while it grew to at most ``CHANGED_RUN_GROWTH_MAX`` times its lines and
-    its lines were found in the order printed (``chosen``, in that order)."""
+    its lines were found in the order printed (``chosen``, in that order; else only the
+    lines found in that order)."""
+    if any(a >= b for a, b in zip(chosen, chosen[1:], strict=False)):
+        # a line found back before the one printed ahead of it is another line with its
+        # text (the printed one changed since): not the stretch's, and nothing filled
+        in_order: list[int] = []
+        for number in chosen:
+            if not in_order or number > in_order[-1]:
+                in_order.append(number)
+        return in_order
     kept = set(chosen)
     lines = sorted(kept)
-    if len(lines) < 2 or any(a >= b for a, b in zip(chosen, chosen[1:], strict=False)):
-        return lines  # a line found back before the one printed ahead of it: no one stretch
+    if len(lines) < 2:
+        return lines
     between = [n for n in range(lines[0], lines[-1] + 1)
                if n in kept or file_lines[n - 1].strip()]
     if len(between) > CHANGED_RUN_GROWTH_MAX * len(lines):
