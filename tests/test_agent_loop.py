@@ -1174,3 +1174,6 @@ def test_a_turns_several_actions_fail_or_answer_each_on_its_own():
     failing = turn(listed, failed)
     assert pointer_label(failing, "test_output").endswith("; exit 1")
     assert decision_type_of([edit, failing]) == "repair"
+    # a passing test run beside a failed read: a failure in the turn all the same
+    missing = LoopStep("cat nope.py", "cat: nope.py: No such file or directory\n", returncode=1)
+    assert decision_type_of([edit, turn(passed, missing)]) == "repair"

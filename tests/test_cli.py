@@ -250,6 +250,11 @@ def test_an_output_file_that_cannot_be_written_is_named_and_none_is_left(tmp_pat
     written.write_text("old", encoding="utf-8")
     assert main(["report", "tokens", "--db", db, "--format", "csv", "--output", str(link)]) == 0
     assert link.is_symlink() and written.read_text(encoding="utf-8") != "old"
+    hard = tmp_path / "hard.csv"
+    hard.hardlink_to(written)
+    written.write_text("old", encoding="utf-8")
+    assert main(["report", "tokens", "--db", db, "--format", "csv", "--output", str(hard)]) == 0
+    assert written.read_text(encoding="utf-8") == hard.read_text(encoding="utf-8") != "old"
     # text that is no UTF-8 (a lone surrogate): named, nothing left beside the file
     from ctxdb.cli.shared import write_output
     with pytest.raises(ValueError, match=r"--output .*: the text cannot be written as UTF-8"):

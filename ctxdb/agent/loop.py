@@ -495,9 +495,12 @@ def decision_type_of(steps: Sequence[LoopStep]) -> str:
                  for s in steps for action in (s.actions or (s,)))
     if not edited:
         return "localize"
-    if steps and observation_kind(steps[-1]) in (TRACEBACK, ERROR) or (
-            steps and observation_kind(steps[-1]) == TEST_OUTPUT
-            and _test_exit(steps[-1]) not in (None, 0)):
+    newest = steps[-1] if steps else None
+    if newest is not None and (
+            observation_kind(newest) in (TRACEBACK, ERROR)
+            or observation_kind(newest) == TEST_OUTPUT and (
+                _test_exit(newest) not in (None, 0)
+                or any(_failed(a) for a in newest.actions))):  # another action failed
         return "repair"
     return "edit"
 

@@ -92,14 +92,16 @@ def store_revision(url: str) -> str | None:
 def write_output(text: str, output: str | None, option: str = "--output") -> None:
     """``text`` to the file named by ``option`` (then a line saying so), else to standard
     output. A regular file is written whole or not at all (a temporary file beside it,
-    renamed over it, with the mode it had); anything else there (a link, a device, a pipe)
-    is written through as it is. A path that cannot be written is named with the option."""
+    renamed over it, with the mode it had); anything else there (a symbolic or hard link,
+    a device, a pipe) is written through as it is. A path that cannot be written is named
+    with the option."""
     if output is None:
         sys.stdout.write(text)
         return
     try:
         if os.path.lexists(output) and not (os.path.isfile(output)
-                                            and not os.path.islink(output)):
+                                            and not os.path.islink(output)
+                                            and os.stat(output).st_nlink == 1):
             with open(output, "w", encoding="utf-8") as fh:
                 fh.write(text)
         else:
