@@ -33,6 +33,7 @@ from ctxdb.agent.loop import (
     _file_changes,
     _listing_text,
     _read_note,
+    _stretch_now,
     build_window,
     decision_type_of,
     deleted_since,
@@ -1106,6 +1107,12 @@ def test_a_printed_stretch_shows_the_lines_an_edit_put_inside_it(tmp_path):
     late = LoopStep("sed -n '21,25p' pkg/mod.py", "def function_11(value):\n    return value"
                     " + 11\ndef function_12(value):\n    pass\ndef function_13(value):\n")
     assert viewed_lines(late, TreeFiles(root)) == {"pkg/mod.py": [21, 22, 23, 25]}
+    # lines followed by their numbers may have moved apart, each confirmed: all kept, none
+    # filled between
+    lines = MODULE.splitlines()
+    assert _stretch_now([5, 6, 3, 7], lines, by_number=True) == [3, 5, 6, 7]
+    assert _stretch_now([5, 6, 3, 7], lines) == [5, 6, 7]
+    assert _stretch_now([5, 7], lines, by_number=True) == [5, 6, 7]
 
 
 def test_show_of_a_loop_view_says_what_the_window_read_and_what_the_step_printed(

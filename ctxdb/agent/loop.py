@@ -652,7 +652,7 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
         chosen = (_renumbered(numbered, path, read_file, located) if numbered
                   else _locate(printed.splitlines(), path, read_file, located, bridge=whole))
         if whole and _prints_a_stretch(commands):
-            chosen = _stretch_now(chosen, read_file(path) or [])
+            chosen = _stretch_now(chosen, read_file(path) or [], by_number=bool(numbered))
         viewed.setdefault(path, []).extend(chosen)
     return {path: sorted(set(lines)) for path, lines in viewed.items() if lines} or None
 
@@ -672,13 +672,18 @@ def _prints_a_stretch(commands: Sequence[ShellCommand]) -> bool:
     return True
 
 
-def _stretch_now(chosen: Sequence[int], file_lines: Sequence[str]) -> list[int]:
+def _stretch_now(chosen: Sequence[int], file_lines: Sequence[str],
+                 by_number: bool = False) -> list[int]:
     """A printed stretch's lines as the file holds the stretch now: lines an edit put
     between two of them are the stretch's too (a reader of the view takes it for
     contiguous), while it grew to at most ``CHANGED_RUN_GROWTH_MAX`` times its lines and
-    its lines were found in the order printed (``chosen``, in that order; else only the
-    lines found in that order)."""
+    its lines were found in the order printed (``chosen``, in that order). Else nothing is
+    filled, and of lines found by their text (not ``by_number``) only those in that order
+    are kept: one found back before a line printed ahead of it is another line with its
+    text (lines followed by their numbers may have moved apart, each confirmed)."""
     if any(a >= b for a, b in zip(chosen, chosen[1:], strict=False)):
+        if by_number:
+            return sorted(set(chosen))
         # a line found back before the one printed ahead of it is another line with its
         # text (the printed one changed since): not the stretch's, and nothing filled
         in_order: list[int] = []
