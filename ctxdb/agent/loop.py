@@ -580,28 +580,23 @@ def _file_operands(command: ShellCommand) -> list[str]:
         return []
     operands: list[str] = []
     pattern_given = False  # grep -e PATTERN / -f FILE: every operand is a file
-    words = command.words[1:]
-    i = 0
-    while i < len(words):
-        word = words[i]
+    words = iter(command.words[1:])
+    for word in words:
         if word == "--":
-            operands.extend(words[i + 1:])
-            break
-        if word.startswith("--"):
+            operands.extend(words)
+        elif word.startswith("--"):
             name, attached, _ = word[2:].partition("=")
             pattern_given |= name in ("regexp", "file")
-            i += 2 if name in _VALUE_LONG_OPTIONS and not attached else 1
-            continue
-        if word.startswith("-") and len(word) > 1:
-            for position, flag in enumerate(word[1:], start=1):
-                if flag in value_flags:
-                    pattern_given |= flag in "ef" and command.name in _GREP_COMMANDS
-                    i += 1 if position == len(word) - 1 else 0  # the value is the next word
-                    break
-            i += 1
-            continue
-        operands.append(word)
-        i += 1
+            if name in _VALUE_LONG_OPTIONS and not attached:
+                next(words, None)  # its value
+        elif word.startswith("-") and len(word) > 1:
+            at = next((n for n, flag in enumerate(word) if n and flag in value_flags), None)
+            if at is not None:
+                pattern_given |= word[at] in "ef" and command.name in _GREP_COMMANDS
+                if at == len(word) - 1:
+                    next(words, None)  # its value, not attached
+        else:
+            operands.append(word)
     if command.name in _GREP_COMMANDS and not pattern_given:
         operands = operands[1:]
     return [operand for operand in operands if operand != "-"]  # "-": standard input
