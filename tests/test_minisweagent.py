@@ -183,7 +183,12 @@ def test_ctx08_sends_the_window_after_the_harness_prompt(mswea, store_url, tree,
     # fixed line), the traceback is a pointer
     assert f"369\t{FIXED}" in last and f"369\t{BUGGY}" not in last
     step_4_output = item_numbers(4)[1]
-    assert f"[E{step_4_output} traceback masked:" in last and "object is not iterable" not in last
+    pointer = next(line for line in last.splitlines()
+                   if line.startswith(f"[E{step_4_output} traceback masked:"))
+    # the pointer says what the traceback raised; its frames are gone
+    assert ("; raised: TypeError: 'builtin_function_or_method' object is not iterable;"
+            in pointer), pointer
+    assert last.count("object is not iterable") == 1  # the pointer's, the output's gone
     assert "1 passed" not in last and "5 passed" in last  # the test run, fresh and whole
     # the trajectory mini-swe-agent saved names the run, and ctxdb's reader reads it back
     saved = json.loads(trajectory.read_text())
