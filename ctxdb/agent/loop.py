@@ -54,6 +54,7 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from ..tokens import HASHED_TEXT_KEPT_MAX_CHARS
@@ -99,6 +100,7 @@ MOVED_RUN_SUMMARIZED_MIN = 10
 # them): at most this many, in the order named
 POINTER_PATHS_MAX = 30
 RAISED_SHOWN_MAX_CHARS = 160  # a folded traceback's exception line, cut past this
+COMMANDS_READ_CACHED = 4096  # commands whose exit status was read, remembered (a run's few)
 # names a pointer lists at most: those its output was the first of the run to show (not
 # the harness's prompt, nor a command up to it, nor an earlier output), in their order.
 # The history alone decides them, so a pointer's text never changes once printed
@@ -426,8 +428,13 @@ def fold_horizon(done: int, rules: LoopRules) -> int:
     return unfolded // stride * stride
 
 
+def _is_harness_note(step: LoopStep) -> bool:
+    return step.kind in (ObservationKind.FORMAT_ERROR, ObservationKind.NOTE) \
+        or step.command is None
+
+
 def observation_kind(step: LoopStep) -> str:
-    if step.kind in (ObservationKind.FORMAT_ERROR, ObservationKind.NOTE) or step.command is None:
+    if _is_harness_note(step) or step.command is None:
         return HARNESS_NOTE
     if _TRACEBACK in step.output:
         return TRACEBACK
@@ -459,10 +466,15 @@ def _test_exit(step: LoopStep) -> int | None:
 def _found_nothing(step: LoopStep) -> bool:
     """A search or comparison that answered no (``grep`` found no match, ``diff`` found a
     difference): exit status 1 from the command whose status the shell returns."""
-    if step.returncode != 1 or not step.command:
-        return False
+    return step.returncode == 1 and bool(step.command) and _answers_no(step.command or "")
+
+
+@lru_cache(maxsize=COMMANDS_READ_CACHED)
+def _answers_no(command: str) -> bool:
+    """Whether the command whose status the shell returns is one whose 1 means "no" (read
+    once per command: every window of a run asks again)."""
     try:
-        commands = shell_commands(step.command)
+        commands = shell_commands(command)
     except (ValueError, IndexError):
         return False
     return bool(commands) and commands[-1].name in _ANSWERS_NO_WITH_ONE
@@ -1598,7 +1610,7 @@ def names_first_shown(steps: Sequence[LoopStep],
         if _looks_binary(step.output):
             first.append(())  # its "names" are noise
             continue
-        if observation_kind(step) == HARNESS_NOTE:  # shown, but the harness's boilerplate
+        if _is_harness_note(step):  # shown, but the harness's boilerplate
             seen.update(_names(step.output))
             first.append(())
             continue
