@@ -300,6 +300,41 @@ def test_a_view_shows_only_lines_no_earlier_view_shows_and_leaves_when_out_of_pl
     assert part.rendering == POINTER
 
 
+def test_a_long_listing_folds_as_soon_as_it_is_no_longer_fresh(tmp_path):
+    root = _tree(tmp_path)
+    # a run's opening ls -R: its entries are far less than its text
+    deep = "".join(f"./pkg/sub{n}:\n"
+                   + "".join(f"a_rather_long_module_name_{n}_{m}.py\n" for m in range(6))
+                   + "\n" for n in range(30))
+    listing = LoopStep("ls -R", ".:\npkg\nsetup.py\n\n" + deep)
+    short = LoopStep("ls pkg", "mod.py\nother.py\n")  # its entries are most of its text
+    # a later output repeating the listing's lines: no note may point at a folded listing
+    repeat = LoopStep("find pkg/sub0 -name '*.py'", "".join(
+        f"a_rather_long_module_name_0_{m}.py\n" for m in range(6)))
+    steps = [short, listing, repeat, *_filler(6)]
+    assert fold_horizon(5, RULES) == 0 and fold_horizon(6, RULES) == 0
+
+    def output(done: int, rules: LoopRules = RULES, step: int = 2) -> LoopPart:
+        window = build_window(steps[:done], TreeFiles(root), rules)
+        return [p for p in window.parts if step_of_item(p.item_no) == (step, OUTPUT_PART)][0]
+
+    # among the FRESH_OUTPUTS newest it is shown whole; one step later it is its entries
+    assert output(5).rendering == SHOWN_WHOLE
+    early = output(6)
+    assert early.rendering == POINTER and early.rule == "folded listing, early: its entries"
+    assert "it listed (and" in early.text
+    assert "./pkg/sub0: a_rather_long_module_name_0_0.py" in early.text
+    # the entries the stride folds it to, the same text: the window does not change again
+    assert fold_horizon(9, RULES) >= 2 and output(9).text == early.text
+    assert output(7).text == early.text
+    # the later output's repeated lines are shown, not pointed at the folded listing
+    assert output(5, step=3).rendering == SHOWN_CUT
+    assert output(6, step=3).rendering == SHOWN_WHOLE
+    # a listing whose entries are most of its text waits for the stride
+    assert output(6, step=1).rendering == SHOWN_WHOLE
+    assert output(6, RULES.without("early_listings")).rendering == SHOWN_WHOLE
+
+
 def test_a_long_view_shows_past_its_first_lines_only_what_brings_a_name(tmp_path):
     root = _tree(tmp_path)
     tail = "NAMED_BEFORE = 1\nBRAND_NEW_NAME = 2\n"
