@@ -300,6 +300,26 @@ def test_a_view_shows_only_lines_no_earlier_view_shows_and_leaves_when_out_of_pl
     assert part.rendering == POINTER
 
 
+def test_a_test_run_is_told_by_the_program_that_runs_not_by_a_word_in_the_command():
+    def kind(command: str) -> str:
+        return observation_kind(LoopStep(command, "1 passed\n", returncode=0))
+
+    for command in ("pytest tests/test_mod.py", "python -m pytest -x tests",
+                    "/usr/bin/python3 -m unittest pkg.tests", "bin/test sympy/core",
+                    "cd pkg && python -m pytest", "git stash && bin/test sympy/core",
+                    "python -c 'import pytest; pytest.main([\"tests\"])'",
+                    "timeout 60 pytest tests", "tox -e py311"):
+        assert kind(command) == "test_output", command
+    # naming a runner is not running it: reading, listing, installing, or a test file
+    # written by a here-document (its text names pytest)
+    for command in ("cat tox.ini", "ls bin/test", "pip install pytest",
+                    "nl -ba src/_pytest/unittest.py | sed -n '1,9p'", "which pytest",
+                    "grep -n pytest setup.cfg", "git checkout src/_pytest/unittest.py",
+                    "cat <<'EOF' > test_fix.py\nimport pytest\n\ndef test_x():\n"
+                    "    assert pytest\nEOF"):
+        assert kind(command) == "tool_output", command
+
+
 def test_a_long_listing_folds_as_soon_as_it_is_no_longer_fresh(tmp_path):
     root = _tree(tmp_path)
     # a run's opening ls -R: its entries are far less than its text

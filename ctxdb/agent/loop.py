@@ -162,6 +162,12 @@ _TREE_BRANCH = re.compile(r"^(?:[│|]\s+|\s{4})*(?:[├└`|](?:──|--)\s)?"
 _TREE_SUMMARY = re.compile(r"^\d+ director(?:y|ies)(?:, \d+ files?)?$")
 _GREP_COMMANDS = frozenset({"grep", "egrep"})
 _TEST_RUNNERS = re.compile(r"\b(pytest|py\.test|bin/test|runtests\.py|unittest|tox)\b")
+# programs that read, list, search, write, compare or install files: naming a test runner
+# (``cat tox.ini``, ``ls bin/test``, ``pip install pytest``) is not running one
+_NOT_RUNNERS = frozenset({"cat", "nl", "sed", "head", "tail", "grep", "egrep", "fgrep", "rg",
+                          "ls", "find", "tree", "echo", "printf", "git", "pip", "pip3",
+                          "which", "type", "wc", "cp", "mv", "rm", "touch", "mkdir", "chmod",
+                          "diff", "less", "more", "file", "stat"})
 _TRACEBACK = "Traceback (most recent call last)"
 # a traceback's exception line: ``ValueError: …``, ``sympy.core.SympifyError: …``
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$",
@@ -447,7 +453,7 @@ def observation_kind(step: LoopStep) -> str:
         return HARNESS_NOTE
     if _TRACEBACK in step.output:
         return TRACEBACK
-    if _TEST_RUNNERS.search(step.command):
+    if _runs_tests(step.command):
         return TEST_OUTPUT
     if _failed(step) or step.kind == ObservationKind.TIMEOUT:
         return ERROR
@@ -467,7 +473,7 @@ def _test_exit(step: LoopStep) -> int | None:
     non-zero), not another action's."""
     if step.actions:
         codes = [action.returncode for action in step.actions
-                 if action.command and _TEST_RUNNERS.search(action.command)]
+                 if action.command and _runs_tests(action.command)]
         return next((code for code in codes if code not in (None, 0)), 0 if codes else None)
     return step.returncode
 
@@ -476,6 +482,20 @@ def _found_nothing(step: LoopStep) -> bool:
     """A search or comparison that answered no (``grep`` found no match, ``diff`` found a
     difference): exit status 1 from the command whose status the shell returns."""
     return step.returncode == 1 and bool(step.command) and _answers_no(step.command or "")
+
+
+@lru_cache(maxsize=COMMANDS_READ_CACHED)
+def _runs_tests(command: str) -> bool:
+    """Whether one of the command's simple commands runs a test runner (``pytest``,
+    ``python -m unittest``, ``bin/test``, ``tox``): read from its words, not from a
+    here-document's text (a test file written is not a test run), and not where the
+    program only reads, lists or writes files (``_NOT_RUNNERS``)."""
+    try:
+        commands = shell_commands(command)
+    except (ValueError, IndexError):
+        return _TEST_RUNNERS.search(command) is not None
+    return any(c.name not in _NOT_RUNNERS and _TEST_RUNNERS.search(" ".join(c.words))
+               for c in commands)
 
 
 @lru_cache(maxsize=COMMANDS_READ_CACHED)
