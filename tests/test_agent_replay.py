@@ -231,6 +231,36 @@ def window_cuts(monkeypatch):
     return module
 
 
+def test_an_early_fold_shows_the_stride_s_form_from_the_first_decision_it_may(window_cuts):
+    from ctxdb.agent.anchors import Anchor, AnchorClass
+
+    def part(step, rendering, tokens, text, part_no=1):
+        return window_cuts.Part(step, part_no, rendering, tokens, 1, "ls", text)
+
+    listing = part(1, "verbatim", 300, "alpha_module.py beta_module.py gamma_module.py")
+    folded = part(1, "pointer", 20, "[E2 tool output masked; it listed: beta_module.py]")
+    alpha = Anchor(AnchorClass.IDENTIFIER, "alpha_module")
+
+    def decision(seq, first, holders=(1,)):  # the parts holding alpha_module
+        newer = [part(step, "verbatim", 50, f"output {step}") for step in range(2, seq)]
+        parts = (part(1, "verbatim", 5, "[step 1] $ ls", 0), first, *newer)
+        return window_cuts.Decision(seq, 1000 + sum(p.tokens for p in parts), parts,
+                                    (("identifier", holders),), (alpha,), frozenset(),
+                                    run="run-1", harness_cut=(True,) * seq)
+
+    # steps 1 and 2 are the FRESH_OUTPUTS newest at decision 3; the stride folds step 1 at 6
+    decisions = [decision(3, listing), decision(4, listing), decision(5, listing),
+                 decision(6, folded, holders=())]
+    saved, before, after, recall = window_cuts.early_fold(
+        decisions, lambda d, p, f: p.step == 1)
+    assert saved == 2 * (300 - 20)  # decisions 4 and 5 show the fold early
+    assert recall["identifier"] == pytest.approx(1 / 4)  # the fold drops alpha_module there
+    assert after < before  # the break two parts from the end costs less than the tokens
+    nothing = window_cuts.early_fold(decisions, lambda d, p, f: False)
+    assert nothing[0] == 0 and nothing[1] == nothing[2] == before
+    assert nothing[3]["identifier"] == pytest.approx(3 / 4)
+
+
 def test_the_line_cut_keeps_definitions_and_lines_with_a_name_the_window_lacks(window_cuts):
     view = ("[E6 pkg/mod.py lines 10-15]\n10\tclass Basket:\n11\t    total = compute_total(items)\n"
             "12\t    total = compute_total(items)\n13\t    return total\n"

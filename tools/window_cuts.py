@@ -9,6 +9,10 @@ one the harness's own prompt holds needs no part). Then it prints:
   the newest output, and the cheapest parts that hold every anchor (greedy cover);
 - for each cut (a family of parts dropped from every window), the tokens saved and the
   recall left, by anchor class;
+- with ``--early``, for each early fold (a family of outputs shown whole folded as soon as
+  they are no longer among the ``FRESH_OUTPUTS`` newest, to the form the next stride gave
+  them, not at that stride), the tokens saved, the cost under a prompt cache before and
+  after (a window's cached prefix counted by whole parts) and the recall left;
 - for each line cut (a family of parts shown by fewer of their lines, ``…`` where lines
   were left out), the same: views and long commands of old steps keeping only the lines
   with a name the rest of the window does not show, or a command's first lines, or views
@@ -41,6 +45,7 @@ from sqlalchemy import create_engine, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from ctxdb.ab.reports import CACHED_PRICE_RATIO  # noqa: E402
 from ctxdb.agent.anchors import (  # noqa: E402
     Anchor,
     AnchorClass,
@@ -51,12 +56,15 @@ from ctxdb.agent.anchors import (  # noqa: E402
 from ctxdb.agent.arms import ARM_CURRENT  # noqa: E402
 from ctxdb.agent.loop import (  # noqa: E402
     COMMAND_PART,
+    FRESH_OUTPUTS,
     OUTPUT_PART,
+    SHOWN_CUT,
+    SHOWN_WHOLE,
     loop_step,
     names_first_shown,
     step_of_item,
 )
-from ctxdb.agent.trajectory import read_trajectory  # noqa: E402
+from ctxdb.agent.trajectory import ObservationKind, read_trajectory  # noqa: E402
 from ctxdb.tokens import get_counter  # noqa: E402
 
 ANCHOR_CLASSES = (AnchorClass.EDIT, AnchorClass.LINE, AnchorClass.IDENTIFIER,
@@ -68,6 +76,13 @@ COMMAND_HEAD_LINES = 3  # a long old command cut to its first lines keeps this m
 POINTER_NAMES = 20  # names a pointer lists at most, when it lists its output's
 VIEW_TAIL_LINES = (30, 50, 100)  # views shown whole this far, then only what is new
 ELIDED = "…"  # a line cut's mark where lines were left out
+FRESH_RENDERINGS = (SHOWN_WHOLE, SHOWN_CUT)
+EARLY_FOLD_TOKENS = (500, 2000, 3000)  # early folds of outputs at least this long
+EARLY_FOLD_SHARE = 0.5  # ... or whose folded form is at most this share of the output
+LISTERS = ("ls", "find", "tree")
+SCRIPT_RUNNERS = ("pytest", "test", "python", "python3")
+# an output the run ended before any stride folded: its fold taken for a bare pointer
+UNFOLDED_POINTER_TOKENS = 30
 # a view's line "N\ttext": its number is not part of its names
 _VIEW_LINE_NUMBER = re.compile(r"^\s*\d+\t")
 _DEFINITION = re.compile(r"^\s*(?:async\s+def|def|class)\s")
@@ -198,6 +213,9 @@ class Decision:
     # per step, the names its output was the first of the run to hold (not in the
     # prompt, a command up to it, or an earlier output): fixed once the step is taken
     first_output_names: tuple[tuple[str, ...], ...] = ()
+    run: str = ""  # the run's instance id: a run's decisions follow each other
+    # per step, whether the harness cut its output (showed its head and tail)
+    harness_cut: tuple[bool, ...] = ()
 
 
 def first_program(command: str | None) -> str:
@@ -217,6 +235,9 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
         for run_id, instance_id, trajectory in runs:
             run = read_trajectory(trajectory)
             programs = [first_program(step.action) for step in run.steps]
+            harness_cut = tuple(step.observation is not None
+                                and step.observation.kind == ObservationKind.OUTPUT_CUT
+                                for step in run.steps)
             prompt_text = run.system_prompt + "\n" + run.instruction
             prompt = WindowIndex(prompt_text)
             prompt_names = frozenset(names_in(prompt_text))
@@ -265,7 +286,8 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
                         if index.keeps(anchor, unnamed_listing_counts=True))))
                 decisions.append(Decision(seq, prompt_tokens, tuple(parts), tuple(held),
                                           tuple(anchors.get(seq, ())), prompt_names,
-                                          output_names, history, first_output_names))
+                                          output_names, history, first_output_names,
+                                          instance_id, harness_cut))
     return decisions
 
 
@@ -322,6 +344,116 @@ def cuts() -> dict[str, Callable[[int, Part], bool]]:
         lambda seq, p: fresh(p) and seq - p.step > 3)
     families["pointers"] = lambda seq, p: p.part == OUTPUT_PART and p.rendering == "pointer"
     return families
+
+
+# An early fold: (decision, a fresh output no longer among the newest, the form the next
+# stride gave it or None) -> whether it folds now.
+EarlyFold = Callable[[Decision, Part, Part | None], bool]
+
+
+def _runs(decisions: list[Decision]) -> list[list[Decision]]:
+    runs: list[list[Decision]] = []
+    for decision in decisions:
+        if not runs or runs[-1][-1].run != decision.run or runs[-1][-1].seq >= decision.seq:
+            runs.append([])
+        runs[-1].append(decision)
+    return runs
+
+
+def _cost(windows: list[tuple[int, list[tuple[object, int]]]]) -> float:
+    """A run's cost under a prompt cache: each window (its tokens, its parts as keys and
+    tokens) pays a cached price for the prompt and the whole parts it shares, from the
+    start, with the previous window, and the full price for the rest."""
+    cost, previous = 0.0, None
+    for tokens, parts in windows:
+        cached = 0
+        if previous is not None:
+            cached = tokens - sum(t for _, t in parts)  # the harness's prompt
+            for before, now in zip(previous, parts, strict=False):
+                if before != now:
+                    break
+                cached += now[1]
+        cost += tokens - cached + CACHED_PRICE_RATIO * cached
+        previous = parts
+    return cost
+
+
+def early_fold(decisions: list[Decision], folds: EarlyFold) -> tuple[int, float, float, dict]:
+    """Tokens saved, the cost before and after, and the recall left."""
+    saved, cost_before, cost_after = 0, 0.0, 0.0
+    changed: dict[int, dict[int, str]] = {}  # id(decision) -> part number -> its new text
+    for run in _runs(decisions):
+        folded: dict[int, Part] = {}  # step -> its output as the first stride folded it
+        for decision in run:
+            for part in decision.parts:
+                if part.part == OUTPUT_PART and part.rendering not in FRESH_RENDERINGS:
+                    folded.setdefault(part.step, part)
+        early: dict[int, int] = {}  # step -> the first decision showing it folded early
+        before, after = [], []
+        for decision in run:
+            keys, new_keys, texts = [], [], {}
+            for number, part in enumerate(decision.parts):
+                # a part is cached by its text: the early fold's is the stride's
+                key = ((part.step, part.part, part.text), part.tokens)
+                keys.append(key)
+                fresh = part.part == OUTPUT_PART and part.rendering in FRESH_RENDERINGS
+                if fresh and part.step not in early \
+                        and part.step <= decision.seq - 1 - FRESH_OUTPUTS \
+                        and folds(decision, part, folded.get(part.step)):
+                    early[part.step] = decision.seq
+                if fresh and part.step in early:
+                    fold = folded.get(part.step)
+                    text = fold.text if fold else ""
+                    tokens = fold.tokens if fold else UNFOLDED_POINTER_TOKENS
+                    key = ((part.step, part.part, text), tokens)
+                    texts[number] = text
+                    saved += part.tokens - tokens
+                new_keys.append(key)
+            shown = sum(t for _, t in keys)
+            before.append((decision.prompt_tokens, keys))
+            after.append((decision.prompt_tokens - shown + sum(t for _, t in new_keys),
+                          new_keys))
+            if texts:
+                changed[id(decision)] = texts
+        cost_before += _cost(before)
+        cost_after += _cost(after)
+    kept, total = Counter(), Counter()
+    for decision in decisions:
+        indexes = {n: WindowIndex(text) for n, text in changed.get(id(decision), {}).items()}
+        for (anchor_class, holders), anchor in zip(decision.anchors, decision.anchor_values,
+                                                   strict=True):
+            total[anchor_class] += 1
+            if holders is None or any(n not in indexes for n in holders) or any(
+                    index.keeps(anchor, unnamed_listing_counts=True)
+                    for index in indexes.values()):
+                kept[anchor_class] += 1
+    return saved, cost_before, cost_after, {
+        c: kept[c] / total[c] if total[c] else 1.0 for c in total}
+
+
+def early_folds() -> dict[str, EarlyFold]:
+    def listing(part: Part) -> bool:
+        return part.command_name in LISTERS
+
+    def to_pointer(fold: Part | None) -> bool:
+        return fold is not None and fold.rendering == "pointer" and "it listed" not in fold.text
+
+    def shrinks(part: Part, fold: Part | None) -> bool:
+        return fold is not None and fold.tokens <= EARLY_FOLD_SHARE * part.tokens
+
+    folds: dict[str, EarlyFold] = {
+        "outputs the harness cut": lambda d, p, f: d.harness_cut[p.step - 1]}
+    for tokens in EARLY_FOLD_TOKENS:
+        folds[f"outputs over {tokens} tokens"] = lambda d, p, f, n=tokens: p.tokens >= n
+        folds[f"test and script outputs over {tokens} tokens, to a pointer"] = (
+            lambda d, p, f, n=tokens: p.command_name in SCRIPT_RUNNERS and to_pointer(f)
+            and p.tokens >= n)
+        folds[f"outputs over {tokens} tokens to a pointer, and listings, that halve"] = (
+            lambda d, p, f, n=tokens: (listing(p) or (to_pointer(f) and p.tokens >= n))
+            and shrinks(p, f))
+    folds["listings that halve"] = lambda d, p, f: listing(p) and shrinks(p, f)
+    folds["listings"] = lambda d, p, f: listing(p)
+    return folds
 
 
 # A line cut: a decision -> the parts it shows by fewer lines (part number -> new text).
@@ -748,6 +880,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", required=True, help="the replay store's URL")
     parser.add_argument("--arm", default="ctx08", help="the loop arm whose windows to cut")
+    parser.add_argument("--early", action="store_true",
+                        help="print the early folds (and their cost) instead of the cuts")
     parser.add_argument("--rows", default="", metavar="TEXT",
                         help="only the cuts whose name holds TEXT (the first row always)")
     args = parser.parse_args(argv)
@@ -757,6 +891,16 @@ def main(argv: list[str] | None = None) -> int:
     sent = sum(d.prompt_tokens for d in decisions)
     print(f"{len(decisions)} decisions, {sent / 1e6:.2f} M tokens sent;"
           f" an oracle that knew each next action: {oracle_tokens(decisions) / 1e6:.2f} M")
+    if args.early:
+        print(f"{'fold early':65} {'saved':>8} {'cost':>8}  "
+              + "  ".join(f"{c.value:>10}" for c in ANCHOR_CLASSES))
+        for name, folds in early_folds().items():
+            if args.rows not in name:
+                continue
+            saved, before, after, recall = early_fold(decisions, folds)
+            print(f"{name:65} {saved / 1e6:7.2f}M {(after / before - 1) * 100:+7.1f}%  "
+                  + "  ".join(f"{recall.get(c.value, 1.0):10.3f}" for c in ANCHOR_CLASSES))
+        return 0
     print(f"{'cut':45} {'saved':>8} {'left':>8}  "
           + "  ".join(f"{c.value:>10}" for c in ANCHOR_CLASSES))
     for name, drops in cuts().items():
