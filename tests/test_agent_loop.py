@@ -14,6 +14,7 @@ from ctxdb import ContextStore
 from ctxdb.agent.adapter import TreeFiles, construct_step, plan_window, run_ref
 from ctxdb.agent.loop import (
     DELETED,
+    EARLY_LISTING_SHARE_MAX,
     ELIDED_LINES,
     FILE_IN_PLAY_STEPS,
     GONE,
@@ -308,7 +309,8 @@ def test_a_test_run_is_told_by_the_program_that_runs_not_by_a_word_in_the_comman
                     "/usr/bin/python3 -m unittest pkg.tests", "bin/test sympy/core",
                     "cd pkg && python -m pytest", "git stash && bin/test sympy/core",
                     "python -c 'import pytest; pytest.main([\"tests\"])'",
-                    "timeout 60 pytest tests", "tox -e py311"):
+                    "timeout 60 pytest tests", "tox -e py311", "./bin/test sympy/core",
+                    "python - <<'EOF'\nimport pytest\npytest.main(['-q'])\nEOF"):
         assert kind(command) == "test_output", command
     # naming a runner is not running it: reading, listing, installing, or a test file
     # written by a here-document (its text names pytest)
@@ -316,7 +318,9 @@ def test_a_test_run_is_told_by_the_program_that_runs_not_by_a_word_in_the_comman
                     "nl -ba src/_pytest/unittest.py | sed -n '1,9p'", "which pytest",
                     "grep -n pytest setup.cfg", "git checkout src/_pytest/unittest.py",
                     "cat <<'EOF' > test_fix.py\nimport pytest\n\ndef test_x():\n"
-                    "    assert pytest\nEOF"):
+                    "    assert pytest\nEOF", "cat <<'EOF' | tee test_fix.py\nimport pytest\nEOF",
+                    "test -f tox.ini", "[ -d bin/test ]", "python -m pip install pytest",
+                    "/bin/cat tox.ini"):
         assert kind(command) == "tool_output", command
 
 
@@ -353,6 +357,19 @@ def test_a_long_listing_folds_as_soon_as_it_is_no_longer_fresh(tmp_path):
     # a listing whose entries are most of its text waits for the stride
     assert output(6, step=1).rendering == SHOWN_WHOLE
     assert output(6, RULES.without("early_listings")).rendering == SHOWN_WHOLE
+    assert output(6, RULES.without("listings")).rendering == SHOWN_WHOLE
+    # the share, each side of EARLY_LISTING_SHARE_MAX: a listing of 5 / 4 or 5 / 2 times
+    # the entries its fold keeps (the rest counted)
+    for listed, folds in ((LISTING_ENTRIES_MAX * 5 // 4, False),
+                          (LISTING_ENTRIES_MAX * 5 // 2, True)):
+        names = "".join(f"entry_with_a_long_name_{n}.py\n" for n in range(listed))
+        step = LoopStep("ls pkg", names)
+        part = build_window([step, *_filler(4)], TreeFiles(root), RULES).parts[1]
+        # the stride's fold of it, past the horizon: what the early fold would show
+        folded = build_window([step, *_filler(8)], TreeFiles(root), RULES).parts[1]
+        share = len(folded.text) / len(step.shown)
+        assert (share < EARLY_LISTING_SHARE_MAX) == folds, share
+        assert (part.rendering == POINTER) == folds, (listed, share)
 
 
 def test_a_long_view_shows_past_its_first_lines_only_what_brings_a_name(tmp_path):

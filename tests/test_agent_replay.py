@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from ctxdb.ab.reports import CACHED_PRICE_RATIO
 from ctxdb.agent import replay as replay_module
 from ctxdb.agent.loop import ABLATIONS, ablation_arm, item_numbers
 from ctxdb.agent.replay import RunSpec, load_run_specs, replay_run, run_replay
@@ -246,7 +247,8 @@ def test_an_early_fold_shows_the_stride_s_form_from_the_first_decision_it_may(wi
         parts = (part(1, "verbatim", 5, "[step 1] $ ls", 0), first, *newer)
         return window_cuts.Decision(seq, 1000 + sum(p.tokens for p in parts), parts,
                                     (("identifier", holders),), (alpha,), frozenset(),
-                                    run="run-1", harness_cut=(True,) * seq)
+                                    run="run-1", harness_cut=(True,) * seq,
+                                    listing=(True,) * seq)
 
     # steps 1 and 2 are the FRESH_OUTPUTS newest at decision 3; the stride folds step 1 at 6
     decisions = [decision(3, listing), decision(4, listing), decision(5, listing),
@@ -255,7 +257,14 @@ def test_an_early_fold_shows_the_stride_s_form_from_the_first_decision_it_may(wi
         decisions, lambda d, p, f: p.step == 1)
     assert saved == 2 * (300 - 20)  # decisions 4 and 5 show the fold early
     assert recall["identifier"] == pytest.approx(1 / 4)  # the fold drops alpha_module there
-    assert after < before  # the break two parts from the end costs less than the tokens
+    # each window pays the cached price for the prompt (1,000) and the whole parts it
+    # shares from the start with the window before, the full price for the rest
+    ratio = CACHED_PRICE_RATIO
+    assert before == pytest.approx(1355 + (50 + ratio * 1355) + (50 + ratio * 1405)
+                                   + (220 + ratio * 1005))  # the stride's fold breaks at 6
+    # folded early, the break comes at 4 and costs the parts after it; 6 is then cached
+    assert after == pytest.approx(1355 + (120 + ratio * 1005) + (50 + ratio * 1125)
+                                  + (50 + ratio * 1175))
     nothing = window_cuts.early_fold(decisions, lambda d, p, f: False)
     assert nothing[0] == 0 and nothing[1] == nothing[2] == before
     assert nothing[3]["identifier"] == pytest.approx(3 / 4)

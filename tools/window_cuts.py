@@ -56,10 +56,13 @@ from ctxdb.agent.anchors import (  # noqa: E402
 from ctxdb.agent.arms import ARM_CURRENT  # noqa: E402
 from ctxdb.agent.loop import (  # noqa: E402
     COMMAND_PART,
+    EARLY_LISTING_SHARE_MAX,
     FRESH_OUTPUTS,
     OUTPUT_PART,
+    POINTER,
     SHOWN_CUT,
     SHOWN_WHOLE,
+    listing_entries,
     loop_step,
     names_first_shown,
     step_of_item,
@@ -78,9 +81,7 @@ VIEW_TAIL_LINES = (30, 50, 100)  # views shown whole this far, then only what is
 ELIDED = "…"  # a line cut's mark where lines were left out
 FRESH_RENDERINGS = (SHOWN_WHOLE, SHOWN_CUT)
 EARLY_FOLD_TOKENS = (500, 2000, 3000)  # early folds of outputs at least this long
-EARLY_FOLD_SHARE = 0.5  # ... or whose folded form is at most this share of the output
-LISTERS = ("ls", "find", "tree")
-SCRIPT_RUNNERS = ("pytest", "test", "python", "python3")
+SCRIPT_RUNNERS = ("pytest", "test", "python", "python3")  # a test's or a script's output
 # an output the run ended before any stride folded: its fold taken for a bare pointer
 UNFOLDED_POINTER_TOKENS = 30
 # a view's line "N\ttext": its number is not part of its names
@@ -214,8 +215,10 @@ class Decision:
     # prompt, a command up to it, or an earlier output): fixed once the step is taken
     first_output_names: tuple[tuple[str, ...], ...] = ()
     run: str = ""  # the run's instance id: a run's decisions follow each other
-    # per step, whether the harness cut its output (showed its head and tail)
+    # per step, whether the harness cut its output (showed its head and tail), and
+    # whether it is a listing the window folds to its entries (``listing_entries``)
     harness_cut: tuple[bool, ...] = ()
+    listing: tuple[bool, ...] = ()
 
 
 def first_program(command: str | None) -> str:
@@ -238,6 +241,7 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
             harness_cut = tuple(step.observation is not None
                                 and step.observation.kind == ObservationKind.OUTPUT_CUT
                                 for step in run.steps)
+            listing = tuple(bool(listing_entries(loop_step(step))) for step in run.steps)
             prompt_text = run.system_prompt + "\n" + run.instruction
             prompt = WindowIndex(prompt_text)
             prompt_names = frozenset(names_in(prompt_text))
@@ -287,7 +291,7 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
                 decisions.append(Decision(seq, prompt_tokens, tuple(parts), tuple(held),
                                           tuple(anchors.get(seq, ())), prompt_names,
                                           output_names, history, first_output_names,
-                                          instance_id, harness_cut))
+                                          instance_id, harness_cut, listing))
     return decisions
 
 
@@ -432,27 +436,27 @@ def early_fold(decisions: list[Decision], folds: EarlyFold) -> tuple[int, float,
 
 
 def early_folds() -> dict[str, EarlyFold]:
-    def listing(part: Part) -> bool:
-        return part.command_name in LISTERS
+    def listing(decision: Decision, part: Part) -> bool:
+        return decision.listing[part.step - 1]
 
-    def to_pointer(fold: Part | None) -> bool:
-        return fold is not None and fold.rendering == "pointer" and "it listed" not in fold.text
+    def to_pointer(decision: Decision, part: Part, fold: Part | None) -> bool:
+        return fold is not None and fold.rendering == POINTER and not listing(decision, part)
 
     def shrinks(part: Part, fold: Part | None) -> bool:
-        return fold is not None and fold.tokens <= EARLY_FOLD_SHARE * part.tokens
+        return fold is not None and fold.tokens <= EARLY_LISTING_SHARE_MAX * part.tokens
 
     folds: dict[str, EarlyFold] = {
         "outputs the harness cut": lambda d, p, f: d.harness_cut[p.step - 1]}
     for tokens in EARLY_FOLD_TOKENS:
         folds[f"outputs over {tokens} tokens"] = lambda d, p, f, n=tokens: p.tokens >= n
         folds[f"test and script outputs over {tokens} tokens, to a pointer"] = (
-            lambda d, p, f, n=tokens: p.command_name in SCRIPT_RUNNERS and to_pointer(f)
-            and p.tokens >= n)
+            lambda d, p, f, n=tokens: p.command_name in SCRIPT_RUNNERS
+            and to_pointer(d, p, f) and p.tokens >= n)
         folds[f"outputs over {tokens} tokens to a pointer, and listings, that halve"] = (
-            lambda d, p, f, n=tokens: (listing(p) or (to_pointer(f) and p.tokens >= n))
+            lambda d, p, f, n=tokens: (listing(d, p) or (to_pointer(d, p, f) and p.tokens >= n))
             and shrinks(p, f))
-    folds["listings that halve"] = lambda d, p, f: listing(p) and shrinks(p, f)
-    folds["listings"] = lambda d, p, f: listing(p)
+    folds["listings that halve"] = lambda d, p, f: listing(d, p) and shrinks(p, f)
+    folds["listings"] = lambda d, p, f: listing(d, p)
     return folds
 
 

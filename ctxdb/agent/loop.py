@@ -26,7 +26,9 @@ what a next action takes from it:
   view's step (a view out of play stays out).
 - **A folded listing keeps its entries.** A folded output of ``ls``, ``find`` or ``tree``
   becomes the names it listed, a line per directory, the shallowest first
-  (``LISTING_ENTRIES_MAX``): the layout the agent's later commands name.
+  (``LISTING_ENTRIES_MAX``): the layout the agent's later commands name. A long one
+  folds so as soon as it is no longer among the fresh outputs, not at the next stride
+  (``EARLY_LISTING_SHARE_MAX``).
 - **Everything else folded is a pointer** naming the item, with the repository files the
   output named (a search's result is its paths) and the names it was the first step of
   the run to show (``POINTER_NAMES_MAX``: a script's printout, a test's name — what the
@@ -100,7 +102,7 @@ MOVED_RUN_SUMMARIZED_MIN = 10
 # them): at most this many, in the order named
 POINTER_PATHS_MAX = 30
 RAISED_SHOWN_MAX_CHARS = 160  # a folded traceback's exception line, cut past this
-COMMANDS_READ_CACHED = 4096  # commands whose exit status was read, remembered (a run's few)
+COMMANDS_READ_CACHED = 4096  # commands read for their exit status or test runner, remembered
 # names a pointer lists at most: those its output was the first of the run to show (not
 # the harness's prompt, nor a command up to it, nor an earlier output), in their order.
 # The history alone decides them, so a pointer's text never changes once printed
@@ -125,8 +127,10 @@ LISTING_ENTRIES_MAX = 50
 # next stride, when its entries are at most this share of the text the harness showed: a
 # run's opening ``ls -R`` (a harness-cut 3,400 tokens) no longer rides along whole for up
 # to a stride, and the cache break lands two steps from the window's end. On the
-# development runs: 0.99 M fewer tokens, 1.6% less cost, no anchor lost; a listing that
-# would fold to most of its text only breaks the cache (docs/agent-loop.md)
+# development runs: 0.99 M fewer tokens, 1.6% less cost, 3 identifiers lost (words among
+# an ``ls -R``'s entries past the kept ones, which the stride fold drops a few steps
+# later); a listing that would fold to most of its text only breaks the cache
+# (docs/agent-loop.md)
 EARLY_LISTING_SHARE_MAX = 0.5
 
 # a run of printed lines that reads otherwise now, between two lines found, stands for the
@@ -162,12 +166,18 @@ _TREE_BRANCH = re.compile(r"^(?:[│|]\s+|\s{4})*(?:[├└`|](?:──|--)\s)?"
 _TREE_SUMMARY = re.compile(r"^\d+ director(?:y|ies)(?:, \d+ files?)?$")
 _GREP_COMMANDS = frozenset({"grep", "egrep"})
 _TEST_RUNNERS = re.compile(r"\b(pytest|py\.test|bin/test|runtests\.py|unittest|tox)\b")
-# programs that read, list, search, write, compare or install files: naming a test runner
-# (``cat tox.ini``, ``ls bin/test``, ``pip install pytest``) is not running one
+# programs that read, list, search, edit, write, compare or install files: naming a test
+# runner (``cat tox.ini``, ``ls bin/test``, ``pip install pytest``) is not running one
 _NOT_RUNNERS = frozenset({"cat", "nl", "sed", "head", "tail", "grep", "egrep", "fgrep", "rg",
                           "ls", "find", "tree", "echo", "printf", "git", "pip", "pip3",
-                          "which", "type", "wc", "cp", "mv", "rm", "touch", "mkdir", "chmod",
-                          "diff", "less", "more", "file", "stat"})
+                          "conda", "which", "type", "wc", "cp", "mv", "rm", "touch", "mkdir",
+                          "chmod", "diff", "less", "more", "file", "stat", "tee", "awk",
+                          "sort", "vi", "vim", "nano"})
+# the shell's own conditions (``test -f tox.ini``), told by the word as written: a
+# repository's ``bin/test`` runs tests
+_SHELL_CONDITIONS = frozenset({"test", "[", "[["})
+# ``python -m MODULE`` running one of these installs or inspects, not tests
+_NOT_RUNNER_MODULES = frozenset({"pip", "py_compile", "compileall"})
 _TRACEBACK = "Traceback (most recent call last)"
 # a traceback's exception line: ``ValueError: …``, ``sympy.core.SympifyError: …``
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$",
@@ -487,15 +497,20 @@ def _found_nothing(step: LoopStep) -> bool:
 @lru_cache(maxsize=COMMANDS_READ_CACHED)
 def _runs_tests(command: str) -> bool:
     """Whether one of the command's simple commands runs a test runner (``pytest``,
-    ``python -m unittest``, ``bin/test``, ``tox``): read from its words, not from a
-    here-document's text (a test file written is not a test run), and not where the
-    program only reads, lists or writes files (``_NOT_RUNNERS``)."""
-    try:
-        commands = shell_commands(command)
-    except (ValueError, IndexError):
-        return _TEST_RUNNERS.search(command) is not None
-    return any(c.name not in _NOT_RUNNERS and _TEST_RUNNERS.search(" ".join(c.words))
-               for c in commands)
+    ``python -m unittest``, ``bin/test``, ``tox``; a script an interpreter reads from its
+    words or a here-document), not where the program only reads, lists, edits or
+    installs files (``_NOT_RUNNERS``: ``cat <<EOF > test_x.py`` writes a test file)."""
+    return any(_runs_a_runner(c.words, c.heredocs) for c in shell_commands(command))
+
+
+def _runs_a_runner(words: Sequence[str], heredocs: Sequence[str]) -> bool:
+    if not words or words[0] in _SHELL_CONDITIONS \
+            or posixpath.basename(words[0]) in _NOT_RUNNERS:
+        return False
+    module = words[words.index("-m") + 1] if "-m" in words[:-1] else None
+    if module in _NOT_RUNNER_MODULES:
+        return False
+    return _TEST_RUNNERS.search(" ".join([*words, *heredocs])) is not None
 
 
 @lru_cache(maxsize=COMMANDS_READ_CACHED)
