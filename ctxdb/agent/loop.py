@@ -997,9 +997,7 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
                     part.text = (part.text[:-1] + f"[E{output_no} also printed: "
                                  f"{' '.join(resting[:POINTER_PATHS_MAX])}]\n\n")
         if part is None and rules.listings:
-            groups = listing_entries(step)
-            if groups:
-                part = _listing_part(output_no, number, kind, step, groups)
+            part = _listing_part(output_no, number, kind, step)
         if part is None:
             part = _pointer_part(output_no, number, kind, step,
                                  read_file if rules.pointer_paths else None, workdir,
@@ -1038,11 +1036,8 @@ def _early_listing(item_no: int, step_no: int, kind: str, step: LoopStep) -> Loo
     stride — when those are at most ``EARLY_LISTING_SHARE_MAX`` of what the harness showed
     (else None: it waits for the stride). Its text depends on the step alone, so it stays
     the same until the stride folds it the same way."""
-    groups = listing_entries(step)
-    if not groups:
-        return None
-    part = _listing_part(item_no, step_no, kind, step, groups)
-    if len(part.text) > EARLY_LISTING_SHARE_MAX * len(step.shown):
+    part = _listing_part(item_no, step_no, kind, step)
+    if part is None or len(part.text) > EARLY_LISTING_SHARE_MAX * len(step.shown):
         return None
     part.rule = "folded listing, early: its entries"
     return part
@@ -1699,9 +1694,20 @@ def _looks_binary(output: str) -> bool:
     return "\x00" in sample or sample.count("\ufffd") > BINARY_UNDECODED_SHARE * len(sample)
 
 
-def _listing_part(item_no: int, step_no: int, kind: str, step: LoopStep,
-                  groups: list[tuple[str, list[str]]]) -> LoopPart:
-    text, left = _listing_text(groups)
+@lru_cache(maxsize=DIGESTS_CACHED)
+def _listed(step: LoopStep) -> tuple[str, int] | None:
+    """A listing's entries as its folded form shows them, and how many it leaves out;
+    None for a step that is no listing. Every window past the step asks again."""
+    groups = listing_entries(step)
+    return _listing_text(groups) if groups else None
+
+
+def _listing_part(item_no: int, step_no: int, kind: str, step: LoopStep) -> LoopPart | None:
+    """A listing folded to its entries (None for a step that is no listing)."""
+    listed = _listed(step)
+    if listed is None:
+        return None
+    text, left = listed
     more = f" (and {left} more)" if left else ""
     return LoopPart(item_no, step_no, kind, step.kept,
                     f"[E{item_no} {pointer_label(step, kind)}; it listed{more}:\n{text}]\n\n",
