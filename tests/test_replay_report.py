@@ -205,6 +205,24 @@ def test_recall_counts_only_the_anchors_the_current_arm_kept(replay_store):
         # a/2/1 and a/4/1 kept (neither at an edit), a/3/3 cut (at the edit)
         ("ctx08", "path"): (3, 2, approx(2 / 3), 1, 0, approx(0.0)),
     }
+    # on a known tree only: every seq but 2 (seq 2's tree is not the run's), so b/2/1 and
+    # the seq-2 anchors drop out; no known edit_line is a recall of None, not of 0
+    known = {key: (r["tree_known_anchors"], r["tree_known_kept"], r["tree_known_recall"])
+             for key, r in recall.items()}
+    assert known == {
+        ("current", "edit_line"): (0, 0, None),
+        ("current", "edit_text"): (1, 1, approx(1.0)),
+        ("current", "identifier"): (1, 1, approx(1.0)),
+        ("current", "path"): (2, 2, approx(1.0)),
+        ("mask10", "edit_line"): (0, 0, None),
+        ("mask10", "edit_text"): (1, 0, approx(0.0)),
+        ("mask10", "identifier"): (1, 1, approx(1.0)),
+        ("mask10", "path"): (2, 2, approx(1.0)),
+        ("ctx08", "edit_line"): (0, 0, None),
+        ("ctx08", "edit_text"): (1, 1, approx(1.0)),
+        ("ctx08", "identifier"): (1, 0, approx(0.0)),  # a/3/2 capped
+        ("ctx08", "path"): (2, 1, approx(0.5)),  # a/3/3 cut, a/4/1 kept
+    }
 
 
 def test_fates_of_the_lost_anchors(replay_store):
@@ -336,6 +354,8 @@ def test_the_screen_json_and_page(replay_store):
         line.split() for line in lines]  # cached share and cost
     assert ["replay", "ctx08", "path", "3", "2", "0.667", "1", "0", "0.000"] in [
         line.split() for line in lines]  # recall as fractions
+    assert ["replay", "ctx08", "path", "2", "1", "0.500"] in [
+        line.split() for line in lines]  # on a known tree, a table of its own
     assert "Where the lost anchors went" in screen and "apply" in screen
     # the steps pivoted: run, seq, runs, then one column per arm, the reference first
     header = next(line for line in lines if line.startswith("run_id") and "seq" in line)

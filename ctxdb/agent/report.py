@@ -41,6 +41,14 @@ ARMS_SCREEN_TABLES = (
     ["run_id", "arm", "cached_share", "cost_tokens", "median_cost_per_run",
      "cost_per_resolved_run", "refused_decisions", "tree_unknown_decisions"],
 )
+# The recall section on a screen: all anchors and those at edits, then those on a tree
+# known to be the recorded run's.
+RECALL_SCREEN_TABLES = (
+    ["run_id", "arm", "anchor_class", "anchors", "kept", "recall", "edit_anchors",
+     "edit_kept", "edit_recall"],
+    ["run_id", "arm", "anchor_class", "tree_known_anchors", "tree_known_kept",
+     "tree_known_recall"],
+)
 
 
 def _arm_rank(arm: str) -> tuple[int, str]:
@@ -85,13 +93,17 @@ def _title(cached_price_ratio: float) -> list[str]:
 SCREEN_TITLES = {
     "arms": "Tokens and cost by arm (sql/reports/replay_arms.sql)",
     "recall": "Anchor recall: of the anchors the current arm kept, the share each arm kept "
-              "(all decisions; edit_*: decisions the agent followed with an edit)",
+              "(all decisions; edit_*: decisions the agent followed with an edit; "
+              "tree_known_*: decisions on a tree known to be the recorded run's)",
     "fates": "Where the lost anchors went (fate of the newest observation holding each)",
     "fidelity": "Working trees rebuilt: matching the submission, lost, and why",
     "lengths": "By run length: the runs in {length_groups} groups by their decisions, "
                "shortest first (tokens as a share of mask10's, cost of current's)",
     "steps": "Median prompt tokens per decision (seq), by arm",
 }
+
+
+SCREEN_TABLES = {"arms": ARMS_SCREEN_TABLES, "recall": RECALL_SCREEN_TABLES}
 
 
 def replay_screen(connection: Connection, cached_price_ratio: float = CACHED_PRICE_RATIO,
@@ -104,9 +116,9 @@ def replay_screen(connection: Connection, cached_price_ratio: float = CACHED_PRI
         parts += ["", SCREEN_TITLES[section].format(length_groups=length_groups)]
         if not report.rows:
             parts.append("(no rows)")
-        elif section == "arms":
+        elif section in SCREEN_TABLES:
             parts.append("\n\n".join(reports.as_table(report, columns)
-                                     for columns in ARMS_SCREEN_TABLES))
+                                     for columns in SCREEN_TABLES[section]))
         else:
             parts.append(reports.as_table(report))
     return "\n".join(parts)
