@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from ctxdb.ab.reports import CACHED_PRICE_RATIO
+from ctxdb.ab.reports import CACHED_PRICE_RATIO, run_report
 from ctxdb.agent import replay as replay_module
 from ctxdb.agent.loop import ABLATIONS, ablation_arm, item_numbers
 from ctxdb.agent.replay import RunSpec, load_run_specs, replay_run, run_replay
@@ -172,6 +172,28 @@ def test_a_recorded_run_replays_end_to_end(requests_repository, store_url, tmp_p
     assert all(trajectory["messages"][2 * step]["content"].split("```bash\n")[-1].split("\n```")[0]
                in "".join(w.rendered_text for w in windows if w.seq == 7)
                for step in range(1, 7))
+
+    # where the window's tokens went: its parts by kind and rendering, then the harness's
+    # own messages, adding up to what the arm sent
+    with ContextStore.open(store_url) as store, store.engine.connect() as connection:
+        report = run_report(connection, "replay_parts")
+    parts = [dict(zip(report.columns, row, strict=True)) for row in report.rows]
+    assert {p["arm"] for p in parts} == {"ctx08"}
+    sent = sum(d.prompt_tokens for d in by_arm["ctx08"])
+    assert sum(p["tokens"] for p in parts) == sent
+    assert sum(p["share_of_prompt_tokens"] for p in parts) == pytest.approx(1.0)
+    by_part = {(p["part_kind"], p["rendering"]): p for p in parts}
+    prompt = by_part["harness_prompt", None]
+    assert prompt["parts"] == 7 and 0 < prompt["tokens"] < sent
+    window_tokens = _rows(store_url, "SELECT SUM(w.token_count) FROM window_item w "
+                                     "JOIN replay_decision r USING (decision_id)")[0][0]
+    assert prompt["tokens"] == sent - window_tokens
+    # six steps fold nothing: every earlier command and output verbatim in each window
+    # (0 + 1 + … + 6 of each), the newest turn's reasoning too
+    assert set(by_part) == {("agent_turn", "verbatim"), ("tool_output", "verbatim"),
+                            ("harness_prompt", None)}
+    assert by_part["tool_output", "verbatim"]["parts"] == sum(range(7))
+    assert by_part["agent_turn", "verbatim"]["parts"] == sum(range(7)) + 6
 
     # again: the run is replaced, not added
     assert replay_run(store_url, spec, run_id="replay-test").error is None

@@ -45,6 +45,17 @@ ANCHORS = {
     ("b", 2, 2, "identifier"): {"current": "never_given", "mask10": "never_given",
                                 "ctx08": None},
 }
+# run RUN, arm ctx08: (instance, seq) -> the window the store holds, as (item kind,
+# rendering, tokens) per part; seq 1 of each was refused, so it holds none
+WINDOWS = {
+    ("a", 2): [("agent_turn", "verbatim", 100), ("tool_output", "verbatim", 300)],
+    ("a", 3): [("agent_turn", "verbatim", 100), ("tool_output", "pointer", 20),
+               ("agent_turn", "verbatim", 150), ("file_view", "view", 250)],
+    ("a", 4): [("agent_turn", "verbatim", 100), ("tool_output", "pointer", 20),
+               ("agent_turn", "verbatim", 150), ("file_view", "view", 250),
+               ("agent_turn", "verbatim", 80)],
+    ("b", 2): [("agent_turn", "verbatim", 200), ("tool_output", "verbatim", 100)],
+}
 # (run, instance) -> resolved, tree_matches_submission, tree_lost_at_seq, tree_note
 REPLAYS = {
     (RUN, "a"): (True, True, None, None),
@@ -62,9 +73,24 @@ def _write_replay(store) -> None:
         " VALUES (:run, :instance, :trajectory, 'mini-swe-agent-1', :resolved, :decisions,"
         " :matches, :lost, :note, 'now')")
     decision_sql = (
-        "INSERT INTO replay_decision (run_id, instance_id, seq, arm, prompt_tokens,"
-        " cached_tokens, action_kind, tree_known, refused)"
-        " VALUES (:run, :instance, :seq, :arm, :prompt, :cached, :action, :known, :refused)")
+        "INSERT INTO replay_decision (run_id, instance_id, seq, arm, decision_id, prompt_tokens,"
+        " cached_tokens, action_kind, tree_known, refused) VALUES (:run, :instance, :seq, :arm,"
+        " :decision, :prompt, :cached, :action, :known, :refused)")
+    window_decision_sql = (
+        "INSERT INTO decision (decision_id, run_id, instance_id, seq, decision_type, task_text,"
+        " request_json, request_sha256, tokenizer, token_ceiling, created_at) VALUES"
+        " (:decision, :run, :instance, :seq, 'edit', 'task', '{}', :sha, 'cl100k_base', 100000,"
+        " 'now')")
+    text_sql = "INSERT INTO evidence_text (content_sha256, content) VALUES (:sha, 'text')"
+    item_sql = (
+        "INSERT INTO evidence_item (decision_id, item_id, item_no, source, kind, content_sha256,"
+        " provenance) VALUES (:decision, :item, :no, 'live', :kind, :sha, 'live: a step')")
+    window_item_sql = (
+        "INSERT INTO window_item (decision_id, position, item_id, role, rendering, tier, block,"
+        " edge_critical, token_count, rendered_text) VALUES (:decision, :no, :item, 'part',"
+        " :rendering, 'working_set', 'middle', false, :tokens, 'text')")
+    sha = "0" * 64
+    decision_ids = {key: number for number, key in enumerate(WINDOWS, start=1)}
     anchor_sql = (
         "INSERT INTO replay_anchor (run_id, instance_id, seq, anchor_no, anchor_class,"
         " anchor_text) VALUES (:run, :instance, :seq, :no, :class, 'text')")
@@ -80,17 +106,28 @@ def _write_replay(store) -> None:
                 "run": run, "instance": instance, "trajectory": f"{instance}.traj.json",
                 "resolved": resolved, "decisions": decisions[(run, instance)],
                 "matches": matches, "lost": lost, "note": note})
+        connection.execute(text(text_sql), {"sha": sha})
+        for (instance, seq), parts in WINDOWS.items():
+            decision = decision_ids[(instance, seq)]
+            connection.execute(text(window_decision_sql), {
+                "decision": decision, "run": RUN, "instance": instance, "seq": seq, "sha": sha})
+            for number, (kind, rendering, tokens) in enumerate(parts, start=1):
+                item = {"decision": decision, "item": f"E{number}", "no": number}
+                connection.execute(text(item_sql), {**item, "kind": kind, "sha": sha})
+                connection.execute(text(window_item_sql),
+                                   {**item, "rendering": rendering, "tokens": tokens})
         for arm, by_instance in TOKENS.items():
             for instance, steps in by_instance.items():
                 for seq, (prompt, cached) in enumerate(steps, start=1):
                     connection.execute(text(decision_sql), {
                         "run": RUN, "instance": instance, "seq": seq, "arm": arm,
+                        "decision": decision_ids.get((instance, seq)) if arm == "ctx08" else None,
                         "prompt": prompt, "cached": cached, "action": ACTIONS[(instance, seq)],
                         "known": seq != 2, "refused": arm == "ctx08" and seq == 1})
         for arm, prompts in VARIANT_TOKENS.items():
             for seq, prompt in enumerate(prompts, start=1):
                 connection.execute(text(decision_sql), {
-                    "run": VARIANT_RUN, "instance": "a", "seq": seq, "arm": arm,
+                    "run": VARIANT_RUN, "instance": "a", "seq": seq, "arm": arm, "decision": None,
                     "prompt": prompt, "cached": 0, "action": "other",
                     "known": seq != 2, "refused": arm == "ctx08" and seq == 1})
         for (instance, seq, number, anchor_class), fates in ANCHORS.items():
@@ -240,6 +277,25 @@ def test_fates_of_the_lost_anchors(replay_store):
     }
 
 
+def test_parts_say_where_each_window_s_tokens_went(replay_store):
+    rows = _rows(replay_store, "replay_parts")
+    figures = [(r["run_id"], r["arm"], r["part_kind"], r["rendering"], r["parts"], r["tokens"])
+               for r in rows]
+    # the four windows the store holds (a/2-4, b/2; the refused seq 1 holds none, the
+    # other arms and the variant run no window): 900 + 1,000 + 1,100 + 750 = 3,750 sent,
+    # 1,820 of them in parts; the rest the harness's prompt, a part per decision
+    assert figures == [
+        (RUN, "ctx08", "harness_prompt", None, 4, 1930),
+        (RUN, "ctx08", "agent_turn", "verbatim", 7, 880),
+        (RUN, "ctx08", "file_view", "view", 2, 500),
+        (RUN, "ctx08", "tool_output", "verbatim", 2, 400),
+        (RUN, "ctx08", "tool_output", "pointer", 2, 40),
+    ]
+    assert [r["tokens_per_decision"] for r in rows] == pytest.approx([482.5, 220, 125, 100, 10])
+    assert [r["share_of_prompt_tokens"] for r in rows] == pytest.approx(
+        [1930 / 3750, 880 / 3750, 500 / 3750, 400 / 3750, 40 / 3750])
+
+
 def test_fidelity_counts_and_miss_causes(replay_store):
     rows = _rows(replay_store, "replay_fidelity")
     figures = [(r["run_id"], r["runs"], r["trees_matching"], r["matching_share"],
@@ -317,7 +373,7 @@ def test_lengths_group_the_runs_by_their_decisions(replay_store):
 
 
 def test_every_replay_report_answers_the_same_on_sqlite_and_postgresql(tmp_path, pg_url):
-    """The six reports over the same rows on both backends: the same columns, rows and
+    """The seven reports over the same rows on both backends: the same columns, rows and
     figures (PostgreSQL's NUMERIC read as floats, as run_report does), at two ratios."""
     answers = []
     for url in (str(tmp_path / "s.db"), pg_url):
@@ -357,6 +413,8 @@ def test_the_screen_json_and_page(replay_store):
     assert ["replay", "ctx08", "path", "2", "1", "0.500"] in [
         line.split() for line in lines]  # on a known tree, a table of its own
     assert "Where the lost anchors went" in screen and "apply" in screen
+    assert ["replay", "ctx08", "harness_prompt", "–", "4", "1,930", "482", "0.515"] in [
+        line.split() for line in lines]  # where the tokens went
     # the steps pivoted: run, seq, runs, then one column per arm, the reference first
     header = next(line for line in lines if line.startswith("run_id") and "seq" in line)
     assert header.split() == ["run_id", "seq", "runs", "current", "mask10", "ctx08"]

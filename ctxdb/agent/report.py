@@ -21,6 +21,7 @@ SECTIONS = {
     "arms": "replay_arms",
     "recall": "replay_recall",
     "fates": "replay_fates",
+    "parts": "replay_parts",
     "fidelity": "replay_fidelity",
     "lengths": "replay_lengths",
     "steps": "replay_steps",
@@ -96,6 +97,8 @@ SCREEN_TITLES = {
               "(all decisions; edit_*: decisions the agent followed with an edit; "
               "tree_known_*: decisions on a tree known to be the recorded run's)",
     "fates": "Where the lost anchors went (fate of the newest observation holding each)",
+    "parts": "Where a constructed window's tokens went: its parts by kind and rendering "
+             "(harness_prompt: the harness's own messages, which every arm sends)",
     "fidelity": "Working trees rebuilt: matching the submission, lost, and why",
     "lengths": "By run length: the runs in {length_groups} groups by their decisions, "
                "shortest first (tokens as a share of mask10's, cost of current's)",
@@ -108,7 +111,7 @@ SCREEN_TABLES = {"arms": ARMS_SCREEN_TABLES, "recall": RECALL_SCREEN_TABLES}
 
 def replay_screen(connection: Connection, cached_price_ratio: float = CACHED_PRICE_RATIO,
                   length_groups: int = REPLAY_LENGTH_GROUPS) -> str:
-    """The replay on one screen: the six sections as text tables, each under a title."""
+    """The replay on one screen: the seven sections as text tables, each under a title."""
     sections = replay_sections(connection, cached_price_ratio, length_groups)
     sections["steps"] = steps_by_arm(sections["steps"])
     parts = _title(cached_price_ratio)
@@ -200,7 +203,7 @@ def replay_html(connection: Connection, cached_price_ratio: float = CACHED_PRICE
         "decisions rest on fewer runs (hover a point for how many).</p>",
         _steps_charts(sections["steps"]),
     ]
-    for section in ("arms", "recall", "fates", "fidelity", "lengths"):
+    for section in ("arms", "recall", "fates", "parts", "fidelity", "lengths"):
         report = sections[section]
         title = SCREEN_TITLES[section].format(length_groups=length_groups)
         body += [f"<h2>{html.escape(title)}</h2>",

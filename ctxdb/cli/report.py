@@ -16,14 +16,15 @@ def register(commands: argparse._SubParsersAction) -> None:
         "report", help="a report from sql/reports/ (or `ab`, `replay` for a whole screen)",
         description="Run sql/reports/NAME.sql and print it; `ab` is the whole A/B on one screen, "
         "`replay` the replayed agent runs (tokens and cost by arm, anchor recall, where lost "
-        "anchors went, working-tree fidelity, cost by run length, tokens per step) on one; "
-        "either is one self-contained HTML page with --format html.",
+        "anchors went, where the window's tokens went, working-tree fidelity, cost by run "
+        "length, tokens per step) on one; either is one self-contained HTML page with "
+        "--format html.",
     )
     report.add_argument("name", metavar="NAME",
                         help="ab, replay, or a report: runs, arms, precision, gold_recall, "
                         "window_recall, tokens, edge_placement, outcomes, decision_rule, "
-                        "ablation, replay_arms, replay_recall, replay_fates, replay_fidelity, "
-                        "replay_lengths, replay_steps")
+                        "ablation, replay_arms, replay_recall, replay_fates, replay_parts, "
+                        "replay_fidelity, replay_lengths, replay_steps")
     add_db_option(report)
     report.add_argument("--format", choices=("table", "csv", "json", "html"), default="table",
                         help="output format (default: table)")
