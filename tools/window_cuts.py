@@ -37,7 +37,7 @@ import bisect
 import re
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -421,18 +421,8 @@ def early_fold(decisions: list[Decision], folds: EarlyFold) -> tuple[int, float,
                 changed[id(decision)] = texts
         cost_before += _cost(before)
         cost_after += _cost(after)
-    kept, total = Counter(), Counter()
-    for decision in decisions:
-        indexes = {n: WindowIndex(text) for n, text in changed.get(id(decision), {}).items()}
-        for (anchor_class, holders), anchor in zip(decision.anchors, decision.anchor_values,
-                                                   strict=True):
-            total[anchor_class] += 1
-            if holders is None or any(n not in indexes for n in holders) or any(
-                    index.keeps(anchor, unnamed_listing_counts=True)
-                    for index in indexes.values()):
-                kept[anchor_class] += 1
-    return saved, cost_before, cost_after, {
-        c: kept[c] / total[c] if total[c] else 1.0 for c in total}
+    return saved, cost_before, cost_after, _recall(
+        (decision, changed.get(id(decision), {})) for decision in decisions)
 
 
 def early_folds() -> dict[str, EarlyFold]:
@@ -464,13 +454,12 @@ def early_folds() -> dict[str, EarlyFold]:
 LineCut = Callable[[Decision], dict[int, str]]
 
 
-def line_cut(decisions: list[Decision], shortens: LineCut) -> tuple[int, dict]:
-    count = get_counter().count
-    saved, kept, total = 0, Counter(), Counter()
-    for decision in decisions:
-        shortened = shortens(decision)
-        saved += sum(decision.parts[n].tokens - count(text) for n, text in shortened.items())
-        indexes = {n: WindowIndex(text) for n, text in shortened.items()}
+def _recall(changed: Iterable[tuple[Decision, dict[int, str]]]) -> dict[str, float]:
+    """Each anchor class's share kept, each decision showing the parts its dict names
+    (part number -> new text) by that text and the rest as the replay showed them."""
+    kept, total = Counter(), Counter()
+    for decision, texts in changed:
+        indexes = {n: WindowIndex(text) for n, text in texts.items()}
         for (anchor_class, holders), anchor in zip(decision.anchors, decision.anchor_values,
                                                    strict=True):
             total[anchor_class] += 1
@@ -479,7 +468,15 @@ def line_cut(decisions: list[Decision], shortens: LineCut) -> tuple[int, dict]:
                     index.keeps(anchor, unnamed_listing_counts=True)
                     for index in indexes.values()):
                 kept[anchor_class] += 1
-    return saved, {c: kept[c] / total[c] if total[c] else 1.0 for c in total}
+    return {c: kept[c] / total[c] if total[c] else 1.0 for c in total}
+
+
+def line_cut(decisions: list[Decision], shortens: LineCut) -> tuple[int, dict]:
+    count = get_counter().count
+    shortened = [(decision, shortens(decision)) for decision in decisions]
+    saved = sum(decision.parts[n].tokens - count(text)
+                for decision, texts in shortened for n, text in texts.items())
+    return saved, _recall(shortened)
 
 
 def lines_with_new_names(text: str, shown: set[str], numbered: bool) -> str:
