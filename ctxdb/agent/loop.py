@@ -544,10 +544,17 @@ def pointer_label(step: LoopStep, kind: str) -> str:
     return label
 
 
+@lru_cache(maxsize=COMMANDS_READ_CACHED)
+def _edits(command: str) -> bool:
+    """``is_edit_command`` read once per command: every decision of a run asks of every
+    step before it."""
+    return is_edit_command(command)
+
+
 def decision_type_of(steps: Sequence[LoopStep]) -> str:
     """localize before the first edit; repair when the newest output is a failure after
     an edit; edit otherwise."""
-    edited = any(action.command and is_edit_command(action.command)
+    edited = any(action.command and _edits(action.command)
                  for s in steps for action in (s.actions or (s,)))
     if not edited:
         return "localize"
