@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import json
 import random
+import weakref
 
 import pytest
 
@@ -397,6 +399,27 @@ def test_a_long_view_shows_past_its_first_lines_only_what_brings_a_name(tmp_path
     whole = build_window(steps[:2] + steps[3:], TreeFiles(root),
                          rules.without("long_views")).parts[3]
     assert ELIDED_LINES not in whole.text and "81\tNAMED_BEFORE = 1" in whole.text
+
+
+def test_a_listing_read_once_keeps_neither_its_step_nor_its_text_alive(tmp_path):
+    """Every window past a listing asks for its folded form: it is read once and
+    remembered by a digest, so a run's steps (a long ``ls -R`` among them) are freed with
+    the run."""
+    root = _tree(tmp_path)
+    output = "".join(f"./pkg/sub{n}:\n" + "".join(f"module_{n}_{m}.py\n" for m in range(40))
+                     + "\n" for n in range(100))
+    assert len(output) > HASHED_TEXT_KEPT_MAX_CHARS  # a text the digests stand in for
+    listing = LoopStep("ls -R", output)
+    steps = [listing, *_filler(8)]
+    first = build_window(steps, TreeFiles(root), RULES).parts[1]
+    again = build_window(steps, TreeFiles(root), RULES).parts[1]
+    assert first.rendering == POINTER and "it listed (and" in first.text
+    assert again.text == first.text
+    freed = weakref.ref(listing)
+    del listing, steps, first, again
+    gc.collect()
+    assert freed() is None
+
 
 
 def test_what_a_long_views_tail_keeps(tmp_path):

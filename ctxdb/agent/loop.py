@@ -57,7 +57,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ..tokens import HASHED_TEXT_KEPT_MAX_CHARS
 from .anchors import (
@@ -102,7 +102,7 @@ MOVED_RUN_SUMMARIZED_MIN = 10
 # them): at most this many, in the order named
 POINTER_PATHS_MAX = 30
 RAISED_SHOWN_MAX_CHARS = 160  # a folded traceback's exception line, cut past this
-COMMANDS_READ_CACHED = 4096  # commands read for their exit status or test runner, remembered
+COMMANDS_READ_CACHED = 4096  # commands read for their exit status, test runner or edit, remembered
 # names a pointer lists at most: those its output was the first of the run to show (not
 # the harness's prompt, nor a command up to it, nor an earlier output), in their order.
 # The history alone decides them, so a pointer's text never changes once printed
@@ -1644,21 +1644,38 @@ def prompt_names(messages: Sequence[dict[str, str]], task: str = "") -> frozense
                      for name in _names(text))
 
 
+T = TypeVar("T")
+
+
+class _DigestMemo(Generic[T]):
+    """What was read of a text, remembered by the text's digest — the text itself is not
+    kept alive for it — the oldest forgotten past ``DIGESTS_CACHED``. A harness may build
+    windows in several threads."""
+
+    def __init__(self) -> None:
+        self._read: dict[str, T] = {}  # digest -> what was read, oldest first
+        self._lock = threading.Lock()
+
+    def get(self, digest: str, read: Callable[[], T]) -> T:
+        try:
+            return self._read[digest]
+        except KeyError:  # (not ``in`` then ``[]``: another thread may forget it between)
+            pass
+        value = read()
+        with self._lock:
+            if len(self._read) >= DIGESTS_CACHED:
+                self._read.pop(next(iter(self._read)), None)  # the oldest
+            self._read[digest] = value
+        return value
+
+
 def _names(text: str) -> tuple[str, ...]:
     """``text``'s names (``anchors.names_in``), each once, in order. A run's outputs come
     back at every decision: each is read once, a long one remembered by its digest (as
-    ``part_digest``: the text itself is not kept alive for it)."""
+    ``part_digest``)."""
     if len(text) <= HASHED_TEXT_KEPT_MAX_CHARS:
         return _names_kept(text)
-    digest = part_digest(text)
-    names = _LONG_TEXT_NAMES.get(digest)
-    if names is None:
-        names = _names_read(text)
-        with _LONG_TEXT_NAMES_LOCK:  # a harness may build windows in several threads
-            if len(_LONG_TEXT_NAMES) >= DIGESTS_CACHED:
-                del _LONG_TEXT_NAMES[next(iter(_LONG_TEXT_NAMES))]  # the oldest
-            _LONG_TEXT_NAMES[digest] = names
-    return names
+    return _LONG_TEXT_NAMES.get(part_digest(text), lambda: _names_read(text))
 
 
 def _names_read(text: str) -> tuple[str, ...]:
@@ -1666,8 +1683,7 @@ def _names_read(text: str) -> tuple[str, ...]:
 
 
 _names_kept = functools.lru_cache(maxsize=DIGESTS_CACHED)(_names_read)
-_LONG_TEXT_NAMES: dict[str, tuple[str, ...]] = {}  # digest -> names, oldest first
-_LONG_TEXT_NAMES_LOCK = threading.Lock()
+_LONG_TEXT_NAMES: _DigestMemo[tuple[str, ...]] = _DigestMemo()
 
 
 def names_first_shown(steps: Sequence[LoopStep],
@@ -1701,12 +1717,21 @@ def _looks_binary(output: str) -> bool:
     return "\x00" in sample or sample.count("\ufffd") > BINARY_UNDECODED_SHARE * len(sample)
 
 
-@lru_cache(maxsize=DIGESTS_CACHED)
 def _listed(step: LoopStep) -> tuple[str, int] | None:
     """A listing's entries as its folded form shows them, and how many it leaves out;
-    None for a step that is no listing. Every window past the step asks again."""
-    groups = listing_entries(step)
-    return _listing_text(groups) if groups else None
+    None for a step that is no listing. Every window past the step asks again: read once,
+    remembered by the digest of what ``listing_entries`` reads (the commands, the kinds,
+    the output)."""
+    read = "\0".join([step.command or "", step.kind, step.output,
+                      *(f"{action.command}\0{action.kind}" for action in step.actions)])
+
+    def listed() -> tuple[str, int] | None:
+        groups = listing_entries(step)
+        return _listing_text(groups) if groups else None
+    return _LISTINGS.get(_digest(read), listed)
+
+
+_LISTINGS: _DigestMemo[tuple[str, int] | None] = _DigestMemo()
 
 
 def _listing_part(item_no: int, step_no: int, kind: str, step: LoopStep) -> LoopPart | None:
