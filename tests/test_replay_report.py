@@ -45,16 +45,17 @@ ANCHORS = {
     ("b", 2, 2, "identifier"): {"current": "never_given", "mask10": "never_given",
                                 "ctx08": None},
 }
-# run RUN, arm ctx08: (instance, seq) -> the window the store holds, as (item kind,
-# rendering, tokens) per part; seq 1 of each was refused, so it holds none
+# arm ctx08: (run, instance, seq) -> the window the store holds, as (item kind, rendering,
+# tokens) per part; seq 1 of each was refused, so it holds none
 WINDOWS = {
-    ("a", 2): [("agent_turn", "verbatim", 100), ("tool_output", "verbatim", 300)],
-    ("a", 3): [("agent_turn", "verbatim", 100), ("tool_output", "pointer", 20),
-               ("agent_turn", "verbatim", 150), ("file_view", "view", 250)],
-    ("a", 4): [("agent_turn", "verbatim", 100), ("tool_output", "pointer", 20),
-               ("agent_turn", "verbatim", 150), ("file_view", "view", 250),
-               ("agent_turn", "verbatim", 80)],
-    ("b", 2): [("agent_turn", "verbatim", 200), ("tool_output", "verbatim", 100)],
+    (RUN, "a", 2): [("agent_turn", "verbatim", 100), ("tool_output", "verbatim", 300)],
+    (RUN, "a", 3): [("agent_turn", "verbatim", 100), ("tool_output", "pointer", 20),
+                    ("agent_turn", "verbatim", 150), ("file_view", "view", 250)],
+    (RUN, "a", 4): [("agent_turn", "verbatim", 100), ("tool_output", "pointer", 20),
+                    ("agent_turn", "verbatim", 150), ("file_view", "view", 250),
+                    ("agent_turn", "verbatim", 80)],
+    (RUN, "b", 2): [("agent_turn", "verbatim", 200), ("tool_output", "verbatim", 100)],
+    (VARIANT_RUN, "a", 2): [("agent_turn", "verbatim", 20)],
 }
 # (run, instance) -> resolved, tree_matches_submission, tree_lost_at_seq, tree_note
 REPLAYS = {
@@ -107,10 +108,10 @@ def _write_replay(store) -> None:
                 "resolved": resolved, "decisions": decisions[(run, instance)],
                 "matches": matches, "lost": lost, "note": note})
         connection.execute(text(text_sql), {"sha": sha})
-        for (instance, seq), parts in WINDOWS.items():
-            decision = decision_ids[(instance, seq)]
+        for (run, instance, seq), parts in WINDOWS.items():
+            decision = decision_ids[(run, instance, seq)]
             connection.execute(text(window_decision_sql), {
-                "decision": decision, "run": RUN, "instance": instance, "seq": seq, "sha": sha})
+                "decision": decision, "run": run, "instance": instance, "seq": seq, "sha": sha})
             for number, (kind, rendering, tokens) in enumerate(parts, start=1):
                 item = {"decision": decision, "item": f"E{number}", "no": number}
                 connection.execute(text(item_sql), {**item, "kind": kind, "sha": sha})
@@ -121,13 +122,16 @@ def _write_replay(store) -> None:
                 for seq, (prompt, cached) in enumerate(steps, start=1):
                     connection.execute(text(decision_sql), {
                         "run": RUN, "instance": instance, "seq": seq, "arm": arm,
-                        "decision": decision_ids.get((instance, seq)) if arm == "ctx08" else None,
+                        "decision": decision_ids.get((RUN, instance, seq))
+                        if arm == "ctx08" else None,
                         "prompt": prompt, "cached": cached, "action": ACTIONS[(instance, seq)],
                         "known": seq != 2, "refused": arm == "ctx08" and seq == 1})
         for arm, prompts in VARIANT_TOKENS.items():
             for seq, prompt in enumerate(prompts, start=1):
                 connection.execute(text(decision_sql), {
-                    "run": VARIANT_RUN, "instance": "a", "seq": seq, "arm": arm, "decision": None,
+                    "run": VARIANT_RUN, "instance": "a", "seq": seq, "arm": arm,
+                    "decision": decision_ids.get((VARIANT_RUN, "a", seq))
+                    if arm == "ctx08" else None,
                     "prompt": prompt, "cached": 0, "action": "other",
                     "known": seq != 2, "refused": arm == "ctx08" and seq == 1})
         for (instance, seq, number, anchor_class), fates in ANCHORS.items():
@@ -281,19 +285,23 @@ def test_parts_say_where_each_window_s_tokens_went(replay_store):
     rows = _rows(replay_store, "replay_parts")
     figures = [(r["run_id"], r["arm"], r["part_kind"], r["rendering"], r["parts"], r["tokens"])
                for r in rows]
-    # the four windows the store holds (a/2-4, b/2; the refused seq 1 holds none, the
-    # other arms and the variant run no window): 900 + 1,000 + 1,100 + 750 = 3,750 sent,
-    # 1,820 of them in parts; the rest the harness's prompt, a part per decision
+    # run RUN's four windows (a/2-4, b/2; the refused seq 1 holds none, the other arms
+    # no window): 900 + 1,000 + 1,100 + 750 = 3,750 sent, 1,820 of them in parts; the
+    # rest the harness's prompt, a part per decision. The variant run's one window (its
+    # seq 2, 60 tokens) is its own.
     assert figures == [
         (RUN, "ctx08", "harness_prompt", None, 4, 1930),
         (RUN, "ctx08", "agent_turn", "verbatim", 7, 880),
         (RUN, "ctx08", "file_view", "view", 2, 500),
         (RUN, "ctx08", "tool_output", "verbatim", 2, 400),
         (RUN, "ctx08", "tool_output", "pointer", 2, 40),
+        (VARIANT_RUN, "ctx08", "harness_prompt", None, 1, 40),
+        (VARIANT_RUN, "ctx08", "agent_turn", "verbatim", 1, 20),
     ]
-    assert [r["tokens_per_decision"] for r in rows] == pytest.approx([482.5, 220, 125, 100, 10])
+    assert [r["tokens_per_decision"] for r in rows] == pytest.approx(
+        [482.5, 220, 125, 100, 10, 40, 20])
     assert [r["share_of_prompt_tokens"] for r in rows] == pytest.approx(
-        [1930 / 3750, 880 / 3750, 500 / 3750, 400 / 3750, 40 / 3750])
+        [1930 / 3750, 880 / 3750, 500 / 3750, 400 / 3750, 40 / 3750, 40 / 60, 20 / 60])
 
 
 def test_fidelity_counts_and_miss_causes(replay_store):
@@ -387,6 +395,13 @@ def test_every_replay_report_answers_the_same_on_sqlite_and_postgresql(tmp_path,
     for key, report in on_sqlite.items():
         assert report.rows, key
         assert on_postgresql[key].columns == report.columns, key
+        # a count is a whole number on both (a sum of sums is NUMERIC on PostgreSQL)
+        assert [[type(v) for v in row] for row in on_postgresql[key].rows] == [
+            [type(v) for v in row] for row in report.rows], (key, sorted({
+                (column, type(a).__name__, type(b).__name__)
+                for pg_row, row in zip(on_postgresql[key].rows, report.rows, strict=True)
+                for column, a, b in zip(report.columns, pg_row, row, strict=True)
+                if type(a) is not type(b)}))
         assert on_postgresql[key].rows == [
             tuple(pytest.approx(v) if isinstance(v, float) else v for v in row)
             for row in report.rows], key

@@ -8,6 +8,7 @@
 -- and per resolved run (total over resolved runs); and the decisions to read with care:
 -- those whose ctx08 request was refused (the harness's own prompt alone was counted) and
 -- those made on a tree not known to be the run's. The reference arm (current) first.
+-- (A sum of sums is cast back to a whole number: PostgreSQL makes it NUMERIC.)
 WITH run_arm AS (  -- one replayed run in one arm
     SELECT d.run_id, d.arm, d.instance_id,
            MAX(CASE WHEN r.resolved THEN 1 ELSE 0 END) AS resolved,
@@ -53,17 +54,17 @@ SELECT
     a.run_id, a.arm,
     COUNT(*) AS runs,
     SUM(a.resolved) AS resolved_runs,
-    SUM(a.decisions) AS decisions,
+    CAST(SUM(a.decisions) AS BIGINT) AS decisions,
     t.median_prompt_tokens,
     t.p90_prompt_tokens,
-    SUM(a.prompt_tokens) AS total_prompt_tokens,
+    CAST(SUM(a.prompt_tokens) AS BIGINT) AS total_prompt_tokens,
     1.0 * SUM(a.prompt_tokens) / NULLIF(SUM(a.resolved), 0) AS tokens_per_resolved_run,
     1.0 * SUM(a.cached_tokens) / NULLIF(SUM(a.prompt_tokens), 0) AS cached_share,
     SUM(a.cost_tokens) AS cost_tokens,
     c.median_cost_per_run,
     1.0 * SUM(a.cost_tokens) / NULLIF(SUM(a.resolved), 0) AS cost_per_resolved_run,
-    SUM(a.refused_decisions) AS refused_decisions,
-    SUM(a.tree_unknown_decisions) AS tree_unknown_decisions
+    CAST(SUM(a.refused_decisions) AS BIGINT) AS refused_decisions,
+    CAST(SUM(a.tree_unknown_decisions) AS BIGINT) AS tree_unknown_decisions
 FROM run_arm a
 JOIN decision_tokens t ON t.run_id = a.run_id AND t.arm = a.arm
 JOIN run_cost c ON c.run_id = a.run_id AND c.arm = a.arm

@@ -28,7 +28,7 @@ group_arm AS (  -- one group of runs in one arm
            COUNT(*) AS runs,
            MIN(l.decisions) AS shortest_run_decisions,
            MAX(l.decisions) AS longest_run_decisions,
-           SUM(a.prompt_tokens) AS prompt_tokens,
+           CAST(SUM(a.prompt_tokens) AS BIGINT) AS prompt_tokens,  -- (PostgreSQL: NUMERIC)
            SUM(a.cost_tokens) AS cost_tokens
     FROM run_arm a
     JOIN run_length l ON l.run_id = a.run_id AND l.instance_id = a.instance_id
