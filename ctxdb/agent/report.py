@@ -98,7 +98,8 @@ SCREEN_TITLES = {
               "tree_known_*: decisions on a tree known to be the recorded run's)",
     "fates": "Where the lost anchors went (fate of the newest observation holding each)",
     "parts": "Where a constructed window's tokens went: its parts by kind and rendering "
-             "(harness_prompt: the harness's own messages, which every arm sends)",
+             "(harness_prompt: the rest, the harness's own messages with the window's "
+             "header and the chat framing)",
     "fidelity": "Working trees rebuilt: matching the submission, lost, and why",
     "lengths": "By run length: the runs in {length_groups} groups by their decisions, "
                "shortest first (tokens as a share of mask10's, cost of current's)",
