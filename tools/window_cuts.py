@@ -743,12 +743,12 @@ def combined(*line_cuts: LineCut) -> LineCut:
 
 
 def line_cuts() -> dict[str, LineCut]:
-    def new_names(age: int, commands_too: bool) -> LineCut:
+    def new_names(age: int, views: bool, commands: bool) -> LineCut:
         def shortens(decision: Decision) -> dict[int, str]:
             def cut(part: Part) -> bool:
                 old = decision.seq - part.step > age
-                return old and (part.rendering == "view" or (
-                    commands_too and part.part == COMMAND_PART and "\n" in part.text))
+                return old and (views and part.rendering == "view" or (
+                    commands and part.part == COMMAND_PART and "\n" in part.text))
 
             shown = set(decision.prompt_names)
             for part in decision.parts:
@@ -835,8 +835,9 @@ def line_cuts() -> dict[str, LineCut]:
         families[f"views older than {age}: no docstring bodies"] = docstrings(age, False)
         families[f"views older than {age}: no docstrings, comments"] = docstrings(age, True)
     for age in LINE_CUT_AGES:
-        families[f"views older than {age}: lines with a new name"] = new_names(age, False)
-        families[f"views, commands older than {age}: new names"] = new_names(age, True)
+        families[f"views older than {age}: lines with a new name"] = new_names(age, True, False)
+        families[f"views, commands older than {age}: new names"] = new_names(age, True, True)
+        families[f"commands older than {age}: new names"] = new_names(age, False, True)
         families[f"commands older than {age}: first {COMMAND_HEAD_LINES} lines"] = (
             command_heads(age))
     for age in SYMBOL_PLAY_AGES:
