@@ -421,7 +421,6 @@ def test_a_listing_read_once_keeps_neither_its_step_nor_its_text_alive(tmp_path)
     assert freed() is None
 
 
-
 def test_what_a_long_views_tail_keeps(tmp_path):
     root = _tree(tmp_path)
     head = "".join(f"HEAD_NAME_{n} = {n}\n" for n in range(1, 11))

@@ -292,6 +292,24 @@ def test_an_early_fold_shows_the_stride_s_form_from_the_first_decision_it_may(wi
     assert nothing[3]["identifier"] == pytest.approx(3 / 4)
 
 
+def test_the_new_names_cuts_shorten_only_the_families_they_name(window_cuts):
+    from ctxdb.agent.loop import COMMAND_PART, OUTPUT_PART
+
+    command = window_cuts.Part(1, COMMAND_PART, "verbatim", 30, 3, "cat",
+                               "[step 1] $ cat <<'EOF' > s.py\nimport only_here\nEOF")
+    view = window_cuts.Part(1, OUTPUT_PART, "view", 30, 3, "cat",
+                            "[E2 s.py lines 1-2]\n1\timport only_here\n2\tx = 1")
+    decision = window_cuts.Decision(30, 100, (command, view), (), (), frozenset())
+    cuts = window_cuts.line_cuts()
+    # parts older than 20 steps: each family shortens its own kind of part, nothing else
+    assert set(cuts["commands older than 20: new names"](decision)) == {0}
+    assert set(cuts["views older than 20: lines with a new name"](decision)) == {1}
+    assert set(cuts["views, commands older than 20: new names"](decision)) == {0, 1}
+    # a part as old as the age is left as it is
+    assert cuts["commands older than 20: new names"](
+        window_cuts.Decision(21, 100, (command, view), (), (), frozenset())) == {}
+
+
 def test_the_line_cut_keeps_definitions_and_lines_with_a_name_the_window_lacks(window_cuts):
     view = ("[E6 pkg/mod.py lines 10-15]\n10\tclass Basket:\n11\t    total = compute_total(items)\n"
             "12\t    total = compute_total(items)\n13\t    return total\n"
