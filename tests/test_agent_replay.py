@@ -473,3 +473,57 @@ def test_one_run_replays_on_a_tree_at_hand(requests_repository, tmp_path, capsys
     assert _git("status", "--porcelain", cwd=checkout) == before == ""
     assert _git("rev-parse", "HEAD", cwd=checkout).strip() == commit
     assert _rows(str(db), "SELECT instance_id FROM replay_run")[0][0] == "psf__requests-1"
+
+
+def test_a_here_document_folds_to_its_new_names_only_once_the_agent_stops_naming_it(
+        window_cuts):
+    from ctxdb.agent.loop import COMMAND_PART, OUTPUT_PART
+
+    assert window_cuts.here_document_files(
+        "[step 3] $ cat <<'EOF' > /testbed/repro.py\nimport sympy\nEOF\npython repro.py") == [
+        "/testbed/repro.py"]
+    assert window_cuts.here_document_files("[step 3] $ tee -a out.py <<EOF\nx = 1\nEOF") == [
+        "out.py"]
+    assert window_cuts.here_document_files("[step 3] $ cat repro.py > copy.py") == []
+    script = ("[step 1] $ cat <<'EOF' > repro.py\nimport sympy\nfrom sympy import only_here\n"
+              "print(sympy.S(1))\nEOF")
+    command = window_cuts.Part(1, COMMAND_PART, "verbatim", 40, 5, "cat", script)
+    output = window_cuts.Part(1, OUTPUT_PART, "pointer", 8, 1, "cat", "[E2 no output]")
+
+    def decision(seq, named_at):  # the agent's command names repro.py at these steps
+        steps = [("", "python repro.py" if n in named_at else "ls", "") for n in range(1, seq)]
+        return window_cuts.Decision(seq, 200, (command, output), (), (),
+                                    frozenset({"sympy", "print"}),
+                                    history=window_cuts.run_history(tuple(steps)))
+
+    first_fold = window_cuts.here_documents(first_fold_only=True)
+    # step 1 folds at the stride of horizon 10 (decision 13): not named from step 2 to 10
+    assert first_fold(decision(12, named_at=())) == {}  # not folded yet
+    assert first_fold(decision(13, named_at=())) == {0: (
+        "[step 1] $ cat <<'EOF' > repro.py\n…\nfrom sympy import only_here\n…")}
+    assert first_fold(decision(13, named_at=(10,))) == {}  # named: in play at its fold
+    # judged at its own fold only; at every fold, the file goes out of play later
+    assert first_fold(decision(23, named_at=(10,))) == {}
+    assert set(window_cuts.here_documents(first_fold_only=False)(
+        decision(23, named_at=(10,)))) == {0}
+
+
+def test_the_breaks_count_what_a_fold_re_sends_before_the_outputs_it_folds(window_cuts):
+    from ctxdb.agent.loop import COMMAND_PART, OUTPUT_PART
+
+    def window(seq, view_text):
+        parts = [window_cuts.Part(1, OUTPUT_PART, "view", 100, 2, "cat", view_text)]
+        parts += [window_cuts.Part(step, OUTPUT_PART, "verbatim", 10, 1, "ls", f"out {step}")
+                  for step in range(2, seq)]
+        parts.insert(0, window_cuts.Part(1, COMMAND_PART, "verbatim", 5, 1, "cat", "$ cat"))
+        return window_cuts.Decision(seq, 1000, tuple(parts), (), (), frozenset(), run="r")
+
+    # decision 23 folds steps 11 to 20 (horizon 10 -> 20); the view of step 1 changed too
+    folds, avoidable, necessary, causes, tokens = window_cuts.fold_breaks(
+        [window(22, "[E2 a.py line 1]\n1\tx = 1"), window(23, "[E2 a.py line 1]\n1\tx = 2")])
+    assert (folds, causes) == (1, {"view -> view": 1})
+    assert avoidable == 100 + 9 * 10  # the view and the outputs of steps 2 to 10
+    assert necessary == 12 * 10  # steps 11 to 22
+    folds, avoidable, *_ = window_cuts.fold_breaks(
+        [window(22, "[E2 a.py line 1]\n1\tx = 1"), window(23, "[E2 a.py line 1]\n1\tx = 1")])
+    assert (folds, avoidable) == (1, 0)

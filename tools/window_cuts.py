@@ -21,8 +21,13 @@ one the harness's own prompt holds needs no part). Then it prints:
   past-only rule, its variants by age, signatures, recency and who named them), alone or
   combined with the other cuts; views past their first lines showing only definitions
   and the lines with a name the window before them lacks (``long_views``, the rule since
-  built), or nothing; and one that adds instead: pointers listing the names
-  their output held that the window lacks.
+  built), or nothing; commands that wrote a file from a here-document, once the agent
+  stopped naming the file, shown by the lines with a name the window before lacks
+  (``here_documents``); and one that adds instead: pointers listing the names their
+  output held that the window lacks;
+- with ``--breaks``, where the folds after a run's first break the prompt cache: the
+  tokens each re-sends from the first output it folds, and those it re-sends because an
+  earlier part changed (a view read afresh, or gone out of play), by cause.
 
 A cut is read as "these parts were never shown"; a real rule would leave a pointer in
 their place, so the figures are an upper bound on what the cut keeps. LINE anchors are
@@ -56,12 +61,15 @@ from ctxdb.agent.anchors import (  # noqa: E402
 from ctxdb.agent.arms import ARM_CURRENT  # noqa: E402
 from ctxdb.agent.loop import (  # noqa: E402
     COMMAND_PART,
+    DEFAULT_RULES,
     EARLY_LISTING_SHARE_MAX,
+    FILE_IN_PLAY_STEPS,
     FRESH_OUTPUTS,
     OUTPUT_PART,
     POINTER,
     SHOWN_CUT,
     SHOWN_WHOLE,
+    fold_horizon,
     listing_entries,
     loop_step,
     names_first_shown,
@@ -450,8 +458,85 @@ def early_folds() -> dict[str, EarlyFold]:
     return folds
 
 
+def fold_breaks(decisions: list[Decision]) -> tuple[int, int, int, Counter, Counter]:
+    """Where the strides after a run's first fold break the prompt cache: the folds, the
+    tokens each re-sends from its first changed part, before the first output it folds
+    (what a fold that changed nothing earlier would not re-send: the avoidable), the
+    tokens from that output on, and per cause of an early change (the part's form before
+    and after) the folds and the avoidable tokens."""
+    folds = avoidable = necessary = 0
+    causes: Counter = Counter()
+    cause_tokens: Counter = Counter()
+    for run in _runs(decisions):
+        for before, now in zip(run, run[1:], strict=False):
+            previous = fold_horizon(before.seq - 1, DEFAULT_RULES)
+            if not 0 < previous < fold_horizon(now.seq - 1, DEFAULT_RULES):
+                continue
+            folds += 1
+            changed = next((n for n, (a, b) in enumerate(zip(before.parts, now.parts, strict=False))
+                            if (a.step, a.part, a.text) != (b.step, b.part, b.text)),
+                           min(len(before.parts), len(now.parts)))
+            folded = next((n for n, part in enumerate(now.parts)
+                           if part.step > previous and part.part == OUTPUT_PART),
+                          len(now.parts))
+            necessary += sum(part.tokens for part in now.parts[folded:])
+            if changed < folded:
+                early = sum(part.tokens for part in now.parts[changed:folded])
+                a, b = before.parts[changed], now.parts[changed]
+                cause = (f"{a.rendering} -> {b.rendering}" if (a.step, a.part) == (b.step, b.part)
+                         else "a part came or went")
+                avoidable += early
+                causes[cause] += 1
+                cause_tokens[cause] += early
+    return folds, avoidable, necessary, causes, cause_tokens
+
+
 # A line cut: a decision -> the parts it shows by fewer lines (part number -> new text).
 LineCut = Callable[[Decision], dict[int, str]]
+
+_STEP_PROMPT = re.compile(r"^\[step \d+\] \$ ")  # a command part's first line: "[step N] $ "
+
+
+def here_document_files(command_part: str) -> list[str]:
+    """The files a command part writes from a here-document (``cat <<'EOF' > f.py``,
+    ``tee f.py <<EOF``): a script the agent wrote into the tree."""
+    files = []
+    for command in shell_commands(_STEP_PROMPT.sub("", command_part, count=1)):
+        if command.heredocs:
+            files += command.output_files()
+            if command.name == "tee":
+                files += [word for word in command.words[1:] if not word.startswith("-")]
+    return files
+
+
+def here_documents(first_fold_only: bool, play_steps: int = FILE_IN_PLAY_STEPS) -> LineCut:
+    """Commands that wrote a file from a here-document, folded with their step's output
+    when the agent's reasoning and commands did not name the file (its name or its stem,
+    ``repro`` of ``repro.py``) within ``play_steps`` steps up to the fold: shown by the
+    lines with a name the window before them lacks. Judged at the stride that folded the
+    step (``first_fold_only``: the text changes where the window already changes, and
+    never again) or at every fold (a file may go out of play later: the text changes
+    there, before the outputs that fold, so the fold re-sends more)."""
+    def shortens(decision: Decision) -> dict[int, str]:
+        history = decision.history
+        horizon = fold_horizon(decision.seq - 1, DEFAULT_RULES)
+        shown = set(decision.prompt_names)
+        short = {}
+        for n, part in enumerate(decision.parts):
+            files = (here_document_files(part.text) if history is not None
+                     and part.part == COMMAND_PART and part.step <= horizon else [])
+            if files:
+                stride = DEFAULT_RULES.fold_stride
+                fold = -(-part.step // stride) * stride if first_fold_only else horizon
+                words = {word for path in files for name in [path.rsplit("/", 1)[-1]]
+                         for word in (name, name.rsplit(".", 1)[0])}
+                assert history is not None
+                if not history.names_any(words, max(part.step + 1, fold - play_steps + 1),
+                                         fold, written_only=True):
+                    short[n] = lines_with_new_names(part.text, set(shown), numbered=False)
+            shown.update(names_in(part.text))
+        return short
+    return shortens
 
 
 def _recall(changed: Iterable[tuple[Decision, dict[int, str]]]) -> dict[str, float]:
@@ -840,6 +925,10 @@ def line_cuts() -> dict[str, LineCut]:
         families[f"commands older than {age}: new names"] = new_names(age, False, True)
         families[f"commands older than {age}: first {COMMAND_HEAD_LINES} lines"] = (
             command_heads(age))
+    families["here-documents of files out of play at their fold: new names"] = (
+        here_documents(first_fold_only=True))
+    families["here-documents of files out of play at any fold: new names"] = (
+        here_documents(first_fold_only=False))
     for age in SYMBOL_PLAY_AGES:
         families[f"views older than {age}: symbols in play"] = symbol_play(age)
     age, recent = SYMBOL_PLAY_AGES[0], SYMBOL_PLAY_RECENT_STEPS
@@ -884,6 +973,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arm", default="ctx08", help="the loop arm whose windows to cut")
     parser.add_argument("--early", action="store_true",
                         help="print the early folds (and their cost) instead of the cuts")
+    parser.add_argument("--breaks", action="store_true",
+                        help="print where the folds after the first break the prompt cache")
     parser.add_argument("--rows", default="", metavar="TEXT",
                         help="only the cuts whose name holds TEXT (the first row always)")
     args = parser.parse_args(argv)
@@ -893,6 +984,14 @@ def main(argv: list[str] | None = None) -> int:
     sent = sum(d.prompt_tokens for d in decisions)
     print(f"{len(decisions)} decisions, {sent / 1e6:.2f} M tokens sent;"
           f" an oracle that knew each next action: {oracle_tokens(decisions) / 1e6:.2f} M")
+    if args.breaks:
+        folds, avoidable, necessary, causes, cause_tokens = fold_breaks(decisions)
+        print(f"{folds} folds after a run's first: {necessary / 1e6:.2f} M tokens re-sent from"
+              f" the first output each folds, {avoidable / 1e6:.2f} M more from an earlier"
+              " change")
+        for cause, count in causes.most_common():
+            print(f"  {cause:30} {count:5} folds {cause_tokens[cause] / 1e6:7.2f} M")
+        return 0
     if args.early:
         print(f"{'fold early':65} {'saved':>8} {'cost':>8}  "
               + "  ".join(f"{c.value:>10}" for c in ANCHOR_CLASSES))
