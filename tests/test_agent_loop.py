@@ -914,6 +914,11 @@ def test_bad_steps_are_named(store, tmp_path):
         construct_step(store, run_id="r", instance_id="i", task="t", steps=[], arm="mask10")
     with pytest.raises(RequestError, match=r"prefix\[0\]"):
         construct_step(store, run_id="r", instance_id="i", task="t", steps=[], prefix=["hi"])
+    with pytest.raises(RequestError, match=r"prefix: expected a list of chat messages, got str"):
+        construct_step(store, run_id="r", instance_id="i", task="t", steps=[], prefix="hi")
+    with pytest.raises(RequestError, match=r"prefix\[1\]\.role: expected one of .*'sys'"):
+        construct_step(store, run_id="r", instance_id="i", task="t", steps=[],
+                       prefix=[{"role": "system", "content": "s"}, {"role": "sys", "content": "t"}])
 
 
 def test_views_follow_the_agent_where_it_works(store, tmp_path):

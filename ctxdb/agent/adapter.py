@@ -87,6 +87,8 @@ TEXT_REPLACED_FLAG = "text_replaced"  # a NUL or lone surrogate made storable (f
 # by loop.step_of_item's part number
 PART_NAMES = ("command", "output", "reasoning", "changed lines")
 # the ceiling's ladder (budget_log.ladder_step), in its order
+# the roles a chat API takes in the harness's opening messages
+PREFIX_ROLES = ("system", "developer", "user", "assistant")
 LADDER_DROP_REASONING = "loop_drop_reasoning"
 LADDER_FOLD_FRESH = "loop_fold_fresh"
 LADDER_FOLD_VIEW = "loop_fold_view"
@@ -409,11 +411,17 @@ def _check(run_id: object, instance_id: object, task: object, prefix: Sequence[o
         raise RequestError(f"arm: expected one of {ARMS}, got {arm!r}")
     if seq is not None and (not isinstance(seq, int) or seq < 1):
         raise RequestError(f"seq: expected a positive integer, got {seq!r}")
+    if not isinstance(prefix, (list, tuple)):
+        raise RequestError(f"prefix: expected a list of chat messages, got "
+                           f"{type(prefix).__name__}")
     for index, message in enumerate(prefix):
         if not isinstance(message, dict) or not isinstance(message.get("content"), str) \
                 or not isinstance(message.get("role"), str):
             raise RequestError(f"prefix[{index}]: expected a chat message with role and "
                                f"content text")
+        if message["role"] not in PREFIX_ROLES:
+            raise RequestError(f"prefix[{index}].role: expected one of {PREFIX_ROLES}, got "
+                               f"{message['role']!r}")
 
 
 def _history_whole(steps: Sequence[LoopStep]) -> list[LoopPart]:

@@ -17,13 +17,15 @@ def register(commands: argparse._SubParsersAction) -> None:
         "scratch copy of the base commit (no network, read-only outside the copy, a time "
         "limit), construct ctxdb's window, and write it beside the two reference arms "
         "(current: the harness's whole history; mask10: observations older than the 10 newest "
-        "masked) with what the agent's next action used. A progress bar on stderr when it is a "
+        "masked) and the window with each of its rules off (ctx08-without-RULE: what each rule "
+        "buys), with what the agent's next action used. A progress bar on stderr when it is a "
         "terminal. Bad lines are named after the good ones have run (exit 2); a run that "
         "fails is named and left out of the store (exit 1).",
     )
     replay.add_argument("runs", metavar="RUNS.jsonl|RUN.traj.json",
-                        help="lines of instance_id, trajectory (relative to the file), "
-                        "base_commit, repo_git, resolved; or one trajectory with --tree")
+                        help="one JSON object a line, with keys instance_id, trajectory "
+                        "(relative to the file), base_commit, repo_git, resolved; or one "
+                        "trajectory with --tree")
     add_db_option(replay)
     replay.add_argument("--tree", metavar="DIR",
                         help="one run: a git checkout of its repository (its HEAD is the base "
