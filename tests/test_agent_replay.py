@@ -506,6 +506,12 @@ def test_a_here_document_folds_to_its_new_names_only_once_the_agent_stops_naming
     assert first_fold(decision(23, named_at=(10,))) == {}
     assert set(window_cuts.here_documents(first_fold_only=False)(
         decision(23, named_at=(10,)))) == {0}
+    # judged at the first fold 10 steps on (horizon 20): not before, and only if no step
+    # since named it
+    looking = window_cuts.here_documents(first_fold_only=True, look_steps=10)
+    assert looking(decision(13, named_at=())) == {}
+    assert looking(decision(23, named_at=(15,))) == {}
+    assert set(looking(decision(23, named_at=()))) == {0}
 
 
 def test_the_breaks_count_what_a_fold_re_sends_before_the_outputs_it_folds(window_cuts):

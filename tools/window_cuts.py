@@ -88,7 +88,9 @@ POINTER_NAMES = 20  # names a pointer lists at most, when it lists its output's
 VIEW_TAIL_LINES = (30, 50, 100)  # views shown whole this far, then only what is new
 ELIDED = "…"  # a line cut's mark where lines were left out
 FRESH_RENDERINGS = (SHOWN_WHOLE, SHOWN_CUT)
-EARLY_FOLD_TOKENS = (500, 2000, 3000)  # early folds of outputs at least this long
+EARLY_FOLD_TOKENS = (500, 2000, 3000)
+# a here-document judged at the first fold at least this many steps after it
+HERE_DOCUMENT_LOOK_STEPS = (3, 5, 10)  # early folds of outputs at least this long
 SCRIPT_RUNNERS = ("pytest", "test", "python", "python3")  # a test's or a script's output
 # an output the run ended before any stride folded: its fold taken for a bare pointer
 UNFOLDED_POINTER_TOKENS = 30
@@ -509,14 +511,17 @@ def here_document_files(command_part: str) -> list[str]:
     return files
 
 
-def here_documents(first_fold_only: bool, play_steps: int = FILE_IN_PLAY_STEPS) -> LineCut:
+def here_documents(first_fold_only: bool, play_steps: int = FILE_IN_PLAY_STEPS,
+                   look_steps: int = 0) -> LineCut:
     """Commands that wrote a file from a here-document, folded with their step's output
     when the agent's reasoning and commands did not name the file (its name or its stem,
     ``repro`` of ``repro.py``) within ``play_steps`` steps up to the fold: shown by the
     lines with a name the window before them lacks. Judged at the stride that folded the
     step (``first_fold_only``: the text changes where the window already changes, and
     never again) or at every fold (a file may go out of play later: the text changes
-    there, before the outputs that fold, so the fold re-sends more)."""
+    there, before the outputs that fold, so the fold re-sends more). ``look_steps``: the
+    first fold judged is the first at least that many steps after the command's (a script
+    written just before a fold has had no later step to be named in)."""
     def shortens(decision: Decision) -> dict[int, str]:
         history = decision.history
         horizon = fold_horizon(decision.seq - 1, DEFAULT_RULES)
@@ -527,12 +532,18 @@ def here_documents(first_fold_only: bool, play_steps: int = FILE_IN_PLAY_STEPS) 
                      and part.part == COMMAND_PART and part.step <= horizon else [])
             if files:
                 stride = DEFAULT_RULES.fold_stride
-                fold = -(-part.step // stride) * stride if first_fold_only else horizon
+                fold = (-(-(part.step + look_steps) // stride) * stride if first_fold_only
+                        else horizon)
+                if fold > horizon:
+                    shown.update(names_in(part.text))
+                    continue
                 words = {word for path in files for name in [path.rsplit("/", 1)[-1]]
                          for word in (name, name.rsplit(".", 1)[0])}
                 assert history is not None
-                if not history.names_any(words, max(part.step + 1, fold - play_steps + 1),
-                                         fold, written_only=True):
+                # at its own fold: any step since it; at every fold: the last play_steps
+                since = part.step + 1 if first_fold_only else max(part.step + 1,
+                                                                  fold - play_steps + 1)
+                if not history.names_any(words, since, fold, written_only=True):
                     short[n] = lines_with_new_names(part.text, set(shown), numbered=False)
             shown.update(names_in(part.text))
         return short
@@ -929,6 +940,9 @@ def line_cuts() -> dict[str, LineCut]:
         here_documents(first_fold_only=True))
     families["here-documents of files out of play at any fold: new names"] = (
         here_documents(first_fold_only=False))
+    for look in HERE_DOCUMENT_LOOK_STEPS:
+        families[f"here-documents of files out of play {look} steps on: new names"] = (
+            here_documents(first_fold_only=True, look_steps=look))
     for age in SYMBOL_PLAY_AGES:
         families[f"views older than {age}: symbols in play"] = symbol_play(age)
     age, recent = SYMBOL_PLAY_AGES[0], SYMBOL_PLAY_RECENT_STEPS
