@@ -69,7 +69,7 @@ from .anchors import (
 )
 from .trajectory import ObservationKind, Step
 
-# Rules measured on the 97 development runs (docs/agent-loop.md has the sweep).
+# Rules measured on the 97 development runs (docs/agent-loop-history.md has the sweeps).
 FRESH_OUTPUTS = 2  # the newest outputs shown whole, at least
 FOLD_STRIDE = 10  # the fold horizon moves in steps of this many decisions
 # a folded file's views stay while a command (or the reasoning, by its path) named the
@@ -106,7 +106,7 @@ COMMANDS_READ_CACHED = 4096  # commands read for their exit status, test runner 
 # names a pointer lists at most: those its output was the first of the run to show (not
 # the harness's prompt, nor a command up to it, nor an earlier output), in their order.
 # The history alone decides them, so a pointer's text never changes once printed
-# (docs/agent-loop.md: 46 of the 51 identifiers lost sat in outputs masked to a pointer;
+# (docs/agent-loop-history.md: 46 of the 51 identifiers lost sat in outputs masked to a pointer;
 # the sweep: 5 / 10 / 20 names keep 0.990 / 0.992 / 0.993 of them for 0.27 / 0.42 / 0.66 M
 # tokens)
 POINTER_NAMES_MAX = 10
@@ -121,7 +121,7 @@ PATH_CHARS_MAX = 300  # longer runs of path characters are not paths
 # (``tests``, ``tox.ini``). Listings held 12 of the 34 identifiers and paths the window
 # lost on the development runs and 30 of 74 on held-out runs of other repositories;
 # 50 / 100 / 200 entries keep 7 / 7 / 10 and 23 / 26 / 30 of them, for 0.42 / 0.67 /
-# 1.09 M more tokens on the development runs (docs/agent-loop.md)
+# 1.09 M more tokens on the development runs (docs/agent-loop-history.md)
 LISTING_ENTRIES_MAX = 50
 # a listing folds to its entries as soon as FRESH_OUTPUTS newer outputs came, not at the
 # next stride, when its entries are at most this share of the text the harness showed: a
@@ -130,7 +130,7 @@ LISTING_ENTRIES_MAX = 50
 # development runs: 0.99 M fewer tokens, 1.6% less cost, 3 identifiers lost (words among
 # an ``ls -R``'s entries past the kept ones, which the stride fold drops a few steps
 # later); a listing that would fold to most of its text only breaks the cache
-# (docs/agent-loop.md)
+# (docs/agent-loop-history.md)
 EARLY_LISTING_SHARE_MAX = 0.5
 
 # a run of printed lines that reads otherwise now, between two lines found, stands for the
