@@ -485,6 +485,9 @@ def test_a_here_document_folds_to_its_new_names_only_once_the_agent_stops_naming
     assert window_cuts.here_document_files("[step 3] $ tee -a out.py <<EOF\nx = 1\nEOF") == [
         "out.py"]
     assert window_cuts.here_document_files("[step 3] $ cat repro.py > copy.py") == []
+    # a script run from a here-document: the file is its output, not the script
+    assert window_cuts.here_document_files(
+        "[step 3] $ python - <<'EOF' > out.txt\nprint(1)\nEOF") == []
     script = ("[step 1] $ cat <<'EOF' > repro.py\nimport sympy\nfrom sympy import only_here\n"
               "print(sympy.S(1))\nEOF")
     command = window_cuts.Part(1, COMMAND_PART, "verbatim", 40, 5, "cat", script)

@@ -88,9 +88,9 @@ POINTER_NAMES = 20  # names a pointer lists at most, when it lists its output's
 VIEW_TAIL_LINES = (30, 50, 100)  # views shown whole this far, then only what is new
 ELIDED = "…"  # a line cut's mark where lines were left out
 FRESH_RENDERINGS = (SHOWN_WHOLE, SHOWN_CUT)
-EARLY_FOLD_TOKENS = (500, 2000, 3000)
+EARLY_FOLD_TOKENS = (500, 2000, 3000)  # early folds of outputs at least this long
 # a here-document judged at the first fold at least this many steps after it
-HERE_DOCUMENT_LOOK_STEPS = (3, 5, 10)  # early folds of outputs at least this long
+HERE_DOCUMENT_LOOK_STEPS = (3, 5, 10)
 SCRIPT_RUNNERS = ("pytest", "test", "python", "python3")  # a test's or a script's output
 # an output the run ended before any stride folded: its fold taken for a bare pointer
 UNFOLDED_POINTER_TOKENS = 30
@@ -501,10 +501,11 @@ _STEP_PROMPT = re.compile(r"^\[step \d+\] \$ ")  # a command part's first line: 
 
 def here_document_files(command_part: str) -> list[str]:
     """The files a command part writes from a here-document (``cat <<'EOF' > f.py``,
-    ``tee f.py <<EOF``): a script the agent wrote into the tree."""
+    ``tee f.py <<EOF``): a script the agent wrote into the tree (not ``python - <<EOF >
+    out.txt``, where the here-document is a script run and the file its output)."""
     files = []
     for command in shell_commands(_STEP_PROMPT.sub("", command_part, count=1)):
-        if command.heredocs:
+        if command.heredocs and command.name in ("cat", "tee"):
             files += command.output_files()
             if command.name == "tee":
                 files += [word for word in command.words[1:] if not word.startswith("-")]
@@ -514,9 +515,11 @@ def here_document_files(command_part: str) -> list[str]:
 def here_documents(first_fold_only: bool, play_steps: int = FILE_IN_PLAY_STEPS,
                    look_steps: int = 0) -> LineCut:
     """Commands that wrote a file from a here-document, folded with their step's output
-    when the agent's reasoning and commands did not name the file (its name or its stem,
-    ``repro`` of ``repro.py``) within ``play_steps`` steps up to the fold: shown by the
-    lines with a name the window before them lacks. Judged at the stride that folded the
+    when the agent's reasoning and commands did not name the file (its stem as a word,
+    ``repro`` of ``repro.py``: looser than the loop's *in play*, which matches a path or a
+    whole file name) — at its own fold, in any step since the command; at every fold,
+    within ``play_steps`` steps up to it: shown by the lines with a name the window
+    before them lacks. Judged at the stride that folded the
     step (``first_fold_only``: the text changes where the window already changes, and
     never again) or at every fold (a file may go out of play later: the text changes
     there, before the outputs that fold, so the fold re-sends more). ``look_steps``: the

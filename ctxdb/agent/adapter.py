@@ -86,9 +86,9 @@ TOKEN_MEMO_SIZE = 8192  # parts repeat at every step of a run: each counted once
 TEXT_REPLACED_FLAG = "text_replaced"  # a NUL or lone surrogate made storable (flags)
 # by loop.step_of_item's part number
 PART_NAMES = ("command", "output", "reasoning", "changed lines")
-# the ceiling's ladder (budget_log.ladder_step), in its order
 # the roles a chat API takes in the harness's opening messages
 PREFIX_ROLES = ("system", "developer", "user", "assistant")
+# the ceiling's ladder (budget_log.ladder_step), in its order
 LADDER_DROP_REASONING = "loop_drop_reasoning"
 LADDER_FOLD_FRESH = "loop_fold_fresh"
 LADDER_FOLD_VIEW = "loop_fold_view"

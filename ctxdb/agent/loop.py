@@ -127,7 +127,7 @@ LISTING_ENTRIES_MAX = 50
 # next stride, when its entries are at most this share of the text the harness showed: a
 # run's opening ``ls -R`` (a harness-cut 3,400 tokens) no longer rides along whole for up
 # to a stride, and the cache break lands two steps from the window's end. On the
-# development runs: 0.99 M fewer tokens, 1.6% less cost, 3 identifiers lost (words among
+# development runs: 0.96 M fewer tokens, 1.6% less cost, 3 identifiers lost (words among
 # an ``ls -R``'s entries past the kept ones, which the stride fold drops a few steps
 # later); a listing that would fold to most of its text only breaks the cache
 # (docs/agent-loop-history.md)
