@@ -473,6 +473,13 @@ def test_one_run_replays_on_a_tree_at_hand(requests_repository, tmp_path, capsys
     assert _git("status", "--porcelain", cwd=checkout) == before == ""
     assert _git("rev-parse", "HEAD", cwd=checkout).strip() == commit
     assert _rows(str(db), "SELECT instance_id FROM replay_run")[0][0] == "psf__requests-1"
+    # a run that submitted nothing is no tree that missed its patch: the summary says so
+    trajectory["info"].pop("submission")
+    path.write_text(json.dumps(trajectory), encoding="utf-8")
+    assert main(["replay", str(path), "--tree", str(checkout), "--db", str(db),
+                 "--run-id", "unsubmitted"]) == 0
+    assert "tree gives the submitted patch in 0 of 1 (1 without a submission)" \
+        in capsys.readouterr().out
 
 
 def test_a_here_document_folds_to_its_new_names_only_once_the_agent_stops_naming_it(

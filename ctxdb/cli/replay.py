@@ -98,6 +98,8 @@ def _cmd_replay(args) -> int:
         print(f"ctxdb: error: {error}", file=sys.stderr)
     done = [r for r in summary.results if not r.error]
     matched = sum(1 for r in done if r.tree_matches_submission)
+    unsubmitted = sum(1 for r in done if r.tree_matches_submission is None)
+    without = f" ({unsubmitted} without a submission)" if unsubmitted else ""
     if done:
         after = "`ctxdb report replay` shows the arms."
     elif new_store and store_file is not None:
@@ -108,7 +110,7 @@ def _cmd_replay(args) -> int:
         after = "nothing was replayed."
     print(f"replay {args.run_id}: {len(done)} run(s) done, {sum(r.decisions for r in done)} "
           f"decisions ({sum(r.refused_decisions for r in done)} refused); tree gives the "
-          f"submitted patch in {matched} of {len(done)}; {len(summary.failed)} failed, "
+          f"submitted patch in {matched} of {len(done)}{without}; {len(summary.failed)} failed, "
           f"{len(errors)} bad line(s). {after}")
     if errors:
         return EXIT_BAD_INPUT
