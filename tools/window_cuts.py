@@ -514,39 +514,36 @@ def here_document_files(command_part: str) -> list[str]:
 
 def here_documents(first_fold_only: bool, play_steps: int = FILE_IN_PLAY_STEPS,
                    look_steps: int = 0) -> LineCut:
-    """Commands that wrote a file from a here-document, folded with their step's output
-    when the agent's reasoning and commands did not name the file (its stem as a word,
-    ``repro`` of ``repro.py``: looser than the loop's *in play*, which matches a path or a
-    whole file name) — at its own fold, in any step since the command; at every fold,
-    within ``play_steps`` steps up to it: shown by the lines with a name the window
-    before them lacks. Judged at the stride that folded the
-    step (``first_fold_only``: the text changes where the window already changes, and
-    never again) or at every fold (a file may go out of play later: the text changes
-    there, before the outputs that fold, so the fold re-sends more). ``look_steps``: the
-    first fold judged is the first at least that many steps after the command's (a script
-    written just before a fold has had no later step to be named in)."""
+    """Commands that wrote a file from a here-document, folded with their step's output,
+    shown by the lines with a name the window before them lacks when the agent's
+    reasoning and commands did not name the file (its stem as a word, ``repro`` of
+    ``repro.py``: looser than the loop's *in play*, which matches a path or a whole file
+    name). ``first_fold_only``: judged once, at the stride that folded the step, by every
+    step since the command (the text changes where the window already changes, and never
+    again); else at every fold, by the last ``play_steps`` steps up to it (a file may go
+    out of play later: the text changes there, before the outputs that fold, so the fold
+    re-sends more). ``look_steps``: the first fold judged is the first at least that many
+    steps after the command's (a script written just before a fold has had no later step
+    to be named in)."""
+    stride = DEFAULT_RULES.fold_stride
+
     def shortens(decision: Decision) -> dict[int, str]:
         history = decision.history
+        if history is None:
+            return {}
         horizon = fold_horizon(decision.seq - 1, DEFAULT_RULES)
         shown = set(decision.prompt_names)
         short = {}
         for n, part in enumerate(decision.parts):
-            files = (here_document_files(part.text) if history is not None
-                     and part.part == COMMAND_PART and part.step <= horizon else [])
-            if files:
-                stride = DEFAULT_RULES.fold_stride
-                fold = (-(-(part.step + look_steps) // stride) * stride if first_fold_only
-                        else horizon)
-                if fold > horizon:
-                    shown.update(names_in(part.text))
-                    continue
-                words = {word for path in files for name in [path.rsplit("/", 1)[-1]]
-                         for word in (name, name.rsplit(".", 1)[0])}
-                assert history is not None
-                # at its own fold: any step since it; at every fold: the last play_steps
+            files = (here_document_files(part.text)
+                     if part.part == COMMAND_PART and part.step <= horizon else [])
+            fold = (-(-(part.step + look_steps) // stride) * stride if first_fold_only
+                    else horizon)
+            if files and fold <= horizon:
+                stems = {path.rsplit("/", 1)[-1].rsplit(".", 1)[0] for path in files}
                 since = part.step + 1 if first_fold_only else max(part.step + 1,
                                                                   fold - play_steps + 1)
-                if not history.names_any(words, since, fold, written_only=True):
+                if not history.names_any(stems, since, fold, written_only=True):
                     short[n] = lines_with_new_names(part.text, set(shown), numbered=False)
             shown.update(names_in(part.text))
         return short
