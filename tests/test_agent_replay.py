@@ -539,6 +539,7 @@ def test_the_breaks_count_what_a_fold_re_sends_before_the_outputs_it_folds(windo
         [window(22, "[E2 a.py line 1]\n1\tx = 1"), window(23, "[E2 a.py line 1]\n1\tx = 2")])
     assert (folds, causes) == (1, {"view -> view": 1})
     assert avoidable == 100 + 9 * 10  # the view and the outputs of steps 2 to 10
+    assert tokens == {"view -> view": avoidable}
     assert necessary == 12 * 10  # steps 11 to 22
     folds, avoidable, *_ = window_cuts.fold_breaks(
         [window(22, "[E2 a.py line 1]\n1\tx = 1"), window(23, "[E2 a.py line 1]\n1\tx = 1")])
