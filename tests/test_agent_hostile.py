@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import threading
@@ -187,14 +188,39 @@ def test_a_diverged_edit_whose_tree_still_ends_as_the_run_s_is_not_flagged(tmp_p
     assert _count(db, "SELECT COUNT(*) FROM replay_decision WHERE NOT tree_known") == 0
 
 
-def _submission_after_edit(repository, tmp_path) -> str:
+def test_blob_names_abbreviated_to_another_length_are_the_same_submission(tmp_path,
+                                                                          repository):
+    # the harness's clone held another count of objects than ours, so git printed the
+    # `index OLD..NEW` names at another length (the recorded xarray runs: 8 digits, the
+    # search tool's snapshot: 9): the same blobs, the same tree
+    edit = [("sed -i 's/sum(items)/sum(items, 0)/' pkg/mod.py", "")]
+    longer = _submission_after_edit(repository, tmp_path, abbrev=12)
+    assert re.search(r"^index [0-9a-f]{12}\.\.[0-9a-f]{12} ", longer, re.MULTILINE)
+    for name in ("longer", "other"):
+        (tmp_path / name).mkdir()
+    result, _db = _replay(tmp_path / "longer", repository, _trajectory(edit,
+                                                                       submission=longer))
+    assert result.tree_matches_submission is True, result.tree_note
+    # a blob name that is not the other's start is another blob: another tree
+    other_blob = re.sub(r"^(index [0-9a-f]{12}\.\.)([0-9a-f])",
+                        lambda found: found[1] + ("0" if found[2] != "0" else "1"), longer,
+                        flags=re.MULTILINE)
+    assert other_blob != longer
+    result, _db = _replay(tmp_path / "other", repository, _trajectory(
+        edit, submission=other_blob))
+    assert result.tree_matches_submission is False
+    assert result.tree_note == "submission differs: same files, other lines"
+
+
+def _submission_after_edit(repository, tmp_path, abbrev: int | None = None) -> str:
     work, commit = repository
     clone = tmp_path / "edited"
     subprocess.run(["git", "clone", "-q", str(work), str(clone)], check=True)
     subprocess.run(["sed", "-i", "s/sum(items)/sum(items, 0)/", "pkg/mod.py"], cwd=clone,
                    check=True)
-    return subprocess.run(["git", "diff"], cwd=clone, check=True, capture_output=True,
-                          text=True).stdout
+    length = [f"--abbrev={abbrev}"] if abbrev else []
+    return subprocess.run(["git", "diff", *length], cwd=clone, check=True,
+                          capture_output=True, text=True).stdout
 
 
 def test_git_config_a_command_writes_is_never_run_by_the_host(tmp_path, repository):

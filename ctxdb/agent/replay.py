@@ -78,6 +78,7 @@ REPLAY_RUN_NOTE = "replay of recorded agent runs"  # run.note: what the run id i
 NOTE_DIFFERS = "submission differs"
 NOTE_COMMAND_DIVERGED = "command diverged"
 NOTE_NO_SUBMISSION = "no submission recorded"
+_INDEX_LINE = re.compile(r"^index (?P<old>[0-9a-f]{7,})\.\.(?P<new>[0-9a-f]{7,})(?P<mode> \d+)?$")
 
 
 class Fate(StrEnum):
@@ -368,7 +369,22 @@ def _divergence(step, outcome) -> str:
 def _same_patch(first: str, second: str) -> bool:
     # the harness stored the submit command's output with its leading whitespace (and
     # marker line) removed: the patches are compared up to surrounding whitespace
-    return first.strip() == second.strip()
+    lines, other_lines = first.strip().splitlines(), second.strip().splitlines()
+    return len(lines) == len(other_lines) and all(
+        line == other or _same_blob_line(line, other)
+        for line, other in zip(lines, other_lines, strict=True))
+
+
+def _same_blob_line(line: str, other: str) -> bool:
+    """Two ``index OLD..NEW [mode]`` lines naming the same blobs. git abbreviates blob
+    names to a length it sizes by the objects its store holds, so a copy of the
+    repository other than the harness's prints them longer or shorter (the recorded
+    xarray runs 8 digits, the search tool's snapshot 9): one is the other's start."""
+    ours, theirs = _INDEX_LINE.match(line), _INDEX_LINE.match(other)
+    if ours is None or theirs is None or ours["mode"] != theirs["mode"]:
+        return False
+    return all(a.startswith(b) or b.startswith(a)
+               for a, b in ((ours["old"], theirs["old"]), (ours["new"], theirs["new"])))
 
 
 def _first_difference(ours: str, theirs: str) -> str:
