@@ -66,6 +66,39 @@ def test_the_base_is_the_newest_commit_with_every_modified_files_blob(tmp_path, 
         "diff --git a/other.py b/other.py")
 
 
+def _patch_at(work: Path, commit: str, files: dict[str, str]) -> str:
+    _git(work, "checkout", "-q", commit)
+    for name, text in files.items():
+        (work / name).write_text(text, encoding="utf-8")
+    patch = _git(work, "diff")
+    _git(work, "checkout", "-q", "--", ".")
+    _git(work, "checkout", "-q", "main")
+    return patch + "\n"
+
+
+def test_a_base_on_a_branch_merged_later_is_found_and_pins_are_searched_too(tmp_path,
+                                                                           holdout):
+    work = tmp_path / "work"
+    work.mkdir()
+    _git(work, "init", "-q", "-b", "main")
+    start = _commit(work, {"mod.py": "a = 1\n", "setup.py": "pin = 1\n"})
+    _git(work, "checkout", "-q", "-b", "release")
+    wanted = _commit(work, {"setup.py": "pin = 9\n"})  # the release branch's base
+    _git(work, "checkout", "-q", "main")
+    _commit(work, {"mod.py": "a = 2\n"})
+    _git(work, "merge", "-q", "-s", "ours", "-m", "merge release", "release")
+    _git(work, "branch", "-q", "-D", "release")  # only reachable through the merge
+    patch = _patch_at(work, wanted, {"mod.py": "a = 4\n", "setup.py": "pin = 10\n"})
+    git_dir = work / ".git"
+    # no first-parent commit holds both blobs: the merged branch's commit does
+    assert holdout.base_commit(git_dir, holdout.pre_image_blobs(patch, ())) is None
+    assert holdout.recovered_base(git_dir, patch, ("setup.py",)) == wanted
+    # an image's pin whose pre-image no commit holds: searched without it (first-parent)
+    unheld = patch.replace(_git(work, "rev-parse", f"{wanted}:setup.py")[:7], "0123456")
+    assert holdout.recovered_base(git_dir, unheld, ("setup.py",)) == start
+    assert holdout.recovered_base(git_dir, unheld, ()) is None
+
+
 def test_without_the_results_mirror_it_says_what_to_fetch(tmp_path):
     done = subprocess.run([sys.executable, str(TOOLS / "holdout_runs.py"), str(tmp_path),
                            str(tmp_path / "out")], capture_output=True, text=True, check=False)

@@ -15,13 +15,16 @@ SWE-bench's base commits are not in that folder, and its dataset cannot be downl
 here, so each run's base commit is recovered from its own submission: the ``index
 OLD..NEW`` line of every file the patch modifies names the file's blob before the run.
 The base is the newest commit on the repository's first-parent history where every
-such file has that blob. It agrees with the real base on every file the submission
-touched, and may differ elsewhere (commits between the real base and the fix); the
-replay's tree check (``replay_run.tree_lost_at_seq``) flags a run whose commands then
-left a tree other than the run's. A run whose blobs no first-parent commit holds (a
-base on a release branch) is left out and named. SWE-bench's sphinx image edits
-setup.py and tox.ini before the agent starts (pins); the submission carries those
-edits, so they are left out of the search and applied as the run's ``testbed_setup``.
+such file has that blob; failing that (a base on a release branch merged later, as
+sphinx 3.x's), the newest such commit reachable from HEAD. It agrees with the real base
+on every file the submission touched, and may differ elsewhere (commits between the real
+base and the fix); the replay's tree check (``replay_run.tree_lost_at_seq``) flags a run
+whose commands then left a tree other than the run's. A run whose blobs no commit holds
+is left out and named. SWE-bench's sphinx image edits setup.py and tox.ini before the
+agent starts (pins); the submission carries those edits, applied as the run's
+``testbed_setup``. Their blobs before the edits are the base's, so they are searched
+too; where no commit holds them with the others', the base is searched without them
+(first-parent) and a pin that does not apply is left out.
 """
 
 from __future__ import annotations
@@ -121,6 +124,37 @@ def base_commit(git_dir: Path, blobs: list[tuple[str, str]]) -> str | None:
     return None
 
 
+def base_off_first_parent(git_dir: Path, blobs: list[tuple[str, str]]) -> str | None:
+    """The newest commit reachable from HEAD, on any branch merged into it, where every
+    path has its blob: a base on a release branch (sphinx 3.x) that was merged later."""
+    commits = git(git_dir, "rev-list", "HEAD").split()  # newest first
+    queries = "".join(f"{commit}:{path}\n" for commit in commits for path, _ in blobs)
+    done = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file",
+                           "--batch-check=%(objectname)"], input=queries, capture_output=True,
+                          text=True, check=True)
+    found = done.stdout.splitlines()  # "<query> missing" where the path is not there
+    for number, commit in enumerate(commits):
+        held = found[number * len(blobs):(number + 1) * len(blobs)]
+        if all(name.startswith(blob) for name, (_, blob) in zip(held, blobs, strict=True)):
+            return commit
+    return None
+
+
+def recovered_base(git_dir: Path, patch: str, setup_files: tuple[str, ...]) -> str | None:
+    """The run's base: the newest first-parent commit holding the blob of every file the
+    submission modifies (the image's own edits included: their pre-image is the base's),
+    else the newest such commit of a merged branch, else the newest first-parent commit
+    holding the others' (the image's pins then may not apply)."""
+    every = pre_image_blobs(patch, ())
+    if not every:
+        return None
+    base = base_commit(git_dir, every) or base_off_first_parent(git_dir, every)
+    others = pre_image_blobs(patch, setup_files)
+    if base is None and others and len(others) < len(every):
+        base = base_commit(git_dir, others)
+    return base
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("mirrors", type=Path, help="bare git directories as OWNER+NAME/repo")
@@ -145,11 +179,11 @@ def main() -> int:
         text = git(results, "show", f"HEAD:{name}")
         patch = (json.loads(text).get("info") or {}).get("submission") or ""
         setup_files = IMAGE_SETUP_FILES.get(repo, ())
-        blobs = pre_image_blobs(patch, setup_files)
-        base = base_commit(git_dir, blobs) if blobs else None
+        base = recovered_base(git_dir, patch, setup_files)
         if base is None:
-            skipped.append(f"{instance_id}: " + ("no file modified" if not blobs else
-                           "no first-parent commit has its files' blobs"))
+            skipped.append(f"{instance_id}: " + (
+                "no file modified" if not pre_image_blobs(patch, ()) else
+                "no commit reachable from HEAD has its files' blobs"))
             continue
         report = json.loads(git(results, "show", f"HEAD:{RESULTS_DIR}/logs/{instance_id}/"
                                                  "report.json"))
