@@ -301,7 +301,8 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
             "trajectory_format": "Its harness format (mini-swe-agent-1, mini-swe-agent-1.1).",
             "resolved": "The evaluation's verdict on the recorded run.",
             "decisions": "How many decisions (model calls) the run made.",
-            "tree_matches_submission": "The rebuilt tree gives exactly the submitted patch.",
+            "tree_matches_submission": ("The rebuilt tree gives exactly the submitted patch "
+                                        "(blob names up to their abbreviated length)."),
             "tree_lost_at_seq": "The first decision whose tree is not known to be the run's.",
             "tree_note": "Why the tree was lost, or what differs from the submission.",
             "rerun_seconds": "Time spent re-running the run's commands in the sandbox.",
