@@ -337,6 +337,8 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
             "anchor_no": "Its number within the decision.",
             "anchor_class": "edit_text, edit_line, identifier or path.",
             "anchor_text": "The text (an edit's old text, a word, a path, a line's text).",
+            "anchor_spelled": ("An edit text as the command's sed pattern spelled it, "
+                               "escapes and all, when that differs (either counts as kept)."),
             "path": "The file of a line-addressed edit.",
             "line": "Its line number.",
             "held_by_seq": "The newest earlier step whose observation held it.",

@@ -444,6 +444,7 @@ replay_anchor = Table(
     Column("anchor_no", Integer, nullable=False),
     Column("anchor_class", String(20), nullable=False),  # ctxdb.agent.anchors.AnchorClass
     Column("anchor_text", Text, nullable=False),
+    Column("anchor_spelled", Text),  # an edit text as its sed pattern spelled it (escapes)
     Column("path", Text),
     Column("line", Integer),
     Column("held_by_seq", Integer),  # the newest earlier step whose observation held it

@@ -283,6 +283,23 @@ def test_edit_text_is_kept_with_whitespace_collapsed_on_both_sides():
     assert not anchor_kept(anchor, "if symbols and len(symbols) == self.ngens:")
 
 
+def test_an_escaped_sed_pattern_is_kept_where_the_window_spells_it_as_the_command_did():
+    # sphinx-9258: the agent reverted a test file and redid the sed edit its window shows
+    # as it wrote it; the text it replaces was printed only by a test run since folded
+    command = (r"""sed -i 's/addnodes.literal_emphasis, "\["/addnodes.punct, "["/g' """
+               "tests/test_domain_py.py")
+    [anchor] = [a for a in anchors(command) if a.anchor_class is EDIT]
+    assert anchor.text == 'addnodes.literal_emphasis, "["'
+    assert anchor.spelled == r'addnodes.literal_emphasis, "\["'
+    assert anchor_kept(anchor, "[step 99] $ " + command)
+    assert anchor_kept(anchor, '[pending_xref, addnodes.literal_emphasis, "["],')
+    assert not anchor_kept(anchor, "[step 99] $ sed -i 's/addnodes.literal_emphasis/x/' f.py")
+    # a pattern without escapes has no other spelling
+    [plain] = [a for a in anchors("sed -i 's/return total/return 0/' pkg/mod.py")
+               if a.anchor_class is EDIT]
+    assert plain.spelled is None
+
+
 def test_identifiers_are_kept_as_whole_words():
     anchor = Anchor(IDENTIFIER, "_format_value")
     assert anchor_kept(anchor, "x = _format_value(v)")

@@ -65,14 +65,15 @@ def _shell(command: str, cwd) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
-def _recorded_run(repository, tmp_path) -> tuple[dict, str]:
-    """The run, recorded by really running its commands in a checkout of the repository
-    (the outputs are what they print there); returns the trajectory and its patch."""
+def _recorded_run(repository, tmp_path, commands=None) -> tuple[dict, str]:
+    """The run, recorded by really running its commands (``(thought, command)`` pairs) in
+    a checkout of the repository (the outputs are what they print there); returns the
+    trajectory and its patch."""
     bare, commit = repository
     checkout = tmp_path / "agent-checkout"
     _git("clone", "-q", str(bare), str(checkout), cwd=tmp_path)
     _git("checkout", "-q", commit, cwd=checkout)
-    commands = [
+    commands = commands or [
         ("Find the function.", f"grep -n 'def get_auth_from_url' {UTILS}"),
         ("Read it.", f"nl -ba {UTILS} | sed -n '1018,1032p'"),
         ("A look elsewhere first.", "ls src/requests | head -5"),
@@ -110,6 +111,28 @@ def _rows(store_url: str, sql: str, **params) -> list:
             return connection.execute(sa.text(sql), params).all()
     finally:
         engine.dispose()
+
+
+def test_an_escaped_sed_pattern_is_stored_as_spelled_and_kept_where_a_window_shows_it(
+        requests_repository, tmp_path):
+    # the agent redoes an edit after a revert, copying its own earlier command (here the
+    # pattern matches nothing: an edit's anchors come from its command alone)
+    redo = f"sed -i 's/{OLD_TEXT}\\/2/{NEW_TEXT}/' {UTILS}"
+    trajectory, _submission = _recorded_run(requests_repository, tmp_path, [
+        ("Edit.", redo), ("Undo.", f"git checkout {UTILS}"), ("Again.", redo)])
+    path = tmp_path / "psf__requests-1.traj.json"
+    path.write_text(json.dumps(trajectory), encoding="utf-8")
+    bare, commit = requests_repository
+    store_url = str(tmp_path / "store.db")
+    result = replay_run(store_url, RunSpec(path, "psf__requests-1", bare, commit))
+    assert result.error is None, result.error
+    spelled = _rows(store_url, "SELECT a.seq, a.anchor_text, a.anchor_spelled, o.kept "
+                               "FROM replay_anchor a JOIN replay_anchor_outcome o USING "
+                               "(run_id, instance_id, seq, anchor_no) WHERE o.arm = 'ctx08' "
+                               "AND a.anchor_class = 'edit_text' ORDER BY a.seq")
+    assert [tuple(row) for row in spelled] == [
+        (1, OLD_TEXT + "/2", OLD_TEXT + "\\/2", False),  # never shown before the first
+        (3, OLD_TEXT + "/2", OLD_TEXT + "\\/2", True)]  # step 1's command shows it
 
 
 def test_a_recorded_run_replays_end_to_end(requests_repository, store_url, tmp_path):

@@ -76,6 +76,7 @@ from ctxdb.agent.loop import (  # noqa: E402
     step_of_item,
 )
 from ctxdb.agent.trajectory import ObservationKind, read_trajectory  # noqa: E402
+from ctxdb.migrate import StoreVersionError, current_revision, head_revision  # noqa: E402
 from ctxdb.tokens import get_counter  # noqa: E402
 
 ANCHOR_CLASSES = (AnchorClass.EDIT, AnchorClass.LINE, AnchorClass.IDENTIFIER,
@@ -243,6 +244,10 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
     decisions = []
     texts: dict[str, str] = {}  # a settled part repeats in many windows: held once
     with engine.connect() as connection:
+        revision = current_revision(connection)
+        if revision != head_revision():  # its anchors lack columns the measure reads
+            raise StoreVersionError(f"{url} is at schema revision {revision!r}, this ctxdb's "
+                                    f"is {head_revision()!r}: run ctxdb db upgrade --db {url}")
         runs = connection.execute(text(
             "SELECT run_id, instance_id, trajectory FROM replay_run")).all()
         for run_id, instance_id, trajectory in runs:
@@ -265,7 +270,8 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
                  step.observation.output if step.observation else "") for step in run.steps))
             anchors: dict[int, list[Anchor]] = {}
             for row in connection.execute(text(
-                    "SELECT a.seq, a.anchor_class, a.anchor_text, a.path, a.line"
+                    "SELECT a.seq, a.anchor_class, a.anchor_text, a.anchor_spelled, a.path,"
+                    " a.line"
                     " FROM replay_anchor a JOIN replay_anchor_outcome o"
                     " USING (run_id, instance_id, seq, anchor_no)"
                     " WHERE a.run_id = :run AND a.instance_id = :instance"
@@ -273,7 +279,7 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
                     {"run": run_id, "instance": instance_id, "reference": ARM_CURRENT}):
                 anchors.setdefault(row.seq, []).append(Anchor(
                     AnchorClass(row.anchor_class), row.anchor_text, path=row.path,
-                    line=row.line))
+                    line=row.line, spelled=row.anchor_spelled))
             for seq, decision_id, prompt_tokens in connection.execute(text(
                     "SELECT seq, decision_id, prompt_tokens FROM replay_decision"
                     " WHERE run_id = :run AND instance_id = :instance AND arm = :arm"
@@ -992,7 +998,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", default="", metavar="TEXT",
                         help="only the cuts whose name holds TEXT (the first row always)")
     args = parser.parse_args(argv)
-    decisions = read_decisions(args.db, args.arm)
+    try:
+        decisions = read_decisions(args.db, args.arm)
+    except StoreVersionError as error:
+        parser.error(f"--db: {error}")
     if not decisions:
         parser.error(f"--db: no decision of arm {args.arm!r} in {args.db}")
     sent = sum(d.prompt_tokens for d in decisions)

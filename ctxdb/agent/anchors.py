@@ -15,7 +15,9 @@ window still held them. Anchors come from the command text alone, in four classe
     ``content.replace(old, new)`` is how the recorded agents write it). Also the text
     of a ``/regex/`` address of a sed ``d`` or ``c`` command: those lines are the text
     the edit replaces. A multi-line text gives one anchor per non-blank line, stripped.
-    Kept when it occurs in the window, whitespace runs collapsed on both sides.
+    Kept when it occurs in the window, whitespace runs collapsed on both sides — or, for
+    a sed pattern with escapes, when the pattern as written does (``"\\["`` for
+    ``"["``): an agent redoing an edit its window shows copies the pattern from there.
 
 ``LINE`` (``edit_line``)
     Line N of FILE, for an edit addressed by line number whose text did not locate it:
@@ -91,12 +93,15 @@ class AnchorClass(StrEnum):
 class Anchor:
     """``text``: the literal for EDIT, the word for IDENTIFIER, the repository-relative
     path for PATH, ``"path:N"`` for LINE. ``path``: the edited file (EDIT when known,
-    LINE always); ``line``: the 1-based line number (LINE)."""
+    LINE always); ``line``: the 1-based line number (LINE). ``spelled``: for EDIT, the
+    text as the command wrote it, when that differs from the literal (a sed pattern's
+    escapes: ``"\\["`` for ``"["``)."""
 
     anchor_class: AnchorClass
     text: str
     path: str | None = None
     line: int | None = None
+    spelled: str | None = None
 
     def __post_init__(self) -> None:
         # an anchor read back from a table carries its class as the stored string
@@ -565,7 +570,8 @@ class WindowIndex:
         """``unnamed_listing_counts``: a listing that names no file may be about the
         anchor's (an observation alone lacks the command that named it)."""
         if anchor.anchor_class == AnchorClass.EDIT:
-            return _collapse(anchor.text) in self.collapsed
+            return _collapse(anchor.text) in self.collapsed or (
+                anchor.spelled is not None and _collapse(anchor.spelled) in self.collapsed)
         if anchor.anchor_class == AnchorClass.IDENTIFIER:
             return anchor.text in self.words
         if anchor.anchor_class == AnchorClass.PATH:
@@ -933,7 +939,9 @@ def _sed_anchors(command: _SimpleCommand) -> Iterator[Anchor]:
             if literal is None or "\n" in literal or len(_collapse(literal)) < MIN_SED_TEXT_CHARS:
                 continue
             located_by_text = True
-            yield Anchor(AnchorClass.EDIT, literal.strip(), path=edited)
+            spelled = text.pattern.strip()
+            yield Anchor(AnchorClass.EDIT, literal.strip(), path=edited,
+                         spelled=spelled if spelled != literal.strip() else None)
         if sed_command.name not in _SED_LINE_EDITS or located_by_text:
             continue
         for path in files:

@@ -416,7 +416,8 @@ def _measure_anchors(run, step, earlier, observations, prompts, windows, tree, r
         anchor_rows.append({
             "run_id": run_id, "instance_id": instance_id, "seq": step.number,
             "anchor_no": number, "anchor_class": str(anchor.anchor_class),
-            "anchor_text": anchor.text, "path": anchor.path, "line": anchor.line,
+            "anchor_text": anchor.text, "anchor_spelled": anchor.spelled,
+            "path": anchor.path, "line": anchor.line,
             "held_by_seq": held_by.number if held_by else None})
         for arm, index in indexes.items():
             kept = index.keeps(anchor, file_lines=tree.file_lines)

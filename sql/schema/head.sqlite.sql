@@ -4,7 +4,7 @@ CREATE TABLE alembic_version (
 	version_num VARCHAR(32) NOT NULL, 
 	CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)
 );
-INSERT INTO "alembic_version" VALUES('0009');
+INSERT INTO "alembic_version" VALUES('0010');
 CREATE TABLE budget_log (
 	decision_id INTEGER NOT NULL, 
 	step_no INTEGER NOT NULL, 
@@ -66,10 +66,10 @@ CREATE TABLE "evidence_item" (
 	fact_key TEXT, 
 	original_sha256 VARCHAR(64), 
 	PRIMARY KEY (decision_id, item_id), 
-	CONSTRAINT fk_evidence_item_original FOREIGN KEY(original_sha256) REFERENCES evidence_text (content_sha256), 
-	CONSTRAINT ck_evidence_source CHECK (source = '03' OR source = '04' OR source = '05' OR source = '06' OR source = '07' OR source = 'patch' OR source = 'live'), 
 	CONSTRAINT fk_evidence_item_content FOREIGN KEY(content_sha256) REFERENCES evidence_text (content_sha256), 
 	CONSTRAINT ck_evidence_item_id CHECK (item_id = 'E' || item_no), 
+	CONSTRAINT fk_evidence_item_original FOREIGN KEY(original_sha256) REFERENCES evidence_text (content_sha256), 
+	CONSTRAINT ck_evidence_source CHECK (source = '03' OR source = '04' OR source = '05' OR source = '06' OR source = '07' OR source = 'patch' OR source = 'live'), 
 	CONSTRAINT ck_evidence_kind CHECK (kind = 'source_code' OR kind = 'symbol' OR kind = 'retrieved_hit' OR kind = 'fault_entity' OR kind = 'changed_entity' OR kind = 'graph_edge' OR kind = 'config' OR kind = 'downstream_obligation' OR kind = 'plan_node' OR kind = 'acceptance_criteria' OR kind = 'patch' OR kind = 'error' OR kind = 'traceback' OR kind = 'tool_output' OR kind = 'test_output' OR kind = 'agent_turn' OR kind = 'file_view' OR kind = 'harness_note'), 
 	FOREIGN KEY(decision_id) REFERENCES decision (decision_id)
 );
@@ -225,7 +225,7 @@ CREATE TABLE replay_anchor (
 	anchor_text TEXT NOT NULL, 
 	path TEXT, 
 	line INTEGER, 
-	held_by_seq INTEGER, 
+	held_by_seq INTEGER, anchor_spelled TEXT, 
 	PRIMARY KEY (run_id, instance_id, seq, anchor_no), 
 	FOREIGN KEY(run_id, instance_id) REFERENCES replay_run (run_id, instance_id)
 );
@@ -253,11 +253,11 @@ CREATE TABLE "replay_decision" (
 	tree_known BOOLEAN NOT NULL, 
 	refused BOOLEAN NOT NULL, 
 	PRIMARY KEY (run_id, instance_id, seq, arm), 
-	CONSTRAINT ck_replay_decision_cached_tokens CHECK (cached_tokens >= 0 AND cached_tokens <= prompt_tokens), 
 	CONSTRAINT ck_replay_decision_action_kind CHECK (action_kind IN ('edit', 'other', 'none', 'submit')), 
+	CONSTRAINT ck_replay_decision_cached_tokens CHECK (cached_tokens >= 0 AND cached_tokens <= prompt_tokens), 
 	CONSTRAINT ck_replay_decision_arm CHECK (arm IN ('ctx08', 'current', 'mask10') OR arm LIKE 'ctx08-without-%'), 
-	FOREIGN KEY(decision_id) REFERENCES decision (decision_id), 
-	FOREIGN KEY(run_id, instance_id) REFERENCES replay_run (run_id, instance_id)
+	FOREIGN KEY(run_id, instance_id) REFERENCES replay_run (run_id, instance_id), 
+	FOREIGN KEY(decision_id) REFERENCES decision (decision_id)
 );
 CREATE TABLE replay_run (
 	run_id VARCHAR(200) NOT NULL, 
