@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from ctxdb.agent.loop import ABLATIONS
-from ctxdb.agent.replay import RunSpec, replay_run
+from ctxdb.agent.replay import RunSpec, _same_patch, replay_run
 from ctxdb.cli import main
 from ctxdb.db import resolve_url
 
@@ -210,6 +210,22 @@ def test_blob_names_abbreviated_to_another_length_are_the_same_submission(tmp_pa
         edit, submission=other_blob))
     assert result.tree_matches_submission is False
     assert result.tree_note == "submission differs: same files, other lines"
+
+
+PATCH = ("diff --git a/m.py b/m.py\nindex {old}..{new} {mode}\n--- a/m.py\n+++ b/m.py\n"
+         "@@ -1 +1 @@\n-x\n+y\n")
+SHORT = {"old": "45553eb9", "new": "b31fec62", "mode": "100644"}  # the harness's 8 digits
+LONG = {"old": "45553eb9a1", "new": "b31fec62c0", "mode": "100644"}
+
+
+@pytest.mark.parametrize(("recorded", "ours", "same"), [
+    (SHORT, LONG, True), (LONG, SHORT, True),  # either side may be the longer
+    (SHORT, {**LONG, "old": "55553eb9a1"}, False),  # another blob before
+    (SHORT, {**LONG, "new": "c31fec62c0"}, False),  # another blob after
+    (SHORT, {**LONG, "mode": "100755"}, False),  # another mode
+])
+def test_patches_compare_blob_names_up_to_the_shorter(recorded, ours, same):
+    assert _same_patch(PATCH.format(**ours), PATCH.format(**recorded)) is same
 
 
 def _submission_after_edit(repository, tmp_path, abbrev: int | None = None) -> str:

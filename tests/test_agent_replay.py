@@ -114,7 +114,7 @@ def _rows(store_url: str, sql: str, **params) -> list:
 
 
 def test_an_escaped_sed_pattern_is_stored_as_spelled_and_kept_where_a_window_shows_it(
-        requests_repository, tmp_path):
+        requests_repository, tmp_path, window_cuts, capsys):
     # the agent redoes an edit after a revert, copying its own earlier command (here the
     # pattern matches nothing: an edit's anchors come from its command alone)
     redo = f"sed -i 's/{OLD_TEXT}\\/2/{NEW_TEXT}/' {UTILS}"
@@ -133,6 +133,21 @@ def test_an_escaped_sed_pattern_is_stored_as_spelled_and_kept_where_a_window_sho
     assert [tuple(row) for row in spelled] == [
         (1, OLD_TEXT + "/2", OLD_TEXT + "\\/2", False),  # never shown before the first
         (3, OLD_TEXT + "/2", OLD_TEXT + "\\/2", True)]  # step 1's command shows it
+    # tools/window_cuts.py measures its cuts with the same spelling
+    decisions = window_cuts.read_decisions(resolve_url(store_url), "ctx08")
+    (third,) = [d for d in decisions if d.seq == 3]
+    assert [a.spelled for a in third.anchor_values if a.text == OLD_TEXT + "/2"] == [
+        OLD_TEXT + "\\/2"]
+    # and does not read a store whose anchors lack it: it says how to upgrade
+    older = tmp_path / "older.db"
+    shutil.copy(tmp_path / "store.db", older)
+    engine = sa.create_engine(resolve_url(str(older)))
+    with engine.begin() as connection:
+        connection.execute(sa.text("UPDATE alembic_version SET version_num = '0009'"))
+    engine.dispose()
+    with pytest.raises(SystemExit):
+        window_cuts.main(["--db", f"sqlite:///{older}"])
+    assert "ctxdb db upgrade" in capsys.readouterr().err
 
 
 def test_a_recorded_run_replays_end_to_end(requests_repository, store_url, tmp_path):

@@ -73,7 +73,7 @@ def _patch_at(work: Path, commit: str, files: dict[str, str]) -> str:
     patch = _git(work, "diff")
     _git(work, "checkout", "-q", "--", ".")
     _git(work, "checkout", "-q", "main")
-    return patch + "\n"
+    return patch + "\n"  # _git strips the output; a patch ends with its newline
 
 
 def test_a_base_on_a_branch_merged_later_is_found_and_pins_are_searched_too(tmp_path,
@@ -81,9 +81,9 @@ def test_a_base_on_a_branch_merged_later_is_found_and_pins_are_searched_too(tmp_
     work = tmp_path / "work"
     work.mkdir()
     _git(work, "init", "-q", "-b", "main")
-    start = _commit(work, {"mod.py": "a = 1\n", "setup.py": "pin = 1\n"})
+    _commit(work, {"mod.py": "a = 1\n", "setup.py": "pin = 1\n"})
     _git(work, "checkout", "-q", "-b", "release")
-    wanted = _commit(work, {"setup.py": "pin = 9\n"})  # the release branch's base
+    wanted = _commit(work, {"mod.py": "a = 7\n", "setup.py": "pin = 9\n"})  # the base
     _git(work, "checkout", "-q", "main")
     _commit(work, {"mod.py": "a = 2\n"})
     _git(work, "merge", "-q", "-s", "ours", "-m", "merge release", "release")
@@ -93,10 +93,12 @@ def test_a_base_on_a_branch_merged_later_is_found_and_pins_are_searched_too(tmp_
     # no first-parent commit holds both blobs: the merged branch's commit does
     assert holdout.base_commit(git_dir, holdout.pre_image_blobs(patch, ())) is None
     assert holdout.recovered_base(git_dir, patch, ("setup.py",)) == wanted
-    # an image's pin whose pre-image no commit holds: searched without it (first-parent)
+    # an image's pin whose pre-image no commit holds: the base is searched without it
     unheld = patch.replace(_git(work, "rev-parse", f"{wanted}:setup.py")[:7], "0123456")
-    assert holdout.recovered_base(git_dir, unheld, ("setup.py",)) == start
+    assert holdout.recovered_base(git_dir, unheld, ("setup.py",)) == wanted
     assert holdout.recovered_base(git_dir, unheld, ()) is None
+    # a path no commit holds is "COMMIT:PATH missing": a commit's name is no blob's
+    assert holdout.base_off_first_parent(git_dir, [("nope.py", wanted[:7])]) is None
 
 
 def test_without_the_results_mirror_it_says_what_to_fetch(tmp_path):

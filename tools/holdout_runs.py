@@ -24,7 +24,9 @@ is left out and named. SWE-bench's sphinx image edits setup.py and tox.ini befor
 agent starts (pins); the submission carries those edits, applied as the run's
 ``testbed_setup``. Their blobs before the edits are the base's, so they are searched
 too; where no commit holds them with the others', the base is searched without them
-(first-parent) and a pin that does not apply is left out.
+and a pin that does not apply is left out. The search off the first-parent history asks
+``git cat-file`` for every commit's blob of every such file (4 s for astropy's 42,000
+commits and three files).
 """
 
 from __future__ import annotations
@@ -130,12 +132,15 @@ def base_off_first_parent(git_dir: Path, blobs: list[tuple[str, str]]) -> str | 
     commits = git(git_dir, "rev-list", "HEAD").split()  # newest first
     queries = "".join(f"{commit}:{path}\n" for commit in commits for path, _ in blobs)
     done = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file",
-                           "--batch-check=%(objectname)"], input=queries, capture_output=True,
-                          text=True, check=True)
-    found = done.stdout.splitlines()  # "<query> missing" where the path is not there
+                           "--batch-check=%(objecttype) %(objectname)"], input=queries,
+                          capture_output=True, text=True, check=True)
+    # one line per query: "blob NAME", or "COMMIT:PATH missing" (whose commit's name
+    # could start as the blob's does: only a blob line is read)
+    found = done.stdout.splitlines()
     for number, commit in enumerate(commits):
         held = found[number * len(blobs):(number + 1) * len(blobs)]
-        if all(name.startswith(blob) for name, (_, blob) in zip(held, blobs, strict=True)):
+        if all(line.startswith("blob " + blob) for line, (_, blob)
+               in zip(held, blobs, strict=True)):
             return commit
     return None
 
@@ -143,15 +148,15 @@ def base_off_first_parent(git_dir: Path, blobs: list[tuple[str, str]]) -> str | 
 def recovered_base(git_dir: Path, patch: str, setup_files: tuple[str, ...]) -> str | None:
     """The run's base: the newest first-parent commit holding the blob of every file the
     submission modifies (the image's own edits included: their pre-image is the base's),
-    else the newest such commit of a merged branch, else the newest first-parent commit
-    holding the others' (the image's pins then may not apply)."""
+    else the newest such commit of a merged branch; failing both, the same search for
+    the others' blobs alone (the image's pins then may not apply)."""
     every = pre_image_blobs(patch, ())
     if not every:
         return None
     base = base_commit(git_dir, every) or base_off_first_parent(git_dir, every)
     others = pre_image_blobs(patch, setup_files)
     if base is None and others and len(others) < len(every):
-        base = base_commit(git_dir, others)
+        base = base_commit(git_dir, others) or base_off_first_parent(git_dir, others)
     return base
 
 

@@ -76,7 +76,12 @@ from ctxdb.agent.loop import (  # noqa: E402
     step_of_item,
 )
 from ctxdb.agent.trajectory import ObservationKind, read_trajectory  # noqa: E402
-from ctxdb.migrate import StoreVersionError, current_revision, head_revision  # noqa: E402
+from ctxdb.migrate import (  # noqa: E402
+    StoreVersionError,
+    check_known,
+    current_revision,
+    head_revision,
+)
 from ctxdb.tokens import get_counter  # noqa: E402
 
 ANCHOR_CLASSES = (AnchorClass.EDIT, AnchorClass.LINE, AnchorClass.IDENTIFIER,
@@ -245,6 +250,7 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
     texts: dict[str, str] = {}  # a settled part repeats in many windows: held once
     with engine.connect() as connection:
         revision = current_revision(connection)
+        check_known(revision)  # a newer ctxdb's store: says so
         if revision != head_revision():  # its anchors lack columns the measure reads
             raise StoreVersionError(f"{url} is at schema revision {revision!r}, this ctxdb's "
                                     f"is {head_revision()!r}: run ctxdb db upgrade --db {url}")

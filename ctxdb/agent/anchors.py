@@ -17,7 +17,9 @@ window still held them. Anchors come from the command text alone, in four classe
     the edit replaces. A multi-line text gives one anchor per non-blank line, stripped.
     Kept when it occurs in the window, whitespace runs collapsed on both sides — or, for
     a sed pattern with escapes, when the pattern as written does (``"\\["`` for
-    ``"["``): an agent redoing an edit its window shows copies the pattern from there.
+    ``"["``): an agent redoing an edit its window shows copies the pattern from there
+    (read after the shell's quoting: a double-quoted ``\\\\.`` is spelled ``\\.``, which
+    the window does not show, so such an edit is measured as before).
 
 ``LINE`` (``edit_line``)
     Line N of FILE, for an edit addressed by line number whose text did not locate it:

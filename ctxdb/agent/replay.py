@@ -78,7 +78,11 @@ REPLAY_RUN_NOTE = "replay of recorded agent runs"  # run.note: what the run id i
 NOTE_DIFFERS = "submission differs"
 NOTE_COMMAND_DIVERGED = "command diverged"
 NOTE_NO_SUBMISSION = "no submission recorded"
-_INDEX_LINE = re.compile(r"^index (?P<old>[0-9a-f]{7,})\.\.(?P<new>[0-9a-f]{7,})(?P<mode> \d+)?$")
+# git's shortest default abbreviation: a shorter name (core.abbrev set lower) is only the
+# same blob when it is the same name
+GIT_ABBREV_MIN_DIGITS = 7
+_INDEX_LINE = re.compile(rf"^index (?P<old>[0-9a-f]{{{GIT_ABBREV_MIN_DIGITS},}})\.\."
+                         rf"(?P<new>[0-9a-f]{{{GIT_ABBREV_MIN_DIGITS},}})(?P<mode> \d+)?$")
 
 
 class Fate(StrEnum):

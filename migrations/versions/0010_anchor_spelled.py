@@ -3,7 +3,8 @@
 - `replay_anchor.anchor_spelled`: for an edit text taken from a sed pattern with escapes
   (`\\[` for `[`), the pattern as the command wrote it; NULL otherwise. An agent redoing
   an edit its window shows copies that spelling, so the window holds the anchor when it
-  holds either (`ctxdb.agent.anchors.WindowIndex.keeps`).
+  holds either (`ctxdb.agent.anchors.WindowIndex.keeps`). Anchors recorded before this
+  revision have none: replay their runs again to measure them so.
 
 Revision ID: 0010
 Revises: 0009
