@@ -148,6 +148,13 @@ def test_an_escaped_sed_pattern_is_stored_as_spelled_and_kept_where_a_window_sho
     with pytest.raises(SystemExit):
         window_cuts.main(["--db", f"sqlite:///{older}"])
     assert "ctxdb db upgrade" in capsys.readouterr().err
+    # a store is given as ctxdb takes it, a path too; a missing one is named, not made
+    assert window_cuts.main(["--db", store_url, "--rows", "pointers"]) == 0
+    assert capsys.readouterr().out.startswith("4 decisions")  # three steps and the submit
+    with pytest.raises(SystemExit):
+        window_cuts.main(["--db", str(tmp_path / "nothere.db")])
+    assert "nothere.db does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "nothere.db").exists()
 
 
 def test_a_recorded_run_replays_end_to_end(requests_repository, store_url, tmp_path):
@@ -476,7 +483,7 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
         == ["d", "f"]
     monkeypatch.delenv("GIT_DIR")
     assert errors == [
-        f"{runs}:1: not JSON (Expecting value)",
+        f"{runs}:1: not JSON (Expecting value at column 1)",
         f"{runs}:2: expected a JSON object",
         f"{runs}:3: repo_git: no such directory {tmp_path / 'missing'}",
         f"{runs}:4: trajectory: no such file {tmp_path / 'none.json'}",

@@ -106,3 +106,24 @@ def test_without_the_results_mirror_it_says_what_to_fetch(tmp_path):
                            str(tmp_path / "out")], capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "fetch github:gruckion/mini-swe-agent" in done.stderr
     assert not (tmp_path / "out" / "runs.jsonl").exists()
+
+
+def test_runs_of_repositories_not_fetched_are_counted_by_repository(tmp_path):
+    # a results mirror holding two runs of a repository that was not fetched
+    work = tmp_path / "results"
+    work.mkdir()
+    _git(work, "init", "-q", "-b", "main")
+    for instance in ("owner__name-1", "owner__name-2"):
+        folder = work / "swebench_results" / "20251118_gemini-3-pro-74pct" / "trajs" / instance
+        folder.mkdir(parents=True)
+        (folder / f"{instance}.traj.json").write_text("{}", encoding="utf-8")
+    _git(work, "add", "-A")
+    _git(work, "commit", "-qm", "runs")
+    mirrors = tmp_path / "mirrors"
+    mirrors.mkdir()
+    _git(tmp_path, "clone", "-q", "--bare", str(work), str(mirrors / "gruckion+mini-swe-agent"))
+    done = subprocess.run([sys.executable, str(TOOLS / "holdout_runs.py"), str(mirrors),
+                           str(tmp_path / "out")], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "(2 runs): owner/name 2 (fetch github:OWNER/NAME)" in done.stderr
+    assert done.stdout.startswith("0 runs in ")

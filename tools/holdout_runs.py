@@ -36,12 +36,14 @@ import json
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 RESULTS_REPO = "gruckion+mini-swe-agent"
 RESULTS_DIR = "swebench_results/20251118_gemini-3-pro-74pct"
 # files SWE-bench's image setup edits before the run, by repository
 IMAGE_SETUP_FILES = {"sphinx-doc/sphinx": ("setup.py", "tox.ini")}
+DEVELOPMENT_REPOSITORIES = ("sympy/sympy", "astropy/astropy")  # the rules were set on these
 SETUP_PATCH_END = "CTXDB_SETUP_PATCH_END"
 _DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/\S+$")
 _INDEX_LINE = re.compile(r"^index ([0-9a-f]+)\.\.[0-9a-f]+")
@@ -173,14 +175,18 @@ def main() -> int:
     (args.out / "trajs").mkdir(parents=True, exist_ok=True)
     names = git(results, "ls-tree", "-r", "--name-only", "HEAD", f"{RESULTS_DIR}/trajs").split()
     rows, skipped = [], []
+    unfetched: Counter[str] = Counter()  # runs of repositories with no mirror here
     for name in names:
         if not name.endswith(".traj.json"):
             continue
         instance_id = name.split("/")[-2]
         repo = repo_of(instance_id)
+        if repo in DEVELOPMENT_REPOSITORIES:
+            continue
         git_dir = git_dir_of(args.mirrors, repo)
-        if git_dir is None or repo in ("sympy/sympy", "astropy/astropy"):
-            continue  # not fetched, or a development repository
+        if git_dir is None:
+            unfetched[repo] += 1
+            continue
         text = git(results, "show", f"HEAD:{name}")
         patch = (json.loads(text).get("info") or {}).get("submission") or ""
         setup_files = IMAGE_SETUP_FILES.get(repo, ())
@@ -209,6 +215,10 @@ def main() -> int:
                                          encoding="utf-8")
     for line in skipped:
         print(f"left out: {line}", file=sys.stderr)
+    if unfetched:
+        print(f"not fetched into {args.mirrors} ({sum(unfetched.values())} runs): "
+              + ", ".join(f"{repo} {count}" for repo, count in unfetched.most_common())
+              + " (fetch github:OWNER/NAME)", file=sys.stderr)
     print(f"{len(rows)} runs in {args.out / 'runs.jsonl'}; {len(skipped)} left out")
     return 0
 

@@ -58,7 +58,7 @@ from ctxdb.agent.anchors import (  # noqa: E402
     names_in,
     shell_commands,
 )
-from ctxdb.agent.arms import ARM_CURRENT  # noqa: E402
+from ctxdb.agent.arms import ARM_CTX08, ARM_CURRENT  # noqa: E402
 from ctxdb.agent.loop import (  # noqa: E402
     COMMAND_PART,
     DEFAULT_RULES,
@@ -76,6 +76,7 @@ from ctxdb.agent.loop import (  # noqa: E402
     step_of_item,
 )
 from ctxdb.agent.trajectory import ObservationKind, read_trajectory  # noqa: E402
+from ctxdb.cli.shared import existing_store  # noqa: E402
 from ctxdb.migrate import (  # noqa: E402
     StoreVersionError,
     check_known,
@@ -995,7 +996,7 @@ def line_cuts() -> dict[str, LineCut]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", required=True, help="the replay store's URL")
+    parser.add_argument("--db", required=True, help="the replay store (a URL or a path)")
     parser.add_argument("--arm", default="ctx08", help="the loop arm whose windows to cut")
     parser.add_argument("--early", action="store_true",
                         help="print the early folds (and their cost) instead of the cuts")
@@ -1005,11 +1006,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="only the cuts whose name holds TEXT (the first row always)")
     args = parser.parse_args(argv)
     try:
-        decisions = read_decisions(args.db, args.arm)
-    except StoreVersionError as error:
+        url = existing_store(args.db)  # a path as ctxdb takes it; never a new file
+        decisions = read_decisions(url, args.arm)
+    except (StoreVersionError, FileNotFoundError, ValueError) as error:
         parser.error(f"--db: {error}")
     if not decisions:
-        parser.error(f"--db: no decision of arm {args.arm!r} in {args.db}")
+        parser.error(f"--arm: no decision of arm {args.arm!r} in {args.db} (its windows are "
+                     f"stored for the loop arm only: {ARM_CTX08!r})")
     sent = sum(d.prompt_tokens for d in decisions)
     print(f"{len(decisions)} decisions, {sent / 1e6:.2f} M tokens sent;"
           f" an oracle that knew each next action: {oracle_tokens(decisions) / 1e6:.2f} M")

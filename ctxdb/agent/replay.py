@@ -160,7 +160,7 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            errors.append(f"{where}: not JSON ({exc.msg})")
+            errors.append(f"{where}: not JSON ({exc.msg} at column {exc.colno})")
             continue
         if not isinstance(row, dict):
             errors.append(f"{where}: expected a JSON object")
