@@ -213,6 +213,19 @@ def test_arms_cache_and_cost_at_the_default_ratio_and_another(replay_store):
     assert other[(RUN, "ctx08")]["cost_tokens"] == pytest.approx(3650 + 800)
 
 
+def test_arms_give_the_issue_s_ratios(replay_store):
+    arms = _by(_rows(replay_store, "replay_arms"), "run_id", "arm")
+    ctx08, mask10, current = (arms[(RUN, arm)] for arm in ("ctx08", "mask10", "current"))
+    assert ctx08["tokens_of_mask10"] == pytest.approx(5250 / 12100)
+    assert ctx08["cost_of_current"] == pytest.approx((3650 + 160) / 7610)
+    assert (mask10["tokens_of_mask10"], current["cost_of_current"]) == (1, 1)
+    # a store run without a mask10 arm has no token ratio; its ratios are its own
+    variant = arms[(VARIANT_RUN, "ctx08")]
+    assert variant["tokens_of_mask10"] is None
+    assert variant["cost_of_current"] == pytest.approx(
+        variant["cost_tokens"] / arms[(VARIANT_RUN, "current")]["cost_tokens"])
+
+
 def test_arms_count_the_decisions_to_read_with_care(replay_store):
     arms = _by(_rows(replay_store, "replay_arms"), "run_id", "arm")
     # a refused ctx08 request at seq 1 of each of the run's two replays; seq 2 of each

@@ -7,7 +7,9 @@
 -- token: sum(prompt - cached) + ratio * sum(cached); that cost per run (median over runs)
 -- and per resolved run (total over resolved runs); and the decisions to read with care:
 -- those whose ctx08 request was refused (the harness's own prompt alone was counted) and
--- those made on a tree not known to be the run's. The reference arm (current) first.
+-- those made on a tree not known to be the run's; then the issue's two ratios, each arm's
+-- total prompt tokens over mask10's and its cost over current's (of the same store run).
+-- The reference arm (current) first.
 -- (A sum of sums is cast back to a whole number: PostgreSQL makes it NUMERIC.)
 WITH run_arm AS (  -- one replayed run in one arm
     SELECT d.run_id, d.arm, d.instance_id,
@@ -49,7 +51,8 @@ run_cost AS (
            MIN(CASE WHEN 2 * rank_no >= runs THEN cost_tokens END) AS median_cost_per_run
     FROM ranked_run
     GROUP BY run_id, arm
-)
+),
+arm_total AS (
 SELECT
     a.run_id, a.arm,
     COUNT(*) AS runs,
@@ -69,4 +72,11 @@ FROM run_arm a
 JOIN decision_tokens t ON t.run_id = a.run_id AND t.arm = a.arm
 JOIN run_cost c ON c.run_id = a.run_id AND c.arm = a.arm
 GROUP BY a.run_id, a.arm, t.median_prompt_tokens, t.p90_prompt_tokens, c.median_cost_per_run
-ORDER BY a.run_id, CASE a.arm WHEN 'current' THEN 1 WHEN 'mask10' THEN 2 ELSE 3 END, a.arm;
+)
+SELECT x.*,
+       1.0 * x.total_prompt_tokens / NULLIF(m.total_prompt_tokens, 0) AS tokens_of_mask10,
+       1.0 * x.cost_tokens / NULLIF(c.cost_tokens, 0) AS cost_of_current
+FROM arm_total x
+LEFT JOIN arm_total m ON m.run_id = x.run_id AND m.arm = 'mask10'
+LEFT JOIN arm_total c ON c.run_id = x.run_id AND c.arm = 'current'
+ORDER BY x.run_id, CASE x.arm WHEN 'current' THEN 1 WHEN 'mask10' THEN 2 ELSE 3 END, x.arm;
