@@ -151,10 +151,16 @@ def test_an_escaped_sed_pattern_is_stored_as_spelled_and_kept_where_a_window_sho
     # a store is given as ctxdb takes it, a path too; a missing one is named, not made
     assert window_cuts.main(["--db", store_url, "--rows", "pointers"]) == 0
     assert capsys.readouterr().out.startswith("4 decisions")  # three steps and the submit
-    with pytest.raises(SystemExit):
-        window_cuts.main(["--db", str(tmp_path / "nothere.db")])
-    assert "nothere.db does not exist" in capsys.readouterr().err
+    (tmp_path / "empty.db").touch()
+    for given, said in ((tmp_path / "nothere.db", "nothere.db does not exist"),
+                        (tmp_path, "is a directory"), (tmp_path / "empty.db", "is empty")):
+        with pytest.raises(SystemExit):
+            window_cuts.main(["--db", str(given)])
+        assert said in capsys.readouterr().err
     assert not (tmp_path / "nothere.db").exists()
+    with pytest.raises(SystemExit):
+        window_cuts.main(["--db", store_url, "--arm", "mask10"])
+    assert "windows are stored for the loop arm 'ctx08' only" in capsys.readouterr().err
 
 
 def test_a_recorded_run_replays_end_to_end(requests_repository, store_url, tmp_path):
@@ -438,6 +444,16 @@ def test_a_run_that_fails_midway_leaves_nothing_behind(requests_repository, tmp_
     for table in ("decision", "evidence_item", "item_event", "window_item", "replay_run",
                   "replay_decision", "replay_anchor"):
         assert _rows(db, f"SELECT COUNT(*) FROM {table}")[0][0] == 0, table
+
+
+def test_a_runs_line_holding_a_line_separator_is_one_line(tmp_path):
+    # U+2028 is a line break to str.splitlines but text inside a JSON string
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text(json.dumps({"instance_id": "a\u2028b"}, ensure_ascii=False) + "\n",
+                    encoding="utf-8")
+    _specs, errors = load_run_specs(runs, {})
+    assert errors and all(error.startswith(f"{runs}:1: ") for error in errors)
+    assert not any("not JSON" in error for error in errors)
 
 
 def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypatch):

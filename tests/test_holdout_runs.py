@@ -109,11 +109,12 @@ def test_without_the_results_mirror_it_says_what_to_fetch(tmp_path):
 
 
 def test_runs_of_repositories_not_fetched_are_counted_by_repository(tmp_path):
-    # a results mirror holding two runs of a repository that was not fetched
+    # a results mirror holding two runs of a repository that was not fetched, and one of
+    # a development repository
     work = tmp_path / "results"
     work.mkdir()
     _git(work, "init", "-q", "-b", "main")
-    for instance in ("owner__name-1", "owner__name-2"):
+    for instance in ("owner__name-1", "owner__name-2", "sympy__sympy-1"):
         folder = work / "swebench_results" / "20251118_gemini-3-pro-74pct" / "trajs" / instance
         folder.mkdir(parents=True)
         (folder / f"{instance}.traj.json").write_text("{}", encoding="utf-8")
@@ -125,5 +126,7 @@ def test_runs_of_repositories_not_fetched_are_counted_by_repository(tmp_path):
     done = subprocess.run([sys.executable, str(TOOLS / "holdout_runs.py"), str(mirrors),
                            str(tmp_path / "out")], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+    # a development repository's runs are no held-out runs, fetched or not
     assert "(2 runs): owner/name 2 (fetch github:OWNER/NAME)" in done.stderr
+    assert "sympy" not in done.stderr
     assert done.stdout.startswith("0 runs in ")

@@ -431,11 +431,17 @@ def test_the_screen_json_and_page(replay_store):
         page = replay_html(connection)
     lines = screen.splitlines()
     assert "a cached prompt token at 0.1 of an input token's price" in screen
-    # current: 2 runs, 1 resolved, 6 decisions, median, p90, total, per resolved run
-    assert ["replay", "current", "2", "1", "6", "2,000", "4,000", "14,000", "14,000"] in [
-        line.split() for line in lines]
-    assert ["replay", "current", "0.507", "7,610", "2,740", "7,610", "0", "2"] in [
-        line.split() for line in lines]  # cached share and cost
+    # current: 2 runs, 1 resolved, 6 decisions, median, p90, total, per resolved run, and
+    # its tokens over mask10's (14,000 / 12,100)
+    assert ["replay", "current", "2", "1", "6", "2,000", "4,000", "14,000", "14,000",
+            "1.157"] in [line.split() for line in lines]
+    assert ["replay", "current", "0.507", "7,610", "2,740", "7,610", "1.000", "0", "2"] in [
+        line.split() for line in lines]  # cached share and cost, over current's
+    # the issue's ratios where they are read: 5,250 / 12,100 and 3,810 / 7,610
+    assert [line.split()[-1] for line in lines
+            if line.split()[:3] == ["replay", "ctx08", "2"]] == ["0.434"]
+    assert "0.501" in [line.split()[6] for line in lines
+                       if line.split()[:2] == ["replay", "ctx08"] and len(line.split()) == 9]
     assert ["replay", "ctx08", "path", "3", "2", "0.667", "1", "0", "0.000"] in [
         line.split() for line in lines]  # recall as fractions
     assert ["replay", "ctx08", "path", "2", "1", "0.500"] in [

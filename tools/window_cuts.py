@@ -46,7 +46,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, make_url, text
+from sqlalchemy.exc import OperationalError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -77,6 +78,7 @@ from ctxdb.agent.loop import (  # noqa: E402
 )
 from ctxdb.agent.trajectory import ObservationKind, read_trajectory  # noqa: E402
 from ctxdb.cli.shared import existing_store  # noqa: E402
+from ctxdb.db import NotAStoreError, check_store_file  # noqa: E402
 from ctxdb.migrate import (  # noqa: E402
     StoreVersionError,
     check_known,
@@ -245,16 +247,38 @@ def first_program(command: str | None) -> str:
     return names[0] if names else ""
 
 
+def replay_store(db: str) -> str:
+    """The URL of the replay store ``db`` names (a URL or a path, as ctxdb takes it) once
+    it is known to be a ctxdb store at this ctxdb's schema: a missing file is not made, a
+    file that is no store, an unreachable server or another revision is refused."""
+    url = existing_store(db)
+    check_store_file(url)
+    shown = make_url(url).render_as_string(hide_password=True)
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            revision = current_revision(connection)
+    except OperationalError as error:
+        reason = str(error.orig or error).strip().splitlines()[0]
+        raise ValueError(f"{shown}: cannot read it ({reason})") from error
+    finally:
+        engine.dispose()
+    if revision is None:
+        raise NotAStoreError(f"{shown} is empty: expected a store a replay wrote")
+    check_known(revision)  # a newer ctxdb's store: says so
+    if revision != head_revision():  # its anchors lack columns the measure reads
+        raise StoreVersionError(f"{shown} is at schema revision {revision!r}, this ctxdb's "
+                                f"is {head_revision()!r}: run ctxdb db upgrade --db {shown}")
+    return url
+
+
 def read_decisions(url: str, arm: str) -> list[Decision]:
+    """The decisions of ``arm`` in the replay store at ``url`` (``replay_store`` checks
+    it), with their windows' parts and their anchors."""
     engine = create_engine(url)
     decisions = []
     texts: dict[str, str] = {}  # a settled part repeats in many windows: held once
     with engine.connect() as connection:
-        revision = current_revision(connection)
-        check_known(revision)  # a newer ctxdb's store: says so
-        if revision != head_revision():  # its anchors lack columns the measure reads
-            raise StoreVersionError(f"{url} is at schema revision {revision!r}, this ctxdb's "
-                                    f"is {head_revision()!r}: run ctxdb db upgrade --db {url}")
         runs = connection.execute(text(
             "SELECT run_id, instance_id, trajectory FROM replay_run")).all()
         for run_id, instance_id, trajectory in runs:
@@ -1006,13 +1030,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="only the cuts whose name holds TEXT (the first row always)")
     args = parser.parse_args(argv)
     try:
-        url = existing_store(args.db)  # a path as ctxdb takes it; never a new file
-        decisions = read_decisions(url, args.arm)
+        url = replay_store(args.db)
     except (StoreVersionError, FileNotFoundError, ValueError) as error:
         parser.error(f"--db: {error}")
+    decisions = read_decisions(url, args.arm)
     if not decisions:
-        parser.error(f"--arm: no decision of arm {args.arm!r} in {args.db} (its windows are "
-                     f"stored for the loop arm only: {ARM_CTX08!r})")
+        shown = make_url(url).render_as_string(hide_password=True)
+        if args.arm == ARM_CTX08:
+            parser.error(f"--db: {shown} holds no decision of the loop arm {ARM_CTX08!r}")
+        parser.error(f"--arm: no decision of arm {args.arm!r} in {shown} (windows are "
+                     f"stored for the loop arm {ARM_CTX08!r} only)")
     sent = sum(d.prompt_tokens for d in decisions)
     print(f"{len(decisions)} decisions, {sent / 1e6:.2f} M tokens sent;"
           f" an oracle that knew each next action: {oracle_tokens(decisions) / 1e6:.2f} M")

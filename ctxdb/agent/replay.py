@@ -153,7 +153,8 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
     specs: list[RunSpec] = []
     errors: list[str] = []
     first_line_of: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
+    # JSON Lines end lines with \n only: a JSON string may hold U+2028 and the like
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         where = f"{path}:{number}"

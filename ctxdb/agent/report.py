@@ -35,12 +35,15 @@ ARM_LEGEND = {
 ARM_COLORS = {**reports.ARM_COLORS, "mask10": "#2f855a"}
 DASHED_ARMS = {"mask10"}  # told apart from current by more than its colour
 STEP_CHART_HEIGHT = 320
-# The arms section on a screen: two tables of a readable width, tokens then cost.
+# The arms section on a screen: two tables of a readable width, tokens then cost, each
+# ending with its ratio to the arm the issue measures it against.
 ARMS_SCREEN_TABLES = (
     ["run_id", "arm", "runs", "resolved_runs", "decisions", "median_prompt_tokens",
-     "p90_prompt_tokens", "total_prompt_tokens", "tokens_per_resolved_run"],
+     "p90_prompt_tokens", "total_prompt_tokens", "tokens_per_resolved_run",
+     "tokens_of_mask10"],
     ["run_id", "arm", "cached_share", "cost_tokens", "median_cost_per_run",
-     "cost_per_resolved_run", "refused_decisions", "tree_unknown_decisions"],
+     "cost_per_resolved_run", "cost_of_current", "refused_decisions",
+     "tree_unknown_decisions"],
 )
 # The recall section on a screen: all anchors and those at edits, then those on a tree
 # known to be the recorded run's.
