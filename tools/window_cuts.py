@@ -77,11 +77,12 @@ from ctxdb.agent.loop import (  # noqa: E402
     step_of_item,
 )
 from ctxdb.agent.trajectory import ObservationKind, read_trajectory  # noqa: E402
-from ctxdb.cli.shared import existing_store, store_revision  # noqa: E402
+from ctxdb.cli.shared import existing_store  # noqa: E402
 from ctxdb.db import NotAStoreError, check_store_file  # noqa: E402
 from ctxdb.migrate import (  # noqa: E402
     StoreVersionError,
     check_known,
+    current_revision,
     head_revision,
 )
 from ctxdb.tokens import get_counter  # noqa: E402
@@ -253,11 +254,15 @@ def replay_store(db: str) -> str:
     url = existing_store(db)
     check_store_file(url)
     shown = make_url(url).render_as_string(hide_password=True)
+    engine = create_engine(url)
     try:
-        revision = store_revision(url)
+        with engine.connect() as connection:
+            revision = current_revision(connection)
     except OperationalError as error:
         reason = str(error.orig or error).strip().splitlines()[0]
         raise ValueError(f"{shown}: cannot read it ({reason})") from error
+    finally:
+        engine.dispose()
     if revision is None:
         raise NotAStoreError(f"{shown} is empty: expected a store a replay wrote")
     check_known(revision)  # a newer ctxdb's store: says so
