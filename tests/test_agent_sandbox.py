@@ -9,6 +9,7 @@ import os
 import secrets
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -207,6 +208,61 @@ def test_a_fork_loop_is_contained_and_ended(tree):
     assert time.monotonic() - started < timeout_s + KILL_SLACK_S
     _assert_none_left(marker)
     assert tree.run("echo alive").output == "alive\n"  # and the next command runs
+
+
+# Holds every process its sandbox may have: forks sleeping children until a fork fails,
+# says so in the tree (file "holding"), then waits for the file "release".
+_HOLD_THE_PROCESS_LIMIT = """
+import os, signal, time
+children = []
+while True:
+    try:
+        pid = os.fork()
+    except BlockingIOError:
+        break
+    if pid == 0:
+        signal.pause()
+        os._exit(0)
+    children.append(pid)
+with open("holding", "w") as handle:
+    handle.write(str(len(children)))
+while not os.path.exists("release"):
+    time.sleep(0.05)
+print(len(children))
+"""
+_FORK_ONCE = ("import os\n"
+              "pid = os.fork()\n"
+              "if pid == 0:\n"
+              "    os._exit(0)\n"
+              "os.waitpid(pid, 0)\n"
+              "print('forked')\n")
+
+
+def test_sandboxes_side_by_side_do_not_share_the_process_limit(source_git, tmp_path,
+                                                               monkeypatch):
+    """A command holding all the processes its sandbox may have leaves another sandbox's
+    command free to fork: the limit counts each sandbox's processes alone (a user
+    namespace per command), not every process of the sandbox's uid on the host."""
+    monkeypatch.setattr(sandbox, "MAX_PROCESSES", 24)  # reached at once
+    with ScratchTree.create(source_git, "main", parent=tmp_path) as holder_tree, \
+            ScratchTree.create(source_git, "main", parent=tmp_path) as other_tree:
+        held: list = []
+        holder = threading.Thread(target=lambda: held.append(
+            holder_tree.run(f"python3 -c {_shell_quote(_HOLD_THE_PROCESS_LIMIT)}", 60)))
+        holder.start()
+        try:
+            deadline = time.monotonic() + 30
+            while not (holder_tree.path / "holding").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert (holder_tree.path / "holding").exists(), "the holder never reached its limit"
+            result = other_tree.run(f"python3 -c {_shell_quote(_FORK_ONCE)}", 30)
+            assert (result.returncode, result.output) == (0, "forked\n")
+        finally:
+            (holder_tree.path / "release").write_text("")
+            holder.join()
+        # the holder did run into its own limit: at most MAX_PROCESSES of its processes
+        assert not held[0].timed_out
+        assert 0 < int(held[0].output) < sandbox.MAX_PROCESSES
 
 
 def _shell_quote(text: str) -> str:

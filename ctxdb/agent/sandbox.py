@@ -2,8 +2,8 @@
 
 A recorded agent step is re-run to move files, never to be trusted: the command may
 write anywhere, fork without end, print without end, listen or connect. Here it runs
-in new mount, network, pid, IPC and UTS namespaces made by ``unshare`` (util-linux),
-inside a fresh root built for the call:
+in new user, mount, network, pid, IPC and UTS namespaces made by ``unshare``
+(util-linux), inside a fresh root built for the call:
 
 - a small tmpfs as ``/``, holding a read-only bind mount of each of the host's
   top-level directories (``/usr``, ``/etc``, ``/work``, …) and its top-level symlinks
@@ -21,6 +21,15 @@ space, no core files), drops every privilege (``setpriv``: uid and gid ``SANDBOX
 supplementary groups, no-new-privs, empty capability and bounding sets: as root inside
 the namespaces a command could remount the read-only binds read-write) and runs the
 command with ``bash -c`` in ``workdir``, as the recorded harness did.
+
+The user namespace is the command's alone, made when the root is built (the mounts are
+made as the host's root, as without it). It maps every id to itself, written by this
+process into its ``uid_map`` and ``gid_map`` while the command waits (``unshare``'s own
+``--map-users`` needs ``newuidmap``, one more package), so files, ``id`` and ``ls -l``
+read as without it. It is there because the kernel counts a uid's processes per user
+namespace: ``RLIMIT_NPROC`` bounds this call's command alone, and sandboxes side by
+side (a replay's workers, a replay beside a test run's fork loop) never starve each
+other's commands.
 
 Why ``unshare`` and not ``bwrap``: bubblewrap is not installed on a fresh machine of
 this project's kind and would be one more system package to bring; ``unshare``,
@@ -61,8 +70,8 @@ from typing import IO, cast
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
 
-# What a command may use. RLIMIT_NPROC counts every process of SANDBOX_UID on the host,
-# so sandboxes running side by side share it: a fork loop is stopped at this many.
+# What a command may use. RLIMIT_NPROC counts the processes of SANDBOX_UID in the call's
+# own user namespace: a fork loop is stopped at this many, in its sandbox alone.
 MAX_PROCESSES = 512
 # RLIMIT_FSIZE: no single file written (in the tree, in /tmp) may grow past this.
 MAX_FILE_BYTES = 512 * 1024 * 1024
@@ -110,6 +119,11 @@ DEVICE_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 _SETUP_FAILED = 125
 _READY = "ready"
 _FAILED = "failed"
+# The status line saying the setup is done and the command's user namespace made; with
+# the host pid of the process in it, which waits for its id maps on the map pipe.
+_IN_NAMESPACES = "in-namespaces"
+# Every uid (gid) maps to itself: the whole 32-bit range but (uid_t)-1, which is no id.
+IDENTITY_ID_MAP = "0 0 4294967295\n"
 
 
 class SandboxError(RuntimeError):
@@ -217,11 +231,14 @@ def _top_level_entries() -> tuple[list[str], list[tuple[str, str]]]:
 
 
 def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str],
-                  read_only_paths: Sequence[str], status_fd: int) -> str:
+                  read_only_paths: Sequence[str], status_fd: int, map_fd: int) -> str:
     """The bash script run as root inside the new namespaces: each step is one command
     that must succeed. What a step says on stderr goes to the status pipe; the first
     that fails adds 'failed<TAB>what it was meant to do' there and ends the script. When
-    all have run, 'ready' goes to the status pipe, which is closed, and the command is
+    all have run, the script enters a user namespace of its own, says 'in-namespaces
+    HOST_PID' on the status pipe and waits for a line on the map pipe (the caller writes
+    the namespace's id maps meanwhile; the pipe closed without a line ends the script).
+    Then 'ready' goes to the status pipe, both pipes are closed, and the command is
     exec'd ($1 of the script). Steps are few and batched: this runs for every command."""
     steps: list[tuple[str, list[str]]] = []
 
@@ -290,10 +307,21 @@ def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str]
         f'{{ printf \'{_FAILED}\\t%s\\n\' "$what" >&"$status_fd"; exit {_SETUP_FAILED}; }}; }}',
     ]
     lines += [f"step {shlex.quote(what)} {shlex.join(argv)}" for what, argv in steps]
+    # The command's own user namespace: unshare then execs the script below in the same
+    # process, whose pid on the host (read here, where the host's /proc is still
+    # mounted) tells the caller whose id maps to write.
+    in_user_namespace = "\n".join([
+        "set -u",
+        f'printf \'{_IN_NAMESPACES} %s\\n\' "$1" >&{status_fd}',
+        f"read -r mapped <&{map_fd} || exit {_SETUP_FAILED}",
+        f'printf \'{_READY}\\n\' >&{status_fd}',
+        f"exec {status_fd}>&- {map_fd}<&-",
+        f'exec {shlex.join(enter)} "$2"',
+    ])
     lines += [
-        f'printf \'{_READY}\\n\' >&"$status_fd"',
-        'exec {status_fd}>&-',
-        f'exec {shlex.join(enter)} "$1"',
+        "read -r host_pid _ < /proc/self/stat",
+        f"exec unshare --user -- bash -c {shlex.quote(in_user_namespace)} ctxdb-command "
+        '"$host_pid" "$1"',
     ]
     return "\n".join(lines) + "\n"
 
@@ -306,35 +334,42 @@ def _run(command: str, tree: Path, *, workdir: str, timeout_s: float,
     if not tree_path.is_dir():
         raise SandboxError(f"the scratch tree {tree_path} is not a directory")
     started = time.monotonic()
+    deadline = started + timeout_s
     new_root = tempfile.mkdtemp(prefix="ctxdb-sandbox-root-")
     status_read, status_write = os.pipe()
+    map_read, map_write = os.pipe()
     try:
         script = _setup_script(new_root, str(tree_path), workdir, env,
-                               [str(Path(p).resolve()) for p in read_only_paths], status_write)
+                               [str(Path(p).resolve()) for p in read_only_paths], status_write,
+                               map_read)
         argv = ["unshare", "--mount", "--net", "--pid", "--ipc", "--uts", "--fork",
                 "--kill-child", "--propagation", "private",
                 "--", "bash", "-c", script, "ctxdb-sandbox", command]
         try:
             process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, pass_fds=(status_write,),
+                                       stderr=subprocess.STDOUT,
+                                       pass_fds=(status_write, map_read),
                                        start_new_session=True)
         except FileNotFoundError:
             raise SandboxUnavailable(
                 "sandbox step 'unshare' failed: expected the unshare command (util-linux) "
                 "on PATH") from None
-        os.close(status_write)
-        status_write = -1
+        for end in (status_write, map_read):
+            os.close(end)
+        status_write = map_read = -1
         output_stream = cast(IO[bytes], process.stdout)  # stdout=PIPE: never None
         try:
+            map_end, map_write = map_write, -1  # _collect closes it
             output, truncated, status, timed_out = _collect(process, output_stream,
-                                                            status_read, started + timeout_s)
+                                                            status_read, map_end, deadline)
         finally:
             _kill_group(process)
             output_stream.close()
         returncode = process.wait()
     finally:
-        if status_write >= 0:
-            os.close(status_write)
+        for end in (status_write, map_read, map_write):
+            if end >= 0:
+                os.close(end)
         os.close(status_read)
         # only the mount point: the mounts on it lived in the namespace, gone with it
         os.rmdir(new_root)
@@ -346,7 +381,8 @@ def _run(command: str, tree: Path, *, workdir: str, timeout_s: float,
         if not failed:  # unshare itself failed: the setup script never ran
             raise SandboxUnavailable(
                 "sandbox step 'unshare' failed: expected to enter new mount, net, pid, ipc "
-                "and uts namespaces (needs root or CAP_SYS_ADMIN); exit status "
+                "and uts namespaces (needs root or CAP_SYS_ADMIN), then a user namespace for "
+                "the command (sysctl user.max_user_namespaces > 0); exit status "
                 f"{returncode}: {text.strip()!r}")
         what = failed[-1].partition("\t")[2]
         said = "\n".join(line for line in status_lines if not line.startswith(f"{_FAILED}\t"))
@@ -356,10 +392,12 @@ def _run(command: str, tree: Path, *, workdir: str, timeout_s: float,
 
 
 def _collect(process: subprocess.Popen, output_stream: IO[bytes], status_fd: int,
-             deadline: float) -> tuple[bytes, bool, str, bool]:
+             map_fd: int, deadline: float) -> tuple[bytes, bool, str, bool]:
     """Read the output (bounded) and the status pipe until the output closes or the
     deadline passes; on the deadline the sandbox is killed and the output drained for at
-    most KILL_GRACE_S. Returns (output, truncated, status text, timed out)."""
+    most KILL_GRACE_S. When the status pipe names the process that entered the command's
+    user namespace, map its ids (``_map_ids``). Returns (output, truncated, status text,
+    timed out); ``map_fd`` is closed on return."""
     kept = bytearray()
     truncated = False
     status = bytearray()
@@ -385,6 +423,11 @@ def _collect(process: subprocess.Popen, output_stream: IO[bytes], status_fd: int
                     open_streams -= 1
                 elif key.data == "status":
                     status += chunk
+                    if map_fd >= 0 and (host_pid := _entered_user_namespace(status)):
+                        _map_ids(host_pid)
+                        os.write(map_fd, b"mapped\n")
+                        os.close(map_fd)
+                        map_fd = -1
                 elif len(kept) < MAX_OUTPUT_BYTES:
                     room = MAX_OUTPUT_BYTES - len(kept)
                     kept += chunk[:room]
@@ -393,7 +436,30 @@ def _collect(process: subprocess.Popen, output_stream: IO[bytes], status_fd: int
                     truncated = True
     finally:
         selector.close()
+        if map_fd >= 0:  # never mapped: a script still waiting for it ends
+            os.close(map_fd)
     return bytes(kept), truncated, status.decode(errors="replace"), timed_out
+
+
+def _entered_user_namespace(status: bytearray) -> int | None:
+    """The host pid the status pipe's 'in-namespaces PID' line names, once it is whole."""
+    for line in bytes(status).split(b"\n")[:-1]:
+        word, _, pid = line.decode(errors="replace").partition(" ")
+        if word == _IN_NAMESPACES and pid.isdigit():
+            return int(pid)
+    return None
+
+
+def _map_ids(host_pid: int) -> None:
+    """Map every uid and gid of the user namespace ``host_pid`` is in to itself."""
+    for id_map in ("uid_map", "gid_map"):
+        try:
+            with open(f"/proc/{host_pid}/{id_map}", "w", encoding="ascii") as handle:
+                handle.write(IDENTITY_ID_MAP)
+        except OSError as error:
+            raise SandboxUnavailable(
+                "sandbox step 'map the command's user namespace' failed: expected to write "
+                f"/proc/{host_pid}/{id_map} (needs root): {error}") from None
 
 
 def _kill_group(process: subprocess.Popen) -> None:
