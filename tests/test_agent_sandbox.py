@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import threading
@@ -247,8 +248,15 @@ def test_sandboxes_side_by_side_do_not_share_the_process_limit(source_git, tmp_p
     with ScratchTree.create(source_git, "main", parent=tmp_path) as holder_tree, \
             ScratchTree.create(source_git, "main", parent=tmp_path) as other_tree:
         held: list = []
-        holder = threading.Thread(target=lambda: held.append(
-            holder_tree.run(f"python3 -c {_shell_quote(_HOLD_THE_PROCESS_LIMIT)}", 60)))
+
+        def hold() -> None:
+            try:
+                held.append(holder_tree.run(f"python3 -c {_shell_quote(_HOLD_THE_PROCESS_LIMIT)}",
+                                            60))
+            except BaseException as error:  # shown by the assertion below, not lost
+                held.append(error)
+
+        holder = threading.Thread(target=hold)
         holder.start()
         try:
             deadline = time.monotonic() + 30
@@ -261,6 +269,7 @@ def test_sandboxes_side_by_side_do_not_share_the_process_limit(source_git, tmp_p
             (holder_tree.path / "release").write_text("")
             holder.join()
         # the holder did run into its own limit: at most MAX_PROCESSES of its processes
+        assert isinstance(held[0], sandbox.CommandResult), held[0]
         assert not held[0].timed_out
         assert 0 < int(held[0].output) < sandbox.MAX_PROCESSES
 
@@ -325,4 +334,47 @@ def test_a_missing_unshare_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no unshare there
     with pytest.raises(SandboxUnavailable, match="unshare"):
         sandbox._run("true", tmp_path, workdir="/testbed", timeout_s=5, env={},
+                     read_only_paths=())
+
+
+def test_only_the_sandboxs_own_process_gets_its_ids_mapped():
+    """The id maps are written only for a process in the sandbox's pid namespace and in a
+    user namespace other than ours: a pid named on the status pipe that is anyone else's
+    (a pid reused once the sandbox's process died) is refused, its maps left unwritten."""
+    outsider = subprocess.Popen(["unshare", "--user", "sleep", "30"])  # unmapped, not ours
+    sandbox_like = subprocess.Popen(["unshare", "--pid", "--fork", "sleep", "30"])
+    try:
+        uid_map = Path(f"/proc/{outsider.pid}/uid_map")
+        deadline = time.monotonic() + 5  # until unshare has made its namespace
+        while (os.readlink(f"/proc/{outsider.pid}/ns/user") == os.readlink("/proc/self/ns/user")
+               and time.monotonic() < deadline):
+            time.sleep(0.01)
+        with pytest.raises(SandboxError, match="in the sandbox's pid namespace"):
+            sandbox._map_ids(sandbox_like, outsider.pid)
+        with pytest.raises(SandboxError, match="in the sandbox's pid namespace"):
+            sandbox._map_ids(sandbox_like, os.getpid())
+        assert uid_map.read_text() == ""
+    finally:
+        for process in (outsider, sandbox_like):
+            process.kill()
+            process.wait()
+
+
+def test_a_machine_without_user_namespaces_is_named(tmp_path, monkeypatch):
+    """The setup runs, then unshare --user fails: the error says it was that step."""
+    real_unshare = shutil.which("unshare")
+    fake = tmp_path / "bin" / "unshare"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/bash\n"
+                    'for arg in "$@"; do [ "$arg" = --user ] && { '
+                    'echo "unshare: unshare failed: No space left on device" >&2; exit 1; }; done\n'
+                    f'exec {real_unshare} "$@"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    tree_dir = tmp_path / "tree"
+    tree_dir.mkdir()
+    with pytest.raises(SandboxUnavailable,
+                       match="'enter a user namespace for the command' failed.*"
+                             "max_user_namespaces.*No space left"):
+        sandbox._run("true", tree_dir, workdir="/testbed", timeout_s=10, env={},
                      read_only_paths=())

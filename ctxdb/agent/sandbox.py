@@ -22,14 +22,16 @@ supplementary groups, no-new-privs, empty capability and bounding sets: as root 
 the namespaces a command could remount the read-only binds read-write) and runs the
 command with ``bash -c`` in ``workdir``, as the recorded harness did.
 
-The user namespace is the command's alone, made when the root is built (the mounts are
-made as the host's root, as without it). It maps every id to itself, written by this
-process into its ``uid_map`` and ``gid_map`` while the command waits (``unshare``'s own
-``--map-users`` needs ``newuidmap``, one more package), so files, ``id`` and ``ls -l``
-read as without it. It is there because the kernel counts a uid's processes per user
-namespace: ``RLIMIT_NPROC`` bounds this call's command alone, and sandboxes side by
-side (a replay's workers, a replay beside a test run's fork loop) never starve each
-other's commands.
+The user namespace is the command's alone, made once the root is built and the limits
+set (both as the host's root, as without it). It maps every id to itself, written by
+this process into its ``uid_map`` and ``gid_map`` while the setup script waits
+(``unshare``'s own ``--map-users`` needs ``newuidmap``, one more package), so files,
+``id`` and ``ls -l`` read as without it. It is there because the kernel (Linux 5.14 and
+later) counts a uid's processes per user namespace: ``RLIMIT_NPROC`` bounds each call's
+command alone, so sandboxes side by side (a replay's workers, a replay beside a test
+run's fork loop) do not take each other's processes. Together they may run as many
+processes as the limit times the calls running; the host's pid and memory limits still
+bound them all.
 
 Why ``unshare`` and not ``bwrap``: bubblewrap is not installed on a fresh machine of
 this project's kind and would be one more system package to bring; ``unshare``,
@@ -119,8 +121,10 @@ DEVICE_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 _SETUP_FAILED = 125
 _READY = "ready"
 _FAILED = "failed"
-# The status line saying the setup is done and the command's user namespace made; with
-# the host pid of the process in it, which waits for its id maps on the map pipe.
+# Status lines: every setup step succeeded (the command's user namespace is made next);
+# the user namespace is made, with the host pid of the process in it, which waits for
+# its id maps on the map pipe.
+_STEPS_DONE = "steps-done"
 _IN_NAMESPACES = "in-namespaces"
 # Every uid (gid) maps to itself: the whole 32-bit range but (uid_t)-1, which is no id.
 IDENTITY_ID_MAP = "0 0 4294967295\n"
@@ -235,9 +239,10 @@ def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str]
     """The bash script run as root inside the new namespaces: each step is one command
     that must succeed. What a step says on stderr goes to the status pipe; the first
     that fails adds 'failed<TAB>what it was meant to do' there and ends the script. When
-    all have run, the script enters a user namespace of its own, says 'in-namespaces
-    HOST_PID' on the status pipe and waits for a line on the map pipe (the caller writes
-    the namespace's id maps meanwhile; the pipe closed without a line ends the script).
+    all have run, it says 'steps-done', sets the limits and enters a user namespace of
+    its own, says 'in-namespaces HOST_PID' on the status pipe and waits for a line on the
+    map pipe (the caller writes the namespace's id maps meanwhile; the pipe closed
+    without a line ends the script).
     Then 'ready' goes to the status pipe, both pipes are closed, and the command is
     exec'd ($1 of the script). Steps are few and batched: this runs for every command."""
     steps: list[tuple[str, list[str]]] = []
@@ -290,10 +295,12 @@ def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str]
     step("make the new root read-only", "mount", "-o", "remount,ro,nosuid,nodev", root)
 
     command_env = {**BASE_ENV, **env}
+    # set as the host's root, before the user namespace: root there could not raise a
+    # hard limit the host's is below
+    limits = ["prlimit", f"--nproc={MAX_PROCESSES}", f"--fsize={MAX_FILE_BYTES}",
+              f"--as={MAX_ADDRESS_SPACE_BYTES}", "--core=0", "--"]
     enter = [
         "chroot", root,
-        "prlimit", f"--nproc={MAX_PROCESSES}", f"--fsize={MAX_FILE_BYTES}",
-        f"--as={MAX_ADDRESS_SPACE_BYTES}", "--core=0", "--",
         "setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups",
         "--no-new-privs", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all",
         "--",
@@ -319,9 +326,10 @@ def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str]
         f'exec {shlex.join(enter)} "$2"',
     ])
     lines += [
+        f'printf \'{_STEPS_DONE}\\n\' >&"$status_fd"',
         "read -r host_pid _ < /proc/self/stat",
-        f"exec unshare --user -- bash -c {shlex.quote(in_user_namespace)} ctxdb-command "
-        '"$host_pid" "$1"',
+        f"exec {shlex.join(limits)} unshare --user -- bash -c "
+        f'{shlex.quote(in_user_namespace)} ctxdb-command "$host_pid" "$1"',
     ]
     return "\n".join(lines) + "\n"
 
@@ -365,7 +373,7 @@ def _run(command: str, tree: Path, *, workdir: str, timeout_s: float,
         finally:
             _kill_group(process)
             output_stream.close()
-        returncode = process.wait()
+            returncode = process.wait()
     finally:
         for end in (status_write, map_read, map_write):
             if end >= 0:
@@ -378,11 +386,15 @@ def _run(command: str, tree: Path, *, workdir: str, timeout_s: float,
     status_lines = status.splitlines()
     if status_lines[-1:] != [_READY] and not timed_out:
         failed = [line for line in status_lines if line.startswith(f"{_FAILED}\t")]
+        if _STEPS_DONE in status_lines:  # the user namespace could not be made
+            raise SandboxUnavailable(
+                "sandbox step 'enter a user namespace for the command' failed: expected "
+                "prlimit and unshare --user to run (user namespaces: sysctl "
+                f"user.max_user_namespaces > 0); exit status {returncode}: {text.strip()!r}")
         if not failed:  # unshare itself failed: the setup script never ran
             raise SandboxUnavailable(
                 "sandbox step 'unshare' failed: expected to enter new mount, net, pid, ipc "
-                "and uts namespaces (needs root or CAP_SYS_ADMIN), then a user namespace for "
-                "the command (sysctl user.max_user_namespaces > 0); exit status "
+                "and uts namespaces (needs root or CAP_SYS_ADMIN); exit status "
                 f"{returncode}: {text.strip()!r}")
         what = failed[-1].partition("\t")[2]
         said = "\n".join(line for line in status_lines if not line.startswith(f"{_FAILED}\t"))
@@ -403,10 +415,10 @@ def _collect(process: subprocess.Popen, output_stream: IO[bytes], status_fd: int
     status = bytearray()
     timed_out = False
     selector = selectors.DefaultSelector()
-    selector.register(output_stream, selectors.EVENT_READ, "output")
-    selector.register(status_fd, selectors.EVENT_READ, "status")
     open_streams = 2
     try:
+        selector.register(output_stream, selectors.EVENT_READ, "output")
+        selector.register(status_fd, selectors.EVENT_READ, "status")
         while open_streams:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -424,7 +436,7 @@ def _collect(process: subprocess.Popen, output_stream: IO[bytes], status_fd: int
                 elif key.data == "status":
                     status += chunk
                     if map_fd >= 0 and (host_pid := _entered_user_namespace(status)):
-                        _map_ids(host_pid)
+                        _map_ids(process, host_pid)
                         os.write(map_fd, b"mapped\n")
                         os.close(map_fd)
                         map_fd = -1
@@ -450,16 +462,39 @@ def _entered_user_namespace(status: bytearray) -> int | None:
     return None
 
 
-def _map_ids(host_pid: int) -> None:
-    """Map every uid and gid of the user namespace ``host_pid`` is in to itself."""
-    for id_map in ("uid_map", "gid_map"):
+def _map_ids(process: subprocess.Popen, host_pid: int) -> None:
+    """Map every uid and gid of the user namespace ``host_pid`` is in to itself, once that
+    process is shown to be the sandbox's: in the pid namespace the sandbox's ``unshare``
+    made, in a user namespace other than this process's. Its ``/proc`` directory is held
+    open meanwhile, so a pid reused by another process cannot be written to."""
+    what = "sandbox step 'map the command's user namespace' failed: expected "
+    try:
+        proc = os.open(f"/proc/{host_pid}", os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as error:
+        raise SandboxError(f"{what}process {host_pid} to be there: {error}") from None
+    try:
         try:
-            with open(f"/proc/{host_pid}/{id_map}", "w", encoding="ascii") as handle:
-                handle.write(IDENTITY_ID_MAP)
+            sandbox_pids = os.readlink(f"/proc/{process.pid}/ns/pid_for_children")
+            its_pids, its_users = (os.readlink(f"ns/{kind}", dir_fd=proc)
+                                   for kind in ("pid", "user"))
         except OSError as error:
-            raise SandboxUnavailable(
-                "sandbox step 'map the command's user namespace' failed: expected to write "
-                f"/proc/{host_pid}/{id_map} (needs root): {error}") from None
+            raise SandboxError(f"{what}to read process {host_pid}'s namespaces: "
+                               f"{error}") from None
+        if its_pids != sandbox_pids or its_users == os.readlink("/proc/self/ns/user"):
+            raise SandboxError(f"{what}process {host_pid} to be in the sandbox's pid "
+                               "namespace and a user namespace of its own")
+        for id_map in ("uid_map", "gid_map"):
+            try:
+                handle = os.open(id_map, os.O_WRONLY, dir_fd=proc)
+                try:
+                    os.write(handle, IDENTITY_ID_MAP.encode("ascii"))
+                finally:
+                    os.close(handle)
+            except OSError as error:
+                raise SandboxError(f"{what}to write /proc/{host_pid}/{id_map} (needs "
+                                   f"root): {error}") from None
+    finally:
+        os.close(proc)
 
 
 def _kill_group(process: subprocess.Popen) -> None:
