@@ -163,6 +163,31 @@ def test_an_escaped_sed_pattern_is_stored_as_spelled_and_kept_where_a_window_sho
     assert "windows are stored for the loop arm 'ctx08' only" in capsys.readouterr().err
 
 
+def test_a_program_the_recorded_environment_lacked_is_lacking_in_the_re_run(
+        requests_repository, tmp_path):
+    """The recording's step 1 found no `sed` (its image lacked it), so its edit was never
+    made; the agent edited otherwise at step 2. Re-run here, where `sed` exists, step 1
+    must fail as it did, or the tree would end with an edit the run never made."""
+    edit = f"sed -i 's/{OLD_TEXT}/{NEW_TEXT}/' {UTILS}"
+    other_edit = f"sed -i 's/extract them into a tuple of/extract them into a pair of/' {UTILS}"
+    trajectory, submission = _recorded_run(requests_repository, tmp_path,
+                                           [("Edit the docstring.", other_edit)])
+    not_found = [{"role": "assistant", "content": f"THOUGHT: Edit.\n\n```bash\n{edit}\n```"},
+                 {"role": "user", "content": "<returncode>127</returncode>\n<output>\n"
+                                             "bash: line 1: sed: command not found\n</output>"}]
+    trajectory["messages"][2:2] = not_found
+    path = tmp_path / "psf__requests-1.traj.json"
+    path.write_text(json.dumps(trajectory), encoding="utf-8")
+    assert replay_module.programs_lacked(replay_module.read_trajectory(path)) == {"sed": 1}
+    bare, commit = requests_repository
+    result = replay_run(str(tmp_path / "store.db"), RunSpec(path, "psf__requests-1", bare,
+                                                            commit))
+    assert result.error is None, result.error
+    # step 1 failed here too (exit 127 as recorded), step 2 edited with sed as recorded
+    assert (result.tree_matches_submission, result.tree_note) == (True, None)
+    assert "pair of" in submission and NEW_TEXT not in submission
+
+
 def test_a_recorded_run_replays_end_to_end(requests_repository, store_url, tmp_path):
     trajectory, submission = _recorded_run(requests_repository, tmp_path)
     path = tmp_path / "psf__requests-1.traj.json"

@@ -378,3 +378,14 @@ def test_a_machine_without_user_namespaces_is_named(tmp_path, monkeypatch):
                              "max_user_namespaces.*No space left"):
         sandbox._run("true", tree_dir, workdir="/testbed", timeout_s=10, env={},
                      read_only_paths=())
+
+
+def test_a_program_named_missing_is_not_found_and_the_others_are(tree):
+    result = tree.run("sed --version; echo $?; python --version >/dev/null; echo $?; "
+                      "python3 -c 'print(3)'", missing_programs=["sed", "python"])
+    assert result.output == ("bash: sed: command not found\n127\n"
+                             "bash: python: command not found\n127\n3\n")
+    assert tree.run("sed --version >/dev/null; echo $?").output == "0\n"  # only when asked
+    for bad in ("../bin/sed", "-rf", "", ".hidden", "a/b"):
+        with pytest.raises(SandboxError, match="missing_programs"):
+            tree.run("true", missing_programs=[bad])

@@ -81,6 +81,12 @@ NOTE_NO_SUBMISSION = "no submission recorded"
 # git's shortest default abbreviation: a shorter name (core.abbrev set lower) is only the
 # same blob when it is the same name
 GIT_ABBREV_MIN_DIGITS = 7
+# bash's (or dash's) own word that a command names no program it can find, as a recorded
+# output holds it: `bash: ed: command not found`, `bash: line 3: ed: command not found`,
+# `/bin/sh: 1: ed: not found`
+_NOT_FOUND = re.compile(r"^(?:/(?:usr/)?bin/)?(?:ba)?sh: (?:line )?(?:\d+: )?"
+                        r"(?P<program>[A-Za-z0-9_+][A-Za-z0-9._+-]*): (?:command )?not found$",
+                        re.MULTILINE)
 _INDEX_LINE = re.compile(rf"^index (?P<old>[0-9a-f]{{{GIT_ABBREV_MIN_DIGITS},}})\.\."
                          rf"(?P<new>[0-9a-f]{{{GIT_ABBREV_MIN_DIGITS},}})(?P<mode> \d+)?$")
 
@@ -262,6 +268,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
     divergence: tuple[int, str] | None = None  # the first edit the re-run did otherwise
     tree_version = tree.fingerprint()
     prefix = [dict(run.messages[0]), dict(run.messages[1])]
+    lacked = programs_lacked(run)
     for step in run.steps:
         k = step.number
         earlier = run.steps[: k - 1]
@@ -315,7 +322,8 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
         if step.observation is not None:
             observations.append(step.observation.text)
         if step.action:  # the submit command too: cleanup is often chained to it
-            outcome = tree.run(step.action, timeout_s)
+            outcome = tree.run(step.action, timeout_s, missing_programs=[
+                program for program, last in lacked.items() if k <= last])
             result.rerun_seconds += outcome.duration_s
             if divergence is None and _diverged(step, outcome):
                 divergence = (k, f"{NOTE_COMMAND_DIVERGED}: step {k} "
@@ -343,6 +351,19 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
     result.replay_seconds = time.perf_counter() - started - result.rerun_seconds
     _write_replay(store, run_id, spec, run, result, tree_lost_at, decision_rows, anchor_rows,
                   outcome_rows)
+
+
+def programs_lacked(run: AgentRun) -> dict[str, int]:
+    """The programs the recorded environment lacked, each with the last step whose
+    output says so (bash's `command not found`). The re-run lacks them up to that step
+    too, so a command the recording could not run (an `ed` script) does not edit the
+    tree here; after it the agent may have installed the program."""
+    lacked: dict[str, int] = {}
+    for step in run.steps:
+        if step.action and step.observation is not None:
+            for found in _NOT_FOUND.finditer(step.observation.output):
+                lacked[found.group("program")] = step.number
+    return lacked
 
 
 def _action_kind(step) -> str:

@@ -55,6 +55,7 @@ verdict is kept.
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import shlex
 import shutil
@@ -101,6 +102,13 @@ DEFAULT_WORKDIR = "/testbed"
 # no plain `python` reachable there (see _python_shim_target).
 SHIM_DIR = "/.ctxdb-shims"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# A program the caller says is missing (``missing_programs``: the recorded run's
+# environment lacked it) is this stand-in in SHIM_DIR, named by a link: it fails as
+# bash fails on a program it cannot find.
+MISSING_PROGRAM_STAND_IN = ".missing-program"
+MISSING_PROGRAM_SCRIPT = '#!/bin/sh\necho "bash: ${0##*/}: command not found" >&2\nexit 127\n'
+# what a missing program's name may be: a file name in SHIM_DIR, never a path or option
+_PROGRAM_NAME = re.compile(r"[A-Za-z0-9_+][A-Za-z0-9._+-]*")
 # Every command's environment starts from this; the caller's env is laid over it.
 BASE_ENV = {
     "PATH": f"{SHIM_DIR}:{SYSTEM_PATH}",
@@ -151,7 +159,8 @@ class CommandResult:
 
 def run_isolated(command: str, tree: Path, *, workdir: str = DEFAULT_WORKDIR,
                  timeout_s: float, env: Mapping[str, str],
-                 read_only_paths: Sequence[Path] = ()) -> CommandResult:
+                 read_only_paths: Sequence[Path] = (),
+                 missing_programs: Sequence[str] = ()) -> CommandResult:
     """Run ``command`` with ``bash -c`` in ``workdir``, where ``tree`` is mounted
     read-write; nothing else of the host is writable and there is no network.
 
@@ -160,13 +169,19 @@ def run_isolated(command: str, tree: Path, *, workdir: str = DEFAULT_WORKDIR,
     are host paths also shown read-only at the same place inside, for paths the host's
     top-level binds do not show (e.g. a git object store under the host's /tmp that the
     tree borrows through alternates). ``tree`` must be writable by ``SANDBOX_UID``.
+    ``missing_programs`` are names a command finds missing (``command not found``, exit
+    127) though the host has them: the programs the environment being reproduced lacked.
 
     On timeout the whole sandbox is killed and ``timed_out`` is set. Raises
     ``SandboxUnavailable`` if this machine cannot make the sandbox, ``SandboxError`` if
     this call's setup failed (e.g. ``tree`` does not exist)."""
+    for name in missing_programs:
+        if not _PROGRAM_NAME.fullmatch(name):
+            raise SandboxError(f"missing_programs: {name!r} is not a program's name "
+                               "(letters, digits, '.', '_', '+', '-'; not a path)")
     ensure_sandbox()
     return _run(command, tree, workdir=workdir, timeout_s=timeout_s, env=env,
-                read_only_paths=read_only_paths)
+                read_only_paths=read_only_paths, missing_programs=missing_programs)
 
 
 _availability_lock = threading.Lock()
@@ -235,7 +250,8 @@ def _top_level_entries() -> tuple[list[str], list[tuple[str, str]]]:
 
 
 def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str],
-                  read_only_paths: Sequence[str], status_fd: int, map_fd: int) -> str:
+                  read_only_paths: Sequence[str], status_fd: int, map_fd: int,
+                  missing_programs: Sequence[str] = ()) -> str:
     """The bash script run as root inside the new namespaces: each step is one command
     that must succeed. What a step says on stderr goes to the status pipe; the first
     that fails adds 'failed<TAB>what it was meant to do' there and ends the script. When
@@ -252,12 +268,12 @@ def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str]
 
     root = new_root
     directories, symlinks = _top_level_entries()
-    shim_target = _python_shim_target()
+    shim_target = None if "python" in missing_programs else _python_shim_target()
     step("mount a tmpfs as the new root", "mount", "-t", "tmpfs", "-o",
          f"size={ROOT_SIZE},mode=0755,nosuid,nodev", "ctxdb-sandbox", root)
     mount_points = [f"{root}/{name}" for name in (*directories, "proc", "dev", "tmp", "run")]
     mount_points.append(f"{root}{workdir}")
-    if shim_target is not None:
+    if shim_target is not None or missing_programs:
         mount_points.append(f"{root}{SHIM_DIR}")
     step("make the mount points in the new root", "mkdir", "-p", *mount_points)
     for name, target in symlinks:
@@ -290,6 +306,14 @@ def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str]
     if shim_target is not None:
         step(f"link python to {shim_target}", "ln", "-s", shim_target,
              f"{root}{SHIM_DIR}/python")
+    if missing_programs:
+        stand_in = f"{root}{SHIM_DIR}/{MISSING_PROGRAM_STAND_IN}"
+        step("write the missing programs' stand-in", "bash", "-c",
+             'printf "%s" "$1" > "$2" && chmod 755 "$2"', "stand-in",
+             MISSING_PROGRAM_SCRIPT, stand_in)
+        for name in missing_programs:
+            step(f"make {name} missing", "ln", "-s", MISSING_PROGRAM_STAND_IN,
+                 f"{root}{SHIM_DIR}/{name}")
     step(f"bind the scratch tree at {workdir}", "mount", "--bind", tree, f"{root}{workdir}")
     step("make /dev read-only", "mount", "-o", "remount,ro,nosuid", f"{root}/dev")
     step("make the new root read-only", "mount", "-o", "remount,ro,nosuid,nodev", root)
@@ -335,7 +359,8 @@ def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str]
 
 
 def _run(command: str, tree: Path, *, workdir: str, timeout_s: float,
-         env: Mapping[str, str], read_only_paths: Sequence[Path]) -> CommandResult:
+         env: Mapping[str, str], read_only_paths: Sequence[Path],
+         missing_programs: Sequence[str] = ()) -> CommandResult:
     if not workdir.startswith("/") or workdir == "/":
         raise SandboxError(f"workdir must be an absolute path below /, not {workdir!r}")
     tree_path = Path(tree).resolve()
@@ -349,7 +374,7 @@ def _run(command: str, tree: Path, *, workdir: str, timeout_s: float,
     try:
         script = _setup_script(new_root, str(tree_path), workdir, env,
                                [str(Path(p).resolve()) for p in read_only_paths], status_write,
-                               map_read)
+                               map_read, sorted(set(missing_programs)))
         argv = ["unshare", "--mount", "--net", "--pid", "--ipc", "--uts", "--fork",
                 "--kill-child", "--propagation", "private",
                 "--", "bash", "-c", script, "ctxdb-sandbox", command]

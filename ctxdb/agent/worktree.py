@@ -38,7 +38,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from ..ab.materialize import SkippedBlob, write_commit_tree
@@ -173,11 +173,14 @@ class ScratchTree:
         shutil.rmtree(self.home, ignore_errors=True)
 
     def run(self, command: str, timeout_s: float = COMMAND_TIMEOUT_S,
-            env: Mapping[str, str] = HARNESS_ENV) -> CommandResult:
+            env: Mapping[str, str] = HARNESS_ENV,
+            missing_programs: Sequence[str] = ()) -> CommandResult:
         """Run one shell command in the tree, isolated (``sandbox.run_isolated``), in
-        ``workdir`` with the recorded harness's environment variables."""
+        ``workdir`` with the recorded harness's environment variables, the programs its
+        environment lacked (``missing_programs``) missing too."""
         return run_isolated(command, self.path, workdir=self.workdir, timeout_s=timeout_s,
-                            env=env, read_only_paths=(self.object_store,))
+                            env=env, read_only_paths=(self.object_store,),
+                            missing_programs=missing_programs)
 
     def diff(self) -> str:
         """The live patch of the tracked files: ``git diff HEAD`` (what the agent's own
