@@ -16,11 +16,12 @@ in new user, mount, network, pid, IPC and UTS namespaces made by ``unshare``
   ``/proc`` of the new pid namespace;
 - a down loopback as the only network interface.
 
-Then it chroots, sets resource limits (``prlimit``: processes, file size, address
-space, no core files), drops every privilege (``setpriv``: uid and gid ``SANDBOX_UID``, no
-supplementary groups, no-new-privs, empty capability and bounding sets: as root inside
-the namespaces a command could remount the read-only binds read-write) and runs the
-command with ``bash -c`` in ``workdir``, as the recorded harness did.
+Then it sets resource limits (``prlimit``: processes, file size, address space, no core
+files), enters the command's user namespace (below), chroots, drops every privilege
+(``setpriv``: uid and gid ``SANDBOX_UID``, no supplementary groups, no-new-privs, empty
+capability and bounding sets: as root inside the namespaces a command could remount the
+read-only binds read-write) and runs the command with ``bash -c`` in ``workdir``, as the
+recorded harness did.
 
 The user namespace is the command's alone, made once the root is built and the limits
 set (both as the host's root, as without it). It maps every id to itself, written by
