@@ -345,8 +345,10 @@ def test_only_the_sandboxs_own_process_gets_its_ids_mapped():
     sandbox_like = subprocess.Popen(["unshare", "--pid", "--fork", "sleep", "30"])
     try:
         uid_map = Path(f"/proc/{outsider.pid}/uid_map")
-        deadline = time.monotonic() + 5  # until unshare has made its namespace
-        while (os.readlink(f"/proc/{outsider.pid}/ns/user") == os.readlink("/proc/self/ns/user")
+        made = ((outsider, "user"), (sandbox_like, "pid_for_children"))
+        deadline = time.monotonic() + 5  # until both unshare calls have made their namespace
+        while (any(_namespace(process.pid, kind) in (None, _namespace(os.getpid(), kind))
+                   for process, kind in made)
                and time.monotonic() < deadline):
             time.sleep(0.01)
         with pytest.raises(SandboxError, match="in the sandbox's pid namespace"):
@@ -358,6 +360,15 @@ def test_only_the_sandboxs_own_process_gets_its_ids_mapped():
         for process in (outsider, sandbox_like):
             process.kill()
             process.wait()
+
+
+def _namespace(pid: int, kind: str) -> str | None:
+    """The namespace /proc/PID/ns/KIND names; None while it has none to name (a new pid
+    namespace's pid_for_children reads so until its first process is made)."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/{kind}")
+    except FileNotFoundError:
+        return None
 
 
 def test_a_machine_without_user_namespaces_is_named(tmp_path, monkeypatch):
