@@ -165,9 +165,10 @@ def test_an_escaped_sed_pattern_is_stored_as_spelled_and_kept_where_a_window_sho
 
 def test_a_program_the_recorded_environment_lacked_is_lacking_in_the_re_run(
         requests_repository, tmp_path):
-    """The recording's step 1 found no `sed` (its image lacked it), so its edit was never
-    made; the agent edited otherwise at step 2. Re-run here, where `sed` exists, step 1
-    must fail as it did, or the tree would end with an edit the run never made."""
+    """The recording's step 1 found no `sed` (as if its image lacked it then), so its edit
+    was never made; by step 2 it had one and edited otherwise. Re-run here, where `sed`
+    exists, step 1 must fail as it did (and step 2, after the last step that found none,
+    must not), or the tree would end with an edit the run never made."""
     edit = f"sed -i 's/{OLD_TEXT}/{NEW_TEXT}/' {UTILS}"
     other_edit = f"sed -i 's/extract them into a tuple of/extract them into a pair of/' {UTILS}"
     trajectory, submission = _recorded_run(requests_repository, tmp_path,

@@ -351,6 +351,8 @@ def test_only_the_sandboxs_own_process_gets_its_ids_mapped():
                    for process, kind in made)
                and time.monotonic() < deadline):
             time.sleep(0.01)
+        assert all(_namespace(process.pid, kind) not in (None, _namespace(os.getpid(), kind))
+                   for process, kind in made), "unshare made no namespace in 5 s"
         with pytest.raises(SandboxError, match="in the sandbox's pid namespace"):
             sandbox._map_ids(sandbox_like, outsider.pid)
         with pytest.raises(SandboxError, match="in the sandbox's pid namespace"):

@@ -14,6 +14,7 @@ from ctxdb.agent.arms import (
     mask10_prompt,
     masked_observation_indexes,
 )
+from ctxdb.agent.replay import programs_lacked
 from ctxdb.agent.trajectory import (
     FORMAT_V2,
     ObservationKind,
@@ -277,3 +278,24 @@ def test_odd_shapes_are_refused_by_name_not_with_a_traceback(tmp_path):
     deep.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(TrajectoryError, match="nested too deeply"):
         read_trajectory(deep)
+
+
+def test_the_programs_a_recorded_environment_lacked_are_read_from_the_shells_own_words():
+    data = v1_run(1)
+    steps = [
+        ("printf ',s/a/b/\\nw\\n' | ed -s x.py", "bash: line 1: ed: command not found\n", 127),
+        ("unzip -l dist.zip", "bash: unzip: command not found\n", 127),
+        ("msgfmt x.po", "/bin/sh: 1: msgfmt: not found\n", 127),
+        ("sh -c 'antlr4 g4'", "sh: 1: antlr4: not found\n", 127),
+        ("./fix.sh", "./fix.sh: line 3: dvipng: command not found\n", 0),
+        # a line an output quotes, about a program the command never names
+        ("cat build.log", "bash: line 1: make: command not found\n", 0),
+        # not bash's word for a missing program at all
+        ("python3 run.py", "python3: can't open file 'run.py'\nbash: type: ed: not found\n", 2),
+        ("ed -s x.py < script", "ok\n", 0),  # the agent got ed later: its last word counts
+        ("which ed2 || echo none", "bash: line 1: ed: command not found\n", 0),
+    ]
+    data["messages"][2:2] = [message for command, output, code in steps
+                             for message in (turn(command), observation(output, code))]
+    lacked = programs_lacked(parse_trajectory(data, "demo.traj.json"))
+    assert lacked == {"ed": 1, "unzip": 2, "msgfmt": 3, "antlr4": 4, "dvipng": 5}

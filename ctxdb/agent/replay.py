@@ -69,6 +69,7 @@ from .loop import (
     prompt_names,
     step_of_item,
 )
+from .sandbox import PROGRAM_NAME
 from .trajectory import AgentRun, ObservationKind, read_trajectory
 from .worktree import SWEBENCH_TESTBED_SETUP, ScratchTree, has_commit
 
@@ -83,9 +84,11 @@ NOTE_NO_SUBMISSION = "no submission recorded"
 GIT_ABBREV_MIN_DIGITS = 7
 # bash's (or dash's) own word that a command names no program it can find, as a recorded
 # output holds it: `bash: ed: command not found`, `bash: line 3: ed: command not found`,
-# `/bin/sh: 1: ed: not found`
-_NOT_FOUND = re.compile(r"^(?:/(?:usr/)?bin/)?(?:ba)?sh: (?:line )?(?:\d+: )?"
-                        r"(?P<program>[A-Za-z0-9_+][A-Za-z0-9._+-]*): (?:command )?not found$",
+# `/bin/sh: 1: ed: not found`; or a script's, run by bash (`./fix.sh: line 3: ed: command
+# not found`). A name is a file name (sandbox.PROGRAM_NAME).
+_NOT_FOUND = re.compile(r"^(?:(?P<shell>(?:/(?:usr/)?bin/)?(?:ba|da)?sh: (?:line )?(?:\d+: )?)"
+                        r"|(?P<script>\S+: line \d+: ))"
+                        rf"(?P<program>{PROGRAM_NAME.pattern}): (?:command )?not found$",
                         re.MULTILINE)
 _INDEX_LINE = re.compile(rf"^index (?P<old>[0-9a-f]{{{GIT_ABBREV_MIN_DIGITS},}})\.\."
                          rf"(?P<new>[0-9a-f]{{{GIT_ABBREV_MIN_DIGITS},}})(?P<mode> \d+)?$")
@@ -357,12 +360,19 @@ def programs_lacked(run: AgentRun) -> dict[str, int]:
     """The programs the recorded environment lacked, each with the last step whose
     output says so (bash's `command not found`). The re-run lacks them up to that step
     too, so a command the recording could not run (an `ed` script) does not edit the
-    tree here; after it the agent may have installed the program."""
+    tree here; after it the agent may have installed the program. Only a program run by
+    name goes missing (sandbox ``missing_programs``): a command naming its path still
+    finds it."""
     lacked: dict[str, int] = {}
     for step in run.steps:
         if step.action and step.observation is not None:
             for found in _NOT_FOUND.finditer(step.observation.output):
-                lacked[found.group("program")] = step.number
+                program = found.group("program")
+                # the shell's own word is about the command it ran: one that names the
+                # program (not a line an output quotes, a log printed by `cat`)
+                if found.group("script") or re.search(
+                        rf"(?<![\w.+/-]){re.escape(program)}(?![\w.+-])", step.action):
+                    lacked[program] = step.number
     return lacked
 
 

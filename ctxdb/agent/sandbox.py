@@ -108,8 +108,9 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # bash fails on a program it cannot find.
 MISSING_PROGRAM_STAND_IN = ".missing-program"
 MISSING_PROGRAM_SCRIPT = '#!/bin/sh\necho "bash: ${0##*/}: command not found" >&2\nexit 127\n'
-# what a missing program's name may be: a file name in SHIM_DIR, never a path or option
-_PROGRAM_NAME = re.compile(r"[A-Za-z0-9_+][A-Za-z0-9._+-]*")
+# what a missing program's name may be: a file name in SHIM_DIR (at most NAME_MAX, 255
+# bytes), never a path or an option
+PROGRAM_NAME = re.compile(r"[A-Za-z0-9_+][A-Za-z0-9._+-]{0,254}")
 # Every command's environment starts from this; the caller's env is laid over it.
 BASE_ENV = {
     "PATH": f"{SHIM_DIR}:{SYSTEM_PATH}",
@@ -177,7 +178,7 @@ def run_isolated(command: str, tree: Path, *, workdir: str = DEFAULT_WORKDIR,
     ``SandboxUnavailable`` if this machine cannot make the sandbox, ``SandboxError`` if
     this call's setup failed (e.g. ``tree`` does not exist)."""
     for name in missing_programs:
-        if not _PROGRAM_NAME.fullmatch(name):
+        if not PROGRAM_NAME.fullmatch(name):
             raise SandboxError(f"missing_programs: {name!r} is not a program's name "
                                "(letters, digits, '.', '_', '+', '-'; not a path)")
     ensure_sandbox()
