@@ -7,7 +7,9 @@
 For each run: a ``ScratchTree`` of its base commit, then every command the harness ran,
 in order, each in the sandbox with the harness's time limit (turns with no fenced bash
 block or several were format errors the harness answered without running anything; the
-final submit command is not run: ``ScratchTree.submission`` prints what it would). The
+final submit command is not run: ``ScratchTree.submission`` prints what it would; a
+program the recorded environment lacked is missing as in ``ctxdb replay``,
+``replay.programs_lacked``). The
 tree's submission is then compared with the run's ``info.submission``: exactly, byte for
 byte. mini-swe-agent 1.x submitted the submit command's output with leading whitespace
 and its first line (the ``COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`` marker) removed; the
@@ -37,6 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from ctxdb.agent.replay import missing_at, programs_lacked  # noqa: E402
 from ctxdb.agent.sandbox import ensure_sandbox  # noqa: E402
 from ctxdb.agent.trajectory import (  # noqa: E402
     SUBMIT_MARKERS,
@@ -113,10 +116,12 @@ def replay(instance: dict, trajectories: Path, git_dirs: dict[str, Path], timeou
     with ScratchTree.create(git_dir, instance["base_commit"], parent=work_dir,
                             setup_command=SWEBENCH_TESTBED_SETUP.get(instance["repo"])) as tree:
         outcome.absent_blobs = len(tree.skipped)
+        lacked = programs_lacked(run)  # missing here too, as the replay has them
         for step in run.steps:
             if not step.action or step.is_submit:
                 continue
-            result = tree.run(step.action, timeout_s)
+            result = tree.run(step.action, timeout_s,
+                              missing_programs=missing_at(lacked, step.number))
             outcome.commands += 1
             outcome.rerun_s += result.duration_s
             outcome.timed_out += result.timed_out

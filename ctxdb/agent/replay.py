@@ -86,7 +86,7 @@ GIT_ABBREV_MIN_DIGITS = 7
 # output holds it: `bash: ed: command not found`, `bash: line 3: ed: command not found`,
 # `/bin/sh: 1: ed: not found`; or a script's, run by bash (`./fix.sh: line 3: ed: command
 # not found`). A name is a file name (sandbox.PROGRAM_NAME).
-_NOT_FOUND = re.compile(r"^(?:(?P<shell>(?:/(?:usr/)?bin/)?(?:ba|da)?sh: (?:line )?(?:\d+: )?)"
+_NOT_FOUND = re.compile(r"^(?:(?:/(?:usr/)?bin/)?(?:ba|da)?sh: (?:line )?(?:\d+: )?"
                         r"|(?P<script>\S+: line \d+: ))"
                         rf"(?P<program>{PROGRAM_NAME.pattern}): (?:command )?not found$",
                         re.MULTILINE)
@@ -325,8 +325,8 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
         if step.observation is not None:
             observations.append(step.observation.text)
         if step.action:  # the submit command too: cleanup is often chained to it
-            outcome = tree.run(step.action, timeout_s, missing_programs=[
-                program for program, last in lacked.items() if k <= last])
+            outcome = tree.run(step.action, timeout_s,
+                               missing_programs=missing_at(lacked, k))
             result.rerun_seconds += outcome.duration_s
             if divergence is None and _diverged(step, outcome):
                 divergence = (k, f"{NOTE_COMMAND_DIVERGED}: step {k} "
@@ -374,6 +374,11 @@ def programs_lacked(run: AgentRun) -> dict[str, int]:
                         rf"(?<![\w.+/-]){re.escape(program)}(?![\w.+-])", step.action):
                     lacked[program] = step.number
     return lacked
+
+
+def missing_at(lacked: Mapping[str, int], step_number: int) -> list[str]:
+    """The programs of ``programs_lacked`` still missing when step ``step_number`` runs."""
+    return [program for program, last in lacked.items() if step_number <= last]
 
 
 def _action_kind(step) -> str:
