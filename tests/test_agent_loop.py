@@ -42,6 +42,7 @@ from ctxdb.agent.loop import (
     deleted_since,
     fold_horizon,
     item_numbers,
+    loop_step,
     listing_entries,
     newest_output,
     observation_kind,
@@ -50,7 +51,7 @@ from ctxdb.agent.loop import (
     tree_change_item,
     viewed_lines,
 )
-from ctxdb.agent.trajectory import ObservationKind
+from ctxdb.agent.trajectory import ObservationKind, parse_trajectory
 from ctxdb.request import RequestError
 from ctxdb.tokens import HASHED_TEXT_KEPT_MAX_CHARS
 
@@ -947,6 +948,25 @@ def test_the_newest_reasoning_comes_last_and_leaves_the_prefix_alone(tmp_path):
     assert second.startswith(without_reasoning) and "return value + 3" not in second
     assert build_window(steps[:1], files, LoopRules(last_thought=False)).text() \
         == without_reasoning
+
+
+def test_a_refused_turn_is_shown_whole_as_the_newest_reasoning(tmp_path):
+    # the harness ran none of a turn's two blocks (a format error); the agent's next reply
+    # re-sends one of them, and only the turn itself holds them
+    refused = {"role": "assistant", "content": (
+        "THOUGHT: Patch it, then test.\n\n```bash\nsed -i 's/value + 3/value + 4/' "
+        "pkg/mod.py\n```\n\n```bash\npytest -q\n```")}
+    error = {"role": "user", "content": "Please always provide EXACTLY ONE action in "
+                                        "triple backticks, found 2 actions."}
+    messages = [{"role": "system", "content": "You run commands."},
+                {"role": "user", "content": "Fix pkg/mod.py."}, refused, error]
+    run = parse_trajectory({"trajectory_format": "mini-swe-agent-1", "messages": messages})
+    steps = [loop_step(step) for step in run.steps]
+    assert steps[0].command is None
+    text = build_window(steps, TreeFiles(_tree(tmp_path))).text()
+    reasoning = text[text.index("[step 1, your reasoning]"):]
+    assert "```bash\nsed -i 's/value + 3/value + 4/' pkg/mod.py\n```" in reasoning, text
+    assert "```bash\npytest -q\n```" in reasoning and "THOUGHT" not in reasoning
 
 
 def test_a_view_names_the_files_it_printed_that_are_out_of_play(tmp_path):

@@ -77,6 +77,10 @@ def test_a_turn_with_several_commands_or_none_is_a_step_with_no_action():
     assert run.steps[0].commands == ("ls", "pwd") and run.steps[0].action is None
     assert run.steps[0].observation.kind == ObservationKind.FORMAT_ERROR
     assert run.steps[1].commands == () and run.steps[1].action is None
+    # nothing of it ran, so a window shows the turn whole: the next reply re-sends a block
+    assert run.steps[0].reasoning == two_blocks["content"] and "ls" not in run.steps[0].thought
+    ran = run.steps[2]
+    assert ran.action == "cat file1.py" and ran.reasoning == ran.thought == "Look around."
 
 
 def test_a_long_output_and_a_timeout_are_told_apart():

@@ -176,6 +176,9 @@ def test_ctx08_sends_the_window_after_the_harness_prompt(mswea, store_url, tree,
         assert messages[:2] == harness_prefix and len(messages) == 3
         assert messages[2]["role"] == "user" and TASK not in messages[2]["content"]
 
+    after_refusal = received[2][0][2]["content"]  # the reply it refused is the newest turn
+    assert after_refusal.endswith("```mswea_bash_command\nls\n```\n\n"
+                                  "```mswea_bash_command\npwd\n```\n\n"), after_refusal
     last = received[-1][0][2]["content"]
     assert f"[step 1] $ {GREP}\n" in last  # an old command, always shown
     assert "[step 2] $ (no command)" in last  # the rejected reply is a step of its own

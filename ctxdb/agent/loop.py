@@ -287,7 +287,7 @@ def loop_step(step: Step) -> LoopStep:
                     ) if (len(step.each_observation) > 1 and step.action is not None
                           and len(step.each_observation) == len(step.commands)) else ()
     return LoopStep(
-        command=step.action, thought=step.thought,
+        command=step.action, thought=step.reasoning,
         output=observation.output if observation else "",
         kind=observation.kind if observation else ObservationKind.NOTE,
         returncode=observation.returncode if observation else None,

@@ -98,6 +98,17 @@ class Step:
         return "\n".join(self.commands)
 
     @property
+    def reasoning(self) -> str:
+        """The turn as a window shows its reasoning: without its command blocks, which
+        are shown as its command — or whole, blocks and all, when the harness ran
+        nothing of it (a format error: several blocks, or blocks it could not read). The
+        agent's next reply re-sends one of those, and nothing else in a window shows
+        them."""
+        if self.action is None:
+            return _unmarked(self.turn)
+        return self.thought
+
+    @property
     def is_submit(self) -> bool:
         action = self.action or ""
         return any(marker in action for marker in SUBMIT_MARKERS)
@@ -224,7 +235,12 @@ def _environment(info: dict, name: str) -> tuple[str, float]:
 
 
 def _thought(turn: str, pattern: re.Pattern[str]) -> str:
-    return pattern.sub("", turn).replace("THOUGHT:", "", 1).strip()
+    return _unmarked(pattern.sub("", turn))
+
+
+def _unmarked(turn: str) -> str:
+    """A turn without the ``THOUGHT:`` that mini-swe-agent's prompt asks it to open with."""
+    return turn.replace("THOUGHT:", "", 1).strip()
 
 
 def _steps_v1(messages: list, chats: list[dict[str, str]], name: str) -> list[Step]:
