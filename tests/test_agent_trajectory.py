@@ -192,6 +192,16 @@ def test_a_v2_reply_the_harness_rejected_unrecorded_is_a_step_of_its_own():
         ObservationKind.FORMAT_ERROR, ObservationKind.OUTPUT] * 2
     # the history before each model call ends where that call's reply would have been
     assert [len(run.history_before(k)) for k in (1, 2, 3, 4)] == [2, 3, 5, 6]
+    assert run.steps[0].reasoning == ""  # no reply kept: nothing to show
+    # ...though 2.4 keeps the rejected reply's text in the error's extra: a window shows
+    # it whole, its blocks too (the next reply re-sends one), as a live run's does
+    reply = "THOUGHT: Both.\n\n```mswea_bash_command\nls\n```\n\n```mswea_bash_command\npwd\n```"
+    kept = {**rejected, "extra": {**rejected["extra"], "model_response": reply}}
+    run = parse_trajectory({"trajectory_format": FORMAT_V2,
+                            "messages": [*messages[:2], kept, *messages[3:]]})
+    assert run.steps[0].action is None and run.steps[0].turn == reply
+    assert run.steps[0].reasoning == reply.removeprefix("THOUGHT: ")
+    assert run.steps[0].thought == "Both."
 
 
 @pytest.mark.parametrize(("content", "expected"), [

@@ -81,10 +81,17 @@ def test_each_run_gets_the_release_that_serves_its_number(tmp_path):
     specs, errors = load_run_specs(out / "runs.jsonl")
     assert errors == [] and len(specs) == 3
     assert json.loads(specs[2].trajectory.read_text()) == {"instance": "django__django-16003"}
-    # run again: the same commits (the repository is reused)
+    # run again: the same commits (the repository is reused); made afresh elsewhere, from
+    # a relative OUT_DIR, the same commit too, its repository named absolutely
     again = _tool(str(mirrors), str(out), "--tree", f"django/django={old}@15000",
                   "--tree", f"django/django={new}")
     assert again.returncode == 0 and (out / "runs.jsonl").read_text().count(base) == 1
+    afresh = subprocess.run([sys.executable, str(TOOLS / "sdist_runs.py"), str(mirrors),
+                             "elsewhere", "--tree", f"django/django={old}"], cwd=tmp_path,
+                            capture_output=True, text=True, check=False)
+    assert afresh.returncode == 0, afresh.stderr
+    row = json.loads((tmp_path / "elsewhere" / "runs.jsonl").read_text().splitlines()[0])
+    assert row["base_commit"] == base and Path(row["repo_git"]).is_absolute()
 
 
 def test_a_sample_is_drawn_and_a_run_no_tree_serves_is_named(tmp_path):
@@ -105,14 +112,37 @@ def test_a_sample_is_drawn_and_a_run_no_tree_serves_is_named(tmp_path):
     assert drawn(tmp_path / "b", "--sample", "django/django=2", "--seed", "3")[0] == sample
 
 
-def test_bad_trees_are_named(tmp_path):
+def test_bad_trees_samples_and_archives_are_named(tmp_path):
     sdist = _sdist(tmp_path / "Django-3.2.tar.gz", "Django-3.2", {"setup.py": "\n"})
-    for tree, said in ((f"django={sdist}", "expected OWNER/NAME=FILE.tar.gz[@BELOW]"),
-                       ("django/django=nope.tar.gz", "nope.tar.gz: no such file")):
-        done = _tool(str(tmp_path), str(tmp_path / "out"), "--tree", tree)
-        assert done.returncode == 2 and said in done.stderr, done.stderr
-    done = _tool(str(tmp_path), str(tmp_path / "out"), "--tree", f"django/django={sdist}",
-                 "--tree", f"django/django={sdist}@10")
-    assert done.returncode == 2 and "serves every run" in done.stderr
-    done = _tool(str(tmp_path), str(tmp_path / "out"), "--tree", f"django/django={sdist}")
-    assert done.returncode == 2 and "fetch github:gruckion/mini-swe-agent" in done.stderr
+    nowhere = tmp_path / "nope.tar.gz"
+    for arguments, said in (
+            (["--tree", f"django={sdist}"], "expected OWNER/NAME=FILE.tar.gz[@BELOW]"),
+            (["--tree", f"django/django={nowhere}"], f"{nowhere}: no such file"),
+            (["--tree", f"django/django={sdist}", "--tree", f"django/django={sdist}@10"],
+             "serves every run"),
+            (["--tree", f"django/django={sdist}@20", "--tree", f"django/django={sdist}@10"],
+             "expected BELOW above the previous tree's 20"),
+            (["--tree", f"django/django={sdist}", "--sample", "django/Django=3"],
+             "no --tree serves django/Django (the trees serve django/django)"),
+            (["--tree", f"django/django={sdist}", "--sample", "django/django=3",
+              "--sample", "django/django=4"], "django/django is sampled already"),
+            (["--tree", f"django/django={sdist}"], "fetch github:gruckion/mini-swe-agent")):
+        done = _tool(str(tmp_path), str(tmp_path / "out"), *arguments)
+        assert done.returncode == 2 and said in done.stderr, (arguments, done.stderr)
+    # archives it cannot use: named, and nothing half-made is left to be taken later
+    mirrors = _mirrors(tmp_path, {"django__django-1": True})
+    two_tops = tmp_path / "two" / "Django-3.2.tar.gz"
+    two_tops.parent.mkdir()
+    with tarfile.open(two_tops, "w:gz") as archive:
+        for top in ("a", "b"):
+            info = tarfile.TarInfo(f"{top}/setup.py")
+            archive.addfile(info, io.BytesIO(b""))
+    broken = tmp_path / "broken" / "Django-3.2.tar.gz"
+    broken.parent.mkdir()
+    broken.write_bytes(b"not gzip")
+    for archive_path, said in ((two_tops, "expected one top directory, got ['a', 'b']"),
+                               (broken, "not a readable .tar.gz")):
+        out = tmp_path / f"out-{archive_path.parent.name}"
+        done = _tool(str(mirrors), str(out), "--tree", f"django/django={archive_path}")
+        assert done.returncode == 2 and f"{archive_path}: {said}" in done.stderr, done.stderr
+        assert list((out / "git").iterdir()) == []

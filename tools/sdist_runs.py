@@ -6,14 +6,18 @@
 The search tool's ``fetch`` brings no snapshot over its size limit, so the runs of
 django, matplotlib and scikit-learn in the results folder ``tools/holdout_runs.py`` reads
 cannot be replayed on their base commits. Their source distributions on PyPI hold the
-package and its tests (``pip download --no-deps --no-binary :all: Django==3.2``, or the
-file's address on https://pypi.org/simple/NAME/). Each ``--tree`` names a repository and
-a ``.tar.gz`` of it; with ``@BELOW`` it serves the runs whose instance number is below
-BELOW, and the runs above go to the repository's next ``--tree`` (give them in order).
-Each source distribution becomes a one-commit bare git repository in OUT_DIR/git/, the
+package and its tests: download the ``.tar.gz`` from its address on
+https://pypi.org/simple/NAME/ (``pip download --no-deps --no-binary :all: Django==3.2``
+works for Django; for matplotlib and scikit-learn pip builds their build dependencies
+from source first). Each ``--tree`` names a repository and a ``.tar.gz`` of it; with
+``@BELOW`` it serves the runs whose instance number is below BELOW, and the runs at or
+above go to the repository's next ``--tree`` (give them in order, BELOW rising). Each
+source distribution becomes a one-commit bare git repository in OUT_DIR/git/ (named by
+the archive's SHA-256, so another archive of the same name is not mistaken for it), the
 base commit of every run it serves. OUT_DIR/runs.jsonl (for ``ctxdb replay``) and
 OUT_DIR/trajs/ are written as ``tools/holdout_runs.py`` writes them; ``--sample`` replays
-N of a repository's runs that a tree serves (drawn with ``--seed``), the rest all.
+N of a repository's runs that a tree serves, drawn by one generator seeded with
+``--seed`` in the repositories' order; the others' runs all.
 
 The tree is the release's, not the run's base: a file changed between them differs, a
 view is read from the release's file, and the replay's tree check does not see it (it
@@ -25,7 +29,9 @@ release's file lacks): read each loss (``replay_anchor``) before counting it.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import random
 import re
 import subprocess
@@ -41,14 +47,31 @@ from holdout_runs import RESULTS_DIR, RESULTS_REPO, git, git_dir_of, repo_of  # 
 _TREE = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)=(?P<sdist>.+?\.tar\.gz)(?:@(?P<below>\d+))?$")
 _SAMPLE = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)=(?P<runs>\d+)$")
 # a commit's author and date fixed, so the same sdist gives the same commit
-_COMMIT_ENV = {"GIT_AUTHOR_NAME": "ctxdb", "GIT_AUTHOR_EMAIL": "ctxdb@localhost",
-               "GIT_COMMITTER_NAME": "ctxdb", "GIT_COMMITTER_EMAIL": "ctxdb@localhost",
-               "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
-               "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z", "PATH": "/usr/bin:/bin"}
+_COMMIT_IDENTITY = {"GIT_AUTHOR_NAME": "ctxdb", "GIT_AUTHOR_EMAIL": "ctxdb@localhost",
+                    "GIT_COMMITTER_NAME": "ctxdb", "GIT_COMMITTER_EMAIL": "ctxdb@localhost",
+                    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
+                    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"}
+DIGEST_SHOWN_CHARS = 12  # of an archive's SHA-256, in its repository's directory name
 
 
-class UsageError(ValueError):
-    """A --tree or --sample that does not read, named with what was expected."""
+class ToolError(ValueError):
+    """A --tree, --sample or archive this tool cannot use, named with what was expected."""
+
+
+def _git_env() -> dict[str, str]:
+    """This process's environment without git's variables and the host's git config (a
+    config's autocrlf or signing must not change the commit), with a fixed identity."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, **_COMMIT_IDENTITY)
+    return env
+
+
+def _run_git(*args: str, cwd: Path | None = None) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, env=_git_env(), capture_output=True,
+                          text=True, check=False)
+    if done.returncode != 0:
+        raise ToolError(f"git {' '.join(args[:2])} failed: {done.stderr.strip()}")
+    return done.stdout
 
 
 def parse_trees(values: list[str]) -> dict[str, list[tuple[Path, int | None]]]:
@@ -58,31 +81,45 @@ def parse_trees(values: list[str]) -> dict[str, list[tuple[Path, int | None]]]:
     for value in values:
         match = _TREE.match(value)
         if match is None:
-            raise UsageError(f"--tree {value!r}: expected OWNER/NAME=FILE.tar.gz[@BELOW]")
-        sdist = Path(match["sdist"])
+            raise ToolError(f"--tree {value!r}: expected OWNER/NAME=FILE.tar.gz[@BELOW]")
+        sdist = Path(match["sdist"]).resolve()
         if not sdist.is_file():
-            raise UsageError(f"--tree {value!r}: {sdist}: no such file")
+            raise ToolError(f"--tree {value!r}: {sdist}: no such file")
+        below = int(match["below"]) if match["below"] else None
         served = trees.setdefault(match["repo"], [])
         if served and served[-1][1] is None:
-            raise UsageError(f"--tree {value!r}: {match['repo']}'s tree before it serves "
-                             "every run (give @BELOW to all but its last)")
-        served.append((sdist, int(match["below"]) if match["below"] else None))
+            raise ToolError(f"--tree {value!r}: {match['repo']}'s tree before it serves "
+                            "every run (give @BELOW to all but its last)")
+        if served and below is not None and below <= (served[-1][1] or 0):
+            raise ToolError(f"--tree {value!r}: expected BELOW above the previous tree's "
+                            f"{served[-1][1]}")
+        served.append((sdist, below))
     return trees
 
 
-def parse_samples(values: list[str]) -> dict[str, int]:
-    samples = {}
+def parse_samples(values: list[str], trees: dict[str, object]) -> dict[str, int]:
+    """``--sample`` values as runs to draw per repository, each a repository a tree
+    serves, given once."""
+    samples: dict[str, int] = {}
     for value in values:
         match = _SAMPLE.match(value)
         if match is None:
-            raise UsageError(f"--sample {value!r}: expected OWNER/NAME=RUNS")
+            raise ToolError(f"--sample {value!r}: expected OWNER/NAME=RUNS")
+        if match["repo"] not in trees:
+            raise ToolError(f"--sample {value!r}: no --tree serves {match['repo']} (the "
+                            f"trees serve {', '.join(sorted(trees))})")
+        if match["repo"] in samples:
+            raise ToolError(f"--sample {value!r}: {match['repo']} is sampled already")
         samples[match["repo"]] = int(match["runs"])
     return samples
 
 
 def tree_for(instance_id: str, served: list[tuple[Path, int | None]]) -> Path | None:
     """The sdist serving a run, by its instance number (``django__django-11138``: 11138)."""
-    number = int(instance_id.rsplit("-", 1)[1])
+    suffix = instance_id.rsplit("-", 1)[-1]
+    if not suffix.isdigit():
+        raise ToolError(f"{instance_id}: expected an instance id ending in -NUMBER")
+    number = int(suffix)
     for sdist, below in served:
         if below is None or number < below:
             return sdist
@@ -91,25 +128,33 @@ def tree_for(instance_id: str, served: list[tuple[Path, int | None]]) -> Path | 
 
 def sdist_repository(sdist: Path, out: Path) -> tuple[Path, str]:
     """The sdist as a bare git repository of one commit under ``out``/git/ (the top
-    directory of the archive is the tree's root): its path and the commit."""
-    name = sdist.name.removesuffix(".tar.gz")
-    bare = out / "git" / name / "repo"
+    directory of the archive is the tree's root; every file as the archive holds it): its
+    path and the commit. Made in a scratch directory and moved into place whole, so a run
+    stopped half way leaves nothing another run would take for it."""
+    digest = hashlib.sha256(sdist.read_bytes()).hexdigest()[:DIGEST_SHOWN_CHARS]
+    bare = out / "git" / f"{sdist.name.removesuffix('.tar.gz')}-{digest}"
     if not (bare / "HEAD").is_file():
-        with tempfile.TemporaryDirectory() as scratch:
-            with tarfile.open(sdist) as archive:
-                archive.extractall(scratch, filter="data")  # no links out, no owners kept
+        bare.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=bare.parent) as scratch:
+            try:
+                with tarfile.open(sdist) as archive:
+                    archive.extractall(scratch, filter="data")  # no links out, no owners
+            except tarfile.TarError as exc:
+                raise ToolError(f"{sdist}: not a readable .tar.gz: {exc}") from exc
             tops = list(Path(scratch).iterdir())
             if len(tops) != 1 or not tops[0].is_dir():
-                raise UsageError(f"{sdist}: expected one top directory, got "
-                                 f"{sorted(p.name for p in tops)}")
+                raise ToolError(f"{sdist}: expected one top directory, got "
+                                f"{sorted(p.name for p in tops)}")
             work = tops[0]
-            for command in (["init", "-q"], ["add", "-A", "-f"],
-                            ["commit", "-q", "-m", f"{sdist.name} from PyPI"]):
-                subprocess.run(["git", *command], cwd=work, env=_COMMIT_ENV, check=True,
-                               capture_output=True)
-            bare.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True,
-                           capture_output=True)
+            _run_git("init", "-q", str(work))
+            # the archive's .gitattributes must not convert line ends as files are added
+            (work / ".git" / "info").mkdir(exist_ok=True)
+            (work / ".git" / "info" / "attributes").write_text("* -text\n")
+            _run_git("add", "-A", "-f", cwd=work)
+            _run_git("commit", "-q", "--no-verify", "-m", f"{sdist.name} from PyPI", cwd=work)
+            made = Path(scratch) / "repo.git"
+            _run_git("clone", "-q", "--bare", str(work), str(made))
+            made.rename(bare)
     return bare, git(bare, "rev-parse", "HEAD").strip()
 
 
@@ -123,11 +168,26 @@ def main() -> int:
                         help="OWNER/NAME=RUNS: replay that many of its runs")
     parser.add_argument("--seed", type=int, default=0, help="the sample's seed")
     args = parser.parse_args()
+    if not hasattr(tarfile, "data_filter"):
+        print("tarfile's extraction filters are needed (Python 3.11.4 or later)",
+              file=sys.stderr)
+        return 2
     try:
-        trees, samples = parse_trees(args.tree), parse_samples(args.sample)
-    except UsageError as exc:
+        trees = parse_trees(args.tree)
+        samples = parse_samples(args.sample, trees)
+    except ToolError as exc:
         print(exc, file=sys.stderr)
         return 2
+    try:
+        return _write_runs(args, trees, samples)
+    except ToolError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+
+
+def _write_runs(args: argparse.Namespace, trees: dict[str, list[tuple[Path, int | None]]],
+                samples: dict[str, int]) -> int:
+    args.out = args.out.resolve()  # the runs file names the repositories absolutely
     results = git_dir_of(args.mirrors, RESULTS_REPO.replace("+", "/"))
     if results is None:
         print(f"{args.mirrors}: no {RESULTS_REPO}/repo (fetch github:gruckion/mini-swe-agent)",
@@ -136,12 +196,16 @@ def main() -> int:
     by_repo: dict[str, list[tuple[str, str]]] = {}
     for name in git(results, "ls-tree", "-r", "--name-only", "HEAD",
                     f"{RESULTS_DIR}/trajs").split():
+        if not name.endswith(".traj.json"):
+            continue
         instance_id = name.split("/")[-2]
-        if name.endswith(".traj.json") and repo_of(instance_id) in trees:
-            by_repo.setdefault(repo_of(instance_id), []).append((instance_id, name))
+        repo = repo_of(instance_id)
+        if repo in trees:
+            by_repo.setdefault(repo, []).append((instance_id, name))
     (args.out / "trajs").mkdir(parents=True, exist_ok=True)
     draw = random.Random(args.seed)
     rows, unserved = [], []
+    repositories: dict[Path, tuple[Path, str]] = {}  # sdist: its repository and commit
     for repo in sorted(by_repo):
         runs = []  # (instance, trajectory's name, the sdist serving it)
         for instance_id, name in sorted(by_repo[repo]):
@@ -153,7 +217,9 @@ def main() -> int:
         if repo in samples and samples[repo] < len(runs):
             runs = sorted(draw.sample(runs, samples[repo]))
         for instance_id, name, sdist in runs:
-            bare, commit = sdist_repository(sdist, args.out)
+            if sdist not in repositories:
+                repositories[sdist] = sdist_repository(sdist, args.out)
+            bare, commit = repositories[sdist]
             report = json.loads(git(results, "show", f"HEAD:{RESULTS_DIR}/logs/{instance_id}/"
                                                      "report.json"))
             trajectory = args.out / "trajs" / f"{instance_id}.traj.json"

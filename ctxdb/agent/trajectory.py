@@ -297,9 +297,13 @@ def _steps_v2(messages: list, chats: list[dict[str, str]], name: str) -> list[St
         chat, extra = chats[index], _extra(messages[index])
         if (chat["role"] != "assistant" and extra.get("interrupt_type") == "FormatError"
                 and chats[index - 1]["role"] != "assistant"):
-            # 2.x records the harness's complaint but not the reply it rejected: that
+            # 2.x records the harness's complaint, not the reply it rejected, as a message
+            # (2.4 keeps the reply's text in the complaint's extra.model_response): that
             # model call is a step with no command, so step k stays the k-th call
-            steps.append(Step(len(steps) + 1, index, "", "", (),
+            reply = extra.get("model_response")
+            rejected = reply if isinstance(reply, str) else ""
+            steps.append(Step(len(steps) + 1, index, rejected,
+                              _thought(rejected, _FENCED_BLOCK), (),
                               Observation(index, chat["content"], ObservationKind.FORMAT_ERROR,
                                           chat["content"])))
             index += 1
