@@ -11,7 +11,8 @@ what a next action takes from it:
   newest turn only, after the newest output (the next window drops it without touching
   a byte before it). Older reasoning was 44% of what a harness sends on the development
   runs; the newest held the exact text the next edit replaced where nothing else did
-  (``LoopRules.thoughts`` shows every fresh turn's).
+  (``LoopRules.thoughts`` shows every fresh turn's). A turn the harness ran nothing of
+  is its reasoning whole, blocks too (``trajectory.Step.reasoning``).
 - **Fresh outputs whole.** The newest outputs are shown as the harness sent them, but for
   runs of lines an earlier fresh output shows (``REPEAT_RUN_MIN_LINES``). They
   fold in strides (``FOLD_STRIDE``): the fold horizon moves every few steps, not at every
