@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -97,7 +98,7 @@ def parse_trees(values: list[str]) -> dict[str, list[tuple[Path, int | None]]]:
     return trees
 
 
-def parse_samples(values: list[str], trees: dict[str, object]) -> dict[str, int]:
+def parse_samples(values: list[str], trees: Mapping[str, object]) -> dict[str, int]:
     """``--sample`` values as runs to draw per repository, each a repository a tree
     serves, given once."""
     samples: dict[str, int] = {}
@@ -180,7 +181,7 @@ def main() -> int:
         return 2
     try:
         return _write_runs(args, trees, samples)
-    except ToolError as exc:
+    except (ToolError, RuntimeError) as exc:  # RuntimeError: holdout_runs.git's, named
         print(exc, file=sys.stderr)
         return 2
 
