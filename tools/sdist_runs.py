@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import random
 import re
 import subprocess
@@ -42,8 +41,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from holdout_runs import RESULTS_DIR, RESULTS_REPO, git, git_dir_of, repo_of  # noqa: E402
+
+from ctxdb.agent.worktree import git_env  # noqa: E402
 
 _TREE = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)=(?P<sdist>.+?\.tar\.gz)(?:@(?P<below>\d+))?$")
 _SAMPLE = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)=(?P<runs>\d+)$")
@@ -59,17 +61,11 @@ class ToolError(ValueError):
     """A --tree, --sample or archive this tool cannot use, named with what was expected."""
 
 
-def _git_env() -> dict[str, str]:
-    """This process's environment without git's variables and the host's git config (a
-    config's autocrlf or signing must not change the commit), with a fixed identity."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, **_COMMIT_IDENTITY)
-    return env
-
-
 def _run_git(*args: str, cwd: Path | None = None) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, env=_git_env(), capture_output=True,
-                          text=True, check=False)
+    # without the host's git config (its autocrlf or signing must not change the
+    # commit), with a fixed identity
+    done = subprocess.run(["git", *args], cwd=cwd, env=git_env(**_COMMIT_IDENTITY),
+                          capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise ToolError(f"git {' '.join(args[:2])} failed: {done.stderr.strip()}")
     return done.stdout

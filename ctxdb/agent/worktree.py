@@ -82,7 +82,7 @@ class ScratchTreeError(RuntimeError):
     """The scratch tree could not be made or read: git said why."""
 
 
-def _git_env(**extra: str) -> dict[str, str]:
+def git_env(**extra: str) -> dict[str, str]:
     """This process's environment without git's variables (a GIT_DIR or GIT_INDEX_FILE
     set around us must not redirect the commands) and without the host's git config."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -93,7 +93,7 @@ def _git_env(**extra: str) -> dict[str, str]:
 def _git(args: list[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
          stdin: bytes | None = None, check: bool = True) -> bytes:
     done = subprocess.run([*_GIT, *args], cwd=cwd, input=stdin, capture_output=True,
-                          env=dict(env) if env is not None else _git_env(), check=False)
+                          env=dict(env) if env is not None else git_env(), check=False)
     if done.returncode != 0 and check:
         raise ScratchTreeError(f"git {' '.join(args[:3])} failed ({done.returncode}): "
                                f"{done.stderr.decode(errors='replace').strip()}")
@@ -236,7 +236,7 @@ class ScratchTree:
     def _host_env(self, **extra: str) -> dict[str, str]:
         """git's environment for the host's reads: its own git directory, the tree as
         work tree (the tree's .git is never read by the host)."""
-        return _git_env(GIT_DIR=str(self.home / HOST_GIT_DIR), GIT_WORK_TREE=str(self.path),
+        return git_env(GIT_DIR=str(self.home / HOST_GIT_DIR), GIT_WORK_TREE=str(self.path),
                         **extra)
 
     def _read_git(self, args: list[str], env: Mapping[str, str] | None = None) -> str:
@@ -280,7 +280,7 @@ def has_commit(git_dir: Path, commit: str) -> bool:
     if commit.startswith("-"):
         return False
     found = subprocess.run([*_GIT, "-C", str(git_dir), "cat-file", "-e", f"{commit}^{{commit}}"],
-                           capture_output=True, env=_git_env(), check=False)
+                           capture_output=True, env=git_env(), check=False)
     return found.returncode == 0
 
 
@@ -295,7 +295,7 @@ def _source(git_dir: Path, commit: str) -> tuple[Path, str, str]:
     except ScratchTreeError:
         raise ScratchTreeError(f"commit {commit} is not in {git_dir}") from None
     head = subprocess.run([*_GIT, "-C", str(git_dir), "symbolic-ref", "--quiet", "--short",
-                           "HEAD"], capture_output=True, env=_git_env(), check=False)
+                           "HEAD"], capture_output=True, env=git_env(), check=False)
     branch = head.stdout.decode().strip() if head.returncode == 0 else ""
     return objects, full, branch or "main"
 
