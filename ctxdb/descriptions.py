@@ -48,7 +48,9 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
             "token_ceiling": "The hard ceiling of the window in tokens (§3.7 TOKEN_CEILING).",
             "token_count": "Tokens of the window as sent; NULL while the decision is unfinished.",
             "flags": "Comma-separated flags: task_truncated, stable_core_only, nul_replaced, "
-                     "residue_folded_no_ranker, unresolved_entity:E4, ...",
+                     "residue_folded_no_ranker, unresolved_entity:E4, fold_waited:20 (an "
+                     "agent-loop window whose stride fold waited: its outputs up to step 20 "
+                     "folded, as in the window before it), ...",
             "created_at": "When the decision was constructed (UTC, ISO 8601).",
         },
     ),

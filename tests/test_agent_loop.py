@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gc
+import itertools
 import json
 import random
 import weakref
@@ -1089,11 +1090,13 @@ def test_a_nul_or_undecodable_byte_is_stored_as_a_stand_in_and_kept_as_given(sto
 def test_diff_names_a_loop_windows_parts_by_step(store, tmp_path):
     root = _tree(tmp_path / "tree")
     steps = [LoopStep("nl -ba pkg/mod.py | sed -n '3,6p'", _nl(3, 6)), *_filler(11)]
+    # the fold is what this names; outputs of a line each would not pay for it
+    rules = RULES.without("paying_folds")
 
     def decision(done: int) -> int:
         return construct_step(store, run_id="loop", instance_id="demo", task="t",
                               steps=steps[:done], tree=root, prefix=PREFIX,
-                              rules=RULES).decision_id
+                              rules=rules).decision_id
 
     appended = store.diff(decision(9), decision(10))
     assert [fact for fact, _ in appended.entered] == ["step 10 command", "step 10 output"]
@@ -1102,6 +1105,69 @@ def test_diff_names_a_loop_windows_parts_by_step(store, tmp_path):
     folded = store.diff(decision(11), decision(12))
     assert ("step 5 output", SHOWN_WHOLE, POINTER) in folded.changed, folded
     assert [fact for fact, _ in folded.entered] == ["step 12 command", "step 12 output"]
+
+
+def _log(lines: int) -> str:
+    return "".join(f"tests/test_mod.py::test_case_{n} FAILED: assert {n} == {n + 1}\n"
+                   for n in range(lines))
+
+
+def test_a_fold_that_would_not_pay_waits_until_one_does(tmp_path):
+    # outputs of a line each: folding them to pointers re-sends every step after the
+    # first at the full price and shrinks nothing, so the stride's fold waits
+    files = TreeFiles(_tree(tmp_path))
+    steps = _filler(9)
+    before = build_window(steps[:7], files, RULES)
+    assert fold_horizon(8, RULES) == 4 and before.horizon == 0
+    waited = build_window(steps[:8], files, RULES,
+                          settled=SettledParts.of(before, steps[:7], RULES))
+    assert waited.fold_waited and waited.horizon == 0
+    assert waited.text().startswith(before.text())  # a prompt cache serves all of it
+    again = build_window(steps[:9], files, RULES,
+                         settled=SettledParts.of(waited, steps[:8], RULES))
+    assert again.horizon == 0 and again.text().startswith(waited.text())
+    # the rule off, or no earlier window to continue: the fold is at the stride
+    for window in (build_window(steps[:8], files, RULES.without("paying_folds"),
+                                settled=SettledParts.of(before, steps[:7], RULES)),
+                   build_window(steps[:8], files, RULES)):
+        assert window.horizon == 4 and not window.fold_waited
+    # a long test log among the outputs to fold: its pointer pays for the re-send
+    long = [*steps[:2], LoopStep("pytest tests", _log(80), returncode=1), *steps[3:8]]
+    before = build_window(long[:7], files, RULES)
+    folded = build_window(long, files, RULES, settled=SettledParts.of(before, long[:7], RULES))
+    assert folded.horizon == 4 and not folded.fold_waited
+    assert output_of(folded, 3).rendering == POINTER
+
+
+def output_of(window, step: int) -> LoopPart:
+    return next(p for p in window.parts if p.item_no == item_numbers(step)[1])
+
+
+def test_a_waited_fold_is_flagged_and_read_back_from_the_store(store, tmp_path):
+    root = _tree(tmp_path / "tree")
+    steps = [*_filler(6), LoopStep("pytest tests", _log(80), returncode=1), *_filler(5)]
+
+    def construct(done: int):
+        return construct_step(store, run_id="loop", instance_id="wait", task="t",
+                              steps=steps[:done], tree=root, prefix=PREFIX, rules=RULES)
+
+    def body(decision_id: int) -> str:
+        with store.engine.connect() as connection:
+            return "".join(row[0] for row in connection.exec_driver_sql(
+                "SELECT rendered_text FROM window_item WHERE decision_id = ? "
+                "ORDER BY position", (decision_id,)))
+
+    construct(7)
+    windows = [construct(done) for done in range(8, 12)]
+    # each continues the window that waited, its horizon read back from the flag
+    assert all(window.flags == ("task_in_prefix", "fold_waited:0") for window in windows)
+    for earlier, later in itertools.pairwise(windows):
+        assert body(later.decision_id).startswith(body(earlier.decision_id))
+    # at the next stride the long log (step 7) is among the outputs to fold: that pays
+    folded = construct(12)
+    assert folded.flags == ("task_in_prefix",)
+    assert "test_case_79" in body(windows[-1].decision_id)
+    assert "test_case_79" not in body(folded.decision_id)
 
 
 def test_an_output_the_harness_cut_is_kept_whole_when_the_harness_gave_it(store, tmp_path):

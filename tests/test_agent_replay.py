@@ -7,6 +7,7 @@ rebuilt to exactly the submitted patch."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -138,6 +139,11 @@ def test_an_escaped_sed_pattern_is_stored_as_spelled_and_kept_where_a_window_sho
     (third,) = [d for d in decisions if d.seq == 3]
     assert [a.spelled for a in third.anchor_values if a.text == OLD_TEXT + "/2"] == [
         OLD_TEXT + "\\/2"]
+    # a window's fold horizon is the stride's unless its decision says its fold waited
+    assert third.horizon == 0 and third.waited_horizon is None
+    waited = dataclasses.replace(third, seq=13, waited_horizon=window_cuts.waited_horizon(
+        "task_in_prefix,fold_waited:0"))
+    assert waited.horizon == 0 and dataclasses.replace(waited, waited_horizon=None).horizon == 10
     # and does not read a store whose anchors lack it: it says how to upgrade
     older = tmp_path / "older.db"
     shutil.copy(tmp_path / "store.db", older)

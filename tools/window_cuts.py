@@ -52,6 +52,7 @@ from sqlalchemy.exc import OperationalError
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ctxdb.ab.reports import CACHED_PRICE_RATIO  # noqa: E402
+from ctxdb.agent.adapter import FOLD_WAITED_FLAG  # noqa: E402
 from ctxdb.agent.anchors import (  # noqa: E402
     Anchor,
     AnchorClass,
@@ -238,6 +239,14 @@ class Decision:
     # whether it is a listing the window folds to its entries (``listing_entries``)
     harness_cut: tuple[bool, ...] = ()
     listing: tuple[bool, ...] = ()
+    waited_horizon: int | None = None  # the horizon a window whose fold waited kept
+
+    @property
+    def horizon(self) -> int:
+        """The window's fold horizon: the stride's, unless its fold waited."""
+        if self.waited_horizon is not None:
+            return self.waited_horizon
+        return fold_horizon(self.seq - 1, DEFAULT_RULES)
 
 
 def first_program(command: str | None) -> str:
@@ -311,10 +320,10 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
                 anchors.setdefault(row.seq, []).append(Anchor(
                     AnchorClass(row.anchor_class), row.anchor_text, path=row.path,
                     line=row.line, spelled=row.anchor_spelled))
-            for seq, decision_id, prompt_tokens in connection.execute(text(
-                    "SELECT seq, decision_id, prompt_tokens FROM replay_decision"
-                    " WHERE run_id = :run AND instance_id = :instance AND arm = :arm"
-                    " AND decision_id IS NOT NULL"),
+            for seq, decision_id, prompt_tokens, flags in connection.execute(text(
+                    "SELECT r.seq, r.decision_id, r.prompt_tokens, d.flags"
+                    " FROM replay_decision r JOIN decision d USING (decision_id)"
+                    " WHERE r.run_id = :run AND r.instance_id = :instance AND r.arm = :arm"),
                     {"run": run_id, "instance": instance_id, "arm": arm}):
                 rows = connection.execute(text(
                     "SELECT item_id, rendering, token_count, rendered_text FROM window_item"
@@ -338,8 +347,19 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
                 decisions.append(Decision(seq, prompt_tokens, tuple(parts), tuple(held),
                                           tuple(anchors.get(seq, ())), prompt_names,
                                           output_names, history, first_output_names,
-                                          instance_id, harness_cut, listing))
+                                          instance_id, harness_cut, listing,
+                                          waited_horizon(flags)))
     return decisions
+
+
+def waited_horizon(flags: str) -> int | None:
+    """The fold horizon a recorded window kept when its fold waited (``fold_waited:N``
+    among its decision's flags), else None."""
+    for flag in flags.split(","):
+        name, _, horizon = flag.partition(":")
+        if name == FOLD_WAITED_FLAG:
+            return int(horizon)
+    return None
 
 
 def oracle_tokens(decisions: list[Decision]) -> int:
@@ -508,8 +528,8 @@ def fold_breaks(decisions: list[Decision]) -> tuple[int, int, int, Counter, Coun
     cause_tokens: Counter = Counter()
     for run in _runs(decisions):
         for before, now in zip(run, run[1:], strict=False):
-            previous = fold_horizon(before.seq - 1, DEFAULT_RULES)
-            if not 0 < previous < fold_horizon(now.seq - 1, DEFAULT_RULES):
+            previous = before.horizon
+            if not 0 < previous < now.horizon:
                 continue
             folds += 1
             changed = next((n for n, (a, b) in enumerate(zip(before.parts, now.parts, strict=False))
@@ -568,7 +588,7 @@ def here_documents(first_fold_only: bool, play_steps: int = FILE_IN_PLAY_STEPS,
         history = decision.history
         if history is None:
             return {}
-        horizon = fold_horizon(decision.seq - 1, DEFAULT_RULES)
+        horizon = decision.horizon
         shown = set(decision.prompt_names)
         short = {}
         for n, part in enumerate(decision.parts):

@@ -84,6 +84,8 @@ from .trajectory import ObservationKind
 FILE_READ_MAX_BYTES = 2 * 1024 * 1024  # a larger file is not a source a view shows
 TOKEN_MEMO_SIZE = 8192  # parts repeat at every step of a run: each counted once
 TEXT_REPLACED_FLAG = "text_replaced"  # a NUL or lone surrogate made storable (flags)
+# the stride's fold waited (``loop.fold_pays``): ``fold_waited:N``, N the horizon kept
+FOLD_WAITED_FLAG = "fold_waited"
 # by loop.step_of_item's part number
 PART_NAMES = ("command", "output", "reasoning", "changed lines")
 # the roles a chat API takes in the harness's opening messages
@@ -270,7 +272,8 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     digest = hashlib.sha256(request_json.encode("utf-8", "surrogatepass")).hexdigest()
     normalised = normalised_request(
         request, request_json, digest, settings,
-        flags + ([TASK_IN_PREFIX_FLAG] if plan.task_in_prefix else []))
+        flags + ([TASK_IN_PREFIX_FLAG] if plan.task_in_prefix else [])
+        + ([f"{FOLD_WAITED_FLAG}:{window.horizon}"] if window.fold_waited else []))
     inputs = decision_input(normalised, sorted(
         (_pool_item(part) for part in window.parts + plan.evicted),
         key=lambda item: item.item_no))
@@ -394,7 +397,17 @@ def settled_parts(store: ContextStore, run_id: str, instance_id: str, seq: int,
             text = text[len(header):]
         parts[row["item_no"]] = SettledPart(row["content_sha256"], row["rendering"], text,
                                             row["note_content"])
-    return SettledParts.settling(done, parts, history, rules)
+    return SettledParts.settling(done, parts, history, rules,
+                                 _waited_horizon(rows[-1]["flags"]))
+
+
+def _waited_horizon(flags: str | None) -> int | None:
+    """The fold horizon a window kept when its fold waited (its ``fold_waited:N`` flag)."""
+    for flag in (flags or "").split(","):
+        name, _, horizon = flag.partition(":")
+        if name == FOLD_WAITED_FLAG and horizon.isdigit():
+            return int(horizon)
+    return None
 
 
 def run_ref(run_id: str, instance_id: str) -> str:

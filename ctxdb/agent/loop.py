@@ -17,6 +17,8 @@ what a next action takes from it:
   runs of lines an earlier fresh output shows (``REPEAT_RUN_MIN_LINES``). They
   fold in strides (``FOLD_STRIDE``): the fold horizon moves every few steps, not at every
   step, so consecutive windows share a long byte-identical prefix a prompt cache serves.
+  A stride's fold waits while what it would re-send outweighs what it shrinks
+  (``fold_pays``): the window goes on as the one before it, and the decision says so.
 - **A folded file view stays a view.** A folded output of a command that only printed
   files (``cat``, ``nl``, ``sed -n``, ``head``, ``tail``, ``grep -n`` …) becomes the lines
   it showed, line-numbered and read from the tree as it is now — only the lines no earlier
@@ -73,6 +75,9 @@ from .trajectory import ObservationKind, Step
 # Rules measured on the 97 development runs (docs/agent-loop-history.md has the sweeps).
 FRESH_OUTPUTS = 2  # the newest outputs shown whole, at least
 FOLD_STRIDE = 10  # the fold horizon moves in steps of this many decisions
+# a fold waits while it would re-send (uncached) more than this many characters for each
+# it shrinks the window by (``paying_folds``; set on the development runs' sweep)
+FOLD_RESENT_PER_SHRUNK_MAX = 7
 # a folded file's views stay while a command (or the reasoning, by its path) named the
 # file this recently, at every fold since the view's step
 FILE_IN_PLAY_STEPS = 10
@@ -246,6 +251,7 @@ class LoopRules:
     settled: bool = True  # folded parts keep the previous window's text between folds
     reasoning_in_play: bool = True  # a file whose path the agent's reasoning names is in play
     out_of_play_sticks: bool = True  # a view whose file went out of play stays a pointer
+    paying_folds: bool = True  # a fold waits while its shrink does not pay its re-send
     moved_run_summarized_min: int = MOVED_RUN_SUMMARIZED_MIN
 
     def without(self, rule: str) -> LoopRules:
@@ -271,6 +277,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "reasoning_in_play": {"reasoning_in_play": False},
     "out_of_play_sticks": {"out_of_play_sticks": False},
     "long_views": {"view_lines_whole": VIEW_LINES_MAX},
+    "paying_folds": {"paying_folds": False},
 }
 
 
@@ -324,6 +331,7 @@ class LoopWindow:
     parts: list[LoopPart] = field(default_factory=list)
     decision_type: str = "localize"
     horizon: int = 0  # outputs of steps up to here are folded
+    fold_waited: bool = False  # the stride's fold would not pay: the horizon stayed
 
     def text(self, header: str = "") -> str:
         return header + "".join(part.text for part in self.parts)
@@ -382,13 +390,14 @@ class SettledPart:
 @dataclass(frozen=True)
 class SettledParts:
     """What the previous decision's window of the same run showed for its folded parts
-    and its notes of changed lines (item number -> part), after ``done`` steps; and the
-    digest of every command and output of those steps (``history_digests``), so a window
-    settles only on the history it continues."""
+    and its notes of changed lines (item number -> part), after ``done`` steps, with the
+    outputs up to ``horizon`` folded; and the digest of every command and output of those
+    steps (``history_digests``), so a window settles only on the history it continues."""
 
     done: int
     parts: dict[int, SettledPart]
     history: dict[int, str]
+    horizon: int = 0
 
     @classmethod
     def of(cls, window: LoopWindow, steps: Sequence[LoopStep],
@@ -396,17 +405,18 @@ class SettledParts:
         """A window built after ``steps``, as the next window of its run settles on it."""
         return cls.settling(len(steps), {
             p.item_no: SettledPart(part_digest(p.content), p.rendering, p.text, p.content)
-            for p in window.parts}, history_digests(steps), rules)
+            for p in window.parts}, history_digests(steps), rules, window.horizon)
 
     @classmethod
     def settling(cls, done: int, parts: dict[int, SettledPart], history: dict[int, str],
-                 rules: LoopRules) -> SettledParts:
+                 rules: LoopRules, horizon: int | None = None) -> SettledParts:
         """Of a window's ``parts`` (item number -> as shown), those that settle: its
-        folded outputs and its notes of changed lines."""
-        horizon = fold_horizon(done, rules)
+        folded outputs and its notes of changed lines. ``horizon``: the window's, when
+        its fold waited (else the stride's, ``fold_horizon``)."""
+        horizon = fold_horizon(done, rules) if horizon is None else horizon
         return cls(done, {item_no: part for item_no, part in parts.items()
                           if part.rendering in (SHOWN_LINES, POINTER)
-                          and _settles(item_no, horizon)}, history)
+                          and _settles(item_no, horizon)}, history, horizon)
 
 
 def part_digest(content: str) -> str:
@@ -951,15 +961,51 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
     """The window after ``steps`` (oldest first), reading files through ``read_file``
     (repository-relative path -> its lines now, or None); the agent's commands run in
     ``workdir``, the repository's root. ``settled``: what the previous decision's window
-    of this run showed (kept while the fold horizon stays where it was).
-    ``prompt_names``: the names the harness's prompt shows (``prompt_names``), which no
-    pointer lists."""
+    of this run showed (kept while the fold horizon stays where it was; a fold that would
+    not pay waits, ``paying_folds``). ``prompt_names``: the names the harness's prompt
+    shows (``prompt_names``), which no pointer lists."""
     done = len(steps)
     horizon = fold_horizon(done, rules)
+    previous = settled if (rules.settled and settled is not None and settled.done == done - 1
+                           and settled.history == history_digests(steps[:settled.done])
+                           ) else None
+    if previous is not None and previous.horizon == horizon:
+        return _assemble(steps, read_file, rules, workdir, horizon, previous.parts,
+                         prompt_names)
+    folded = _assemble(steps, read_file, rules, workdir, horizon, {}, prompt_names)
+    if previous is None or not rules.paying_folds or previous.horizon > horizon:
+        return folded
+    waiting = _assemble(steps, read_file, rules, workdir, previous.horizon, previous.parts,
+                        prompt_names)
+    if fold_pays(waiting, folded, done):
+        return folded
+    waiting.fold_waited = True
+    return waiting
+
+
+def fold_pays(waiting: LoopWindow, folded: LoopWindow, done: int) -> bool:
+    """Whether folding at this stride pays, judged when the window is built: a fold
+    re-sends, at the full price, every part of the window from the first one it changes
+    (a prompt cache served them until then), and saves the tokens it shrinks the window
+    by at the cached price at every later step. A fold waits while it would re-send more
+    than ``FOLD_RESENT_PER_SHRUNK_MAX`` characters for each it shrinks the window by (the
+    newest step's parts are new in both windows, so not counted)."""
+    shrunk = len(waiting.text()) - len(folded.text())
+    pairs = zip(waiting.parts, folded.parts, strict=False)
+    first = next((at for at, (kept, changed) in enumerate(pairs)
+                  if (kept.item_no, kept.text) != (changed.item_no, changed.text)),
+                 min(len(waiting.parts), len(folded.parts)))
+    resent = sum(len(part.text) for part in folded.parts[first:] if part.step < done)
+    return shrunk > 0 and shrunk * FOLD_RESENT_PER_SHRUNK_MAX >= resent
+
+
+def _assemble(steps: Sequence[LoopStep], read_file: FileReader, rules: LoopRules,
+              workdir: str, horizon: int, kept: dict[int, SettledPart],
+              prompt_names: frozenset[str]) -> LoopWindow:
+    """The window after ``steps`` with the outputs up to ``horizon`` folded, ``kept``:
+    the folded parts and notes the previous window showed, when its horizon was this."""
+    done = len(steps)
     window = LoopWindow(decision_type=decision_type_of(steps), horizon=horizon)
-    kept = (settled.parts if rules.settled and settled is not None
-            and settled.done == done - 1 and fold_horizon(settled.done, rules) == horizon
-            and settled.history == history_digests(steps[:settled.done]) else {})
     # the notes of changed lines the window shows, oldest first: what a reader holds
     notes = [kept[n].text for n in sorted(kept)
              if step_of_item(n)[1] == TREE_PART and kept[n].rendering == SHOWN_LINES]

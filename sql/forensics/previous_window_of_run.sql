@@ -3,13 +3,13 @@
 -- items it showed folded (a view or a pointer) their text, with the content of the notes
 -- of changed lines (the item numbers of a step's fourth part). An agent-loop
 -- window keeps its folded parts as that window showed them until its fold horizon moves
--- (adapter.settled_parts).
+-- (adapter.settled_parts); the decision's flags say when its fold waited (fold_waited:N).
 WITH previous AS (
-    SELECT d.decision_id FROM decision d
+    SELECT d.decision_id, d.flags FROM decision d
     WHERE d.run_id = :run_id AND d.instance_id = :instance_id AND d.seq < :seq
     ORDER BY d.seq DESC, d.decision_id DESC
     LIMIT 1)
-SELECT e.item_no, e.content_sha256, w.rendering,
+SELECT e.item_no, e.content_sha256, w.rendering, p.flags,
        CASE WHEN w.rendering IN (:view, :pointer) THEN w.rendered_text END AS rendered_text,
        note.content AS note_content
 FROM previous p
