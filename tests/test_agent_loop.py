@@ -14,12 +14,13 @@ import weakref
 import pytest
 
 from ctxdb import ContextStore
-from ctxdb.agent.adapter import TreeFiles, construct_step, plan_window, run_ref
+from ctxdb.agent.adapter import TreeFiles, construct_step, plan_window, prompt_names, run_ref
 from ctxdb.agent.loop import (
     DELETED,
     EARLY_LISTING_SHARE_MAX,
     ELIDED_LINES,
     FILE_IN_PLAY_STEPS,
+    FOLD_RESENT_PER_SHRUNK_MAX,
     GONE,
     LISTING_ENTRIES_MAX,
     MASK_HINT,
@@ -33,6 +34,7 @@ from ctxdb.agent.loop import (
     LoopPart,
     LoopRules,
     LoopStep,
+    LoopWindow,
     SettledParts,
     _file_changes,
     _listing_text,
@@ -42,6 +44,7 @@ from ctxdb.agent.loop import (
     decision_type_of,
     deleted_since,
     fold_horizon,
+    fold_pays,
     item_numbers,
     listing_entries,
     loop_step,
@@ -1112,6 +1115,34 @@ def _log(lines: int) -> str:
                    for n in range(lines))
 
 
+def _output_of(window: LoopWindow, step: int) -> LoopPart:
+    return next(p for p in window.parts if p.item_no == item_numbers(step)[1])
+
+
+def _part(step: int, part: int, text: str) -> LoopPart:
+    return LoopPart(item_numbers(step)[0] + part, step, "tool_output", text, text,
+                    SHOWN_WHOLE, "test")
+
+
+def test_a_fold_pays_when_it_shrinks_a_seventh_of_what_it_re_sends():
+    # both windows: steps 1 to 3, then the newest step (4); the fold changes step 2's
+    # output, so it re-sends from there on but the newest step's parts (new either way)
+    def windows(old: str, new: str, after: str, newest: str) -> tuple[LoopWindow, LoopWindow]:
+        def window(output: str) -> LoopWindow:
+            return LoopWindow([_part(1, 0, "a"), _part(1, 1, "b"), _part(2, 0, "c"),
+                               _part(2, 1, output), _part(3, 0, after), _part(4, 0, newest)])
+        return window(old), window(new)
+
+    after = "z" * (FOLD_RESENT_PER_SHRUNK_MAX * 9 - 1)
+    resent = len("y") + len(after)  # step 2's new output, step 3's part ("c" comes before)
+    shrunk = len("x" * 10) - len("y")
+    assert shrunk * FOLD_RESENT_PER_SHRUNK_MAX == resent  # at the edge: it pays
+    assert fold_pays(*windows("x" * 10, "y", after, "n" * 10**4), done=4)  # newest: not counted
+    assert not fold_pays(*windows("x" * 10, "y", after + "z", "n"), done=4)  # one more re-sent
+    assert not fold_pays(*windows("x", "yy", "", ""), done=4)  # grows: never pays
+    assert fold_pays(*windows("x", "x", "z" * 10**4, ""), done=4)  # changes nothing
+
+
 def test_a_fold_that_would_not_pay_waits_until_one_does(tmp_path):
     # outputs of a line each: folding them to pointers re-sends every step after the
     # first at the full price and shrinks nothing, so the stride's fold waits
@@ -1127,20 +1158,38 @@ def test_a_fold_that_would_not_pay_waits_until_one_does(tmp_path):
                          settled=SettledParts.of(waited, steps[:8], RULES))
     assert again.horizon == 0 and again.text().startswith(waited.text())
     # the rule off, or no earlier window to continue: the fold is at the stride
-    for window in (build_window(steps[:8], files, RULES.without("paying_folds"),
-                                settled=SettledParts.of(before, steps[:7], RULES)),
-                   build_window(steps[:8], files, RULES)):
+    folded = build_window(steps[:8], files, RULES.without("paying_folds"),
+                          settled=SettledParts.of(before, steps[:7], RULES))
+    for window in (folded, build_window(steps[:8], files, RULES)):
         assert window.horizon == 4 and not window.fold_waited
+    # nor does a fold wait when the window that waits would not fit the ceiling: four
+    # outputs that shrink a little, then long ones that a fold would re-send
+    some = [LoopStep(f"python -c 'print({n})'", f"value {n}, " * 12 + "\n") for n in range(4)]
+    some += [LoopStep(f"python run_{n}.py", "".join(f"line {n}.{i}\n" for i in range(200)))
+             for n in range(4)]
+    before = build_window(some[:7], files, RULES)
+    waits = build_window(some, files, RULES, settled=SettledParts.of(before, some[:7], RULES))
+    folded = build_window(some, files, RULES.without("paying_folds"))
+    assert waits.fold_waited and len(folded.text()) < len(waits.text())
+    ceiling = len(folded.text())  # (characters here; the adapter counts tokens)
+    tight = build_window(some, files, RULES, settled=SettledParts.of(before, some[:7], RULES),
+                         fits=lambda window: len(window.text()) <= ceiling)
+    assert tight.horizon == 4 and not tight.fold_waited and tight.text() == folded.text()
     # a long test log among the outputs to fold: its pointer pays for the re-send
     long = [*steps[:2], LoopStep("pytest tests", _log(80), returncode=1), *steps[3:8]]
     before = build_window(long[:7], files, RULES)
     folded = build_window(long, files, RULES, settled=SettledParts.of(before, long[:7], RULES))
     assert folded.horizon == 4 and not folded.fold_waited
-    assert output_of(folded, 3).rendering == POINTER
+    assert _output_of(folded, 3).rendering == POINTER
 
 
-def output_of(window, step: int) -> LoopPart:
-    return next(p for p in window.parts if p.item_no == item_numbers(step)[1])
+def _stored_body(store, decision_id: int, run_id: str, instance_id: str) -> str:
+    """A loop window's parts as the store holds them, its header line left out."""
+    with store.engine.connect() as connection:
+        text = "".join(row[0] for row in connection.exec_driver_sql(
+            "SELECT rendered_text FROM window_item WHERE decision_id = ? ORDER BY position",
+            (decision_id,)))
+    return text.removeprefix(MASK_HINT.format(ref=run_ref(run_id, instance_id)) + "\n\n")
 
 
 def test_a_waited_fold_is_flagged_and_read_back_from_the_store(store, tmp_path):
@@ -1151,23 +1200,51 @@ def test_a_waited_fold_is_flagged_and_read_back_from_the_store(store, tmp_path):
         return construct_step(store, run_id="loop", instance_id="wait", task="t",
                               steps=steps[:done], tree=root, prefix=PREFIX, rules=RULES)
 
-    def body(decision_id: int) -> str:
-        with store.engine.connect() as connection:
-            return "".join(row[0] for row in connection.exec_driver_sql(
-                "SELECT rendered_text FROM window_item WHERE decision_id = ? "
-                "ORDER BY position", (decision_id,)))
+    def body(context) -> str:
+        return _stored_body(store, context.decision_id, "loop", "wait")
 
     construct(7)
     windows = [construct(done) for done in range(8, 12)]
     # each continues the window that waited, its horizon read back from the flag
     assert all(window.flags == ("task_in_prefix", "fold_waited:0") for window in windows)
     for earlier, later in itertools.pairwise(windows):
-        assert body(later.decision_id).startswith(body(earlier.decision_id))
+        assert body(later).startswith(body(earlier))
     # at the next stride the long log (step 7) is among the outputs to fold: that pays
     folded = construct(12)
     assert folded.flags == ("task_in_prefix",)
-    assert "test_case_79" in body(windows[-1].decision_id)
-    assert "test_case_79" not in body(folded.decision_id)
+    assert "test_case_79" in body(windows[-1]) and "test_case_79" not in body(folded)
+
+
+def test_a_window_that_waits_keeps_its_views_as_shown_and_the_notes_of_their_changes(
+        store, tmp_path):
+    # step 1 prints lines 3-6, step 2's long log makes the first fold (horizon 4) pay,
+    # step 9 edits line 4; the next stride's fold (horizon 8) would fold one-line outputs
+    # only: it waits, and the window goes on as shown, the view with its note after step 9
+    root = _tree(tmp_path / "tree")
+    edit = LoopStep("sed -i 's/value + 2$/value - 2/' pkg/mod.py", "")
+    steps = [LoopStep("nl -ba pkg/mod.py | sed -n '3,6p'", _nl(3, 6)),
+             LoopStep("pytest tests", _log(80), returncode=1), *_filler(6), edit,
+             *_filler(4)]
+    settled = None
+    bodies, flags = {}, {}
+    for done in range(1, len(steps) + 1):
+        if done == 9:  # the edit ran
+            module = root / "pkg" / "mod.py"
+            module.write_text(module.read_text().replace("value + 2\n", "value - 2\n"))
+        context = construct_step(store, run_id="loop", instance_id="edit", task="t",
+                                 steps=steps[:done], tree=root, prefix=PREFIX, rules=RULES)
+        bodies[done], flags[done] = _stored_body(store, context.decision_id, "loop", "edit"), \
+            context.flags
+        # the replay's ablation arms build the same windows in memory
+        window = build_window(steps[:done], TreeFiles(root), RULES, str(root), settled,
+                              prompt_names(PREFIX, "t"))
+        plan = plan_window(window, "cl100k_base", 24_000, "t", PREFIX, run_ref("loop", "edit"))
+        assert window.text() == bodies[done], done
+        settled = SettledParts.of(window, steps[:done], RULES)
+    assert flags[8] == ("task_in_prefix",) and plan.budget_steps == []
+    assert [done for done in flags if "fold_waited:4" in flags[done]] == [12, 13]
+    assert "value + 2" in bodies[11] and "value - 2" in bodies[11]  # the view, its note
+    assert bodies[12].startswith(bodies[11]) and bodies[13].startswith(bodies[12])
 
 
 def test_an_output_the_harness_cut_is_kept_whole_when_the_harness_gave_it(store, tmp_path):

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from ctxdb.ab.reports import CACHED_PRICE_RATIO, run_report
 from ctxdb.agent import replay as replay_module
+from ctxdb.agent.adapter import waited_horizon
 from ctxdb.agent.loop import ABLATIONS, ablation_arm, item_numbers
 from ctxdb.agent.replay import RunSpec, load_run_specs, replay_run, run_replay
 from ctxdb.cli import main
@@ -141,7 +142,7 @@ def test_an_escaped_sed_pattern_is_stored_as_spelled_and_kept_where_a_window_sho
         OLD_TEXT + "\\/2"]
     # a window's fold horizon is the stride's unless its decision says its fold waited
     assert third.horizon == 0 and third.waited_horizon is None
-    waited = dataclasses.replace(third, seq=13, waited_horizon=window_cuts.waited_horizon(
+    waited = dataclasses.replace(third, seq=13, waited_horizon=waited_horizon(
         "task_in_prefix,fold_waited:0"))
     assert waited.horizon == 0 and dataclasses.replace(waited, waited_horizon=None).horizon == 10
     # and does not read a store whose anchors lack it: it says how to upgrade

@@ -52,7 +52,7 @@ from sqlalchemy.exc import OperationalError
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ctxdb.ab.reports import CACHED_PRICE_RATIO  # noqa: E402
-from ctxdb.agent.adapter import FOLD_WAITED_FLAG  # noqa: E402
+from ctxdb.agent.adapter import waited_horizon  # noqa: E402
 from ctxdb.agent.anchors import (  # noqa: E402
     Anchor,
     AnchorClass,
@@ -350,16 +350,6 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
                                           instance_id, harness_cut, listing,
                                           waited_horizon(flags)))
     return decisions
-
-
-def waited_horizon(flags: str) -> int | None:
-    """The fold horizon a recorded window kept when its fold waited (``fold_waited:N``
-    among its decision's flags), else None."""
-    for flag in flags.split(","):
-        name, _, horizon = flag.partition(":")
-        if name == FOLD_WAITED_FLAG:
-            return int(horizon)
-    return None
 
 
 def oracle_tokens(decisions: list[Decision]) -> int:

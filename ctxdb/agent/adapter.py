@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -260,7 +260,9 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     else:
         window = build_window(history, files, rules, workdir or (
             str(files.root) if files.root is not None else DEFAULT_WORKDIR),
-            settled_parts(store, run_id, instance_id, seq, rules), prompt_names(prefix, task))
+            settled_parts(store, run_id, instance_id, seq, rules), prompt_names(prefix, task),
+            window_fits(store.settings.tokenizer, store.settings.token_ceiling, task, prefix,
+                        run_ref(run_id, instance_id)))
     settings = store.settings
     # the current arm is the harness's history as it sent it: never fitted
     ceiling = settings.token_ceiling if arm != ARM_CURRENT else None
@@ -338,6 +340,23 @@ def plan_window(window: LoopWindow, tokenizer: str, ceiling: int | None, task: s
     """Count ``window`` with the harness's ``prefix`` and fit it under ``ceiling`` (None:
     as it is). ``as_messages``: each part is one chat message of the harness's own
     history (the current arm), counted with its chat overhead and no header."""
+    fixed, header, task_in_prefix = _fixed_tokens(window, tokenizer, task, prefix, run_ref,
+                                                  as_messages)
+    for part in window.parts:
+        part.tokens = (message_tokens(tokenizer, part.content) if as_messages
+                       else _count(tokenizer, part.text))
+    evicted: list[LoopPart] = []
+    budget_steps = _fit(window, tokenizer, ceiling, fixed, evicted) if ceiling is not None else []
+    return WindowPlan(window, header, task_in_prefix, budget_steps,
+                      fixed + sum(p.tokens for p in window.parts), evicted)
+
+
+def _fixed_tokens(window: LoopWindow, tokenizer: str, task: str,
+                  prefix: Sequence[dict[str, str]], run_ref: str,
+                  as_messages: bool) -> tuple[int, str, bool]:
+    """What a window sends besides its parts, in tokens (the harness's prefix, the chat
+    overhead, the header, the task unless the prefix holds it); the header; and whether
+    the prefix holds the task."""
     task_in_prefix = any(task.strip() and task.strip() in m.get("content", "") for m in prefix)
     empty = not window.parts and task_in_prefix  # the first step: the harness's prompt alone
     header = "" if empty or as_messages else MASK_HINT.format(ref=run_ref) + "\n\n"
@@ -346,13 +365,17 @@ def plan_window(window: LoopWindow, tokenizer: str, ceiling: int | None, task: s
              + (0 if empty or as_messages else CHAT_MESSAGE_OVERHEAD_TOKENS)
              + _count(tokenizer, header)
              + (0 if task_in_prefix else _count(tokenizer, task_block(task))))
-    for part in window.parts:
-        part.tokens = (message_tokens(tokenizer, part.content) if as_messages
-                       else _count(tokenizer, part.text))
-    evicted: list[LoopPart] = []
-    budget_steps = _fit(window, tokenizer, ceiling, fixed, evicted) if ceiling is not None else []
-    return WindowPlan(window, header, task_in_prefix, budget_steps,
-                      fixed + sum(p.tokens for p in window.parts), evicted)
+    return fixed, header, task_in_prefix
+
+
+def window_fits(tokenizer: str, ceiling: int, task: str, prefix: Sequence[dict[str, str]],
+                run_ref: str) -> Callable[[LoopWindow], bool]:
+    """Whether a loop window, sent with the harness's ``prefix``, fits under ``ceiling``
+    as built (before the ladder): a fold that would not pay waits only when it does."""
+    def fits(window: LoopWindow) -> bool:
+        fixed, _, _ = _fixed_tokens(window, tokenizer, task, prefix, run_ref, False)
+        return fixed + sum(_count(tokenizer, part.text) for part in window.parts) <= ceiling
+    return fits
 
 
 def _storable(value: Any) -> Any:
@@ -398,11 +421,12 @@ def settled_parts(store: ContextStore, run_id: str, instance_id: str, seq: int,
         parts[row["item_no"]] = SettledPart(row["content_sha256"], row["rendering"], text,
                                             row["note_content"])
     return SettledParts.settling(done, parts, history, rules,
-                                 _waited_horizon(rows[-1]["flags"]))
+                                 waited_horizon(rows[-1]["flags"]))
 
 
-def _waited_horizon(flags: str | None) -> int | None:
-    """The fold horizon a window kept when its fold waited (its ``fold_waited:N`` flag)."""
+def waited_horizon(flags: str | None) -> int | None:
+    """The fold horizon a window kept when its fold waited (its decision's
+    ``fold_waited:N`` flag among ``flags``, comma-separated), else None."""
     for flag in (flags or "").split(","):
         name, _, horizon = flag.partition(":")
         if name == FOLD_WAITED_FLAG and horizon.isdigit():

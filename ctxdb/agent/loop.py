@@ -957,13 +957,16 @@ def _name_pattern(name: str) -> re.Pattern[str]:
 def build_window(steps: Sequence[LoopStep], read_file: FileReader,
                  rules: LoopRules = DEFAULT_RULES, workdir: str = DEFAULT_WORKDIR,
                  settled: SettledParts | None = None,
-                 prompt_names: frozenset[str] = frozenset()) -> LoopWindow:
+                 prompt_names: frozenset[str] = frozenset(),
+                 fits: Callable[[LoopWindow], bool] | None = None) -> LoopWindow:
     """The window after ``steps`` (oldest first), reading files through ``read_file``
     (repository-relative path -> its lines now, or None); the agent's commands run in
     ``workdir``, the repository's root. ``settled``: what the previous decision's window
     of this run showed (kept while the fold horizon stays where it was; a fold that would
-    not pay waits, ``paying_folds``). ``prompt_names``: the names the harness's prompt
-    shows (``prompt_names``), which no pointer lists."""
+    not pay waits, ``paying_folds``, which needs it). ``prompt_names``: the names the
+    harness's prompt shows (``prompt_names``), which no pointer lists. ``fits``: whether
+    a window fits the token ceiling as built; a fold waits only for a window that does
+    (else the ceiling's ladder would fold it anyway, and cruder)."""
     done = len(steps)
     horizon = fold_horizon(done, rules)
     previous = settled if (rules.settled and settled is not None and settled.done == done - 1
@@ -973,11 +976,12 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
         return _assemble(steps, read_file, rules, workdir, horizon, previous.parts,
                          prompt_names)
     folded = _assemble(steps, read_file, rules, workdir, horizon, {}, prompt_names)
+    # (a horizon behind the previous one: that window was built by other rules)
     if previous is None or not rules.paying_folds or previous.horizon > horizon:
         return folded
     waiting = _assemble(steps, read_file, rules, workdir, previous.horizon, previous.parts,
                         prompt_names)
-    if fold_pays(waiting, folded, done):
+    if fold_pays(waiting, folded, done) or (fits is not None and not fits(waiting)):
         return folded
     waiting.fold_waited = True
     return waiting
@@ -986,17 +990,18 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
 def fold_pays(waiting: LoopWindow, folded: LoopWindow, done: int) -> bool:
     """Whether folding at this stride pays, judged when the window is built: a fold
     re-sends, at the full price, every part of the window from the first one it changes
-    (a prompt cache served them until then), and saves the tokens it shrinks the window
-    by at the cached price at every later step. A fold waits while it would re-send more
-    than ``FOLD_RESENT_PER_SHRUNK_MAX`` characters for each it shrinks the window by (the
-    newest step's parts are new in both windows, so not counted)."""
+    (a prompt cache served them until then), and saves what it shrinks the window by at
+    the cached price at every later step. A fold waits while it would re-send more than
+    ``FOLD_RESENT_PER_SHRUNK_MAX`` characters for each it shrinks the window by (the
+    newest step's parts are new in both windows, so not counted); one that changes
+    nothing before them does not wait."""
     shrunk = len(waiting.text()) - len(folded.text())
     pairs = zip(waiting.parts, folded.parts, strict=False)
     first = next((at for at, (kept, changed) in enumerate(pairs)
                   if (kept.item_no, kept.text) != (changed.item_no, changed.text)),
                  min(len(waiting.parts), len(folded.parts)))
     resent = sum(len(part.text) for part in folded.parts[first:] if part.step < done)
-    return shrunk > 0 and shrunk * FOLD_RESENT_PER_SHRUNK_MAX >= resent
+    return shrunk * FOLD_RESENT_PER_SHRUNK_MAX >= resent  # (a window that grows waits)
 
 
 def _assemble(steps: Sequence[LoopStep], read_file: FileReader, rules: LoopRules,
@@ -1437,7 +1442,8 @@ def _turn_part(item_no: int, step_no: int, step: LoopStep, rules: LoopRules,
 def _in_play(named: Sequence[int], since: int, horizon: int, rules: LoopRules) -> bool:
     """Whether the views of a file that step ``since`` printed stay views at
     ``horizon``: a step named the file within ``file_in_play_steps`` steps of it — and
-    (``out_of_play_sticks``) of every fold horizon since step ``since``, so a view that
+    (``out_of_play_sticks``) of every stride's horizon since step ``since`` (its fold
+    made or waited: the rule reads the history alone), so a view that
     went out of play stays out when a later step names its file (the agent reads it
     again, and the window's middle does not change back). ``named``: the steps up to the
     horizon that named the file, in order; ``since`` is a folded step (at most

@@ -45,7 +45,7 @@ from ..store import ContextStore
 from ..tokens import get_counter
 from ..workers import DEFAULT_WORKERS, run_each
 from . import anchors as anchor_rules
-from .adapter import TreeFiles, construct_step, plan_window, run_ref
+from .adapter import TreeFiles, construct_step, plan_window, run_ref, window_fits
 from .arms import (
     ARM_CTX08,
     ARM_CURRENT,
@@ -294,7 +294,10 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
             files = TreeFiles(tree.path)
             rules = LoopRules().without(rule)
             window = build_window(loop_steps, files, rules, run.workdir,
-                                  settled.pop(rule, None), prompt_names(prefix, run.task))
+                                  settled.pop(rule, None), prompt_names(prefix, run.task),
+                                  window_fits(settings.tokenizer, settings.token_ceiling,
+                                              run.task, prefix,
+                                              run_ref(run_id, spec.instance_id)))
             try:
                 plan = plan_window(window, settings.tokenizer, settings.token_ceiling,
                                    run.task, prefix, run_ref=run_ref(run_id, spec.instance_id))
