@@ -110,6 +110,13 @@ def test_what_a_reading_command_printed(tmp_path):
         "grep -n BETA pkg/other.py": ("2:BETA = 2\n", {"pkg/other.py": [2]}),
         "grep -n ALPHA pkg/other.py pkg/mod.py": ("pkg/other.py:1:ALPHA = 1\n",
                                                   {"pkg/other.py": [1]}),
+        # a grep -n over nl's printout: grep's numbers (and context's ``N-``) come first
+        "nl -ba pkg/mod.py | grep -n 'def function_3' -A 1": (
+            "".join(f"{at}{mark}{line}" for at, mark, line in
+                    zip((5, 6), ":-", _nl(5, 6).splitlines(keepends=True), strict=True)),
+            {"pkg/mod.py": [5, 6]}),
+        "sed -n '3,6p' pkg/mod.py | cat -n | grep -n function": (
+            "1:     1\tdef function_2(value):\n", {"pkg/mod.py": [3]}),
     }
     for command, (output, expected) in cases.items():
         assert viewed_lines(LoopStep(command, output), files) == expected, command

@@ -191,6 +191,8 @@ _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt
 # commands whose exit status 1 means "no" (no match, a difference), not a failure
 _ANSWERS_NO_WITH_ONE = frozenset({"grep", "egrep", "fgrep", "rg", "diff", "cmp"})
 _NUMBERED = re.compile(r"^\s*(\d+)\t")
+# ``nl -ba f | grep -n x -A 3``: grep's own line numbers (``12:``, ``13-``) before nl's
+_GREP_STREAM_NUMBER = re.compile(r"^\d+[:-](?=\s*\d+\t)")
 _GREP_NUMBERED = re.compile(r"^(?:(?P<path>[^\s:]+):)?(?P<line>\d+)[:-]")
 DEFAULT_WORKDIR = "/testbed"  # where SWE-bench's harnesses run the agent's commands
 NO_COMMAND = "(no command)"  # a turn with no command, or several
@@ -706,7 +708,10 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
     # numbers printed by the one command that names a file are its file's; with several,
     # each file's lines are found by their text
     sole = sum(1 for _, files in printing if files) == 1
-    numbered = _numbered_lines(printed) if sole else []
+    # a grep with no file of its own reads the one file's printout (its numbers are not
+    # the file's)
+    regrepped = any(command.name in _GREP_COMMANDS and not files for command, files in printing)
+    numbered = _numbered_lines(printed, regrepped) if sole else []
     viewed: dict[str, list[int]] = {}
     for command, files in printing:
         if command.name in _GREP_COMMANDS:
@@ -900,10 +905,13 @@ def _repository_path(word: str, cwd: str, workdir: str) -> str | None:
     return absolute[len(root) + 1:]
 
 
-def _numbered_lines(output: str) -> list[tuple[int, str]]:
-    """(number, text) of each numbered line an ``nl`` or ``cat -n`` printed."""
+def _numbered_lines(output: str, regrepped: bool = False) -> list[tuple[int, str]]:
+    """(number, text) of each numbered line an ``nl`` or ``cat -n`` printed; ``regrepped``:
+    a ``grep -n`` over that printout put its own numbers before them."""
     numbered = []
     for line in output.splitlines():
+        if regrepped:
+            line = _GREP_STREAM_NUMBER.sub("", line, count=1)
         match = _NUMBERED.match(line)
         if match:
             numbered.append((int(match.group(1)), line[match.end():]))
