@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from ctxdb.ab.reports import CACHED_PRICE_RATIO, run_report
 from ctxdb.agent import replay as replay_module
 from ctxdb.agent.adapter import waited_horizon
-from ctxdb.agent.loop import ABLATIONS, ablation_arm, item_numbers
+from ctxdb.agent.loop import ABLATIONS, LoopRules, ablation_arm, item_numbers
 from ctxdb.agent.replay import RunSpec, load_run_specs, replay_run, run_replay
 from ctxdb.cli import main
 from ctxdb.db import resolve_url
@@ -328,6 +328,9 @@ def test_the_cli_replays_a_runs_file_and_reports_it(requests_repository, tmp_pat
             assert float(nothing[column]) == pytest.approx(ctx08_recall[anchor_class], abs=5e-4)
 
 
+TESTS_FOLD_STRIDE = 10
+
+
 @pytest.fixture
 def window_cuts(monkeypatch):
     """tools/window_cuts.py loaded as a module (it is a script, not part of the package)."""
@@ -335,6 +338,8 @@ def window_cuts(monkeypatch):
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "window_cuts", module)  # its dataclasses look it up
     spec.loader.exec_module(module)
+    # the tests' own stride: what they check does not move with the measured default
+    monkeypatch.setattr(module, "DEFAULT_RULES", LoopRules(fold_stride=TESTS_FOLD_STRIDE))
     return module
 
 
