@@ -115,11 +115,27 @@ def test_what_a_reading_command_printed(tmp_path):
             "".join(f"{at}{mark}{line}" for at, mark, line in
                     zip((5, 6), ":-", _nl(5, 6).splitlines(keepends=True), strict=True)),
             {"pkg/mod.py": [5, 6]}),
+        # an nl of a stream numbers the stream, and nl without -ba skips blank lines: the
+        # lines are found by their text
         "sed -n '3,6p' pkg/mod.py | cat -n | grep -n function": (
             "1:     1\tdef function_2(value):\n", {"pkg/mod.py": [3]}),
+        "sed -n '3,6p' pkg/mod.py | nl -ba | grep -n 'def function_3' -A 1": (
+            "3:     3\tdef function_3(value):\n4-     4\t    return value + 3\n",
+            {"pkg/mod.py": [5, 6]}),
+        "nl spaced.py | grep -n -A1 'def g'": ("8:     4\tdef g():\n9-     5\t    return 1\n",
+                                               {"spaced.py": [8, 9]}),
+        # no numbering command: what looks like grep's number before nl's is the line's text
+        "cat data.tsv | grep foo": ("7-9\tfoo\nplain foo\n", {"data.tsv": [2, 4]}),
     }
+    (tmp_path / "spaced.py").write_text("import os\n\n\ndef f():\n    pass\n\n\n"
+                                        "def g():\n    return 1\n", encoding="utf-8")
+    (tmp_path / "data.tsv").write_text("a\tone\n7-9\tfoo\nc\tbar\nplain foo\n",
+                                       encoding="utf-8")
     for command, (output, expected) in cases.items():
         assert viewed_lines(LoopStep(command, output), files) == expected, command
+    # grep's numbers before lines no command numbered: not a view of wrong lines
+    assert viewed_lines(LoopStep("cat data.tsv | grep -n foo", "2:7-9\tfoo\n4:plain foo\n"),
+                        files) in (None, {"data.tsv": [2, 4]})
     # anything that writes, edits or runs code is not a reading
     for command in ("sed -i 's/a/b/' pkg/mod.py", "cat pkg/mod.py > copy.py",
                     "python -c 'print(1)'", "cat missing.py"):

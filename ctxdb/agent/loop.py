@@ -710,10 +710,14 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
     # numbers printed by the one command that names a file are its file's; with several,
     # each file's lines are found by their text
     sole = sum(1 for _, files in printing if files) == 1
-    # a grep with no file of its own reads the one file's printout (its numbers are not
-    # the file's)
-    regrepped = any(command.name in _GREP_COMMANDS and not files for command, files in printing)
-    numbered = _numbered_lines(printed, regrepped) if sole else []
+    numbering = [(command, files) for command, files in printing
+                 if command.name == "nl" or _numbers_every_line(command)]
+    # numbers an ``nl -ba`` of the file printed are its lines'; an nl of a stream (``sed -n
+    # 'A,Bp' f | nl``), or one that skips blank lines, does not: the lines are then found
+    # by their text
+    by_number = sole and any(files and _numbers_every_line(command)
+                             for command, files in numbering)
+    numbered = _numbered_lines(printed) if sole and numbering else []
     viewed: dict[str, list[int]] = {}
     for command, files in printing:
         if command.name in _GREP_COMMANDS:
@@ -725,15 +729,29 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
             continue
         path = files[0]
         whole = sole and step.kind != ObservationKind.OUTPUT_CUT
-        chosen = (_renumbered(numbered, path, read_file, located) if numbered
-                  else _locate(printed.splitlines(), path, read_file, located, bridge=whole))
+        texts = [text for _, text in numbered] if numbered else printed.splitlines()
+        chosen = (_renumbered(numbered, path, read_file, located) if numbered and by_number
+                  else _locate(texts, path, read_file, located, bridge=whole))
         if whole and _prints_a_stretch(commands):
-            chosen = _stretch_now(chosen, read_file(path) or [], by_number=bool(numbered))
+            chosen = _stretch_now(chosen, read_file(path) or [],
+                                  by_number=bool(numbered) and by_number)
         viewed.setdefault(path, []).extend(chosen)
     return {path: sorted(set(lines)) for path, lines in viewed.items() if lines} or None
 
 
 _SED_LINE_RANGE = re.compile(r"^\d+(,\d+)?p$")  # sed -n '40,80p'
+
+
+def _numbers_every_line(command: ShellCommand) -> bool:
+    """``nl -ba`` or ``cat -n``: every line numbered (nl's default numbers only non-blank
+    lines)."""
+    words = command.words[1:]
+    if command.name == "cat":
+        return "-n" in words or "--number" in words
+    if command.name != "nl":
+        return False
+    return any(w in ("-ba", "--body-numbering=a") for w in words) or any(
+        a == "-b" and b == "a" for a, b in zip(words, words[1:], strict=False))
 
 
 def _prints_a_stretch(commands: Sequence[ShellCommand]) -> bool:
@@ -907,13 +925,12 @@ def _repository_path(word: str, cwd: str, workdir: str) -> str | None:
     return absolute[len(root) + 1:]
 
 
-def _numbered_lines(output: str, regrepped: bool = False) -> list[tuple[int, str]]:
-    """(number, text) of each numbered line an ``nl`` or ``cat -n`` printed; ``regrepped``:
-    a ``grep -n`` over that printout put its own numbers before them."""
+def _numbered_lines(output: str) -> list[tuple[int, str]]:
+    """(number, text) of each numbered line an ``nl`` or ``cat -n`` printed (after the
+    stream's own number a ``grep -n`` over it put first)."""
     numbered = []
     for line in output.splitlines():
-        if regrepped:
-            line = _GREP_STREAM_NUMBER.sub("", line, count=1)
+        line = _GREP_STREAM_NUMBER.sub("", line, count=1)
         match = _NUMBERED.match(line)
         if match:
             numbered.append((int(match.group(1)), line[match.end():]))
