@@ -158,6 +158,14 @@ def test_an_escaped_sed_pattern_is_stored_as_spelled_and_kept_where_a_window_sho
     # a store is given as ctxdb takes it, a path too; a missing one is named, not made
     assert window_cuts.main(["--db", store_url, "--rows", "pointers"]) == 0
     assert capsys.readouterr().out.startswith("4 decisions")  # three steps and the submit
+    # an older replay's windows are read at the stride they were built with
+    assert window_cuts.main(["--db", store_url, "--rows", "pointers", "--fold-stride", "3"]) == 0
+    assert window_cuts.WINDOW_RULES.fold_stride == 3
+    assert dataclasses.replace(third, seq=13).horizon == 9
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        window_cuts.main(["--db", store_url, "--fold-stride", "0"])
+    assert "--fold-stride: a number of steps of at least 1, not 0" in capsys.readouterr().err
     (tmp_path / "empty.db").touch()
     for given, said in ((tmp_path / "nothere.db", "nothere.db does not exist"),
                         (tmp_path, "is a directory"), (tmp_path / "empty.db", "is empty")):
@@ -339,7 +347,7 @@ def window_cuts(monkeypatch):
     monkeypatch.setitem(sys.modules, "window_cuts", module)  # its dataclasses look it up
     spec.loader.exec_module(module)
     # the tests' own stride: what they check does not move with the measured default
-    monkeypatch.setattr(module, "DEFAULT_RULES", LoopRules(fold_stride=TESTS_FOLD_STRIDE))
+    monkeypatch.setattr(module, "WINDOW_RULES", LoopRules(fold_stride=TESTS_FOLD_STRIDE))
     return module
 
 

@@ -158,7 +158,7 @@ def test_ctx08_sends_the_window_after_the_harness_prompt(mswea, store_url, tree,
                                                          monkeypatch):
     monkeypatch.delenv("CTX", raising=False)
     trajectory = tmp_path / "run.traj.json"
-    # rules that fold within the scripted run's nine steps (the defaults fold later)
+    # the test's own rules (a fold at the ninth decision): not moved by the measured defaults
     result, agent, model, received = _run_agent(mswea, store_url, tree, trajectory,
                                                 rules=LoopRules(fresh_outputs=4, fold_stride=4))
     _check_submitted(result)

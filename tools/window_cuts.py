@@ -136,6 +136,10 @@ _HEAD_COUNT = re.compile(r"\bhead\s+-n?\s*(\d+)")
 _LISTED_LINE = re.compile(r"^\s*(\d+)(?:\t|[:-])", re.MULTILINE)
 
 
+# the rules the replay's windows were built with (``--fold-stride``: replays before
+# 2026-12-04's e0e3517 folded in strides of 10)
+WINDOW_RULES = DEFAULT_RULES
+
 @dataclass(frozen=True)
 class Part:
     step: int
@@ -246,7 +250,7 @@ class Decision:
         """The window's fold horizon: the stride's, unless its fold waited."""
         if self.waited_horizon is not None:
             return self.waited_horizon
-        return fold_horizon(self.seq - 1, DEFAULT_RULES)
+        return fold_horizon(self.seq - 1, WINDOW_RULES)
 
 
 def first_program(command: str | None) -> str:
@@ -572,7 +576,7 @@ def here_documents(first_fold_only: bool, play_steps: int = FILE_IN_PLAY_STEPS,
     re-sends more). ``look_steps``: the first fold judged is the first at least that many
     steps after the command's (a script written just before a fold has had no later step
     to be named in)."""
-    stride = DEFAULT_RULES.fold_stride
+    stride = WINDOW_RULES.fold_stride
 
     def shortens(decision: Decision) -> dict[int, str]:
         history = decision.history
@@ -1038,7 +1042,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="print where the folds after the first break the prompt cache")
     parser.add_argument("--rows", default="", metavar="TEXT",
                         help="only the cuts whose name holds TEXT (the first row always)")
+    parser.add_argument("--fold-stride", type=int, default=DEFAULT_RULES.fold_stride,
+                        metavar="N", help="the fold stride the replay's windows were built "
+                        f"with (default {DEFAULT_RULES.fold_stride}; 10 before e0e3517)")
     args = parser.parse_args(argv)
+    if args.fold_stride < 1:
+        parser.error(f"--fold-stride: a number of steps of at least 1, not {args.fold_stride}")
+    global WINDOW_RULES
+    WINDOW_RULES = replace(DEFAULT_RULES, fold_stride=args.fold_stride)
     try:
         url = replay_store(args.db)
     except (StoreVersionError, FileNotFoundError, ValueError) as error:
