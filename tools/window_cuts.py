@@ -136,9 +136,10 @@ _HEAD_COUNT = re.compile(r"\bhead\s+-n?\s*(\d+)")
 _LISTED_LINE = re.compile(r"^\s*(\d+)(?:\t|[:-])", re.MULTILINE)
 
 
-# the rules the replay's windows were built with (``--fold-stride``: replays before
-# 2026-12-04's e0e3517 folded in strides of 10)
+# the rules the replay's windows were built with (``--fold-stride`` for a replay made
+# with another stride)
 WINDOW_RULES = DEFAULT_RULES
+
 
 @dataclass(frozen=True)
 class Part:
@@ -1044,7 +1045,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="only the cuts whose name holds TEXT (the first row always)")
     parser.add_argument("--fold-stride", type=int, default=DEFAULT_RULES.fold_stride,
                         metavar="N", help="the fold stride the replay's windows were built "
-                        f"with (default {DEFAULT_RULES.fold_stride}; 10 before e0e3517)")
+                        f"with (default {DEFAULT_RULES.fold_stride}, the rules')")
     args = parser.parse_args(argv)
     if args.fold_stride < 1:
         parser.error(f"--fold-stride: a number of steps of at least 1, not {args.fold_stride}")

@@ -74,9 +74,7 @@ from .trajectory import ObservationKind, Step
 
 # Rules measured on the 97 development runs (docs/agent-loop-history.md has the sweeps).
 FRESH_OUTPUTS = 2  # the newest outputs shown whole, at least
-# the fold horizon moves in steps of this many decisions (10 until a fold waited while it
-# would not pay: a short stride then folds sooner for tokens, not for re-sends)
-FOLD_STRIDE = 5
+FOLD_STRIDE = 10  # the fold horizon moves in steps of this many decisions (5: tried, not kept)
 # a fold waits while it would re-send (uncached) more than this many characters for each
 # it shrinks the window by (``paying_folds``; set on the development runs' sweep)
 FOLD_RESENT_PER_SHRUNK_MAX = 7
