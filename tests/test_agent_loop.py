@@ -126,6 +126,19 @@ def test_what_a_reading_command_printed(tmp_path):
                                                {"spaced.py": [8, 9]}),
         # no numbering command: what looks like grep's number before nl's is the line's text
         "cat data.tsv | grep foo": ("7-9\tfoo\nplain foo\n", {"data.tsv": [2, 4]}),
+        # a grep -n over a stream numbers the stream (hits ``N:``, context ``N-``, groups
+        # apart by ``--``): the lines are found by their text after its number
+        "sed -n '3,12p' pkg/mod.py | grep -n -A1 'function_[24]'": (
+            "1:def function_2(value):\n2-    return value + 2\n--\n"
+            "5:def function_4(value):\n6-    return value + 4\n",
+            {"pkg/mod.py": [3, 4, 7, 8]}),
+        "cat pkg/mod.py | grep -A1 'function_[24](' ": (
+            "def function_2(value):\n    return value + 2\n--\n"
+            "def function_4(value):\n    return value + 4\n",
+            {"pkg/mod.py": [3, 4, 7, 8]}),
+        "cat data.tsv | grep -n foo": ("2:7-9\tfoo\n4:plain foo\n", {"data.tsv": [2, 4]}),
+        "head -n 8 pkg/mod.py | grep -inA 1 function_3": (
+            "5:def function_3(value):\n6-    return value + 3\n", {"pkg/mod.py": [5, 6]}),
     }
     (tmp_path / "spaced.py").write_text("import os\n\n\ndef f():\n    pass\n\n\n"
                                         "def g():\n    return 1\n", encoding="utf-8")
@@ -133,9 +146,6 @@ def test_what_a_reading_command_printed(tmp_path):
                                        encoding="utf-8")
     for command, (output, expected) in cases.items():
         assert viewed_lines(LoopStep(command, output), files) == expected, command
-    # grep's numbers before lines no command numbered: not a view of wrong lines
-    assert viewed_lines(LoopStep("cat data.tsv | grep -n foo", "2:7-9\tfoo\n4:plain foo\n"),
-                        files) in (None, {"data.tsv": [2, 4]})
     # anything that writes, edits or runs code is not a reading
     for command in ("sed -i 's/a/b/' pkg/mod.py", "cat pkg/mod.py > copy.py",
                     "python -c 'print(1)'", "cat missing.py"):

@@ -194,6 +194,10 @@ _NUMBERED = re.compile(r"^\s*(\d+)\t")
 # ``nl -ba f | grep -n x -A 3``: grep's own line numbers (``12:``, ``13-``) before nl's
 _GREP_STREAM_NUMBER = re.compile(r"^\d+[:-](?=\s*\d+\t)")
 _GREP_NUMBERED = re.compile(r"^(?:(?P<path>[^\s:]+):)?(?P<line>\d+)[:-]")
+# ``sed -n 'A,Bp' f | grep -n x -A 3``: a grep over a stream numbers the stream's lines
+# (``3:`` a hit, ``4-`` its context), not the file's, and puts ``--`` between its groups
+_STREAM_LINE_NUMBER = re.compile(r"^\d+[:-]")
+_GREP_GROUP_SEPARATOR = "--"
 DEFAULT_WORKDIR = "/testbed"  # where SWE-bench's harnesses run the agent's commands
 NO_COMMAND = "(no command)"  # a turn with no command, or several
 MASK_HINT = "ctxdb show {ref} E<n> prints a masked output whole."
@@ -727,7 +731,14 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
             continue
         path = files[0]
         whole = sole and step.kind != ObservationKind.OUTPUT_CUT
-        texts = [text for _, text in numbered] if numbered else printed.splitlines()
+        if numbered:
+            texts = [text for _, text in numbered]
+        elif any(_greps_a_stream(c) for c in commands):
+            stream_numbered = any(_numbers_a_stream(c) for c in commands)
+            texts = [_STREAM_LINE_NUMBER.sub("", line, count=1) if stream_numbered else line
+                     for line in printed.splitlines() if line != _GREP_GROUP_SEPARATOR]
+        else:
+            texts = printed.splitlines()
         chosen = (_renumbered(numbered, path, read_file, located) if numbered and by_number
                   else _locate(texts, path, read_file, located, bridge=whole))
         if whole and _prints_a_stretch(commands):
@@ -750,6 +761,33 @@ def _numbers_every_line(command: ShellCommand) -> bool:
         return False
     return any(w in ("-ba", "--body-numbering=a") for w in words) or any(
         a == "-b" and b == "a" for a, b in zip(words, words[1:], strict=False))
+
+
+def _greps_a_stream(command: ShellCommand) -> bool:
+    """A grep that reads standard input (names no file)."""
+    return command.name in _GREP_COMMANDS and not _file_operands(command)
+
+
+def _numbers_a_stream(command: ShellCommand) -> bool:
+    """A ``grep -n`` that reads standard input: each line it prints starts with the
+    stream's line number."""
+    if not _greps_a_stream(command):
+        return False
+    words = command.words[1:]
+    if "--line-number" in words:
+        return True
+    value_flags = _VALUE_FLAGS[command.name]
+    for word in words:
+        if word == "--":
+            break
+        if not word.startswith("-") or word.startswith("--") or len(word) == 1:
+            continue
+        for flag in word[1:]:  # ``-rn``, ``-nA3``: up to the first option taking a value
+            if flag == "n":
+                return True
+            if flag in value_flags:
+                break
+    return False
 
 
 def _prints_a_stretch(commands: Sequence[ShellCommand]) -> bool:
