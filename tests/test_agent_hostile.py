@@ -167,8 +167,10 @@ def test_a_run_whose_edit_does_not_replay_is_flagged_from_that_step_on(tmp_path,
         ("cat pkg/mod.py", "def total(items):\n    return sum(items)\n"),
     ], submission=submitted))
     assert result.error is None and result.decisions == 4
-    assert result.tree_note.startswith("command diverged: step 2 (exit 2, recorded 0); "
-                                       "submission differs")
+    # the note says what the re-run said (its last line)
+    assert result.tree_note.startswith(
+        "command diverged: step 2 (exit 2, recorded 0: sed: can't read pkg/other.py: No such "
+        "file or directory); submission differs"), result.tree_note
     assert _count(db, "SELECT tree_lost_at_seq FROM replay_run") == 3
     assert _count(db, "SELECT COUNT(*) FROM replay_decision WHERE arm = 'ctx08' "
                       "AND tree_known") == 2

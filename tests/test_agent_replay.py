@@ -23,7 +23,7 @@ from ctxdb.ab.reports import CACHED_PRICE_RATIO, run_report
 from ctxdb.agent import replay as replay_module
 from ctxdb.agent.adapter import waited_horizon
 from ctxdb.agent.loop import ABLATIONS, LoopRules, ablation_arm, item_numbers
-from ctxdb.agent.replay import RunSpec, load_run_specs, replay_run, run_replay
+from ctxdb.agent.replay import RunSpec, load_run_specs, replay_run, replay_spec_for_tree, run_replay
 from ctxdb.cli import main
 from ctxdb.db import resolve_url
 from ctxdb.store import ContextStore
@@ -580,6 +580,8 @@ def test_one_run_replays_on_a_tree_at_hand(requests_repository, tmp_path, capsys
     assert _git("status", "--porcelain", cwd=checkout) == before == ""
     assert _git("rev-parse", "HEAD", cwd=checkout).strip() == commit
     assert _rows(str(db), "SELECT instance_id FROM replay_run")[0][0] == "psf__requests-1"
+    # the library call takes paths as strings too
+    assert replay_spec_for_tree(str(path), str(checkout)) == replay_spec_for_tree(path, checkout)
     # a run that submitted nothing is no tree that missed its patch: the summary says so
     trajectory["info"].pop("submission")
     path.write_text(json.dumps(trajectory), encoding="utf-8")

@@ -132,6 +132,34 @@ def test_the_agents_git_commands_work_inside(tree):
     assert tree.submission() == ""
 
 
+def test_a_run_replayed_on_the_checkout_it_worked_in(source_git, tmp_path):
+    """A local run's workdir is its own checkout: the scratch tree is bound over it, and
+    still borrows that checkout's objects (shown elsewhere: its path is under the bind)."""
+    checkout = tmp_path / "project"
+    _git("clone", "--quiet", str(source_git), str(checkout), cwd=tmp_path)
+    with ScratchTree.create(checkout, "main", parent=tmp_path,
+                            workdir=str(checkout)) as scratch:
+        done = scratch.run("echo more >> README && pwd && git diff --stat && "
+                           "git show --stat --format=%s HEAD | head -n 1")
+        assert (done.returncode, done.output) == (0, f"{checkout}\n README | 1 +\n"
+                                                  " 1 file changed, 1 insertion(+)\nfirst\n")
+        assert "+more" in scratch.submission()
+    assert (checkout / "README").read_text() == "a tiny project\n"  # the host's, unchanged
+    # a workdir under /tmp the host lacks is made in the private /tmp
+    elsewhere = tmp_path / "never-made"
+    with ScratchTree.create(source_git, "main", parent=tmp_path,
+                            workdir=str(elsewhere)) as scratch:
+        assert scratch.run("pwd && cat pkg/mod.py | head -n 1").output == \
+            f"{elsewhere}\ndef answer():\n"
+    assert not elsewhere.exists()
+    # under a host directory (shown read-only) it must exist there: said so
+    with ScratchTree.create(source_git, "main", parent=tmp_path,
+                            workdir="/usr/ctxdb-no-such-dir") as scratch:
+        with pytest.raises(SandboxError, match="make the mount point /usr/ctxdb-no-such-dir "
+                                               r"\(under a host directory it must exist"):
+            scratch.run("true")
+
+
 def test_a_blob_absent_from_the_store_is_skipped_not_reported_deleted(source_git, tmp_path):
     lacking = tmp_path / "lacking.git"
     _git("clone", "--quiet", "--bare", "--no-local", str(source_git), str(lacking),

@@ -197,6 +197,8 @@ def test_ctx08_sends_the_window_after_the_harness_prompt(mswea, store_url, tree,
     saved = json.loads(trajectory.read_text())
     assert saved["info"]["ctxdb"]["decision_ids"] == model.decision_ids
     assert read_trajectory(trajectory).submission == result["submission"]
+    # ...and the instance it ran (a replay of the file records it so)
+    assert read_trajectory(trajectory).instance_id == "requests-to-key-val-list"
 
 
 def test_ctx_current_sends_the_harness_messages_untouched(mswea, store_url, tree,
@@ -212,6 +214,14 @@ def test_ctx_current_sends_the_harness_messages_untouched(mswea, store_url, tree
     assert len(received[-1][0]) > 10  # the whole history, every observation
     arm, rows = _decisions(store_url, "mini-current")
     assert arm == "current" and [seq for seq, _ in rows] == list(range(1, len(SCRIPT) + 1))
+    # a second run of the instance under that id would share its step numbers: refused
+    with pytest.raises(ValueError, match=(r"run_id 'mini-current': the store already holds "
+                                          rf"{len(SCRIPT)} decision\(s\) of instance "
+                                          "'requests-to-key-val-list'")):
+        CtxdbModel(object(), store_url, instance_id="requests-to-key-val-list", tree=tree,
+                   run_id="mini-current")
+    CtxdbModel(object(), store_url, instance_id="another", tree=tree,
+               run_id="mini-current").close()  # a batch of instances may share it
 
 
 def test_unreadable_histories_and_arms_are_named(mswea, tmp_path, monkeypatch):

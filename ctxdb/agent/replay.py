@@ -78,6 +78,7 @@ REPLAY_RUN_NOTE = "replay of recorded agent runs"  # run.note: what the run id i
 # tree_note causes (the text before the first ':')
 NOTE_DIFFERS = "submission differs"
 NOTE_COMMAND_DIVERGED = "command diverged"
+DIVERGED_LINE_SHOWN_MAX_CHARS = 200  # of the re-run's last line, in that note
 NOTE_NO_SUBMISSION = "no submission recorded"
 # git's shortest default abbreviation: a shorter name (core.abbrev set lower) is only the
 # same blob when it is the same name
@@ -212,10 +213,12 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
     return specs, errors
 
 
-def replay_spec_for_tree(trajectory: Path, tree: Path, base_commit: str | None = None,
+def replay_spec_for_tree(trajectory: str | Path, tree: str | Path,
+                         base_commit: str | None = None,
                          instance_id: str | None = None) -> RunSpec:
     """One run of a tree already at hand: ``tree`` is a git checkout of its repository,
     at the run's base commit unless ``base_commit`` says which."""
+    trajectory, tree = Path(trajectory), Path(tree)
     run = read_trajectory(trajectory)  # refused here, by name, before anything runs
     if not (tree / ".git").exists():
         raise RunsFileError(f"--tree {tree}: expected a git checkout (no .git in it)")
@@ -404,10 +407,17 @@ def _diverged(step, outcome) -> bool:
 
 
 def _divergence(step, outcome) -> str:
+    """How the re-run ended, beside the recording, with the re-run's last line (what
+    went otherwise: ``fatal: …``, ``sed: can't read …``)."""
     recorded = step.observation
     if outcome.timed_out:
         return "timed out in the sandbox"
-    return f"exit {outcome.returncode}, recorded {recorded.returncode}"
+    said = next((line.strip() for line in reversed(outcome.output.splitlines())
+                 if line.strip()), "")
+    if len(said) > DIVERGED_LINE_SHOWN_MAX_CHARS:
+        said = said[:DIVERGED_LINE_SHOWN_MAX_CHARS - 1] + "…"
+    return f"exit {outcome.returncode}, recorded {recorded.returncode}" + (
+        f": {said}" if said else "")
 
 
 def _same_patch(first: str, second: str) -> bool:

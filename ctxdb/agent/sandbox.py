@@ -10,7 +10,8 @@ in new user, mount, network, pid, IPC and UTS namespaces made by ``unshare``
   recreated as symlinks (``/bin -> usr/bin``); the host's ``/proc``, ``/sys``,
   ``/dev``, ``/tmp`` and ``/run`` are not shown (fresh ones or none stand in);
 - the scratch tree bind-mounted read-write at ``workdir`` (``/testbed`` by default;
-  it need not exist on the host);
+  it need not exist on the host when it lies outside the host's top-level directories
+  or under ``/tmp``), over whatever the host holds there;
 - a private tmpfs ``/tmp`` (``HOME`` is ``/tmp``), a minimal ``/dev`` (null, zero,
   full, random, urandom, tty bound from the host; a small ``/dev/shm``), a fresh
   ``/proc`` of the new pid namespace;
@@ -159,18 +160,24 @@ class CommandResult:
     output_truncated: bool = False
 
 
+# a read-only path: a host path shown at the same place, or (host path, place inside)
+ReadOnlyPath = Path | tuple[Path, str]
+
+
 def run_isolated(command: str, tree: Path, *, workdir: str = DEFAULT_WORKDIR,
                  timeout_s: float, env: Mapping[str, str],
-                 read_only_paths: Sequence[Path] = (),
+                 read_only_paths: Sequence[ReadOnlyPath] = (),
                  missing_programs: Sequence[str] = ()) -> CommandResult:
     """Run ``command`` with ``bash -c`` in ``workdir``, where ``tree`` is mounted
     read-write; nothing else of the host is writable and there is no network.
 
     ``env`` is laid over ``BASE_ENV`` (PATH with the python shim, HOME=/tmp, a UTF-8
     locale); nothing of this process's own environment passes in. ``read_only_paths``
-    are host paths also shown read-only at the same place inside, for paths the host's
-    top-level binds do not show (e.g. a git object store under the host's /tmp that the
-    tree borrows through alternates). ``tree`` must be writable by ``SANDBOX_UID``.
+    are host paths also shown read-only inside, for paths the host's top-level binds do
+    not show (e.g. a git object store under the host's /tmp that the tree borrows through
+    alternates): at the same place, or at the place a ``(host path, place)`` pair names
+    (for a path the tree's own bind at ``workdir`` would hide). ``tree`` must be writable
+    by ``SANDBOX_UID``.
     ``missing_programs`` are names a command finds missing (``command not found``, exit
     127) though the host has them: the programs the environment being reproduced lacked.
 
@@ -252,7 +259,7 @@ def _top_level_entries() -> tuple[list[str], list[tuple[str, str]]]:
 
 
 def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str],
-                  read_only_paths: Sequence[str], status_fd: int, map_fd: int,
+                  read_only_paths: Sequence[tuple[str, str]], status_fd: int, map_fd: int,
                   missing_programs: Sequence[str] = ()) -> str:
     """The bash script run as root inside the new namespaces: each step is one command
     that must succeed. What a step says on stderr goes to the status pipe; the first
@@ -274,7 +281,6 @@ def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str]
     step("mount a tmpfs as the new root", "mount", "-t", "tmpfs", "-o",
          f"size={ROOT_SIZE},mode=0755,nosuid,nodev", "ctxdb-sandbox", root)
     mount_points = [f"{root}/{name}" for name in (*directories, "proc", "dev", "tmp", "run")]
-    mount_points.append(f"{root}{workdir}")
     if shim_target is not None or missing_programs:
         mount_points.append(f"{root}{SHIM_DIR}")
     step("make the mount points in the new root", "mkdir", "-p", *mount_points)
@@ -301,10 +307,10 @@ def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str]
          f"size={SHM_SIZE},mode=1777,nosuid,nodev", "ctxdb-shm", f"{root}/dev/shm")
     if read_only_paths:  # after /tmp is mounted: they may lie under it
         step("make the read-only paths' mount points", "mkdir", "-p",
-             *(f"{root}{path}" for path in read_only_paths))
-    for path in read_only_paths:
-        step(f"bind {path} at {path} read-only", "mount", "--bind", "-o", "ro,nosuid,nodev",
-             path, f"{root}{path}")
+             *(f"{root}{inside}" for _, inside in read_only_paths))
+    for path, inside in read_only_paths:
+        step(f"bind {path} at {inside} read-only", "mount", "--bind", "-o", "ro,nosuid,nodev",
+             path, f"{root}{inside}")
     if shim_target is not None:
         step(f"link python to {shim_target}", "ln", "-s", shim_target,
              f"{root}{SHIM_DIR}/python")
@@ -316,6 +322,10 @@ def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str]
         for name in missing_programs:
             step(f"make {name} missing", "ln", "-s", MISSING_PROGRAM_STAND_IN,
                  f"{root}{SHIM_DIR}/{name}")
+    # made last, as what it lies under is mounted: a workdir under /tmp is made in the
+    # private one; under a host directory (bound read-only) it must exist there
+    step(f"make the mount point {workdir} (under a host directory it must exist there)",
+         "mkdir", "-p", f"{root}{workdir}")
     step(f"bind the scratch tree at {workdir}", "mount", "--bind", tree, f"{root}{workdir}")
     step("make /dev read-only", "mount", "-o", "remount,ro,nosuid", f"{root}/dev")
     step("make the new root read-only", "mount", "-o", "remount,ro,nosuid,nodev", root)
@@ -361,7 +371,7 @@ def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str]
 
 
 def _run(command: str, tree: Path, *, workdir: str, timeout_s: float,
-         env: Mapping[str, str], read_only_paths: Sequence[Path],
+         env: Mapping[str, str], read_only_paths: Sequence[ReadOnlyPath],
          missing_programs: Sequence[str] = ()) -> CommandResult:
     if not workdir.startswith("/") or workdir == "/":
         raise SandboxError(f"workdir must be an absolute path below /, not {workdir!r}")
@@ -374,8 +384,9 @@ def _run(command: str, tree: Path, *, workdir: str, timeout_s: float,
     status_read, status_write = os.pipe()
     map_read, map_write = os.pipe()
     try:
-        script = _setup_script(new_root, str(tree_path), workdir, env,
-                               [str(Path(p).resolve()) for p in read_only_paths], status_write,
+        binds = [(str(Path(p).resolve()), str(Path(p).resolve())) if not isinstance(p, tuple)
+                 else (str(Path(p[0]).resolve()), p[1]) for p in read_only_paths]
+        script = _setup_script(new_root, str(tree_path), workdir, env, binds, status_write,
                                map_read, sorted(set(missing_programs)))
         argv = ["unshare", "--mount", "--net", "--pid", "--ipc", "--uts", "--fork",
                 "--kill-child", "--propagation", "private",

@@ -202,9 +202,14 @@ def parse_trajectory(data: Any, name: str = "<trajectory>") -> AgentRun:
     reader = _steps_v2 if fmt == FORMAT_V2 else _steps_v1
     steps = reader(messages, chats, name)
     submission = info.get("submission")
+    # a run of ctxdb's mini-swe-agent model names its instance where the model's info goes
+    given_ctxdb = info.get("ctxdb")
+    recorded_by_ctxdb: dict = given_ctxdb if isinstance(given_ctxdb, dict) else {}
+    instance_id = next((given for given in (data.get("instance_id"),
+                                            recorded_by_ctxdb.get("instance_id"))
+                        if isinstance(given, str) and given), None)
     return AgentRun(
-        path=name, trajectory_format=fmt,
-        instance_id=data.get("instance_id") if isinstance(data.get("instance_id"), str) else None,
+        path=name, trajectory_format=fmt, instance_id=instance_id,
         messages=tuple(m for m in chats if m["role"] != "exit"),
         system_prompt=chats[0]["content"], instruction=chats[1]["content"],
         steps=tuple(steps),

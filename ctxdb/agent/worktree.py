@@ -7,8 +7,12 @@ harness's ``/testbed``. It is made fast and without touching the source git dire
 
 - ``git init`` with the source's object store borrowed through ``objects/info/alternates``
   (nothing copied), the source's default branch set to the commit and the index read
-  from it. Not ``git clone --shared``: that would also copy every ref of the source,
-  later commits included, where SWE-bench's /testbed has the one branch at the base.
+  from it. Inside the sandbox the store is shown read-only at ``SANDBOX_OBJECT_STORE``,
+  which the tree's alternates name once the host is done with the tree's own ``.git``:
+  at its host path the tree's bind would hide it when the source is the checkout the
+  run worked in (a local run replayed on its own directory). Not ``git clone
+  --shared``: that would also copy every ref of the source, later commits included,
+  where SWE-bench's /testbed has the one branch at the base.
   git sizes abbreviated object names (``index abc..def`` lines) by the objects it sees,
   alternates included, as in the harness's full clone (10 digits for sympy and astropy
   in every recorded submission): nothing is pinned;
@@ -61,6 +65,9 @@ HARNESS_ENV: Mapping[str, str] = {
     "TQDM_DISABLE": "1",
 }
 TREE_DIR = "testbed"
+# where a command sees the source's object store (in the sandbox's own root: no workdir
+# bound there can hide it)
+SANDBOX_OBJECT_STORE = "/.ctxdb-source-objects"
 HOST_GIT_DIR = "host.git"  # the host's view of the tree: root's, never the sandbox's
 SETUP_TIMEOUT_S = 60  # for create's setup_command
 # What SWE-bench's image build did to /testbed's tracked files before the harness
@@ -138,6 +145,9 @@ class ScratchTree:
             _chown_tree(tree)
             _git(["update-index", "-q", "--refresh"], cwd=tree)
             os.chown(tree / ".git" / "index", SANDBOX_UID, SANDBOX_GID)
+            # from here the tree's own .git is read only inside the sandbox
+            (tree / ".git" / "objects" / "info" / "alternates").write_text(
+                f"{SANDBOX_OBJECT_STORE}\n", encoding="utf-8")
             scratch = cls(home, full_commit, object_store, skipped, workdir)
             host = home / HOST_GIT_DIR
             _git(["init", "--quiet", "--bare", f"--initial-branch={branch}", str(host)])
@@ -179,7 +189,8 @@ class ScratchTree:
         ``workdir`` with the recorded harness's environment variables, the programs its
         environment lacked (``missing_programs``) missing too."""
         return run_isolated(command, self.path, workdir=self.workdir, timeout_s=timeout_s,
-                            env=env, read_only_paths=(self.object_store,),
+                            env=env,
+                            read_only_paths=((self.object_store, SANDBOX_OBJECT_STORE),),
                             missing_programs=missing_programs)
 
     def diff(self) -> str:

@@ -19,6 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import func, select
+
+from .. import models
 from ..agent.adapter import construct_step
 from ..agent.loop import LoopRules, LoopStep, loop_step
 from ..agent.trajectory import FORMAT_V2, AgentRun, parse_trajectory
@@ -89,6 +92,19 @@ def arm_from_environment(arm: str | None = None) -> str:
     return chosen
 
 
+def _check_new_run(store: Any, run_id: str, instance_id: str) -> None:
+    """Refuse a run id and instance the store already holds decisions of: a model is one
+    run, and two runs under one id would share their step numbers."""
+    decision = models.decision
+    with store.engine.connect() as connection:
+        held = connection.execute(select(func.count()).where(
+            decision.c.run_id == run_id, decision.c.instance_id == instance_id)).scalar_one()
+    if held:
+        raise ValueError(f"run_id {run_id!r}: the store already holds {held} decision(s) of "
+                         f"instance {instance_id!r} under it; give each run its own run_id "
+                         "(or none: a new one is made)")
+
+
 class CtxdbModel:
     """A mini-swe-agent model that sends ctxdb's window (see the module's docstring).
 
@@ -96,7 +112,8 @@ class CtxdbModel:
     (``close()``). ``tree``: the directory the agent's commands run in, read for file
     views (None: folded views become pointers). ``task``: the problem statement (None:
     taken from the instance message). ``run_id``: one run is one arm, so the default is
-    new per model. ``arm``: overrides ``$CTX``, read here, once."""
+    new per model; one given must not hold decisions of ``instance_id`` yet (a batch of
+    instances may share it). ``arm``: overrides ``$CTX``, read here, once."""
 
     def __init__(self, model: Any, store: Any, *, instance_id: str, tree: str | Path | None,
                  task: str | None = None, run_id: str | None = None, arm: str | None = None,
@@ -113,6 +130,12 @@ class CtxdbModel:
         self.model, self.store = model, store
         self.instance_id, self.task, self.rules = instance_id, task, rules
         self.tree = Path(tree) if tree is not None else None
+        if run_id:
+            try:
+                _check_new_run(store, run_id, instance_id)
+            except ValueError:
+                self.close()
+                raise
         self.run_id = run_id or f"mini-swe-agent-{self.arm}-{uuid.uuid4().hex[:12]}"
         self.decision_ids: list[int] = []  # one per query, in order
 
