@@ -328,6 +328,12 @@ def unique_names(names: list[str]) -> list[str]:
     return out
 
 
+def _natural_order(name: str) -> list[str | int]:
+    """A fact name's sort key, its numbers read as numbers: step 9 before step 10."""
+    return [int(part) if index % 2 else part
+            for index, part in enumerate(re.split(r"(\d+)", name))]
+
+
 def diff(connection: Connection, decision_a: int, decision_b: int) -> WindowDiff:
     """What entered, left, changed rendering or text between two windows, by fact."""
 
@@ -338,10 +344,10 @@ def diff(connection: Connection, decision_a: int, decision_b: int) -> WindowDiff
                                      strict=True)}
 
     a, b = facts(decision_a), facts(decision_b)
-    both = sorted(set(a) & set(b))
+    both = sorted(set(a) & set(b), key=_natural_order)
     return WindowDiff(
-        entered=[(f, b[f][0]) for f in sorted(set(b) - set(a))],
-        left=[(f, a[f][0]) for f in sorted(set(a) - set(b))],
+        entered=[(f, b[f][0]) for f in sorted(set(b) - set(a), key=_natural_order)],
+        left=[(f, a[f][0]) for f in sorted(set(a) - set(b), key=_natural_order)],
         changed=[(f, a[f][1], b[f][1]) for f in both if a[f][1] != b[f][1]],
         rewritten=[(f, a[f][0], b[f][0]) for f in both if a[f][2] != b[f][2]],
     )

@@ -1136,11 +1136,30 @@ def test_diff_names_a_loop_windows_parts_by_step(store, tmp_path):
 
     appended = store.diff(decision(9), decision(10))
     assert [fact for fact, _ in appended.entered] == ["step 10 command", "step 10 output"]
+    # in step order (step 9 before step 10)
+    assert [fact for fact, _ in store.diff(decision(8), decision(10)).entered] == [
+        "step 9 command", "step 9 output", "step 10 command", "step 10 output"]
     assert not appended.left and not appended.changed and not appended.rewritten
     # at a fold a step's output keeps its name and changes its form
     folded = store.diff(decision(11), decision(12))
     assert ("step 5 output", SHOWN_WHOLE, POINTER) in folded.changed, folded
     assert [fact for fact, _ in folded.entered] == ["step 12 command", "step 12 output"]
+
+
+def test_the_arms_report_counts_every_step_and_no_precision_without_gold(store, tmp_path):
+    from ctxdb.ab.reports import run_report
+
+    root = _tree(tmp_path / "tree")
+    steps = _filler(3)
+    for done in range(len(steps) + 1):  # the first step's window: the harness prompt alone
+        construct_step(store, run_id="live", instance_id="no-gold", task="t",
+                       steps=steps[:done], tree=root, prefix=PREFIX)
+    with store.engine.connect() as connection:
+        report = run_report(connection, "arms")
+    (arm,) = [dict(zip(report.columns, row, strict=True)) for row in report.rows]
+    assert arm["decisions"] == len(steps) + 1
+    # a live run has no gold facts: its precision is unknown, not 0
+    assert arm["precision_items"] is None and arm["gold_recall"] is None
 
 
 def _log(lines: int) -> str:
