@@ -1259,11 +1259,18 @@ def test_a_waited_fold_is_flagged_and_read_back_from_the_store(store, tmp_path):
     windows = [construct(done) for done in range(8, 12)]
     # each continues the window that waited, its horizon read back from the flag
     assert all(window.flags == ("task_in_prefix", "fold_waited:0") for window in windows)
+    # why an output is still shown whole: the fold that waited, and why it waited
+    render = next(row for row in store.why(windows[0].decision_id, f"E{item_numbers(1)[1]}")
+                  if row["stage"] == "render")
+    assert render["detail"] == ("fold horizon: step 0; the fold to step 4 waited: it would "
+                                "re-send more than it shrinks the window (paying folds)")
     for earlier, later in itertools.pairwise(windows):
         assert body(later).startswith(body(earlier))
     # at the next stride the long log (step 7) is among the outputs to fold: that pays
     folded = construct(12)
     assert folded.flags == ("task_in_prefix",)
+    assert [row["detail"] for row in store.why(folded.decision_id, f"E{item_numbers(1)[1]}")
+            if row["stage"] == "render"] == ["fold horizon: step 8"]
     assert "test_case_79" in body(windows[-1]) and "test_case_79" not in body(folded)
 
 

@@ -57,6 +57,7 @@ from .loop import (
     FILE_VIEW,
     LAST_THOUGHT_RULE,
     MASK_HINT,
+    OUTPUT_PART,
     PARTS_PER_STEP,
     POINTER,
     SHOWN_CUT,
@@ -70,6 +71,7 @@ from .loop import (
     SettledParts,
     build_window,
     decision_type_of,
+    fold_horizon,
     is_history_item,
     item_numbers,
     masked_label,
@@ -287,10 +289,12 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     tokenizer = settings.tokenizer
     newest = newest_output(window.parts)
     at_back = False  # the newest output and what follows it (the newest reasoning)
+    fold = fold_detail(window, len(history), rules) if arm != ARM_CURRENT else None
     for position, part in enumerate(window.parts, start=1):
         item_id = f"E{part.item_no}"
         attempt.audit.add(item_id, RENDER, part.rendering, part.rule,
-                          tokens_after=part.tokens)
+                          tokens_after=part.tokens,
+                          detail=fold if step_of_item(part.item_no)[1] == OUTPUT_PART else None)
         at_back = at_back or part is newest
         entries.append(WindowEntry(
             position, item_id, "working_memory" if part.kind == AGENT_TURN else "live_current"
@@ -317,6 +321,16 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     store.runs_seen[run_id] = (arm, request.variant)
     store.remember_texts(row.text_digests)
     return replace(context, prefix=tuple(dict(message) for message in prefix))
+
+
+def fold_detail(window: LoopWindow, done: int, rules: LoopRules) -> str:
+    """What ``ctxdb why`` says of an output's form: where the fold horizon stood (outputs
+    of steps up to it are folded), and when the stride's fold waited, why."""
+    detail = f"fold horizon: step {window.horizon}"
+    if window.fold_waited:
+        detail += (f"; the fold to step {fold_horizon(done, rules)} waited: it would re-send "
+                   "more than it shrinks the window (paying folds)")
+    return detail
 
 
 @dataclass
