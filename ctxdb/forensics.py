@@ -328,10 +328,11 @@ def unique_names(names: list[str]) -> list[str]:
     return out
 
 
-def _natural_order(name: str) -> list[str | int]:
-    """A fact name's sort key, its numbers read as numbers: step 9 before step 10."""
+def _natural_order(name: str) -> tuple[list[str | int], str]:
+    """A fact name's sort key, its numbers read as numbers: step 9 before step 10 (then
+    the name itself, so ``E01`` and ``E1`` keep one order)."""
     return [int(part) if index % 2 else part
-            for index, part in enumerate(re.split(r"(\d+)", name))]
+            for index, part in enumerate(re.split(r"(\d+)", name))], name
 
 
 def diff(connection: Connection, decision_a: int, decision_b: int) -> WindowDiff:

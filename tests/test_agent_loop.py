@@ -136,6 +136,14 @@ def test_what_a_reading_command_printed(tmp_path):
             "def function_2(value):\n    return value + 2\n--\n"
             "def function_4(value):\n    return value + 4\n",
             {"pkg/mod.py": [3, 4, 7, 8]}),
+        "cat pkg/mod.py | grep -A1 --group-separator=== 'function_[24](' ": (
+            "def function_2(value):\n    return value + 2\n==\n"
+            "def function_4(value):\n    return value + 4\n",
+            {"pkg/mod.py": [3, 4, 7, 8]}),
+        # without context a line ``--`` is the file's; a pattern ``-n`` numbers nothing
+        "cat q.sql | grep -e SELECT -e '^--$'": ("--\nSELECT 1;\n--\n",
+                                                 {"q.sql": [1, 2, 3]}),
+        "cat conf.yaml | grep -e -n -e ten": ("10: ten -n\n", {"conf.yaml": [2]}),
         "cat data.tsv | grep -n foo": ("2:7-9\tfoo\n4:plain foo\n", {"data.tsv": [2, 4]}),
         "head -n 8 pkg/mod.py | grep -inA 1 function_3": (
             "5:def function_3(value):\n6-    return value + 3\n", {"pkg/mod.py": [5, 6]}),
@@ -144,8 +152,14 @@ def test_what_a_reading_command_printed(tmp_path):
                                         "def g():\n    return 1\n", encoding="utf-8")
     (tmp_path / "data.tsv").write_text("a\tone\n7-9\tfoo\nc\tbar\nplain foo\n",
                                        encoding="utf-8")
+    (tmp_path / "q.sql").write_text("--\nSELECT 1;\n--\n", encoding="utf-8")
+    (tmp_path / "conf.yaml").write_text("a: 1\n10: ten -n\n", encoding="utf-8")
     for command, (output, expected) in cases.items():
         assert viewed_lines(LoopStep(command, output), files) == expected, command
+    # a grep that prints parts of lines (or counts, names) shows no lines of the file,
+    # though a part may read as a whole line
+    assert viewed_lines(LoopStep("cat pkg/mod.py | grep -o 'def function_3(value):'",
+                                 "def function_3(value):\n"), files) is None
     # anything that writes, edits or runs code is not a reading
     for command in ("sed -i 's/a/b/' pkg/mod.py", "cat pkg/mod.py > copy.py",
                     "python -c 'print(1)'", "cat missing.py"):
@@ -1263,7 +1277,8 @@ def test_a_waited_fold_is_flagged_and_read_back_from_the_store(store, tmp_path):
     render = next(row for row in store.why(windows[0].decision_id, f"E{item_numbers(1)[1]}")
                   if row["stage"] == "render")
     assert render["detail"] == ("fold horizon: step 0; the fold to step 4 waited: it would "
-                                "re-send more than it shrinks the window (paying folds)")
+                                f"re-send more than {FOLD_RESENT_PER_SHRUNK_MAX} characters "
+                                "for each it shrinks the window by (paying folds)")
     for earlier, later in itertools.pairwise(windows):
         assert body(later).startswith(body(earlier))
     # at the next stride the long log (step 7) is among the outputs to fold: that pays

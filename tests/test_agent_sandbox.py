@@ -10,6 +10,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -158,6 +159,25 @@ def test_a_run_replayed_on_the_checkout_it_worked_in(source_git, tmp_path):
         with pytest.raises(SandboxError, match="make the mount point /usr/ctxdb-no-such-dir "
                                                r"\(under a host directory it must exist"):
             scratch.run("true")
+
+
+def test_a_source_borrowing_objects_by_a_relative_path_replays(source_git, tmp_path):
+    """A source whose own alternates name a store relative to its objects (shown inside
+    at the host's paths: under /var, not the private /tmp)."""
+    shared = Path(tempfile.mkdtemp(prefix="ctxdb-sandbox-", dir="/var/tmp"))
+    shared.chmod(0o755)  # the sandbox's user reads the stores
+    try:
+        _git("clone", "--quiet", "--bare", str(source_git), str(shared / "lender.git"),
+             cwd=tmp_path)
+        _git("clone", "--quiet", "--bare", "--shared", str(shared / "lender.git"),
+             str(shared / "borrower.git"), cwd=tmp_path)
+        (shared / "borrower.git" / "objects" / "info" / "alternates").write_text(
+            "../../lender.git/objects\n")
+        with ScratchTree.create(shared / "borrower.git", "main", parent=tmp_path) as scratch:
+            done = scratch.run("git show --format=%s --stat HEAD | head -n 1 && cat README")
+            assert (done.returncode, done.output) == (0, "first\na tiny project\n")
+    finally:
+        shutil.rmtree(shared)
 
 
 def test_a_blob_absent_from_the_store_is_skipped_not_reported_deleted(source_git, tmp_path):

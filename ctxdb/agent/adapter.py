@@ -55,6 +55,7 @@ from .loop import (
     AGENT_TURN,
     DEFAULT_WORKDIR,
     FILE_VIEW,
+    FOLD_RESENT_PER_SHRUNK_MAX,
     LAST_THOUGHT_RULE,
     MASK_HINT,
     OUTPUT_PART,
@@ -329,7 +330,8 @@ def fold_detail(window: LoopWindow, done: int, rules: LoopRules) -> str:
     detail = f"fold horizon: step {window.horizon}"
     if window.fold_waited:
         detail += (f"; the fold to step {fold_horizon(done, rules)} waited: it would re-send "
-                   "more than it shrinks the window (paying folds)")
+                   f"more than {FOLD_RESENT_PER_SHRUNK_MAX} characters for each it shrinks "
+                   "the window by (paying folds)")
     return detail
 
 

@@ -195,9 +195,18 @@ _NUMBERED = re.compile(r"^\s*(\d+)\t")
 _GREP_STREAM_NUMBER = re.compile(r"^\d+[:-](?=\s*\d+\t)")
 _GREP_NUMBERED = re.compile(r"^(?:(?P<path>[^\s:]+):)?(?P<line>\d+)[:-]")
 # ``sed -n 'A,Bp' f | grep -n x -A 3``: a grep over a stream numbers the stream's lines
-# (``3:`` a hit, ``4-`` its context), not the file's, and puts ``--`` between its groups
+# (``3:`` a hit, ``4-`` its context), not the file's, and with context puts ``--`` (or its
+# ``--group-separator``) between its groups
 _STREAM_LINE_NUMBER = re.compile(r"^\d+[:-]")
 _GREP_GROUP_SEPARATOR = "--"
+# grep options after which what it prints are not the stream's lines as they read: parts
+# of lines, counts, names, byte offsets, a name or a tab before each line, nothing
+_GREP_NOT_LINES = frozenset("oclLbHTqZ")
+_GREP_NOT_LINES_LONG = frozenset({
+    "only-matching", "count", "files-with-matches", "files-without-match", "byte-offset",
+    "with-filename", "initial-tab", "quiet", "silent", "null"})
+_GREP_CONTEXT = frozenset("ABC")
+_GREP_CONTEXT_LONG = frozenset({"context", "after-context", "before-context"})
 DEFAULT_WORKDIR = "/testbed"  # where SWE-bench's harnesses run the agent's commands
 NO_COMMAND = "(no command)"  # a turn with no command, or several
 MASK_HINT = "ctxdb show {ref} E<n> prints a masked output whole."
@@ -733,10 +742,9 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
         whole = sole and step.kind != ObservationKind.OUTPUT_CUT
         if numbered:
             texts = [text for _, text in numbered]
-        elif any(_greps_a_stream(c) for c in commands):
-            stream_numbered = any(_numbers_a_stream(c) for c in commands)
-            texts = [_STREAM_LINE_NUMBER.sub("", line, count=1) if stream_numbered else line
-                     for line in printed.splitlines() if line != _GREP_GROUP_SEPARATOR]
+        elif stream_greps := [g for g in map(_grep_options, commands)
+                              if g is not None and g.streamed]:
+            texts = _stream_grep_texts(printed, stream_greps)
         else:
             texts = printed.splitlines()
         chosen = (_renumbered(numbered, path, read_file, located) if numbered and by_number
@@ -763,31 +771,70 @@ def _numbers_every_line(command: ShellCommand) -> bool:
         a == "-b" and b == "a" for a, b in zip(words, words[1:], strict=False))
 
 
-def _greps_a_stream(command: ShellCommand) -> bool:
-    """A grep that reads standard input (names no file)."""
-    return command.name in _GREP_COMMANDS and not _file_operands(command)
+@dataclass(frozen=True)
+class GrepOptions:
+    """What a grep's options say of what it prints (``_grep_options``)."""
+
+    streamed: bool  # it reads standard input: no file named, not recursive
+    numbered: bool  # ``-n``: each line printed starts with its line number
+    lines: bool  # it prints whole lines (no ``-o``, ``-c``, ``-l``, ``-b``, ``-H`` …)
+    separator: str | None  # the line printed between groups of context lines, if any
 
 
-def _numbers_a_stream(command: ShellCommand) -> bool:
-    """A ``grep -n`` that reads standard input: each line it prints starts with the
-    stream's line number."""
-    if not _greps_a_stream(command):
-        return False
-    words = command.words[1:]
-    if "--line-number" in words:
-        return True
+def _grep_options(command: ShellCommand) -> GrepOptions | None:
+    """A grep's options (None for any other command): short ones clustered (``-inA3``)
+    up to the first that takes a value, which is the rest of the word or the next one
+    (``-e -n``: ``-n`` is a pattern), long ones with ``=`` or the next word; ``--`` ends
+    them (GNU grep reads options after its pattern too)."""
+    if command.name not in _GREP_COMMANDS:
+        return None
     value_flags = _VALUE_FLAGS[command.name]
+    short: set[str] = set()
+    long: dict[str, str] = {}
+    words = iter(command.words[1:])
     for word in words:
         if word == "--":
             break
-        if not word.startswith("-") or word.startswith("--") or len(word) == 1:
+        if word.startswith("--"):
+            name, attached, value = word[2:].partition("=")
+            if name in _VALUE_LONG_OPTIONS and not attached:
+                value = next(words, "")
+            long[name] = value
+        elif word.startswith("-") and len(word) > 1:
+            for at, flag in enumerate(word[1:], start=1):
+                short.add("C" if flag.isdigit() else flag)  # ``-5``: five lines of context
+                if flag in value_flags:
+                    if at == len(word) - 1:
+                        next(words, None)  # its value, not attached
+                    break
+    recursive = bool(short & {"r", "R"}) or bool(
+        long.keys() & {"recursive", "dereference-recursive"})
+    context = bool(short & _GREP_CONTEXT) or bool(long.keys() & _GREP_CONTEXT_LONG)
+    separator = (None if not context or "no-group-separator" in long
+                 else long.get("group-separator", _GREP_GROUP_SEPARATOR))
+    return GrepOptions(
+        streamed=not recursive and not _file_operands(command),
+        numbered="n" in short or "line-number" in long,
+        lines=not (short & _GREP_NOT_LINES or long.keys() & _GREP_NOT_LINES_LONG),
+        separator=separator)
+
+
+def _stream_grep_texts(printed: str, greps: Sequence[GrepOptions]) -> list[str]:
+    """The printed lines of a file's text that greps over its stream printed: each
+    numbering grep's number taken off (``3:``, ``4-``), the lines between groups left
+    out; none when a grep printed something else than whole lines."""
+    if not all(grep.lines for grep in greps):
+        return []
+    numbers = sum(grep.numbered for grep in greps)
+    separators = {grep.separator for grep in greps if grep.separator is not None}
+    texts = []
+    for line in printed.splitlines():
+        if line in separators:
             continue
-        for flag in word[1:]:  # ``-rn``, ``-nA3``: up to the first option taking a value
-            if flag == "n":
-                return True
-            if flag in value_flags:
-                break
-    return False
+        for _ in range(numbers):
+            line = _STREAM_LINE_NUMBER.sub("", line, count=1)
+        texts.append(line)
+    return texts
 
 
 def _prints_a_stretch(commands: Sequence[ShellCommand]) -> bool:

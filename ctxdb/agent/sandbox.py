@@ -57,6 +57,7 @@ verdict is kept.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import selectors
 import shlex
@@ -386,6 +387,10 @@ def _run(command: str, tree: Path, *, workdir: str, timeout_s: float,
     try:
         binds = [(str(Path(p).resolve()), str(Path(p).resolve())) if not isinstance(p, tuple)
                  else (str(Path(p[0]).resolve()), p[1]) for p in read_only_paths]
+        for _, inside in binds:
+            if not inside.startswith("/") or inside == "/" or posixpath.normpath(inside) != inside:
+                raise SandboxError(f"read_only_paths: the place inside {inside!r} must be an "
+                                   "absolute, normalized path below /")
         script = _setup_script(new_root, str(tree_path), workdir, env, binds, status_write,
                                map_read, sorted(set(missing_programs)))
         argv = ["unshare", "--mount", "--net", "--pid", "--ipc", "--uts", "--fork",

@@ -7,10 +7,11 @@ harness's ``/testbed``. It is made fast and without touching the source git dire
 
 - ``git init`` with the source's object store borrowed through ``objects/info/alternates``
   (nothing copied), the source's default branch set to the commit and the index read
-  from it. Inside the sandbox the store is shown read-only at ``SANDBOX_OBJECT_STORE``,
-  which the tree's alternates name once the host is done with the tree's own ``.git``:
-  at its host path the tree's bind would hide it when the source is the checkout the
-  run worked in (a local run replayed on its own directory). Not ``git clone
+  from it. Inside the sandbox the store is shown read-only at its host path, or, when
+  the tree's bind at the run's directory would hide it there (a local run replayed on
+  the checkout it worked in), at ``SANDBOX_OBJECT_STORE``, which the tree's alternates
+  then name once the host is done with the tree's own ``.git`` (the source's own
+  alternates, if any, must then be absolute paths). Not ``git clone
   --shared``: that would also copy every ref of the source, later commits included,
   where SWE-bench's /testbed has the one branch at the base.
   git sizes abbreviated object names (``index abc..def`` lines) by the objects it sees,
@@ -65,8 +66,8 @@ HARNESS_ENV: Mapping[str, str] = {
     "TQDM_DISABLE": "1",
 }
 TREE_DIR = "testbed"
-# where a command sees the source's object store (in the sandbox's own root: no workdir
-# bound there can hide it)
+# where a command sees the source's object store when its own path lies under the run's
+# directory (in the sandbox's own root: the tree's bind cannot hide it there)
 SANDBOX_OBJECT_STORE = "/.ctxdb-source-objects"
 HOST_GIT_DIR = "host.git"  # the host's view of the tree: root's, never the sandbox's
 SETUP_TIMEOUT_S = 60  # for create's setup_command
@@ -145,9 +146,10 @@ class ScratchTree:
             _chown_tree(tree)
             _git(["update-index", "-q", "--refresh"], cwd=tree)
             os.chown(tree / ".git" / "index", SANDBOX_UID, SANDBOX_GID)
-            # from here the tree's own .git is read only inside the sandbox
-            (tree / ".git" / "objects" / "info" / "alternates").write_text(
-                f"{SANDBOX_OBJECT_STORE}\n", encoding="utf-8")
+            if scratch_store_shown_at(object_store, workdir) != str(object_store):
+                # from here the tree's own .git is read only inside the sandbox
+                (tree / ".git" / "objects" / "info" / "alternates").write_text(
+                    f"{SANDBOX_OBJECT_STORE}\n", encoding="utf-8")
             scratch = cls(home, full_commit, object_store, skipped, workdir)
             host = home / HOST_GIT_DIR
             _git(["init", "--quiet", "--bare", f"--initial-branch={branch}", str(host)])
@@ -190,7 +192,8 @@ class ScratchTree:
         environment lacked (``missing_programs``) missing too."""
         return run_isolated(command, self.path, workdir=self.workdir, timeout_s=timeout_s,
                             env=env,
-                            read_only_paths=((self.object_store, SANDBOX_OBJECT_STORE),),
+                            read_only_paths=((self.object_store, scratch_store_shown_at(
+                                self.object_store, self.workdir)),),
                             missing_programs=missing_programs)
 
     def diff(self) -> str:
@@ -283,6 +286,14 @@ class _StagedCopy:
     def __exit__(self, *exc_info) -> None:
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def scratch_store_shown_at(object_store: Path, workdir: str) -> str:
+    """Where the sandbox shows the source's object store: at its own path, unless that
+    lies under ``workdir``, where the tree is bound over it."""
+    if PurePosixPath(object_store).is_relative_to(workdir):
+        return SANDBOX_OBJECT_STORE
+    return str(object_store)
 
 
 def has_commit(git_dir: Path, commit: str) -> bool:
