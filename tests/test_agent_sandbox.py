@@ -376,6 +376,10 @@ def test_a_setup_step_that_fails_is_named(tmp_path):
     missing = tmp_path / "no-such-store"
     with pytest.raises(SandboxError, match=f"sandbox step 'bind {missing} at"):
         run_isolated("true", tree_dir, timeout_s=10, env={}, read_only_paths=[missing])
+    for inside in ("relative/place", "/", "/a/../b"):  # never beside the sandbox's root
+        with pytest.raises(SandboxError, match=f"the place inside {inside!r} must be"):
+            run_isolated("true", tree_dir, timeout_s=10, env={},
+                         read_only_paths=[(tree_dir, inside)])
 
 
 def test_a_missing_unshare_is_named(tmp_path, monkeypatch):
