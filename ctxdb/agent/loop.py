@@ -659,36 +659,58 @@ _VALUE_LONG_OPTIONS = frozenset({
     "number-separator", "starting-line-number", "number-width"})
 
 
-def _file_operands(command: ShellCommand) -> list[str]:
-    """The files a reading command names: its operands, not an option's value, a grep's
-    pattern or a sed script."""
-    if command.name == "sed":
-        return list(sed_file_operands(command.words))
-    value_flags = _VALUE_FLAGS.get(command.name)
-    if value_flags is None:
-        return []
+@dataclass(frozen=True)
+class ParsedOptions:
+    """A reading command's words read as it reads them (``_parsed_options``)."""
+
+    operands: tuple[str, ...]  # its files: not an option's value, a grep's pattern, "-"
+    short: frozenset[str]  # its one-letter options (``-5``, grep's context, as ``C``)
+    long: dict[str, str]  # its long options, each with its value ("" if none)
+
+
+def _parsed_options(command: ShellCommand) -> ParsedOptions:
+    """A reading command's options and files: short options clustered (``-inA3``) up to
+    the first that takes a value, which is the rest of the word or the next one (``-e
+    -n``: ``-n`` is a pattern), long ones with ``=`` or the next word; after ``--`` every
+    word is a file (GNU tools read options after their operands too)."""
+    value_flags = _VALUE_FLAGS.get(command.name, "")
     operands: list[str] = []
-    pattern_given = False  # grep -e PATTERN / -f FILE: every operand is a file
+    short: set[str] = set()
+    long: dict[str, str] = {}
     words = iter(command.words[1:])
     for word in words:
         if word == "--":
             operands.extend(words)
         elif word.startswith("--"):
-            name, attached, _ = word[2:].partition("=")
-            pattern_given |= name in ("regexp", "file")
+            name, attached, value = word[2:].partition("=")
             if name in _VALUE_LONG_OPTIONS and not attached:
-                next(words, None)  # its value
+                value = next(words, "")
+            long[name] = value
         elif word.startswith("-") and len(word) > 1:
-            at = next((n for n, flag in enumerate(word) if n and flag in value_flags), None)
-            if at is not None:
-                pattern_given |= word[at] in "ef" and command.name in _GREP_COMMANDS
-                if at == len(word) - 1:
-                    next(words, None)  # its value, not attached
+            for at, flag in enumerate(word[1:], start=1):
+                short.add("C" if flag.isdigit() else flag)  # grep ``-5``: five lines of context
+                if flag in value_flags:
+                    if at == len(word) - 1:
+                        next(words, None)  # its value, not attached
+                    break
         else:
             operands.append(word)
-    if command.name in _GREP_COMMANDS and not pattern_given:
+    # grep -e PATTERN / -f FILE: every operand is a file; else the first is the pattern
+    if command.name in _GREP_COMMANDS and not (short & {"e", "f"}
+                                               or long.keys() & {"regexp", "file"}):
         operands = operands[1:]
-    return [operand for operand in operands if operand != "-"]  # "-": standard input
+    return ParsedOptions(tuple(o for o in operands if o != "-"),  # "-": standard input
+                         frozenset(short), long)
+
+
+def _file_operands(command: ShellCommand) -> list[str]:
+    """The files a reading command names: its operands, not an option's value, a grep's
+    pattern or a sed script."""
+    if command.name == "sed":
+        return list(sed_file_operands(command.words))
+    if command.name not in _VALUE_FLAGS:
+        return []
+    return list(_parsed_options(command).operands)
 
 
 def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_WORKDIR,
@@ -782,38 +804,19 @@ class GrepOptions:
 
 
 def _grep_options(command: ShellCommand) -> GrepOptions | None:
-    """A grep's options (None for any other command): short ones clustered (``-inA3``)
-    up to the first that takes a value, which is the rest of the word or the next one
-    (``-e -n``: ``-n`` is a pattern), long ones with ``=`` or the next word; ``--`` ends
-    them (GNU grep reads options after its pattern too)."""
+    """What a grep's options (``_parsed_options``) say of what it prints; None for any
+    other command."""
     if command.name not in _GREP_COMMANDS:
         return None
-    value_flags = _VALUE_FLAGS[command.name]
-    short: set[str] = set()
-    long: dict[str, str] = {}
-    words = iter(command.words[1:])
-    for word in words:
-        if word == "--":
-            break
-        if word.startswith("--"):
-            name, attached, value = word[2:].partition("=")
-            if name in _VALUE_LONG_OPTIONS and not attached:
-                value = next(words, "")
-            long[name] = value
-        elif word.startswith("-") and len(word) > 1:
-            for at, flag in enumerate(word[1:], start=1):
-                short.add("C" if flag.isdigit() else flag)  # ``-5``: five lines of context
-                if flag in value_flags:
-                    if at == len(word) - 1:
-                        next(words, None)  # its value, not attached
-                    break
+    parsed = _parsed_options(command)
+    short, long = parsed.short, parsed.long
     recursive = bool(short & {"r", "R"}) or bool(
         long.keys() & {"recursive", "dereference-recursive"})
     context = bool(short & _GREP_CONTEXT) or bool(long.keys() & _GREP_CONTEXT_LONG)
     separator = (None if not context or "no-group-separator" in long
                  else long.get("group-separator", _GREP_GROUP_SEPARATOR))
     return GrepOptions(
-        streamed=not recursive and not _file_operands(command),
+        streamed=not recursive and not parsed.operands,
         numbered="n" in short or "line-number" in long,
         lines=not (short & _GREP_NOT_LINES or long.keys() & _GREP_NOT_LINES_LONG),
         separator=separator)
