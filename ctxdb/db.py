@@ -38,6 +38,8 @@ PG_DRIVER = "psycopg"  # the PostgreSQL driver: the extra ctxdb[postgresql] inst
 # beside its own tables (from the first migration on, e.g. `decision`).
 VERSION_TABLE = "alembic_version"
 STORE_MARK_TABLE = "decision"
+# the store's tables of what a user gave it: a store holding none of them is only schema
+STORE_TABLES_OF_WHAT_IS_GIVEN = ("run", "decision", "outcome")
 RECON_MARK_TABLE = "recon_meta"  # what a recon index has (recon/schema.py)
 TABLES_NAMED_MAX = 5  # how many of a foreign database's tables a refusal names
 
@@ -60,6 +62,32 @@ def store_problem(tables: Collection[str]) -> str | None:
     if VERSION_TABLE in tables:
         return f"has an alembic stamp but none of ctxdb's tables ({named}{more}): not a ctxdb store"
     return f"holds tables of its own ({named}{more}) and no ctxdb schema stamp: not a ctxdb store"
+
+
+SQLITE_FILE_SUFFIXES = ("", "-wal", "-shm", "-journal")  # a database and its side files
+
+
+def remove_sqlite_store(path: Path) -> None:
+    """Remove a SQLite database file and the side files SQLite keeps beside it."""
+    for suffix in SQLITE_FILE_SUFFIXES:
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def holds_nothing_given(path: Path) -> bool:
+    """Whether a ctxdb store file holds no run, decision or outcome — nothing a user gave
+    (its seeded policy tables and a token cache are made again at will). Read with the
+    driver alone, read-only; a file that cannot be read that way is not called empty."""
+    try:
+        connection = sqlite3.connect(read_only_uri(os.fspath(path)), uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        return not any(connection.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]
+                       for table in STORE_TABLES_OF_WHAT_IS_GIVEN)
+    except sqlite3.Error:
+        return False
+    finally:
+        connection.close()
 
 
 def sqlite_file_of(url: str) -> Path | None:

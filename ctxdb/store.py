@@ -14,11 +14,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Engine, event, inspect, text
 from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.exc import DatabaseError
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from . import models
 from .config import Settings, load_settings
-from .db import is_sqlite, is_sqlite_in_memory, make_engine, resolve_url
+from .db import (
+    is_sqlite,
+    is_sqlite_in_memory,
+    make_engine,
+    remove_sqlite_store,
+    resolve_url,
+    sqlite_file_of,
+)
 from .migrate import (
     check_known,
     create_new_sqlite_store,
@@ -117,6 +125,10 @@ class ContextStore:
             separate_recon = _recon_file(recon)
         elif recon is not None and os.fspath(recon) != url:
             separate_recon = os.fspath(recon)
+        store_file = sqlite_file_of(url)
+        # a store this call makes is not left behind when opening it fails
+        new_store_file = store_file if store_file is not None and not store_file.exists() \
+            else None
         engine = make_engine(url, recon_path=recon_path)
         try:
             with engine.connect() as connection:
@@ -153,6 +165,8 @@ class ContextStore:
             return store
         except BaseException:
             engine.dispose()
+            if new_store_file is not None:
+                remove_sqlite_store(new_store_file)
             raise
 
     def close(self) -> None:
@@ -444,12 +458,29 @@ def _revision_now(engine: Engine) -> str | None:
 
 
 def _recon_file(recon: str | os.PathLike[str]) -> str:
+    """The recon index file ``recon`` names, checked before a store is opened with it: it
+    exists, is a file and holds a recon index of this code's versions."""
+    from .recon.schema import ReconVersionError, check_meta, create_recon_engine, read_meta
+
     path = Path(recon).expanduser().resolve()
+    if path.is_dir():
+        raise ReconNotFound(f"recon index {path} is a directory; expected a recon index file "
+                            f"(build one with `ctxdb recon index PATH --recon FILE`)")
     if not path.is_file():
         raise ReconNotFound(
             f"recon index {path} does not exist; "
             f"build it with `ctxdb recon index PATH --recon {recon}`"
         )
+    engine = create_recon_engine(path, read_only=True)
+    try:
+        with engine.connect() as connection:
+            check_meta(read_meta(connection), path)
+    except DatabaseError as exc:
+        raise ReconVersionError(
+            f"recon index {path} is not a SQLite database; expected a recon index "
+            f"(build one with `ctxdb recon index PATH --recon {recon}`)") from exc
+    finally:
+        engine.dispose()
     return str(path)
 
 

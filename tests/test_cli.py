@@ -268,3 +268,40 @@ def _umask() -> int:
     current = os.umask(0)
     os.umask(current)
     return current
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("recon, expected", [
+    ("empty.db", "empty.db holds no recon index"),
+    ("random.db", "random.db is not a SQLite database; expected a recon index"),
+    ("store.db", "store.db holds no recon index"),
+    ("directory", "directory is a directory; expected a recon index file"),
+])
+def test_a_bad_recon_index_is_named_and_no_store_is_left(tmp_path, capsys, recon, expected):
+    (tmp_path / "empty.db").touch()
+    (tmp_path / "random.db").write_bytes(bytes(range(256)) * 20)
+    (tmp_path / "directory").mkdir()
+    request = _write_request(tmp_path)
+    assert main(["construct", request, "--db", str(tmp_path / "store.db")]) == EXIT_OK
+    capsys.readouterr()
+    db = tmp_path / "new.db"
+    status = main(["construct", request, "--db", str(db), "--recon", str(tmp_path / recon)])
+    err = capsys.readouterr().err
+    assert status == EXIT_BAD_INPUT and expected in err and len(err.splitlines()) == 1, err
+    assert not list(tmp_path.glob("new.db*"))  # the store it would have used is not made
+
+
+def test_a_refused_strict_construct_leaves_no_new_store(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # no ./recon.db here
+    monkeypatch.delenv("CTXDB_RECON", raising=False)
+    monkeypatch.delenv("CTXDB_URL", raising=False)
+    request = str(REPO_ROOT / "fixtures" / "decisions" / "edit.json")
+    assert main(["construct", request, "--strict"]) == EXIT_BAD_INPUT
+    assert "no recon index was given" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # ./ctx08.db is not left behind
+    # a store that was there is kept, as it was
+    assert main(["construct", _write_request(tmp_path), "--db", "kept.db"]) == EXIT_OK
+    assert main(["construct", request, "--strict", "--db", "kept.db"]) == EXIT_BAD_INPUT
+    assert (tmp_path / "kept.db").exists()

@@ -344,6 +344,25 @@ def test_cli_retrieve(shopcart_recon, tmp_path, capsys):
     assert "files:" in out
     assert main(["retrieve", "--recon", shopcart_recon, "--db", db]) == EXIT_BAD_INPUT
     assert "TASK" in capsys.readouterr().err
+    assert not Path(db).exists()  # it only reads: the store it made to read through is not kept
+
+
+def test_cli_retrieve_finds_recon_as_construct_does(shopcart_recon, tmp_path, monkeypatch,
+                                                    capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CTXDB_RECON", raising=False)
+    monkeypatch.delenv("CTXDB_URL", raising=False)
+    (tmp_path / "task.txt").write_text(NAMES_TASK)
+    assert main(["retrieve", "task.txt"]) == EXIT_BAD_INPUT
+    assert "--recon: no recon index given and no ./recon.db here" in capsys.readouterr().err
+    monkeypatch.setenv("CTXDB_RECON", shopcart_recon)
+    assert main(["retrieve", "task.txt"]) == EXIT_OK
+    assert "shopcart/money.py::round_money" in capsys.readouterr().out.splitlines()[0]
+    monkeypatch.delenv("CTXDB_RECON")
+    shutil.copy(shopcart_recon, tmp_path / "recon.db")
+    assert main(["retrieve", "task.txt"]) == EXIT_OK
+    assert "shopcart/money.py::round_money" in capsys.readouterr().out.splitlines()[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["recon.db", "task.txt"]
 
 
 def test_eval_reports_every_configuration(tmp_path, capsys):
@@ -361,3 +380,11 @@ def test_eval_reports_every_configuration(tmp_path, capsys):
     assert first["gold_symbols"] == [f"{PRICING}.total"]
     assert first["symbols"][0] == f"{PRICING}.total"
     assert first["figures"]["all"]["symbol_recall@5"] == 1.0
+
+
+def test_eval_with_a_bad_line_exits_2_naming_it(tmp_path, capsys):
+    instances = tmp_path / "instances.jsonl"
+    instances.write_text("{not json\n")
+    assert main(["retrieve", "--eval", str(instances), "--cache",
+                 str(tmp_path / "cache")]) == EXIT_BAD_INPUT
+    assert "ctxdb: error: not measured:" in capsys.readouterr().err

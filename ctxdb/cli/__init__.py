@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from ..config import DB_URL_ENV, ConfigError
 from . import (
@@ -63,10 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     from ..store import ReconNotFound
     from ..tokens import TokenizerUnavailable
 
+    new_store_file = None
     try:
         if hasattr(args, "db"):
             _refuse_a_store_in_memory(args.db)
-        return args.func(args)
+            new_store_file = _store_file_not_there(args.db)
+        status: int = args.func(args)
+        if status == EXIT_BAD_INPUT or getattr(args, "only_reads_the_store", False):
+            _discard_if_nothing_given(new_store_file)
+        return status
     except BrokenPipeError:
         # The reader stopped (`ctxdb show 3 | head`): what it read was right; say nothing
         # more, and keep Python from complaining again when it flushes stdout at exit.
@@ -85,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         NotFound,
         ValueError,  # RequestError, NotAStoreError, a bad URL…
     ) as exc:
+        _discard_if_nothing_given(new_store_file)
         print(f"ctxdb: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as exc:
@@ -94,6 +101,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ctxdb: error: --db: cannot connect to the store's database: {reason}",
               file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+def _store_file_not_there(db: str | None) -> Path | None:
+    """The SQLite store file ``--db`` names when it is not there yet (the command may
+    make it), else None."""
+    from ..db import resolve_url, sqlite_file_of
+
+    path = sqlite_file_of(resolve_url(db))
+    return path if path is not None and not path.exists() else None
+
+
+def _discard_if_nothing_given(new_store_file: Path | None) -> None:
+    """Bad input writes nothing: a store file the command made is removed when it holds
+    nothing a user gave (as is one made by a command that only reads it)."""
+    from ..db import holds_nothing_given, remove_sqlite_store
+
+    if new_store_file is not None and new_store_file.exists() \
+            and holds_nothing_given(new_store_file):
+        remove_sqlite_store(new_store_file)
 
 
 def _refuse_a_store_in_memory(db: str | None) -> None:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import warnings
-from pathlib import Path
 
-from .shared import EXIT_OK, add_db_option, add_recon_option, context_store
+from .shared import (
+    EXIT_OK,
+    RECON_BY_DEFAULT_HELP,
+    add_db_option,
+    add_recon_option,
+    context_store,
+    recon_by_default,
+)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -19,9 +24,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     construct.add_argument("request", metavar="REQUEST.json", help="a DecisionRequest as JSON")
     add_db_option(construct)
-    add_recon_option(construct, help_text="recon index (default: $CTXDB_RECON, then ./recon.db "
-                      "where `ctxdb recon index` writes it, if there; a PostgreSQL store "
-                      "reads the schema recon of its own database)")
+    add_recon_option(construct, help_text=RECON_BY_DEFAULT_HELP)
     construct.add_argument("--strict", action="store_true",
                            help="an item naming an entity recon cannot resolve is an error "
                            "(exit 2, nothing written) instead of a flagged placeholder")
@@ -32,22 +35,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     construct.add_argument("--summary", action="store_true",
                            help="print only the summary, not the rendered window")
     construct.set_defaults(func=_cmd_construct)
-
-
-def _construct_recon(args) -> str | None:
-    """Where `ctxdb construct` finds recon: --recon, then $CTXDB_RECON, then ./recon.db —
-    where `ctxdb recon index` writes it — when that file exists and the store is SQLite
-    (a PostgreSQL store reads the schema recon of its own database unless told)."""
-    from ..db import is_sqlite, resolve_url
-    from ..recon.schema import DEFAULT_RECON, RECON_ENV
-
-    if args.recon:
-        return args.recon
-    if os.environ.get(RECON_ENV):
-        return os.environ[RECON_ENV]
-    if is_sqlite(resolve_url(args.db)) and Path(DEFAULT_RECON).is_file():
-        return DEFAULT_RECON
-    return None
 
 
 def _cmd_construct(args) -> int:
@@ -79,7 +66,7 @@ def _cmd_construct(args) -> int:
         check_request_ceiling(request, load_settings())
     except RequestError as exc:
         raise RequestError(f"request file {args.request}: {exc}") from exc
-    with context_store().open(args.db, recon=_construct_recon(args)) as store:
+    with context_store().open(args.db, recon=recon_by_default(args)) as store:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UnresolvedEntityWarning)
             context = store.construct(request, strict=args.strict)

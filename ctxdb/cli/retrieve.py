@@ -9,13 +9,16 @@ from pathlib import Path
 
 from .shared import (
     DEFAULT_AB_CACHE,
+    EXIT_BAD_INPUT,
     EXIT_OK,
     EXIT_VIOLATIONS,
+    RECON_BY_DEFAULT_HELP,
     add_db_option,
     add_recon_option,
-    open_store,
+    context_store,
     progress_callback,
     read_text_argument,
+    recon_by_default,
 )
 
 
@@ -33,7 +36,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     retrieve.add_argument("task", metavar="TASK", nargs="?",
                           help="a file holding the task text, or - for standard input")
     add_db_option(retrieve)
-    add_recon_option(retrieve)
+    add_recon_option(retrieve, help_text=RECON_BY_DEFAULT_HELP)
     retrieve.add_argument("--test", action="append", metavar="TEST_ID",
                           help="a failing test: pytest id, Django id or bare name (repeatable)")
     retrieve.add_argument("--traceback", metavar="FILE",
@@ -47,10 +50,14 @@ def register(commands: argparse._SubParsersAction) -> None:
     retrieve.add_argument("--cache", default=str(DEFAULT_AB_CACHE),
                           help="with --eval: where trees and recon indexes are cached "
                           "(shared with `ab run`)")
-    retrieve.set_defaults(func=_cmd_retrieve)
+    # a store this command made only to read recon through is not kept
+    retrieve.set_defaults(func=_cmd_retrieve, only_reads_the_store=True)
 
 
 def _cmd_retrieve(args) -> int:
+    from ..db import is_sqlite, resolve_url
+    from ..recon.schema import DEFAULT_RECON, RECON_ENV
+
     if args.eval:
         return _retrieve_eval(args)
     if args.task is None:
@@ -58,7 +65,12 @@ def _cmd_retrieve(args) -> int:
                          "input), or --eval INSTANCES.jsonl")
     task = read_text_argument("TASK", args.task)
     traceback = read_text_argument("--traceback", args.traceback) if args.traceback else None
-    with open_store(args) as store:
+    recon = recon_by_default(args)
+    if recon is None and is_sqlite(resolve_url(args.db)):
+        raise ValueError(f"--recon: no recon index given and no ./{DEFAULT_RECON} here; "
+                         f"expected --recon FILE or ${RECON_ENV} (build one with "
+                         f"`ctxdb recon index PATH`)")
+    with context_store().open(args.db, recon=recon) as store:
         found = store.retrieve(task, failing_tests=args.test or (), traceback=traceback,
                                limit=args.limit)
     if args.json:
@@ -79,8 +91,6 @@ def _retrieve_eval(args) -> int:
     scores, errors = evaluate.evaluate(args.eval, Path(args.cache),
                                        progress=progress_callback("retrieve --eval",
                                                                    "instances"))
-    for error in errors:
-        print(f"skipped: {error}", file=sys.stderr)
     if args.json:
         for line in evaluate.json_lines(scores):
             print(line)
@@ -89,4 +99,9 @@ def _retrieve_eval(args) -> int:
     failed = [s for s in scores if s.error is not None]
     for score in failed:
         print(f"failed: {score.instance_id}: {score.error}", file=sys.stderr)
+    # last, where the reader looks, as `ab run` does: the lines not measured, and why
+    for error in errors:
+        print(f"ctxdb: error: not measured: {error}", file=sys.stderr)
+    if errors:
+        return EXIT_BAD_INPUT
     return EXIT_OK if len(failed) < len(scores) or not scores else EXIT_VIOLATIONS

@@ -67,6 +67,27 @@ def existing_store(db: str | None) -> str:
     return url
 
 
+RECON_BY_DEFAULT_HELP = ("recon index (default: $CTXDB_RECON, then ./recon.db where `ctxdb "
+                         "recon index` writes it, if there; a PostgreSQL store reads the "
+                         "schema recon of its own database)")
+
+
+def recon_by_default(args) -> str | None:
+    """Where `construct` and `retrieve` find recon: --recon, then $CTXDB_RECON, then
+    ./recon.db — where `ctxdb recon index` writes it — when that file exists and the store
+    is SQLite (a PostgreSQL store reads the schema recon of its own database unless told)."""
+    from ..db import is_sqlite, resolve_url
+    from ..recon.schema import DEFAULT_RECON, RECON_ENV
+
+    if args.recon:
+        return str(args.recon)
+    if os.environ.get(RECON_ENV):
+        return os.environ[RECON_ENV]
+    if is_sqlite(resolve_url(args.db)) and Path(DEFAULT_RECON).is_file():
+        return DEFAULT_RECON
+    return None
+
+
 def open_store(args) -> ContextStore:
     return context_store().open(args.db, recon=getattr(args, "recon", None))
 
