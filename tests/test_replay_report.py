@@ -514,6 +514,12 @@ def test_cli_report_replay(replay_store, store_url, tmp_path, capsys):
     assert capsys.readouterr().out.strip() == f"wrote {page_file}"
     page = page_file.read_text(encoding="utf-8")
     assert "<svg" in page and all(arm in page for arm in ("current", "mask10", "ctx08"))
+    # the A/B page of a replay: no precision to plot, and none drawn as 0
+    assert main(["report", "ab", "--db", store_url, "--format", "html",
+                 "--output", str(page_file)]) == EXIT_OK
+    capsys.readouterr()
+    page = page_file.read_text(encoding="utf-8")
+    assert "no decision has gold facts" in page and "<circle" not in page
 
     # one replay report alone takes the ratio too
     assert main(["report", "replay_arms", "--db", store_url, "--format", "json",

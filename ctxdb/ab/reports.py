@@ -301,15 +301,20 @@ def _precision_chart(connection: Connection) -> str:
         row[0]: row[1]
         for row in connection.execute(sql_statement("reports_support/decision_tokens"))}
     c = {name: n for n, name in enumerate(precision.columns)}
-    rows = [r for r in precision.rows if r[c["variant"]] == "default"]
+    # a decision with no precision (no gold facts: a live or replayed run) has no dot
+    rows = [r for r in precision.rows
+            if r[c["variant"]] == "default" and r[c["precision_items"]] is not None]
     points = [charts.Point(
-        float(tokens_by_decision.get(r[c["decision_id"]], 0)), r[c["precision_items"]] or 0.0,
+        float(tokens_by_decision.get(r[c["decision_id"]], 0)), r[c["precision_items"]],
         _arm_color(r[c["arm"]]),
         f"decision {r[c['decision_id']]} {r[c['arm']]}/{r[c['variant']]} "
         f"{r[c['decision_type']]} {r[c['instance_id']]}: "
         f"{format_number(tokens_by_decision.get(r[c['decision_id']], 0))} tokens, "
         f"precision {format_cell('precision_items', r[c['precision_items']])}")
         for r in rows]
+    if not points:
+        return ("<p>relevance precision against tokens: no decision has gold facts (a live "
+                "or replayed run), so none has a precision to plot.</p>")
     return (charts.legend(_arm_legend([r[c["arm"]] for r in rows], " — one dot per decision"))
             + charts.scatter("relevance precision against tokens", points,
                              "tokens in the window (one decision)",
