@@ -14,6 +14,8 @@
 -- least NEAR_MIN_SCORE, ctxdb.pipeline.gate_inputs: 0.0 here too), else rejected.
 -- `driver` names the link that decided; `priority` is its source's place in §3.1's order.
 -- Filter by decision_id: the view is written so the filter reaches the per-item subqueries.
+-- An agent-loop decision has no gate (its parts are placed by the loop's rules, in
+-- item_event): this view reads its items as unlinked.
 CREATE VIEW v_gate_rule AS
 SELECT
     e.decision_id,

@@ -7,11 +7,11 @@ SELECT
     decision_id, arm, variant, instance_id, decision_type,
     SUM(is_evidence) AS evidence_items,
     SUM(is_gold * is_evidence) AS gold_items,
-    CASE WHEN EXISTS (SELECT 1 FROM gold_fact g WHERE g.instance_id = v_window_gold.instance_id)
+    CASE WHEN EXISTS (SELECT 1 FROM gold_fact g WHERE g.instance_id = v_window_item_gold.instance_id)
          THEN 1.0 * SUM(is_gold * is_evidence) / NULLIF(SUM(is_evidence), 0) END
         AS precision_items,
-    CASE WHEN EXISTS (SELECT 1 FROM gold_fact g WHERE g.instance_id = v_window_gold.instance_id)
+    CASE WHEN EXISTS (SELECT 1 FROM gold_fact g WHERE g.instance_id = v_window_item_gold.instance_id)
          THEN 1.0 * SUM(is_gold * is_evidence * token_count)
               / NULLIF(SUM(is_evidence * token_count), 0) END AS precision_tokens
-FROM v_window_gold
+FROM v_window_item_gold
 GROUP BY decision_id, arm, variant, instance_id, decision_type;
