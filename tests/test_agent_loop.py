@@ -147,13 +147,16 @@ def test_what_a_reading_command_printed(tmp_path):
         "cat data.tsv | grep -n foo": ("2:7-9\tfoo\n4:plain foo\n", {"data.tsv": [2, 4]}),
         "head -n 8 pkg/mod.py | grep -inA 1 function_3": (
             "5:def function_3(value):\n6-    return value + 3\n", {"pkg/mod.py": [5, 6]}),
+        # a grep's pattern that names a file of the tree is its pattern, not a file read
+        "grep -n 'notes.txt' conf.yaml": ("3:see notes.txt\n", {"conf.yaml": [3]}),
     }
     (tmp_path / "spaced.py").write_text("import os\n\n\ndef f():\n    pass\n\n\n"
                                         "def g():\n    return 1\n", encoding="utf-8")
     (tmp_path / "data.tsv").write_text("a\tone\n7-9\tfoo\nc\tbar\nplain foo\n",
                                        encoding="utf-8")
     (tmp_path / "q.sql").write_text("--\nSELECT 1;\n--\n", encoding="utf-8")
-    (tmp_path / "conf.yaml").write_text("a: 1\n10: ten -n\n", encoding="utf-8")
+    (tmp_path / "conf.yaml").write_text("a: 1\n10: ten -n\nsee notes.txt\n",
+                                        encoding="utf-8")
     for command, (output, expected) in cases.items():
         assert viewed_lines(LoopStep(command, output), files) == expected, command
     # a grep that prints parts of lines (or counts, names) shows no lines of the file,
@@ -376,6 +379,32 @@ def test_a_test_run_is_told_by_the_program_that_runs_not_by_a_word_in_the_comman
                     "test -f tox.ini", "[ -d bin/test ]", "python -m pip install pytest",
                     "/bin/cat tox.ini"):
         assert kind(command) == "tool_output", command
+
+
+def test_a_traceback_a_reading_command_printed_from_a_file_is_no_failure():
+    doctest = ("   10\t    >>> f()\n   11\t    Traceback (most recent call last):\n"
+               "   12\t    ValueError\n")
+    assert observation_kind(LoopStep("nl -ba pkg/mod.py | sed -n '10,12p'", doctest,
+                                     returncode=0)) == "tool_output"
+    raised = "Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError\n"
+    assert observation_kind(LoopStep("python x.py", raised, returncode=1)) == "traceback"
+
+
+def test_a_file_at_the_root_is_named_by_its_name_not_inside_another(tmp_path):
+    root = _tree(tmp_path)
+    (root / "utils.py").write_text("def helper():\n    return 1\n", encoding="utf-8")
+    view = LoopStep("cat utils.py", "def helper():\n    return 1\n")
+
+    def first_output(later: str) -> LoopPart:
+        steps = [view, *[LoopStep(later, "ok\n") for _ in range(FILE_IN_PLAY_STEPS + 11)]]
+        window = build_window(steps, TreeFiles(root), RULES)
+        return [p for p in window.parts if step_of_item(p.item_no) == (1, OUTPUT_PART)][0]
+
+    # ``python test_utils.py`` does not name utils.py: the view goes out of play
+    assert first_output("python test_utils.py").rendering == POINTER
+    assert first_output("python utils.py").rendering == SHOWN_LINES
+    # its name after a directory is a whole word
+    assert first_output("python /testbed/utils.py").rendering == SHOWN_LINES
 
 
 def test_a_long_listing_folds_as_soon_as_it_is_no_longer_fresh(tmp_path):

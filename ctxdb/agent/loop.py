@@ -487,7 +487,8 @@ def _is_harness_note(step: LoopStep) -> bool:
 def observation_kind(step: LoopStep) -> str:
     if _is_harness_note(step) or step.command is None:
         return HARNESS_NOTE
-    if _TRACEBACK in step.output:
+    # a traceback the command printed from a file (a doctest under ``nl -ba``) is no failure
+    if _TRACEBACK in step.output and _viewing_commands(step) is None:
         return TRACEBACK
     if _runs_tests(step.command):
         return TEST_OUTPUT
@@ -737,7 +738,7 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
     # what the agent saw: a cut output's raw text (2.x keeps it) holds lines it never read
     printed = step.shown if step.kind == ObservationKind.OUTPUT_CUT else step.output
     printing = [(command, [path for path in (_repository_path(w, command.cwd, workdir)
-                                             for w in command.words[1:] if not w.startswith("-"))
+                                             for w in _file_operands(command))
                            if path is not None and read_file(path) is not None])
                 for command in commands if command.name in _FILE_PRINTERS | _GREP_COMMANDS]
     # numbers printed by the one command that names a file are its file's; with several,
@@ -1053,11 +1054,13 @@ def _grep_lines(output: str, files: list[str], cwd: str, workdir: str, read_file
 
 
 def _mentions(command: str | None, path: str) -> bool:
-    """The command names the file: its path, or its name as a whole word (``cd pkg &&
-    cat mod.py``; ``test_mod.py`` does not name ``mod.py``)."""
+    """The command names the file: its path (``/testbed/pkg/mod.py`` names ``pkg/mod.py``),
+    or its name as a whole word (``cd pkg && cat mod.py``; ``test_mod.py`` does not name
+    ``mod.py``, nor a file at the root's)."""
     if not command:
         return False
-    return path in command or _name_pattern(posixpath.basename(path)).search(command) is not None
+    return ("/" in path and path in command) \
+        or _name_pattern(posixpath.basename(path)).search(command) is not None
 
 
 @functools.lru_cache(maxsize=NAME_PATTERNS_CACHED)
