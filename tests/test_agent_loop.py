@@ -9,6 +9,7 @@ import gc
 import itertools
 import json
 import random
+import shlex
 import weakref
 
 import pytest
@@ -827,6 +828,15 @@ def test_the_decision_type_comes_from_the_history():
     assert decision_type_of([]) == decision_type_of([read]) == "localize"
     assert decision_type_of([read, edit]) == "edit"
     assert decision_type_of([read, edit, failing]) == "repair"
+    # a harness running the agent elsewhere than /testbed: its paths are the repository's
+    home = "/home/u/repo"
+    for edit_there in (f"sed -i 's/a/b/' {home}/pkg/mod.py",
+                       f"cd {home} && sed -i 's/a/b/' pkg/mod.py",
+                       f"cd {home}/pkg && sed -i 's/a/b/' mod.py"):
+        assert decision_type_of([read, LoopStep(edit_there, ""), failing], home) == "repair"
+        assert decision_type_of([read, LoopStep(edit_there, "")]) == "localize", edit_there
+    assert decision_type_of([LoopStep(f"sed -i 's/a/b/' {home}2/pkg/mod.py", "")],
+                            home) == "localize"  # another directory whose name starts so
 
 
 @pytest.fixture
@@ -864,6 +874,13 @@ def test_a_step_is_recorded_with_the_harness_prompt_first_and_the_task_once(stor
     assert run_ref("loop", "demo") in messages[2]["content"]
     assert "python -c 'print(0)'" in store.show(run_ref("loop", "demo"),
                                                 f"E{item_numbers(3)[0]}")
+    # an instance id a shell would split: the window's line runs as printed
+    odd_id = "issue 12 (retry)"
+    shown = construct_step(store, run_id="loop", instance_id=odd_id, task="function_3 subtracts",
+                           steps=steps, tree=root, prefix=PREFIX, rules=RULES)
+    hint = shlex.split(shown.messages(prefix=PREFIX)[2]["content"].splitlines()[0])
+    assert hint[:4] == ["ctxdb", "show", run_ref("loop", odd_id), "E<n>"]
+    assert "python -c 'print(0)'" in store.show(hint[2], f"E{item_numbers(3)[0]}")
     # ctxdb why on a loop part: its size (a part is rendered once, from nothing before)
     from ctxdb.cli import main
 

@@ -191,10 +191,8 @@ def test_a_blob_absent_from_the_store_is_skipped_not_reported_deleted(source_git
         assert not (scratch.path / "data.bin").exists()
         assert scratch.run("git status --porcelain").output == ""
         assert scratch.submission() == "" and scratch.diff() == ""
-        unchanged = scratch.fingerprint()
         scratch.run("echo more >> README")
-        assert scratch.fingerprint() != unchanged  # the absent blob is not in the way
-        assert "+more" in scratch.submission()
+        assert "+more" in scratch.submission()  # the absent blob is not in the way
 
 
 def _drop_object(git_dir: Path, blob: str) -> None:

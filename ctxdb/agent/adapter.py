@@ -57,7 +57,6 @@ from .loop import (
     FILE_VIEW,
     FOLD_RESENT_PER_SHRUNK_MAX,
     LAST_THOUGHT_RULE,
-    MASK_HINT,
     OUTPUT_PART,
     PARTS_PER_STEP,
     POINTER,
@@ -75,6 +74,7 @@ from .loop import (
     fold_horizon,
     is_history_item,
     item_numbers,
+    mask_hint,
     masked_label,
     newest_output,
     observation_kind,
@@ -258,12 +258,14 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
         else [TEXT_REPLACED_FLAG]
     rules = rules or LoopRules()
     files = TreeFiles(tree)
+    workdir = workdir or (str(files.root) if files.root is not None else DEFAULT_WORKDIR)
     if arm == ARM_CURRENT:
-        window = LoopWindow(parts=_history_whole(history), decision_type=decision_type_of(history))
+        window = LoopWindow(parts=_history_whole(history),
+                            decision_type=decision_type_of(history, workdir))
     else:
-        window = build_window(history, files, rules, workdir or (
-            str(files.root) if files.root is not None else DEFAULT_WORKDIR),
-            settled_parts(store, run_id, instance_id, seq, rules), prompt_names(prefix, task),
+        window = build_window(
+            history, files, rules, workdir, settled_parts(store, run_id, instance_id, seq, rules),
+            prompt_names(prefix, task),
             window_fits(store.settings.tokenizer, store.settings.token_ceiling, task, prefix,
                         run_ref(run_id, instance_id)))
     settings = store.settings
@@ -375,7 +377,7 @@ def _fixed_tokens(window: LoopWindow, tokenizer: str, task: str,
     the prefix holds the task."""
     task_in_prefix = any(task.strip() and task.strip() in m.get("content", "") for m in prefix)
     empty = not window.parts and task_in_prefix  # the first step: the harness's prompt alone
-    header = "" if empty or as_messages else MASK_HINT.format(ref=run_ref) + "\n\n"
+    header = "" if empty or as_messages else mask_hint(run_ref) + "\n\n"
     fixed = (sum(message_tokens(tokenizer, m["content"]) for m in prefix)
              + CHAT_REPLY_PRIMING_TOKENS
              + (0 if empty or as_messages else CHAT_MESSAGE_OVERHEAD_TOKENS)
@@ -424,7 +426,7 @@ def settled_parts(store: ContextStore, run_id: str, instance_id: str, seq: int,
     if not rows:
         return None
     done = step_of_item(rows[-1]["item_no"])[0]
-    header = MASK_HINT.format(ref=run_ref(run_id, instance_id)) + "\n\n"
+    header = mask_hint(run_ref(run_id, instance_id)) + "\n\n"
     parts, history = {}, {}
     for row in rows:
         if is_history_item(row["item_no"]):

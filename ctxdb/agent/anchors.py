@@ -1282,8 +1282,19 @@ def _looks_like_source_file(path: str) -> bool:
 _PATCH_DRY_RUN_OPTIONS = frozenset({"--dry-run", "--check", "--stat", "--numstat", "--summary"})
 
 
+def at_repository_root(command: str, workdir: str) -> str:
+    """``command`` as the recorded runs would spell it: the paths under ``workdir`` (where
+    a harness ran it, e.g. ``/home/u/repo``) under ``REPOSITORY_ROOT`` instead, which is
+    where this module reads a command's paths from."""
+    root = workdir.rstrip("/") or "/"
+    if root == REPOSITORY_ROOT or root == "/":
+        return command
+    return re.sub(re.escape(root) + r"(?=/|[\s'\";&|)<>]|$)", REPOSITORY_ROOT, command)
+
+
 def is_edit_command(command: str, *,
-                    is_repository_file: Callable[[str], bool] | None = None) -> bool:
+                    is_repository_file: Callable[[str], bool] | None = None,
+                    workdir: str = REPOSITORY_ROOT) -> bool:
     """Whether the action edits a repository file (or authors the script that does).
 
     An edit: ``sed -i`` or ``perl -i`` on a repository file; a Python script (``python
@@ -1295,9 +1306,9 @@ def is_edit_command(command: str, *,
     on one. Not an edit: ``git checkout``/``restore``/``stash`` (they undo, taking
     nothing from an observation), writing a backup (``x.py.bak``) or a scratch file at
     the root. ``is_repository_file`` judges a repository-relative path (default:
-    ``_looks_like_repository_file``)."""
+    ``_looks_like_repository_file``); ``workdir``: where the harness ran the command."""
     is_repository = is_repository_file or _looks_like_repository_file
-    commands = _shell_commands(command)
+    commands = _shell_commands(at_repository_root(command, workdir))
 
     def source_file(token: str, cwd: str) -> bool:
         path = _resolve(token, cwd)

@@ -24,10 +24,11 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..spec import ARM_CTX08 as ARM_CTX08  # the arms the replay shares with the A/B
+from ..spec import ARM_CURRENT as ARM_CURRENT
 from .trajectory import AgentRun
 
-ARM_CTX08, ARM_CURRENT, ARM_MASK10 = "ctx08", "current", "mask10"
-REPLAY_ARMS = (ARM_CTX08, ARM_CURRENT, ARM_MASK10)
+ARM_MASK10 = "mask10"
 MASK_KEEP_NEWEST = 10  # observations kept whole by the mask10 arm
 CHAT_MESSAGE_OVERHEAD_TOKENS = 3
 CHAT_REPLY_PRIMING_TOKENS = 3
@@ -62,10 +63,6 @@ def masked_observation_indexes(run: AgentRun, k: int,
     indexes = [i for i, m in enumerate(run.messages[: run.steps[k - 1].message_index])
                if i >= 2 and m["role"] != "assistant"]
     return frozenset(indexes[: max(0, len(indexes) - keep_newest)])
-
-
-def ctx08_prompt(run: AgentRun, window_text: str) -> list[dict[str, str]]:
-    return [dict(run.messages[0]), dict(run.messages[1]), {"role": "user", "content": window_text}]
 
 
 def prompt_text(messages: Sequence[dict[str, str]]) -> str:

@@ -56,6 +56,7 @@ import hashlib
 import itertools
 import posixpath
 import re
+import shlex
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -210,6 +211,12 @@ _GREP_CONTEXT_LONG = frozenset({"context", "after-context", "before-context"})
 DEFAULT_WORKDIR = "/testbed"  # where SWE-bench's harnesses run the agent's commands
 NO_COMMAND = "(no command)"  # a turn with no command, or several
 MASK_HINT = "ctxdb show {ref} E<n> prints a masked output whole."
+
+
+def mask_hint(ref: str) -> str:
+    """The window's first line: ``MASK_HINT`` with the run's reference quoted as a shell
+    needs it (an instance id may hold spaces or parentheses), so the agent can run it."""
+    return MASK_HINT.format(ref=shlex.quote(ref))
 
 
 @dataclass(frozen=True)
@@ -572,16 +579,16 @@ def pointer_label(step: LoopStep, kind: str) -> str:
 
 
 @lru_cache(maxsize=COMMANDS_READ_CACHED)
-def _edits(command: str) -> bool:
+def _edits(command: str, workdir: str) -> bool:
     """``is_edit_command`` read once per command: every decision of a run asks of every
     step before it."""
-    return is_edit_command(command)
+    return is_edit_command(command, workdir=workdir)
 
 
-def decision_type_of(steps: Sequence[LoopStep]) -> str:
+def decision_type_of(steps: Sequence[LoopStep], workdir: str = DEFAULT_WORKDIR) -> str:
     """localize before the first edit; repair when the newest output is a failure after
-    an edit; edit otherwise."""
-    edited = any(action.command and _edits(action.command)
+    an edit; edit otherwise. ``workdir``: where the agent's commands run."""
+    edited = any(action.command and _edits(action.command, workdir)
                  for s in steps for action in (s.actions or (s,)))
     if not edited:
         return "localize"
@@ -1060,11 +1067,13 @@ def _mentions(command: str | None, path: str) -> bool:
     if not command:
         return False
     return ("/" in path and path in command) \
-        or _name_pattern(posixpath.basename(path)).search(command) is not None
+        or _whole_word(posixpath.basename(path)).search(command) is not None
 
 
 @functools.lru_cache(maxsize=NAME_PATTERNS_CACHED)
-def _name_pattern(name: str) -> re.Pattern[str]:
+def _whole_word(name: str) -> re.Pattern[str]:
+    """``name`` as a whole word: no word character, dot or dash before it, no word
+    character or dash after it (a sentence's full stop may follow)."""
     return re.compile(r"(?<![\w.-])" + re.escape(name) + r"(?![\w-])")
 
 
@@ -1126,7 +1135,7 @@ def _assemble(steps: Sequence[LoopStep], read_file: FileReader, rules: LoopRules
     """The window after ``steps`` with the outputs up to ``horizon`` folded, ``kept``:
     the folded parts and notes the previous window showed, when its horizon was this."""
     done = len(steps)
-    window = LoopWindow(decision_type=decision_type_of(steps), horizon=horizon)
+    window = LoopWindow(decision_type=decision_type_of(steps, workdir), horizon=horizon)
     # the notes of changed lines the window shows, oldest first: what a reader holds
     notes = [kept[n].text for n in sorted(kept)
              if step_of_item(n)[1] == TREE_PART and kept[n].rendering == SHOWN_LINES]
@@ -1599,12 +1608,7 @@ def _names_file(step: LoopStep, path: str, rules: LoopRules) -> bool:
     if _mentions(step.command, path):
         return True
     return rules.reasoning_in_play and bool(step.thought) \
-        and _path_pattern(path).search(step.thought) is not None
-
-
-@functools.lru_cache(maxsize=NAME_PATTERNS_CACHED)
-def _path_pattern(path: str) -> re.Pattern[str]:
-    return re.compile(r"(?<![\w.-])" + re.escape(path) + r"(?![\w-])")
+        and _whole_word(path).search(step.thought) is not None
 
 
 class _NamesShown:

@@ -272,7 +272,6 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
     anchor_rows: list[dict] = []
     outcome_rows: list[dict] = []
     divergence: tuple[int, str] | None = None  # the first edit the re-run did otherwise
-    tree_version = tree.fingerprint()
     prefix = [dict(run.messages[0]), dict(run.messages[1])]
     lacked = programs_lacked(run)
     for step in run.steps:
@@ -314,7 +313,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
             windows[ablation_arm(rule)] = window
         prompts[ARM_CURRENT] = current_prompt(run, k)
         prompts[ARM_MASK10] = mask10_prompt(run, k)
-        action_kind = _action_kind(step)
+        action_kind = _action_kind(step, run.workdir)
         for arm, messages in prompts.items():
             tokens = counter.prompt_tokens(messages)
             cached = counter.cached_tokens(previous.get(arm), messages)
@@ -334,12 +333,9 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
             outcome = tree.run(step.action, timeout_s,
                                missing_programs=missing_at(lacked, k))
             result.rerun_seconds += outcome.duration_s
-            if divergence is None and _diverged(step, outcome):
+            if divergence is None and _diverged(step, outcome, run.workdir):
                 divergence = (k, f"{NOTE_COMMAND_DIVERGED}: step {k} "
                                  f"({_divergence(step, outcome)})")
-            version = tree.fingerprint()
-            if version != tree_version:  # only a changed tree is read again
-                tree_version = version
     submitted = tree.submission()
     note: str | None
     if run.submission is None:
@@ -387,19 +383,19 @@ def missing_at(lacked: Mapping[str, int], step_number: int) -> list[str]:
     return [program for program, last in lacked.items() if step_number <= last]
 
 
-def _action_kind(step) -> str:
+def _action_kind(step, workdir: str) -> str:
     if step.is_submit:
         return "submit"
     if step.action is None:
         return "none"
-    return "edit" if anchor_rules.is_edit_command(step.action) else "other"
+    return "edit" if anchor_rules.is_edit_command(step.action, workdir=workdir) else "other"
 
 
-def _diverged(step, outcome) -> bool:
+def _diverged(step, outcome, workdir: str) -> bool:
     """The re-run may not have done what the recorded command did to the files: it ended
     otherwise than the recording says, for a command that edits."""
     recorded = step.observation
-    if recorded is None or not anchor_rules.is_edit_command(step.action or ""):
+    if recorded is None or not anchor_rules.is_edit_command(step.action or "", workdir=workdir):
         return False
     if outcome.timed_out != (recorded.kind == ObservationKind.TIMEOUT):
         return True

@@ -24,7 +24,7 @@ harness's ``/testbed``. It is made fast and without touching the source git dire
 - everything chowned to the sandbox's unprivileged user, then the index refreshed
   (its stat data taken after the chown, so the first ``git status`` inside is fast).
 
-The host reads the tree with git too (``diff``, ``submission``, ``fingerprint``), as root,
+The host reads the tree with git too (``diff``, ``submission``), as root,
 so never through the tree's own ``.git``: a recorded command can write its config
 (``core.fsmonitor``, ``diff.external``, a filter driver, a ``commondir``), and git run by
 root would run what it names, on the host. The host reads through a git directory of its
@@ -213,18 +213,6 @@ class ScratchTree:
             names = self._read_git(["diff", "--no-ext-diff", "--cached", "--name-only", "-z",
                                     "--no-renames"], env)
         return sorted(name for name in names.split("\0") if name)
-
-    def fingerprint(self) -> str:
-        """Changes whenever a file ``git add -A`` would see changes: the id of the tree
-        object that staging everything makes (ignored files do not count)."""
-        with self._staged_everything() as env:
-            # --missing-ok: a blob absent from the source (skip-worktree) is no change
-            return _git(["write-tree", "--missing-ok"], cwd=self.path, env=env).decode().strip()
-
-    def has_file(self, path: str) -> bool:
-        """Is ``path`` (relative to the tree, or absolute under ``workdir``) a file of it?"""
-        target = self._inside(path)
-        return target is not None and target.is_file()
 
     def file_lines(self, path: str) -> list[str] | None:
         """The lines of a file of the tree (decoded with errors="replace"), or None."""
