@@ -6,6 +6,7 @@ sed -i fix, pytest, the submit) — on SQLite and PostgreSQL, in both arms of CT
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import shutil
@@ -20,7 +21,13 @@ from sqlalchemy import text
 from ctxdb import ContextStore
 from ctxdb.agent.loop import LoopRules, item_numbers
 from ctxdb.agent.trajectory import read_trajectory
-from ctxdb.integrations.minisweagent import CtxdbModel, HistoryError, read_history
+from ctxdb.config import load_settings
+from ctxdb.integrations.minisweagent import (
+    CtxdbModel,
+    HistoryError,
+    RefusedStepWarning,
+    read_history,
+)
 
 pytestmark = pytest.mark.network  # requests_root downloads the sdist
 
@@ -236,3 +243,24 @@ def test_unreadable_histories_and_arms_are_named(mswea, tmp_path, monkeypatch):
         CtxdbModel(object(), str(tmp_path / "s.db"), instance_id="i", tree=None)
     with pytest.raises(ValueError, match="arm: expected one of"):
         CtxdbModel(object(), str(tmp_path / "s.db"), instance_id="i", tree=None, arm="nope")
+
+
+def test_a_step_ctxdb_refuses_is_sent_as_the_harness_built_it(mswea, tmp_path, tree):
+    class Echo:  # a model that says what it was sent
+        def query(self, messages, **kwargs):
+            return {"role": "assistant", "content": f"{len(messages)} messages"}
+
+        def serialize(self):
+            return {}
+
+    settings = dataclasses.replace(load_settings(), token_ceiling=256)
+    prompt = [{"role": "system", "content": "You are a bash agent. " * 200},
+              {"role": "user", "content": f"<task>{TASK}</task>"}]
+    with ContextStore.open(tmp_path / "s.db", settings=settings) as store:
+        model = CtxdbModel(Echo(), store, instance_id="big-prompt", tree=tree, run_id="big")
+        with pytest.warns(RefusedStepWarning, match=r"refused step 1 of run 'big': "
+                          r"token_ceiling: .* over the ceiling 256 \(\[budget\]\.token_ceiling"):
+            reply = model.query(prompt)
+        assert reply["content"] == "2 messages"  # the harness's own, the run goes on
+        assert model.refused_steps == [1] and model.decision_ids == []
+        assert model.serialize()["info"]["ctxdb"]["refused_steps"] == [1]

@@ -573,7 +573,8 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
     if total() > ceiling:
         raise RequestError(
             f"token_ceiling: the harness's prompt and the least a window holds come to "
-            f"{total()} tokens, over the ceiling {ceiling}")
+            f"{total()} tokens, over the ceiling {ceiling} ([budget].token_ceiling in "
+            f"ctxdb.toml or the file $CTXDB_CONFIG names)")
     return log
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import uuid
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from .. import models
 from ..agent.adapter import construct_step
 from ..agent.loop import LoopRules, LoopStep, loop_step
 from ..agent.trajectory import FORMAT_V2, AgentRun, parse_trajectory
+from ..request import RequestError
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 
 ARM_VARIABLE = "CTX"  # the environment variable that picks the arm (spec §8)
@@ -39,6 +41,10 @@ Message = dict[str, Any]
 
 class HistoryError(ValueError):
     """A message list ctxdb cannot read as a mini-swe-agent history."""
+
+
+class RefusedStepWarning(UserWarning):
+    """ctxdb refused a step's window (``RequestError``); the harness's messages went."""
 
 
 def read_history(messages: Sequence[Message]) -> tuple[list[dict[str, str]], list[LoopStep],
@@ -137,16 +143,28 @@ class CtxdbModel:
                 self.close()
                 raise
         self.run_id = run_id or f"mini-swe-agent-{self.arm}-{uuid.uuid4().hex[:12]}"
-        self.decision_ids: list[int] = []  # one per query, in order
+        self.decision_ids: list[int] = []  # one per query ctxdb built, in order
+        self.refused_steps: list[int] = []  # the steps sent as the harness built them
 
     def query(self, messages: list[Message], **kwargs: Any) -> Message:
         """Record this step's decision, then ask the wrapped model with ctxdb's messages
-        (``current``: with the harness's own, untouched)."""
+        (``current``: with the harness's own, untouched). A step ctxdb refuses (the
+        harness's prompt alone over the ceiling) is sent as the harness built it, with a
+        ``RefusedStepWarning``, and counted in ``refused_steps``: a harness never loses a
+        step to ctxdb's limits."""
         prefix, steps, run = read_history(messages)
-        context = construct_step(
-            self.store, run_id=self.run_id, instance_id=self.instance_id,
-            task=self.task if self.task is not None else run.task, steps=steps,
-            tree=self.tree, prefix=prefix, arm=self.arm, rules=self.rules)
+        try:
+            context = construct_step(
+                self.store, run_id=self.run_id, instance_id=self.instance_id,
+                task=self.task if self.task is not None else run.task, steps=steps,
+                tree=self.tree, prefix=prefix, arm=self.arm, rules=self.rules)
+        except RequestError as exc:
+            step = len(steps) + 1
+            self.refused_steps.append(step)
+            warnings.warn(f"ctxdb refused step {step} of run {self.run_id!r}: {exc}; "
+                          "sent the harness's own messages", RefusedStepWarning, stacklevel=2)
+            refused_reply: Message = self.model.query(messages, **kwargs)
+            return refused_reply
         self.decision_ids.append(context.decision_id)
         sent = messages if self.arm == ARM_CURRENT else context.messages(prefix=prefix)
         reply: Message = self.model.query(sent, **kwargs)
@@ -178,7 +196,7 @@ class CtxdbModel:
         data: dict[str, Any] = self.model.serialize()
         data.setdefault("info", {})["ctxdb"] = {
             "run_id": self.run_id, "arm": self.arm, "instance_id": self.instance_id,
-            "decision_ids": list(self.decision_ids)}
+            "decision_ids": list(self.decision_ids), "refused_steps": list(self.refused_steps)}
         return data
 
     def __getattr__(self, name: str) -> Any:  # anything else a harness reads (cost, stats)
