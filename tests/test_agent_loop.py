@@ -1017,6 +1017,12 @@ def test_bad_steps_are_named(store, tmp_path):
     with pytest.raises(RequestError, match=r"prefix\[1\]\.role: expected one of .*'sys'"):
         construct_step(store, run_id="r", instance_id="i", task="t", steps=[],
                        prefix=[{"role": "system", "content": "s"}, {"role": "sys", "content": "t"}])
+    # a harness's own field JSON cannot hold (a datetime in its extra)
+    with pytest.raises(RequestError, match=r"prefix\[0\]: expected values JSON can hold"):
+        construct_step(store, run_id="r", instance_id="i", task="t", steps=[],
+                       prefix=[{"role": "system", "content": "s", "extra": {"at": object()}}])
+    with pytest.raises(RequestError, match=r"seq: expected a positive integer, got True"):
+        construct_step(store, run_id="r", instance_id="i", task="t", steps=[], seq=True)
 
 
 def test_views_follow_the_agent_where_it_works(store, tmp_path):

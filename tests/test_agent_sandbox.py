@@ -378,6 +378,9 @@ def test_a_setup_step_that_fails_is_named(tmp_path):
         with pytest.raises(SandboxError, match=f"the place inside {inside!r} must be"):
             run_isolated("true", tree_dir, timeout_s=10, env={},
                          read_only_paths=[(tree_dir, inside)])
+    for workdir in ("relative", "/", "/tmp/..", "/dev", "/proc/1", "/testbed/"):
+        with pytest.raises(SandboxError, match=f"workdir {workdir!r}: expected an absolute"):
+            run_isolated("true", tree_dir, workdir=workdir, timeout_s=10, env={})
 
 
 def test_a_missing_unshare_is_named(tmp_path, monkeypatch):

@@ -282,7 +282,7 @@ def test_where_the_agent_worked_and_its_time_limit_are_checked(environment, expe
 def test_odd_shapes_are_refused_by_name_not_with_a_traceback(tmp_path):
     data = v1_run(2)
     data["info"]["config"] = "not an object"
-    with pytest.raises(TrajectoryError, match="info.config.environment: expected an object"):
+    with pytest.raises(TrajectoryError, match="info.config: expected an object"):
         parse_trajectory(data, "x")
     data = v1_run(2)
     data["messages"][2]["content"] = [{"type": "text", "text": 5}]

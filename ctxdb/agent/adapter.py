@@ -464,7 +464,7 @@ def _check(run_id: object, instance_id: object, task: object, prefix: Sequence[o
             raise RequestError(f"{name}: expected non-empty text")
     if arm not in ARMS:
         raise RequestError(f"arm: expected one of {ARMS}, got {arm!r}")
-    if seq is not None and (not isinstance(seq, int) or seq < 1):
+    if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or seq < 1):
         raise RequestError(f"seq: expected a positive integer, got {seq!r}")
     if not isinstance(prefix, (list, tuple)):
         raise RequestError(f"prefix: expected a list of chat messages, got "
@@ -477,6 +477,11 @@ def _check(run_id: object, instance_id: object, task: object, prefix: Sequence[o
         if message["role"] not in PREFIX_ROLES:
             raise RequestError(f"prefix[{index}].role: expected one of {PREFIX_ROLES}, got "
                                f"{message['role']!r}")
+        try:  # the request is kept whole, as JSON (decision.request_json)
+            json.dumps(message)
+        except (TypeError, ValueError) as exc:
+            raise RequestError(f"prefix[{index}]: expected values JSON can hold ({exc})") \
+                from exc
 
 
 def _history_whole(steps: Sequence[LoopStep]) -> list[LoopPart]:

@@ -68,6 +68,8 @@ from enum import StrEnum
 from functools import cached_property, lru_cache
 from typing import NamedTuple
 
+from .trajectory import DEFAULT_WORKDIR
+
 __all__ = [
     "Anchor",
     "AnchorClass",
@@ -119,7 +121,7 @@ FileLines = Callable[[str], Sequence[str] | None] | Mapping[str, Sequence[str]]
 MIN_SED_TEXT_CHARS = 6
 
 # The agent's working directory in the recorded runs: /testbed/x/y.py is x/y.py.
-REPOSITORY_ROOT = "/testbed"
+REPOSITORY_ROOT = DEFAULT_WORKDIR
 
 # Words a command shares with its observations for reasons of the shell, not of the
 # code: the harness's own words (the repository root, the heredoc marker), shell syntax,

@@ -71,6 +71,7 @@ from .anchors import (
     sed_file_operands,
     shell_commands,
 )
+from .trajectory import DEFAULT_WORKDIR as DEFAULT_WORKDIR  # callers read it here too
 from .trajectory import ObservationKind, Step
 
 # Rules measured on the 97 development runs (docs/agent-loop-history.md has the sweeps).
@@ -208,7 +209,6 @@ _GREP_NOT_LINES_LONG = frozenset({
     "with-filename", "initial-tab", "quiet", "silent", "null"})
 _GREP_CONTEXT = frozenset("ABC")
 _GREP_CONTEXT_LONG = frozenset({"context", "after-context", "before-context"})
-DEFAULT_WORKDIR = "/testbed"  # where SWE-bench's harnesses run the agent's commands
 NO_COMMAND = "(no command)"  # a turn with no command, or several
 MASK_HINT = "ctxdb show {ref} E<n> prints a masked output whole."
 

@@ -72,6 +72,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
 
+from .trajectory import DEFAULT_WORKDIR
+
 # The unprivileged user and group the command runs as (nobody/nogroup on Debian).
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
@@ -100,7 +102,6 @@ MAX_OUTPUT_BYTES = 1024 * 1024
 # After a kill, how long to wait for the output pipe to close before giving up on it.
 KILL_GRACE_S = 5.0
 
-DEFAULT_WORKDIR = "/testbed"
 # The command's PATH inside. SHIM_DIR comes first: it holds `python` when the host has
 # no plain `python` reachable there (see _python_shim_target).
 SHIM_DIR = "/.ctxdb-shims"
@@ -126,6 +127,8 @@ BASE_ENV = {
 # Host top-level entries not shown inside: fresh ones replace /proc, /dev and /tmp;
 # /sys and /run (sockets of the host's services) are left out.
 HIDDEN_TOP_LEVEL = frozenset({"proc", "sys", "dev", "tmp", "run"})
+# The sandbox's own mounts: no tree is bound at or under them.
+SYSTEM_TOP_LEVEL = frozenset({"proc", "sys", "dev"})
 # Bound read-write from the host's /dev into the minimal /dev.
 DEVICE_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 
@@ -185,6 +188,10 @@ def run_isolated(command: str, tree: Path, *, workdir: str = DEFAULT_WORKDIR,
     On timeout the whole sandbox is killed and ``timed_out`` is set. Raises
     ``SandboxUnavailable`` if this machine cannot make the sandbox, ``SandboxError`` if
     this call's setup failed (e.g. ``tree`` does not exist)."""
+    top = workdir.split("/")[1] if workdir.startswith("/") else ""
+    if not top or posixpath.normpath(workdir) != workdir or top in SYSTEM_TOP_LEVEL:
+        raise SandboxError(f"workdir {workdir!r}: expected an absolute, normalized path below "
+                           f"/, not under /{', /'.join(sorted(SYSTEM_TOP_LEVEL))}")
     for name in missing_programs:
         if not PROGRAM_NAME.fullmatch(name):
             raise SandboxError(f"missing_programs: {name!r} is not a program's name "

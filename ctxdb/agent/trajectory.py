@@ -45,7 +45,9 @@ _FENCED_BLOCK = re.compile(r"```\w*\s*\n.*?\n```", re.DOTALL)  # a command block
 _TIMED_OUT = re.compile(r"^The last command <command>.*?</command> timed out", re.DOTALL)
 # the first line a run's last command prints: the harness submits what follows it
 SUBMIT_MARKERS = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
-DEFAULT_WORKDIR = "/testbed"
+# mini-swe-agent 2.x's extra.interrupt_type for a reply its parser rejected
+FORMAT_ERROR_INTERRUPT = "FormatError"
+DEFAULT_WORKDIR = "/testbed"  # where SWE-bench's harnesses run the agent's commands
 DEFAULT_COMMAND_TIMEOUT_S = 60  # mini-swe-agent's environment timeout in the development runs
 # the most a recorded run may ask for one command: a replay worker is never held longer
 MAX_COMMAND_TIMEOUT_S = 600
@@ -223,7 +225,9 @@ def _environment(info: dict, name: str) -> tuple[str, float]:
     """Where the agent worked and each command's time limit, checked: the replay mounts
     the tree at that directory and holds a worker that long."""
     config = info.get("config") or {}
-    environment = (config.get("environment") or {}) if isinstance(config, dict) else None
+    if not isinstance(config, dict):
+        raise TrajectoryError(f"{name}: info.config: expected an object")
+    environment = config.get("environment") or {}
     if not isinstance(environment, dict):
         raise TrajectoryError(f"{name}: info.config.environment: expected an object")
     cwd = environment.get("cwd") or DEFAULT_WORKDIR
@@ -300,7 +304,7 @@ def _steps_v2(messages: list, chats: list[dict[str, str]], name: str) -> list[St
     index = 2
     while index < len(chats):
         chat, extra = chats[index], _extra(messages[index])
-        if (chat["role"] != "assistant" and extra.get("interrupt_type") == "FormatError"
+        if (chat["role"] != "assistant" and extra.get("interrupt_type") == FORMAT_ERROR_INTERRUPT
                 and chats[index - 1]["role"] != "assistant"):
             # 2.x records the harness's complaint, not the reply it rejected, as a message
             # (2.4 keeps the reply's text in the complaint's extra.model_response): that
@@ -332,7 +336,7 @@ def _steps_v2(messages: list, chats: list[dict[str, str]], name: str) -> list[St
                and chats[following + len(observed)]["role"] in ("user", "tool", "exit")
                and len(observed) < max(len(commands), 1)
                and not (observed and _extra(messages[following + len(observed)]).get(
-                   "interrupt_type") == "FormatError")):  # the next call's, rejected
+                   "interrupt_type") == FORMAT_ERROR_INTERRUPT)):  # the next call's, rejected
             observed.append(following + len(observed))
         if len(observed) == 1:
             observation = _observation_v2(following, chats[following],
@@ -385,7 +389,7 @@ def _observation_v2(index: int, chat: dict[str, str], extra: dict,
     interrupt = extra.get("interrupt_type")
     if chat["role"] == "exit" or extra.get("exit_status") == "Submitted":
         return Observation(index, text, ObservationKind.SUBMISSION, text)
-    if interrupt == "FormatError" or not commands:
+    if interrupt == FORMAT_ERROR_INTERRUPT or not commands:
         return Observation(index, text, ObservationKind.FORMAT_ERROR, text)
     code = extra.get("returncode")
     code = code if isinstance(code, int) and not isinstance(code, bool) else None

@@ -25,14 +25,13 @@ from sqlalchemy import func, select
 from .. import models
 from ..agent.adapter import construct_step
 from ..agent.loop import LoopRules, LoopStep, loop_step
-from ..agent.trajectory import FORMAT_V2, AgentRun, parse_trajectory
+from ..agent.trajectory import FORMAT_ERROR_INTERRUPT, FORMAT_V2, AgentRun, parse_trajectory
 from ..request import RequestError
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 
 ARM_VARIABLE = "CTX"  # the environment variable that picks the arm (spec §8)
 HISTORY_NAME = "mini-swe-agent messages"  # how an error names the history it read
 PREFIX_MESSAGES = 2  # the system message and the instance (task) message
-FORMAT_ERROR = "FormatError"  # mini-swe-agent's extra.interrupt_type for a rejected reply
 
 
 # a chat message as mini-swe-agent keeps it (role, content, and its own extra fields)
@@ -82,7 +81,8 @@ def _with_rejected_turns(messages: Sequence[Message]) -> list[Message]:
         extra: dict[str, Any] = given_extra if isinstance(given_extra, dict) else {}
         if (index >= PREFIX_MESSAGES and extra.get("interrupt_type")
                 and message["role"] != "assistant" and completed[-1]["role"] != "assistant"):
-            reply = extra.get("model_response") if extra["interrupt_type"] == FORMAT_ERROR else ""
+            rejected = extra["interrupt_type"] == FORMAT_ERROR_INTERRUPT
+            reply = extra.get("model_response") if rejected else ""
             completed.append({"role": "assistant", "extra": {"actions": []},
                               "content": reply if isinstance(reply, str) else ""})
         completed.append(message)
