@@ -25,7 +25,8 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
             "variant": "The ctx08 variant: default, or an ablation (§7.5) such as "
                        "no_retrieved_code or the litm_buried probe (§7.6).",
             "created_at": "When the run's first decision was recorded (UTC, ISO 8601).",
-            "settings_json": "The settings the run was built with, as JSON.",
+            "settings_json": "The settings the run was built with, as JSON, and the version "
+                             "of ctxdb that built it (ctxdb_version).",
             "note": "Free text; the A/B runner writes 'ranker: none|oracle|URL'.",
         },
     ),
@@ -46,11 +47,15 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
                               "decision in masking pointers.",
             "tokenizer": "The tokenizer that counted the window (cl100k_base or deepseek-v4).",
             "token_ceiling": "The hard ceiling of the window in tokens (§3.7 TOKEN_CEILING).",
-            "token_count": "Tokens of the window as sent; NULL while the decision is unfinished.",
+            "token_count": "Tokens of the window as sent, the sum of its parts' counts: exact, "
+                           "or over it where a part holds a long unbroken run "
+                           "(ctxdb.tokens.bounded_count); NULL while unfinished.",
             "flags": "Comma-separated flags: task_truncated, stable_core_only, nul_replaced, "
                      "residue_folded_no_ranker, unresolved_entity:E4, fold_waited:20 (an "
                      "agent-loop window whose stride fold waited: its outputs up to step 20 "
-                     "folded, as in the window before it), ...",
+                     "folded, as in the window before it), task_in_prefix (an agent-loop "
+                     "window whose harness prompt holds the task: not sent twice), "
+                     "text_replaced, ...",
             "created_at": "When the decision was constructed (UTC, ISO 8601).",
         },
     ),
@@ -104,7 +109,10 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
             "source": "Where it came from: 03 recon, 04 retrieval, 05 localization, "
                       "06 impact, 07 plan, patch, live (see docs/glossary.md).",
             "kind": "The §3.1 evidence kind: source_code, symbol, retrieved_hit, "
-                    "fault_entity, ..., tool_output, test_output.",
+                    "fault_entity, ..., tool_output, test_output; an agent loop's "
+                    "agent_turn, file_view, harness_note. A loop part's kind is what it "
+                    "is in this decision: an output shown whole is tool_output, folded to "
+                    "the lines it printed a file_view of that path.",
             "entity_key": "The entity it is about (path::Qualified.name, or a path), if any.",
             "content_sha256": "Its text (evidence_text), capped at 8 KB and marked if cut.",
             "provenance": "Where it came from and why, at most 200 characters.",
@@ -204,8 +212,12 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
             "decision_id": "The decision (decision.decision_id).",
             "position": "Its place in the window (from 1).",
             "item_id": "The pool item (evidence_item.item_id).",
-            "role": "Its role in the decision (§3.3).",
-            "rendering": "verbatim, signature, digest, truncated or omitted.",
+            "role": "Its role in the decision (§3.3); an agent loop's parts: working_memory "
+                    "(the agent's turns), live_current (an output as the harness sent it), "
+                    "live_folded (a folded output).",
+            "rendering": "verbatim, signature, digest, truncated or omitted; an agent "
+                         "loop's parts also view (lines of a file read from the tree) and "
+                         "pointer (a one-line stand-in, `ctxdb show` prints the whole).",
             "tier": "stable_core, working_set or transient (§3.7 eviction order).",
             "block": "front, middle or back (§3.6: critical content at the edges).",
             "edge_critical": "True when §3.6 pins it to an edge.",
@@ -222,7 +234,8 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
             "decision_id": "The decision (decision.decision_id).",
             "step_no": "Its order within the decision.",
             "ladder_step": "measured, exact_recount, or the ladder step taken "
-                           "(1_mask_transient, ..., 3_evict_acceptance_detail).",
+                           "(1_mask_transient, ..., 3_evict_acceptance_detail; an agent "
+                           "loop's loop_drop_reasoning, loop_fold_fresh, loop_fold_view, ...).",
             "item_id": "The item the step changed, if one.",
             "tokens_before": "The window's tokens before the step.",
             "tokens_after": "The window's tokens after it.",
@@ -319,7 +332,7 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
             "run_id": "The replay's store run.",
             "instance_id": "The run's task.",
             "seq": "k: the window sent before the agent's k-th turn.",
-            "arm": "ctx08, current or mask10.",
+            "arm": "ctx08, current or mask10; ctx08-without-<rule> for an ablation row.",
             "decision_id": "The ctx08 arm's decision row (NULL for the reference arms).",
             "prompt_tokens": "Tokens of the whole prompt, the harness's own prompt included.",
             "cached_tokens": "Of those, the prefix shared with the arm's decision seq - 1.",
@@ -338,10 +351,11 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
             "seq": "The decision whose next action used it.",
             "anchor_no": "Its number within the decision.",
             "anchor_class": "edit_text, edit_line, identifier or path.",
-            "anchor_text": "The text (an edit's old text, a word, a path, a line's text).",
+            "anchor_text": "What the action used: an edit's old text, an identifier, a path, "
+                           "or for a line-addressed edit path:line.",
             "anchor_spelled": ("An edit text as the command's sed pattern spelled it, "
                                "escapes and all, when that differs (either counts as kept)."),
-            "path": "The file of a line-addressed edit.",
+            "path": "The file an edit changed (edit_text, edit_line).",
             "line": "Its line number.",
             "held_by_seq": "The newest earlier step whose observation held it.",
         },
@@ -353,8 +367,9 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
             "instance_id": "The run's task.",
             "seq": "The decision.",
             "anchor_no": "The anchor (replay_anchor).",
-            "arm": "ctx08, current or mask10.",
-            "kept": "The arm's prompt held the anchor.",
+            "arm": "ctx08, current or mask10; ctx08-without-<rule> for an ablation row.",
+            "kept": "The arm's prompt held the anchor. A lost anchor counts against an "
+                    "arm only where the current arm kept it (docs/replay.md).",
             "fate": "Where a lost anchor's newest holding observation went: masked, stale, "
                     "capped, cut or never_given.",
         },

@@ -89,3 +89,6 @@ def test_a_run_records_the_settings_and_the_files_they_came_from(tmp_path, fixtu
                 {"run": request["run_id"]}).scalar_one())
     assert recorded["token_ceiling"] == 9000
     assert recorded["source"].endswith(f" + {config}")
+    from ctxdb import __version__
+
+    assert recorded["ctxdb_version"] == __version__ and __version__

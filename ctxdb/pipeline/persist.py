@@ -68,11 +68,15 @@ def _now() -> str:
 
 
 def settings_json(settings: Settings) -> str:
-    """What the run records of the settings its decisions were built with, and which
-    config files they came from."""
+    """What the run records of the settings its decisions were built with, which config
+    files they came from, and which ctxdb built them (its version: a store outlives
+    the code that filled it)."""
+    from .. import __version__
+
     return json.dumps(
         {"token_ceiling": settings.token_ceiling, "tokenizer": settings.tokenizer,
-         "rank_threshold": settings.rank_threshold, "source": settings.source}, sort_keys=True,
+         "rank_threshold": settings.rank_threshold, "source": settings.source,
+         "ctxdb_version": __version__}, sort_keys=True,
     )
 
 

@@ -3,9 +3,11 @@
 -- and rendering (verbatim, view, truncated, pointer), with how many parts, their tokens,
 -- tokens per decision and their share of the arm's prompt tokens; and the rest of the
 -- prompt as part_kind harness_prompt, a part per decision: the harness's own messages,
--- verbatim (nearly what every arm sends), with the window's one-line header and the chat
--- framing. Over the decisions whose window the store holds (replay_decision.decision_id
--- set: a refused request has none).
+-- verbatim (nearly what every arm sends), with the chat framing. The window's one-line
+-- header (how to read a masked part back) is sent as the start of its first part, so its
+-- tokens count with that part (the first step's command: agent_turn, verbatim). Over the
+-- decisions whose window the store holds (replay_decision.decision_id set: a refused
+-- request has none).
 WITH windows AS (
     SELECT run_id, arm, decision_id, prompt_tokens
     FROM replay_decision
