@@ -19,6 +19,7 @@ from .pipeline.vocabulary import FAILURE_KINDS
 from .pipeline.window_text import DECISION_REF_PREFIX, window_head
 from .request import storable_text
 from .request_limits import STORE_INTEGER_MAX
+from .spec import ARM_CURRENT
 from .sqlfiles import sql_statement
 
 RUN_REF_PREFIX = "run:"  # ctxdb.agent.adapter's windows name their run so
@@ -29,7 +30,11 @@ _LOOP_PART = re.compile(r"^live: step (\d+) (.+) of the agent loop$")
 _REF = re.compile(rf"^{DECISION_REF_PREFIX}(?P<hex>[0-9a-f]{{8,64}})$")
 
 
-_ITEM_ID = re.compile(r"E[1-9][0-9]*")  # an item's id in its pool (evidence_item.item_id)
+# an item's id in its pool (evidence_item.item_id: E7), however typed (e7)
+_ITEM_ID_ANY_CASE = re.compile(r"[eE][1-9][0-9]*")
+# why an item id a reader took from a window may be missing from a decision
+_NO_ITEM_HINT = ("an agent-loop decision records the parts its window holds: step k's "
+                 "command, output, reasoning and note are E4k-3 to E4k while shown")
 
 
 class NotFound(LookupError):
@@ -198,22 +203,31 @@ def summary(connection: Connection, decision_id: int) -> str:
                 f"  {step['step_no']:>3} {step['ladder_step']:<28} {step['item_id'] or '-':<6}"
                 f" {step['tokens_before']} -> {step['tokens_after']}"
             )
+    elif head["arm"] == ARM_CURRENT:
+        # the baseline sends everything, as the harness would: no ceiling is applied
+        lines.append("eviction steps: none (the current arm sends all it is given)")
     else:
         lines.append("eviction steps: none (the window fit)")
     return "\n".join(lines)
 
 
 def why(connection: Connection, decision_id: int, item_id: str) -> list:
+    item_id = _as_item_id(item_id)
     rows = _rows(connection, "why_item", decision_id=decision_id, item_id=item_id)
     if not rows:
-        raise NotFound(f"decision {decision_id} has no item {item_id!r}")
+        raise NotFound(f"decision {decision_id} has no item {item_id!r} ({_NO_ITEM_HINT})")
     return rows
 
 
+def _as_item_id(item: str) -> str:
+    """``e7`` as ``E7``: an item id however it was typed; anything else as given."""
+    return item.upper() if _ITEM_ID_ANY_CASE.fullmatch(item) else item
+
+
 def item_id_of(connection: Connection, decision_id: int, item: str) -> str:
-    """An item id as given (``E7``), or the first evidence item of an entity key."""
-    if _ITEM_ID.fullmatch(item):
-        return item
+    """An item id as given (``E7``, ``e7``), or the first evidence item of an entity key."""
+    if _ITEM_ID_ANY_CASE.fullmatch(item):
+        return _as_item_id(item)
     rows = _rows(connection, "item_of_entity", decision_id=decision_id, entity_key=item)
     if not rows:
         raise NotFound(f"decision {decision_id} has no item of entity {item[:200]!r}")
@@ -251,9 +265,10 @@ def items_of_entity(connection: Connection, decision_id: int, entity_key: str) -
 
 
 def item(connection: Connection, decision_id: int, item_id: str):
+    item_id = _as_item_id(item_id)
     rows = _rows(connection, "item_of_decision", decision_id=decision_id, item_id=item_id)
     if not rows:
-        raise NotFound(f"decision {decision_id} has no item {item_id!r}")
+        raise NotFound(f"decision {decision_id} has no item {item_id!r} ({_NO_ITEM_HINT})")
     return rows[0]
 
 

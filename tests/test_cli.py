@@ -123,6 +123,9 @@ def test_construct_why_show_diff(tmp_path, capsys):
     assert main(["diff", "1", "2", "--db", db]) == EXIT_OK
     out = capsys.readouterr().out
     assert "+ shop/util.py::slugify" in out  # the baseline sends what the gate rejected
+    assert "(decision 1 is of run run-edit on shop-1, decision 2 of run baseline on " in out
+    assert main(["diff", "1", "1", "--db", db]) == EXIT_OK
+    assert "is of run" not in capsys.readouterr().out  # one run: nothing to say
     assert "~ shop/report.py::render_report  signature -> verbatim" in out
 
 
@@ -147,6 +150,12 @@ def test_show_resolves_masking_pointer_names(tmp_path, capsys):
     capsys.readouterr()
     assert main(["show", f"req-{sha[:12]}", "E9", "--db", db]) == EXIT_OK
     assert "$ ls shop" in capsys.readouterr().out
+    assert main(["show", f"req-{sha[:12]}", "e9", "--db", db]) == EXIT_OK  # however typed
+    assert "$ ls shop" in capsys.readouterr().out
+    assert main(["why", f"req-{sha[:12]}", "e9", "--db", db]) == EXIT_OK
+    capsys.readouterr()
+    assert main(["show", f"req-{sha[:12]}", "E999", "--db", db]) == EXIT_BAD_INPUT
+    assert "has no item 'E999' (an agent-loop decision records" in capsys.readouterr().err
     assert main(["show", "req-00000000dead", "--db", db]) == EXIT_BAD_INPUT
 
 

@@ -209,7 +209,7 @@ def test_ctx08_sends_the_window_after_the_harness_prompt(mswea, store_url, tree,
 
 
 def test_ctx_current_sends_the_harness_messages_untouched(mswea, store_url, tree,
-                                                          monkeypatch):
+                                                          monkeypatch, capsys):
     monkeypatch.setenv("CTX", "current")
     result, agent, model, received = _run_agent(mswea, store_url, tree, None,
                                                 run_id="mini-current")
@@ -221,6 +221,12 @@ def test_ctx_current_sends_the_harness_messages_untouched(mswea, store_url, tree
     assert len(received[-1][0]) > 10  # the whole history, every observation
     arm, rows = _decisions(store_url, "mini-current")
     assert arm == "current" and [seq for seq, _ in rows] == list(range(1, len(SCRIPT) + 1))
+    from ctxdb.cli import main
+
+    capsys.readouterr()
+    assert main(["show", str(model.decision_ids[-1]), "--db", store_url]) == 0
+    assert "eviction steps: none (the current arm sends all it is given)" in \
+        capsys.readouterr().out
     # a second run of the instance under that id would share its step numbers: refused
     with pytest.raises(ValueError, match=(r"run_id 'mini-current': the store already holds "
                                           rf"{len(SCRIPT)} decision\(s\) of instance "

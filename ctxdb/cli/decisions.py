@@ -156,7 +156,12 @@ def _cmd_diff(args) -> int:
         a = forensics.resolve_decision(connection, args.decision_a)
         b = forensics.resolve_decision(connection, args.decision_b)
         result = forensics.diff(connection, a, b)
+        heads = [forensics.header(connection, d) for d in (a, b)]
     print(f"window diff: decision {a} -> decision {b}")
+    runs = [(h["run_id"], h["instance_id"]) for h in heads]
+    if runs[0] != runs[1]:  # a loop's steps are named alike in every run: say these differ
+        print(f"  (decision {a} is of run {runs[0][0]} on {runs[0][1]}, decision {b} of run "
+              f"{runs[1][0]} on {runs[1][1]})")
     for fact, item_id in result.entered:
         print(f"  + {fact}  ({item_id})")
     for fact, item_id in result.left:
