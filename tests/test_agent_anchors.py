@@ -11,6 +11,7 @@ from ctxdb.agent.anchors import (
     anchors_of_action,
     is_edit_command,
     observations_holding,
+    shell_commands,
 )
 
 EDIT, LINE, IDENTIFIER, PATH = (AnchorClass.EDIT, AnchorClass.LINE, AnchorClass.IDENTIFIER,
@@ -419,3 +420,18 @@ def test_the_caller_may_judge_which_files_belong_to_the_repository():
 def test_anchors_are_de_duplicated_per_decision():
     command = "sed -i 's/return value_x/x/' pkg/a.py && sed -i 's/return value_x/y/' pkg/a.py"
     assert texts(command, EDIT) == ["return value_x"]
+
+
+def test_the_shell_reader_takes_any_text():
+    """The loop reads every command with it and does not guard the call: it never raises,
+    whatever quotes, here-documents, substitutions or escapes are left open."""
+    import random
+
+    pieces = ["cat", " ", "'", '"', "\\", "$(", ")", "`", "<<", "<<-", "'EOF'", "EOF", "\n",
+              ";", "&&", "||", "|", ">", ">>", "2>&1", "<", "(", "{", "}", "#", "$", "=",
+              "sed -i", "-n", "x.py", "/testbed/", "cd", "\t", "\x00", "é", "<<<", "&"]
+    rng = random.Random(11)
+    for _ in range(5000):
+        command = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 30)))
+        shell_commands(command)
+        is_edit_command(command)

@@ -62,6 +62,7 @@ import keyword
 import posixpath
 import re
 import tokenize
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -239,7 +240,10 @@ def _unescape_unquoted_heredoc(body: str) -> str:
 
 def _decode_ansi_c(text: str) -> str:
     try:
-        return text.encode("latin-1", "backslashreplace").decode("unicode_escape")
+        with warnings.catch_warnings():
+            # an escape bash keeps as written (``\|``) is kept so too, which the codec warns of
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return text.encode("latin-1", "backslashreplace").decode("unicode_escape")
     except UnicodeDecodeError:
         return text
 
