@@ -84,7 +84,7 @@ FOLD_RESENT_PER_SHRUNK_MAX = 7
 # file this recently, at every fold since the view's step
 FILE_IN_PLAY_STEPS = 10
 COMMAND_SHOWN_MAX_CHARS = 6_000  # a longer command (a here-document script) is cut
-VIEW_LINES_MAX = 400  # lines one folded view shows at most (a whole-file cat is a reading)
+VIEW_LINES_MAX = 400  # of each file, lines one folded view shows at most (a whole cat is a reading)
 # a view's first lines shown whole; past them only its definitions and the lines holding a
 # name the window has not shown before them (a whole-file cat's tail the agent skims)
 VIEW_LINES_WHOLE = 100
