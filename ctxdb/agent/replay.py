@@ -79,6 +79,8 @@ REPLAY_RUN_NOTE = "replay of recorded agent runs"  # run.note: what the run id i
 NOTE_DIFFERS = "submission differs"
 NOTE_COMMAND_DIVERGED = "command diverged"
 DIVERGED_LINE_SHOWN_MAX_CHARS = 200  # of the re-run's last line, in that note
+DIFFERING_FILES_NAMED = 3  # of each side's files, in a differing submission's note
+GIVEN_VALUE_SHOWN_CHARS = 64  # of a bad value a runs file gave, in its error
 NOTE_NO_SUBMISSION = "no submission recorded"
 # git's shortest default abbreviation: a shorter name (core.abbrev set lower) is only the
 # same blob when it is the same name
@@ -204,8 +206,8 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
             errors.append(f"{where}: repo_git: no such directory {git_dir}")
             continue
         if not has_commit(git_dir, row["base_commit"]):
-            errors.append(f"{where}: base_commit: {row['base_commit'][:64]!r} is not a commit "
-                          f"of {git_dir}")
+            shown = row["base_commit"][:GIVEN_VALUE_SHOWN_CHARS]
+            errors.append(f"{where}: base_commit: {shown!r} is not a commit of {git_dir}")
             continue
         setup = row.get("testbed_setup", SWEBENCH_TESTBED_SETUP.get(row.get("repo") or ""))
         specs.append(RunSpec(trajectory, row["instance_id"], git_dir, row["base_commit"],
@@ -441,8 +443,8 @@ def _first_difference(ours: str, theirs: str) -> str:
     files_ours = set(re.findall(r"^diff --git a/(\S+)", ours, re.MULTILINE))
     files_theirs = set(re.findall(r"^diff --git a/(\S+)", theirs, re.MULTILINE))
     if files_ours != files_theirs:
-        extra = sorted(files_ours - files_theirs)[:3]
-        missing = sorted(files_theirs - files_ours)[:3]
+        extra = sorted(files_ours - files_theirs)[:DIFFERING_FILES_NAMED]
+        missing = sorted(files_theirs - files_ours)[:DIFFERING_FILES_NAMED]
         return f"files differ (extra {extra}, missing {missing})"
     return "same files, other lines"
 

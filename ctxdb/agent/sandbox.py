@@ -132,6 +132,8 @@ SYSTEM_TOP_LEVEL = frozenset({"proc", "sys", "dev"})
 # Bound read-write from the host's /dev into the minimal /dev.
 DEVICE_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 
+PROBE_TIMEOUT_S = 30  # the one-time check that this machine can make the sandbox
+OUTPUT_READ_BYTES = 65536  # one read of the command's output pipe
 # Exit status of the setup script when a step failed (its message went to the status pipe).
 _SETUP_FAILED = 125
 _READY = "ready"
@@ -231,7 +233,8 @@ def _probe() -> None:
         os.chown(tree, SANDBOX_UID, SANDBOX_GID)
         try:
             result = _run('id -u; id -g; pwd; touch probe && echo writable', tree,
-                          workdir=DEFAULT_WORKDIR, timeout_s=30, env={}, read_only_paths=())
+                          workdir=DEFAULT_WORKDIR, timeout_s=PROBE_TIMEOUT_S, env={},
+                          read_only_paths=())
         except SandboxError as error:
             raise SandboxUnavailable(str(error)) from None
     expected = f"{SANDBOX_UID}\n{SANDBOX_GID}\n{DEFAULT_WORKDIR}\nwritable\n"
@@ -479,7 +482,7 @@ def _collect(process: subprocess.Popen, output_stream: IO[bytes], status_fd: int
                 deadline = time.monotonic() + KILL_GRACE_S
                 continue
             for key, _events in selector.select(remaining):
-                chunk = os.read(key.fd, 65536)
+                chunk = os.read(key.fd, OUTPUT_READ_BYTES)
                 if not chunk:
                     selector.unregister(key.fileobj)
                     open_streams -= 1

@@ -71,6 +71,7 @@ TREE_DIR = "testbed"
 SANDBOX_OBJECT_STORE = "/.ctxdb-source-objects"
 HOST_GIT_DIR = "host.git"  # the host's view of the tree: root's, never the sandbox's
 SETUP_TIMEOUT_S = 60  # for create's setup_command
+FAILED_SETUP_OUTPUT_SHOWN_CHARS = 500  # of a failed setup command's output, in its error
 # What SWE-bench's image build did to /testbed's tracked files before the harness
 # started, by repository: a recorded run began from that state, so its replay must too.
 # For astropy 4.1 to 5.3 its pre_install step pins setuptools in pyproject.toml (older
@@ -167,7 +168,7 @@ class ScratchTree:
                     raise ScratchTreeError(
                         f"the setup command {setup_command!r} failed "
                         f"({'timed out' if done.timed_out else done.returncode}): "
-                        f"{done.output.strip()[-500:]}")
+                        f"{done.output.strip()[-FAILED_SETUP_OUTPUT_SHOWN_CHARS:]}")
             _git(["update-index", "-q", "--refresh"], env=scratch._host_env(), check=False)
             return scratch
         except BaseException:

@@ -32,6 +32,7 @@ from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 ARM_VARIABLE = "CTX"  # the environment variable that picks the arm (spec §8)
 HISTORY_NAME = "mini-swe-agent messages"  # how an error names the history it read
 PREFIX_MESSAGES = 2  # the system message and the instance (task) message
+RUN_ID_HEX_DIGITS = 12  # of a new run id's random part: unique enough for one store
 
 
 # a chat message as mini-swe-agent keeps it (role, content, and its own extra fields)
@@ -142,7 +143,7 @@ class CtxdbModel:
             except ValueError:
                 self.close()
                 raise
-        self.run_id = run_id or f"mini-swe-agent-{self.arm}-{uuid.uuid4().hex[:12]}"
+        self.run_id = run_id or f"mini-swe-agent-{self.arm}-{uuid.uuid4().hex[:RUN_ID_HEX_DIGITS]}"
         self.decision_ids: list[int] = []  # one per query ctxdb built, in order
         self.refused_steps: list[int] = []  # the steps sent as the harness built them
 
