@@ -633,8 +633,10 @@ def _lines_of(file_lines: FileLines | None, path: str) -> Sequence[str] | None:
 
 # Windows and observations are read many times (every anchor of a run is checked
 # against every window, and every observation is an earlier one of many decisions);
-# str caches its hash, so a repeated text is found cheaply.
-_TEXT_INDEX_CACHE_SIZE = 256
+# str caches its hash, so a repeated text is found cheaply. Each decision reads all the
+# run's earlier observations in order, so the cache holds more than a long run has (a
+# smaller one, read cyclically, would miss every time: 0.5 s a decision at 260 steps).
+_TEXT_INDEX_CACHE_SIZE = 1024
 
 
 @lru_cache(maxsize=_TEXT_INDEX_CACHE_SIZE)
