@@ -42,7 +42,10 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
             "task_text": "The task as given, uncut (a window flagged task_truncated showed "
                          "less: `ctxdb show` replays the cut).",
             "decision_question": "What the model is asked at this decision, if given.",
-            "request_json": "The request exactly as given: nothing the harness sent is lost.",
+            "request_json": "The request exactly as given: nothing the harness sent is lost. "
+                            "An agent-loop request names its steps by digest "
+                            "(steps_sha256: each step's JSON an evidence_text row, stored "
+                            "once per run); store.request_as_given reassembles it.",
             "request_sha256": "sha256 of request_json; `req-<first hex digits>` names the "
                               "decision in masking pointers.",
             "tokenizer": "The tokenizer that counted the window (cl100k_base or deepseek-v4).",

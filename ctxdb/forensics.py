@@ -9,9 +9,11 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, select
 
+from . import models
 from .context import DecisionContext, WindowEntry
 from .pipeline.budget import cut_task
 from .pipeline.state import BudgetStep
@@ -32,6 +34,9 @@ _REF = re.compile(rf"^{DECISION_REF_PREFIX}(?P<hex>[0-9a-f]{{8,64}})$")
 
 # an item's id in its pool (evidence_item.item_id: E7), however typed (e7)
 _ITEM_ID_ANY_CASE = re.compile(r"[eE][1-9][0-9]*")
+# an agent-loop request's steps as stored: each step's JSON an evidence_text row, named in
+# order by its digest (a run's decisions re-send the same history)
+STEP_DIGESTS_FIELD = "steps_sha256"
 # why an item id a reader took from a window may be missing from a decision
 _NO_ITEM_HINT = ("an agent-loop decision records the parts its window holds: step k's "
                  "command, output, reasoning and note are E4k-3 to E4k while shown")
@@ -131,12 +136,29 @@ def context(connection: Connection, decision_id: int) -> DecisionContext:
     )
 
 
+def request_as_given(connection: Connection, decision_id: int) -> Any:
+    """The request a decision was built from, exactly as given (JSON-decoded): an
+    agent-loop decision's steps put back in order from the texts they are stored as once
+    per run (``STEP_DIGESTS_FIELD``). None when the store has no such decision."""
+    rows = _rows(connection, "request_of_decision", decision_id=decision_id)
+    if not rows:
+        return None
+    request = json.loads(rows[0]["request_json"])
+    if isinstance(request, dict) and STEP_DIGESTS_FIELD in request:
+        digests = request.pop(STEP_DIGESTS_FIELD)
+        text = models.evidence_text.c
+        stored = dict(connection.execute(select(text.content_sha256, text.content).where(
+            text.content_sha256.in_(sorted(set(digests))))).tuples().all())
+        request["steps"] = [json.loads(stored[digest]) for digest in digests]
+    return request
+
+
 def _loop_prefix(connection: Connection, decision_id: int) -> tuple[dict[str, str], ...]:
     """The harness's messages an agent-loop decision was built after (its request as
     given holds them); none for any other decision."""
-    rows = _rows(connection, "loop_prefix_of_decision", decision_id=decision_id)
+    rows = _rows(connection, "request_of_decision", decision_id=decision_id)
     request = json.loads(rows[0]["request_json"]) if rows else None
-    if not isinstance(request, dict) or "steps" not in request:
+    if not isinstance(request, dict) or not ({"steps", STEP_DIGESTS_FIELD} & request.keys()):
         return ()
     # as the decision stored its texts (a NUL or lone surrogate made storable)
     return tuple({key: storable_text(text) if isinstance(text, str) else text

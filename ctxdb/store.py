@@ -424,6 +424,16 @@ class ContextStore:
             else row["content"]
         return text
 
+    def request_as_given(self, decision: int | str) -> Any:
+        """The request a decision was built from, exactly as the caller gave it (decoded
+        from JSON): nothing the harness sent is lost (an agent loop's steps are stored
+        once per run and put back here)."""
+        from . import forensics
+
+        with self.engine.connect() as connection:
+            return forensics.request_as_given(
+                connection, forensics.resolve_decision(connection, decision))
+
     def context(self, decision: int | str) -> DecisionContext:
         """The DecisionContext ``construct`` returned for a decision, read back from the
         store (``render()``, ``messages()`` and ``to_json()`` as they were)."""

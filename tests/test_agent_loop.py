@@ -7,7 +7,6 @@ import copy
 import dataclasses
 import gc
 import itertools
-import json
 import random
 import shlex
 import weakref
@@ -15,7 +14,14 @@ import weakref
 import pytest
 
 from ctxdb import ContextStore
-from ctxdb.agent.adapter import TreeFiles, construct_step, plan_window, prompt_names, run_ref
+from ctxdb.agent.adapter import (
+    TreeFiles,
+    construct_step,
+    plan_window,
+    prompt_names,
+    run_ref,
+    step_json,
+)
 from ctxdb.agent.loop import (
     DELETED,
     EARLY_LISTING_SHARE_MAX,
@@ -1175,7 +1181,6 @@ def test_odd_outputs_do_not_break_a_view(tmp_path):
 
 
 def test_a_nul_or_undecodable_byte_is_stored_as_a_stand_in_and_kept_as_given(store):
-    import json
 
     steps = [LoopStep("printf 'caf\\xe9'", "caf\udce9 \x00end")]
     context = construct_step(store, run_id="odd", instance_id="demo", task="t", steps=steps,
@@ -1183,10 +1188,8 @@ def test_a_nul_or_undecodable_byte_is_stored_as_a_stand_in_and_kept_as_given(sto
     assert "text_replaced" in context.flags
     shown = context.render()
     assert "caf\ufffd" in shown and " \u2400end" in shown and "\x00" not in shown
-    with store.engine.connect() as connection:
-        given = connection.exec_driver_sql("SELECT request_json FROM decision WHERE "
-                                           "decision_id = ?", (context.decision_id,)).scalar()
-    assert json.loads(given)["steps"][0]["output"] == "caf\udce9 \x00end"
+    given = store.request_as_given(context.decision_id)
+    assert given["steps"][0]["output"] == "caf\udce9 \x00end"
 
 
 def test_diff_names_a_loop_windows_parts_by_step(store, tmp_path):
@@ -1460,9 +1463,7 @@ def test_a_turns_several_actions_each_run_from_the_working_directory(store, tmp_
     assert "1\tROOT_MARKER = 1" in text and "TESTS_MARKER" not in text, text
     assert "tests/conftest.py" not in text
     # the request keeps the actions, and a step without them as before
-    stored = json.loads(store.engine.connect().exec_driver_sql(
-        "SELECT request_json FROM decision WHERE decision_id = ?",
-        (context.decision_id,)).scalar())
+    stored = store.request_as_given(context.decision_id)
     actions = stored["steps"][0]["actions"]
     assert [a["command"] for a in actions] == ["cd tests", "nl -ba conftest.py"]
     assert "actions" not in stored["steps"][1]
@@ -1572,3 +1573,25 @@ def test_a_turns_several_actions_fail_or_answer_each_on_its_own():
     # a passing test run beside a failed read: a failure in the turn all the same
     missing = LoopStep("cat nope.py", "cat: nope.py: No such file or directory\n", returncode=1)
     assert decision_type_of([edit, turn(passed, missing)]) == "repair"
+
+
+def test_a_runs_history_is_stored_once_and_every_request_comes_back_as_given(store, tmp_path):
+    root = _tree(tmp_path / "tree")
+    outputs = [f"line {n} " * 2_000 for n in range(1, 21)]  # 20 outputs of 16 KB
+    history = [LoopStep(f"echo {n}", output) for n, output in enumerate(outputs, start=1)]
+    contexts = [construct_step(store, run_id="long", instance_id="i", task="t",
+                               steps=history[:done], tree=root, prefix=PREFIX, rules=RULES)
+                for done in range(len(history) + 1)]
+    with store.engine.connect() as connection:
+        stored = connection.exec_driver_sql(
+            "SELECT SUM(LENGTH(request_json)) FROM decision WHERE run_id = 'long'").scalar()
+    # each output once (in its step, and as its part's text), not once per decision after it
+    assert stored < 20 * 2_000, stored
+    for done, context in enumerate(contexts):
+        given = store.request_as_given(context.decision_id)
+        assert given == {"run_id": "long", "instance_id": "i", "seq": done + 1,
+                         "arm": "ctx08", "task": "t", "prefix": PREFIX,
+                         "steps": [step_json(step) for step in history[:done]]}
+        assert [step["output"] for step in given["steps"]] == outputs[:done]
+    with pytest.raises(LookupError, match="decision 10000 does not exist"):
+        store.request_as_given(10_000)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..context import DecisionContext, WindowEntry
-from ..forensics import LOOP_PROVENANCE, RUN_REF_PREFIX
+from ..forensics import LOOP_PROVENANCE, RUN_REF_PREFIX, STEP_DIGESTS_FIELD
 from ..pipeline import persist
 from ..pipeline.state import (
     BACK,
@@ -44,7 +44,7 @@ from ..pipeline.window_text import task_block
 from ..request import DecisionRequest, PlanNode, RequestError, storable_text
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 from ..sqlfiles import sql_statement
-from ..tokens import bounded_count, get_counter
+from ..tokens import bounded_count, content_sha256, get_counter
 from .arms import CHAT_MESSAGE_OVERHEAD_TOKENS, CHAT_REPLY_PRIMING_TOKENS
 
 if TYPE_CHECKING:
@@ -248,10 +248,15 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
         raise RequestError(f"tree: expected the working tree's directory, got {str(tree)!r} "
                            f"({what})")
     seq = seq if seq is not None else len(history) + 1
-    # the request as given, JSON-escaped (a lone surrogate or a NUL survives as \u....)
+    # the request as given, JSON-escaped (a lone surrogate or a NUL survives as \u....):
+    # each step's JSON is stored once (evidence_text), the request names it by digest —
+    # every decision of a run re-sends the history, which would grow the store with the
+    # square of the run's length (``request_as_given`` puts it back together)
+    step_texts = [json.dumps(step_json(s)) for s in history]
+    step_digests = [content_sha256(text) for text in step_texts]
     request_json = json.dumps({
         "run_id": run_id, "instance_id": instance_id, "seq": seq, "arm": arm, "task": task,
-        "prefix": list(prefix), "steps": [step_json(s) for s in history]})
+        "prefix": list(prefix), STEP_DIGESTS_FIELD: step_digests})
     given = (task, prefix, history)
     task, prefix, history = _storable(task), _storable(list(prefix)), _storable(history)
     flags = [] if (task, prefix, history) == (given[0], list(given[1]), list(given[2])) \
@@ -315,6 +320,7 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     attempt.budget_steps = plan.budget_steps
     attempt.window_task = task  # the flag task_in_prefix keeps it out of the window
     attempt.token_count = plan.total_tokens
+    attempt.request_texts = dict(zip(step_digests, step_texts, strict=True))
 
     def write(connection: Connection) -> tuple[DecisionContext, persist.DecisionRow]:
         row = persist.write_inputs(connection, store, attempt)

@@ -105,6 +105,8 @@ def write_inputs(connection: Connection, store: ContextStore,
                                                attempt.outcome_columns)
     _write_obligation(connection, decision_id, inputs.request)
     kept = attempt.kept_preview
+    if attempt.request_texts:
+        _write_texts(connection, store, attempt.request_texts)
     if kept is None:
         texts = _write_pool(connection, store, decision_id, inputs)
         _write_gate_inputs(connection, decision_id, inputs)
@@ -112,7 +114,8 @@ def write_inputs(connection: Connection, store: ContextStore,
         texts = kept.texts
         _write_texts(connection, store, texts)
         _copy_preview_rows(connection, kept.decision_id, decision_id, inputs)
-    return DecisionRow(decision_id, new_run, set(texts), attempt.outcome_columns)
+    return DecisionRow(decision_id, new_run, set(texts) | set(attempt.request_texts),
+                       attempt.outcome_columns)
 
 
 def write_preview_inputs(connection: Connection, store: ContextStore,

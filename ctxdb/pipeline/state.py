@@ -358,6 +358,9 @@ class Attempt:
     # what the write takes: the window's rows, and the token counts not cached yet
     entries: list[WindowEntry] = field(default_factory=list)
     new_counts: dict[str, int] = field(default_factory=dict)  # text digest -> count
+    # texts the request as stored names by digest (an agent loop's steps), written to
+    # evidence_text with the pool's: digest -> text
+    request_texts: dict[str, str] = field(default_factory=dict)
 
     @property
     def outcome_columns(self) -> tuple[int, str]:
