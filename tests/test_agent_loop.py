@@ -1575,7 +1575,13 @@ def test_a_turns_several_actions_fail_or_answer_each_on_its_own():
     assert decision_type_of([edit, turn(passed, missing)]) == "repair"
 
 
-def test_a_runs_history_is_stored_once_and_every_request_comes_back_as_given(store, tmp_path):
+def test_a_runs_history_is_stored_once_and_every_request_comes_back_as_given(store_url,
+                                                                           tmp_path):
+    with ContextStore.open(store_url) as store:
+        _history_stored_once(store, tmp_path)
+
+
+def _history_stored_once(store, tmp_path):
     root = _tree(tmp_path / "tree")
     outputs = [f"line {n} " * 2_000 for n in range(1, 21)]  # 20 outputs of 16 KB
     history = [LoopStep(f"echo {n}", output) for n, output in enumerate(outputs, start=1)]
