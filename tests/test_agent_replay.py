@@ -204,6 +204,21 @@ def test_a_program_the_recorded_environment_lacked_is_lacking_in_the_re_run(
     assert "pair of" in submission and NEW_TEXT not in submission
 
 
+def test_an_empty_submission_is_not_judged(requests_repository, tmp_path):
+    """mini-swe-agent 2.x's default configuration submits what follows its marker, often
+    nothing: the tree has the edit, the submission is empty, and that is no mismatch."""
+    trajectory, _submission = _recorded_run(requests_repository, tmp_path)
+    trajectory["info"]["submission"] = ""
+    path = tmp_path / "psf__requests-1.traj.json"
+    path.write_text(json.dumps(trajectory), encoding="utf-8")
+    bare, commit = requests_repository
+    result = replay_run(str(tmp_path / "store.db"), RunSpec(path, "psf__requests-1", bare,
+                                                            commit))
+    assert result.error is None, result.error
+    assert (result.tree_matches_submission, result.tree_note) == (
+        None, "the run submitted no patch")
+
+
 def test_a_recorded_run_replays_end_to_end(requests_repository, store_url, tmp_path):
     trajectory, submission = _recorded_run(requests_repository, tmp_path)
     path = tmp_path / "psf__requests-1.traj.json"

@@ -82,6 +82,9 @@ DIVERGED_LINE_SHOWN_MAX_CHARS = 200  # of the re-run's last line, in that note
 DIFFERING_FILES_NAMED = 3  # of each side's files, in a differing submission's note
 GIVEN_VALUE_SHOWN_CHARS = 64  # of a bad value a runs file gave, in its error
 NOTE_NO_SUBMISSION = "no submission recorded"
+# mini-swe-agent 2.x's default configuration submits the text after its marker, often
+# nothing: no patch to compare the tree with
+NOTE_EMPTY_SUBMISSION = "the run submitted no patch"
 # git's shortest default abbreviation: a shorter name (core.abbrev set lower) is only the
 # same blob when it is the same name
 GIT_ABBREV_MIN_DIGITS = 7
@@ -342,6 +345,8 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
     note: str | None
     if run.submission is None:
         matches, note = None, NOTE_NO_SUBMISSION
+    elif not run.submission.strip():
+        matches, note = None, NOTE_EMPTY_SUBMISSION
     else:
         matches = _same_patch(submitted, run.submission)
         note = (None if matches
