@@ -573,3 +573,11 @@ def test_the_canned_query_runs_with_the_default_ratio(replay_store, store_url):
     with sqlite3.connect(store_url) as connection:
         groups = {row[1] for row in connection.execute(lengths.sql)}
     assert groups == {1, 2}
+
+
+def test_a_csv_shows_a_sum_of_floats_without_its_rounding_noise():
+    from ctxdb.ab.reports import Report, as_csv
+
+    report = Report("r", "", ["run_id", "cost", "count"], [("x", 0.1 + 0.2, 3),
+                                                          ("y", 7815562.900000003, None)])
+    assert as_csv(report).splitlines() == ["run_id,cost,count", "x,0.3,3", "y,7815562.9,"]

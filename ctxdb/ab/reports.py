@@ -105,11 +105,16 @@ def as_table(report: Report, columns: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
+CSV_SIGNIFICANT_DIGITS = 12  # a sum of floats read as 7815562.9, not 7815562.900000003
+
+
 def as_csv(report: Report) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(report.columns)
-    writer.writerows(report.rows)
+    writer.writerows([format(value, f".{CSV_SIGNIFICANT_DIGITS}g")
+                      if isinstance(value, float) else value for value in row]
+                     for row in report.rows)
     return out.getvalue()
 
 
