@@ -38,8 +38,9 @@ PG_DRIVER = "psycopg"  # the PostgreSQL driver: the extra ctxdb[postgresql] inst
 # beside its own tables (from the first migration on, e.g. `decision`).
 VERSION_TABLE = "alembic_version"
 STORE_MARK_TABLE = "decision"
-# the store's tables of what a user gave it: a store holding none of them is only schema
-STORE_TABLES_OF_WHAT_IS_GIVEN = ("run", "decision", "outcome")
+# the store's tables of what a user gave it: a store holding none of them holds only its
+# schema and what a command made of its own arguments (a run row a replay opens with)
+STORE_TABLES_OF_WHAT_IS_GIVEN = ("decision", "outcome")
 RECON_MARK_TABLE = "recon_meta"  # what a recon index has (recon/schema.py)
 TABLES_NAMED_MAX = 5  # how many of a foreign database's tables a refusal names
 
@@ -67,23 +68,44 @@ def store_problem(tables: Collection[str]) -> str | None:
 SQLITE_FILE_SUFFIXES = ("", "-wal", "-shm", "-journal")  # a database and its side files
 
 
-def remove_sqlite_store(path: Path) -> None:
-    """Remove a SQLite database file and the side files SQLite keeps beside it."""
-    for suffix in SQLITE_FILE_SUFFIXES:
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
+# The store files this process made (device, inode): the only ones it may take back
+_STORE_FILES_MADE_HERE: set[tuple[int, int]] = set()
 
 
-def holds_nothing_given(path: Path) -> bool:
-    """Whether a ctxdb store file holds no run, decision or outcome — nothing a user gave
-    (its seeded policy tables and a token cache are made again at will). Read with the
-    driver alone, read-only; a file that cannot be read that way is not called empty."""
+def remember_store_made_here(path: Path | None) -> None:
+    """Note that this process made the SQLite store file at ``path``."""
+    if path is not None:
+        made = path.stat()
+        _STORE_FILES_MADE_HERE.add((made.st_dev, made.st_ino))
+
+
+def discard_store_made_here(path: Path | None) -> bool:
+    """Remove the SQLite store file at ``path`` (and SQLite's side files) when this
+    process made it and it holds no decision or outcome — nothing a user gave (its seeded
+    policy rows, token cache and a run row alone are made again at will). Judged under an exclusive
+    lock, which a connection writing it refuses; a file another process made, or one
+    that cannot be read or locked at once, is left alone. Returns whether it went."""
+    if path is None:
+        return False
     try:
-        connection = sqlite3.connect(read_only_uri(os.fspath(path)), uri=True)
+        found = path.stat()
+    except OSError:
+        return False
+    if (found.st_dev, found.st_ino) not in _STORE_FILES_MADE_HERE:
+        return False
+    try:
+        connection = sqlite3.connect(os.fspath(path), timeout=0, isolation_level=None)
     except sqlite3.Error:
         return False
     try:
-        return not any(connection.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]
-                       for table in STORE_TABLES_OF_WHAT_IS_GIVEN)
+        connection.execute("BEGIN EXCLUSIVE")
+        if any(connection.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]
+               for table in STORE_TABLES_OF_WHAT_IS_GIVEN):
+            return False
+        for suffix in SQLITE_FILE_SUFFIXES:  # while the lock keeps writers out
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        _STORE_FILES_MADE_HERE.discard((found.st_dev, found.st_ino))
+        return True
     except sqlite3.Error:
         return False
     finally:

@@ -95,7 +95,8 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
     ),
     "evidence_text": (
         "Each distinct pool text once, by sha256: a symbol asked about in many decisions "
-        "is stored once.",
+        "is stored once; also each step of an agent loop's history, as JSON, which its "
+        "decisions' request_json names (steps_sha256).",
         {
             "content_sha256": "sha256 of the text's UTF-8.",
             "content": "The text.",

@@ -149,6 +149,10 @@ def request_as_given(connection: Connection, decision_id: int) -> Any:
         text = models.evidence_text.c
         stored = dict(connection.execute(select(text.content_sha256, text.content).where(
             text.content_sha256.in_(sorted(set(digests))))).tuples().all())
+        missing = [digest for digest in digests if digest not in stored]
+        if missing:
+            raise NotFound(f"decision {decision_id}: {len(missing)} of its steps are not in "
+                           f"evidence_text (first: {missing[0]}): the store was cut short")
         request["steps"] = [json.loads(stored[digest]) for digest in digests]
     return request
 

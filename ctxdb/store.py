@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sqlite3
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -23,7 +24,7 @@ from .db import (
     is_sqlite,
     is_sqlite_in_memory,
     make_engine,
-    remove_sqlite_store,
+    remember_store_made_here,
     resolve_url,
     sqlite_file_of,
 )
@@ -46,8 +47,6 @@ from .transactions import WriteRetry, WriteTransactions, immediate_transaction
 from .views import create_views, drop_views, view_drift
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from .context import DecisionContext
     from .forensics import WindowDiff
     from .request import DecisionRequest
@@ -120,15 +119,13 @@ class ContextStore:
         settings = settings or load_settings()
         recon_path = separate_recon = None
         if recon is not None and is_sqlite(url):
-            recon_path = _recon_file(recon)
+            recon_path = checked_recon_file(recon)
         elif recon is not None and "://" not in os.fspath(recon):
-            separate_recon = _recon_file(recon)
+            separate_recon = checked_recon_file(recon)
         elif recon is not None and os.fspath(recon) != url:
             separate_recon = os.fspath(recon)
         store_file = sqlite_file_of(url)
-        # a store this call makes is not left behind when opening it fails
-        new_store_file = store_file if store_file is not None and not store_file.exists() \
-            else None
+        file_was_there = store_file is not None and store_file.exists()
         engine = make_engine(url, recon_path=recon_path)
         try:
             with engine.connect() as connection:
@@ -137,7 +134,9 @@ class ContextStore:
             if revision != head_revision() and is_sqlite_in_memory(url):
                 upgrade_in_memory(engine)
             elif revision is None and is_sqlite(url) and create_new_sqlite_store(engine):
-                pass  # a new store: the head schema made directly (migrate.py says why)
+                # a new store: the head schema made directly (migrate.py says why)
+                if not file_was_there:
+                    remember_store_made_here(store_file)
             elif revision != head_revision() and _revision_now(engine) != head_revision():
                 # (another process may have just made this new store: then it is used)
                 engine.dispose()  # nobody else holds the file while we upgrade
@@ -165,8 +164,6 @@ class ContextStore:
             return store
         except BaseException:
             engine.dispose()
-            if new_store_file is not None:
-                remove_sqlite_store(new_store_file)
             raise
 
     def close(self) -> None:
@@ -467,7 +464,7 @@ def _revision_now(engine: Engine) -> str | None:
         return current_revision(connection)
 
 
-def _recon_file(recon: str | os.PathLike[str]) -> str:
+def checked_recon_file(recon: str | os.PathLike[str]) -> str:
     """The recon index file ``recon`` names, checked before a store is opened with it: it
     exists, is a file and holds a recon index of this code's versions."""
     from .recon.schema import ReconVersionError, check_meta, create_recon_engine, read_meta
@@ -486,6 +483,10 @@ def _recon_file(recon: str | os.PathLike[str]) -> str:
         with engine.connect() as connection:
             check_meta(read_meta(connection), path)
     except DatabaseError as exc:
+        reason = exc.orig if exc.orig is not None else exc
+        if getattr(reason, "sqlite_errorcode", None) != sqlite3.SQLITE_NOTADB:
+            raise ReconVersionError(  # a locked or unreadable index: the driver's reason
+                f"recon index {path} cannot be read: {str(reason).splitlines()[0]}") from exc
         raise ReconVersionError(
             f"recon index {path} is not a SQLite database; expected a recon index "
             f"(build one with `ctxdb recon index PATH --recon {recon}`)") from exc

@@ -105,7 +105,7 @@ def test_commands_cannot_write_outside_the_copy_reach_the_network_or_outlive_the
             (f"(sleep 1000 # {marker}\n) & wait", ""),
             ("f(){ f | f & }; f", ""),
             ("sed -i 's/sum(items)/sum(items, 0)/' pkg/mod.py", ""),
-        ], submission=""))
+        ], submission="(not the patch)\n"))
     finally:
         stop.set()
         acceptor.join()
@@ -118,10 +118,11 @@ def test_commands_cannot_write_outside_the_copy_reach_the_network_or_outlive_the
     assert time.monotonic() - started < 4 * COMMAND_TIMEOUT_S + 60
     leftover = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
     assert leftover.stdout.strip() == ""
-    # the edit inside the copy did happen: the rebuilt tree differs from the (empty)
-    # submission, and the replay says so rather than failing
+    # the edit inside the copy did happen: the rebuilt tree differs from the submission
+    # (it names no file), and the replay says so rather than failing
     assert result.tree_matches_submission is False
-    assert result.tree_note.startswith("submission differs")
+    assert result.tree_note.startswith("submission differs: files differ (extra "
+                                       "['pkg/mod.py']"), result.tree_note
     assert _count(db, "SELECT COUNT(*) FROM replay_decision WHERE arm = 'ctx08'") == 7
 
 

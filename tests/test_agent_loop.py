@@ -395,6 +395,9 @@ def test_a_traceback_a_reading_command_printed_from_a_file_is_no_failure():
                                      returncode=0)) == "tool_output"
     raised = "Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError\n"
     assert observation_kind(LoopStep("python x.py", raised, returncode=1)) == "traceback"
+    # a log the agent printed holds a real one
+    for printed in ("cat /tmp/out", "tail -30 test.log", "cat out.txt", "grep -A5 Trace run.log"):
+        assert observation_kind(LoopStep(printed, raised, returncode=0)) == "traceback", printed
 
 
 def test_a_file_at_the_root_is_named_by_its_name_not_inside_another(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from pathlib import Path
 
@@ -314,3 +315,27 @@ def test_a_refused_strict_construct_leaves_no_new_store(tmp_path, monkeypatch, c
     assert main(["construct", _write_request(tmp_path), "--db", "kept.db"]) == EXIT_OK
     assert main(["construct", request, "--strict", "--db", "kept.db"]) == EXIT_BAD_INPUT
     assert (tmp_path / "kept.db").exists()
+    # as is an empty file the user made, and a new store another process made
+    (tmp_path / "empty.db").touch()
+    assert main(["construct", request, "--strict", "--db", "empty.db"]) == EXIT_BAD_INPUT
+    assert (tmp_path / "empty.db").exists()
+    subprocess.run([sys.executable, "-c", "from ctxdb import ContextStore; "
+                    "ContextStore.open('other.db').close()"], check=True, cwd=tmp_path)
+    assert main(["construct", request, "--strict", "--db", "other.db"]) == EXIT_BAD_INPUT
+    assert (tmp_path / "other.db").exists()
+
+
+def test_a_store_is_taken_back_only_when_made_here_empty_and_unlocked(tmp_path):
+    import sqlite3
+
+    from ctxdb import ContextStore
+    from ctxdb.db import discard_store_made_here
+
+    path = tmp_path / "made.db"
+    ContextStore.open(str(path)).close()
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another connection mid-write: the file stays
+    assert not discard_store_made_here(path) and path.exists()
+    writer.execute("ROLLBACK")
+    writer.close()
+    assert discard_store_made_here(path) and not list(tmp_path.iterdir())

@@ -22,12 +22,14 @@ from ctxdb import ContextStore
 from ctxdb.agent.loop import LoopRules, item_numbers
 from ctxdb.agent.trajectory import read_trajectory
 from ctxdb.config import load_settings
+from ctxdb.integrations import minisweagent
 from ctxdb.integrations.minisweagent import (
     CtxdbModel,
     HistoryError,
     RefusedStepWarning,
     read_history,
 )
+from ctxdb.request import RequestError
 
 pytestmark = pytest.mark.network  # requests_root downloads the sdist
 
@@ -251,7 +253,8 @@ def test_unreadable_histories_and_arms_are_named(mswea, tmp_path, monkeypatch):
         CtxdbModel(object(), str(tmp_path / "s.db"), instance_id="i", tree=None, arm="nope")
 
 
-def test_a_step_ctxdb_refuses_is_sent_as_the_harness_built_it(mswea, tmp_path, tree):
+def test_a_step_ctxdb_refuses_is_sent_as_the_harness_built_it(mswea, tmp_path, tree,
+                                                             monkeypatch):
     class Echo:  # a model that says what it was sent
         def query(self, messages, **kwargs):
             return {"role": "assistant", "content": f"{len(messages)} messages"}
@@ -270,3 +273,12 @@ def test_a_step_ctxdb_refuses_is_sent_as_the_harness_built_it(mswea, tmp_path, t
         assert reply["content"] == "2 messages"  # the harness's own, the run goes on
         assert model.refused_steps == [1] and model.decision_ids == []
         assert model.serialize()["info"]["ctxdb"]["refused_steps"] == [1]
+        # any other refusal is a mistake to fix, not a step to send as the harness built it
+        def refuse(*args, **kwargs):
+            raise RequestError("steps[0].output: expected text")
+
+        monkeypatch.setattr(minisweagent, "construct_step", refuse)
+        with pytest.raises(RequestError, match=r"steps\[0\]\.output"):
+            model.query(prompt)
+        with pytest.raises(ValueError, match="tree: expected the directory .*no such directory"):
+            CtxdbModel(Echo(), store, instance_id="typo", tree=tmp_path / "no-such-tree")

@@ -519,7 +519,7 @@ def test_cli_report_replay(replay_store, store_url, tmp_path, capsys):
                  "--output", str(page_file)]) == EXIT_OK
     capsys.readouterr()
     page = page_file.read_text(encoding="utf-8")
-    assert "no decision has gold facts" in page and "<circle" not in page
+    assert "no decision has a precision" in page and "<circle" not in page
 
     # one replay report alone takes the ratio too
     assert main(["report", "replay_arms", "--db", store_url, "--format", "json",

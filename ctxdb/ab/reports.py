@@ -318,8 +318,8 @@ def _precision_chart(connection: Connection) -> str:
         f"precision {format_cell('precision_items', r[c['precision_items']])}")
         for r in rows]
     if not points:
-        return ("<p>relevance precision against tokens: no decision has gold facts (a live "
-                "or replayed run), so none has a precision to plot.</p>")
+        return ("<p>relevance precision against tokens: no decision has a precision to "
+                "plot (none has gold facts: a live or replayed run).</p>")
     return (charts.legend(_arm_legend([r[c["arm"]] for r in rows], " — one dot per decision"))
             + charts.scatter("relevance precision against tokens", points,
                              "tokens in the window (one decision)",

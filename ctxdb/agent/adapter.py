@@ -343,6 +343,10 @@ def fold_detail(window: LoopWindow, done: int, rules: LoopRules) -> str:
     return detail
 
 
+class OverCeilingError(RequestError):
+    """The harness's prompt and the least a window holds do not fit under the ceiling."""
+
+
 @dataclass
 class WindowPlan:
     """A loop window fitted under the ceiling: what construct_step records."""
@@ -582,7 +586,7 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
         replace_text(newest, _tail_that_fits(newest, room, tokenizer), SHOWN_CUT,
                      LADDER_CUT_NEWEST)
     if total() > ceiling:
-        raise RequestError(
+        raise OverCeilingError(
             f"token_ceiling: the harness's prompt and the least a window holds come to "
             f"{total()} tokens, over the ceiling {ceiling} ([budget].token_ceiling in "
             f"ctxdb.toml or the file $CTXDB_CONFIG names)")

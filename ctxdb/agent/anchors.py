@@ -1297,7 +1297,8 @@ def at_repository_root(command: str, workdir: str) -> str:
     root = workdir.rstrip("/") or "/"
     if root == REPOSITORY_ROOT or root == "/":
         return command
-    return re.sub(re.escape(root) + r"(?=/|[\s'\";&|)<>]|$)", REPOSITORY_ROOT, command)
+    return re.sub(r"(?<![\w./-])" + re.escape(root) + r"(?=/|[\s'\";&|)<>]|$)", REPOSITORY_ROOT,
+                  command)
 
 
 def is_edit_command(command: str, *,

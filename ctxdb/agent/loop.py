@@ -84,6 +84,8 @@ FOLD_RESENT_PER_SHRUNK_MAX = 7
 # file this recently, at every fold since the view's step
 FILE_IN_PLAY_STEPS = 10
 COMMAND_SHOWN_MAX_CHARS = 6_000  # a longer command (a here-document script) is cut
+# files whose text may hold a traceback that is no failure (doctests, docs)
+SOURCE_SUFFIXES = frozenset({".py", ".pyi", ".pyx", ".rst", ".md"})
 VIEW_LINES_MAX = 400  # of each file, lines one folded view shows at most (a whole cat is a reading)
 # a view's first lines shown whole; past them only its definitions and the lines holding a
 # name the window has not shown before them (a whole-file cat's tail the agent skims)
@@ -494,14 +496,25 @@ def _is_harness_note(step: LoopStep) -> bool:
 def observation_kind(step: LoopStep) -> str:
     if _is_harness_note(step) or step.command is None:
         return HARNESS_NOTE
-    # a traceback the command printed from a file (a doctest under ``nl -ba``) is no failure
-    if _TRACEBACK in step.output and _viewing_commands(step) is None:
+    if _TRACEBACK in step.output and not _prints_sources_only(step):
         return TRACEBACK
     if _runs_tests(step.command):
         return TEST_OUTPUT
     if _failed(step) or step.kind == ObservationKind.TIMEOUT:
         return ERROR
     return TOOL_OUTPUT
+
+
+def _prints_sources_only(step: LoopStep) -> bool:
+    """Whether the step only printed the repository's source or documentation files, so
+    a traceback in its output is their text (a doctest under ``nl -ba``), not a failure;
+    a log the agent printed (``cat /tmp/out``, ``tail test.log``) holds a real one."""
+    commands = _viewing_commands(step)
+    files = [word for command in commands or () for word in _file_operands(command)]
+    return bool(files) and all(
+        posixpath.splitext(path)[1] in SOURCE_SUFFIXES
+        and (not path.startswith("/") or path.startswith(DEFAULT_WORKDIR + "/"))
+        for path in files)
 
 
 def _failed(step: LoopStep) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from ..config import DB_URL_ENV, ConfigError
 from . import (
@@ -64,14 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     from ..store import ReconNotFound
     from ..tokens import TokenizerUnavailable
 
-    new_store_file = None
     try:
         if hasattr(args, "db"):
             _refuse_a_store_in_memory(args.db)
-            new_store_file = _store_file_not_there(args.db)
         status: int = args.func(args)
-        if status == EXIT_BAD_INPUT or getattr(args, "only_reads_the_store", False):
-            _discard_if_nothing_given(new_store_file)
+        if status == EXIT_BAD_INPUT:
+            _discard_a_store_made_for_nothing(args)
         return status
     except BrokenPipeError:
         # The reader stopped (`ctxdb show 3 | head`): what it read was right; say nothing
@@ -91,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         NotFound,
         ValueError,  # RequestError, NotAStoreError, a bad URL…
     ) as exc:
-        _discard_if_nothing_given(new_store_file)
+        _discard_a_store_made_for_nothing(args)
         print(f"ctxdb: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as exc:
@@ -103,23 +100,17 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
 
 
-def _store_file_not_there(db: str | None) -> Path | None:
-    """The SQLite store file ``--db`` names when it is not there yet (the command may
-    make it), else None."""
-    from ..db import resolve_url, sqlite_file_of
+def _discard_a_store_made_for_nothing(args: argparse.Namespace) -> None:
+    """Bad input writes nothing: the SQLite store file ``--db`` names goes when this
+    command made it and it holds nothing a user gave (``db.discard_store_made_here``)."""
+    if not hasattr(args, "db"):
+        return
+    from ..db import discard_store_made_here, resolve_url, sqlite_file_of
 
-    path = sqlite_file_of(resolve_url(db))
-    return path if path is not None and not path.exists() else None
-
-
-def _discard_if_nothing_given(new_store_file: Path | None) -> None:
-    """Bad input writes nothing: a store file the command made is removed when it holds
-    nothing a user gave (as is one made by a command that only reads it)."""
-    from ..db import holds_nothing_given, remove_sqlite_store
-
-    if new_store_file is not None and new_store_file.exists() \
-            and holds_nothing_given(new_store_file):
-        remove_sqlite_store(new_store_file)
+    try:
+        discard_store_made_here(sqlite_file_of(resolve_url(args.db)))
+    except ValueError:  # a --db that is no URL: nothing was made
+        return
 
 
 def _refuse_a_store_in_memory(db: str | None) -> None:

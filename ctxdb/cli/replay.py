@@ -55,7 +55,7 @@ def _cmd_replay(args) -> int:
 
     from ..agent.replay import RunsFileError, load_run_specs, replay_spec_for_tree, run_replay
     from ..agent.trajectory import MAX_COMMAND_TIMEOUT_S
-    from ..db import resolve_url, sqlite_file_of
+    from ..db import discard_store_made_here, resolve_url, sqlite_file_of
 
     source = Path(args.runs)
     repo_git: dict[str, str] = {}
@@ -88,7 +88,6 @@ def _cmd_replay(args) -> int:
         specs = specs[: args.limit]
     url = resolve_url(args.db)
     store_file = sqlite_file_of(url)
-    new_store = store_file is not None and not store_file.exists()
     summary = run_replay(url, specs, run_id=args.run_id, workers=args.workers,
                          command_timeout_s=args.timeout,
                          progress=progress_callback("replay", "runs"))
@@ -102,9 +101,7 @@ def _cmd_replay(args) -> int:
     without = f" ({unsubmitted} without a submission)" if unsubmitted else ""
     if done:
         after = "`ctxdb report replay` shows the arms."
-    elif new_store and store_file is not None:
-        for name in (store_file, Path(f"{store_file}-wal"), Path(f"{store_file}-shm")):
-            name.unlink(missing_ok=True)  # a store this call made and filled with nothing
+    elif discard_store_made_here(store_file):  # a store this call made and left empty
         after = f"nothing was replayed: {store_file} was not kept."
     else:
         after = "nothing was replayed."

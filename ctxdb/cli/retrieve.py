@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from .shared import (
@@ -50,8 +51,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     retrieve.add_argument("--cache", default=str(DEFAULT_AB_CACHE),
                           help="with --eval: where trees and recon indexes are cached "
                           "(shared with `ab run`)")
-    # a store this command made only to read recon through is not kept
-    retrieve.set_defaults(func=_cmd_retrieve, only_reads_the_store=True)
+    retrieve.set_defaults(func=_cmd_retrieve)
 
 
 def _cmd_retrieve(args) -> int:
@@ -70,9 +70,13 @@ def _cmd_retrieve(args) -> int:
         raise ValueError(f"--recon: no recon index given and no ./{DEFAULT_RECON} here; "
                          f"expected --recon FILE or ${RECON_ENV} (build one with "
                          f"`ctxdb recon index PATH`)")
-    with context_store().open(args.db, recon=recon) as store:
-        found = store.retrieve(task, failing_tests=args.test or (), traceback=traceback,
-                               limit=args.limit)
+    if recon is not None and is_sqlite(resolve_url(args.db)):
+        # the SQLite store is not read at all: no store file is made to read recon through
+        found = _retrieve_over(recon, task, args.test or (), traceback, args.limit)
+    else:  # PostgreSQL: the store's own database holds the schema recon
+        with context_store().open(args.db, recon=recon) as store:
+            found = store.retrieve(task, failing_tests=args.test or (), traceback=traceback,
+                                   limit=args.limit)
     if args.json:
         print(json.dumps(found.to_json_dict(), sort_keys=True))
         return EXIT_OK
@@ -83,6 +87,24 @@ def _cmd_retrieve(args) -> int:
     for rank, file in enumerate(found.files, start=1):
         print(f"{rank:>3}  {file.score:.6f}  {file.path}")
     return EXIT_OK
+
+
+def _retrieve_over(recon: str, task: str, failing_tests: Sequence[str], traceback: str | None,
+                   limit: int | None):
+    """``ContextStore.retrieve`` over a recon index alone (a file, or a server URL)."""
+    from ..recon.schema import check_recon_version, create_recon_engine
+    from ..retrieval import DEFAULT_LIMIT, retrieve
+    from ..store import checked_recon_file
+
+    target = recon if "://" in recon else checked_recon_file(recon)
+    engine = create_recon_engine(target, read_only=True)
+    try:
+        with engine.connect() as connection:
+            check_recon_version(connection)
+            return retrieve(connection, task, failing_tests=tuple(failing_tests),
+                            traceback=traceback, limit=limit or DEFAULT_LIMIT)
+    finally:
+        engine.dispose()
 
 
 def _retrieve_eval(args) -> int:

@@ -88,10 +88,6 @@ def recon_by_default(args) -> str | None:
     return None
 
 
-def open_store(args) -> ContextStore:
-    return context_store().open(args.db, recon=getattr(args, "recon", None))
-
-
 def open_existing_store(args) -> ContextStore:
     """The store of a command that only reads (why, show, diff): never created."""
     return context_store().open(existing_store(args.db))

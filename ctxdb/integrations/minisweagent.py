@@ -23,10 +23,9 @@ from typing import Any
 from sqlalchemy import func, select
 
 from .. import models
-from ..agent.adapter import construct_step
+from ..agent.adapter import OverCeilingError, construct_step
 from ..agent.loop import LoopRules, LoopStep, loop_step
 from ..agent.trajectory import FORMAT_ERROR_INTERRUPT, FORMAT_V2, AgentRun, parse_trajectory
-from ..request import RequestError
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 
 ARM_VARIABLE = "CTX"  # the environment variable that picks the arm (spec §8)
@@ -137,6 +136,10 @@ class CtxdbModel:
         self.model, self.store = model, store
         self.instance_id, self.task, self.rules = instance_id, task, rules
         self.tree = Path(tree) if tree is not None else None
+        if self.tree is not None and not self.tree.is_dir():
+            self.close()  # a typo would turn every file view into a pointer, step after step
+            raise ValueError(f"tree: expected the directory the agent's commands run in, got "
+                             f"{str(tree)!r} (no such directory)")
         if run_id:
             try:
                 _check_new_run(store, run_id, instance_id)
@@ -152,14 +155,14 @@ class CtxdbModel:
         (``current``: with the harness's own, untouched). A step ctxdb refuses (the
         harness's prompt alone over the ceiling) is sent as the harness built it, with a
         ``RefusedStepWarning``, and counted in ``refused_steps``: a harness never loses a
-        step to ctxdb's limits."""
+        step to ctxdb's limits. Any other refusal is a mistake to fix: it is raised."""
         prefix, steps, run = read_history(messages)
         try:
             context = construct_step(
                 self.store, run_id=self.run_id, instance_id=self.instance_id,
                 task=self.task if self.task is not None else run.task, steps=steps,
                 tree=self.tree, prefix=prefix, arm=self.arm, rules=self.rules)
-        except RequestError as exc:
+        except OverCeilingError as exc:
             step = len(steps) + 1
             self.refused_steps.append(step)
             warnings.warn(f"ctxdb refused step {step} of run {self.run_id!r}: {exc}; "

@@ -105,14 +105,12 @@ def write_inputs(connection: Connection, store: ContextStore,
                                                attempt.outcome_columns)
     _write_obligation(connection, decision_id, inputs.request)
     kept = attempt.kept_preview
-    if attempt.request_texts:
-        _write_texts(connection, store, attempt.request_texts)
     if kept is None:
-        texts = _write_pool(connection, store, decision_id, inputs)
+        texts = _write_pool(connection, store, decision_id, inputs, attempt.request_texts)
         _write_gate_inputs(connection, decision_id, inputs)
     else:
         texts = kept.texts
-        _write_texts(connection, store, texts)
+        _write_texts(connection, store, texts | attempt.request_texts)
         _copy_preview_rows(connection, kept.decision_id, decision_id, inputs)
     return DecisionRow(decision_id, new_run, set(texts) | set(attempt.request_texts),
                        attempt.outcome_columns)
@@ -244,11 +242,12 @@ def _write_texts(connection: Connection, store: ContextStore, texts: dict[str, s
 
 
 def _write_pool(connection: Connection, store: ContextStore, decision_id: int,
-                inputs: DecisionInput) -> dict[str, str]:
-    """The pool rows, each distinct text once by hash; returns the texts they refer
-    to, by digest."""
+                inputs: DecisionInput, request_texts: dict[str, str] | None = None
+                ) -> dict[str, str]:
+    """The pool rows, each distinct text once by hash, with the texts the request names
+    (in one sorted insert); returns the texts the pool refers to, by digest."""
     rows, texts = _pool_rows(decision_id, inputs, models.flag_type(connection))
-    _write_texts(connection, store, texts)
+    _write_texts(connection, store, texts | (request_texts or {}))
     models.insert_tuples(connection, models.evidence_item, _EVIDENCE_COLUMNS, rows,
                          sparse=_EVIDENCE_SPARSE)
     return texts
