@@ -79,9 +79,16 @@ def remember_store_made_here(path: Path | None) -> None:
         _STORE_FILES_MADE_HERE.add((made.st_dev, made.st_ino))
 
 
-def discard_store_made_here(path: Path | None) -> bool:
+def stores_made_here() -> frozenset[tuple[int, int]]:
+    """The store files this process has made so far (device, inode)."""
+    return frozenset(_STORE_FILES_MADE_HERE)
+
+
+def discard_store_made_here(path: Path | None,
+                            made_before: frozenset[tuple[int, int]] = frozenset()) -> bool:
     """Remove the SQLite store file at ``path`` (and SQLite's side files) when this
-    process made it and it holds no decision or outcome — nothing a user gave (its seeded
+    process made it (and not before ``made_before`` was taken: a command takes back only
+    a store it made itself) and it holds no decision or outcome — nothing a user gave (its seeded
     policy rows, token cache and a run row alone are made again at will). Judged under an exclusive
     lock, which a connection writing it refuses; a file another process made, or one
     that cannot be read or locked at once, is left alone. Returns whether it went."""
@@ -91,7 +98,8 @@ def discard_store_made_here(path: Path | None) -> bool:
         found = path.stat()
     except OSError:
         return False
-    if (found.st_dev, found.st_ino) not in _STORE_FILES_MADE_HERE:
+    made = (found.st_dev, found.st_ino)
+    if made not in _STORE_FILES_MADE_HERE or made in made_before:
         return False
     try:
         connection = sqlite3.connect(os.fspath(path), timeout=0, isolation_level=None)

@@ -329,7 +329,7 @@ def test_a_store_is_taken_back_only_when_made_here_empty_and_unlocked(tmp_path):
     import sqlite3
 
     from ctxdb import ContextStore
-    from ctxdb.db import discard_store_made_here
+    from ctxdb.db import discard_store_made_here, stores_made_here
 
     path = tmp_path / "made.db"
     ContextStore.open(str(path)).close()
@@ -338,4 +338,17 @@ def test_a_store_is_taken_back_only_when_made_here_empty_and_unlocked(tmp_path):
     assert not discard_store_made_here(path) and path.exists()
     writer.execute("ROLLBACK")
     writer.close()
+    # a command takes back only a store it made itself, not one made before it began
+    assert not discard_store_made_here(path, stores_made_here()) and path.exists()
     assert discard_store_made_here(path) and not list(tmp_path.iterdir())
+
+
+def test_a_missing_input_file_or_recon_is_named_by_its_argument(tmp_path, capsys):
+    missing = str(tmp_path / "nope.jsonl")
+    assert main(["ab", "run", missing, "--db", str(tmp_path / "s.db")]) == EXIT_BAD_INPUT
+    assert f"INSTANCES.jsonl {missing}: no such file" in capsys.readouterr().err
+    assert main(["ab", "outcome", missing, "--db", str(tmp_path / "s.db")]) == EXIT_BAD_INPUT
+    assert f"FILE.jsonl {missing}: no such file" in capsys.readouterr().err
+    assert main(["recon", "stats", "--recon", str(tmp_path)]) == EXIT_BAD_INPUT
+    assert "--recon: cannot open the recon index" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

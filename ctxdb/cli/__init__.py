@@ -57,18 +57,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from ..db import stores_made_here
     from ..forensics import NotFound
     from ..migrate import StoreVersionError
     from ..recon import ReconVersionError
     from ..store import ReconNotFound
     from ..tokens import TokenizerUnavailable
 
+    made_before = stores_made_here()
     try:
         if hasattr(args, "db"):
             _refuse_a_store_in_memory(args.db)
         status: int = args.func(args)
         if status == EXIT_BAD_INPUT:
-            _discard_a_store_made_for_nothing(args)
+            _discard_a_store_made_for_nothing(args, made_before)
         return status
     except BrokenPipeError:
         # The reader stopped (`ctxdb show 3 | head`): what it read was right; say nothing
@@ -88,19 +90,22 @@ def main(argv: list[str] | None = None) -> int:
         NotFound,
         ValueError,  # RequestError, NotAStoreError, a bad URL…
     ) as exc:
-        _discard_a_store_made_for_nothing(args)
+        _discard_a_store_made_for_nothing(args, made_before)
         print(f"ctxdb: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as exc:
         reason = _unreachable_database(exc)
         if reason is None:
             raise
-        print(f"ctxdb: error: --db: cannot connect to the store's database: {reason}",
-              file=sys.stderr)
+        # the recon commands' database is the recon index they name
+        what = "--recon: cannot open the recon index" if args.command == "recon" \
+            else "--db: cannot connect to the store's database"
+        print(f"ctxdb: error: {what}: {reason}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 
-def _discard_a_store_made_for_nothing(args: argparse.Namespace) -> None:
+def _discard_a_store_made_for_nothing(args: argparse.Namespace,
+                                      made_before: frozenset[tuple[int, int]]) -> None:
     """Bad input writes nothing: the SQLite store file ``--db`` names goes when this
     command made it and it holds nothing a user gave (``db.discard_store_made_here``)."""
     if not hasattr(args, "db"):
@@ -108,7 +113,7 @@ def _discard_a_store_made_for_nothing(args: argparse.Namespace) -> None:
     from ..db import discard_store_made_here, resolve_url, sqlite_file_of
 
     try:
-        discard_store_made_here(sqlite_file_of(resolve_url(args.db)))
+        discard_store_made_here(sqlite_file_of(resolve_url(args.db)), made_before)
     except ValueError:  # a --db that is no URL: nothing was made
         return
 

@@ -68,6 +68,9 @@ def _cmd_ab_run(args) -> int:
     from ..ab.runner import AbOptions, run_ab
     from ..db import resolve_url
 
+    if not Path(args.instances).is_file():
+        raise FileNotFoundError(f"INSTANCES.jsonl {args.instances}: no such file (expected "
+                                "SWE-bench instances, one JSON object per line)")
     options = AbOptions(
         arms=tuple(args.arms.split(",")),
         variants=tuple(args.variants.split(",")),
@@ -111,8 +114,13 @@ def _add_outcome(ab_commands: argparse._SubParsersAction) -> None:
 
 def _cmd_ab_outcome(args) -> int:
     """All or nothing: any bad line (each named on stderr) means nothing is recorded, exit 2."""
+    from pathlib import Path
+
     from ..outcomes import import_outcomes
 
+    if not Path(args.file).is_file():
+        raise FileNotFoundError(f"FILE.jsonl {args.file}: no such file (expected outcomes, "
+                                "one JSON object per line)")
     with context_store().open(existing_store(args.db)) as store:
         recorded, errors = import_outcomes(store, args.file)
     for error in errors:

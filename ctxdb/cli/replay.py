@@ -55,7 +55,7 @@ def _cmd_replay(args) -> int:
 
     from ..agent.replay import RunsFileError, load_run_specs, replay_spec_for_tree, run_replay
     from ..agent.trajectory import MAX_COMMAND_TIMEOUT_S
-    from ..db import discard_store_made_here, resolve_url, sqlite_file_of
+    from ..db import discard_store_made_here, resolve_url, sqlite_file_of, stores_made_here
 
     source = Path(args.runs)
     repo_git: dict[str, str] = {}
@@ -88,6 +88,7 @@ def _cmd_replay(args) -> int:
         specs = specs[: args.limit]
     url = resolve_url(args.db)
     store_file = sqlite_file_of(url)
+    made_before = stores_made_here()
     summary = run_replay(url, specs, run_id=args.run_id, workers=args.workers,
                          command_timeout_s=args.timeout,
                          progress=progress_callback("replay", "runs"))
@@ -101,7 +102,7 @@ def _cmd_replay(args) -> int:
     without = f" ({unsubmitted} without a submission)" if unsubmitted else ""
     if done:
         after = "`ctxdb report replay` shows the arms."
-    elif discard_store_made_here(store_file):  # a store this call made and left empty
+    elif discard_store_made_here(store_file, made_before):  # a store this call made and left empty
         after = f"nothing was replayed: {store_file} was not kept."
     else:
         after = "nothing was replayed."
