@@ -66,8 +66,6 @@ def store_problem(tables: Collection[str]) -> str | None:
 
 
 SQLITE_FILE_SUFFIXES = ("", "-wal", "-shm", "-journal")  # a database and its side files
-
-
 # The store files this process made (device, inode): the only ones it may take back
 _STORE_FILES_MADE_HERE: set[tuple[int, int]] = set()
 
@@ -87,11 +85,12 @@ def stores_made_here() -> frozenset[tuple[int, int]]:
 def discard_store_made_here(path: Path | None,
                             made_before: frozenset[tuple[int, int]] = frozenset()) -> bool:
     """Remove the SQLite store file at ``path`` (and SQLite's side files) when this
-    process made it (and not before ``made_before`` was taken: a command takes back only
-    a store it made itself) and it holds no decision or outcome — nothing a user gave (its seeded
-    policy rows, token cache and a run row alone are made again at will). Judged under an exclusive
-    lock, which a connection writing it refuses; a file another process made, or one
-    that cannot be read or locked at once, is left alone. Returns whether it went."""
+    process made it, after ``made_before`` was taken (a command takes back only a store
+    it made itself), and it holds no decision or outcome: nothing a user gave (its
+    seeded policy rows, token cache and a run row alone are made again at will). Judged
+    under an exclusive lock, which a connection writing it refuses; a file another
+    process made, or one that cannot be read or locked at once, is left alone. Returns
+    whether it went."""
     if path is None:
         return False
     try:
@@ -112,7 +111,7 @@ def discard_store_made_here(path: Path | None,
             return False
         for suffix in SQLITE_FILE_SUFFIXES:  # while the lock keeps writers out
             Path(f"{path}{suffix}").unlink(missing_ok=True)
-        _STORE_FILES_MADE_HERE.discard((found.st_dev, found.st_ino))
+        _STORE_FILES_MADE_HERE.discard(made)
         return True
     except sqlite3.Error:
         return False
