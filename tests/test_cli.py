@@ -352,3 +352,25 @@ def test_a_missing_input_file_or_recon_is_named_by_its_argument(tmp_path, capsys
     assert main(["recon", "stats", "--recon", str(tmp_path)]) == EXIT_BAD_INPUT
     assert "--recon: cannot open the recon index" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_a_locked_recon_index_is_named_as_unreadable_not_as_no_index(tmp_path, capsys):
+    import sqlite3
+
+    from ctxdb.recon import index_repository
+
+    recon = tmp_path / "recon.db"
+    index_repository(str(REPO_ROOT / "fixtures" / "repos" / "shopcart"), str(recon),
+                     progress=False)
+    holder = sqlite3.connect(recon, isolation_level=None)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")  # an index run mid-write, in rollback-journal mode
+    try:
+        status = main(["construct", _write_request(tmp_path), "--db", str(tmp_path / "s.db"),
+                       "--recon", str(recon)])
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    err = capsys.readouterr().err
+    assert status == EXIT_BAD_INPUT and "cannot be read: database is locked" in err, err
+    assert "not a SQLite database" not in err and not (tmp_path / "s.db").exists()
