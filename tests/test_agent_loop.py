@@ -31,6 +31,7 @@ from ctxdb.agent.loop import (
     GONE,
     LISTING_ENTRIES_MAX,
     MASK_HINT,
+    OUT_OF_PLAY_RULE,
     OUTPUT_PART,
     POINTER,
     POINTER_NAMES_MAX,
@@ -362,7 +363,9 @@ def test_a_view_shows_only_lines_no_earlier_view_shows_and_leaves_when_out_of_pl
     # a file no command named for FILE_IN_PLAY_STEPS steps before the horizon: its views go
     later = [first, *_filler(FILE_IN_PLAY_STEPS + 8)]
     part = build_window(later, TreeFiles(root), RULES).parts[1]
-    assert part.rendering == POINTER
+    assert part.rendering == POINTER and part.rule == OUT_OF_PLAY_RULE  # why says so
+    filler_output = build_window(later, TreeFiles(root), RULES).parts[3]
+    assert filler_output.rendering == POINTER and filler_output.rule == "folded"
 
 
 def test_a_test_run_is_told_by_the_program_that_runs_not_by_a_word_in_the_command():

@@ -212,6 +212,8 @@ _GREP_NOT_LINES_LONG = frozenset({
 _GREP_CONTEXT = frozenset("ABC")
 _GREP_CONTEXT_LONG = frozenset({"context", "after-context", "before-context"})
 NO_COMMAND = "(no command)"  # a turn with no command, or several
+# why a view's output is a pointer (item_event.driver): no step named its files lately
+OUT_OF_PLAY_RULE = "folded: its files out of play"
 MASK_HINT = "ctxdb show {ref} E<n> prints a masked output whole."
 
 
@@ -1194,6 +1196,8 @@ def _assemble(steps: Sequence[LoopStep], read_file: FileReader, rules: LoopRules
                                  read_file if rules.pointer_paths else None, workdir,
                                  first_names[number - 1] if first_names else (),
                                  deleted_since(step, read_file, workdir) if rules.views else ())
+            if views:  # a view of files no step named lately: `ctxdb why` says so
+                part.rule = OUT_OF_PLAY_RULE
         window.parts.append(_settle(part, kept, notes, changed, read_file,
                                     rules.moved_run_summarized_min))
     if rules.last_thought and steps and steps[-1].thought.strip():
