@@ -117,11 +117,11 @@ class ContextStore:
         """``strict``: the default of ``construct(request, strict=...)``."""
         url = resolve_url(url_or_path)
         settings = settings or load_settings()
-        recon_path = separate_recon = None
+        recon_path = separate_recon = checked_file = None
         if recon is not None and is_sqlite(url):
-            recon_path = checked_recon_file(recon)
+            recon_path = checked_file = checked_recon_file(recon)
         elif recon is not None and "://" not in os.fspath(recon):
-            separate_recon = checked_recon_file(recon)
+            separate_recon = checked_file = checked_recon_file(recon)
         elif recon is not None and os.fspath(recon) != url:
             separate_recon = os.fspath(recon)
         store_file = sqlite_file_of(url)
@@ -159,7 +159,8 @@ class ContextStore:
                 # read-only, as the SQLite store's ATTACH is: a store never writes recon
                 store._recon_engine = create_recon_engine(separate_recon, read_only=True)
             if recon is not None:
-                store.check_recon()
+                if checked_file is None:  # a file's version was read before the store opened
+                    store.check_recon()
                 store._recon_available = True
             return store
         except BaseException:

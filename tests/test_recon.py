@@ -464,6 +464,11 @@ def test_version_mismatch_says_how_to_rebuild(recon_target, shopcart_copy):
         with pytest.raises(ReconVersionError):
             check_recon_version(conn)
     engine.dispose()
+    if "://" not in str(recon_target):  # a store opened with it refuses it, naming the version
+        from ctxdb import ContextStore
+
+        with pytest.raises(ReconVersionError, match="tree_sitter 0.0.1"):
+            ContextStore.open(str(shopcart_copy.parent / "s.db"), recon=recon_target)
     with pytest.raises(ReconVersionError):
         index_repository(shopcart_copy, recon_target)
 

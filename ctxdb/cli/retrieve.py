@@ -100,7 +100,8 @@ def _retrieve_over(recon: str, task: str, failing_tests: Sequence[str], tracebac
     engine = create_recon_engine(target, read_only=True)
     try:
         with engine.connect() as connection:
-            check_recon_version(connection)
+            if "://" in recon:  # a file's version was read by checked_recon_file
+                check_recon_version(connection)
             return retrieve(connection, task, failing_tests=tuple(failing_tests),
                             traceback=traceback, limit=limit or DEFAULT_LIMIT)
     finally:
