@@ -200,6 +200,21 @@ def test_commands_always_fresh_outputs_whole_folded_views_as_lines_of_the_tree_n
     assert build_window(steps, TreeFiles(root), RULES).text() == text
 
 
+def test_a_view_found_by_its_text_moves_with_the_file_from_one_window_to_the_next(tmp_path):
+    # a window remembers where each file's lines stand only while the file reads the same:
+    # the next window of the run, over a file an edit shifted, finds the lines anew
+    root = _tree(tmp_path)
+    steps = [LoopStep("grep -A1 'def function_3' pkg/mod.py", _lines(5, 6)), *_filler(7)]
+    header = f"[E{item_numbers(1)[1]} pkg/mod.py lines {{}}, as the tree holds them now]"
+    before = build_window(steps, TreeFiles(root), RULES).text()
+    assert header.format("5-6") in before and "5\tdef function_3(value):" in before, before
+    (root / "pkg" / "mod.py").write_text("import os\nimport sys\n" + MODULE, encoding="utf-8")
+    after = build_window(steps, TreeFiles(root), RULES).text()
+    assert header.format("7-8") in after and "7\tdef function_3(value):" in after, after
+    (root / "pkg" / "mod.py").write_text(MODULE, encoding="utf-8")
+    assert build_window(steps, TreeFiles(root), RULES).text() == before
+
+
 def test_a_view_of_a_file_deleted_since_says_so(tmp_path):
     root = _tree(tmp_path)
     (root / "scratch.py").write_text("print('probe')\n", encoding="utf-8")

@@ -286,6 +286,11 @@ class LoopRules:
 
 
 NAME_PATTERNS_CACHED = 1024  # file names and paths looked for in steps, compiled once each
+# every window of a run asks again whether each step up to its horizon named each file it
+# viewed: a long run's answers, remembered (steps x files viewed at mini-swe-agent's 250)
+NAMINGS_CACHED = 65536
+# a file's line positions, remembered across windows while its text stays the same
+FILE_POSITIONS_CACHED = 256
 DIGESTS_CACHED = 4096  # a run's steps come back at every decision: each digested once
 EVERY_STEP = 10**9  # a file-in-play window no run reaches: every file stays in play
 # what turning each rule off means (the replay's ablation arms)
@@ -625,7 +630,14 @@ def _commands_with_output(step: LoopStep) -> list[ShellCommand] | None:
         return None if any(c is None for c in each) else [c for cs in each if cs for c in cs]
     if not step.command or step.kind not in (ObservationKind.OUTPUT, ObservationKind.OUTPUT_CUT):
         return None
-    return shell_commands(step.command)  # the reader takes any text (a test fuzzes it)
+    return list(_commands_read(step.command))
+
+
+@lru_cache(maxsize=COMMANDS_READ_CACHED)
+def _commands_read(command: str) -> tuple[ShellCommand, ...]:
+    """A command's simple commands, read once: every window of a run reads every step's
+    command again (the reader takes any text; a test fuzzes it). Shared: read, not changed."""
+    return tuple(shell_commands(command))
 
 
 def _viewing_commands(step: LoopStep) -> list[ShellCommand] | None:
@@ -904,11 +916,18 @@ def _line_positions(path: str, read_file: FileReader,
     """Each distinct non-blank line of the file -> its line numbers, ascending."""
     positions = located.get(path)
     if positions is None:
-        positions = {}
-        for number, line in enumerate(read_file(path) or [], start=1):
-            if line.strip():
-                positions.setdefault(line.rstrip(), []).append(number)
-        located[path] = positions
+        positions = located[path] = _positions_of(tuple(read_file(path) or ()))
+    return positions
+
+
+@lru_cache(maxsize=FILE_POSITIONS_CACHED)
+def _positions_of(file_lines: tuple[str, ...]) -> dict[str, list[int]]:
+    """``_line_positions`` of a file's text, found once while the text stays the same (every
+    window reads the files afresh; most did not change). Shared: read, not changed."""
+    positions: dict[str, list[int]] = {}
+    for number, line in enumerate(file_lines, start=1):
+        if line.strip():
+            positions.setdefault(line.rstrip(), []).append(number)
     return positions
 
 
@@ -1616,10 +1635,16 @@ def _names_file(step: LoopStep, path: str, rules: LoopRules) -> bool:
     read edits from what it read there. A bare file name in prose (``__init__.py``)
     does not count for a file in a directory; a longer path that ends in the file's
     (``/testbed/pkg/mod.py``, also ``tests/pkg/mod.py``) does, as in a command."""
-    if _mentions(step.command, path):
+    return _names_path(step.command, step.thought if rules.reasoning_in_play else "", path)
+
+
+@lru_cache(maxsize=NAMINGS_CACHED)
+def _names_path(command: str | None, thought: str, path: str) -> bool:
+    """``_names_file`` of a step's command and reasoning, answered once: every window of
+    a run asks again of every step up to its horizon."""
+    if _mentions(command, path):
         return True
-    return rules.reasoning_in_play and bool(step.thought) \
-        and _whole_word(path).search(step.thought) is not None
+    return bool(thought) and _whole_word(path).search(thought) is not None
 
 
 class _NamesShown:
@@ -1708,18 +1733,23 @@ def named_paths(output: str, read_file: FileReader, workdir: str = DEFAULT_WORKD
     """The repository files an output names (``path``, ``./path``, ``WORKDIR/path``,
     ``path:12:``), each once, at most ``POINTER_PATHS_MAX``."""
     found: list[str] = []
-    root = workdir.rstrip("/") + "/"
-    for match in _PATH_RUN.finditer(output.replace(root, "")):
-        path = match.group(0)
-        while path.startswith("./"):
-            path = path[2:]
-        if ("/" not in path or path in found or not _HAS_EXTENSION.search(path)
-                or read_file(path) is None):
-            continue
-        found.append(path)
-        if len(found) == POINTER_PATHS_MAX:
-            break
+    for path in _path_like(output, workdir):
+        if read_file(path) is not None:
+            found.append(path)
+            if len(found) == POINTER_PATHS_MAX:
+                break
     return found
+
+
+@lru_cache(maxsize=COMMANDS_READ_CACHED)
+def _path_like(output: str, workdir: str) -> tuple[str, ...]:
+    """The runs of an output that read as a file in a directory, each once, in order:
+    found once per output (every window's pointers ask again)."""
+    root = workdir.rstrip("/") + "/"
+    runs = (match.group(0) for match in _PATH_RUN.finditer(output.replace(root, "")))
+    stripped = (re.sub(r"^(?:\./)+", "", run) for run in runs)
+    return tuple(dict.fromkeys(path for path in stripped
+                               if "/" in path and _HAS_EXTENSION.search(path)))
 
 
 def listing_entries(step: LoopStep) -> list[tuple[str, list[str]]] | None:
