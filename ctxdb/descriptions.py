@@ -45,7 +45,9 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
             "request_json": "The request exactly as given: nothing the harness sent is lost. "
                             "An agent-loop request names its steps by digest "
                             "(steps_sha256: each step's JSON an evidence_text row, stored "
-                            "once per run); store.request_as_given reassembles it.",
+                            "once per run), and a live current-arm decision the messages "
+                            "the harness sent (sent_sha256: each message's role and content "
+                            "likewise); store.request_as_given reassembles it.",
             "request_sha256": "sha256 of request_json; `req-<first hex digits>` names the "
                               "decision in masking pointers.",
             "tokenizer": "The tokenizer that counted the window (cl100k_base or deepseek-v4).",
@@ -95,8 +97,9 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
     ),
     "evidence_text": (
         "Each distinct pool text once, by sha256: a symbol asked about in many decisions "
-        "is stored once; also each step of an agent loop's history, as JSON, which its "
-        "decisions' request_json names (steps_sha256).",
+        "is stored once; also each step of an agent loop's history, and each message a "
+        "live current-arm decision recorded as sent, as JSON, which its decisions' "
+        "request_json names (steps_sha256, sent_sha256).",
         {
             "content_sha256": "sha256 of the text's UTF-8.",
             "content": "The text.",

@@ -37,6 +37,8 @@ _ITEM_ID_ANY_CASE = re.compile(r"[eE][1-9][0-9]*")
 # an agent-loop request's steps as stored: each step's JSON an evidence_text row, named in
 # order by its digest (a run's decisions re-send the same history)
 STEP_DIGESTS_FIELD = "steps_sha256"
+# a current-arm loop decision's messages as the harness sent them, named likewise
+SENT_DIGESTS_FIELD = "sent_sha256"
 # why an item id a reader took from a window may be missing from a decision
 _NO_ITEM_HINT = ("an agent-loop decision records the parts its window holds: step k's "
                  "command, output, reasoning and note are E4k-3 to E4k while shown")
@@ -144,16 +146,21 @@ def request_as_given(connection: Connection, decision_id: int) -> Any:
     if not rows:
         return None
     request = json.loads(rows[0]["request_json"])
-    if isinstance(request, dict) and STEP_DIGESTS_FIELD in request:
-        digests = request.pop(STEP_DIGESTS_FIELD)
+    if not isinstance(request, dict):
+        return request
+    for digests_field, given, what in ((STEP_DIGESTS_FIELD, "steps", "steps"),
+                                       (SENT_DIGESTS_FIELD, "sent", "messages sent")):
+        if digests_field not in request:
+            continue
+        digests = request.pop(digests_field)
         text = models.evidence_text.c
         stored = dict(connection.execute(select(text.content_sha256, text.content).where(
             text.content_sha256.in_(sorted(set(digests))))).tuples().all())
         missing = [digest for digest in digests if digest not in stored]
         if missing:
-            raise NotFound(f"decision {decision_id}: {len(missing)} of its steps are not in "
+            raise NotFound(f"decision {decision_id}: {len(missing)} of its {what} are not in "
                            f"evidence_text (first: {missing[0]}): the store was cut short")
-        request["steps"] = [json.loads(stored[digest]) for digest in digests]
+        request[given] = [json.loads(stored[digest]) for digest in digests]
     return request
 
 

@@ -22,6 +22,7 @@ from ctxdb.agent.adapter import (
     run_ref,
     step_json,
 )
+from ctxdb.agent.arms import PromptCounter
 from ctxdb.agent.loop import (
     DELETED,
     EARLY_LISTING_SHARE_MAX,
@@ -65,7 +66,7 @@ from ctxdb.agent.loop import (
 )
 from ctxdb.agent.trajectory import ObservationKind, parse_trajectory
 from ctxdb.request import RequestError
-from ctxdb.tokens import HASHED_TEXT_KEPT_MAX_CHARS
+from ctxdb.tokens import HASHED_TEXT_KEPT_MAX_CHARS, get_counter
 
 MODULE = "".join(f"def function_{n}(value):\n    return value + {n}\n" for n in range(1, 41))
 
@@ -1622,3 +1623,63 @@ def _history_stored_once(store, tmp_path):
         assert [step["output"] for step in given["steps"]] == outputs[:done]
     with pytest.raises(LookupError, match="decision 10000 does not exist"):
         store.request_as_given(10_000)
+
+
+def test_a_current_decision_records_the_messages_sent_each_counted(store_url, tmp_path):
+    """A live ``current`` decision counts what the model is sent, the harness's markup
+    and each tool output's message too (as the replay counts its current arm); the
+    messages come back as given."""
+    root = _tree(tmp_path / "tree")
+    wrap = "<returncode>0</returncode>\n<output>\n{}</output>".format
+    history = [
+        LoopStep("cat notes.txt", "first note\n", thought="Read the notes.",
+                 observation=wrap("first note\n"), returncode=0),
+        # a reply the harness rejected and did not keep: its complaint alone was sent
+        LoopStep(None, "Please always provide EXACTLY ONE action.",
+                 kind=ObservationKind.FORMAT_ERROR),
+        # a turn of two tool calls: two messages, one per action
+        LoopStep("ls\npwd", "notes.txt\n\n/testbed\n", returncode=0,
+                 observation="\n".join((wrap("notes.txt\n"), wrap("/testbed\n"))),
+                 actions=(LoopStep("ls", "notes.txt\n", observation=wrap("notes.txt\n")),
+                          LoopStep("pwd", "/testbed\n", observation=wrap("/testbed\n")))),
+        LoopStep("true", "", observation=wrap(""), returncode=0)]
+    sent = [*PREFIX,
+            {"role": "assistant", "content": "THOUGHT: Read the notes.\n\n```bash\n"
+                                             "cat notes.txt\n```", "extra": {"cost": 1}},
+            {"role": "user", "content": wrap("first note\n")},
+            {"role": "user", "content": "Please always provide EXACTLY ONE action."},
+            {"role": "assistant", "content": None},  # tool calls alone: no text
+            {"role": "tool", "content": wrap("notes.txt\n")},
+            {"role": "tool", "content": wrap("/testbed\n")},
+            {"role": "assistant", "content": "```bash\ntrue\n```"},
+            {"role": "user", "content": wrap("")}]
+    as_text = [{"role": m["role"], "content": m["content"] or ""} for m in sent]
+    with ContextStore.open(store_url) as store:
+        context = construct_step(store, run_id="live", instance_id="i", task="t", steps=history,
+                                 tree=root, prefix=PREFIX, arm="current", sent=sent)
+        counter = PromptCounter(get_counter(store.settings.tokenizer).count)
+        assert context.token_count == counter.prompt_tokens(as_text)
+        rebuilt = construct_step(store, run_id="rebuilt", instance_id="i", task="t",
+                                 steps=history, tree=root, prefix=PREFIX, arm="current")
+        assert rebuilt.token_count != context.token_count  # rebuilt: no markup, one message
+        given = store.request_as_given(context.decision_id)
+        assert given["sent"] == as_text and given["steps"] == [step_json(s) for s in history]
+        assert "sent" not in store.request_as_given(rebuilt.decision_id)
+        # what ctxdb cannot record as sent is named, and nothing is written
+        for wrong, message in (
+                (sent[:-1], r"sent\[9\]: expected the messages of step 4's observation"),
+                ([*sent, {"role": "user", "content": "more"}],
+                 r"sent\[10\]: a message after the last step's observation"),
+                (sent[1:], r"sent: expected the prefix's 2 message\(s\) first"),
+                ([*sent[:3], {"role": "user", "content": 7}],
+                 r"sent\[3\]: expected a chat message with a role and content text"),
+                ("hello", "sent: expected a list of chat messages, got str")):
+            with pytest.raises(RequestError, match=message):
+                construct_step(store, run_id="wrong", instance_id="i", task="t", steps=history,
+                               tree=root, prefix=PREFIX, arm="current", sent=wrong)
+        with pytest.raises(RequestError, match="sent: only a decision of arm 'current'"):
+            construct_step(store, run_id="wrong", instance_id="i", task="t", steps=history,
+                           tree=root, prefix=PREFIX, sent=sent)
+        with store.engine.connect() as connection:
+            assert connection.exec_driver_sql(
+                "SELECT COUNT(*) FROM decision WHERE run_id = 'wrong'").scalar() == 0

@@ -19,6 +19,7 @@ import yaml
 from sqlalchemy import text
 
 from ctxdb import ContextStore
+from ctxdb.agent.arms import PromptCounter
 from ctxdb.agent.loop import LoopRules, item_numbers
 from ctxdb.agent.trajectory import read_trajectory
 from ctxdb.config import load_settings
@@ -30,6 +31,7 @@ from ctxdb.integrations.minisweagent import (
     read_history,
 )
 from ctxdb.request import RequestError
+from ctxdb.tokens import get_counter
 
 pytestmark = pytest.mark.network  # requests_root downloads the sdist
 
@@ -223,6 +225,14 @@ def test_ctx_current_sends_the_harness_messages_untouched(mswea, store_url, tree
     assert len(received[-1][0]) > 10  # the whole history, every observation
     arm, rows = _decisions(store_url, "mini-current")
     assert arm == "current" and [seq for seq, _ in rows] == list(range(1, len(SCRIPT) + 1))
+    # each decision's tokens are those of what the model was sent, templates and all, as
+    # the replay counts its current arm (a live A/B compares like with like)
+    with ContextStore.open(store_url) as store, store.engine.connect() as connection:
+        recorded = connection.execute(text(
+            "SELECT token_count FROM decision WHERE run_id = :r ORDER BY seq"),
+            {"r": "mini-current"}).scalars().all()
+        counter = PromptCounter(get_counter(store.settings.tokenizer).count)
+    assert recorded == [counter.prompt_tokens(messages) for messages, _ in received]
     from ctxdb.cli import main
 
     capsys.readouterr()

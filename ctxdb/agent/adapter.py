@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..context import DecisionContext, WindowEntry
-from ..forensics import LOOP_PROVENANCE, RUN_REF_PREFIX, STEP_DIGESTS_FIELD
+from ..forensics import LOOP_PROVENANCE, RUN_REF_PREFIX, SENT_DIGESTS_FIELD, STEP_DIGESTS_FIELD
 from ..pipeline import persist
 from ..pipeline.state import (
     BACK,
@@ -234,14 +234,20 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
                    steps: Sequence[LoopStep | dict[str, Any]], tree: str | Path | None = None,
                    prefix: Sequence[dict[str, str]] = (), arm: str = ARM_CTX08,
                    seq: int | None = None, rules: LoopRules | None = None,
-                   workdir: str | None = None) -> DecisionContext:
+                   workdir: str | None = None,
+                   sent: Sequence[dict[str, Any]] | None = None) -> DecisionContext:
     """Decision ``seq`` (default: the next step) of an agent loop, recorded; see the
     module's docstring. ``prefix``: the harness's own messages, sent before the window
     (when they hold the task, ``task`` is not repeated in the window). ``workdir``: where
     the agent's commands run, as they name it (default: ``tree`` itself; a SWE-bench
-    harness's ``/testbed`` when the tree is a copy of it)."""
+    harness's ``/testbed`` when the tree is a copy of it). ``sent`` (the current arm
+    only): the messages the harness sends at this step, its prefix first, each a role and
+    a content: the decision records them as they are, its turns and observations counted
+    message by message (its own templates' markup too), where without them the history
+    is rebuilt from the steps (``_history_as_sent``)."""
     history = checked_steps(steps)
     _check(run_id, instance_id, task, prefix, arm, seq)
+    sent_messages = _checked_sent(sent, prefix, arm)
     if tree is not None and not Path(tree).is_dir():
         # a typo would quietly turn every file view into a pointer
         what = "not a directory" if Path(tree).exists() else "no such directory"
@@ -254,9 +260,13 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     # square of the run's length (``request_as_given`` puts it back together)
     step_texts = [json.dumps(step_json(s)) for s in history]
     step_digests = [content_sha256(text) for text in step_texts]
+    # the messages sent, likewise: each once per run
+    sent_texts = [json.dumps(message) for message in sent_messages or ()]
+    sent_digests = [content_sha256(text) for text in sent_texts]
     request_json = json.dumps({
         "run_id": run_id, "instance_id": instance_id, "seq": seq, "arm": arm, "task": task,
-        "prefix": list(prefix), STEP_DIGESTS_FIELD: step_digests})
+        "prefix": list(prefix), STEP_DIGESTS_FIELD: step_digests}
+        | ({SENT_DIGESTS_FIELD: sent_digests} if sent_messages is not None else {}))
     given = (task, prefix, history)
     task, prefix, history = _storable(task), _storable(list(prefix)), _storable(history)
     flags = [] if (task, prefix, history) == (given[0], list(given[1]), list(given[2])) \
@@ -265,7 +275,8 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     files = TreeFiles(tree)
     workdir = workdir or (str(files.root) if files.root is not None else DEFAULT_WORKDIR)
     if arm == ARM_CURRENT:
-        window = LoopWindow(parts=_history_whole(history),
+        window = LoopWindow(parts=_history_whole(history) if sent_messages is None else
+                            _history_as_sent(history, _storable(sent_messages), len(prefix)),
                             decision_type=decision_type_of(history, workdir))
     else:
         window = build_window(
@@ -320,7 +331,8 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     attempt.budget_steps = plan.budget_steps
     attempt.window_task = task  # the flag task_in_prefix keeps it out of the window
     attempt.token_count = plan.total_tokens
-    attempt.request_texts = dict(zip(step_digests, step_texts, strict=True))
+    attempt.request_texts = dict(zip(step_digests + sent_digests, step_texts + sent_texts,
+                                     strict=True))
 
     def write(connection: Connection) -> tuple[DecisionContext, persist.DecisionRow]:
         row = persist.write_inputs(connection, store, attempt)
@@ -371,8 +383,9 @@ def plan_window(window: LoopWindow, tokenizer: str, ceiling: int | None, task: s
     fixed, header, task_in_prefix = _fixed_tokens(window, tokenizer, task, prefix, run_ref,
                                                   as_messages)
     for part in window.parts:
-        part.tokens = (message_tokens(tokenizer, part.content) if as_messages
-                       else _count(tokenizer, part.text))
+        part.tokens = (_count(tokenizer, part.text) if not as_messages
+                       else sum(message_tokens(tokenizer, m) for m in part.messages)
+                       if part.messages else message_tokens(tokenizer, part.content))
     evicted: list[LoopPart] = []
     budget_steps = _fit(window, tokenizer, ceiling, fixed, evicted) if ceiling is not None else []
     return WindowPlan(window, header, task_in_prefix, budget_steps,
@@ -492,6 +505,66 @@ def _check(run_id: object, instance_id: object, task: object, prefix: Sequence[o
         except (TypeError, ValueError) as exc:
             raise RequestError(f"prefix[{index}]: expected values JSON can hold ({exc})") \
                 from exc
+
+
+def _checked_sent(sent: object, prefix: Sequence[dict[str, str]],
+                  arm: str) -> list[dict[str, str]] | None:
+    """``sent`` as role-and-content messages, checked: a list of chat messages, the
+    prefix first, for a current-arm decision (a window of ctx08 is what ctxdb sends)."""
+    if sent is None:
+        return None
+    if arm != ARM_CURRENT:
+        raise RequestError(f"sent: only a decision of arm {ARM_CURRENT!r} records the "
+                           f"harness's own messages; arm {arm!r} sends ctxdb's window")
+    if isinstance(sent, (str, bytes, dict)) or not isinstance(sent, Sequence):
+        raise RequestError(f"sent: expected a list of chat messages, got {type(sent).__name__}")
+    messages = []
+    for index, message in enumerate(sent):
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str) \
+                or not isinstance(content, (str, type(None))):
+            raise RequestError(f"sent[{index}]: expected a chat message with a role and "
+                               "content text (or none)")
+        messages.append({"role": message["role"], "content": content or ""})
+    given = [{"role": m["role"], "content": m["content"]} for m in prefix]
+    if messages[:len(given)] != given:
+        raise RequestError(f"sent: expected the prefix's {len(given)} message(s) first, as "
+                           "given in prefix")
+    return messages
+
+
+def _history_as_sent(steps: Sequence[LoopStep], sent: Sequence[dict[str, str]],
+                     skipped: int) -> list[LoopPart]:
+    """The current arm's window as the harness sent it (``sent`` after its first
+    ``skipped``, the prefix): per step, its turn — the assistant message, when the
+    harness's history holds one (not a reply it rejected) — and its observation, the
+    messages that join to what the step shows (one per action of a turn with several),
+    each part counted message by message (``LoopPart.messages``)."""
+    parts = []
+    at = skipped
+    for number, step in enumerate(steps, start=1):
+        turn_no, output_no, _thought_no = item_numbers(number)
+        if at < len(sent) and sent[at]["role"] == "assistant":
+            turn = sent[at]["content"]
+            parts.append(LoopPart(turn_no, number, AGENT_TURN, turn, f"{turn}\n\n", SHOWN_WHOLE,
+                                  "current, as sent", command=step.command, messages=(turn,)))
+            at += 1
+        observed: list[str] = []
+        while at < len(sent) and sent[at]["role"] != "assistant" and (
+                not observed or "\n".join(observed) != step.shown):
+            observed.append(sent[at]["content"])
+            at += 1
+        shown = "\n".join(observed)
+        if not observed or shown != step.shown:
+            raise RequestError(f"sent[{at}]: expected the messages of step {number}'s "
+                               f"observation, as steps[{number - 1}] shows it")
+        parts.append(LoopPart(output_no, number, observation_kind(step), shown,
+                              f"{shown}\n\n", SHOWN_WHOLE, "current, as sent",
+                              command=step.command, messages=tuple(observed)))
+    if at != len(sent):
+        raise RequestError(f"sent[{at}]: a message after the last step's observation "
+                           f"(steps holds {len(steps)})")
+    return parts
 
 
 def _history_whole(steps: Sequence[LoopStep]) -> list[LoopPart]:

@@ -355,6 +355,9 @@ class LoopPart:
     # an output's pointer as the fold words it (from the output itself, not the harness's
     # markup around it), for the ceiling's ladder to fold it the same way
     label: str = ""
+    # a current-arm part recorded as the harness sent it: its messages' contents, each
+    # counted as a chat message (a turn's several tool outputs are several messages)
+    messages: tuple[str, ...] = ()
 
 
 @dataclass

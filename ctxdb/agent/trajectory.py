@@ -145,7 +145,10 @@ class AgentRun:
         return [dict(m) for m in self.messages[: self.steps[k - 1].message_index]]
 
 
-def _chat(message: Any, where: str) -> dict[str, str]:
+def as_chat(message: Any, where: str) -> dict[str, str]:
+    """A harness's chat message as its role and its content as text (a multimodal
+    content's text parts joined; none, of a turn or tool output, as empty), or the error
+    naming ``where``."""
     if not isinstance(message, dict):
         raise TrajectoryError(f"{where}: expected an object, got {type(message).__name__}")
     role, content = message.get("role"), message.get("content")
@@ -195,7 +198,7 @@ def parse_trajectory(data: Any, name: str = "<trajectory>") -> AgentRun:
     given_info = data.get("info")
     info: dict = given_info if isinstance(given_info, dict) else {}
     workdir, timeout = _environment(info, name)
-    chats = [_chat(m, f"{name}: messages[{i}]") for i, m in enumerate(messages)]
+    chats = [as_chat(m, f"{name}: messages[{i}]") for i, m in enumerate(messages)]
     if chats[0]["role"] != "system":
         raise TrajectoryError(f"{name}: messages[0]: expected the system prompt, "
                               f"got role {chats[0]['role']!r}")

@@ -25,7 +25,14 @@ from sqlalchemy import func, select
 from .. import models
 from ..agent.adapter import OverCeilingError, construct_step
 from ..agent.loop import LoopRules, LoopStep, loop_step
-from ..agent.trajectory import FORMAT_ERROR_INTERRUPT, FORMAT_V2, AgentRun, parse_trajectory
+from ..agent.trajectory import (
+    FORMAT_ERROR_INTERRUPT,
+    FORMAT_V2,
+    AgentRun,
+    TrajectoryError,
+    as_chat,
+    parse_trajectory,
+)
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 
 ARM_VARIABLE = "CTX"  # the environment variable that picks the arm (spec §8)
@@ -69,6 +76,15 @@ def read_history(messages: Sequence[Message]) -> tuple[list[dict[str, str]], lis
         raise HistoryError(str(exc)) from exc
     prefix = [dict(m) for m in run.messages[:PREFIX_MESSAGES]]
     return prefix, [loop_step(step) for step in run.steps], run
+
+
+def as_sent(messages: Sequence[Message]) -> list[dict[str, str]]:
+    """The history as the model is sent it: each message's role and content text."""
+    try:
+        return [as_chat(message, f"{HISTORY_NAME}: messages[{index}]")
+                for index, message in enumerate(messages)]
+    except TrajectoryError as exc:
+        raise HistoryError(str(exc)) from exc
 
 
 def _with_rejected_turns(messages: Sequence[Message]) -> list[Message]:
@@ -161,7 +177,9 @@ class CtxdbModel:
             context = construct_step(
                 self.store, run_id=self.run_id, instance_id=self.instance_id,
                 task=self.task if self.task is not None else run.task, steps=steps,
-                tree=self.tree, prefix=prefix, arm=self.arm, rules=self.rules)
+                tree=self.tree, prefix=prefix, arm=self.arm, rules=self.rules,
+                # the current arm records what goes to the model, the templates' markup too
+                sent=as_sent(messages) if self.arm == ARM_CURRENT else None)
         except OverCeilingError as exc:
             step = len(steps) + 1
             self.refused_steps.append(step)
