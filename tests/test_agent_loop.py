@@ -403,7 +403,10 @@ def test_a_test_run_is_told_by_the_program_that_runs_not_by_a_word_in_the_comman
                     "cat <<'EOF' > test_fix.py\nimport pytest\n\ndef test_x():\n"
                     "    assert pytest\nEOF", "cat <<'EOF' | tee test_fix.py\nimport pytest\nEOF",
                     "test -f tox.ini", "[ -d bin/test ]", "python -m pip install pytest",
-                    "/bin/cat tox.ini"):
+                    "/bin/cat tox.ini",
+                    # a module of that name inside a package is a library, not a runner
+                    "python -c 'from sympy.testing.pytest import raises; print(raises)'",
+                    "python - <<'EOF'\nfrom sympy.testing.pytest import raises\nEOF"):
         assert kind(command) == "tool_output", command
 
 

@@ -175,7 +175,8 @@ _LISTING_HEADER = re.compile(r"^(?P<dir>\S[^:]*):$")  # ``ls -R``'s (or several 
 _TREE_BRANCH = re.compile(r"^(?:[│|]\s+|\s{4})*(?:[├└`|](?:──|--)\s)?")
 _TREE_SUMMARY = re.compile(r"^\d+ director(?:y|ies)(?:, \d+ files?)?$")
 _GREP_COMMANDS = frozenset({"grep", "egrep"})
-_TEST_RUNNERS = re.compile(r"\b(pytest|py\.test|bin/test|runtests\.py|unittest|tox)\b")
+# a runner by its name, not a module of that name inside a package (``sympy.testing.pytest``)
+_TEST_RUNNERS = re.compile(r"(?<![.\w])(pytest|py\.test|bin/test|runtests\.py|unittest|tox)\b")
 # programs that read, list, search, edit, write, compare or install files: naming a test
 # runner (``cat tox.ini``, ``ls bin/test``, ``pip install pytest``) is not running one
 _NOT_RUNNERS = frozenset({"cat", "nl", "sed", "head", "tail", "grep", "egrep", "fgrep", "rg",
