@@ -295,6 +295,16 @@ def test_a_pointer_lists_the_names_its_output_was_the_first_to_show(tmp_path):
     for _ in range(2):
         pointer = build_window([long, *_filler(8)], TreeFiles(root), RULES).parts[1].text
         assert pointer.endswith("; names: far_name]\n\n"), pointer
+    # a traceback's own words are no names: its frames' functions are
+    raised = ('Traceback (most recent call last):\n  File "/testbed/run.py", line 5, in '
+              '<module>\n    main()\n  File "/testbed/pkg/mod.py", line 9, in helper_total\n'
+              '    raise ValueError(bad_total)\nValueError: bad_total\n\nDuring handling of '
+              'the above exception, another exception occurred:\n\nTraceback (most recent '
+              'call last):\n  File "<string>", line 1\nKeyError: missing_key\n')
+    pointer = build_window([LoopStep("python run.py", raised, returncode=1), *_filler(8)],
+                           TreeFiles(root), RULES).parts[1].text
+    assert pointer.endswith("; names: main, helper_total, bad_total, string, "
+                            "missing_key]\n\n"), pointer
 
 
 LONG_LISTING = """total 24

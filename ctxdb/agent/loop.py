@@ -190,6 +190,13 @@ _SHELL_CONDITIONS = frozenset({"test", "[", "[["})
 # ``python -m MODULE`` running one of these installs or inspects, not tests
 _NOT_RUNNER_MODULES = frozenset({"pip", "py_compile", "compileall"})
 _TRACEBACK = "Traceback (most recent call last)"
+# a traceback's own words (its header, how chained ones are joined, a frame's "File …,
+# line N, in <module>"): no name of the code, so no pointer lists them; a frame keeps its
+# file and function
+_TRACEBACK_FRAMING = re.compile(
+    r"^[ \t]*(?:Traceback \(most recent call last\):|During handling of the above exception,"
+    r" another exception occurred:|The above exception was the direct cause of the following"
+    r" exception:)[ \t]*$|\bFile (\"[^\"\n]*\"), line \d+(?:, in (?:<module>)?)?", re.MULTILINE)
 # a traceback's exception line: ``ValueError: …``, ``sympy.core.SympifyError: …``
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$",
                              re.MULTILINE)
@@ -1921,11 +1928,19 @@ def names_first_shown(steps: Sequence[LoopStep],
             seen.update(_names(step.output))
             first.append(())
             continue
-        new = [name for name in _names(step.output)
+        new = [name for name in _names(_without_traceback_framing(step.output))
                if name not in seen and len(set(name)) > 1 and any(ch.isalpha() for ch in name)]
         seen.update(new)
         first.append(tuple(new[:POINTER_NAMES_MAX]))
     return first
+
+
+def _without_traceback_framing(output: str) -> str:
+    """``output`` without a traceback's own words (``_TRACEBACK_FRAMING``)."""
+    if _TRACEBACK not in output:
+        return output
+    return _TRACEBACK_FRAMING.sub(
+        lambda match: f"{match.group(1)} " if match.group(1) else "", output)
 
 
 def _looks_binary(output: str) -> bool:
