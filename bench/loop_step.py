@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stores", type=int, default=DEFAULT_STORES)
     parser.add_argument("--longest", type=int, default=DEFAULT_LONGEST)
     args = parser.parse_args(argv)
+    if min(args.limit, args.stores, args.longest) < 0:
+        parser.error("--limit, --stores and --longest: expected counts (0 or more)")
     if not args.runs.is_file():
         print(f"{args.runs}: no runs file; `python bench/replay.py MIRROR_DIR` writes it",
               file=sys.stderr)
@@ -64,9 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     every = [json.loads(line) for line in args.runs.read_text(encoding="utf-8").splitlines()
              if line.strip()]
     specs = every[: args.limit]
-    lengths = {spec["instance_id"]: len(read_trajectory(spec["trajectory"]).steps)
-               for spec in every} if args.longest else {}
-    longest = sorted(every, key=lambda spec: -lengths[spec["instance_id"]])[: args.longest]
+    lengths = [len(read_trajectory(spec["trajectory"]).steps) for spec in every] \
+        if args.longest else []
+    longest = [every[at] for at in sorted(range(len(lengths)),
+                                          key=lambda at: -lengths[at])[: args.longest]]
     steps_ms: list[float] = []
     late_ms: list[float] = []
     with tempfile.TemporaryDirectory() as scratch:

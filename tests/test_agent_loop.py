@@ -300,11 +300,12 @@ def test_a_pointer_lists_the_names_its_output_was_the_first_to_show(tmp_path):
               '<module>\n    main()\n  File "/testbed/pkg/mod.py", line 9, in helper_total\n'
               '    raise ValueError(bad_total)\nValueError: bad_total\n\nDuring handling of '
               'the above exception, another exception occurred:\n\nTraceback (most recent '
-              'call last):\n  File "<string>", line 1\nKeyError: missing_key\n')
+              'call last):\r\n  File "<frozen importlib._bootstrap>", line 9, in <listcomp>\n'
+              'KeyError: missing_key\n')
     pointer = build_window([LoopStep("python run.py", raised, returncode=1), *_filler(8)],
                            TreeFiles(root), RULES).parts[1].text
-    assert pointer.endswith("; names: main, helper_total, bad_total, string, "
-                            "missing_key]\n\n"), pointer
+    assert pointer.endswith("; names: main, helper_total, bad_total, missing_key]\n\n"), \
+        pointer
 
 
 LONG_LISTING = """total 24
@@ -1678,18 +1679,42 @@ def test_a_current_decision_records_the_messages_sent_each_counted(store_url, tm
         given = store.request_as_given(context.decision_id)
         assert given["sent"] == as_text and given["steps"] == [step_json(s) for s in history]
         assert "sent" not in store.request_as_given(rebuilt.decision_id)
+        # a message no step accounts for (an interactive harness's user command and its
+        # output) is counted with the part before it; a task the prefix lacks is not sent
+        typed = [{"role": "user", "content": "User command: \n```bash\nls\n```"},
+                 {"role": "user", "content": wrap("notes.txt\n")}]
+        for case, (messages, task) in enumerate((
+                ([*sent[:4], *typed, *sent[4:]], "t"), ([*sent, *typed], "t"),
+                (sent, "a task the harness's prompt does not hold"))):
+            counted = construct_step(store, run_id="live", instance_id=f"case-{case}", task=task,
+                                     steps=history, tree=root, prefix=PREFIX, arm="current",
+                                     sent=messages)
+            assert counted.token_count == counter.prompt_tokens(
+                [{"role": m["role"], "content": m["content"] or ""} for m in messages])
+        # counted as sent, where the store keeps a stand-in (a NUL, a lone surrogate)
+        binary = "\x00\x01\x00 \udcff" * 200
+        raw = [*PREFIX, {"role": "assistant", "content": "```bash\ncat a.pyc\n```"},
+               {"role": "user", "content": binary}]
+        stored = construct_step(store, run_id="binary", instance_id="i", task="t",
+                                steps=[LoopStep("cat a.pyc", binary)], tree=root,
+                                prefix=PREFIX, arm="current", sent=raw)
+        assert stored.token_count == counter.prompt_tokens(raw)
         # what ctxdb cannot record as sent is named, and nothing is written
         for wrong, message in (
-                (sent[:-1], r"sent\[9\]: expected the messages of step 4's observation"),
-                ([*sent, {"role": "user", "content": "more"}],
-                 r"sent\[10\]: a message after the last step's observation"),
-                (sent[1:], r"sent: expected the prefix's 2 message\(s\) first"),
+                (sent[:-1], r"sent\[8\]: no message from here on holds step 4's observation "
+                            r"as steps\[3\] shows it"),
+                ([*sent[:3], {"role": "user", "content": "other"}, *sent[4:]],
+                 r"sent\[2\]: no message from here on holds step 1's observation"),
+                (sent[1:], r"sent\[0\]: expected prefix\[0\]"),
                 ([*sent[:3], {"role": "user", "content": 7}],
                  r"sent\[3\]: expected a chat message with a role and content text"),
                 ("hello", "sent: expected a list of chat messages, got str")):
             with pytest.raises(RequestError, match=message):
                 construct_step(store, run_id="wrong", instance_id="i", task="t", steps=history,
                                tree=root, prefix=PREFIX, arm="current", sent=wrong)
+        with pytest.raises(RequestError, match=r"sent\[2\]: a message no step accounts for"):
+            construct_step(store, run_id="wrong", instance_id="i", task="t", steps=[],
+                           tree=root, prefix=PREFIX, arm="current", sent=[*PREFIX, *typed])
         with pytest.raises(RequestError, match="sent: only a decision of arm 'current'"):
             construct_step(store, run_id="wrong", instance_id="i", task="t", steps=history,
                            tree=root, prefix=PREFIX, sent=sent)

@@ -28,6 +28,7 @@ from ctxdb.integrations.minisweagent import (
     CtxdbModel,
     HistoryError,
     RefusedStepWarning,
+    SentNotRecordedWarning,
     read_history,
 )
 from ctxdb.request import RequestError
@@ -292,3 +293,49 @@ def test_a_step_ctxdb_refuses_is_sent_as_the_harness_built_it(mswea, tmp_path, t
             model.query(prompt)
         with pytest.raises(ValueError, match="tree: expected the directory .*no such directory"):
             CtxdbModel(Echo(), store, instance_id="typo", tree=tmp_path / "no-such-tree")
+
+
+def test_a_current_step_is_counted_as_sent_whatever_the_harness_added(tmp_path, monkeypatch):
+    """An interactive agent's own commands (``/u``: a user command and its output, which
+    the history reader skips) are counted with the step before them; a history ctxdb
+    cannot line up with its messages is still recorded, rebuilt, with a warning."""
+    class Echo:
+        def query(self, messages, **kwargs):
+            return {"role": "assistant", "content": f"{len(messages)} messages"}
+
+    wrap = "<returncode>0</returncode>\n<output>\n{}</output>".format
+    history = [
+        {"role": "system", "content": "You are a bash agent."},
+        {"role": "user", "content": f"<pr_description>{TASK}</pr_description>"},
+        {"role": "assistant", "content": "THOUGHT: list.\n\n```mswea_bash_command\nls\n```",
+         "extra": {"actions": [{"command": "ls"}]}},
+        {"role": "user", "content": wrap("a.py\n"),
+         "extra": {"raw_output": "a.py\n", "returncode": 0}},
+        {"role": "user", "content": "User command: \n```bash\nls -a\n```",
+         "extra": {"actions": [{"command": "ls -a"}]}},
+        {"role": "user", "content": wrap(".\n..\na.py\n"),
+         "extra": {"raw_output": ".\n..\na.py\n", "returncode": 0}}]
+    (tmp_path / "tree").mkdir()
+    model = CtxdbModel(Echo(), str(tmp_path / "s.db"), instance_id="i", tree=tmp_path / "tree",
+                       arm="current", run_id="typed")
+    assert model.query(history)["content"] == "6 messages"  # the harness's own, untouched
+
+    construct = minisweagent.construct_step
+
+    def rebuilt_only(*args, sent=None, **kwargs):  # a history that does not line up
+        if sent is not None:
+            raise RequestError("sent[4]: no message from here on holds step 2's observation")
+        return construct(*args, **kwargs)
+
+    monkeypatch.setattr(minisweagent, "construct_step", rebuilt_only)
+    with pytest.warns(SentNotRecordedWarning, match=r"could not record step 2 of run 'typed' "
+                      r"as sent \(sent\[4\]: .*\); recorded the history rebuilt"):
+        model.query(history)
+    model.close()
+    with ContextStore.open(tmp_path / "s.db") as store, store.engine.connect() as connection:
+        recorded = connection.execute(text(
+            "SELECT token_count FROM decision WHERE run_id = 'typed' ORDER BY decision_id")
+        ).scalars().all()
+        counter = PromptCounter(get_counter(store.settings.tokenizer).count)
+    assert recorded[0] == counter.prompt_tokens(history)
+    assert recorded[1] < recorded[0]  # rebuilt: no markup, the typed command not counted

@@ -85,6 +85,7 @@ from .loop import (
 from .trajectory import ObservationKind
 
 FILE_READ_MAX_BYTES = 2 * 1024 * 1024  # a larger file is not a source a view shows
+FILE_DIGEST_BYTES = 16  # a file's text named for what windows remember of it (not stored)
 TOKEN_MEMO_SIZE = 8192  # parts repeat at every step of a run: each counted once
 TEXT_REPLACED_FLAG = "text_replaced"  # a NUL or lone surrogate made storable (flags)
 # the stride's fold waited (``loop.fold_pays``): ``fold_waited:N``, N the horizon kept
@@ -111,12 +112,20 @@ class TreeFiles:
     def __init__(self, root: str | Path | None) -> None:
         self.root = Path(root).resolve() if root is not None else None
         self._lines: dict[str, list[str] | None] = {}
+        self._digests: dict[str, str] = {}
 
     def __call__(self, path: str) -> list[str] | None:
         if path in self._lines:
             return self._lines[path]
         self._lines[path] = lines = self._read(path)
         return lines
+
+    def digest(self, path: str) -> str | None:
+        """The file's text as a digest (what is read of it is the same while this is), or
+        None when it is no text file this reader gives."""
+        if self(path) is None:
+            return None
+        return self._digests.get(path)
 
     def exists(self, path: str) -> bool:
         """Whether the tree holds anything at ``path`` (a file of any kind, a link, a
@@ -139,6 +148,7 @@ class TreeFiles:
             return None
         if b"\0" in data:
             return None  # binary
+        self._digests[path] = hashlib.blake2b(data, digest_size=FILE_DIGEST_BYTES).hexdigest()
         return data.decode("utf-8", "replace").splitlines()
 
 
@@ -276,7 +286,8 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     workdir = workdir or (str(files.root) if files.root is not None else DEFAULT_WORKDIR)
     if arm == ARM_CURRENT:
         window = LoopWindow(parts=_history_whole(history) if sent_messages is None else
-                            _history_as_sent(history, _storable(sent_messages), len(prefix)),
+                            _history_as_sent(history, _storable(sent_messages), sent_messages,
+                                             len(prefix)),
                             decision_type=decision_type_of(history, workdir))
     else:
         window = build_window(
@@ -288,7 +299,8 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     # the current arm is the harness's history as it sent it: never fitted
     ceiling = settings.token_ceiling if arm != ARM_CURRENT else None
     plan = plan_window(window, settings.tokenizer, ceiling, task, prefix,
-                       run_ref=run_ref(run_id, instance_id), as_messages=arm == ARM_CURRENT)
+                       run_ref=run_ref(run_id, instance_id), as_messages=arm == ARM_CURRENT,
+                       harness_sends_all=sent_messages is not None)
     request = DecisionRequest(
         run_id=run_id, instance_id=instance_id, seq=seq, decision_type=window.decision_type,
         task=task, plan_node=PlanNode(node_id=f"step-{seq}", obligation=task), arm=arm)
@@ -376,12 +388,14 @@ class WindowPlan:
 
 def plan_window(window: LoopWindow, tokenizer: str, ceiling: int | None, task: str,
                 prefix: Sequence[dict[str, str]], run_ref: str,
-                as_messages: bool = False) -> WindowPlan:
+                as_messages: bool = False, harness_sends_all: bool = False) -> WindowPlan:
     """Count ``window`` with the harness's ``prefix`` and fit it under ``ceiling`` (None:
     as it is). ``as_messages``: each part is one chat message of the harness's own
-    history (the current arm), counted with its chat overhead and no header."""
+    history (the current arm), counted with its chat overhead and no header.
+    ``harness_sends_all``: the harness's messages are all that is sent (a current
+    decision given them): they carry the task however they do, so no task block is."""
     fixed, header, task_in_prefix = _fixed_tokens(window, tokenizer, task, prefix, run_ref,
-                                                  as_messages)
+                                                  as_messages, harness_sends_all)
     for part in window.parts:
         part.tokens = (_count(tokenizer, part.text) if not as_messages
                        else sum(message_tokens(tokenizer, m) for m in part.messages)
@@ -394,11 +408,12 @@ def plan_window(window: LoopWindow, tokenizer: str, ceiling: int | None, task: s
 
 def _fixed_tokens(window: LoopWindow, tokenizer: str, task: str,
                   prefix: Sequence[dict[str, str]], run_ref: str,
-                  as_messages: bool) -> tuple[int, str, bool]:
+                  as_messages: bool, harness_sends_all: bool = False) -> tuple[int, str, bool]:
     """What a window sends besides its parts, in tokens (the harness's prefix, the chat
     overhead, the header, the task unless the prefix holds it); the header; and whether
-    the prefix holds the task."""
-    task_in_prefix = any(task.strip() and task.strip() in m.get("content", "") for m in prefix)
+    the prefix holds the task (``harness_sends_all``: the harness's messages do)."""
+    task_in_prefix = harness_sends_all or any(
+        task.strip() and task.strip() in m.get("content", "") for m in prefix)
     empty = not window.parts and task_in_prefix  # the first step: the harness's prompt alone
     header = "" if empty or as_messages else mask_hint(run_ref) + "\n\n"
     fixed = (sum(message_tokens(tokenizer, m["content"]) for m in prefix)
@@ -527,44 +542,94 @@ def _checked_sent(sent: object, prefix: Sequence[dict[str, str]],
                                "content text (or none)")
         messages.append({"role": message["role"], "content": content or ""})
     given = [{"role": m["role"], "content": m["content"]} for m in prefix]
-    if messages[:len(given)] != given:
-        raise RequestError(f"sent: expected the prefix's {len(given)} message(s) first, as "
-                           "given in prefix")
+    for index, expected in enumerate(given):
+        if index >= len(messages) or messages[index] != expected:
+            raise RequestError(f"sent[{index}]: expected prefix[{index}] (the harness's "
+                               "prefix first, as given in prefix)")
     return messages
 
 
 def _history_as_sent(steps: Sequence[LoopStep], sent: Sequence[dict[str, str]],
-                     skipped: int) -> list[LoopPart]:
+                     raw: Sequence[dict[str, str]], skipped: int) -> list[LoopPart]:
     """The current arm's window as the harness sent it (``sent`` after its first
-    ``skipped``, the prefix): per step, its turn — the assistant message, when the
-    harness's history holds one (not a reply it rejected) — and its observation, the
-    messages that join to what the step shows (one per action of a turn with several),
-    each part counted message by message (``LoopPart.messages``)."""
-    parts = []
+    ``skipped``, the prefix; its texts as the store keeps them, ``raw`` as given): per
+    step, its turn — the assistant message, when the harness's history holds one (not a
+    reply it rejected) — and its observation, the messages that join to what the step
+    shows (one per action of a turn with several). Each part is counted message by
+    message, as given (``LoopPart.messages``). A message no step accounts for (a command a
+    user typed into an interactive harness, and its output) goes with the part before it,
+    counted there; a step whose observation no later message holds is refused."""
+    parts: list[LoopPart] = []
+    unplaced: list[int] = []  # messages before the first part: they go with it
     at = skipped
     for number, step in enumerate(steps, start=1):
+        found = next(((start, placed) for start in range(at, len(sent))
+                      if (placed := _step_messages(sent, start, step)) is not None), None)
+        if found is None:
+            raise RequestError(f"sent[{at}]: no message from here on holds step {number}'s "
+                               f"observation as steps[{number - 1}] shows it")
+        start, (turn_at, observed) = found
+        _place(parts, unplaced, range(at, start), sent, raw)
         turn_no, output_no, _thought_no = item_numbers(number)
-        if at < len(sent) and sent[at]["role"] == "assistant":
-            turn = sent[at]["content"]
+        if turn_at is not None:
+            turn = sent[turn_at]["content"]
             parts.append(LoopPart(turn_no, number, AGENT_TURN, turn, f"{turn}\n\n", SHOWN_WHOLE,
-                                  "current, as sent", command=step.command, messages=(turn,)))
-            at += 1
-        observed: list[str] = []
-        while at < len(sent) and sent[at]["role"] != "assistant" and (
-                not observed or "\n".join(observed) != step.shown):
-            observed.append(sent[at]["content"])
-            at += 1
-        shown = "\n".join(observed)
-        if not observed or shown != step.shown:
-            raise RequestError(f"sent[{at}]: expected the messages of step {number}'s "
-                               f"observation, as steps[{number - 1}] shows it")
-        parts.append(LoopPart(output_no, number, observation_kind(step), shown,
-                              f"{shown}\n\n", SHOWN_WHOLE, "current, as sent",
-                              command=step.command, messages=tuple(observed)))
-    if at != len(sent):
-        raise RequestError(f"sent[{at}]: a message after the last step's observation "
-                           f"(steps holds {len(steps)})")
+                                  "current, as sent", command=step.command,
+                                  messages=(raw[turn_at]["content"],)))
+        if observed:
+            shown = "\n".join(sent[i]["content"] for i in observed)
+            parts.append(LoopPart(output_no, number, observation_kind(step), shown,
+                                  f"{shown}\n\n", SHOWN_WHOLE, "current, as sent",
+                                  command=step.command,
+                                  messages=tuple(raw[i]["content"] for i in observed)))
+        _place(parts, unplaced, (), sent, raw)
+        at = (observed[-1] if observed else start) + 1
+    _place(parts, unplaced, range(at, len(sent)), sent, raw)
+    if unplaced:
+        raise RequestError(f"sent[{unplaced[0]}]: a message no step accounts for, and no "
+                           "step's part to count it with (steps is empty)")
     return parts
+
+
+def _step_messages(sent: Sequence[dict[str, str]], start: int,
+                   step: LoopStep) -> tuple[int | None, list[int]] | None:
+    """Where ``step`` stands in ``sent`` when it starts at ``start``: its turn's index
+    (None: no assistant message there) and its observation's, or None when the messages
+    from there do not join to what the step shows. A turn with nothing after it (the
+    history's end) has no observation, when the step shows none."""
+    turn = start if sent[start]["role"] == "assistant" else None
+    at = start + (turn is not None)
+    observed: list[int] = []
+    while at < len(sent) and sent[at]["role"] != "assistant" and (
+            not observed or "\n".join(sent[i]["content"] for i in observed) != step.shown):
+        observed.append(at)
+        at += 1
+    if observed and "\n".join(sent[i]["content"] for i in observed) == step.shown:
+        return turn, observed
+    if turn is not None and at == len(sent) and not observed and not step.shown:
+        return turn, []
+    return None
+
+
+def _place(parts: list[LoopPart], unplaced: list[int], indexes: Sequence[int],
+           sent: Sequence[dict[str, str]], raw: Sequence[dict[str, str]]) -> None:
+    """Messages no step accounts for, with the part before them (before the first part:
+    kept in ``unplaced`` until there is one, then put before its own)."""
+    unplaced.extend(indexes)
+    if not parts or not unplaced:
+        return
+    part = parts[-1] if indexes else parts[0]
+    texts = [sent[i]["content"] for i in unplaced]
+    counted = tuple(raw[i]["content"] for i in unplaced)
+    if indexes:
+        part.content = "\n".join([part.content, *texts])
+        part.text += "".join(f"{text}\n\n" for text in texts)
+        part.messages += counted
+    else:
+        part.content = "\n".join([*texts, part.content])
+        part.text = "".join(f"{text}\n\n" for text in texts) + part.text
+        part.messages = counted + part.messages
+    unplaced.clear()
 
 
 def _history_whole(steps: Sequence[LoopStep]) -> list[LoopPart]:

@@ -192,11 +192,12 @@ _NOT_RUNNER_MODULES = frozenset({"pip", "py_compile", "compileall"})
 _TRACEBACK = "Traceback (most recent call last)"
 # a traceback's own words (its header, how chained ones are joined, a frame's "File …,
 # line N, in <module>"): no name of the code, so no pointer lists them; a frame keeps its
-# file and function
+# file and function, but not Python's own stand-ins for them (<string>, <frozen …>,
+# <listcomp>, <lambda>)
 _TRACEBACK_FRAMING = re.compile(
     r"^[ \t]*(?:Traceback \(most recent call last\):|During handling of the above exception,"
     r" another exception occurred:|The above exception was the direct cause of the following"
-    r" exception:)[ \t]*$|\bFile (\"[^\"\n]*\"), line \d+(?:, in (?:<module>)?)?", re.MULTILINE)
+    r" exception:)[ \t\r]*$|\bFile (\"[^\"\n]*\"), line \d+(?:, in (?:<\w+>)?)?", re.MULTILINE)
 # a traceback's exception line: ``ValueError: …``, ``sympy.core.SympifyError: …``
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$",
                              re.MULTILINE)
@@ -297,8 +298,9 @@ NAME_PATTERNS_CACHED = 1024  # file names and paths looked for in steps, compile
 # every window of a run asks again whether each step up to its horizon named each file it
 # viewed: a long run's answers, remembered (steps x files viewed at mini-swe-agent's 250)
 NAMINGS_CACHED = 65536
-# a file's line positions, remembered across windows while its text stays the same
-FILE_POSITIONS_CACHED = 256
+# files whose line positions are remembered across windows while their text stays the
+# same: more than a long run's windows view at once, each up to FILE_READ_MAX_BYTES
+FILE_POSITIONS_CACHED = 64
 DIGESTS_CACHED = 4096  # a run's steps come back at every decision: each digested once
 EVERY_STEP = 10**9  # a file-in-play window no run reaches: every file stays in play
 # what turning each rule off means (the replay's ablation arms)
@@ -927,14 +929,18 @@ def _line_positions(path: str, read_file: FileReader,
     """Each distinct non-blank line of the file -> its line numbers, ascending."""
     positions = located.get(path)
     if positions is None:
-        positions = located[path] = _positions_of(tuple(read_file(path) or ()))
+        # every window reads the files afresh, and most did not change: a reader that
+        # names a file's text by digest (``TreeFiles.digest``) has it found once
+        digest: Callable[[str], str | None] | None = getattr(read_file, "digest", None)
+        named = digest(path) if digest is not None else None
+        positions = located[path] = (
+            _positions_of(read_file(path) or ()) if named is None else
+            _FILE_POSITIONS.get(named, lambda: _positions_of(read_file(path) or ())))
     return positions
 
 
-@lru_cache(maxsize=FILE_POSITIONS_CACHED)
-def _positions_of(file_lines: tuple[str, ...]) -> dict[str, list[int]]:
-    """``_line_positions`` of a file's text, found once while the text stays the same (every
-    window reads the files afresh; most did not change). Shared: read, not changed."""
+def _positions_of(file_lines: Sequence[str]) -> dict[str, list[int]]:
+    """``_line_positions`` of a file's lines. Shared once remembered: read, not changed."""
     positions: dict[str, list[int]] = {}
     for number, line in enumerate(file_lines, start=1):
         if line.strip():
@@ -1752,15 +1758,25 @@ def named_paths(output: str, read_file: FileReader, workdir: str = DEFAULT_WORKD
     return found
 
 
-@lru_cache(maxsize=COMMANDS_READ_CACHED)
 def _path_like(output: str, workdir: str) -> tuple[str, ...]:
     """The runs of an output that read as a file in a directory, each once, in order:
-    found once per output (every window's pointers ask again)."""
+    found once per output (every window's pointers ask again; a long output remembered by
+    its digest, as ``_names``)."""
+    if len(output) <= HASHED_TEXT_KEPT_MAX_CHARS:
+        return _path_like_kept(output, workdir)
+    return _LONG_OUTPUT_PATHS.get(f"{part_digest(output)} {workdir}",
+                                  lambda: _path_like_read(output, workdir))
+
+
+def _path_like_read(output: str, workdir: str) -> tuple[str, ...]:
     root = workdir.rstrip("/") + "/"
     runs = (match.group(0) for match in _PATH_RUN.finditer(output.replace(root, "")))
     stripped = (re.sub(r"^(?:\./)+", "", run) for run in runs)
     return tuple(dict.fromkeys(path for path in stripped
                                if "/" in path and _HAS_EXTENSION.search(path)))
+
+
+_path_like_kept = functools.lru_cache(maxsize=DIGESTS_CACHED)(_path_like_read)
 
 
 def listing_entries(step: LoopStep) -> list[tuple[str, list[str]]] | None:
@@ -1874,11 +1890,12 @@ T = TypeVar("T")
 
 class _DigestMemo(Generic[T]):
     """What was read of a text, remembered by the text's digest — the text itself is not
-    kept alive for it — the oldest forgotten past ``DIGESTS_CACHED``. A harness may build
-    windows in several threads."""
+    kept alive for it — the oldest forgotten past ``kept`` (``DIGESTS_CACHED``). A harness
+    may build windows in several threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, kept: int = DIGESTS_CACHED) -> None:
         self._read: dict[str, T] = {}  # digest -> what was read, oldest first
+        self._kept = kept
         self._lock = threading.Lock()
 
     def get(self, digest: str, read: Callable[[], T]) -> T:
@@ -1888,7 +1905,7 @@ class _DigestMemo(Generic[T]):
             pass
         value = read()
         with self._lock:
-            if len(self._read) >= DIGESTS_CACHED:
+            if len(self._read) >= self._kept:
                 self._read.pop(next(iter(self._read)), None)  # the oldest
             self._read[digest] = value
         return value
@@ -1909,6 +1926,9 @@ def _names_read(text: str) -> tuple[str, ...]:
 
 _names_kept = functools.lru_cache(maxsize=DIGESTS_CACHED)(_names_read)
 _LONG_TEXT_NAMES: _DigestMemo[tuple[str, ...]] = _DigestMemo()
+_LONG_OUTPUT_NAMES: _DigestMemo[tuple[str, ...]] = _DigestMemo()
+_LONG_OUTPUT_PATHS: _DigestMemo[tuple[str, ...]] = _DigestMemo()
+_FILE_POSITIONS: _DigestMemo[dict[str, list[int]]] = _DigestMemo(FILE_POSITIONS_CACHED)
 
 
 def names_first_shown(steps: Sequence[LoopStep],
@@ -1928,19 +1948,37 @@ def names_first_shown(steps: Sequence[LoopStep],
             seen.update(_names(step.output))
             first.append(())
             continue
-        new = [name for name in _names(_without_traceback_framing(step.output))
+        new = [name for name in _output_names(step.output)
                if name not in seen and len(set(name)) > 1 and any(ch.isalpha() for ch in name)]
         seen.update(new)
         first.append(tuple(new[:POINTER_NAMES_MAX]))
     return first
 
 
+def _output_names(output: str) -> tuple[str, ...]:
+    """An output's names (``_names``), a traceback's own words left out: each output read
+    once (every window asks again), a long one remembered by its digest."""
+    if _TRACEBACK not in output:
+        return _names(output)
+    if len(output) <= HASHED_TEXT_KEPT_MAX_CHARS:
+        return _framing_free_names_kept(output)
+    return _LONG_OUTPUT_NAMES.get(part_digest(output),
+                                  lambda: _framing_free_names(output))
+
+
+def _framing_free_names(output: str) -> tuple[str, ...]:
+    return _names_read(_without_traceback_framing(output))
+
+
+_framing_free_names_kept = functools.lru_cache(maxsize=DIGESTS_CACHED)(_framing_free_names)
+
+
 def _without_traceback_framing(output: str) -> str:
     """``output`` without a traceback's own words (``_TRACEBACK_FRAMING``)."""
     if _TRACEBACK not in output:
         return output
-    return _TRACEBACK_FRAMING.sub(
-        lambda match: f"{match.group(1)} " if match.group(1) else "", output)
+    return _TRACEBACK_FRAMING.sub(lambda match: f"{match.group(1)} " if match.group(1)
+                                  and not match.group(1).startswith('"<') else "", output)
 
 
 def _looks_binary(output: str) -> bool:

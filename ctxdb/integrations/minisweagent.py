@@ -33,6 +33,7 @@ from ..agent.trajectory import (
     as_chat,
     parse_trajectory,
 )
+from ..request import RequestError
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 
 ARM_VARIABLE = "CTX"  # the environment variable that picks the arm (spec §8)
@@ -51,6 +52,11 @@ class HistoryError(ValueError):
 
 class RefusedStepWarning(UserWarning):
     """ctxdb refused a step's window (``RequestError``); the harness's messages went."""
+
+
+class SentNotRecordedWarning(UserWarning):
+    """Under ``current``, ctxdb could not line the messages sent up with the steps it read
+    from them; it recorded the history rebuilt from the steps (under what was sent)."""
 
 
 def read_history(messages: Sequence[Message]) -> tuple[list[dict[str, str]], list[LoopStep],
@@ -173,13 +179,10 @@ class CtxdbModel:
         ``RefusedStepWarning``, and counted in ``refused_steps``: a harness never loses a
         step to ctxdb's limits. Any other refusal is a mistake to fix: it is raised."""
         prefix, steps, run = read_history(messages)
+        # the current arm records what goes to the model, the templates' markup too
+        sent = as_sent(messages) if self.arm == ARM_CURRENT else None
         try:
-            context = construct_step(
-                self.store, run_id=self.run_id, instance_id=self.instance_id,
-                task=self.task if self.task is not None else run.task, steps=steps,
-                tree=self.tree, prefix=prefix, arm=self.arm, rules=self.rules,
-                # the current arm records what goes to the model, the templates' markup too
-                sent=as_sent(messages) if self.arm == ARM_CURRENT else None)
+            context = self._construct(prefix, steps, run, sent)
         except OverCeilingError as exc:
             step = len(steps) + 1
             self.refused_steps.append(step)
@@ -191,6 +194,25 @@ class CtxdbModel:
         sent = messages if self.arm == ARM_CURRENT else context.messages(prefix=prefix)
         reply: Message = self.model.query(sent, **kwargs)
         return reply
+
+    def _construct(self, prefix: list[dict[str, str]], steps: list[LoopStep], run: AgentRun,
+                   sent: list[dict[str, str]] | None) -> Any:
+        task = self.task if self.task is not None else run.task
+        try:
+            return construct_step(self.store, run_id=self.run_id, instance_id=self.instance_id,
+                                  task=task, steps=steps, tree=self.tree, prefix=prefix,
+                                  arm=self.arm, rules=self.rules, sent=sent)
+        except RequestError as exc:
+            if sent is None or not str(exc).startswith("sent"):
+                raise
+            # a history shape the reader skips part of (an interactive agent's own
+            # commands): the step is still recorded, its messages rebuilt from the steps
+            warnings.warn(f"ctxdb could not record step {len(steps) + 1} of run "
+                          f"{self.run_id!r} as sent ({exc}); recorded the history rebuilt "
+                          "from the steps", SentNotRecordedWarning, stacklevel=3)
+            return construct_step(self.store, run_id=self.run_id,
+                                  instance_id=self.instance_id, task=task, steps=steps,
+                                  tree=self.tree, prefix=prefix, arm=self.arm, rules=self.rules)
 
     # the rest of mini-swe-agent's Model protocol: the wrapped model's own
     @property
