@@ -164,6 +164,16 @@ def request_as_given(connection: Connection, decision_id: int) -> Any:
     return request
 
 
+def messages_sent(connection: Connection, decision_id: int) -> list[dict[str, str]]:
+    """The chat messages a decision sent: a current loop decision given the harness's
+    messages (``SENT_DIGESTS_FIELD``) has them as given (role and content); any other,
+    its window as messages (``DecisionContext.messages``)."""
+    request = request_as_given(connection, decision_id)
+    if isinstance(request, dict) and isinstance(request.get("sent"), list):
+        return request["sent"]
+    return context(connection, decision_id).messages()
+
+
 def _loop_prefix(connection: Connection, decision_id: int) -> tuple[dict[str, str], ...]:
     """The harness's messages an agent-loop decision was built after (its request as
     given holds them); none for any other decision."""

@@ -7,6 +7,7 @@ import copy
 import dataclasses
 import gc
 import itertools
+import json
 import random
 import shlex
 import weakref
@@ -65,6 +66,7 @@ from ctxdb.agent.loop import (
     viewed_lines,
 )
 from ctxdb.agent.trajectory import ObservationKind, parse_trajectory
+from ctxdb.cli import main as cli_main
 from ctxdb.request import RequestError
 from ctxdb.tokens import HASHED_TEXT_KEPT_MAX_CHARS, get_counter
 
@@ -1639,7 +1641,8 @@ def _history_stored_once(store, tmp_path):
         store.request_as_given(10_000)
 
 
-def test_a_current_decision_records_the_messages_sent_each_counted(store_url, tmp_path):
+def test_a_current_decision_records_the_messages_sent_each_counted(store_url, tmp_path,
+                                                                   capsys):
     """A live ``current`` decision counts what the model is sent, the harness's markup
     and each tool output's message too (as the replay counts its current arm); the
     messages come back as given."""
@@ -1679,6 +1682,14 @@ def test_a_current_decision_records_the_messages_sent_each_counted(store_url, tm
         given = store.request_as_given(context.decision_id)
         assert given["sent"] == as_text and given["steps"] == [step_json(s) for s in history]
         assert "sent" not in store.request_as_given(rebuilt.decision_id)
+        # read back as the chat messages it sent: the harness's, not ctxdb's one message
+        capsys.readouterr()
+        for decision, messages in ((context, as_text),
+                                   (rebuilt, store.context(rebuilt.decision_id).messages())):
+            assert cli_main(["show", str(decision.decision_id), "--db", store_url,
+                             "--format", "messages"]) == 0
+            assert json.loads(capsys.readouterr().out) == messages
+        assert len(messages) == len(PREFIX) + 1
         # a message no step accounts for (an interactive harness's user command and its
         # output) is counted with the part before it; a task the prefix lacks is not sent
         typed = [{"role": "user", "content": "User command: \n```bash\nls\n```"},

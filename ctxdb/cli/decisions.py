@@ -90,7 +90,8 @@ def _add_show(commands: argparse._SubParsersAction) -> None:
     show.add_argument("--format", choices=("text", "json", "messages"), default="text",
                       help="text (default: summary, then the window), json (the "
                       "DecisionContext, as `construct --json` prints it; with ITEM, the item) "
-                      "or messages (the chat messages list sent to the model)")
+                      "or messages (the chat messages list sent to the model; of a current "
+                      "loop decision given the harness's messages, those as sent)")
     add_db_option(show)
     show.set_defaults(func=_cmd_show)
 
@@ -111,7 +112,7 @@ def _cmd_show(args) -> int:
             elif args.format == "json":
                 print(forensics.context(connection, decision_id).to_json())
             elif args.format == "messages":
-                messages = forensics.context(connection, decision_id).messages()
+                messages = forensics.messages_sent(connection, decision_id)
                 print(json.dumps(messages, indent=2, ensure_ascii=False))
             else:
                 print(forensics.summary(connection, decision_id))
