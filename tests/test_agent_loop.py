@@ -1702,14 +1702,39 @@ def test_a_current_decision_records_the_messages_sent_each_counted(store_url, tm
                                      sent=messages)
             assert counted.token_count == counter.prompt_tokens(
                 [{"role": m["role"], "content": m["content"] or ""} for m in messages])
-        # counted as sent, where the store keeps a stand-in (a NUL, a lone surrogate)
+        # counted as sent, where the store keeps a stand-in (a NUL, a lone surrogate), in
+        # an output and in the harness's prompt
         binary = "\x00\x01\x00 \udcff" * 200
-        raw = [*PREFIX, {"role": "assistant", "content": "```bash\ncat a.pyc\n```"},
+        prompt = [PREFIX[0], {"role": "user", "content": PREFIX[1]["content"] + "\x00\udcff"}]
+        raw = [*prompt, {"role": "assistant", "content": "```bash\ncat a.pyc\n```"},
                {"role": "user", "content": binary}]
         stored = construct_step(store, run_id="binary", instance_id="i", task="t",
                                 steps=[LoopStep("cat a.pyc", binary)], tree=root,
-                                prefix=PREFIX, arm="current", sent=raw)
+                                prefix=prompt, arm="current", sent=raw)
         assert stored.token_count == counter.prompt_tokens(raw)
+        # a user's command before the model's first step, and one whose output the model's
+        # next command printed again: each step keeps its own turn and output
+        again = [*PREFIX, *typed,
+                 {"role": "assistant", "content": "```bash\nls\n```"},
+                 {"role": "user", "content": wrap("notes.txt\n")},
+                 # a turn no action answered (a model that gave none), then the next one
+                 {"role": "assistant", "content": "Thinking, no command."},
+                 {"role": "assistant", "content": "```bash\ntrue\n```"},
+                 {"role": "user", "content": wrap("")}]
+        steps = [LoopStep("ls", "notes.txt\n", observation=wrap("notes.txt\n")),
+                 LoopStep(None, "", kind=ObservationKind.NOTE, thought="Thinking, no command."),
+                 LoopStep("true", "", observation=wrap(""))]
+        for done in range(len(steps) + 1):
+            shown = again[:{0: 4, 1: 6, 2: 7, 3: 9}[done]]
+            decision = construct_step(store, run_id="again", instance_id=f"upto-{done}",
+                                      task="t", steps=steps[:done], tree=root, prefix=PREFIX,
+                                      arm="current", sent=shown)
+            assert decision.token_count == counter.prompt_tokens(shown), done
+        items = {entry.item_id: entry.text for entry in decision.window}
+        first_turn, first_output = (f"E{n}" for n in item_numbers(1)[:2])
+        assert items[first_turn].startswith("User command:")  # before the first step
+        assert items[first_output] == wrap("notes.txt\n") + "\n\n"
+        assert items[f"E{item_numbers(2)[0]}"] == "Thinking, no command.\n\n"
         # what ctxdb cannot record as sent is named, and nothing is written
         for wrong, message in (
                 (sent[:-1], r"sent\[8\]: no message from here on holds step 4's observation "
@@ -1723,9 +1748,6 @@ def test_a_current_decision_records_the_messages_sent_each_counted(store_url, tm
             with pytest.raises(RequestError, match=message):
                 construct_step(store, run_id="wrong", instance_id="i", task="t", steps=history,
                                tree=root, prefix=PREFIX, arm="current", sent=wrong)
-        with pytest.raises(RequestError, match=r"sent\[2\]: a message no step accounts for"):
-            construct_step(store, run_id="wrong", instance_id="i", task="t", steps=[],
-                           tree=root, prefix=PREFIX, arm="current", sent=[*PREFIX, *typed])
         with pytest.raises(RequestError, match="sent: only a decision of arm 'current'"):
             construct_step(store, run_id="wrong", instance_id="i", task="t", steps=history,
                            tree=root, prefix=PREFIX, sent=sent)

@@ -316,6 +316,13 @@ def test_a_current_step_is_counted_as_sent_whatever_the_harness_added(tmp_path, 
         {"role": "user", "content": wrap(".\n..\na.py\n"),
          "extra": {"raw_output": ".\n..\na.py\n", "returncode": 0}}]
     (tmp_path / "tree").mkdir()
+    # the user's commands before the model's first step too (agent.mode=human, then /y)
+    typed_first = [*history[:2], *history[4:], *history[2:4]]
+    first = CtxdbModel(Echo(), str(tmp_path / "s.db"), instance_id="i", tree=tmp_path / "tree",
+                       arm="current", run_id="typed-first")
+    assert first.query(typed_first[:4])["content"] == "4 messages"
+    assert first.query(typed_first)["content"] == "6 messages"
+    first.close()
     model = CtxdbModel(Echo(), str(tmp_path / "s.db"), instance_id="i", tree=tmp_path / "tree",
                        arm="current", run_id="typed")
     assert model.query(history)["content"] == "6 messages"  # the harness's own, untouched
@@ -336,6 +343,11 @@ def test_a_current_step_is_counted_as_sent_whatever_the_harness_added(tmp_path, 
         recorded = connection.execute(text(
             "SELECT token_count FROM decision WHERE run_id = 'typed' ORDER BY decision_id")
         ).scalars().all()
+        recorded_first = connection.execute(text(
+            "SELECT token_count FROM decision WHERE run_id = 'typed-first' "
+            "ORDER BY decision_id")).scalars().all()
         counter = PromptCounter(get_counter(store.settings.tokenizer).count)
+    assert recorded_first == [counter.prompt_tokens(typed_first[:4]),
+                              counter.prompt_tokens(typed_first)]
     assert recorded[0] == counter.prompt_tokens(history)
     assert recorded[1] < recorded[0]  # rebuilt: no markup, the typed command not counted

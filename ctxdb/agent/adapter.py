@@ -56,6 +56,7 @@ from .loop import (
     DEFAULT_WORKDIR,
     FILE_VIEW,
     FOLD_RESENT_PER_SHRUNK_MAX,
+    HARNESS_NOTE,
     LAST_THOUGHT_RULE,
     OUTPUT_PART,
     PARTS_PER_STEP,
@@ -294,13 +295,13 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
             history, files, rules, workdir, settled_parts(store, run_id, instance_id, seq, rules),
             prompt_names(prefix, task),
             window_fits(store.settings.tokenizer, store.settings.token_ceiling, task, prefix,
-                        run_ref(run_id, instance_id)))
+                        run_ref(run_id, instance_id), counted_prefix=given[1]))
     settings = store.settings
     # the current arm is the harness's history as it sent it: never fitted
     ceiling = settings.token_ceiling if arm != ARM_CURRENT else None
     plan = plan_window(window, settings.tokenizer, ceiling, task, prefix,
                        run_ref=run_ref(run_id, instance_id), as_messages=arm == ARM_CURRENT,
-                       harness_sends_all=sent_messages is not None)
+                       harness_sends_all=sent_messages is not None, counted_prefix=given[1])
     request = DecisionRequest(
         run_id=run_id, instance_id=instance_id, seq=seq, decision_type=window.decision_type,
         task=task, plan_node=PlanNode(node_id=f"step-{seq}", obligation=task), arm=arm)
@@ -388,14 +389,18 @@ class WindowPlan:
 
 def plan_window(window: LoopWindow, tokenizer: str, ceiling: int | None, task: str,
                 prefix: Sequence[dict[str, str]], run_ref: str,
-                as_messages: bool = False, harness_sends_all: bool = False) -> WindowPlan:
+                as_messages: bool = False, harness_sends_all: bool = False,
+                counted_prefix: Sequence[dict[str, str]] | None = None) -> WindowPlan:
     """Count ``window`` with the harness's ``prefix`` and fit it under ``ceiling`` (None:
     as it is). ``as_messages``: each part is one chat message of the harness's own
     history (the current arm), counted with its chat overhead and no header.
     ``harness_sends_all``: the harness's messages are all that is sent (a current
-    decision given them): they carry the task however they do, so no task block is."""
+    decision given them): they carry the task however they do, so no task block is.
+    ``counted_prefix``: the prefix as sent, when ``prefix`` is the text the store keeps
+    (a NUL's stand-in is not what the model reads)."""
     fixed, header, task_in_prefix = _fixed_tokens(window, tokenizer, task, prefix, run_ref,
-                                                  as_messages, harness_sends_all)
+                                                  as_messages, harness_sends_all,
+                                                  counted_prefix)
     for part in window.parts:
         part.tokens = (_count(tokenizer, part.text) if not as_messages
                        else sum(message_tokens(tokenizer, m) for m in part.messages)
@@ -408,7 +413,9 @@ def plan_window(window: LoopWindow, tokenizer: str, ceiling: int | None, task: s
 
 def _fixed_tokens(window: LoopWindow, tokenizer: str, task: str,
                   prefix: Sequence[dict[str, str]], run_ref: str,
-                  as_messages: bool, harness_sends_all: bool = False) -> tuple[int, str, bool]:
+                  as_messages: bool, harness_sends_all: bool = False,
+                  counted_prefix: Sequence[dict[str, str]] | None = None
+                  ) -> tuple[int, str, bool]:
     """What a window sends besides its parts, in tokens (the harness's prefix, the chat
     overhead, the header, the task unless the prefix holds it); the header; and whether
     the prefix holds the task (``harness_sends_all``: the harness's messages do)."""
@@ -416,7 +423,8 @@ def _fixed_tokens(window: LoopWindow, tokenizer: str, task: str,
         task.strip() and task.strip() in m.get("content", "") for m in prefix)
     empty = not window.parts and task_in_prefix  # the first step: the harness's prompt alone
     header = "" if empty or as_messages else mask_hint(run_ref) + "\n\n"
-    fixed = (sum(message_tokens(tokenizer, m["content"]) for m in prefix)
+    fixed = (sum(message_tokens(tokenizer, m["content"])
+                 for m in (prefix if counted_prefix is None else counted_prefix))
              + CHAT_REPLY_PRIMING_TOKENS
              + (0 if empty or as_messages else CHAT_MESSAGE_OVERHEAD_TOKENS)
              + _count(tokenizer, header)
@@ -425,11 +433,14 @@ def _fixed_tokens(window: LoopWindow, tokenizer: str, task: str,
 
 
 def window_fits(tokenizer: str, ceiling: int, task: str, prefix: Sequence[dict[str, str]],
-                run_ref: str) -> Callable[[LoopWindow], bool]:
+                run_ref: str, counted_prefix: Sequence[dict[str, str]] | None = None
+                ) -> Callable[[LoopWindow], bool]:
     """Whether a loop window, sent with the harness's ``prefix``, fits under ``ceiling``
-    as built (before the ladder): a fold that would not pay waits only when it does."""
+    as built (before the ladder): a fold that would not pay waits only when it does.
+    ``counted_prefix``: as ``plan_window``'s."""
     def fits(window: LoopWindow) -> bool:
-        fixed, _, _ = _fixed_tokens(window, tokenizer, task, prefix, run_ref, False)
+        fixed, _, _ = _fixed_tokens(window, tokenizer, task, prefix, run_ref, False,
+                                    counted_prefix=counted_prefix)
         return fixed + sum(_count(tokenizer, part.text) for part in window.parts) <= ceiling
     return fits
 
@@ -585,9 +596,12 @@ def _history_as_sent(steps: Sequence[LoopStep], sent: Sequence[dict[str, str]],
         _place(parts, unplaced, (), sent, raw)
         at = (observed[-1] if observed else start) + 1
     _place(parts, unplaced, range(at, len(sent)), sent, raw)
-    if unplaced:
-        raise RequestError(f"sent[{unplaced[0]}]: a message no step accounts for, and no "
-                           "step's part to count it with (steps is empty)")
+    if unplaced:  # no step yet (a user typed commands before the model's first): a part
+        texts = [sent[i]["content"] for i in unplaced]
+        parts.append(LoopPart(item_numbers(1)[0], 1, HARNESS_NOTE, "\n".join(texts),
+                              "".join(f"{text}\n\n" for text in texts), SHOWN_WHOLE,
+                              "current, as sent: before the model's first step",
+                              messages=tuple(raw[i]["content"] for i in unplaced)))
     return parts
 
 
@@ -598,16 +612,21 @@ def _step_messages(sent: Sequence[dict[str, str]], start: int,
     from there do not join to what the step shows. A turn with nothing after it (the
     history's end) has no observation, when the step shows none."""
     turn = start if sent[start]["role"] == "assistant" else None
+    if turn is None and step.command is not None:
+        return None  # a step that ran a command had its turn sent: it starts there
     at = start + (turn is not None)
+    if turn is not None and not step.shown and (at == len(sent)
+                                                or sent[at]["role"] == "assistant"):
+        return turn, []  # a turn nothing answered (yet): the history's end, or no action
     observed: list[int] = []
-    while at < len(sent) and sent[at]["role"] != "assistant" and (
-            not observed or "\n".join(sent[i]["content"] for i in observed) != step.shown):
+    joined = -1  # the length of the observed messages joined by newlines
+    while at < len(sent) and sent[at]["role"] != "assistant" and joined < len(step.shown):
         observed.append(at)
+        joined += len(sent[at]["content"]) + 1
         at += 1
-    if observed and "\n".join(sent[i]["content"] for i in observed) == step.shown:
-        return turn, observed
-    if turn is not None and at == len(sent) and not observed and not step.shown:
-        return turn, []
+        if joined == len(step.shown) and \
+                "\n".join(sent[i]["content"] for i in observed) == step.shown:
+            return turn, observed
     return None
 
 

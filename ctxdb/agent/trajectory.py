@@ -305,6 +305,7 @@ def _observation_v1(index: int, text: str, commands: Sequence[str]) -> Observati
 def _steps_v2(messages: list, chats: list[dict[str, str]], name: str) -> list[Step]:
     steps: list[Step] = []
     index = 2
+    typed = False  # an interactive agent's user typed a command before the model's first step
     while index < len(chats):
         chat, extra = chats[index], _extra(messages[index])
         if (chat["role"] != "assistant" and extra.get("interrupt_type") == FORMAT_ERROR_INTERRUPT
@@ -321,7 +322,10 @@ def _steps_v2(messages: list, chats: list[dict[str, str]], name: str) -> list[St
             index += 1
             continue
         if chat["role"] != "assistant":
-            if chat["role"] in ("user", "tool", "exit") and steps and index > 2:
+            # a command the user typed (mini-swe-agent's interactive agent: a user message
+            # with its actions), and what it printed, is no model step
+            typed = typed or bool(extra.get("actions"))
+            if chat["role"] in ("user", "tool", "exit") and (steps and index > 2 or typed):
                 index += 1  # a further observation of a turn with several actions
                 continue
             raise TrajectoryError(f"{name}: messages[{index}]: expected an assistant turn, "
