@@ -1762,10 +1762,7 @@ def _path_like(output: str, workdir: str) -> tuple[str, ...]:
     """The runs of an output that read as a file in a directory, each once, in order:
     found once per output (every window's pointers ask again; a long output remembered by
     its digest, as ``_names``)."""
-    if len(output) <= HASHED_TEXT_KEPT_MAX_CHARS:
-        return _path_like_kept(output, workdir)
-    return _LONG_OUTPUT_PATHS.get(f"{part_digest(output)} {workdir}",
-                                  lambda: _path_like_read(output, workdir))
+    return _read_once(_LONG_OUTPUT_PATHS, _path_like_read, _path_like_kept, output, workdir)
 
 
 def _path_like_read(output: str, workdir: str) -> tuple[str, ...]:
@@ -1911,13 +1908,21 @@ class _DigestMemo(Generic[T]):
         return value
 
 
+def _read_once(memo: _DigestMemo[T], read: Callable[..., T], kept: Callable[..., T],
+               text: str, *args: str) -> T:
+    """``read(text, *args)``, once per text: a short text remembered by value (``kept``,
+    ``read`` memoized), a long one by its digest in ``memo`` (as ``part_digest``: the text
+    is not kept alive for it)."""
+    if len(text) <= HASHED_TEXT_KEPT_MAX_CHARS:
+        return kept(text, *args)
+    return memo.get(" ".join((part_digest(text), *args)), lambda: read(text, *args))
+
+
 def _names(text: str) -> tuple[str, ...]:
     """``text``'s names (``anchors.names_in``), each once, in order. A run's outputs come
     back at every decision: each is read once, a long one remembered by its digest (as
     ``part_digest``)."""
-    if len(text) <= HASHED_TEXT_KEPT_MAX_CHARS:
-        return _names_kept(text)
-    return _LONG_TEXT_NAMES.get(part_digest(text), lambda: _names_read(text))
+    return _read_once(_LONG_TEXT_NAMES, _names_read, _names_kept, text)
 
 
 def _names_read(text: str) -> tuple[str, ...]:
@@ -1960,10 +1965,8 @@ def _output_names(output: str) -> tuple[str, ...]:
     once (every window asks again), a long one remembered by its digest."""
     if _TRACEBACK not in output:
         return _names(output)
-    if len(output) <= HASHED_TEXT_KEPT_MAX_CHARS:
-        return _framing_free_names_kept(output)
-    return _LONG_OUTPUT_NAMES.get(part_digest(output),
-                                  lambda: _framing_free_names(output))
+    return _read_once(_LONG_OUTPUT_NAMES, _framing_free_names, _framing_free_names_kept,
+                      output)
 
 
 def _framing_free_names(output: str) -> tuple[str, ...]:
