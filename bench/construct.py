@@ -160,7 +160,7 @@ def add_prior_decisions(store, template_id: int, count: int) -> None:
         "item_event": "item_id, event_no, stage, action, driver, tokens_before, tokens_after,"
                       " is_final, detail",
         "window_item": "position, item_id, role, rendering, tier, block, edge_critical,"
-                       " token_count, rendered_text",
+                       " token_count, rendered_sha256",
         "decision_link": "link_no, link_kind, entity_key, path, start_line, end_line, detail",
         "impact_edge": "edge_no, head_entity, tail_entity, edge_kind, depth, origin",
     }

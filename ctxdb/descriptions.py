@@ -96,10 +96,11 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
         },
     ),
     "evidence_text": (
-        "Each distinct pool text once, by sha256: a symbol asked about in many decisions "
-        "is stored once; also each step of an agent loop's history, and each message a "
-        "live current-arm decision recorded as sent, as JSON, which its decisions' "
-        "request_json names (steps_sha256, sent_sha256).",
+        "Each distinct text once, by sha256: a symbol asked about in many decisions "
+        "is stored once, and so is a window item's text that windows repeat "
+        "(window_item.rendered_sha256); also each step of an agent loop's history, and each "
+        "message a live current-arm decision recorded as sent, as JSON, which its "
+        "decisions' request_json names (steps_sha256, sent_sha256).",
         {
             "content_sha256": "sha256 of the text's UTF-8.",
             "content": "The text.",
@@ -214,7 +215,7 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
     ),
     "window_item": (
         "One item of a window as sent, in order: joined, the task block and these texts "
-        "are exactly what the model read.",
+        "are exactly what the model read. v_window_item shows it with its text.",
         {
             "decision_id": "The decision (decision.decision_id).",
             "position": "Its place in the window (from 1).",
@@ -229,10 +230,11 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
             "block": "front, middle or back (§3.6: critical content at the edges).",
             "edge_critical": "True when §3.6 pins it to an edge.",
             "token_count": "Its tokens in the window.",
-            "rendered_text": "Exactly the text it adds to the window.",
             "shown_start_line": "The first file line whose text it shows; NULL when it "
                                 "shows no body.",
             "shown_end_line": "The last file line whose text it shows.",
+            "rendered_sha256": "Exactly the text it adds to the window (evidence_text; "
+                               "v_window_item.rendered_text).",
         },
     ),
     "budget_log": (

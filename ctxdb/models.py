@@ -126,7 +126,8 @@ evidence_text = Table(
     metadata,
     Column("content_sha256", String(64), primary_key=True),
     Column("content", Text, nullable=False),
-    comment="Each distinct pool text once; evidence_item rows refer to it by hash.",
+    comment=("Each distinct text once: evidence_item and window_item rows (0011) refer"
+             " to it by hash."),
 )
 
 evidence_item = Table(
@@ -296,10 +297,13 @@ window_item = Table(
     Column("block", String(10), nullable=False),  # front | middle | back
     Column("edge_critical", Boolean, nullable=False),
     Column("token_count", Integer, nullable=False),
-    Column("rendered_text", Text, nullable=False),
     # the file lines whose text the item shows (0007): NULL when it shows no body
     Column("shown_start_line", Integer),
     Column("shown_end_line", Integer),
+    # the text it adds to the window (evidence_text, 0011: a loop's windows repeat theirs)
+    Column("rendered_sha256", String(64), ForeignKey("evidence_text.content_sha256",
+                                                     name="fk_window_item_rendered"),
+           nullable=False),
     PrimaryKeyConstraint("decision_id", "position"),
     ForeignKeyConstraint(
         ["decision_id", "item_id"], ["evidence_item.decision_id", "evidence_item.item_id"]

@@ -452,9 +452,9 @@ def _decision(connection, decision_id, run_id, instance, seq, tokens, items):
              "path": path, "s": start, "e": end})
         connection.execute(text(
             "INSERT INTO window_item (decision_id, position, item_id, role, rendering, tier,"
-            " block, edge_critical, token_count, rendered_text)"
+            " block, edge_critical, token_count, rendered_sha256)"
             " VALUES (:d, :p, :item, 'related_symbol', :rendering, 'working_set', :block,"
-            " :critical, :t, 'x')"),
+            " :critical, :t, 'h')"),
             {"d": decision_id, "p": position, "item": item_id, "rendering": rendering,
              "block": block, "critical": critical, "t": item_tokens})
 
@@ -760,10 +760,10 @@ def test_window_recall_by_hand(store_url):
             rendering, lines = shown
             statements.append((
                 "INSERT INTO window_item (decision_id, position, item_id, role, rendering, tier,"
-                " block, edge_critical, token_count, rendered_text, shown_start_line,"
+                " block, edge_critical, token_count, rendered_sha256, shown_start_line,"
                 " shown_end_line) VALUES (1, :n, :i, 'related_symbol', :r, 'working_set',"
-                " 'middle', false, 10, :c, :s, :t)",
-                {"n": number, "i": item_id, "r": rendering, "c": content,
+                " 'middle', false, 10, :h, :s, :t)",
+                {"n": number, "i": item_id, "r": rendering, "h": digest,
                  "s": lines[0] if lines else None, "t": lines[1] if lines else None}))
     with ContextStore.open(store_url) as store:
         with store.write_transaction() as connection:

@@ -836,7 +836,7 @@ def _window_body(store, context) -> str:
     """The loop window's parts as the store holds them (the header and task left out)."""
     with store.engine.connect() as connection:
         texts = [row[0] for row in connection.exec_driver_sql(
-            "SELECT rendered_text FROM window_item WHERE decision_id = ? ORDER BY position",
+            "SELECT rendered_text FROM v_window_item WHERE decision_id = ? ORDER BY position",
             (context.decision_id,))]
     head = MASK_HINT.format(ref=run_ref("loop", "settle")) + "\n\n"
     return "".join(texts).removeprefix(head)
@@ -1346,7 +1346,7 @@ def _stored_body(store, decision_id: int, run_id: str, instance_id: str) -> str:
     """A loop window's parts as the store holds them, its header line left out."""
     with store.engine.connect() as connection:
         text = "".join(row[0] for row in connection.exec_driver_sql(
-            "SELECT rendered_text FROM window_item WHERE decision_id = ? ORDER BY position",
+            "SELECT rendered_text FROM v_window_item WHERE decision_id = ? ORDER BY position",
             (decision_id,)))
     return text.removeprefix(MASK_HINT.format(ref=run_ref(run_id, instance_id)) + "\n\n")
 
@@ -1754,3 +1754,32 @@ def test_a_current_decision_records_the_messages_sent_each_counted(store_url, tm
         with store.engine.connect() as connection:
             assert connection.exec_driver_sql(
                 "SELECT COUNT(*) FROM decision WHERE run_id = 'wrong'").scalar() == 0
+
+
+def test_a_loop_runs_window_texts_are_stored_once_each(store_url, tmp_path):
+    """A window text the next windows repeat is stored once (evidence_text, by digest),
+    so a `current` run's texts grow with its history, not with its square; each window
+    still reads back exactly as it was sent."""
+    root = _tree(tmp_path / "tree")
+    wrap = "<returncode>0</returncode>\n<output>\n{}</output>".format
+    steps_run = 12
+    outputs = [f"a line of output {k}\n" * 40 for k in range(steps_run)]
+    history = [LoopStep(f"echo {k}", outputs[k], observation=wrap(outputs[k]), returncode=0)
+               for k in range(steps_run)]
+    with ContextStore.open(store_url) as store:
+        contexts = [construct_step(store, run_id=f"repeat-{arm}", instance_id="i", task="t",
+                                   steps=history[:done], tree=root, prefix=PREFIX, arm=arm)
+                    for arm in ("current", "ctx08") for done in range(1, steps_run + 1)]
+        with store.engine.connect() as connection:
+            shown, stored = connection.exec_driver_sql(
+                "SELECT SUM(LENGTH(v.rendered_text)),"
+                " (SELECT SUM(LENGTH(t.content)) FROM evidence_text t WHERE t.content_sha256 IN"
+                "  (SELECT rendered_sha256 FROM window_item))"
+                " FROM v_window_item v").one()
+        for context in contexts:  # read back as sent
+            assert store.context(context.decision_id).window == context.window
+    history_text = sum(len(wrap(output)) for output in outputs)
+    # every earlier output again in each window: about steps_run / 2 times the history
+    assert shown > steps_run / 3 * history_text
+    # stored once each (both arms: a part's text and the message it shows are one row)
+    assert stored < 3 * history_text

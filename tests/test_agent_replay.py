@@ -270,7 +270,7 @@ def test_a_recorded_run_replays_end_to_end(requests_repository, store_url, tmp_p
     assert all(o.fate is None for o in outcomes if o.kept)
     # the loop window's own parts: every earlier command, the run's task not repeated
     windows = _rows(store_url, "SELECT d.seq, w.item_id, w.rendering, w.rendered_text "
-                               "FROM window_item w JOIN decision d USING (decision_id) "
+                               "FROM v_window_item w JOIN decision d USING (decision_id) "
                                "ORDER BY d.seq, w.position")
     # each earlier step's command and output, and the newest turn's reasoning last
     assert [w.item_id for w in windows if w.seq == 7] == [

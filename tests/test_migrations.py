@@ -26,7 +26,7 @@ SHOPCART = Path(__file__).resolve().parent.parent / "fixtures" / "repos" / "shop
 NOT_MODELLED_TABLES = {"alembic_version"}
 NOT_MODELLED_SCHEMAS = {RECON_SCHEMA}
 # Tables whose rows are read back at head through a view (a table was split since 0001).
-READ_BACK_AT_HEAD = {"evidence_item": "v_evidence_item"}
+READ_BACK_AT_HEAD = {"evidence_item": "v_evidence_item", "window_item": "v_window_item"}
 
 
 def _sha256(content: str) -> str:
@@ -63,7 +63,9 @@ SEED_ROWS = [
     ("window_item", "INSERT INTO window_item (decision_id, position, item_id, role, rendering,"
                     " tier, block, edge_critical, token_count, rendered_text) VALUES"
                     " (1, 1, 'E1', 'change_target', 'verbatim', 'working_set', 'front', TRUE, 7,"
-                    " 'def total(): ...')"),
+                    " 'def total(): ...'),"
+                    " (1, 2, 'E3', 'live_current', 'truncated', 'transient', 'back', FALSE, 3,"
+                    " 'long …')"),
     ("budget_log", "INSERT INTO budget_log (decision_id, step_no, ladder_step, tokens_before,"
                    " tokens_after) VALUES (1, 1, 'fits', 1234, 1234)"),
     ("rank_call", "INSERT INTO rank_call (rank_call_id, decision_id, model, base_url,"
@@ -176,10 +178,12 @@ def test_upgrade_from_first_revision_keeps_every_row(store_url):
             assert got == want, table
             continue
         assert [row[:width] for row in upgraded[table]] == seeded[table], table
-    assert tuple(overview) == ("current", "baseline", 5, 1, 1234)
-    # each distinct text once: E1 and E2 share theirs; E3's cut and uncut texts both kept
+    assert tuple(overview) == ("current", "baseline", 5, 2, 1234)
+    # each distinct text once: E1 and E2 share theirs, and E1's window text; E3's cut and
+    # uncut texts both kept, and the text its window showed (0011)
     assert sorted(content for _sha, content in texts) == [
-        "def total(): ...", "long [cut]", "long output, uncut", "text five", "text four"]
+        "def total(): ...", "long [cut]", "long output, uncut", "long …", "text five",
+        "text four"]
 
 
 def test_downgrade_to_0004_and_back_keeps_every_text(store_url):
@@ -216,6 +220,43 @@ def test_downgrade_to_0004_and_back_keeps_every_text(store_url):
                 ("E3", "long [cut]", "long output, uncut"), ("E4", "text four", None),
                 ("E5", "text five", None)]
     assert down == expected and up == expected
+
+
+def test_downgrade_to_0010_and_back_keeps_every_window_text(store_url):
+    """Window texts moved into evidence_text (0011) go back into the window rows on
+    downgrade, and forward again, each row with its own text."""
+    from alembic import command
+
+    from ctxdb.migrate import alembic_config
+    from ctxdb.views import drop_views
+
+    url = resolve_url(store_url)
+    upgrade_engine(url, FIRST_REVISION)
+    engine = make_engine(url)
+    with engine.begin() as connection:
+        for _table, statement in SEED_ROWS:
+            connection.execute(text(statement))
+    engine.dispose()
+    upgrade_engine(url)  # head
+    engine = make_engine(url, foreign_keys=False)
+    read = "SELECT position, item_id, rendered_text FROM {table} ORDER BY position"
+    with engine.begin() as connection:
+        at_head = [tuple(r) for r in connection.execute(text(read.format(table="v_window_item")))]
+        drop_views(connection)
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0010")
+        down = [tuple(r) for r in connection.execute(text(read.format(table="window_item")))]
+    engine.dispose()
+    with ContextStore.open(store_url) as store:  # up again, views recreated
+        assert store.revision() == head_revision() and store.view_drift() == []
+        with store.engine.connect() as connection:
+            up = [tuple(r) for r in connection.execute(text(read.format(table="v_window_item")))]
+            digests = connection.execute(text(
+                "SELECT rendered_sha256 FROM window_item ORDER BY position")).scalars().all()
+    expected = [(1, "E1", "def total(): ..."), (2, "E3", "long …")]
+    assert at_head == expected and down == expected and up == expected
+    assert digests == [_sha256("def total(): ..."), _sha256("long …")]
 
 
 def test_the_light_reading_of_the_revisions_agrees_with_alembic(store_url):

@@ -88,8 +88,8 @@ def _write_replay(store) -> None:
         " provenance) VALUES (:decision, :item, :no, 'live', :kind, :sha, 'live: a step')")
     window_item_sql = (
         "INSERT INTO window_item (decision_id, position, item_id, role, rendering, tier, block,"
-        " edge_critical, token_count, rendered_text) VALUES (:decision, :no, :item, 'part',"
-        " :rendering, 'working_set', 'middle', false, :tokens, 'text')")
+        " edge_critical, token_count, rendered_sha256) VALUES (:decision, :no, :item, 'part',"
+        " :rendering, 'working_set', 'middle', false, :tokens, :sha)")
     sha = "0" * 64
     decision_ids = {key: number for number, key in enumerate(WINDOWS, start=1)}
     anchor_sql = (
@@ -116,7 +116,8 @@ def _write_replay(store) -> None:
                 item = {"decision": decision, "item": f"E{number}", "no": number}
                 connection.execute(text(item_sql), {**item, "kind": kind, "sha": sha})
                 connection.execute(text(window_item_sql),
-                                   {**item, "rendering": rendering, "tokens": tokens})
+                                   {**item, "rendering": rendering, "tokens": tokens,
+                                    "sha": sha})
         for arm, by_instance in TOKENS.items():
             for instance, steps in by_instance.items():
                 for seq, (prompt, cached) in enumerate(steps, start=1):

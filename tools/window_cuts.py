@@ -331,7 +331,7 @@ def read_decisions(url: str, arm: str) -> list[Decision]:
                     " WHERE r.run_id = :run AND r.instance_id = :instance AND r.arm = :arm"),
                     {"run": run_id, "instance": instance_id, "arm": arm}):
                 rows = connection.execute(text(
-                    "SELECT item_id, rendering, token_count, rendered_text FROM window_item"
+                    "SELECT item_id, rendering, token_count, rendered_text FROM v_window_item"
                     " WHERE decision_id = :decision ORDER BY position"),
                     {"decision": decision_id}).all()
                 parts, indexes = [], []

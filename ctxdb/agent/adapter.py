@@ -349,7 +349,7 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
 
     def write(connection: Connection) -> tuple[DecisionContext, persist.DecisionRow]:
         row = persist.write_inputs(connection, store, attempt)
-        return persist.write_outcome(connection, row, attempt), row
+        return persist.write_outcome(connection, store, row, attempt), row
 
     context, row = store.write(write)
     store.runs_seen[run_id] = (arm, request.variant)

@@ -217,7 +217,7 @@ def write_decision(connection: Connection, store: ContextStore,
             run_gate(connection, attempt, row.decision_id)
             decide(connection, attempt)
     store_counts(connection, attempt.inputs.settings.tokenizer, attempt.new_counts)
-    return persist.write_outcome(connection, row, attempt), row
+    return persist.write_outcome(connection, store, row, attempt), row
 
 
 def normalise(request: DecisionRequest | dict[str, object] | str | bytes,

@@ -24,7 +24,7 @@ from sqlalchemy import Connection, Table, bindparam, insert, select, update
 
 from .. import models
 from ..config import Settings
-from ..context import DecisionContext
+from ..context import DecisionContext, WindowEntry
 from ..request import DecisionRequest, RequestError
 from ..tokens import content_sha256
 from .audit import EVENT_COLUMNS
@@ -46,7 +46,7 @@ _EDGE_COLUMNS = ("decision_id", "edge_no", "head_entity", "tail_entity", "edge_k
                  "origin")
 # shown lines: only an item shown in part has them
 _WINDOW_COLUMNS = ("decision_id", "position", "item_id", "role", "rendering", "tier", "block",
-                   "edge_critical", "token_count", "rendered_text", "shown_start_line",
+                   "edge_critical", "token_count", "rendered_sha256", "shown_start_line",
                    "shown_end_line")
 # recon_hops: NULL for an item near by its shared terms alone, most of them
 _NEARNESS_COLUMNS = ("decision_id", "item_id", "shared_terms", "recon_hops",
@@ -86,7 +86,7 @@ class DecisionRow(NamedTuple):
 
     decision_id: int
     new_run: bool  # this decision started its run
-    text_digests: set[str]  # the evidence_text rows the pool refers to
+    text_digests: set[str]  # the evidence_text rows the pool and the window refer to
     outcome_columns: tuple[int | None, str]  # token_count and flags the row was given
 
 
@@ -104,16 +104,25 @@ def write_inputs(connection: Connection, store: ContextStore,
     decision_id, new_run = _write_decision_row(connection, store, inputs,
                                                attempt.outcome_columns)
     _write_obligation(connection, decision_id, inputs.request)
+    # the window's texts too, in the same sorted insert (write_outcome adds a window
+    # decided again in this transaction)
+    others = attempt.request_texts | window_texts(attempt.entries)
     kept = attempt.kept_preview
     if kept is None:
-        texts = _write_pool(connection, store, decision_id, inputs, attempt.request_texts)
+        texts = _write_pool(connection, store, decision_id, inputs, others)
         _write_gate_inputs(connection, decision_id, inputs)
     else:
         texts = kept.texts
-        _write_texts(connection, store, texts | attempt.request_texts)
+        _write_texts(connection, store, texts | others)
         _copy_preview_rows(connection, kept.decision_id, decision_id, inputs)
-    return DecisionRow(decision_id, new_run, set(texts) | set(attempt.request_texts),
+    return DecisionRow(decision_id, new_run, set(texts) | set(others),
                        attempt.outcome_columns)
+
+
+def window_texts(entries: list[WindowEntry]) -> dict[str, str]:
+    """The texts a window's items add, by digest: each stored once in evidence_text, as a
+    loop's windows repeat most of theirs decision after decision."""
+    return {content_sha256(e.text): e.text for e in entries}
 
 
 def write_preview_inputs(connection: Connection, store: ContextStore,
@@ -319,7 +328,7 @@ def _write_gate_inputs(connection: Connection, decision_id: int, inputs: Decisio
         ], sparse=("recon_hops",))
 
 
-def write_outcome(connection: Connection, row: DecisionRow,
+def write_outcome(connection: Connection, store: ContextStore, row: DecisionRow,
                   attempt: Attempt) -> DecisionContext:
     """What ``attempt`` decided for the decision ``row``: the ranking call, the window
     (``attempt.entries``) and the audit; finishes the row when it was written before the
@@ -331,9 +340,15 @@ def write_outcome(connection: Connection, row: DecisionRow,
     _write_ranking(connection, decision_id, attempt)
     flag = models.flag_type(connection)
     if entries:
+        texts = window_texts(entries)
+        if not row.text_digests.issuperset(texts):  # a window decided again after write_inputs
+            _write_texts(connection, store,
+                         {h: t for h, t in texts.items() if h not in row.text_digests})
+            row.text_digests.update(texts)
+        digest_of = {t: h for h, t in texts.items()}
         models.insert_tuples(connection, models.window_item, _WINDOW_COLUMNS, [
             (decision_id, e.position, e.item_id, e.role, e.rendering, e.tier, e.block,
-             flag(e.edge_critical), e.token_count, e.text,
+             flag(e.edge_critical), e.token_count, digest_of[e.text],
              e.shown_lines[0] if e.shown_lines else None,
              e.shown_lines[1] if e.shown_lines else None)
             for e in entries

@@ -10,11 +10,13 @@ WITH previous AS (
     ORDER BY d.seq DESC, d.decision_id DESC
     LIMIT 1)
 SELECT e.item_no, e.content_sha256, w.rendering, p.flags,
-       CASE WHEN w.rendering IN (:view, :pointer) THEN w.rendered_text END AS rendered_text,
+       CASE WHEN w.rendering IN (:view, :pointer) THEN shown.content END AS rendered_text,
        note.content AS note_content
 FROM previous p
 JOIN evidence_item e ON e.decision_id = p.decision_id
 LEFT JOIN window_item w ON w.decision_id = e.decision_id AND w.item_id = e.item_id
+LEFT JOIN evidence_text shown ON shown.content_sha256 = w.rendered_sha256
+    AND w.rendering IN (:view, :pointer)
 LEFT JOIN evidence_text note ON note.content_sha256 = e.content_sha256
     AND e.item_no % :parts_per_step = :note_part
 ORDER BY e.item_no;

@@ -67,7 +67,7 @@ item_fact AS (
                 THEN 1 ELSE 0 END AS content_shows_line,
            CASE WHEN w.item_id IS NULL THEN 0 ELSE 1 END AS in_window,
            CASE WHEN e.path = f.path AND f.head_text IS NOT NULL
-                 AND REPLACE(w.rendered_text, f.head_text, '') <> w.rendered_text
+                 AND REPLACE(shown.content, f.head_text, '') <> shown.content
                 THEN 1 ELSE 0 END AS window_shows_line,
            CASE WHEN EXISTS (SELECT 1 FROM item_event ev
                              WHERE ev.decision_id = e.decision_id AND ev.item_id = e.item_id
@@ -78,6 +78,7 @@ item_fact AS (
                         AND (e.entity_key = f.entity_key OR e.path = f.path)
     JOIN evidence_text t ON t.content_sha256 = e.content_sha256
     LEFT JOIN window_item w ON w.decision_id = e.decision_id AND w.item_id = e.item_id
+    LEFT JOIN evidence_text shown ON shown.content_sha256 = w.rendered_sha256
     WHERE f.scope = 'all facts'  -- every fact once: the other scope is a subset
 ),
 holders AS (
