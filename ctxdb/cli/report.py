@@ -23,16 +23,16 @@ def register(commands: argparse._SubParsersAction) -> None:
     report.add_argument("name", metavar="NAME",
                         help="ab, replay, or a report: runs, arms, precision, gold_recall, "
                         "window_recall, tokens, edge_placement, outcomes, decision_rule, "
-                        "ablation, replay_arms, replay_recall, replay_fates, replay_parts, "
-                        "replay_fidelity, replay_lengths, replay_steps")
+                        "ablation, loop_cost, replay_arms, replay_recall, replay_fates, "
+                        "replay_parts, replay_fidelity, replay_lengths, replay_steps")
     add_db_option(report)
     report.add_argument("--format", choices=("table", "csv", "json", "html"), default="table",
                         help="output format (default: table)")
     report.add_argument("--output", help="write to this file instead of standard output")
     report.add_argument("--cached-price-ratio", metavar="R",
-                        help="replay reports: a cached prompt token's price as a share of an "
-                        "input token's, 0 to 1 (default 0.1: cache reads cost about a tenth "
-                        "of input at DeepSeek, Anthropic and OpenAI)")
+                        help="replay reports and loop_cost: a cached prompt token's price as "
+                        "a share of an input token's, 0 to 1 (default 0.1: cache reads cost "
+                        "about a tenth of input at DeepSeek, Anthropic and OpenAI)")
     report.add_argument("--length-groups", metavar="N",
                         help="replay reports: how many groups the replayed runs are cut into "
                         "by their length (default 4: quarters)")

@@ -1,0 +1,57 @@
+-- v_decision_cached: per decision, its tokens and those a prompt cache would serve when
+-- the decision before it in its run and instance (by seq) was the prompt sent last: an
+-- agent loop's steps, live or replayed. Counted by whole window items: everything sent
+-- before the items (the harness's prompt, the task, the chat framing: token_count less
+-- the items' tokens) when it is as long as the previous decision's, then each item up to
+-- the first whose text (rendered_sha256) differs from the previous window's at the same
+-- position. The replay counts the shared start of that item too, and each message's
+-- own framing apart (replay_decision.cached_tokens): on the development runs' ctx08
+-- decisions this gives 0.994 of the replay's cached tokens, a few more where the
+-- windows part at an item's edge. first_changed_position is NULL when no item changed.
+CREATE VIEW v_decision_cached AS
+WITH ordered AS (
+    SELECT d.decision_id, d.run_id, d.instance_id, d.seq, d.token_count,
+           LAG(d.decision_id) OVER (PARTITION BY d.run_id, d.instance_id
+                                    ORDER BY d.seq, d.decision_id) AS previous_decision_id
+    FROM decision d
+),
+compared AS (  -- each window item beside the previous window's at its position
+    SELECT o.decision_id, w.position, w.token_count,
+           CASE WHEN b.rendered_sha256 = w.rendered_sha256 THEN 0 ELSE 1 END AS changed
+    FROM ordered o
+    JOIN window_item w ON w.decision_id = o.decision_id
+    LEFT JOIN window_item b ON b.decision_id = o.previous_decision_id
+                           AND b.position = w.position
+),
+by_decision AS (
+    SELECT decision_id, SUM(token_count) AS item_tokens,
+           MIN(CASE WHEN changed = 1 THEN position END) AS first_changed_position
+    FROM compared
+    GROUP BY decision_id
+),
+unchanged AS (  -- the items before the first that changed
+    SELECT c.decision_id, SUM(c.token_count) AS unchanged_tokens
+    FROM compared c
+    JOIN by_decision b ON b.decision_id = c.decision_id
+    WHERE b.first_changed_position IS NULL OR c.position < b.first_changed_position
+    GROUP BY c.decision_id
+)
+SELECT
+    o.decision_id,
+    o.run_id,
+    o.instance_id,
+    o.seq,
+    o.previous_decision_id,
+    o.token_count,
+    CASE WHEN o.previous_decision_id IS NULL OR o.token_count IS NULL
+              OR p.token_count IS NULL THEN 0
+         WHEN o.token_count - COALESCE(b.item_tokens, 0)
+              <> p.token_count - COALESCE(pb.item_tokens, 0) THEN 0
+         ELSE o.token_count - COALESCE(b.item_tokens, 0) + COALESCE(u.unchanged_tokens, 0)
+    END AS cached_tokens,
+    b.first_changed_position
+FROM ordered o
+LEFT JOIN by_decision b ON b.decision_id = o.decision_id
+LEFT JOIN unchanged u ON u.decision_id = o.decision_id
+LEFT JOIN decision p ON p.decision_id = o.previous_decision_id
+LEFT JOIN by_decision pb ON pb.decision_id = o.previous_decision_id;

@@ -1,0 +1,133 @@
+"""A live agent loop's cost under a prompt cache, from the store alone: v_decision_cached
+counts what each decision shares with the one before it, `ctxdb report loop_cost` prices
+it per arm (issue 22, item 5)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+from ctxdb import ContextStore
+from ctxdb.agent.adapter import construct_step
+from ctxdb.agent.arms import (
+    CHAT_MESSAGE_OVERHEAD_TOKENS,
+    CHAT_REPLY_PRIMING_TOKENS,
+    PromptCounter,
+)
+from ctxdb.agent.loop import LoopStep
+from ctxdb.cli import main as cli_main
+from ctxdb.outcomes import record_outcome
+from ctxdb.tokens import get_counter
+
+PREFIX = [{"role": "system", "content": "You are a bash agent. Reply with one command."},
+          {"role": "user", "content": "Fix it.\n<task>function_3 subtracts</task>"}]
+STEPS_RUN = 16  # past the first fold: a ctx08 window changes before its end there
+# a fold's first change: the first part it folds (the header's and the first step's)
+FOLD_CHANGES_FROM = 2
+RATIO = 0.1  # the report's default cached price ratio
+WRAP = "<returncode>0</returncode>\n<output>\n{}</output>".format
+
+
+MODULE = "".join(f"def function_{n}(a, b):\n    return a + b\n\n\n" for n in range(12))
+EDIT = "sed -i 's/return a + b/return b + a/' pkg/mod.py"
+EDIT_STEP = 6  # the step whose command edits the file step 1 printed
+
+
+def _history(root):
+    """Steps that print a file, then do other things, edit that file and go on; and the
+    messages a harness would have sent for them."""
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "mod.py").write_text(MODULE, encoding="utf-8")
+    steps, sent = [], list(PREFIX)
+    for k in range(1, STEPS_RUN + 1):
+        command, output = ((EDIT, "") if k == EDIT_STEP else ("cat pkg/mod.py", MODULE)
+                           if k == 1 else (f"echo step {k}", f"step {k}\n" * (5 + k)))
+        steps.append(LoopStep(command, output, thought=f"Look at step {k}.",
+                              observation=WRAP(output), returncode=0))
+        sent += [{"role": "assistant", "content": f"THOUGHT: Look at step {k}.\n\n```bash\n"
+                                                  f"{command}\n```"},
+                 {"role": "user", "content": WRAP(output)}]
+    return steps, sent
+
+
+def _cached_rows(store):
+    with store.engine.connect() as connection:
+        return {row.decision_id: row for row in connection.exec_driver_sql(
+            "SELECT c.decision_id, c.run_id, c.seq, c.token_count, c.cached_tokens,"
+            " c.previous_decision_id, c.first_changed_position"
+            " FROM v_decision_cached c ORDER BY c.run_id, c.seq")}
+
+
+def test_each_decision_counts_what_it_shares_with_the_one_before(store_url, tmp_path,
+                                                                capsys):
+    steps, sent = _history(tmp_path / "tree")
+    with ContextStore.open(store_url) as store:
+        counter = PromptCounter(get_counter(store.settings.tokenizer).count)
+        runs = {"ctx08": [], "current": []}
+        for done in range(STEPS_RUN + 1):
+            if done == EDIT_STEP:  # the edit ran: the tree holds its change from here on
+                edited = MODULE.replace("return a + b", "return b + a")
+                (tmp_path / "tree" / "pkg" / "mod.py").write_text(edited, encoding="utf-8")
+            for arm, decisions in runs.items():
+                shown = sent[:len(PREFIX) + 2 * done] if arm == "current" else None
+                context = construct_step(store, run_id=f"live-{arm}", instance_id="i",
+                                         task="function_3 subtracts", steps=steps[:done],
+                                         tree=tmp_path / "tree", prefix=PREFIX, arm=arm,
+                                         sent=shown)
+                messages = shown if arm == "current" else context.messages(prefix=PREFIX)
+                decisions.append((context, messages))
+        rows = _cached_rows(store)
+        for arm, decisions in runs.items():
+            previous = None
+            for context, messages in decisions:
+                row = rows[context.decision_id]
+                exact = counter.cached_tokens(previous, messages)
+                previous = messages
+                assert row.token_count == context.token_count
+                if row.previous_decision_id is None:
+                    assert row.cached_tokens == 0
+                    continue
+                # by whole items: the replay's count, give or take the framing it counts
+                # apart (the reply's priming, the changed message's own) and the shared
+                # start of the first changed item, which it counts and this does not
+                changed = next((e for e in context.window
+                                if e.position == row.first_changed_position), None)
+                missed = changed.token_count if changed else 0
+                assert (exact - missed - 1 <= row.cached_tokens
+                        <= exact + CHAT_REPLY_PRIMING_TOKENS + CHAT_MESSAGE_OVERHEAD_TOKENS), \
+                    (arm, context.decision_id)
+            if arm == "current":  # an append-only history: all the last prompt is served
+                for (before, _), (now, _) in itertools.pairwise(decisions):
+                    assert rows[now.decision_id].cached_tokens == before.token_count
+        # a fold changes a ctx08 window near its start: little of it is served then
+        ctx08 = [rows[c.decision_id] for c, _ in runs["ctx08"]]
+        folds = [(before, after) for before, after in itertools.pairwise(ctx08)
+                 if after.first_changed_position is not None
+                 and after.first_changed_position <= FOLD_CHANGES_FROM]
+        assert folds
+        assert all(after.cached_tokens < before.token_count / 2 for before, after in folds)
+
+        # the report: each arm's cost with cache reads at a tenth, per solved instance
+        record_outcome(store, "live-ctx08", "i", True)
+        record_outcome(store, "live-current", "i", False)
+    capsys.readouterr()
+    assert cli_main(["report", "loop_cost", "--db", store_url, "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    by_arm = {row["arm"]: row for row in report["rows"]}
+    with ContextStore.open(store_url) as store:
+        rows = _cached_rows(store)
+    for arm in ("ctx08", "current"):
+        mine = [row for row in rows.values() if row.run_id == f"live-{arm}"]
+        tokens = sum(row.token_count for row in mine)
+        cached = sum(row.cached_tokens for row in mine)
+        got = by_arm[arm]
+        assert (got["decisions"], got["tokens"], got["cached_tokens"]) == (
+            STEPS_RUN + 1, tokens, cached)
+        assert abs(got["cost_tokens"] - (tokens - cached + RATIO * cached)) < 1e-6
+        assert got["cached_share"] == cached / tokens
+    assert by_arm["ctx08"]["solved"] == 1 and by_arm["current"]["solved"] == 0
+    assert by_arm["ctx08"]["cost_per_solved"] == by_arm["ctx08"]["cost_tokens"]
+    assert by_arm["current"]["cost_per_solved"] is None
+    assert by_arm["current"]["cost_of_current"] == 1.0
+    assert by_arm["ctx08"]["cost_of_current"] == (by_arm["ctx08"]["cost_tokens"]
+                                                  / by_arm["current"]["cost_tokens"])
