@@ -43,9 +43,10 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
                          "less: `ctxdb show` replays the cut).",
             "decision_question": "What the model is asked at this decision, if given.",
             "request_json": "The request exactly as given: nothing the harness sent is lost. "
-                            "An agent-loop request names its steps by digest "
-                            "(steps_sha256: each step's JSON an evidence_text row, stored "
-                            "once per run), and a live current-arm decision the messages "
+                            "An agent-loop request names the harness's prompt and its steps "
+                            "by digest (prefix_sha256, steps_sha256: each message's and "
+                            "step's JSON an evidence_text row, stored once per run), and a "
+                            "live current-arm decision the messages "
                             "the harness sent (sent_sha256: each message's role and content "
                             "likewise); store.request_as_given reassembles it.",
             "request_sha256": "sha256 of request_json; `req-<first hex digits>` names the "
@@ -98,9 +99,10 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
     "evidence_text": (
         "Each distinct text once, by sha256: a symbol asked about in many decisions "
         "is stored once, and so is a window item's text that windows repeat "
-        "(window_item.rendered_sha256); also each step of an agent loop's history, and each "
-        "message a live current-arm decision recorded as sent, as JSON, which its "
-        "decisions' request_json names (steps_sha256, sent_sha256).",
+        "(window_item.rendered_sha256); also each message of an agent loop's harness "
+        "prompt, each step of its history, and each message a live current-arm decision "
+        "recorded as sent, as JSON, which its "
+        "decisions' request_json names (prefix_sha256, steps_sha256, sent_sha256).",
         {
             "content_sha256": "sha256 of the text's UTF-8.",
             "content": "The text.",

@@ -39,6 +39,13 @@ _ITEM_ID_ANY_CASE = re.compile(r"[eE][1-9][0-9]*")
 STEP_DIGESTS_FIELD = "steps_sha256"
 # a current-arm loop decision's messages as the harness sent them, named likewise
 SENT_DIGESTS_FIELD = "sent_sha256"
+# the harness's own messages a loop window is sent after, named likewise (each decision
+# of a run sends the same prompt; a request stored before 2026-12-05 holds "prefix")
+PREFIX_DIGESTS_FIELD = "prefix_sha256"
+# (field naming digests, the field given, what its texts are), in a request's order
+_DIGEST_FIELDS = ((PREFIX_DIGESTS_FIELD, "prefix", "prefix messages"),
+                  (STEP_DIGESTS_FIELD, "steps", "steps"),
+                  (SENT_DIGESTS_FIELD, "sent", "messages sent"))
 # why an item id a reader took from a window may be missing from a decision
 _NO_ITEM_HINT = ("an agent-loop decision records the parts its window holds: step k's "
                  "command, output, reasoning and note are E4k-3 to E4k while shown")
@@ -140,28 +147,42 @@ def context(connection: Connection, decision_id: int) -> DecisionContext:
 
 def request_as_given(connection: Connection, decision_id: int) -> Any:
     """The request a decision was built from, exactly as given (JSON-decoded): an
-    agent-loop decision's steps put back in order from the texts they are stored as once
-    per run (``STEP_DIGESTS_FIELD``). None when the store has no such decision."""
+    agent-loop decision's prefix, steps and messages sent put back in order from the
+    texts they are stored as once per run (``_DIGEST_FIELDS``). None when the store has
+    no such decision."""
     rows = _rows(connection, "request_of_decision", decision_id=decision_id)
     if not rows:
         return None
     request = json.loads(rows[0]["request_json"])
     if not isinstance(request, dict):
         return request
-    for digests_field, given, what in ((STEP_DIGESTS_FIELD, "steps", "steps"),
-                                       (SENT_DIGESTS_FIELD, "sent", "messages sent")):
-        if digests_field not in request:
+    return _with_stored_texts(connection, decision_id, request)
+
+
+def _with_stored_texts(connection: Connection, decision_id: int,
+                       request: dict[str, Any]) -> dict[str, Any]:
+    """``request`` with each list its digests name put back in their place, in order."""
+    named = {field: request[field] for field, _given, _what in _DIGEST_FIELDS
+             if field in request}
+    if not named:
+        return request
+    text = models.evidence_text.c
+    wanted = sorted({digest for digests in named.values() for digest in digests})
+    stored = dict(connection.execute(select(text.content_sha256, text.content).where(
+        text.content_sha256.in_(wanted))).tuples().all())
+    given_request: dict[str, Any] = {}
+    fields = {field: (given, what) for field, given, what in _DIGEST_FIELDS}
+    for key, value in request.items():
+        if key not in named:
+            given_request[key] = value
             continue
-        digests = request.pop(digests_field)
-        text = models.evidence_text.c
-        stored = dict(connection.execute(select(text.content_sha256, text.content).where(
-            text.content_sha256.in_(sorted(set(digests))))).tuples().all())
-        missing = [digest for digest in digests if digest not in stored]
+        given, what = fields[key]
+        missing = [digest for digest in value if digest not in stored]
         if missing:
             raise NotFound(f"decision {decision_id}: {len(missing)} of its {what} are not in "
                            f"evidence_text (first: {missing[0]}): the store was cut short")
-        request[given] = [json.loads(stored[digest]) for digest in digests]
-    return request
+        given_request[given] = [json.loads(stored[digest]) for digest in value]
+    return given_request
 
 
 def messages_sent(connection: Connection, decision_id: int) -> list[dict[str, str]]:
@@ -181,6 +202,9 @@ def _loop_prefix(connection: Connection, decision_id: int) -> tuple[dict[str, st
     request = json.loads(rows[0]["request_json"]) if rows else None
     if not isinstance(request, dict) or not ({"steps", STEP_DIGESTS_FIELD} & request.keys()):
         return ()
+    if PREFIX_DIGESTS_FIELD in request:  # the prefix alone: not the steps
+        request = _with_stored_texts(connection, decision_id,
+                                     {PREFIX_DIGESTS_FIELD: request[PREFIX_DIGESTS_FIELD]})
     # as the decision stored its texts (a NUL or lone surrogate made storable)
     return tuple({key: storable_text(text) if isinstance(text, str) else text
                   for key, text in message.items()} for message in request.get("prefix", ()))

@@ -13,8 +13,9 @@ import shlex
 import weakref
 
 import pytest
+from sqlalchemy import func, select
 
-from ctxdb import ContextStore
+from ctxdb import ContextStore, models
 from ctxdb.agent.adapter import (
     TreeFiles,
     construct_step,
@@ -1631,14 +1632,36 @@ def _history_stored_once(store, tmp_path):
             "SELECT SUM(LENGTH(request_json)) FROM decision WHERE run_id = 'long'").scalar()
     # each output once (in its step, and as its part's text), not once per decision after it
     assert stored < 20 * 2_000, stored
+    # and the harness's prompt once per run, not in every decision's request
+    with store.engine.connect() as connection:
+        assert connection.execute(select(func.count()).where(
+            models.decision.c.run_id == "long",
+            models.decision.c.request_json.contains(PREFIX[0]["content"]))).scalar() == 0
     for done, context in enumerate(contexts):
         given = store.request_as_given(context.decision_id)
         assert given == {"run_id": "long", "instance_id": "i", "seq": done + 1,
                          "arm": "ctx08", "task": "t", "prefix": PREFIX,
                          "steps": [step_json(step) for step in history[:done]]}
+        assert list(given) == ["run_id", "instance_id", "seq", "arm", "task", "prefix", "steps"]
         assert [step["output"] for step in given["steps"]] == outputs[:done]
+    # a request stored with its prefix inline (before 2026-12-05) reads back the same
+    newest = contexts[-1].decision_id
+    given, messages = store.request_as_given(newest), store.context(newest).messages()
+    inline = dict(("prefix", PREFIX) if key == "prefix_sha256" else (key, value)
+                  for key, value in json.loads(_request_json(store, newest)).items())
+    with store.write_transaction() as connection:
+        connection.execute(models.decision.update().where(
+            models.decision.c.decision_id == newest).values(request_json=json.dumps(inline)))
+    assert store.request_as_given(newest) == given
+    assert store.context(newest).messages() == messages and messages[:2] == PREFIX
     with pytest.raises(LookupError, match="decision 10000 does not exist"):
         store.request_as_given(10_000)
+
+
+def _request_json(store, decision_id):
+    with store.engine.connect() as connection:
+        return connection.execute(select(models.decision.c.request_json).where(
+            models.decision.c.decision_id == decision_id)).scalar_one()
 
 
 def test_a_current_decision_records_the_messages_sent_each_counted(store_url, tmp_path,

@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..context import DecisionContext, WindowEntry
-from ..forensics import LOOP_PROVENANCE, RUN_REF_PREFIX, SENT_DIGESTS_FIELD, STEP_DIGESTS_FIELD
+from ..forensics import (
+    LOOP_PROVENANCE,
+    PREFIX_DIGESTS_FIELD,
+    RUN_REF_PREFIX,
+    SENT_DIGESTS_FIELD,
+    STEP_DIGESTS_FIELD,
+)
 from ..pipeline import persist
 from ..pipeline.state import (
     BACK,
@@ -271,12 +277,14 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     # square of the run's length (``request_as_given`` puts it back together)
     step_texts = [json.dumps(step_json(s)) for s in history]
     step_digests = [content_sha256(text) for text in step_texts]
-    # the messages sent, likewise: each once per run
+    # the harness's prompt and the messages sent, likewise: each once per run
+    prefix_texts = [json.dumps(message) for message in prefix]
+    prefix_digests = [content_sha256(text) for text in prefix_texts]
     sent_texts = [json.dumps(message) for message in sent_messages or ()]
     sent_digests = [content_sha256(text) for text in sent_texts]
     request_json = json.dumps({
         "run_id": run_id, "instance_id": instance_id, "seq": seq, "arm": arm, "task": task,
-        "prefix": list(prefix), STEP_DIGESTS_FIELD: step_digests}
+        PREFIX_DIGESTS_FIELD: prefix_digests, STEP_DIGESTS_FIELD: step_digests}
         | ({SENT_DIGESTS_FIELD: sent_digests} if sent_messages is not None else {}))
     given = (task, prefix, history)
     task, prefix, history = _storable(task), _storable(list(prefix)), _storable(history)
@@ -344,8 +352,8 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     attempt.budget_steps = plan.budget_steps
     attempt.window_task = task  # the flag task_in_prefix keeps it out of the window
     attempt.token_count = plan.total_tokens
-    attempt.request_texts = dict(zip(step_digests + sent_digests, step_texts + sent_texts,
-                                     strict=True))
+    attempt.request_texts = dict(zip(prefix_digests + step_digests + sent_digests,
+                                     prefix_texts + step_texts + sent_texts, strict=True))
 
     def write(connection: Connection) -> tuple[DecisionContext, persist.DecisionRow]:
         row = persist.write_inputs(connection, store, attempt)
