@@ -186,9 +186,10 @@ def test_upgrade_from_first_revision_keeps_every_row(store_url):
         "text four"]
 
 
-def test_downgrade_to_0004_and_back_keeps_every_text(store_url):
-    """Texts moved into evidence_text (0005) go back into the pool rows on downgrade,
-    cut items' uncut originals included, and forward again."""
+def _seeded_down_and_up(store_url, revision: str, read_down: str, read_up: str):
+    """The seed rows written at the first revision, the store upgraded to head, then
+    downgraded to ``revision`` and upgraded again by opening it: the rows ``read_up``
+    reads at head before, ``read_down`` reads at ``revision``, and ``read_up`` after."""
     from alembic import command
 
     from ctxdb.migrate import alembic_config
@@ -204,18 +205,26 @@ def test_downgrade_to_0004_and_back_keeps_every_text(store_url):
     upgrade_engine(url)  # head
     engine = make_engine(url, foreign_keys=False)
     with engine.begin() as connection:
+        at_head = [tuple(r) for r in connection.execute(text(read_up))]
         drop_views(connection)
         config = alembic_config()
         config.attributes["connection"] = connection
-        command.downgrade(config, "0004")
-        down = sorted(tuple(r) for r in connection.execute(text(
-            "SELECT item_id, content, original_content FROM evidence_item")))
+        command.downgrade(config, revision)
+        down = [tuple(r) for r in connection.execute(text(read_down))]
     engine.dispose()
     with ContextStore.open(store_url) as store:  # up again, views recreated
         assert store.revision() == head_revision() and store.view_drift() == []
         with store.engine.connect() as connection:
-            up = sorted(tuple(r) for r in connection.execute(text(
-                "SELECT item_id, content, original_content FROM v_evidence_item")))
+            up = [tuple(r) for r in connection.execute(text(read_up))]
+    return at_head, down, up
+
+
+def test_downgrade_to_0004_and_back_keeps_every_text(store_url):
+    """Texts moved into evidence_text (0005) go back into the pool rows on downgrade,
+    cut items' uncut originals included, and forward again."""
+    read = "SELECT item_id, content, original_content FROM {} ORDER BY item_id"
+    _at_head, down, up = _seeded_down_and_up(store_url, "0004", read.format("evidence_item"),
+                                             read.format("v_evidence_item"))
     expected = [("E1", "def total(): ...", None), ("E2", "def total(): ...", None),
                 ("E3", "long [cut]", "long output, uncut"), ("E4", "text four", None),
                 ("E5", "text five", None)]
@@ -225,38 +234,13 @@ def test_downgrade_to_0004_and_back_keeps_every_text(store_url):
 def test_downgrade_to_0010_and_back_keeps_every_window_text(store_url):
     """Window texts moved into evidence_text (0011) go back into the window rows on
     downgrade, and forward again, each row with its own text."""
-    from alembic import command
-
-    from ctxdb.migrate import alembic_config
-    from ctxdb.views import drop_views
-
-    url = resolve_url(store_url)
-    upgrade_engine(url, FIRST_REVISION)
-    engine = make_engine(url)
-    with engine.begin() as connection:
-        for _table, statement in SEED_ROWS:
-            connection.execute(text(statement))
-    engine.dispose()
-    upgrade_engine(url)  # head
-    engine = make_engine(url, foreign_keys=False)
-    read = "SELECT position, item_id, rendered_text FROM {table} ORDER BY position"
-    with engine.begin() as connection:
-        at_head = [tuple(r) for r in connection.execute(text(read.format(table="v_window_item")))]
-        drop_views(connection)
-        config = alembic_config()
-        config.attributes["connection"] = connection
-        command.downgrade(config, "0010")
-        down = [tuple(r) for r in connection.execute(text(read.format(table="window_item")))]
-    engine.dispose()
-    with ContextStore.open(store_url) as store:  # up again, views recreated
-        assert store.revision() == head_revision() and store.view_drift() == []
-        with store.engine.connect() as connection:
-            up = [tuple(r) for r in connection.execute(text(read.format(table="v_window_item")))]
-            digests = connection.execute(text(
-                "SELECT rendered_sha256 FROM window_item ORDER BY position")).scalars().all()
+    read = "SELECT position, item_id, rendered_text{} FROM {} ORDER BY position"
+    at_head, down, up = _seeded_down_and_up(
+        store_url, "0010", read.format("", "window_item"),
+        read.format(", rendered_sha256", "v_window_item"))
     expected = [(1, "E1", "def total(): ..."), (2, "E3", "long …")]
-    assert at_head == expected and down == expected and up == expected
-    assert digests == [_sha256("def total(): ..."), _sha256("long …")]
+    assert down == expected
+    assert at_head == up == [(*row, _sha256(row[2])) for row in expected]
 
 
 def test_the_light_reading_of_the_revisions_agrees_with_alembic(store_url):
