@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 
 from ctxdb import ContextStore
 from ctxdb.agent.adapter import construct_step
@@ -78,29 +79,34 @@ def test_each_decision_counts_what_it_shares_with_the_one_before(store_url, tmp_
                 decisions.append((context, messages))
         rows = _cached_rows(store)
         for arm, decisions in runs.items():
-            previous = None
+            previous, shown_before = None, {}
             for context, messages in decisions:
                 row = rows[context.decision_id]
                 exact = counter.cached_tokens(previous, messages)
                 previous = messages
                 assert row.token_count == context.token_count
+                shown = {e.position: e.text for e in context.window}
+                before, shown_before = shown_before, shown
                 if row.previous_decision_id is None:
                     assert row.cached_tokens == 0
                     continue
-                # by whole items: the replay's count, give or take the framing it counts
-                # apart (the reply's priming, the changed message's own) and the shared
-                # start of the first changed item, which it counts and this does not
-                changed = next((e for e in context.window
-                                if e.position == row.first_changed_position), None)
-                missed = changed.token_count if changed else 0
+                # by whole items: the replay's count, give or take the framing (the
+                # reply's priming, which this counts as served, and the changed message's
+                # own) and the shared start of the first changed item, which the replay
+                # counts and this does not
+                position = row.first_changed_position
+                common = os.path.commonprefix([shown.get(position, ""),
+                                               before.get(position, "")])
+                missed = counter.count_text(common)
                 assert (exact - missed - 1 <= row.cached_tokens
                         <= exact + CHAT_REPLY_PRIMING_TOKENS + CHAT_MESSAGE_OVERHEAD_TOKENS), \
-                    (arm, context.decision_id)
+                    (arm, context.decision_id, exact, row.cached_tokens)
             if arm == "current":  # an append-only history: all the last prompt is served
                 for (before, _), (now, _) in itertools.pairwise(decisions):
                     assert rows[now.decision_id].cached_tokens == before.token_count
         # a fold changes a ctx08 window near its start: little of it is served then
-        ctx08 = [rows[c.decision_id] for c, _ in runs["ctx08"]]
+        # (from the first decision with a window: the one before it sent the prompt alone)
+        ctx08 = [rows[c.decision_id] for c, _ in runs["ctx08"][1:]]
         folds = [(before, after) for before, after in itertools.pairwise(ctx08)
                  if after.first_changed_position is not None
                  and after.first_changed_position <= FOLD_CHANGES_FROM]

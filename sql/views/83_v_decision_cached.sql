@@ -1,13 +1,14 @@
 -- v_decision_cached: per decision, its tokens and those a prompt cache would serve when
 -- the decision before it in its run and instance (by seq) was the prompt sent last: an
 -- agent loop's steps, live or replayed. Counted by whole window items: everything sent
--- before the items (the harness's prompt, the task, the chat framing: token_count less
--- the items' tokens) when it is as long as the previous decision's, then each item up to
--- the first whose text (rendered_sha256) differs from the previous window's at the same
--- position. The replay counts the shared start of that item too, and each message's
--- own framing apart (replay_decision.cached_tokens): on the development runs' ctx08
--- decisions this gives 0.994 of the replay's cached tokens, a few more where the
--- windows part at an item's edge. first_changed_position is NULL when no item changed.
+-- besides the items (the harness's prompt, the task, the chat framing: token_count less
+-- the items' tokens) when it is as long as the previous decision's (or all the previous
+-- decision sent, when that was the harness's prompt alone with no window), then each item
+-- up to the first whose text (rendered_sha256) differs from the previous window's at the
+-- same position. The replay counts the shared start of that item too, and leaves out the
+-- framing that follows the shared part (replay_decision.cached_tokens): this counts the
+-- reply's priming (3 tokens) as served. first_changed_position is NULL when no item
+-- changed.
 CREATE VIEW v_decision_cached AS
 WITH ordered AS (
     SELECT d.decision_id, d.run_id, d.instance_id, d.seq, d.token_count,
@@ -45,6 +46,10 @@ SELECT
     o.token_count,
     CASE WHEN o.previous_decision_id IS NULL OR o.token_count IS NULL
               OR p.token_count IS NULL THEN 0
+         -- the previous decision sent no window (a loop's first: the harness's prompt
+         -- alone): that prompt is served, the window's own framing is new
+         WHEN pb.item_tokens IS NULL AND b.item_tokens IS NOT NULL
+              AND p.token_count <= o.token_count - b.item_tokens THEN p.token_count
          WHEN o.token_count - COALESCE(b.item_tokens, 0)
               <> p.token_count - COALESCE(pb.item_tokens, 0) THEN 0
          ELSE o.token_count - COALESCE(b.item_tokens, 0) + COALESCE(u.unchanged_tokens, 0)
