@@ -46,6 +46,8 @@ PREFIX_DIGESTS_FIELD = "prefix_sha256"
 _DIGEST_FIELDS = ((PREFIX_DIGESTS_FIELD, "prefix", "prefix messages"),
                   (STEP_DIGESTS_FIELD, "steps", "steps"),
                   (SENT_DIGESTS_FIELD, "sent", "messages sent"))
+# instances named when a run reference gave the run alone
+INSTANCES_NAMED = 3
 # why an item id a reader took from a window may be missing from a decision
 _NO_ITEM_HINT = ("an agent-loop decision records the parts its window holds: step k's "
                  "command, output, reasoning and note are E4k-3 to E4k while shown")
@@ -90,6 +92,15 @@ def _newest_of_run(connection: Connection, run_and_instance: str) -> int:
                      instance_id=run_and_instance[at + 1:])
         if rows:
             return rows[0]["decision_id"]
+    instances = [row["instance_id"] for row in _rows(
+        connection, "instances_of_run", run_id=run_and_instance,
+        instances_named=INSTANCES_NAMED + 1)]
+    if instances:  # the run alone: say which instances it has
+        named = ", ".join(repr(i) for i in instances[:INSTANCES_NAMED])
+        more = ", …" if len(instances) > INSTANCES_NAMED else ""
+        raise NotFound(f"{RUN_REF_PREFIX}{run_and_instance[:80]}: expected "
+                       f"{RUN_REF_PREFIX}RUN_ID:INSTANCE_ID, the instance after the run "
+                       f"(this run's: {named}{more})")
     raise NotFound(f"{RUN_REF_PREFIX}{run_and_instance[:80]}: no decision of that run and "
                    f"instance (expected {RUN_REF_PREFIX}RUN_ID:INSTANCE_ID)")
 

@@ -5,7 +5,8 @@ is imported by the store, so it must not import the store back.
 
 An outcomes file is recorded all or nothing: every line is checked — its JSON, its
 fields, that its run is in the store, that no other line gives the same run and
-instance — and only a file with no bad line is written, in one transaction.
+instance, that its run made a decision for the instance — and only a file with no bad
+line is written, in one transaction.
 """
 
 from __future__ import annotations
@@ -68,7 +69,29 @@ def _number_field(name: str, value: object) -> float | None:
 
 def _missing_run(run_id: str) -> str:
     return (f"field 'run_id': no run {run_id!r} in this store (expected the id of a run "
-            "`ctxdb ab run` made; record outcomes after it)")
+            "`ctxdb ab run` or a harness's agent loop made, such as mini-swe-agent's "
+            "CtxdbModel.run_id; record outcomes after it)")
+
+
+def _missing_instance(outcome: Outcome) -> str:
+    return (f"field 'instance_id': run {outcome.run_id!r} made no decision for instance "
+            f"{outcome.instance_id!r} (expected an instance the run worked on)")
+
+
+def _unknown(connection: Connection, outcomes: list[Outcome]) -> dict[Outcome, str]:
+    """The outcomes whose run is not in the store, or made no decision for the instance,
+    with the error for each."""
+    runs = {o.run_id: connection.execute(sql_statement("ab/run_exists"),
+                                         {"run_id": o.run_id}).first() is not None
+            for o in outcomes}
+    errors = {}
+    for outcome in outcomes:
+        if not runs[outcome.run_id]:
+            errors[outcome] = _missing_run(outcome.run_id)
+        elif connection.execute(sql_statement("ab/instance_in_run"), {
+                "run_id": outcome.run_id, "instance_id": outcome.instance_id}).first() is None:
+            errors[outcome] = _missing_instance(outcome)
+    return errors
 
 
 def _write(connection: Connection, outcome: Outcome, recorded_at: str) -> None:
@@ -94,9 +117,9 @@ def record_outcome(store: ContextStore, run_id: str, instance_id: str, solved: b
     outcome = check_outcome(run_id, instance_id, solved, cost_usd, model_tokens_in,
                             model_tokens_out)
     with store.write_transaction() as connection:
-        if connection.execute(sql_statement("ab/run_exists"),
-                              {"run_id": run_id}).first() is None:
-            raise ValueError(_missing_run(run_id))
+        error = _unknown(connection, [outcome]).get(outcome)
+        if error is not None:
+            raise ValueError(error)
         _write(connection, outcome, _now())
 
 
@@ -150,10 +173,8 @@ def import_outcomes(store: ContextStore, path: str | Path) -> tuple[int, list[st
     good, bad = parse_outcomes(path)
     recorded_at = _now()
     with store.write_transaction() as connection:
-        runs = {outcome.run_id for _, outcome in good}
-        missing = {run_id for run_id in runs if connection.execute(
-            sql_statement("ab/run_exists"), {"run_id": run_id}).first() is None}
-        bad += [(line_no, _missing_run(o.run_id)) for line_no, o in good if o.run_id in missing]
+        unknown = _unknown(connection, [outcome for _, outcome in good])
+        bad += [(line_no, unknown[o]) for line_no, o in good if o in unknown]
         if bad:
             return 0, [f"{path} line {line_no}: {error}" for line_no, error in sorted(bad)]
         for _, outcome in good:

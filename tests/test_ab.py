@@ -399,6 +399,12 @@ def test_outcomes_import_is_all_or_nothing(store_url, tmp_path):
         with store.write_transaction() as connection:
             connection.execute(text("INSERT INTO run (run_id, arm, created_at)"
                                     " VALUES ('ab/ctx08/default', 'ctx08', 'now')"))
+            for instance in ("i1", "i2", "i4"):  # the run worked on these
+                connection.execute(text(
+                    "INSERT INTO decision (run_id, instance_id, seq, decision_type, task_text,"
+                    " request_json, request_sha256, tokenizer, token_ceiling, created_at)"
+                    " VALUES ('ab/ctx08/default', :i, 1, 'edit', 't', '{}', 'h', 'cl100k_base',"
+                    " 1000, 'now')"), {"i": instance})
         path = tmp_path / "outcomes.jsonl"
         good = [json.dumps({"run_id": "ab/ctx08/default", "instance_id": "i1", "solved": True,
                             "cost_usd": 0.12}),
@@ -408,16 +414,23 @@ def test_outcomes_import_is_all_or_nothing(store_url, tmp_path):
             json.dumps({"run_id": "ab/ctx08/default", "instance_id": "i2", "solved": "yes"}),
             json.dumps({"run_id": "nope", "instance_id": "i3", "solved": False}),
             good[1],
+            # a typo: the run made no decision for it
+            json.dumps({"run_id": "ab/ctx08/default", "instance_id": "i-4", "solved": True}),
         ]) + "\n")
         recorded, errors = import_outcomes(store, path)
         with store.engine.connect() as connection:
             rows = connection.execute(text("SELECT instance_id, solved FROM outcome")).all()
-        assert recorded == 0 and rows == []  # two bad lines: the good ones are not written
+        assert recorded == 0 and rows == []  # three bad lines: the good ones are not written
         assert errors == [
             f"{path} line 2: field 'solved': expected true or false, got 'yes'",
             f"{path} line 3: field 'run_id': no run 'nope' in this store (expected the id of "
-            "a run `ctxdb ab run` made; record outcomes after it)",
+            "a run `ctxdb ab run` or a harness's agent loop made, such as mini-swe-agent's "
+            "CtxdbModel.run_id; record outcomes after it)",
+            f"{path} line 5: field 'instance_id': run 'ab/ctx08/default' made no decision for "
+            "instance 'i-4' (expected an instance the run worked on)",
         ]
+        with pytest.raises(ValueError, match="made no decision for instance 'i-4'"):
+            store.record_outcome("ab/ctx08/default", "i-4", True)
         path.write_text("\n".join(good) + "\n")
         assert import_outcomes(store, path) == (2, [])
         # a later file recording the same run and instance again replaces it

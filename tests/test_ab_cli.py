@@ -73,11 +73,18 @@ def test_ab_run_with_only_bad_lines_writes_no_store(tmp_path, capsys):
 
 # -- ab outcome -----------------------------------------------------------------------------------
 
-def _store_with_runs(db: Path) -> None:
+def _store_with_runs(db: Path, instances=("i1", "i2", "i3", "i4", "i5")) -> None:
+    """Two runs, each with a decision for each of ``instances``."""
     with ContextStore.open(str(db)) as store, store.write_transaction() as connection:
         for run_id, arm in (("ab/ctx08/default", "ctx08"), ("ab/current/default", "current")):
             connection.execute(text("INSERT INTO run (run_id, arm, created_at)"
                                     " VALUES (:r, :a, 'now')"), {"r": run_id, "a": arm})
+            for instance in instances:
+                connection.execute(text(
+                    "INSERT INTO decision (run_id, instance_id, seq, decision_type, task_text,"
+                    " request_json, request_sha256, tokenizer, token_ceiling, created_at)"
+                    " VALUES (:r, :i, 1, 'edit', 't', '{}', 'h', 'cl100k_base', 1000, 'now')"),
+                    {"r": run_id, "i": instance})
 
 
 def _outcomes(db: Path) -> list[tuple]:
@@ -112,7 +119,8 @@ def test_ab_outcome_is_all_or_nothing(tmp_path, capsys):
         f"ctxdb: error: {path} line 2: field 'solved': expected true or false, got 'yes'",
         f"ctxdb: error: {path} line 3: expected a JSON object, got list",
         f"ctxdb: error: {path} line 4: field 'run_id': no run 'ab/nope' in this store "
-        "(expected the id of a run `ctxdb ab run` made; record outcomes after it)",
+        "(expected the id of a run `ctxdb ab run` or a harness's agent loop made, such as "
+        "mini-swe-agent's CtxdbModel.run_id; record outcomes after it)",
         f"ctxdb: error: {path} line 5: field 'solved': missing (expected run_id, "
         "instance_id, solved, and optionally cost_usd, model_tokens_in, model_tokens_out)",
         f"ctxdb: error: {path} line 7: run 'ab/ctx08/default' and instance 'i1' again (also "

@@ -926,6 +926,12 @@ def test_a_step_is_recorded_with_the_harness_prompt_first_and_the_task_once(stor
     hint = shlex.split(shown.messages(prefix=PREFIX)[2]["content"].splitlines()[0])
     assert hint[:4] == ["ctxdb", "show", run_ref("loop", odd_id), "E<n>"]
     assert "python -c 'print(0)'" in store.show(hint[2], f"E{item_numbers(3)[0]}")
+    # the run alone, no instance: the error names the run's instances
+    with pytest.raises(LookupError, match=r"run:loop: expected run:RUN_ID:INSTANCE_ID, the "
+                       r"instance after the run \(this run's: 'demo', 'issue 12 \(retry\)'\)"):
+        store.show("run:loop")
+    with pytest.raises(LookupError, match="run:nope:demo: no decision of that run and instance"):
+        store.show("run:nope:demo")
     # ctxdb why on a loop part: its size (a part is rendered once, from nothing before)
     from ctxdb.cli import main
 
