@@ -235,8 +235,8 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
             "shown_start_line": "The first file line whose text it shows; NULL when it "
                                 "shows no body.",
             "shown_end_line": "The last file line whose text it shows.",
-            "rendered_sha256": "Exactly the text it adds to the window (evidence_text; "
-                               "v_window_item.rendered_text).",
+            "rendered_sha256": "The digest of exactly the text it adds to the window "
+                               "(evidence_text; v_window_item.rendered_text).",
         },
     ),
     "budget_log": (

@@ -8,7 +8,9 @@ import itertools
 import json
 import os
 
-from ctxdb import ContextStore
+from requests_data import edit_request
+
+from ctxdb import ContextStore, models
 from ctxdb.agent.adapter import construct_step
 from ctxdb.agent.arms import (
     CHAT_MESSAGE_OVERHEAD_TOKENS,
@@ -116,23 +118,41 @@ def test_each_decision_counts_what_it_shares_with_the_one_before(store_url, tmp_
         # the report: each arm's cost with cache reads at a tenth, per solved instance
         record_outcome(store, "live-ctx08", "i", True)
         record_outcome(store, "live-current", "i", False)
+        # not a live loop's: a pipeline decision, and a replay's record of its windows
+        store.construct(edit_request(run_id="pipeline"))
+        construct_step(store, run_id="replayed", instance_id="i", task="t", steps=steps[:2],
+                       tree=tmp_path / "tree", prefix=PREFIX)
+        with store.write_transaction() as connection:
+            connection.execute(models.replay_run.insert().values(
+                run_id="replayed", instance_id="i", trajectory="i.traj.json",
+                trajectory_format="mini-swe-agent", decisions=2, created_at="now"))
+        # another task of as many tokens, sent in the window: nothing is served
+        for seq, task in ((4, "zebra one"), (5, "zebra two")):
+            retasked = construct_step(store, run_id="retasked", instance_id="i", task=task,
+                                      steps=steps[:3], tree=tmp_path / "tree", prefix=PREFIX,
+                                      seq=seq)
+        assert "task_in_prefix" not in retasked.flags
+        assert _cached_rows(store)[retasked.decision_id].cached_tokens == 0
     capsys.readouterr()
     assert cli_main(["report", "loop_cost", "--db", store_url, "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     by_arm = {row["arm"]: row for row in report["rows"]}
+    assert sorted(by_arm) == ["ctx08", "current"] and by_arm["ctx08"]["instances"] == 2
     with ContextStore.open(store_url) as store:
         rows = _cached_rows(store)
     for arm in ("ctx08", "current"):
-        mine = [row for row in rows.values() if row.run_id == f"live-{arm}"]
+        runs_of_arm = (f"live-{arm}", "retasked") if arm == "ctx08" else (f"live-{arm}",)
+        mine = [row for row in rows.values() if row.run_id in runs_of_arm]
         tokens = sum(row.token_count for row in mine)
         cached = sum(row.cached_tokens for row in mine)
         got = by_arm[arm]
         assert (got["decisions"], got["tokens"], got["cached_tokens"]) == (
-            STEPS_RUN + 1, tokens, cached)
+            STEPS_RUN + 1 + (arm == "ctx08") * 2, tokens, cached)
         assert abs(got["cost_tokens"] - (tokens - cached + RATIO * cached)) < 1e-6
         assert got["cached_share"] == cached / tokens
     assert by_arm["ctx08"]["solved"] == 1 and by_arm["current"]["solved"] == 0
     assert by_arm["ctx08"]["cost_per_solved"] == by_arm["ctx08"]["cost_tokens"]
+    assert by_arm["ctx08"]["instances_with_outcome"] == 1
     assert by_arm["current"]["cost_per_solved"] is None
     assert by_arm["current"]["cost_of_current"] == 1.0
     assert by_arm["ctx08"]["cost_of_current"] == (by_arm["ctx08"]["cost_tokens"]

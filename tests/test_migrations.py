@@ -299,3 +299,27 @@ def test_a_new_sqlite_store_is_made_as_the_migrations_would_make_it(tmp_path):
     assert fast_rows["representation_policy"]  # seed rows came with it
     with ContextStore.open(fast) as store:
         assert store.revision() == head_revision() and store.view_drift() == []
+
+
+def test_an_upgrade_that_leaves_space_free_says_how_to_return_it(tmp_path, capsys):
+    """0011 rebuilds window_item without its texts: on SQLite the old pages stay free in
+    the file, and `ctxdb db upgrade` says so."""
+    from ctxdb.cli import main
+
+    path = tmp_path / "old.db"
+    upgrade_engine(resolve_url(str(path)), FIRST_REVISION)
+    engine = make_engine(resolve_url(str(path)))
+    with engine.begin() as connection:
+        for _table, statement in SEED_ROWS:
+            connection.execute(text(statement))
+        connection.execute(text("UPDATE window_item SET rendered_text = :long"),
+                           {"long": "x" * 3_000_000})
+    engine.dispose()
+    assert main(["db", "upgrade", "--db", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"upgraded {FIRST_REVISION} -> {head_revision()}"
+    assert out[1].endswith("MB of the file is free after the upgrade: `VACUUM` in the "
+                           "sqlite3 shell returns it to the disk")
+    assert float(out[1].split()[0]) >= 3.0
+    assert main(["db", "upgrade", "--db", str(path)]) == 0  # nothing to do: nothing said
+    assert capsys.readouterr().out == f"already at {head_revision()}\n"

@@ -33,10 +33,38 @@ def _cmd_db_upgrade(args) -> int:
     from ..db import resolve_url
     from ..migrate import upgrade_engine
 
-    before, after = upgrade_engine(resolve_url(args.db), args.revision)
+    url = resolve_url(args.db)
+    before, after = upgrade_engine(url, args.revision)
     print(f"already at {after}" if before == after
           else f"upgraded {before or '(empty)'} -> {after}")
+    free = _free_bytes(url) if before not in (None, after) else 0
+    if free >= FREE_NAMED_MIN_BYTES:
+        # a migration that rebuilds a table (0011) leaves its old pages free in the file
+        print(f"{free / BYTES_PER_MB:.1f} MB of the file is free after the upgrade: "
+              f"`VACUUM` in the sqlite3 shell returns it to the disk")
     return EXIT_OK
+
+
+BYTES_PER_MB = 1_000_000
+FREE_NAMED_MIN_BYTES = BYTES_PER_MB  # less is not worth a VACUUM
+
+
+def _free_bytes(url: str) -> int:
+    """The bytes a SQLite store's file holds free (0 for any other store)."""
+    from sqlalchemy import text
+
+    from ..db import is_sqlite, is_sqlite_in_memory, make_engine
+
+    if not is_sqlite(url) or is_sqlite_in_memory(url):
+        return 0
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            pages = connection.execute(text("PRAGMA freelist_count")).scalar_one()
+            size = connection.execute(text("PRAGMA page_size")).scalar_one()
+    finally:
+        engine.dispose()
+    return int(pages) * int(size)
 
 
 def _add_current(db_commands: argparse._SubParsersAction) -> None:

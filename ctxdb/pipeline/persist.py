@@ -341,7 +341,11 @@ def write_outcome(connection: Connection, store: ContextStore, row: DecisionRow,
     flag = models.flag_type(connection)
     if entries:
         texts = window_texts(entries)
-        if not row.text_digests.issuperset(texts):  # a window decided again after write_inputs
+        # a window decided again after write_inputs (another session changed the policy
+        # rows meanwhile: rare): its new texts in a second sorted insert — two PostgreSQL
+        # writers may then wait on each other, which the write's retry undoes — and the
+        # preview window's texts stay, referred to by nothing (texts are never deleted)
+        if not row.text_digests.issuperset(texts):
             _write_texts(connection, store,
                          {h: t for h, t in texts.items() if h not in row.text_digests})
             row.text_digests.update(texts)

@@ -9,7 +9,9 @@
   shown verbatim) is the pool's row. The view `v_window_item` shows the window with its
   texts, in the old column order.
 
-On SQLite `window_item` is rebuilt (batch copy-and-swap); every row is kept.
+On SQLite `window_item` is rebuilt (batch copy-and-swap); every row is kept, and the old
+table's pages stay free in the file until a `VACUUM` (`ctxdb db upgrade` says how much);
+on PostgreSQL the old texts stay on disk until `VACUUM FULL window_item`.
 
 Revision ID: 0011
 Revises: 0010
