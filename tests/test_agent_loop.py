@@ -633,6 +633,40 @@ def test_a_folded_view_follows_the_lines_it_printed_through_edits(tmp_path):
     assert viewed_lines(both, TreeFiles(root)) == {"pkg/other.py": [1, 3], "notes.txt": [1, 2]}
 
 
+def test_a_folded_view_is_read_again_only_when_a_file_it_read_changed(tmp_path, monkeypatch):
+    """Every window of a run reads its folded steps' views: one is read once, and again
+    only when the tree changed a file it read (each window reads the tree afresh)."""
+    from ctxdb.agent import loop
+
+    root = _tree(tmp_path)
+    reads = []
+
+    def counted(*args, **kwargs):
+        reads.append(args[0].command)
+        return viewed_lines(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "viewed_lines", counted)
+    step = LoopStep("cat notes.txt", "first note\nsecond note\n", returncode=0)
+    workdir = f"/testbed/{tmp_path.name}"  # a step no other test memoized
+    first = loop._viewed_lines_once(step, TreeFiles(root), workdir, {})
+    again = loop._viewed_lines_once(step, TreeFiles(root), workdir, {})
+    assert first == again == {"notes.txt": [1, 2]} and again is not first  # its own copy
+    assert len(reads) == 1
+    # a line added above: found by its text where it is now
+    (root / "notes.txt").write_text("zeroth note\nfirst note\nsecond note\n", encoding="utf-8")
+    assert loop._viewed_lines_once(step, TreeFiles(root), workdir, {}) == {"notes.txt": [2, 3]}
+    assert len(reads) == 2
+    # the file gone: nothing of it is shown
+    (root / "notes.txt").unlink()
+    assert loop._viewed_lines_once(step, TreeFiles(root), workdir, {}) is None
+    # a reader that cannot tell a file's digest reads every time
+    plain = TreeFiles(root)
+    before = len(reads)
+    for _ in range(2):
+        loop._viewed_lines_once(step, lambda path: plain(path), workdir, {})
+    assert len(reads) == before + 2
+
+
 def test_a_view_of_an_output_the_harness_cut_shows_only_what_the_agent_saw(tmp_path):
     root = _tree(tmp_path)
     lines = MODULE.splitlines(keepends=True)

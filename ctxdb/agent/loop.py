@@ -54,6 +54,7 @@ import bisect
 import functools
 import hashlib
 import itertools
+import json
 import posixpath
 import re
 import shlex
@@ -820,6 +821,76 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
     return {path: sorted(set(lines)) for path, lines in viewed.items() if lines} or None
 
 
+class _ReadsNoted:
+    """A file reader that notes what was read through it — each file's digest, and
+    whether a path exists — so a reading can be trusted again while those are the same."""
+
+    def __init__(self, read_file: FileReader) -> None:
+        self._read_file = read_file
+        self.digests: dict[str, str | None] = {}
+        self.existing: dict[str, bool] = {}
+
+    def __call__(self, path: str) -> list[str] | None:
+        lines = self._read_file(path)
+        self.digest(path)
+        return lines
+
+    def digest(self, path: str) -> str | None:
+        if path not in self.digests:
+            self.digests[path] = self._read_file.digest(path)  # type: ignore[attr-defined]
+        return self.digests[path]
+
+    def exists(self, path: str) -> bool:
+        if path not in self.existing:
+            self.existing[path] = _exists(self._read_file, path)
+        return self.existing[path]
+
+
+def _exists(read_file: FileReader, path: str) -> bool:
+    exists: Callable[[str], bool] | None = getattr(read_file, "exists", None)
+    return True if exists is None else exists(path)
+
+
+@dataclass(frozen=True)
+class _ViewsRead:
+    """A step's ``viewed_lines`` and what they were read from (``_ReadsNoted``)."""
+
+    views: dict[str, list[int]] | None
+    digests: tuple[tuple[str, str | None], ...]
+    existing: tuple[tuple[str, bool], ...]
+
+
+def _viewed_lines_once(step: LoopStep, read_file: FileReader, workdir: str,
+                       located: LocatedLines) -> dict[str, list[int]] | None:
+    """``viewed_lines``, read again only when a file it read changed: every window of a
+    run reads each folded step's views afresh (a reader without file digests: always)."""
+    if getattr(read_file, "digest", None) is None:
+        return viewed_lines(step, read_file, workdir, located)
+    key = _step_digest(step, workdir)
+    known = _VIEWS_READ.peek(key)
+    if known is None or any(read_file.digest(path) != digest  # type: ignore[attr-defined]
+                            for path, digest in known.digests) \
+            or any(_exists(read_file, path) != there for path, there in known.existing):
+        noted = _ReadsNoted(read_file)
+        known = _ViewsRead(viewed_lines(step, noted, workdir, located),
+                           tuple(noted.digests.items()), tuple(noted.existing.items()))
+        _VIEWS_READ.keep(key, known)
+    # a copy: the window's views change their own lists
+    return None if known.views is None else {path: list(lines)
+                                             for path, lines in known.views.items()}
+
+
+def _step_digest(step: LoopStep, workdir: str) -> str:
+    """A step (with its actions) and where it ran, as one digest: what its reading of the
+    files depends on besides the files."""
+    return _digest(json.dumps([workdir, _step_fields(step)]))
+
+
+def _step_fields(step: LoopStep) -> list[object]:
+    return [step.command, step.kind, step.returncode, step.output, step.observation,
+            [_step_fields(action) for action in step.actions]]
+
+
 _SED_LINE_RANGE = re.compile(r"^\d+(,\d+)?p$")  # sed -n '40,80p'
 
 
@@ -1213,7 +1284,7 @@ def _assemble(steps: Sequence[LoopStep], read_file: FileReader, rules: LoopRules
                     if note.rendering == SHOWN_LINES else SETTLED_RULE, command=step.command))
             continue
         part = None
-        views = viewed_lines(step, read_file, workdir, located) if rules.views else None
+        views = _viewed_lines_once(step, read_file, workdir, located) if rules.views else None
         if views:
             in_play = {path: lines for path, lines in views.items()
                        if _in_play(_steps_naming(steps, path, horizon, rules, naming),
@@ -1896,16 +1967,22 @@ class _DigestMemo(Generic[T]):
         self._lock = threading.Lock()
 
     def get(self, digest: str, read: Callable[[], T]) -> T:
-        try:
-            return self._read[digest]
-        except KeyError:  # (not ``in`` then ``[]``: another thread may forget it between)
-            pass
-        value = read()
+        value = self.peek(digest)
+        if value is None:
+            value = read()
+            self.keep(digest, value)
+        return value
+
+    def peek(self, digest: str) -> T | None:
+        """What was read under ``digest``, or None."""
+        # (not ``in`` then ``[]``: another thread may forget it between)
+        return self._read.get(digest)
+
+    def keep(self, digest: str, value: T) -> None:
         with self._lock:
             if len(self._read) >= self._kept:
                 self._read.pop(next(iter(self._read)), None)  # the oldest
             self._read[digest] = value
-        return value
 
 
 def _read_once(memo: _DigestMemo[T], read: Callable[..., T], kept: Callable[..., T],
@@ -1934,6 +2011,7 @@ _LONG_TEXT_NAMES: _DigestMemo[tuple[str, ...]] = _DigestMemo()
 _LONG_OUTPUT_NAMES: _DigestMemo[tuple[str, ...]] = _DigestMemo()
 _LONG_OUTPUT_PATHS: _DigestMemo[tuple[str, ...]] = _DigestMemo()
 _FILE_POSITIONS: _DigestMemo[dict[str, list[int]]] = _DigestMemo(FILE_POSITIONS_CACHED)
+_VIEWS_READ: _DigestMemo[_ViewsRead] = _DigestMemo()  # by step (``_step_digest``)
 
 
 def names_first_shown(steps: Sequence[LoopStep],
