@@ -114,25 +114,38 @@ CUT_COMMAND_CHARS = 200  # an old command cut by the ladder keeps its start
 
 
 class TreeFiles:
-    """Repository files as the tree holds them now, read once per decision."""
+    """Repository files as the tree holds them now, read once per decision (a file only
+    asked for its digest is not decoded: a window asks that of every file a remembered
+    view read)."""
 
     def __init__(self, root: str | Path | None) -> None:
         self.root = Path(root).resolve() if root is not None else None
+        self._data: dict[str, bytes | None] = {}
         self._lines: dict[str, list[str] | None] = {}
         self._digests: dict[str, str] = {}
 
     def __call__(self, path: str) -> list[str] | None:
         if path in self._lines:
             return self._lines[path]
-        self._lines[path] = lines = self._read(path)
+        data = self._bytes(path)
+        self._lines[path] = lines = (None if data is None
+                                     else data.decode("utf-8", "replace").splitlines())
         return lines
 
     def digest(self, path: str) -> str | None:
         """The file's text as a digest (what is read of it is the same while this is), or
         None when it is no text file this reader gives."""
-        if self(path) is None:
+        if self._bytes(path) is None:
             return None
-        return self._digests.get(path)
+        return self._digests[path]
+
+    def _bytes(self, path: str) -> bytes | None:
+        if path not in self._data:
+            self._data[path] = data = self._read(path)
+            if data is not None:
+                self._digests[path] = hashlib.blake2b(
+                    data, digest_size=FILE_DIGEST_BYTES).hexdigest()
+        return self._data[path]
 
     def exists(self, path: str) -> bool:
         """Whether the tree holds anything at ``path`` (a file of any kind, a link, a
@@ -141,7 +154,8 @@ class TreeFiles:
             return True  # no tree to ask: nothing is said to be gone
         return os.path.lexists(self.root / path)
 
-    def _read(self, path: str) -> list[str] | None:
+    def _read(self, path: str) -> bytes | None:
+        """The file's bytes, or None when it is no text file under the root."""
         if self.root is None or "\0" in path:
             return None
         candidate = (self.root / path).resolve()
@@ -155,8 +169,7 @@ class TreeFiles:
             return None
         if b"\0" in data:
             return None  # binary
-        self._digests[path] = hashlib.blake2b(data, digest_size=FILE_DIGEST_BYTES).hexdigest()
-        return data.decode("utf-8", "replace").splitlines()
+        return data
 
 
 @lru_cache(maxsize=TOKEN_MEMO_SIZE)
