@@ -311,6 +311,8 @@ window_item = Table(
     CheckConstraint("tier IN ('stable_core', 'working_set', 'transient')", name="ck_window_tier"),
     CheckConstraint("block IN ('front', 'middle', 'back')", name="ck_window_block"),
 )
+# a pool item's place in its window (0012): the key finds an item by position only
+Index("ix_window_item_item", window_item.c.decision_id, window_item.c.item_id)
 
 budget_log = Table(
     "budget_log",

@@ -1846,3 +1846,19 @@ def test_a_loop_runs_window_texts_are_stored_once_each(store_url, tmp_path):
     assert shown > steps_run / 3 * history_text
     # stored once each (both arms: a part's text and the message it shows are one row)
     assert stored < 3 * history_text
+
+
+def test_the_previous_window_is_read_by_item_through_its_index(tmp_path):
+    """settled_parts reads the previous window beside its pool, item by item: SQLite finds
+    each window row by ix_window_item_item (0012), not by scanning the window per item."""
+    from sqlalchemy import text
+
+    from ctxdb.sqlfiles import load_sql
+
+    with ContextStore.open(str(tmp_path / "plan.db")) as store, \
+            store.engine.connect() as connection:
+        plan = " ".join(str(row[-1]) for row in connection.execute(text(
+            "EXPLAIN QUERY PLAN " + load_sql("forensics/previous_window_of_run")), {
+                "run_id": "r", "instance_id": "i", "seq": 2, "view": SHOWN_LINES,
+                "pointer": POINTER, "parts_per_step": 4, "note_part": 0}))
+    assert "USING INDEX ix_window_item_item" in plan, plan
