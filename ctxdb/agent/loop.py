@@ -54,7 +54,6 @@ import bisect
 import functools
 import hashlib
 import itertools
-import json
 import posixpath
 import re
 import shlex
@@ -882,13 +881,19 @@ def _viewed_lines_once(step: LoopStep, read_file: FileReader, workdir: str,
 
 def _step_digest(step: LoopStep, workdir: str) -> str:
     """A step (with its actions) and where it ran, as one digest: what its reading of the
-    files depends on besides the files."""
-    return _digest(json.dumps([workdir, _step_fields(step)]))
+    files depends on besides the files. Its texts by ``part_digest`` (a short one is
+    remembered: a run's steps come back at every decision)."""
+    return _digest("\0".join((workdir, *_step_fields(step))))
 
 
-def _step_fields(step: LoopStep) -> list[object]:
-    return [step.command, step.kind, step.returncode, step.output, step.observation,
-            [_step_fields(action) for action in step.actions]]
+def _step_fields(step: LoopStep) -> list[str]:
+    """A step's fields as words, each text by its digest; its actions' after their count."""
+    def text(value: str | None) -> str:
+        return "-" if value is None else part_digest(value)  # no digest is "-"
+
+    return [text(step.command), str(step.kind), repr(step.returncode), text(step.output),
+            text(step.observation), str(len(step.actions)),
+            *(field for action in step.actions for field in _step_fields(action))]
 
 
 _SED_LINE_RANGE = re.compile(r"^\d+(,\d+)?p$")  # sed -n '40,80p'
