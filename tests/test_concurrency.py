@@ -225,7 +225,10 @@ def test_a_policy_changed_during_the_decision_is_the_one_it_is_decided_by(tmp_pa
             return preview
 
         monkeypatch.setattr(construct_module, "prepare", prepare_then_change_policy)
-        assert _window(store.construct(edit_request())) == expected
+        context = store.construct(edit_request())
+        assert _window(context) == expected
+        # the window decided again is the one stored: its texts, not the preview's
+        assert store.context(context.decision_id).window == context.window
         assert store.verify() == {}
 
 

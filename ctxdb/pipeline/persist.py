@@ -88,6 +88,9 @@ class DecisionRow(NamedTuple):
     new_run: bool  # this decision started its run
     text_digests: set[str]  # the evidence_text rows the pool and the window refer to
     outcome_columns: tuple[int | None, str]  # token_count and flags the row was given
+    # the window whose texts were written with the pool's, and those texts by digest
+    window_entries: list[WindowEntry]
+    window_texts: dict[str, str]
 
 
 NOT_DECIDED = (None, "")  # a row written before its stages ran (the preview's)
@@ -106,7 +109,8 @@ def write_inputs(connection: Connection, store: ContextStore,
     _write_obligation(connection, decision_id, inputs.request)
     # the window's texts too, in the same sorted insert (write_outcome adds a window
     # decided again in this transaction)
-    others = attempt.request_texts | window_texts(attempt.entries)
+    shown = window_texts(attempt.entries)
+    others = attempt.request_texts | shown
     kept = attempt.kept_preview
     if kept is None:
         texts = _write_pool(connection, store, decision_id, inputs, others)
@@ -116,7 +120,7 @@ def write_inputs(connection: Connection, store: ContextStore,
         _write_texts(connection, store, texts | others)
         _copy_preview_rows(connection, kept.decision_id, decision_id, inputs)
     return DecisionRow(decision_id, new_run, set(texts) | set(others),
-                       attempt.outcome_columns)
+                       attempt.outcome_columns, attempt.entries, shown)
 
 
 def window_texts(entries: list[WindowEntry]) -> dict[str, str]:
@@ -340,7 +344,7 @@ def write_outcome(connection: Connection, store: ContextStore, row: DecisionRow,
     _write_ranking(connection, decision_id, attempt)
     flag = models.flag_type(connection)
     if entries:
-        texts = window_texts(entries)
+        texts = row.window_texts if entries is row.window_entries else window_texts(entries)
         # a window decided again after write_inputs (another session changed the policy
         # rows meanwhile: rare): its new texts in a second sorted insert — two PostgreSQL
         # writers may then wait on each other, which the write's retry undoes — and the
