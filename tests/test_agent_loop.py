@@ -665,6 +665,25 @@ def test_a_folded_view_is_read_again_only_when_a_file_it_read_changed(tmp_path, 
     for _ in range(2):
         loop._viewed_lines_once(step, lambda path: plain(path), workdir, {})
     assert len(reads) == before + 2
+    # a step that did more than print files is no view: its output is not even hashed
+    keyed = []
+    monkeypatch.setattr(loop, "_step_digest", lambda *args: keyed.append(args) or "k")
+    ran = LoopStep("python -c 'print(1)'", "1\n" * 50_000, returncode=0)
+    assert loop._viewed_lines_once(ran, TreeFiles(root), workdir, {}) is None and not keyed
+
+
+def test_a_link_loop_in_the_tree_is_no_file(tmp_path):
+    """``cat a`` where the tree holds a -> b -> a: the window is built (the output a pointer),
+    not ended by the loop (Python raises RuntimeError resolving it)."""
+    root = _tree(tmp_path / "tree")
+    (root / "a").symlink_to("b")
+    (root / "b").symlink_to("a")
+    files = TreeFiles(root)
+    assert files("a") is None and files.digest("a") is None and files.exists("a")
+    steps = [LoopStep("cat a", "cat: a: Too many levels of symbolic links\n", returncode=1),
+             *_filler(8)]
+    window = build_window(steps, TreeFiles(root), RULES)
+    assert window.parts[1].rendering == POINTER
 
 
 def test_a_view_of_an_output_the_harness_cut_shows_only_what_the_agent_saw(tmp_path):

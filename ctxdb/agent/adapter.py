@@ -158,7 +158,10 @@ class TreeFiles:
         """The file's bytes, or None when it is no text file under the root."""
         if self.root is None or "\0" in path:
             return None
-        candidate = (self.root / path).resolve()
+        try:
+            candidate = (self.root / path).resolve()
+        except (OSError, RuntimeError):  # a link loop (Python 3.11 raises RuntimeError)
+            return None
         if self.root not in candidate.parents or not candidate.is_file():
             return None
         try:

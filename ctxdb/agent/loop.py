@@ -822,7 +822,9 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
 
 class _ReadsNoted:
     """A file reader that notes what was read through it — each file's digest, and
-    whether a path exists — so a reading can be trusted again while those are the same."""
+    whether a path exists — so a reading can be trusted again while those are the same.
+    (``viewed_lines`` asks no path whether it exists today; one that did would be noted
+    rather than told "no reader to ask", which would change what it reads.)"""
 
     def __init__(self, read_file: FileReader) -> None:
         self._read_file = read_file
@@ -865,6 +867,9 @@ def _viewed_lines_once(step: LoopStep, read_file: FileReader, workdir: str,
     run reads each folded step's views afresh (a reader without file digests: always)."""
     if getattr(read_file, "digest", None) is None:
         return viewed_lines(step, read_file, workdir, located)
+    if (any(_viewing_commands(action) is None for action in step.actions) if step.actions
+            else _viewing_commands(step) is None):
+        return None  # viewed_lines's own first answer, before a long output is hashed
     key = _step_digest(step, workdir)
     known = _VIEWS_READ.peek(key)
     if known is None or any(read_file.digest(path) != digest  # type: ignore[attr-defined]
@@ -883,7 +888,7 @@ def _step_digest(step: LoopStep, workdir: str) -> str:
     """A step (with its actions) and where it ran, as one digest: what its reading of the
     files depends on besides the files. Its texts by ``part_digest`` (a short one is
     remembered: a run's steps come back at every decision)."""
-    return _digest("\0".join((workdir, *_step_fields(step))))
+    return _digest("\0".join((part_digest(workdir), *_step_fields(step))))
 
 
 def _step_fields(step: LoopStep) -> list[str]:
