@@ -198,8 +198,8 @@ def _with_stored_texts(connection: Connection, decision_id: int,
 
 def messages_sent(connection: Connection, decision_id: int) -> list[dict[str, str]]:
     """The chat messages a decision sent: a current loop decision given the harness's
-    messages (``SENT_DIGESTS_FIELD``) has them as given (role and content); any other,
-    its window as messages (``DecisionContext.messages``)."""
+    messages (``SENT_DIGESTS_FIELD``) has them as given (role, content, tool calls' text);
+    any other, its window as messages (``DecisionContext.messages``)."""
     request = request_as_given(connection, decision_id)
     if isinstance(request, dict) and isinstance(request.get("sent"), list):
         return request["sent"]

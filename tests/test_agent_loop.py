@@ -1826,6 +1826,8 @@ def test_a_current_decision_records_the_messages_sent_each_counted(store_url, tm
                 (sent[1:], r"sent\[0\]: expected prefix\[0\]"),
                 ([*sent[:3], {"role": "user", "content": 7}],
                  r"sent\[3\]: expected a chat message with a role and content text"),
+                ([*sent[:2], {**sent[2], "tool_calls": "ls"}, *sent[3:]],
+                 r"sent\[2\]\.tool_calls: expected a list of calls"),
                 ("hello", "sent: expected a list of chat messages, got str")):
             with pytest.raises(RequestError, match=message):
                 construct_step(store, run_id="wrong", instance_id="i", task="t", steps=history,

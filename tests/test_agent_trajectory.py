@@ -13,12 +13,15 @@ from ctxdb.agent.arms import (
     current_prompt,
     mask10_prompt,
     masked_observation_indexes,
+    prompt_text,
 )
 from ctxdb.agent.replay import programs_lacked
 from ctxdb.agent.trajectory import (
     FORMAT_V2,
+    TOOL_CALLS_TEXT,
     ObservationKind,
     TrajectoryError,
+    counted_text,
     parse_trajectory,
     read_trajectory,
 )
@@ -277,6 +280,50 @@ def test_where_the_agent_worked_and_its_time_limit_are_checked(environment, expe
     with pytest.raises(TrajectoryError) as raised:
         parse_trajectory(data, "x.traj.json")
     assert str(raised.value).startswith("x.traj.json: ") and expected in str(raised.value)
+
+
+def test_a_tool_calling_turn_counts_its_calls_in_every_arm_that_resends_it():
+    """A tool-calling harness sends the agent's commands as the turn's tool calls: the
+    current and mask10 arms count them (as ctx08's window shows the command), find the
+    anchors they hold, and a call's text that differs is a message that differs."""
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "bash", "arguments": '{"command": "cat tax.py"}'}}
+    turn = {"role": "assistant", "content": None, "tool_calls": [call],
+            "extra": {"actions": [{"command": "cat tax.py", "tool_call_id": "call_1"}]}}
+    answer = {"role": "tool", "tool_call_id": "call_1", "content": "<output>x</output>",
+              "extra": {"raw_output": "x", "returncode": 0}}
+    after = {"role": "assistant", "content": "Done.", "extra": {"actions": [{"command": "ls"}]}}
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK},
+                turn, answer, after]
+    run = parse_trajectory({"trajectory_format": FORMAT_V2, "messages": messages})
+    sent = current_prompt(run, 2)
+    assert sent[2] == {"role": "assistant", "content": "",
+                       TOOL_CALLS_TEXT: 'bash {"command": "cat tax.py"}'}
+    assert run.steps[0].thought == ""  # the command is not reasoning
+    assert counted_text(sent[2]) == 'bash {"command": "cat tax.py"}'
+    assert counted_text({**sent[2], "content": "Read it."}) == \
+        'Read it.\nbash {"command": "cat tax.py"}'
+    assert mask10_prompt(run, 2)[2] == sent[2]
+    assert "tax.py" in prompt_text(sent)
+    counter = PromptCounter(lambda text: len(text.split()))
+    assert counter.prompt_tokens(sent) == counter.prompt_tokens(
+        [*sent[:2], {"role": "assistant", "content": 'bash {"command": "cat tax.py"}'},
+         sent[3]])
+    assert counter.prompt_tokens(messages[:4]) == counter.prompt_tokens(sent)  # as given
+    other = [*sent[:2], {**sent[2], TOOL_CALLS_TEXT: 'bash {"command": "cat vat.py"}'}]
+    # the system and task messages whole, then the call's shared start
+    assert counter.cached_tokens(sent, other) == (
+        counter.message_tokens(SYSTEM) + counter.message_tokens(TASK)
+        + len('bash {"command": "cat'.split()))
+    # arguments a provider gives parsed are counted as JSON; a malformed call is named
+    parsed = {**call, "function": {"name": "bash", "arguments": {"command": "ls"}}}
+    assert counted_text({"role": "assistant", "content": "", "tool_calls": [parsed]}) == \
+        'bash {"command": "ls"}'
+    broken = {**turn, "tool_calls": [{"id": "x", "function": {"name": "bash"}}]}
+    with pytest.raises(TrajectoryError, match=r"messages\[2\]\.tool_calls\[0\]: expected a "
+                       "'function' with a string 'name' and 'arguments'"):
+        parse_trajectory({"trajectory_format": FORMAT_V2,
+                          "messages": [*messages[:2], broken, answer]}, "x")
 
 
 def test_odd_shapes_are_refused_by_name_not_with_a_traceback(tmp_path):

@@ -73,13 +73,23 @@ def mswea(tmp_path_factory):
         from minisweagent.agents.default import DefaultAgent
         from minisweagent.environments.local import LocalEnvironment
         from minisweagent.exceptions import FormatError
-        from minisweagent.models.test_models import DeterministicModel, make_output
+        from minisweagent.models.test_models import (
+            DeterministicModel,
+            DeterministicToolcallModel,
+            make_output,
+            make_toolcall_output,
+        )
         from minisweagent.models.utils.actions_text import parse_regex_actions
-    config = yaml.safe_load((minisweagent.package_dir / "config" / "default.yaml").read_text())
+    configs = minisweagent.package_dir / "config"
+    config = yaml.safe_load((configs / "default.yaml").read_text())
+    # the tool-calling configuration mini-swe-agent runs SWE-bench with
+    toolcall_config = yaml.safe_load((configs / "benchmarks" / "swebench.yaml").read_text())
     return SimpleNamespace(DefaultAgent=DefaultAgent, LocalEnvironment=LocalEnvironment,
                            FormatError=FormatError, DeterministicModel=DeterministicModel,
                            make_output=make_output, parse_regex_actions=parse_regex_actions,
-                           config=config)
+                           DeterministicToolcallModel=DeterministicToolcallModel,
+                           make_toolcall_output=make_toolcall_output,
+                           config=config, toolcall_config=toolcall_config)
 
 
 @pytest.fixture
@@ -248,6 +258,93 @@ def test_ctx_current_sends_the_harness_messages_untouched(mswea, store_url, tree
                    run_id="mini-current")
     CtxdbModel(object(), store_url, instance_id="another", tree=tree,
                run_id="mini-current").close()  # a batch of instances may share it
+
+
+# a tool-calling run: (reasoning or None, the turn's commands), each command a tool call
+TOOLCALL_SCRIPT = [("Find the function.", [GREP]),
+                   (None, [VIEW, REPRODUCER]),  # two calls at once, no text beside them
+                   ("items is not called: call it.", [FIX]),
+                   ("Run its tests.", [PYTEST]),
+                   ("Submit.", [SUBMIT])]
+
+
+def _run_toolcall_agent(mswea, store_url, tree, arm):
+    """A run of mini-swe-agent's DefaultAgent with its SWE-bench configuration's tool
+    calls (``swebench.yaml``), scripted; returns (result, the CtxdbModel, the messages the
+    scripted model was sent per call)."""
+    received: list[list[dict]] = []
+    outputs = []
+    for number, (thought, commands) in enumerate(TOOLCALL_SCRIPT, start=1):
+        ids = [f"call_{number}_{index}" for index in range(len(commands))]
+        outputs.append(mswea.make_toolcall_output(
+            thought, [{"id": call, "type": "function", "function": {
+                "name": "bash", "arguments": json.dumps({"command": command})}}
+                for call, command in zip(ids, commands, strict=True)],
+            [{"command": command, "tool_call_id": call}
+             for call, command in zip(ids, commands, strict=True)]))
+
+    class Recording(mswea.DeterministicToolcallModel):
+        def query(self, messages, **kwargs):
+            received.append(copy.deepcopy(messages))
+            return super().query(messages, **kwargs)
+
+    config = mswea.toolcall_config
+    inner = Recording(outputs=outputs,
+                      observation_template=config["model"]["observation_template"])
+    env = mswea.LocalEnvironment(cwd=str(tree), env={
+        **mswea.config["environment"]["env"], "PYTHONPATH": "src",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"})
+    model = CtxdbModel(inner, store_url, instance_id="requests-to-key-val-list", tree=tree,
+                       arm=arm, run_id=f"toolcall-{arm}")
+    # (its cost limit is a real model's: the scripted one costs 1 a call)
+    agent = mswea.DefaultAgent(model, env, **{**config["agent"], "cost_limit": 0})
+    try:
+        result = agent.run(TASK)
+    finally:
+        model.close()
+    return result, model, received
+
+
+def test_a_tool_calling_run_counts_the_commands_its_calls_send(mswea, store_url, tree):
+    """With mini-swe-agent's tool-calling configuration the agent's commands travel as
+    tool calls beside a turn's text: the current arm counts them as sent, as the ctx08
+    window shows them, so a live A/B compares like with like."""
+    result, model, received = _run_toolcall_agent(mswea, store_url, tree, "current")
+    _check_submitted(result)
+    with ContextStore.open(store_url) as store, store.engine.connect() as connection:
+        recorded = connection.execute(text(
+            "SELECT token_count FROM decision WHERE run_id = :r ORDER BY seq"),
+            {"r": model.run_id}).scalars().all()
+        cached = connection.execute(text(
+            "SELECT cached_tokens FROM v_decision_cached WHERE run_id = :r ORDER BY seq"),
+            {"r": model.run_id}).scalars().all()
+        counter = PromptCounter(get_counter(store.settings.tokenizer).count)
+        sent = store.request_as_given(model.decision_ids[-1])["sent"]
+    assert len(recorded) == len(TOOLCALL_SCRIPT)
+    assert recorded == [counter.prompt_tokens(messages) for messages in received]
+    # what leaving the calls out would have counted: less, by each command sent so far
+    without_calls = [counter.prompt_tokens([{"role": m["role"], "content": m["content"] or ""}
+                                            for m in messages]) for messages in received]
+    commands_sent = [sum(counter.count_text(command) for _, commands in TOOLCALL_SCRIPT[:done]
+                         for command in commands) for done in range(len(TOOLCALL_SCRIPT))]
+    for counted, bare, commands in zip(recorded, without_calls, commands_sent, strict=True):
+        assert counted - bare >= commands, (counted, bare, commands)
+    assert commands_sent[-1] > 0
+    # the record names each call as counted; an append-only history is served whole
+    turn_2 = next(m for m in sent if m.get("tool_calls_text", "").startswith("bash"))
+    assert turn_2["content"] == "Find the function."
+    assert turn_2["tool_calls_text"] == f"bash {json.dumps({'command': GREP})}"
+    assert sum("tool_calls_text" in m for m in sent) == len(TOOLCALL_SCRIPT) - 1
+    assert cached == [0, *recorded[:-1]]
+
+    # the ctx08 arm shows the same commands in its window (a turn's several one a line)
+    subprocess.run(["git", "reset", "-q", "--hard"], cwd=tree, check=True)  # the bug back
+    result, model, received = _run_toolcall_agent(mswea, store_url, tree, "ctx08")
+    _check_submitted(result)
+    window = received[-1][2]["content"]
+    assert f"[step 2] $ {VIEW}\n{REPRODUCER}\n" in window
+    assert f"[step 3] $ {FIX}\n" in window and "TypeError" in window
 
 
 def test_unreadable_histories_and_arms_are_named(mswea, tmp_path, monkeypatch):

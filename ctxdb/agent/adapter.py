@@ -89,7 +89,13 @@ from .loop import (
     step_of_item,
     tree_change_item,
 )
-from .trajectory import ObservationKind
+from .trajectory import (
+    TOOL_CALLS_TEXT,
+    ObservationKind,
+    TrajectoryError,
+    counted_text,
+    tool_calls_text,
+)
 
 FILE_READ_MAX_BYTES = 2 * 1024 * 1024  # a larger file is not a source a view shows
 FILE_DIGEST_BYTES = 16  # a file's text named for what windows remember of it (not stored)
@@ -560,7 +566,8 @@ def _check(run_id: object, instance_id: object, task: object, prefix: Sequence[o
 def _checked_sent(sent: object, prefix: Sequence[dict[str, str]],
                   arm: str) -> list[dict[str, str]] | None:
     """``sent`` as role-and-content messages, checked: a list of chat messages, the
-    prefix first, for a current-arm decision (a window of ctx08 is what ctxdb sends)."""
+    prefix first, for a current-arm decision (a window of ctx08 is what ctxdb sends). A
+    message's tool calls are kept as their text (``TOOL_CALLS_TEXT``): they are sent."""
     if sent is None:
         return None
     if arm != ARM_CURRENT:
@@ -575,10 +582,16 @@ def _checked_sent(sent: object, prefix: Sequence[dict[str, str]],
                 or not isinstance(content, (str, type(None))):
             raise RequestError(f"sent[{index}]: expected a chat message with a role and "
                                "content text (or none)")
-        messages.append({"role": message["role"], "content": content or ""})
+        try:
+            calls = tool_calls_text(message, f"sent[{index}]")
+        except TrajectoryError as exc:
+            raise RequestError(str(exc)) from None
+        messages.append({"role": message["role"], "content": content or ""}
+                        | ({TOOL_CALLS_TEXT: calls} if calls else {}))
     given = [{"role": m["role"], "content": m["content"]} for m in prefix]
     for index, expected in enumerate(given):
-        if index >= len(messages) or messages[index] != expected:
+        if index >= len(messages) or {key: messages[index][key]
+                                      for key in ("role", "content")} != expected:
             raise RequestError(f"sent[{index}]: expected prefix[{index}] (the harness's "
                                "prefix first, as given in prefix)")
     return messages
@@ -606,11 +619,11 @@ def _history_as_sent(steps: Sequence[LoopStep], sent: Sequence[dict[str, str]],
         start, (turn_at, observed) = found
         _place(parts, unplaced, range(at, start), sent, raw)
         turn_no, output_no, _thought_no = item_numbers(number)
-        if turn_at is not None:
-            turn = sent[turn_at]["content"]
+        if turn_at is not None:  # with its tool calls, where the harness sent the commands
+            turn = counted_text(sent[turn_at])
             parts.append(LoopPart(turn_no, number, AGENT_TURN, turn, f"{turn}\n\n", SHOWN_WHOLE,
                                   "current, as sent", command=step.command,
-                                  messages=(raw[turn_at]["content"],)))
+                                  messages=(counted_text(raw[turn_at]),)))
         if observed:
             shown = "\n".join(sent[i]["content"] for i in observed)
             parts.append(LoopPart(output_no, number, observation_kind(step), shown,
@@ -621,11 +634,11 @@ def _history_as_sent(steps: Sequence[LoopStep], sent: Sequence[dict[str, str]],
         at = (observed[-1] if observed else start) + 1
     _place(parts, unplaced, range(at, len(sent)), sent, raw)
     if unplaced:  # no step yet (a user typed commands before the model's first): a part
-        texts = [sent[i]["content"] for i in unplaced]
+        texts = [counted_text(sent[i]) for i in unplaced]
         parts.append(LoopPart(item_numbers(1)[0], 1, HARNESS_NOTE, "\n".join(texts),
                               "".join(f"{text}\n\n" for text in texts), SHOWN_WHOLE,
                               "current, as sent: before the model's first step",
-                              messages=tuple(raw[i]["content"] for i in unplaced)))
+                              messages=tuple(counted_text(raw[i]) for i in unplaced)))
     return parts
 
 
@@ -662,8 +675,8 @@ def _place(parts: list[LoopPart], unplaced: list[int], indexes: Sequence[int],
     if not parts or not unplaced:
         return
     part = parts[-1] if indexes else parts[0]
-    texts = [sent[i]["content"] for i in unplaced]
-    counted = tuple(raw[i]["content"] for i in unplaced)
+    texts = [counted_text(sent[i]) for i in unplaced]
+    counted = tuple(counted_text(raw[i]) for i in unplaced)
     if indexes:
         part.content = "\n".join([part.content, *texts])
         part.text += "".join(f"{text}\n\n" for text in texts)

@@ -8,7 +8,8 @@
 - ``ctx08``: the harness's own system and instruction messages, then ctxdb's window as
   one user message (the window is sent with the harness's prompt, so it is counted too).
 
-Tokens: each message's content counted with the store's tokenizer, plus
+Tokens: each message's content (and its tool calls' text: ``counted_text``) counted with
+the store's tokenizer, plus
 ``CHAT_MESSAGE_OVERHEAD_TOKENS`` per message (the role and separators of the chat
 format: OpenAI's cookbook counts 3 per message and 3 to prime the reply).
 
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 from ..spec import ARM_CTX08 as ARM_CTX08  # the arms the replay shares with the A/B
 from ..spec import ARM_CURRENT as ARM_CURRENT
-from .trajectory import AgentRun
+from .trajectory import AgentRun, counted_text
 
 ARM_MASK10 = "mask10"
 MASK_KEEP_NEWEST = 10  # observations kept whole by the mask10 arm
@@ -67,7 +68,7 @@ def masked_observation_indexes(run: AgentRun, k: int,
 
 def prompt_text(messages: Sequence[dict[str, str]]) -> str:
     """The prompt as one text, for finding what it holds."""
-    return "\n".join(m["content"] for m in messages)
+    return "\n".join(counted_text(m) for m in messages)
 
 
 @dataclass
@@ -88,7 +89,8 @@ class PromptCounter:
         return count + CHAT_MESSAGE_OVERHEAD_TOKENS
 
     def prompt_tokens(self, messages: Sequence[dict[str, str]]) -> int:
-        return CHAT_REPLY_PRIMING_TOKENS + sum(self.message_tokens(m["content"]) for m in messages)
+        return CHAT_REPLY_PRIMING_TOKENS + sum(self.message_tokens(counted_text(m))
+                                               for m in messages)
 
     def cached_tokens(self, previous: Sequence[dict[str, str]] | None,
                       messages: Sequence[dict[str, str]]) -> int:
@@ -97,16 +99,16 @@ class PromptCounter:
             return 0
         cached = 0
         for before, now in zip(previous, messages, strict=False):
+            text = counted_text(now)
             if before == now:
-                cached += self.message_tokens(now["content"])
+                cached += self.message_tokens(text)
                 continue
             if before["role"] == now["role"]:
-                common = _common_prefix_length(before["content"], now["content"])
+                common = _common_prefix_length(counted_text(before), text)
                 if common:
                     # the shared start of the message, counted on its own: at most the
                     # message's tokens (a token may straddle the point they part)
-                    cached += min(self.count_text(now["content"][:common]),
-                                  self.message_tokens(now["content"]))
+                    cached += min(self.count_text(text[:common]), self.message_tokens(text))
             break
         return min(cached, self.prompt_tokens(messages))
 

@@ -47,6 +47,8 @@ _TIMED_OUT = re.compile(r"^The last command <command>.*?</command> timed out", r
 SUBMIT_MARKERS = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
 # mini-swe-agent 2.x's extra.interrupt_type for a reply its parser rejected
 FORMAT_ERROR_INTERRUPT = "FormatError"
+# the key of a chat message's tool calls as counted (``tool_calls_text``)
+TOOL_CALLS_TEXT = "tool_calls_text"
 DEFAULT_WORKDIR = "/testbed"  # where SWE-bench's harnesses run the agent's commands
 DEFAULT_COMMAND_TIMEOUT_S = 60  # mini-swe-agent's environment timeout in the development runs
 # the most a recorded run may ask for one command: a replay worker is never held longer
@@ -121,7 +123,8 @@ class AgentRun:
     path: str
     trajectory_format: str
     instance_id: str | None
-    messages: tuple[dict[str, str], ...]  # role and content, in the harness's order
+    # role, content (and tool calls' text: ``as_chat``), in the harness's order
+    messages: tuple[dict[str, str], ...]
     system_prompt: str
     instruction: str  # the first user message: the harness's instructions with the task
     steps: tuple[Step, ...]
@@ -147,8 +150,9 @@ class AgentRun:
 
 def as_chat(message: Any, where: str) -> dict[str, str]:
     """A harness's chat message as its role and its content as text (a multimodal
-    content's text parts joined; none, of a turn or tool output, as empty), or the error
-    naming ``where``."""
+    content's text parts joined; none, of a turn or tool output, as empty), and its tool
+    calls' text (``TOOL_CALLS_TEXT``, only when it has some), or the error naming
+    ``where``."""
     if not isinstance(message, dict):
         raise TrajectoryError(f"{where}: expected an object, got {type(message).__name__}")
     role, content = message.get("role"), message.get("content")
@@ -163,7 +167,44 @@ def as_chat(message: Any, where: str) -> dict[str, str]:
         content = ""
     if not isinstance(content, str):
         raise TrajectoryError(f"{where}.content: expected a string")
-    return {"role": role, "content": content}
+    calls = tool_calls_text(message, where)
+    return {"role": role, "content": content} | ({TOOL_CALLS_TEXT: calls} if calls else {})
+
+
+def tool_calls_text(message: dict, where: str) -> str:
+    """A chat message's tool calls (the chat API's ``tool_calls``, where a tool-calling
+    harness puts the agent's commands) as the text a prompt's count takes for them: each
+    call's function name and arguments as sent, a call a line; "" for none. A message
+    this module made gives its ``TOOL_CALLS_TEXT`` back. A call's id, and the framing a
+    provider puts around a call, are not counted (nor published)."""
+    calls = message.get("tool_calls")
+    if calls is None or calls == []:
+        kept = message.get(TOOL_CALLS_TEXT, "")
+        if not isinstance(kept, str):
+            raise TrajectoryError(f"{where}.{TOOL_CALLS_TEXT}: expected a string")
+        return kept
+    if not isinstance(calls, list):
+        raise TrajectoryError(f"{where}.tool_calls: expected a list of calls")
+    lines = []
+    for number, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        if isinstance(arguments, dict):  # a provider that gives them parsed
+            arguments = json.dumps(arguments)
+        if not isinstance(name, str) or not isinstance(arguments, str):
+            raise TrajectoryError(f"{where}.tool_calls[{number}]: expected a 'function' with "
+                                  "a string 'name' and 'arguments'")
+        lines.append(f"{name} {arguments}")
+    return "\n".join(lines)
+
+
+def counted_text(message: dict) -> str:
+    """What of a chat message a prompt's count takes: its content, then its tool calls'
+    text (``tool_calls_text``) on the lines after it; the content alone when it has none."""
+    content = message.get("content") or ""
+    calls = tool_calls_text(message, "message")
+    return "\n".join(text for text in (content, calls) if text) if calls else content
 
 
 def read_trajectory(path: str | Path) -> AgentRun:

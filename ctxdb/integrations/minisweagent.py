@@ -85,7 +85,8 @@ def read_history(messages: Sequence[Message]) -> tuple[list[dict[str, str]], lis
 
 
 def as_sent(messages: Sequence[Message]) -> list[dict[str, str]]:
-    """The history as the model is sent it: each message's role and content text."""
+    """The history as the model is sent it: each message's role, content text and tool
+    calls' text (``trajectory.as_chat``)."""
     try:
         return [as_chat(message, f"{HISTORY_NAME}: messages[{index}]")
                 for index, message in enumerate(messages)]
