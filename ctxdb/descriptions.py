@@ -47,8 +47,9 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
                             "by digest (prefix_sha256, steps_sha256: each message's and "
                             "step's JSON an evidence_text row, stored once per run), and a "
                             "live current-arm decision the messages "
-                            "the harness sent (sent_sha256: each message's role, content and tool calls' text "
-                            "likewise); store.request_as_given reassembles it.",
+                            "the harness sent (sent_sha256: each message's role, content "
+                            "and tool calls' text likewise); store.request_as_given "
+                            "reassembles it.",
             "request_sha256": "sha256 of request_json; `req-<first hex digits>` names the "
                               "decision in masking pointers.",
             "tokenizer": "The tokenizer that counted the window (cl100k_base or deepseek-v4).",

@@ -116,7 +116,7 @@ def _rows(store_url: str, sql: str, **params) -> list:
 
 
 def test_an_escaped_sed_pattern_is_stored_as_spelled_and_kept_where_a_window_shows_it(
-        requests_repository, tmp_path, window_cuts, capsys):
+        requests_repository, tmp_path, window_cuts, cache_marks_tool, capsys):
     # the agent redoes an edit after a revert, copying its own earlier command (here the
     # pattern matches nothing: an edit's anchors come from its command alone)
     redo = f"sed -i 's/{OLD_TEXT}\\/2/{NEW_TEXT}/' {UTILS}"
@@ -145,6 +145,13 @@ def test_an_escaped_sed_pattern_is_stored_as_spelled_and_kept_where_a_window_sho
     waited = dataclasses.replace(third, seq=13, waited_horizon=waited_horizon(
         "task_in_prefix,fold_waited:0"))
     assert waited.horizon == 0 and dataclasses.replace(waited, waited_horizon=None).horizon == 10
+    # tools/cache_marks.py plays a cache that serves only at marks over the same windows
+    capsys.readouterr()
+    assert cache_marks_tool.main(["--db", resolve_url(store_url)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert [row.split(" | ")[0] for row in table[2:]] == [
+        "| current, either cache", "| ctx08, any shared start",
+        "| ctx08, one message marked at its end", "| ctx08, ctxdb's marks"]
     # and does not read a store whose anchors lack it: it says how to upgrade
     older = tmp_path / "older.db"
     shutil.copy(tmp_path / "store.db", older)
@@ -352,6 +359,16 @@ def test_the_cli_replays_a_runs_file_and_reports_it(requests_repository, tmp_pat
 
 
 TESTS_FOLD_STRIDE = 10
+
+
+@pytest.fixture
+def cache_marks_tool(monkeypatch):
+    """tools/cache_marks.py loaded as a module."""
+    spec = importlib.util.spec_from_file_location("cache_marks_tool", TOOLS / "cache_marks.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "cache_marks_tool", module)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture

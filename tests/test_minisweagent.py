@@ -347,6 +347,82 @@ def test_a_tool_calling_run_counts_the_commands_its_calls_send(mswea, store_url,
     assert f"[step 3] $ {FIX}\n" in window and "TypeError" in window
 
 
+def test_a_model_that_marks_its_prompts_gets_the_window_marked_where_the_next_repeats_it(
+        mswea, store_url, tree, monkeypatch):
+    """mini-swe-agent marks the last message for a provider that caches only at marks
+    (its default for Claude): that would serve nothing of a ctx08 window. CtxdbModel turns
+    the model's marking off and sends the window as blocks marked where the next window
+    repeats it: what reaches the provider, through mini-swe-agent's own marking code."""
+    from minisweagent.models.test_models import DeterministicModelConfig
+    from minisweagent.models.utils.cache_control import set_cache_control
+
+    class MarkingConfig(DeterministicModelConfig):
+        set_cache_control: str | None = "default_end"
+
+    class Marking(mswea.DeterministicModel):  # marks as LitellmModel does before its call
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.config = MarkingConfig(**kwargs)
+
+        def query(self, messages, **kwargs):
+            to_provider.append(set_cache_control(copy.deepcopy(messages),
+                                                 mode=self.config.set_cache_control))
+            return super().query(messages, **kwargs)
+
+    monkeypatch.delenv("CTX", raising=False)
+    outputs = [mswea.make_output(f"THOUGHT: {thought}\n\n```mswea_bash_command\n{command}\n```",
+                                 [{"command": command}])
+               for thought, command in [entry for entry in SCRIPT if entry is not None]]
+    config = mswea.config
+    for arm in ("ctx08", "current"):
+        subprocess.run(["git", "reset", "-q", "--hard"], cwd=tree, check=True)
+        to_provider: list[list[dict]] = []
+        inner = Marking(outputs=outputs,
+                        observation_template=config["model"]["observation_template"])
+        env = mswea.LocalEnvironment(cwd=str(tree), env={
+            **config["environment"]["env"], "PYTHONPATH": "src", "PYTHONDONTWRITEBYTECODE": "1",
+            "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"})
+        model = CtxdbModel(inner, store_url, instance_id="requests-to-key-val-list", tree=tree,
+                           arm=arm, run_id=f"marks-{arm}")
+        agent = mswea.DefaultAgent(model, env, **config["agent"])
+        try:
+            _check_submitted(agent.run(TASK))
+        finally:
+            model.close()
+        marked = [[(m["role"], block["text"], "cache_control" in block)
+                   for m in messages for block in (
+                       m["content"] if isinstance(m["content"], list)
+                       else [{"text": m["content"]} | ({"cache_control": 1}
+                                                       if "cache_control" in m else {})])]
+                  for messages in to_provider]
+        if arm == "current":  # the harness's own messages and marking, untouched
+            assert inner.config.set_cache_control == "default_end" and not model.cache_marks
+            assert all(sum(mark for *_, mark in blocks) == 1 and blocks[-1][2]
+                       for blocks in marked)
+            continue
+        assert inner.config.set_cache_control is None and model.cache_marks
+        assert model.serialize()["info"]["ctxdb"]["cache_marks"] is True
+        with ContextStore.open(store_url) as store:
+            sent = [store.context(d).messages() for d in model.decision_ids]
+        for blocks, messages in zip(marked, sent, strict=True):
+            # the same texts, the window in blocks; the prompt's end always marked
+            assert [(role, "".join(t for r, t, _ in blocks if r == role))
+                    for role in ("system", "user")] == [
+                (role, "".join(m["content"] for m in messages if m["role"] == role))
+                for role in ("system", "user")]
+            assert blocks[1][2] and sum(mark for *_, mark in blocks) <= 3
+        # (the prompt alone; then one step, marked after the prompt and at the end)
+        assert [sum(mark for *_, mark in blocks) for blocks in marked] == \
+            [1, 2] + [3] * (len(marked) - 2)
+        # each request repeats, block for block, its start up to the mark the one before
+        # it put before its newest step: a provider serves it from there
+        for before, after in zip(marked[2:], marked[3:], strict=False):
+            middle = [index for index, (*_, mark) in enumerate(before) if mark][1]
+            assert [block[:2] for block in after[:middle + 1]] == \
+                [block[:2] for block in before[:middle + 1]]
+            assert len(after) - middle - 1 <= 20  # within the provider's lookback
+
+
 def test_unreadable_histories_and_arms_are_named(mswea, tmp_path, monkeypatch):
     with pytest.raises(HistoryError, match=r"messages\[0\]: expected the system prompt"):
         read_history([{"role": "user", "content": "x"}, {"role": "user", "content": "y"}])

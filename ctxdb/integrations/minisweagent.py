@@ -9,6 +9,12 @@ templates and its trajectory file stay mini-swe-agent's own.
 
 The switch (spec §8): ``CTX=current`` sends the harness's messages untouched and still
 records each decision, as arm ``current``; ``CTX=ctx08`` (the default) sends the window.
+
+A wrapped model that marks the prompt for its provider's cache (``set_cache_control``,
+mini-swe-agent's default for Claude: one mark on the last message) would mark only the
+window's end, which the next window never repeats: under ctx08 ``CtxdbModel`` takes the
+marking over (the model's ``set_cache_control`` is set to None) and sends the window
+marked where the next one repeats it (``ctxdb.agent.cache_marks``).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from sqlalchemy import func, select
 
 from .. import models
 from ..agent.adapter import OverCeilingError, construct_step
+from ..agent.cache_marks import cache_marked_messages
 from ..agent.loop import LoopRules, LoopStep, loop_step
 from ..agent.trajectory import (
     FORMAT_ERROR_INTERRUPT,
@@ -40,6 +47,8 @@ ARM_VARIABLE = "CTX"  # the environment variable that picks the arm (spec §8)
 HISTORY_NAME = "mini-swe-agent messages"  # how an error names the history it read
 PREFIX_MESSAGES = 2  # the system message and the instance (task) message
 RUN_ID_HEX_DIGITS = 12  # of a new run id's random part: unique enough for one store
+# a mini-swe-agent model's setting that marks prompts for its provider's cache
+CACHE_CONTROL_SETTING = "set_cache_control"
 
 
 # a chat message as mini-swe-agent keeps it (role, content, and its own extra fields)
@@ -142,11 +151,14 @@ class CtxdbModel:
     views (None: folded views become pointers). ``task``: the problem statement (None:
     taken from the instance message). ``run_id``: one run is one arm, so the default is
     new per model; one given must not hold decisions of ``instance_id`` yet (a batch of
-    instances may share it). ``arm``: overrides ``$CTX``, read here, once."""
+    instances may share it). ``arm``: overrides ``$CTX``, read here, once.
+    ``cache_marks``: send ctx08's window marked for a cache that serves only at marks
+    (``cache_marked_messages``); None (the default): when the wrapped model marks its
+    prompts (``config.set_cache_control``), whose marking the ctx08 arm then takes over."""
 
     def __init__(self, model: Any, store: Any, *, instance_id: str, tree: str | Path | None,
                  task: str | None = None, run_id: str | None = None, arm: str | None = None,
-                 rules: LoopRules | None = None) -> None:
+                 rules: LoopRules | None = None, cache_marks: bool | None = None) -> None:
         self.arm = arm_from_environment(arm)  # checked before the store is opened
         if store is None:
             raise ValueError("store: expected a ContextStore or a store URL, got None")
@@ -170,6 +182,11 @@ class CtxdbModel:
                 self.close()
                 raise
         self.run_id = run_id or f"mini-swe-agent-{self.arm}-{uuid.uuid4().hex[:RUN_ID_HEX_DIGITS]}"
+        try:  # last: a model handed back by a refused construction is left as it was
+            self.cache_marks = self._take_over_cache_marks(model, cache_marks)
+        except ValueError:
+            self.close()
+            raise
         self.decision_ids: list[int] = []  # one per query ctxdb built, in order
         self.refused_steps: list[int] = []  # the steps sent as the harness built them
 
@@ -192,9 +209,28 @@ class CtxdbModel:
             refused_reply: Message = self.model.query(messages, **kwargs)
             return refused_reply
         self.decision_ids.append(context.decision_id)
-        sent = messages if self.arm == ARM_CURRENT else context.messages(prefix=prefix)
+        sent = (messages if self.arm == ARM_CURRENT
+                else cache_marked_messages(context, prefix) if self.cache_marks
+                else context.messages(prefix=prefix))
         reply: Message = self.model.query(sent, **kwargs)
         return reply
+
+    def _take_over_cache_marks(self, model: Any, cache_marks: bool | None) -> bool:
+        """Whether ctx08's windows go marked; the wrapped model's own marking turned off
+        when they do (it would mark the last message only, and strip other marks)."""
+        model_config = getattr(model, "config", None)
+        own = getattr(model_config, CACHE_CONTROL_SETTING, None)
+        if self.arm != ARM_CTX08:
+            return False
+        marks = bool(own) if cache_marks is None else cache_marks
+        if marks and own:
+            try:
+                setattr(model_config, CACHE_CONTROL_SETTING, None)
+            except (AttributeError, TypeError, ValueError) as exc:  # a frozen config
+                raise ValueError(f"model.config.{CACHE_CONTROL_SETTING}: ctxdb marks ctx08's "
+                                 f"windows itself and could not turn the model's own marking "
+                                 f"off ({exc}); give cache_marks=False to leave it") from exc
+        return marks
 
     def _construct(self, prefix: list[dict[str, str]], steps: list[LoopStep], run: AgentRun,
                    sent: list[dict[str, str]] | None) -> Any:
@@ -241,6 +277,7 @@ class CtxdbModel:
         data: dict[str, Any] = self.model.serialize()
         data.setdefault("info", {})["ctxdb"] = {
             "run_id": self.run_id, "arm": self.arm, "instance_id": self.instance_id,
+            "cache_marks": self.cache_marks,
             "decision_ids": list(self.decision_ids), "refused_steps": list(self.refused_steps)}
         return data
 

@@ -1,0 +1,109 @@
+"""A loop window marked for a prompt cache that serves only at marks (Anthropic's
+``cache_control``): ctxdb.agent.cache_marks, and tools/cache_marks.py, which plays such a
+cache over a replay's windows."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctxdb import ContextStore
+from ctxdb.agent.adapter import construct_step
+from ctxdb.agent.cache_marks import CACHE_MARK, cache_marked_messages, newest_step_start
+from ctxdb.agent.loop import LoopStep, item_numbers
+
+PREFIX = [{"role": "system", "content": "You are a bash agent. Reply with one command."},
+          {"role": "user", "content": "Fix it.\n<task>the sum is wrong</task>"}]
+WRAP = "<returncode>0</returncode>\n<output>\n{}</output>".format
+STEPS = [LoopStep(f"echo step {k}", f"step {k}\n", thought=f"Step {k}.",
+                  observation=WRAP(f"step {k}\n"), returncode=0) for k in range(1, 6)]
+
+
+@pytest.fixture
+def cache_marks_tool(monkeypatch):
+    """tools/cache_marks.py loaded as a module (it is a script, not part of the package)."""
+    path = Path(__file__).resolve().parent.parent / "tools" / "cache_marks.py"
+    spec = importlib.util.spec_from_file_location("cache_marks_tool", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "cache_marks_tool", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _blocks(messages):
+    return [(m["role"], block["text"], block.get("cache_control"))
+            for m in messages for block in (m["content"] if isinstance(m["content"], list)
+                                            else [{"text": m["content"]}])]
+
+
+def test_the_window_goes_in_blocks_marked_after_the_prompt_before_the_newest_step_and_at_its_end(
+        tmp_path):
+    with ContextStore.open(tmp_path / "s.db") as store:
+        contexts = [construct_step(store, run_id="r", instance_id="i", task="the sum is wrong",
+                                   steps=STEPS[:done], tree=None, prefix=PREFIX)
+                    for done in range(len(STEPS) + 1)]
+    first = cache_marked_messages(contexts[0], PREFIX)  # the harness's prompt alone
+    assert _blocks(first) == [("system", PREFIX[0]["content"], None),
+                              ("user", PREFIX[1]["content"], CACHE_MARK)]
+    for done, context in enumerate(contexts[1:], start=1):
+        marked = cache_marked_messages(context, PREFIX)
+        plain = context.messages(prefix=PREFIX)
+        assert [(m["role"], "".join(t for _, t, _ in _blocks([m]))) for m in marked] == \
+            [(m["role"], m["content"]) for m in plain]  # the same texts
+        window = _blocks(marked)[2:]
+        assert [text for _, text, _ in window] == [e.text for e in context.window if e.text]
+        marks = [index for index, (_, _, mark) in enumerate(window) if mark]
+        newest = [e.item_id for e in context.window if e.text].index(
+            f"E{item_numbers(done)[0]}")  # the newest step's command
+        assert marks == sorted({newest - 1, len(window) - 1} - {-1})
+        assert PREFIX[1]["content"] == marked[1]["content"][0]["text"]  # the prompt's mark
+    # a window with a task block (the prompt does not carry the task): its own block
+    with ContextStore.open(tmp_path / "t.db") as store:
+        context = construct_step(store, run_id="r", instance_id="i", task="another task",
+                                 steps=STEPS[:2], tree=None, prefix=PREFIX)
+    window = _blocks(cache_marked_messages(context, PREFIX))[2:]
+    assert "another task" in window[0][1] and window[0][2] is None
+
+
+def test_the_newest_steps_items_are_found_by_their_numbers():
+    first_command, first_output, first_thought = item_numbers(1)
+    second = item_numbers(2)
+    assert newest_step_start([f"E{first_command}", f"E{first_output}", f"E{second[0]}",
+                              f"E{second[1]}", f"E{second[2]}"]) == 2
+    assert newest_step_start([f"E{first_command}", f"E{first_thought}"]) == 0
+    assert newest_step_start([]) == 0
+    assert newest_step_start(["task", f"E{second[0]}"]) == 1  # an item no step names
+
+
+def test_a_cache_that_serves_only_at_marks_serves_a_window_only_where_one_stood(
+        cache_marks_tool):
+    tool = cache_marks_tool
+    one, two, three = (item_numbers(k) for k in (1, 2, 3))
+    # three decisions: the prompt alone (100 tokens), then windows that keep their start
+    # and drop the newest reasoning each time
+    windows = [(100, []),
+               (130, [(f"E{one[0]}", 10, "a"), (f"E{one[1]}", 10, "b"),
+                      (f"E{one[2]}", 10, "c")]),
+               (150, [(f"E{one[0]}", 10, "a"), (f"E{one[1]}", 10, "b"),
+                      (f"E{two[0]}", 10, "d"), (f"E{two[1]}", 10, "e"),
+                      (f"E{two[2]}", 10, "f")]),
+               (160, [(f"E{one[0]}", 10, "a"), (f"E{one[1]}", 10, "b"),
+                      (f"E{two[0]}", 10, "d"), (f"E{two[1]}", 10, "e"),
+                      (f"E{three[0]}", 10, "g"), (f"E{three[2]}", 10, "h")])]
+    # one message marked at its end: only the prompt, which the first decision marked
+    assert tool.served(windows, tool.one_message) == 0 + 100 + 100 + 100
+    # ctxdb's marks: the second decision's whole window ended before its newest step's
+    # mark only at the prompt; the third repeats step 1's items (the second marked before
+    # its newest step = step 1: the prompt), the fourth repeats up to step 2's start
+    assert tool.served(windows, tool.ctxdb_marks) == 0 + 100 + 100 + 120
+    # a provider looks back only so far: a window that repeats 99 items of the one before
+    # but adds more than that many blocks after them is served its prompt alone
+    steps = [(f"E{item_numbers(k)[0]}", 1, str(k)) for k in range(1, 130)]
+    many = [(100, []), (200, steps[:100]), (229, steps)]
+    assert tool.served(many, tool.ctxdb_marks) == 0 + 100 + 100
+    # ...where eleven new blocks leave the mark before the newest step within reach
+    near = [(100, []), (200, steps[:100]), (210, steps[:99] + steps[100:111])]
+    assert tool.served(near, tool.ctxdb_marks) == 0 + 100 + (100 + 99)
