@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from ctxdb.ab.reports import CACHED_PRICE_RATIO, run_report
 from ctxdb.agent import replay as replay_module
 from ctxdb.agent.adapter import waited_horizon
+from ctxdb.agent.arms import CHAT_REPLY_PRIMING_TOKENS
 from ctxdb.agent.loop import ABLATIONS, LoopRules, ablation_arm, item_numbers
 from ctxdb.agent.replay import RunSpec, load_run_specs, replay_run, replay_spec_for_tree, run_replay
 from ctxdb.cli import main
@@ -152,6 +153,12 @@ def test_an_escaped_sed_pattern_is_stored_as_spelled_and_kept_where_a_window_sho
     assert [row.split(" | ")[0] for row in table[2:]] == [
         "| current, either cache", "| ctx08, any shared start",
         "| ctx08, one message marked at its end", "| ctx08, ctxdb's marks"]
+    (windows,), arms, _resolved = cache_marks_tool.read_runs(resolve_url(store_url))
+    assert len(windows) == 4 and arms["ctx08"][0] == sum(tokens for tokens, _ in windows)
+    # the harness's prompt at every decision but the first, then more where marked
+    prompt = windows[0][0] - CHAT_REPLY_PRIMING_TOKENS
+    assert cache_marks_tool.served(windows, cache_marks_tool.one_message) == 3 * prompt
+    assert cache_marks_tool.served(windows, cache_marks_tool.ctxdb_marks) > 3 * prompt
     # and does not read a store whose anchors lack it: it says how to upgrade
     older = tmp_path / "older.db"
     shutil.copy(tmp_path / "store.db", older)

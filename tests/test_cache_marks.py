@@ -12,7 +12,13 @@ import pytest
 
 from ctxdb import ContextStore
 from ctxdb.agent.adapter import construct_step
-from ctxdb.agent.cache_marks import CACHE_MARK, cache_marked_messages, newest_step_start
+from ctxdb.agent.arms import CHAT_MESSAGE_OVERHEAD_TOKENS, CHAT_REPLY_PRIMING_TOKENS
+from ctxdb.agent.cache_marks import (
+    CACHE_MARK,
+    PROVIDER_MARKS_MAX,
+    cache_marked_messages,
+    newest_step_start,
+)
 from ctxdb.agent.loop import LoopStep, item_numbers
 
 PREFIX = [{"role": "system", "content": "You are a bash agent. Reply with one command."},
@@ -59,6 +65,7 @@ def test_the_window_goes_in_blocks_marked_after_the_prompt_before_the_newest_ste
         newest = [e.item_id for e in context.window if e.text].index(
             f"E{item_numbers(done)[0]}")  # the newest step's command
         assert marks == sorted({newest - 1, len(window) - 1} - {-1})
+        assert len(marks) + 1 < PROVIDER_MARKS_MAX  # the prompt's, and one for the harness
         assert PREFIX[1]["content"] == marked[1]["content"][0]["text"]  # the prompt's mark
     # a window with a task block (the prompt does not carry the task): its own block
     with ContextStore.open(tmp_path / "t.db") as store:
@@ -66,6 +73,10 @@ def test_the_window_goes_in_blocks_marked_after_the_prompt_before_the_newest_ste
                                  steps=STEPS[:2], tree=None, prefix=PREFIX)
     window = _blocks(cache_marked_messages(context, PREFIX))[2:]
     assert "another task" in window[0][1] and window[0][2] is None
+    # with no prefix the task block is the system message, sent once, as unmarked
+    bare = cache_marked_messages(context, [])
+    assert [(m["role"], "".join(t for _, t, _ in _blocks([m]))) for m in bare] == \
+        [(m["role"], m["content"]) for m in context.messages(prefix=[])]
 
 
 def test_the_newest_steps_items_are_found_by_their_numbers():
@@ -82,28 +93,37 @@ def test_a_cache_that_serves_only_at_marks_serves_a_window_only_where_one_stood(
         cache_marks_tool):
     tool = cache_marks_tool
     one, two, three = (item_numbers(k) for k in (1, 2, 3))
-    # three decisions: the prompt alone (100 tokens), then windows that keep their start
-    # and drop the newest reasoning each time
-    windows = [(100, []),
-               (130, [(f"E{one[0]}", 10, "a"), (f"E{one[1]}", 10, "b"),
-                      (f"E{one[2]}", 10, "c")]),
-               (150, [(f"E{one[0]}", 10, "a"), (f"E{one[1]}", 10, "b"),
-                      (f"E{two[0]}", 10, "d"), (f"E{two[1]}", 10, "e"),
-                      (f"E{two[2]}", 10, "f")]),
-               (160, [(f"E{one[0]}", 10, "a"), (f"E{one[1]}", 10, "b"),
-                      (f"E{two[0]}", 10, "d"), (f"E{two[1]}", 10, "e"),
-                      (f"E{three[0]}", 10, "g"), (f"E{three[2]}", 10, "h")])]
+
+    def sent(items):  # a decision's tokens: the prompt (100), its window, the framing
+        return (100 + CHAT_REPLY_PRIMING_TOKENS + sum(t for _, t, _ in items)
+                + (CHAT_MESSAGE_OVERHEAD_TOKENS if items else 0))
+
+    # four decisions: the prompt alone, then windows that keep their start and drop the
+    # newest reasoning each time
+    windows = [[],
+               [(f"E{one[0]}", 10, "a"), (f"E{one[1]}", 10, "b"), (f"E{one[2]}", 10, "c")],
+               [(f"E{one[0]}", 10, "a"), (f"E{one[1]}", 10, "b"),
+                (f"E{two[0]}", 10, "d"), (f"E{two[1]}", 10, "e"), (f"E{two[2]}", 10, "f")],
+               [(f"E{one[0]}", 10, "a"), (f"E{one[1]}", 10, "b"),
+                (f"E{two[0]}", 10, "d"), (f"E{two[1]}", 10, "e"),
+                (f"E{three[0]}", 10, "g"), (f"E{three[2]}", 10, "h")]]
+    windows = [(sent(items), items) for items in windows]
     # one message marked at its end: only the prompt, which the first decision marked
     assert tool.served(windows, tool.one_message) == 0 + 100 + 100 + 100
-    # ctxdb's marks: the second decision's whole window ended before its newest step's
-    # mark only at the prompt; the third repeats step 1's items (the second marked before
-    # its newest step = step 1: the prompt), the fourth repeats up to step 2's start
-    assert tool.served(windows, tool.ctxdb_marks) == 0 + 100 + 100 + 120
+    # ctxdb's marks: the second decision's whole window is its newest step (marked at
+    # the prompt); the third repeats step 1's items, but the second marked before them
+    # only; the fourth repeats up to step 2's start, the framing and two items
+    assert tool.served(windows, tool.ctxdb_marks) == \
+        0 + 100 + 100 + (100 + CHAT_MESSAGE_OVERHEAD_TOKENS + 20)
     # a provider looks back only so far: a window that repeats 99 items of the one before
     # but adds more than that many blocks after them is served its prompt alone
     steps = [(f"E{item_numbers(k)[0]}", 1, str(k)) for k in range(1, 130)]
-    many = [(100, []), (200, steps[:100]), (229, steps)]
+    many = [(sent(items), items) for items in ([], steps[:100], steps)]
     assert tool.served(many, tool.ctxdb_marks) == 0 + 100 + 100
-    # ...where eleven new blocks leave the mark before the newest step within reach
-    near = [(100, []), (200, steps[:100]), (210, steps[:99] + steps[100:111])]
-    assert tool.served(near, tool.ctxdb_marks) == 0 + 100 + (100 + 99)
+    # ...where up to 21 new items leave the mark before the newest step (20 blocks back
+    # from the new one's) within reach
+    for new, reached in ((11, True), (21, True), (22, False)):
+        near = [(sent(items), items)
+                for items in ([], steps[:100], steps[:99] + steps[100:100 + new])]
+        assert tool.served(near, tool.ctxdb_marks) == \
+            0 + 100 + 100 + (CHAT_MESSAGE_OVERHEAD_TOKENS + 99) * reached, new

@@ -400,7 +400,8 @@ def test_a_model_that_marks_its_prompts_gets_the_window_marked_where_the_next_re
             assert all(sum(mark for *_, mark in blocks) == 1 and blocks[-1][2]
                        for blocks in marked)
             continue
-        assert inner.config.set_cache_control is None and model.cache_marks
+        # (the model's own marking was off for each window's call only: back as it was)
+        assert inner.config.set_cache_control == "default_end" and model.cache_marks
         assert model.serialize()["info"]["ctxdb"]["cache_marks"] is True
         with ContextStore.open(store_url) as store:
             sent = [store.context(d).messages() for d in model.decision_ids]
@@ -421,6 +422,72 @@ def test_a_model_that_marks_its_prompts_gets_the_window_marked_where_the_next_re
             assert [block[:2] for block in after[:middle + 1]] == \
                 [block[:2] for block in before[:middle + 1]]
             assert len(after) - middle - 1 <= 20  # within the provider's lookback
+
+
+def test_ctxdb_marks_the_window_only_where_it_sends_one(tmp_path, tree, monkeypatch):
+    """The arms and switches of the marking: a window marked, the wrapped model's own
+    marking off for that call only; a refused step, the current arm and
+    ``cache_marks=False`` marked the model's way; a frozen config refused by name."""
+    monkeypatch.delenv("CTX", raising=False)
+
+    class Config:
+        def __init__(self, marking):
+            self.set_cache_control = marking
+
+    class Noting:  # says what its marking was when called, and what it got
+        def __init__(self, marking="default_end"):
+            self.config, self.calls = Config(marking), []
+
+        def query(self, messages, **kwargs):
+            self.calls.append((self.config.set_cache_control,
+                               any(isinstance(m["content"], list) for m in messages)))
+            return {"role": "assistant", "content": "ok"}
+
+    prompt = [{"role": "system", "content": "You are a bash agent."},
+              {"role": "user", "content": f"<pr_description>{TASK}</pr_description>"}]
+    history = [*prompt, {"role": "assistant", "content": "THOUGHT: list.\n\n"
+                         "```mswea_bash_command\nls\n```", "extra": {"actions": [
+                             {"command": "ls"}]}},
+               {"role": "user", "content": "<returncode>0</returncode>\n<output>\na\n</output>",
+                "extra": {"raw_output": "a\n", "returncode": 0}}]
+    store = str(tmp_path / "s.db")
+    inner = Noting()
+    for run_id in ("first", "second"):  # a second wrapper of the same model marks too
+        with CtxdbModel(inner, store, instance_id="i", tree=tree, run_id=run_id) as model:
+            assert model.cache_marks
+            model.query(prompt)
+            model.query(history)
+    assert inner.calls == [(None, True)] * 4 and inner.config.set_cache_control == "default_end"
+    for options, marked in (({"cache_marks": False}, False), ({"arm": "current"}, False)):
+        inner = Noting()
+        with CtxdbModel(inner, store, instance_id="i", tree=tree, **options) as model:
+            assert not model.cache_marks
+            model.query(history)
+        assert inner.calls == [("default_end", marked)]
+    inner = Noting(marking=None)  # a model that marks nothing, asked to
+    with CtxdbModel(inner, store, instance_id="i", tree=tree, cache_marks=True) as model:
+        model.query(history)
+    assert inner.calls == [(None, True)]
+    # a refused step goes as the harness built it, marked the model's way
+    settings = dataclasses.replace(load_settings(), token_ceiling=64)
+    with ContextStore.open(tmp_path / "small.db", settings=settings) as small:
+        inner = Noting()
+        model = CtxdbModel(inner, small, instance_id="i", tree=tree)
+        with pytest.warns(RefusedStepWarning):
+            model.query(history)
+    assert model.refused_steps == [2] and inner.calls == [("default_end", False)]
+
+    class Frozen(Config):
+        def __setattr__(self, name, value):
+            if name in self.__dict__:
+                raise TypeError("frozen")
+            super().__setattr__(name, value)
+
+    inner.config = Frozen("default_end")
+    with pytest.raises(ValueError, match=r"model\.config\.set_cache_control: ctxdb marks "
+                       r"ctx08's windows itself .*give cache_marks=False"):
+        CtxdbModel(inner, store, instance_id="i", tree=tree)
+    CtxdbModel(inner, store, instance_id="i", tree=tree, cache_marks=False).close()
 
 
 def test_unreadable_histories_and_arms_are_named(mswea, tmp_path, monkeypatch):

@@ -34,6 +34,10 @@ from sqlalchemy import create_engine, text
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ctxdb.ab.reports import CACHED_PRICE_RATIO  # noqa: E402
+from ctxdb.agent.arms import (  # noqa: E402
+    CHAT_MESSAGE_OVERHEAD_TOKENS,
+    CHAT_REPLY_PRIMING_TOKENS,
+)
 from ctxdb.agent.cache_marks import (  # noqa: E402
     PROVIDER_LOOKBACK_BLOCKS,
     newest_step_start,
@@ -63,11 +67,16 @@ def served(windows: Sequence[Window], layout: Layout) -> int:
     written: set[str] = set()
     total = 0
     for tokens, items in windows:
-        fixed = tokens - sum(t for _, t, _ in items)  # the prompt, framing, priming
-        digests, counts = [hashlib.sha256(b"prompt").hexdigest()], [fixed]
+        # the harness's prompt: what is sent besides the items, less the reply's priming
+        # (sent last) and the window message's own framing (only with a window)
+        prompt = (tokens - sum(t for _, t, _ in items) - CHAT_REPLY_PRIMING_TOKENS
+                  - (CHAT_MESSAGE_OVERHEAD_TOKENS if items else 0))
+        digests, counts = [hashlib.sha256(b"prompt").hexdigest()], [prompt]
+        running = prompt + CHAT_MESSAGE_OVERHEAD_TOKENS  # the framing opens the window
         for _, item_tokens, digest in items:
             digests.append(hashlib.sha256((digests[-1] + digest).encode()).hexdigest())
-            counts.append(counts[-1] + item_tokens)
+            running += item_tokens
+            counts.append(running)
         ends, marks = layout(items)
         hit = 0
         for mark in marks:
@@ -80,12 +89,10 @@ def served(windows: Sequence[Window], layout: Layout) -> int:
     return total
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", required=True, help="the replay's store URL")
-    parser.add_argument("--cached-price-ratio", type=float, default=CACHED_PRICE_RATIO)
-    args = parser.parse_args(argv)
-    engine = create_engine(args.db)
+def read_runs(url: str) -> tuple[list[list[Window]], dict[str, tuple[int, int]], int]:
+    """A replay store's ctx08 windows run by run, in order; each arm's prompt and cached
+    tokens (ctx08, current); and the resolved runs."""
+    engine = create_engine(url)
     with engine.connect() as connection:
         rows = connection.execute(text(
             "SELECT d.run_id, d.instance_id, d.decision_id, d.token_count, w.item_id,"
@@ -99,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                  " WHERE arm IN ('ctx08', 'current') GROUP BY arm")).all()}
         resolved = connection.execute(text(
             "SELECT COUNT(*) FROM replay_run WHERE resolved")).scalar_one()
+    engine.dispose()
     runs: list[list[Window]] = []
     for _, run_rows in groupby(rows, key=lambda row: (row[0], row[1])):
         windows: list[Window] = []
@@ -107,6 +115,15 @@ def main(argv: list[str] | None = None) -> int:
             windows.append((int(listed[0][3]), [(r[4], int(r[5]), r[6]) for r in listed
                                                 if r[4] is not None]))
         runs.append(windows)
+    return runs, arms, int(resolved)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", required=True, help="the replay's store URL")
+    parser.add_argument("--cached-price-ratio", type=float, default=CACHED_PRICE_RATIO)
+    args = parser.parse_args(argv)
+    runs, arms, resolved = read_runs(args.db)
     if not runs:
         parser.error(f"{args.db}: no replayed ctx08 decisions")
     ratio = args.cached_price_ratio

@@ -12,10 +12,10 @@ the window one message, nothing of it is ever served, only the harness's prompt.
 item, with three marks: the end of the harness's prompt, the end of the window before
 the newest step's items (what the next window still holds, until a fold), and the end.
 The next request finds the middle mark a few blocks back from its own. Played over the
-development runs' replayed windows (``tools/cache_marks.py``), that serves 22.45 M of
+development runs' replayed windows (``tools/cache_marks.py``), that serves 22.43 M of
 ctx08's 26.74 M tokens (a cache that serves any shared start: 23.82 M), where the one
-mark at the end serves 6.32 M, the harness's prompt alone: a cost per resolved run 0.84
-of the current arm's, against 2.69.
+mark at the end serves 6.29 M, the harness's prompt alone: a cost 0.84 of the current
+arm's, against 2.70 (a cache write priced as an input token; Anthropic bills 1.25).
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from ..context import DecisionContext
 from ..pipeline.window_text import window_head
 from .loop import step_of_item
 
-# Anthropic's prompt caching: at most 4 marks a request; a mark finds an earlier one at
-# most about 20 content blocks back (docs.anthropic.com, "Prompt caching", 2026)
+# Anthropic's prompt caching: at most 4 marks a request (this layout makes 3, leaving the
+# harness one); a mark finds an earlier one at most about 20 content blocks back
+# (docs.anthropic.com, "Prompt caching", 2026)
 PROVIDER_MARKS_MAX = 4
 PROVIDER_LOOKBACK_BLOCKS = 20
 CACHE_MARK = {"type": "ephemeral"}  # the mark's value: the provider's default lifetime
@@ -69,9 +70,13 @@ def cache_marked_messages(context: DecisionContext,
                                                      marked=True)]
     if len(messages) == len(prefix):  # the first step: the harness's prompt alone
         return messages
-    head = window_head(context.task, context.flags)
+    # the task block opens the window message after a prefix (without one it is the
+    # system message, marked or not as the prefix would be: not at all)
+    head = window_head(context.task, context.flags) if prefix else ""
     entries = [e for e in context.window if e.text]
     texts = ([head] if head else []) + [e.text for e in entries]
+    if not texts:  # no window text (a provider refuses an empty list too): as it is
+        return messages
     before_newest = len(texts) - len(entries) + newest_step_start([e.item_id for e in entries])
     marks = {len(texts) - 1} | ({before_newest - 1} if before_newest > 0 else set())
     messages[-1]["content"] = [_block(text, index in marks) for index, text in enumerate(texts)]

@@ -191,7 +191,7 @@ def tool_calls_text(message: dict, where: str) -> str:
         name = function.get("name") if isinstance(function, dict) else None
         arguments = function.get("arguments") if isinstance(function, dict) else None
         if isinstance(arguments, dict):  # a provider that gives them parsed
-            arguments = json.dumps(arguments)
+            arguments = json.dumps(arguments, ensure_ascii=False)
         if not isinstance(name, str) or not isinstance(arguments, str):
             raise TrajectoryError(f"{where}.tool_calls[{number}]: expected a 'function' with "
                                   "a string 'name' and 'arguments'")

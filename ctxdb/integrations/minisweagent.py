@@ -13,16 +13,18 @@ records each decision, as arm ``current``; ``CTX=ctx08`` (the default) sends the
 A wrapped model that marks the prompt for its provider's cache (``set_cache_control``,
 mini-swe-agent's default for Claude: one mark on the last message) would mark only the
 window's end, which the next window never repeats: under ctx08 ``CtxdbModel`` takes the
-marking over (the model's ``set_cache_control`` is set to None) and sends the window
-marked where the next one repeats it (``ctxdb.agent.cache_marks``).
+marking over for each call it sends a window (the model's ``set_cache_control`` is None
+during the call, then as it was) and sends the window marked where the next one repeats
+it (``ctxdb.agent.cache_marks``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +156,8 @@ class CtxdbModel:
     instances may share it). ``arm``: overrides ``$CTX``, read here, once.
     ``cache_marks``: send ctx08's window marked for a cache that serves only at marks
     (``cache_marked_messages``); None (the default): when the wrapped model marks its
-    prompts (``config.set_cache_control``), whose marking the ctx08 arm then takes over."""
+    prompts (``config.set_cache_control``), whose marking the ctx08 arm then takes over
+    for the calls that send a window (a refused step is marked the model's way)."""
 
     def __init__(self, model: Any, store: Any, *, instance_id: str, tree: str | Path | None,
                  task: str | None = None, run_id: str | None = None, arm: str | None = None,
@@ -182,8 +185,8 @@ class CtxdbModel:
                 self.close()
                 raise
         self.run_id = run_id or f"mini-swe-agent-{self.arm}-{uuid.uuid4().hex[:RUN_ID_HEX_DIGITS]}"
-        try:  # last: a model handed back by a refused construction is left as it was
-            self.cache_marks = self._take_over_cache_marks(model, cache_marks)
+        try:
+            self.cache_marks = self._cache_marks(model, cache_marks)
         except ValueError:
             self.close()
             raise
@@ -209,27 +212,47 @@ class CtxdbModel:
             refused_reply: Message = self.model.query(messages, **kwargs)
             return refused_reply
         self.decision_ids.append(context.decision_id)
-        sent = (messages if self.arm == ARM_CURRENT
-                else cache_marked_messages(context, prefix) if self.cache_marks
-                else context.messages(prefix=prefix))
-        reply: Message = self.model.query(sent, **kwargs)
+        if self.arm == ARM_CURRENT:
+            reply: Message = self.model.query(messages, **kwargs)
+        elif not self.cache_marks:
+            reply = self.model.query(context.messages(prefix=prefix), **kwargs)
+        else:
+            with self._own_marking_off():
+                reply = self.model.query(cache_marked_messages(context, prefix), **kwargs)
         return reply
 
-    def _take_over_cache_marks(self, model: Any, cache_marks: bool | None) -> bool:
-        """Whether ctx08's windows go marked; the wrapped model's own marking turned off
-        when they do (it would mark the last message only, and strip other marks)."""
+    @contextlib.contextmanager
+    def _own_marking_off(self) -> Iterator[None]:
+        """The wrapped model's own cache marking off for one call (it would mark the last
+        message only, and trips on a message of several blocks), then back as it was: a
+        refused step, another wrapper of the model and its saved config keep it."""
+        model_config = getattr(self.model, "config", None)
+        own = getattr(model_config, CACHE_CONTROL_SETTING, None)
+        if not own:
+            yield
+            return
+        setattr(model_config, CACHE_CONTROL_SETTING, None)
+        try:
+            yield
+        finally:
+            setattr(model_config, CACHE_CONTROL_SETTING, own)
+
+    def _cache_marks(self, model: Any, cache_marks: bool | None) -> bool:
+        """Whether ctx08's windows go marked (never the current arm's: the harness's own
+        messages and marks); a model whose marking cannot be turned off is refused."""
         model_config = getattr(model, "config", None)
         own = getattr(model_config, CACHE_CONTROL_SETTING, None)
         if self.arm != ARM_CTX08:
             return False
         marks = bool(own) if cache_marks is None else cache_marks
         if marks and own:
-            try:
-                setattr(model_config, CACHE_CONTROL_SETTING, None)
-            except (AttributeError, TypeError, ValueError) as exc:  # a frozen config
+            try:  # (set to what it is: a frozen config refuses it as it would None)
+                setattr(model_config, CACHE_CONTROL_SETTING, own)
+            except (AttributeError, TypeError, ValueError) as exc:
                 raise ValueError(f"model.config.{CACHE_CONTROL_SETTING}: ctxdb marks ctx08's "
-                                 f"windows itself and could not turn the model's own marking "
-                                 f"off ({exc}); give cache_marks=False to leave it") from exc
+                                 f"windows itself and cannot turn the model's own marking "
+                                 f"off for its calls ({exc}); give cache_marks=False to "
+                                 "leave it") from exc
         return marks
 
     def _construct(self, prefix: list[dict[str, str]], steps: list[LoopStep], run: AgentRun,
