@@ -17,6 +17,7 @@ from ctxdb.agent.arms import (
     CHAT_REPLY_PRIMING_TOKENS,
     PromptCounter,
 )
+from ctxdb.agent.cache_marks import cache_marked_messages
 from ctxdb.agent.loop import LoopStep
 from ctxdb.cli import main as cli_main
 from ctxdb.outcomes import record_outcome
@@ -57,8 +58,23 @@ def _cached_rows(store):
     with store.engine.connect() as connection:
         return {row.decision_id: row for row in connection.exec_driver_sql(
             "SELECT c.decision_id, c.run_id, c.seq, c.token_count, c.cached_tokens,"
-            " c.previous_decision_id, c.first_changed_position"
+            " c.previous_decision_id, c.first_changed_position, c.cached_at_marks_tokens"
             " FROM v_decision_cached c ORDER BY c.run_id, c.seq")}
+
+
+def _served_at_marks(before, now) -> int:
+    """What a cache that serves only at marks serves of ``now`` after ``before`` (one
+    decision back, no lookback limit), read from the marked messages themselves: the
+    longest marked start of ``before`` that ``now`` repeats block for block, counted as
+    v_decision_cached counts (all but the window's items, then the items served)."""
+    fixed = now.token_count - sum(entry.token_count for entry in now.window)
+    if not before.window:  # the harness's prompt alone: all of it is served
+        return before.token_count
+    blocks = [cache_marked_messages(c, PREFIX)[-1]["content"] for c in (before, now)]
+    marked = [i for i, block in enumerate(blocks[0]) if "cache_control" in block]
+    texts = [[block["text"] for block in b] for b in blocks]
+    served = max([0] + [i + 1 for i in marked if texts[1][:i + 1] == texts[0][:i + 1]])
+    return fixed + sum(entry.token_count for entry in now.window[:served])
 
 
 def test_each_decision_counts_what_it_shares_with_the_one_before(store_url, tmp_path,
@@ -106,6 +122,14 @@ def test_each_decision_counts_what_it_shares_with_the_one_before(store_url, tmp_
             if arm == "current":  # an append-only history: all the last prompt is served
                 for (before, _), (now, _) in itertools.pairwise(decisions):
                     assert rows[now.decision_id].cached_tokens == before.token_count
+                    assert rows[now.decision_id].cached_at_marks_tokens == before.token_count
+            else:  # served at marks: up to the last mark the window before put at a start
+                # this one repeats block for block (cache_marked_messages's own blocks)
+                for (before, _), (now, _) in itertools.pairwise(decisions):
+                    assert rows[now.decision_id].cached_at_marks_tokens == \
+                        _served_at_marks(before, now), now.decision_id
+                    assert rows[now.decision_id].cached_at_marks_tokens <= \
+                        rows[now.decision_id].cached_tokens
         # a fold changes a ctx08 window near its start: little of it is served then
         # (from the first decision with a window: the one before it sent the prompt alone)
         ctx08 = [rows[c.decision_id] for c, _ in runs["ctx08"][1:]]
@@ -150,6 +174,9 @@ def test_each_decision_counts_what_it_shares_with_the_one_before(store_url, tmp_
             STEPS_RUN + 1 + (arm == "ctx08") * 2, tokens, cached)
         assert abs(got["cost_tokens"] - (tokens - cached + RATIO * cached)) < 1e-6
         assert got["cached_share"] == cached / tokens
+        at_marks = sum(row.cached_at_marks_tokens for row in mine)
+        assert got["cached_at_marks_tokens"] == at_marks <= cached
+        assert abs(got["cost_at_marks_tokens"] - (tokens - at_marks + RATIO * at_marks)) < 1e-6
     assert by_arm["ctx08"]["solved"] == 1 and by_arm["current"]["solved"] == 0
     assert by_arm["ctx08"]["cost_per_solved"] == by_arm["ctx08"]["cost_tokens"]
     assert by_arm["ctx08"]["instances_with_outcome"] == 1
@@ -157,3 +184,7 @@ def test_each_decision_counts_what_it_shares_with_the_one_before(store_url, tmp_
     assert by_arm["current"]["cost_of_current"] == 1.0
     assert by_arm["ctx08"]["cost_of_current"] == (by_arm["ctx08"]["cost_tokens"]
                                                   / by_arm["current"]["cost_tokens"])
+    assert by_arm["ctx08"]["cost_at_marks_of_current"] == (
+        by_arm["ctx08"]["cost_at_marks_tokens"] / by_arm["current"]["cost_at_marks_tokens"])
+    # the window's changes inside what it repeats cost it more where only marks serve
+    assert by_arm["ctx08"]["cached_at_marks_tokens"] < by_arm["ctx08"]["cached_tokens"]

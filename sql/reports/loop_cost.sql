@@ -8,7 +8,10 @@
 -- then per solved instance (every instance's cost over the instances solved, from
 -- outcome; an instance with no outcome recorded counts as unsolved), and the cost as a
 -- share of the current arm's of the same variant (their totals: run both arms on the
--- same instances).
+-- same instances). The *_at_marks columns price a cache that serves only where an
+-- earlier request marked (Anthropic's; v_decision_cached.cached_at_marks_tokens: the
+-- marks the mini-swe-agent wrapper puts on a ctx08 window, and an append-only history
+-- served whole).
 WITH loop_run AS (
     SELECT r.run_id, r.arm, r.variant
     FROM run r
@@ -23,6 +26,7 @@ per_instance AS (  -- one instance of one run
            COUNT(*) AS decisions,
            SUM(c.token_count) AS tokens,
            SUM(c.cached_tokens) AS cached_tokens,
+           SUM(c.cached_at_marks_tokens) AS cached_at_marks_tokens,
            MAX(CASE WHEN o.solved THEN 1 ELSE 0 END) AS solved,
            MAX(CASE WHEN o.run_id IS NULL THEN 0 ELSE 1 END) AS with_outcome
     FROM v_decision_cached c
@@ -39,6 +43,9 @@ arm_total AS (
            CAST(SUM(cached_tokens) AS BIGINT) AS cached_tokens,
            SUM(tokens - cached_tokens) + :cached_price_ratio * SUM(cached_tokens)
                AS cost_tokens,
+           CAST(SUM(cached_at_marks_tokens) AS BIGINT) AS cached_at_marks_tokens,
+           SUM(tokens - cached_at_marks_tokens)
+               + :cached_price_ratio * SUM(cached_at_marks_tokens) AS cost_at_marks_tokens,
            CAST(SUM(with_outcome) AS BIGINT) AS instances_with_outcome,
            CAST(SUM(solved) AS BIGINT) AS solved
     FROM per_instance
@@ -49,7 +56,13 @@ SELECT t.arm, t.variant, t.instances, t.decisions, t.tokens, t.cached_tokens,
        t.cost_tokens, t.instances_with_outcome, t.solved,
        1.0 * t.tokens / NULLIF(t.solved, 0) AS tokens_per_solved,
        1.0 * t.cost_tokens / NULLIF(t.solved, 0) AS cost_per_solved,
-       1.0 * t.cost_tokens / NULLIF(c.cost_tokens, 0) AS cost_of_current
+       1.0 * t.cost_tokens / NULLIF(c.cost_tokens, 0) AS cost_of_current,
+       t.cached_at_marks_tokens,
+       1.0 * t.cached_at_marks_tokens / NULLIF(t.tokens, 0) AS cached_at_marks_share,
+       t.cost_at_marks_tokens,
+       1.0 * t.cost_at_marks_tokens / NULLIF(t.solved, 0) AS cost_at_marks_per_solved,
+       1.0 * t.cost_at_marks_tokens / NULLIF(c.cost_at_marks_tokens, 0)
+           AS cost_at_marks_of_current
 FROM arm_total t
 LEFT JOIN arm_total c ON c.arm = 'current' AND c.variant = t.variant
 ORDER BY CASE t.arm WHEN 'current' THEN 1 ELSE 2 END, t.arm, t.variant;

@@ -9,9 +9,15 @@
 -- same position. The replay counts the shared start of that item too, and leaves out the
 -- framing that follows the shared part (replay_decision.cached_tokens): this counts the
 -- reply's priming (3 tokens) as served. first_changed_position is NULL when no item
--- changed or the decision has none. Reading one decision's row works out the whole
--- store's (a window function finds each previous decision): about a second for 4,000
--- decisions.
+-- changed or the decision has none. cached_at_marks_tokens: the same for a cache that
+-- serves only where an earlier request marked (Anthropic's), the previous decision
+-- marked as ctxdb.agent.cache_marks marks a window — after the harness's prompt, before
+-- its newest step's items (item numbers run four to a step) and at its end — so served
+-- up to the last of those marks at or before the first item that changed; marks of
+-- decisions before the previous one, and the provider's lookback limit, are not
+-- counted (tools/cache_marks.py plays them over a replay). Reading one decision's row
+-- works out the whole store's (a window function finds each previous decision): about
+-- a second for 4,000 decisions.
 CREATE VIEW v_decision_cached AS
 WITH ordered AS (
     SELECT d.decision_id, d.run_id, d.instance_id, d.seq, d.token_count, d.task_text,
@@ -29,9 +35,43 @@ compared AS (  -- each window item beside the previous window's at its position
 ),
 by_decision AS (
     SELECT decision_id, SUM(token_count) AS item_tokens,
-           MIN(CASE WHEN changed = 1 THEN position END) AS first_changed_position
+           MIN(CASE WHEN changed = 1 THEN position END) AS first_changed_position,
+           MAX(position) AS last_position
     FROM compared
     GROUP BY decision_id
+),
+item_step AS (  -- each window item's step: item numbers run four to a step
+    SELECT w.decision_id, w.position, (e.item_no - 1) / 4 + 1 AS step
+    FROM window_item w
+    JOIN evidence_item e ON e.decision_id = w.decision_id AND e.item_id = w.item_id
+),
+newest_step_start AS (  -- the position of each window's newest step's first item
+    SELECT s.decision_id, MIN(s.position) AS position
+    FROM item_step s
+    JOIN (SELECT decision_id, MAX(step) AS step FROM item_step GROUP BY decision_id) n
+        ON n.decision_id = s.decision_id AND n.step = s.step
+    GROUP BY s.decision_id
+),
+served_at_marks AS (  -- the first position a marks-only cache does not serve
+    SELECT o.decision_id,
+           CASE WHEN pb.last_position + 1 <= COALESCE(b.first_changed_position,
+                                                      pb.last_position + 1)
+                    THEN pb.last_position + 1
+                WHEN n.position <= COALESCE(b.first_changed_position, n.position)
+                    THEN n.position
+                ELSE 1
+           END AS first_unserved_position
+    FROM ordered o
+    JOIN by_decision b ON b.decision_id = o.decision_id
+    JOIN by_decision pb ON pb.decision_id = o.previous_decision_id
+    JOIN newest_step_start n ON n.decision_id = o.previous_decision_id
+),
+unchanged_at_marks AS (
+    SELECT c.decision_id, SUM(c.token_count) AS unchanged_tokens
+    FROM compared c
+    JOIN served_at_marks m ON m.decision_id = c.decision_id
+    WHERE c.position < m.first_unserved_position
+    GROUP BY c.decision_id
 ),
 unchanged AS (  -- the items before the first that changed
     SELECT c.decision_id, SUM(c.token_count) AS unchanged_tokens
@@ -57,9 +97,18 @@ SELECT
               <> p.token_count - COALESCE(pb.item_tokens, 0) THEN 0
          ELSE o.token_count - COALESCE(b.item_tokens, 0) + COALESCE(u.unchanged_tokens, 0)
     END AS cached_tokens,
-    b.first_changed_position
+    b.first_changed_position,
+    CASE WHEN o.previous_decision_id IS NULL OR o.token_count IS NULL
+              OR p.token_count IS NULL OR o.task_text <> p.task_text THEN 0
+         WHEN pb.item_tokens IS NULL AND b.item_tokens IS NOT NULL
+              AND p.token_count <= o.token_count - b.item_tokens THEN p.token_count
+         WHEN o.token_count - COALESCE(b.item_tokens, 0)
+              <> p.token_count - COALESCE(pb.item_tokens, 0) THEN 0
+         ELSE o.token_count - COALESCE(b.item_tokens, 0) + COALESCE(um.unchanged_tokens, 0)
+    END AS cached_at_marks_tokens
 FROM ordered o
 LEFT JOIN by_decision b ON b.decision_id = o.decision_id
 LEFT JOIN unchanged u ON u.decision_id = o.decision_id
+LEFT JOIN unchanged_at_marks um ON um.decision_id = o.decision_id
 LEFT JOIN decision p ON p.decision_id = o.previous_decision_id
 LEFT JOIN by_decision pb ON pb.decision_id = o.previous_decision_id;
