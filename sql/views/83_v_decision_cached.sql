@@ -40,44 +40,43 @@ by_decision AS (
     FROM compared
     GROUP BY decision_id
 ),
-item_step AS (  -- each window item's step: item numbers run four to a step
-    SELECT w.decision_id, w.position, (e.item_no - 1) / 4 + 1 AS step
-    FROM window_item w
-    JOIN evidence_item e ON e.decision_id = w.decision_id AND e.item_id = w.item_id
+item_step AS (  -- each window item's step: item numbers run four to a step (an item id
+                -- is 'E' and its number: ck_evidence_item_id)
+    SELECT decision_id, position, (CAST(SUBSTR(item_id, 2) AS INTEGER) - 1) / 4 + 1 AS step,
+           MAX((CAST(SUBSTR(item_id, 2) AS INTEGER) - 1) / 4 + 1)
+               OVER (PARTITION BY decision_id) AS newest_step
+    FROM window_item
 ),
 newest_step_start AS (  -- the position of each window's newest step's first item
-    SELECT s.decision_id, MIN(s.position) AS position
-    FROM item_step s
-    JOIN (SELECT decision_id, MAX(step) AS step FROM item_step GROUP BY decision_id) n
-        ON n.decision_id = s.decision_id AND n.step = s.step
-    GROUP BY s.decision_id
+    SELECT decision_id, MIN(position) AS position
+    FROM item_step
+    WHERE step = newest_step
+    GROUP BY decision_id
 ),
-served_at_marks AS (  -- the first position a marks-only cache does not serve
-    SELECT o.decision_id,
+bounds AS (  -- the first position each cache does not serve: the first item that changed,
+             -- and the last mark the previous window put at or before it
+    SELECT o.decision_id, b.first_changed_position,
            CASE WHEN pb.last_position + 1 <= COALESCE(b.first_changed_position,
                                                       pb.last_position + 1)
                     THEN pb.last_position + 1
                 WHEN n.position <= COALESCE(b.first_changed_position, n.position)
                     THEN n.position
                 ELSE 1
-           END AS first_unserved_position
+           END AS first_unserved_at_marks
     FROM ordered o
     JOIN by_decision b ON b.decision_id = o.decision_id
-    JOIN by_decision pb ON pb.decision_id = o.previous_decision_id
-    JOIN newest_step_start n ON n.decision_id = o.previous_decision_id
+    LEFT JOIN by_decision pb ON pb.decision_id = o.previous_decision_id
+    LEFT JOIN newest_step_start n ON n.decision_id = o.previous_decision_id
 ),
-unchanged_at_marks AS (
-    SELECT c.decision_id, SUM(c.token_count) AS unchanged_tokens
+unchanged AS (  -- the items before each bound
+    SELECT c.decision_id,
+           SUM(CASE WHEN d.first_changed_position IS NULL
+                         OR c.position < d.first_changed_position
+                    THEN c.token_count ELSE 0 END) AS unchanged_tokens,
+           SUM(CASE WHEN c.position < d.first_unserved_at_marks
+                    THEN c.token_count ELSE 0 END) AS unchanged_at_marks_tokens
     FROM compared c
-    JOIN served_at_marks m ON m.decision_id = c.decision_id
-    WHERE c.position < m.first_unserved_position
-    GROUP BY c.decision_id
-),
-unchanged AS (  -- the items before the first that changed
-    SELECT c.decision_id, SUM(c.token_count) AS unchanged_tokens
-    FROM compared c
-    JOIN by_decision b ON b.decision_id = c.decision_id
-    WHERE b.first_changed_position IS NULL OR c.position < b.first_changed_position
+    JOIN bounds d ON d.decision_id = c.decision_id
     GROUP BY c.decision_id
 )
 SELECT
@@ -104,11 +103,11 @@ SELECT
               AND p.token_count <= o.token_count - b.item_tokens THEN p.token_count
          WHEN o.token_count - COALESCE(b.item_tokens, 0)
               <> p.token_count - COALESCE(pb.item_tokens, 0) THEN 0
-         ELSE o.token_count - COALESCE(b.item_tokens, 0) + COALESCE(um.unchanged_tokens, 0)
+         ELSE o.token_count - COALESCE(b.item_tokens, 0)
+              + COALESCE(u.unchanged_at_marks_tokens, 0)
     END AS cached_at_marks_tokens
 FROM ordered o
 LEFT JOIN by_decision b ON b.decision_id = o.decision_id
 LEFT JOIN unchanged u ON u.decision_id = o.decision_id
-LEFT JOIN unchanged_at_marks um ON um.decision_id = o.decision_id
 LEFT JOIN decision p ON p.decision_id = o.previous_decision_id
 LEFT JOIN by_decision pb ON pb.decision_id = o.previous_decision_id;
