@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import json
 import os
 import shutil
@@ -422,6 +423,87 @@ def test_a_model_that_marks_its_prompts_gets_the_window_marked_where_the_next_re
             assert [block[:2] for block in after[:middle + 1]] == \
                 [block[:2] for block in before[:middle + 1]]
             assert len(after) - middle - 1 <= 20  # within the provider's lookback
+
+
+# an Anthropic run through litellm: (reasoning, command) per model call
+ANTHROPIC_SCRIPT = [("Find the function.", GREP), ("Read it.", VIEW),
+                    ("items is not called: call it.", FIX), ("Run its tests.", PYTEST),
+                    ("Submit.", SUBMIT)]
+
+
+def _anthropic_reply(number: int) -> str:
+    """The Messages API's answer to call ``number``: its reasoning and a bash tool call."""
+    thought, command = ANTHROPIC_SCRIPT[number - 1]
+    return json.dumps({
+        "id": f"msg_{number}", "type": "message", "role": "assistant",
+        "model": "claude-sonnet-4-5-20250929",
+        "content": [{"type": "text", "text": thought},
+                    {"type": "tool_use", "id": f"toolu_{number}", "name": "bash",
+                     "input": {"command": command}}],
+        "stop_reason": "tool_use", "stop_sequence": None,
+        "usage": {"input_tokens": 100, "output_tokens": 20}})
+
+
+def _marked_blocks(body: dict) -> list[tuple[str, str, bool]]:
+    """A Messages API request's blocks in order: (role, text, marked)."""
+    return [(message["role"], block.get("text", json.dumps(block)), "cache_control" in block)
+            for message in body["messages"]
+            for block in (message["content"] if isinstance(message["content"], list)
+                          else [{"text": message["content"]}])]
+
+
+@pytest.mark.parametrize("arm", ["ctx08", "current"])
+def test_a_claude_run_through_litellm_is_marked_where_the_next_request_repeats_it(
+        mswea, store_url, tree, monkeypatch, arm):
+    """mini-swe-agent's own LitellmModel, its SWE-bench configuration (tool calls) and a
+    Claude model name (so it marks its prompts), against a scripted Messages API server
+    on 127.0.0.1: litellm's own conversion carries ctxdb's marks to the provider, and
+    each ctx08 request repeats the one before it, block for block, up to a mark it put."""
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price list download
+    from chatserver import Answer, ChatServer
+    from minisweagent.models.litellm_model import LitellmModel
+
+    config = mswea.toolcall_config
+    with ChatServer() as server:
+        server.answers = [Answer(raw_body=_anthropic_reply(number))
+                          for number in range(1, len(ANTHROPIC_SCRIPT) + 1)]
+        inner = LitellmModel(
+            model_name="anthropic/claude-sonnet-4-5-20250929", set_cache_control="default_end",
+            cost_tracking="ignore_errors",
+            model_kwargs={"api_base": server.base_url.removesuffix("/v1"), "api_key": "test"},
+            observation_template=config["model"]["observation_template"],
+            format_error_template=config["model"]["format_error_template"])
+        env = mswea.LocalEnvironment(cwd=str(tree), env={
+            **mswea.config["environment"]["env"], "PYTHONPATH": "src",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"})
+        model = CtxdbModel(inner, store_url, instance_id="requests-to-key-val-list", tree=tree,
+                           arm=arm, run_id=f"claude-{arm}")
+        agent = mswea.DefaultAgent(model, env, **{**config["agent"], "cost_limit": 0})
+        try:
+            _check_submitted(agent.run(TASK))
+        finally:
+            model.close()
+        bodies = [request["body"] for request in server.requests]
+    assert len(bodies) == len(ANTHROPIC_SCRIPT)
+    assert inner.config.set_cache_control == "default_end"  # the model's own, as it was
+    requests = [_marked_blocks(body) for body in bodies]
+    if arm == "current":  # the model's own marking: the last block of each request
+        assert all([marked for *_, marked in blocks] == [False] * (len(blocks) - 1) + [True]
+                   for blocks in requests)
+        return
+    with ContextStore.open(store_url) as store:
+        windows = [store.context(d).messages()[2:] for d in model.decision_ids]
+    # the prompt alone; one step (after the prompt and at the end); then three marks
+    assert [sum(marked for *_, marked in blocks) for blocks in requests] == \
+        [1, 2] + [3] * (len(requests) - 2)
+    for blocks, window in zip(requests[1:], windows[1:], strict=True):
+        assert blocks[0][2] and TASK in blocks[0][1]  # the harness's prompt, marked
+        assert "".join(text for _, text, _ in blocks[1:]) == window[0]["content"]
+    for before, after in itertools.pairwise(requests[2:]):  # (three marks from the third)
+        middle = [at for at, (*_, marked) in enumerate(before) if marked][1]
+        assert [block[:2] for block in after[:middle + 1]] == \
+            [block[:2] for block in before[:middle + 1]]
 
 
 def test_ctxdb_marks_the_window_only_where_it_sends_one(tmp_path, tree, monkeypatch):
