@@ -107,6 +107,15 @@ def tree(requests_root, tmp_path):
     return work
 
 
+def _environment(mswea, tree):
+    """mini-swe-agent's local environment in ``tree``, with its default configuration's
+    variables, the sdist's sources first on the path and this interpreter's programs."""
+    return mswea.LocalEnvironment(cwd=str(tree), env={
+        **mswea.config["environment"]["env"], "PYTHONPATH": "src",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"})
+
+
 def _scripted_outputs(mswea) -> tuple[list[dict], dict[int, Exception]]:
     """The script as mini-swe-agent's DeterministicModel replies, and the rejected reply
     (by its index) as the FormatError mini-swe-agent's text-based parser raises for it."""
@@ -147,17 +156,23 @@ def _run_agent(mswea, store_url, tree, trajectory, **options):
     config = mswea.config
     inner = Recording(outputs=outputs,
                       observation_template=config["model"]["observation_template"])
-    env = mswea.LocalEnvironment(cwd=str(tree), env={
-        **config["environment"]["env"], "PYTHONPATH": "src", "PYTHONDONTWRITEBYTECODE": "1",
-        "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"})
+    result, agent, model = _run_wrapped(mswea, inner, store_url, tree,
+                                        {**config["agent"], "output_path": trajectory},
+                                        **options)
+    return result, agent, model, [(m, same == id(agent.messages)) for m, same in received]
+
+
+def _run_wrapped(mswea, inner, store_url, tree, agent_config, **options):
+    """mini-swe-agent's DefaultAgent on the task in ``tree``, its model ``inner`` wrapped
+    in a CtxdbModel made with ``options``; returns (result, agent, the CtxdbModel)."""
     model = CtxdbModel(inner, store_url, instance_id="requests-to-key-val-list", tree=tree,
                        **options)
-    agent = mswea.DefaultAgent(model, env, **{**config["agent"], "output_path": trajectory})
+    agent = mswea.DefaultAgent(model, _environment(mswea, tree), **agent_config)
     try:
         result = agent.run(TASK)
     finally:
         model.close()
-    return result, agent, model, [(m, same == id(agent.messages)) for m, same in received]
+    return result, agent, model
 
 
 def _decisions(store_url, run_id) -> tuple[str, list[tuple[int, str]]]:
@@ -292,18 +307,10 @@ def _run_toolcall_agent(mswea, store_url, tree, arm):
     config = mswea.toolcall_config
     inner = Recording(outputs=outputs,
                       observation_template=config["model"]["observation_template"])
-    env = mswea.LocalEnvironment(cwd=str(tree), env={
-        **mswea.config["environment"]["env"], "PYTHONPATH": "src",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"})
-    model = CtxdbModel(inner, store_url, instance_id="requests-to-key-val-list", tree=tree,
-                       arm=arm, run_id=f"toolcall-{arm}")
     # (its cost limit is a real model's: the scripted one costs 1 a call)
-    agent = mswea.DefaultAgent(model, env, **{**config["agent"], "cost_limit": 0})
-    try:
-        result = agent.run(TASK)
-    finally:
-        model.close()
+    result, _agent, model = _run_wrapped(mswea, inner, store_url, tree,
+                                         {**config["agent"], "cost_limit": 0},
+                                         arm=arm, run_id=f"toolcall-{arm}")
     return result, model, received
 
 
@@ -380,16 +387,9 @@ def test_a_model_that_marks_its_prompts_gets_the_window_marked_where_the_next_re
         to_provider: list[list[dict]] = []
         inner = Marking(outputs=outputs,
                         observation_template=config["model"]["observation_template"])
-        env = mswea.LocalEnvironment(cwd=str(tree), env={
-            **config["environment"]["env"], "PYTHONPATH": "src", "PYTHONDONTWRITEBYTECODE": "1",
-            "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"})
-        model = CtxdbModel(inner, store_url, instance_id="requests-to-key-val-list", tree=tree,
-                           arm=arm, run_id=f"marks-{arm}")
-        agent = mswea.DefaultAgent(model, env, **config["agent"])
-        try:
-            _check_submitted(agent.run(TASK))
-        finally:
-            model.close()
+        result, _agent, model = _run_wrapped(mswea, inner, store_url, tree, config["agent"],
+                                             arm=arm, run_id=f"marks-{arm}")
+        _check_submitted(result)
         marked = [[(m["role"], block["text"], "cache_control" in block)
                    for m in messages for block in (
                        m["content"] if isinstance(m["content"], list)
@@ -473,17 +473,10 @@ def test_a_claude_run_through_litellm_is_marked_where_the_next_request_repeats_i
             model_kwargs={"api_base": server.base_url.removesuffix("/v1"), "api_key": "test"},
             observation_template=config["model"]["observation_template"],
             format_error_template=config["model"]["format_error_template"])
-        env = mswea.LocalEnvironment(cwd=str(tree), env={
-            **mswea.config["environment"]["env"], "PYTHONPATH": "src",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"})
-        model = CtxdbModel(inner, store_url, instance_id="requests-to-key-val-list", tree=tree,
-                           arm=arm, run_id=f"claude-{arm}")
-        agent = mswea.DefaultAgent(model, env, **{**config["agent"], "cost_limit": 0})
-        try:
-            _check_submitted(agent.run(TASK))
-        finally:
-            model.close()
+        result, _agent, model = _run_wrapped(mswea, inner, store_url, tree,
+                                             {**config["agent"], "cost_limit": 0},
+                                             arm=arm, run_id=f"claude-{arm}")
+        _check_submitted(result)
         bodies = [request["body"] for request in server.requests]
     assert len(bodies) == len(ANTHROPIC_SCRIPT)
     assert inner.config.set_cache_control == "default_end"  # the model's own, as it was

@@ -78,6 +78,25 @@ unchanged AS (  -- the items before each bound
     FROM compared c
     JOIN bounds d ON d.decision_id = c.decision_id
     GROUP BY c.decision_id
+),
+served_from AS (  -- what a cache serves first: nothing, the previous prompt whole, or
+                  -- all but the window's items and then the items up to a bound
+    SELECT o.decision_id, p.token_count AS previous_token_count,
+           o.token_count - COALESCE(b.item_tokens, 0) AS besides_items,
+           CASE WHEN o.previous_decision_id IS NULL OR o.token_count IS NULL
+                     OR p.token_count IS NULL OR o.task_text <> p.task_text THEN 'nothing'
+                -- the previous decision sent no window (a loop's first: the harness's
+                -- prompt alone): that prompt is served, the window's own framing is new
+                WHEN pb.item_tokens IS NULL AND b.item_tokens IS NOT NULL
+                     AND p.token_count <= o.token_count - b.item_tokens THEN 'prompt'
+                WHEN o.token_count - COALESCE(b.item_tokens, 0)
+                     <> p.token_count - COALESCE(pb.item_tokens, 0) THEN 'nothing'
+                ELSE 'items'
+           END AS kind
+    FROM ordered o
+    LEFT JOIN by_decision b ON b.decision_id = o.decision_id
+    LEFT JOIN decision p ON p.decision_id = o.previous_decision_id
+    LEFT JOIN by_decision pb ON pb.decision_id = o.previous_decision_id
 )
 SELECT
     o.decision_id,
@@ -86,28 +105,14 @@ SELECT
     o.seq,
     o.previous_decision_id,
     o.token_count,
-    CASE WHEN o.previous_decision_id IS NULL OR o.token_count IS NULL
-              OR p.token_count IS NULL OR o.task_text <> p.task_text THEN 0
-         -- the previous decision sent no window (a loop's first: the harness's prompt
-         -- alone): that prompt is served, the window's own framing is new
-         WHEN pb.item_tokens IS NULL AND b.item_tokens IS NOT NULL
-              AND p.token_count <= o.token_count - b.item_tokens THEN p.token_count
-         WHEN o.token_count - COALESCE(b.item_tokens, 0)
-              <> p.token_count - COALESCE(pb.item_tokens, 0) THEN 0
-         ELSE o.token_count - COALESCE(b.item_tokens, 0) + COALESCE(u.unchanged_tokens, 0)
+    CASE f.kind WHEN 'nothing' THEN 0 WHEN 'prompt' THEN f.previous_token_count
+         ELSE f.besides_items + COALESCE(u.unchanged_tokens, 0)
     END AS cached_tokens,
     b.first_changed_position,
-    CASE WHEN o.previous_decision_id IS NULL OR o.token_count IS NULL
-              OR p.token_count IS NULL OR o.task_text <> p.task_text THEN 0
-         WHEN pb.item_tokens IS NULL AND b.item_tokens IS NOT NULL
-              AND p.token_count <= o.token_count - b.item_tokens THEN p.token_count
-         WHEN o.token_count - COALESCE(b.item_tokens, 0)
-              <> p.token_count - COALESCE(pb.item_tokens, 0) THEN 0
-         ELSE o.token_count - COALESCE(b.item_tokens, 0)
-              + COALESCE(u.unchanged_at_marks_tokens, 0)
+    CASE f.kind WHEN 'nothing' THEN 0 WHEN 'prompt' THEN f.previous_token_count
+         ELSE f.besides_items + COALESCE(u.unchanged_at_marks_tokens, 0)
     END AS cached_at_marks_tokens
 FROM ordered o
+JOIN served_from f ON f.decision_id = o.decision_id
 LEFT JOIN by_decision b ON b.decision_id = o.decision_id
-LEFT JOIN unchanged u ON u.decision_id = o.decision_id
-LEFT JOIN decision p ON p.decision_id = o.previous_decision_id
-LEFT JOIN by_decision pb ON pb.decision_id = o.previous_decision_id;
+LEFT JOIN unchanged u ON u.decision_id = o.decision_id;
