@@ -4,6 +4,7 @@ it per arm (issue 22, item 5)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -74,7 +75,36 @@ def _served_at_marks(before, now) -> int:
     marked = [i for i, block in enumerate(blocks[0]) if "cache_control" in block]
     texts = [[block["text"] for block in b] for b in blocks]
     served = max([0] + [i + 1 for i in marked if texts[1][:i + 1] == texts[0][:i + 1]])
-    return fixed + sum(entry.token_count for entry in now.window[:served])
+    items = [entry for entry in now.window if entry.text]  # a block each, after any task's
+    return fixed + sum(entry.token_count for entry in items[:served - (len(texts[1])
+                                                                       - len(items))])
+
+
+def test_a_marks_only_cache_serves_a_window_up_to_a_mark_the_one_before_put(store_url,
+                                                                           tmp_path):
+    """The windows a live run rarely makes: one that is the start of the one before, and
+    one that changed just before the previous newest step's mark."""
+    steps, _sent = _history(tmp_path / "tree")
+    bare = [dataclasses.replace(step, thought="") for step in steps]  # no reasoning last
+    changed = dataclasses.replace(bare[0], output="other\n", observation=WRAP("other\n"))
+    with ContextStore.open(store_url) as store:
+        cases = {"start of the one before": (bare[:3], bare[:1]),
+                 "changed before its newest step": (bare[:2], [changed, bare[1]])}
+        built = {}
+        for name, (first, second) in cases.items():
+            built[name] = [construct_step(store, run_id=name, instance_id="i",
+                                          task="function_3 subtracts", steps=shown,
+                                          tree=tmp_path / "tree", prefix=PREFIX, seq=seq)
+                           for seq, shown in enumerate((first, second), start=1)]
+        rows = _cached_rows(store)
+    for name, (before, now) in built.items():
+        besides_items = now.token_count - sum(entry.token_count for entry in now.window)
+        row = rows[now.decision_id]
+        assert row.cached_at_marks_tokens == _served_at_marks(before, now), name
+        # the one before marked before its newest step and at its end: neither is a
+        # start this window repeats (its first items are, but no mark stood there)
+        assert row.cached_at_marks_tokens == besides_items, name
+        assert row.cached_tokens > besides_items, name  # any shared start is served
 
 
 def test_each_decision_counts_what_it_shares_with_the_one_before(store_url, tmp_path,

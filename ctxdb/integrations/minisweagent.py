@@ -13,9 +13,9 @@ records each decision, as arm ``current``; ``CTX=ctx08`` (the default) sends the
 A wrapped model that marks the prompt for its provider's cache (``set_cache_control``,
 mini-swe-agent's default for Claude: one mark on the last message) would mark only the
 window's end, which the next window never repeats: under ctx08 ``CtxdbModel`` takes the
-marking over for each call it sends a window (the model's ``set_cache_control`` is None
-during the call, then as it was) and sends the window marked where the next one repeats
-it (``ctxdb.agent.cache_marks``).
+marking over for each call that sends ctxdb's messages (the model's ``set_cache_control``
+is None during the call, then as it was) and sends the window marked where the next one
+repeats it (``ctxdb.agent.cache_marks``).
 """
 
 from __future__ import annotations
@@ -157,7 +157,8 @@ class CtxdbModel:
     ``cache_marks``: send ctx08's window marked for a cache that serves only at marks
     (``cache_marked_messages``); None (the default): when the wrapped model marks its
     prompts (``config.set_cache_control``), whose marking the ctx08 arm then takes over
-    for the calls that send a window (a refused step is marked the model's way)."""
+    for the calls that send ctxdb's messages (a refused step is marked the model's
+    way)."""
 
     def __init__(self, model: Any, store: Any, *, instance_id: str, tree: str | Path | None,
                  task: str | None = None, run_id: str | None = None, arm: str | None = None,

@@ -11,7 +11,9 @@
 -- same instances). The *_at_marks columns price a cache that serves only where an
 -- earlier request marked (Anthropic's; v_decision_cached.cached_at_marks_tokens: the
 -- marks the mini-swe-agent wrapper puts on a ctx08 window, and an append-only history
--- served whole).
+-- served whole), as if every window had gone marked: the wrapper marks only for a model
+-- that marks its own prompts, or when asked, and the store does not record which; a
+-- cache write's premium and the cache's lifetime are not counted.
 WITH loop_run AS (
     SELECT r.run_id, r.arm, r.variant
     FROM run r

@@ -15,9 +15,10 @@
 -- its newest step's items (item numbers run four to a step) and at its end — so served
 -- up to the last of those marks at or before the first item that changed; marks of
 -- decisions before the previous one, and the provider's lookback limit, are not
--- counted (tools/cache_marks.py plays them over a replay). Reading one decision's row
--- works out the whole store's (a window function finds each previous decision): about
--- a second for 4,000 decisions.
+-- counted (tools/cache_marks.py plays them over a replay); nor is whether the windows
+-- were sent marked (the store does not record it), a cache write's premium or the
+-- cache's lifetime. Reading one decision's row works out the whole store's (a window
+-- function finds each previous decision): about a second for 4,000 decisions.
 CREATE VIEW v_decision_cached AS
 WITH ordered AS (
     SELECT d.decision_id, d.run_id, d.instance_id, d.seq, d.token_count, d.task_text,
@@ -56,10 +57,11 @@ newest_step_start AS (  -- the position of each window's newest step's first ite
 bounds AS (  -- the first position each cache does not serve: the first item that changed,
              -- and the last mark the previous window put at or before it
     SELECT o.decision_id, b.first_changed_position,
+           -- (nothing changed: the window is the previous one's start, or all of it)
            CASE WHEN pb.last_position + 1 <= COALESCE(b.first_changed_position,
-                                                      pb.last_position + 1)
+                                                      b.last_position + 1)
                     THEN pb.last_position + 1
-                WHEN n.position <= COALESCE(b.first_changed_position, n.position)
+                WHEN n.position <= COALESCE(b.first_changed_position, b.last_position + 1)
                     THEN n.position
                 ELSE 1
            END AS first_unserved_at_marks
