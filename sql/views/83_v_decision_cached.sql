@@ -48,10 +48,11 @@ item_step AS (  -- each window item's step: item numbers run four to a step (an 
                OVER (PARTITION BY decision_id) AS newest_step
     FROM window_item
 ),
-newest_step_start AS (  -- the position of each window's newest step's first item
-    SELECT decision_id, MIN(position) AS position
+newest_step_start AS (  -- where each window's items of its newest step start, the
+                        -- run of them at its end (as cache_marks.newest_step_start)
+    SELECT decision_id,
+           COALESCE(MAX(CASE WHEN step <> newest_step THEN position END), 0) + 1 AS position
     FROM item_step
-    WHERE step = newest_step
     GROUP BY decision_id
 ),
 bounds AS (  -- the first position each cache does not serve: the first item that changed,
