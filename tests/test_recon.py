@@ -13,6 +13,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -594,6 +595,10 @@ POOL_TEST_FILES = 60
 # and the pool's close), more than this many spinning
 WAITING_TURNS = 3
 SPINNING_TURNS = 10
+# the result-handler's pause after each result it takes: the results after it wait in
+# the pipe meanwhile, as they do on a loaded machine (on a quiet one CPython's pool
+# turned only 5 times over the whole run, too few to tell it apart)
+RESULT_PAUSE_S = 0.005
 
 
 @pytest.mark.parametrize("cpython_pool", [False, True])
@@ -617,6 +622,17 @@ def test_the_parser_pools_worker_handler_waits_for_its_workers(tmp_path, monkeyp
         return maintain(*args)
 
     monkeypatch.setattr(multiprocessing.pool.Pool, "_maintain_pool", staticmethod(counted))
+    handle_results = multiprocessing.pool.Pool._handle_results
+
+    def slowly(outqueue, get, cache):
+        def get_then_pause():
+            result = get()
+            time.sleep(RESULT_PAUSE_S)
+            return result
+
+        return handle_results(outqueue, get_then_pause, cache)
+
+    monkeypatch.setattr(multiprocessing.pool.Pool, "_handle_results", staticmethod(slowly))
     monkeypatch.setattr(recon_indexer, "POOL_MIN_FILES", 1)
     monkeypatch.setattr(recon_indexer, "POOL_CHUNK", 1)
     monkeypatch.setattr(recon_indexer, "usable_cpu_count", lambda: 2)
@@ -625,7 +641,7 @@ def test_the_parser_pools_worker_handler_waits_for_its_workers(tmp_path, monkeyp
                             lambda: multiprocessing.pool.Pool)
     stats = index_repository(tree, tmp_path / "recon.db")
     assert stats.files_parsed == POOL_TEST_FILES
-    if cpython_pool:  # the check tells the two apart (137-355 turns seen at load ~3)
+    if cpython_pool:  # the check tells the two apart, results waiting in the pipe
         assert len(turns) > SPINNING_TURNS
     else:
         assert len(turns) <= WAITING_TURNS
