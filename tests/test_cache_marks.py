@@ -17,6 +17,7 @@ from ctxdb.agent.cache_marks import (
     CACHE_MARK,
     PROVIDER_MARKS_MAX,
     cache_marked_messages,
+    middle_mark,
     newest_step_start,
 )
 from ctxdb.agent.loop import LoopStep, item_numbers
@@ -62,9 +63,9 @@ def test_the_window_goes_in_blocks_marked_after_the_prompt_before_the_newest_ste
         window = _blocks(marked)[2:]
         assert [text for _, text, _ in window] == [e.text for e in context.window if e.text]
         marks = [index for index, (_, _, mark) in enumerate(window) if mark]
-        newest = [e.item_id for e in context.window if e.text].index(
-            f"E{item_numbers(done)[0]}")  # the newest step's command
-        assert marks == sorted({newest - 1, len(window) - 1} - {-1})
+        # the newest reasoning goes last: marked before it and after it
+        assert window[-1][1].startswith(f"[step {done}, your reasoning]")
+        assert marks == [len(window) - 2, len(window) - 1]
         assert len(marks) + 1 < PROVIDER_MARKS_MAX  # the prompt's, and one for the harness
         assert PREFIX[1]["content"] == marked[1]["content"][0]["text"]  # the prompt's mark
     # a window with a task block (the prompt does not carry the task): its own block
@@ -87,6 +88,13 @@ def test_the_newest_steps_items_are_found_by_their_numbers():
     assert newest_step_start([f"E{first_command}", f"E{first_thought}"]) == 0
     assert newest_step_start([]) == 0
     assert newest_step_start(["task", f"E{second[0]}"]) == 1  # an item no step names
+    # the middle mark: before the newest reasoning, which the next window drops; with
+    # none last, before the newest step
+    with_reasoning = [f"E{first_command}", f"E{first_output}", f"E{second[0]}",
+                      f"E{second[1]}", f"E{second[2]}"]
+    assert middle_mark(with_reasoning) == 4
+    assert middle_mark(with_reasoning[:4]) == 2
+    assert middle_mark([]) == 0
 
 
 def test_a_cache_that_serves_only_at_marks_serves_a_window_only_where_one_stood(
@@ -110,11 +118,12 @@ def test_a_cache_that_serves_only_at_marks_serves_a_window_only_where_one_stood(
     windows = [(sent(items), items) for items in windows]
     # one message marked at its end: only the prompt, which the first decision marked
     assert tool.served(windows, tool.one_message) == 0 + 100 + 100 + 100
-    # ctxdb's marks: the second decision's whole window is its newest step (marked at
-    # the prompt); the third repeats step 1's items, but the second marked before them
-    # only; the fourth repeats up to step 2's start, the framing and two items
+    # ctxdb's marks: each window is marked before its newest reasoning, which the next
+    # drops; the third repeats the second's two items before it, the fourth the third's
+    # four (the framing with them)
     assert tool.served(windows, tool.ctxdb_marks) == \
-        0 + 100 + 100 + (100 + CHAT_MESSAGE_OVERHEAD_TOKENS + 20)
+        0 + 100 + (100 + CHAT_MESSAGE_OVERHEAD_TOKENS + 20) \
+        + (100 + CHAT_MESSAGE_OVERHEAD_TOKENS + 40)
     # a provider looks back only so far: a window that repeats 99 items of the one before
     # but adds more than that many blocks after them is served its prompt alone
     steps = [(f"E{item_numbers(k)[0]}", 1, str(k)) for k in range(1, 130)]

@@ -413,12 +413,12 @@ def test_a_model_that_marks_its_prompts_gets_the_window_marked_where_the_next_re
                 (role, "".join(m["content"] for m in messages if m["role"] == role))
                 for role in ("system", "user")]
             assert blocks[1][2] and sum(mark for *_, mark in blocks) <= 3
-        # (the prompt alone; then one step, marked after the prompt and at the end)
+        # (the prompt alone; then after the prompt, before the newest reasoning, the end)
         assert [sum(mark for *_, mark in blocks) for blocks in marked] == \
-            [1, 2] + [3] * (len(marked) - 2)
+            [1] + [3] * (len(marked) - 1)
         # each request repeats, block for block, its start up to the mark the one before
         # it put before its newest step: a provider serves it from there
-        for before, after in zip(marked[2:], marked[3:], strict=False):
+        for before, after in itertools.pairwise(marked[1:]):
             middle = [index for index, (*_, mark) in enumerate(before) if mark][1]
             assert [block[:2] for block in after[:middle + 1]] == \
                 [block[:2] for block in before[:middle + 1]]
@@ -487,13 +487,13 @@ def test_a_claude_run_through_litellm_is_marked_where_the_next_request_repeats_i
         return
     with ContextStore.open(store_url) as store:
         windows = [store.context(d).messages()[2:] for d in model.decision_ids]
-    # the prompt alone; one step (after the prompt and at the end); then three marks
+    # the prompt alone; then after the prompt, before the newest reasoning, at the end
     assert [sum(marked for *_, marked in blocks) for blocks in requests] == \
-        [1, 2] + [3] * (len(requests) - 2)
+        [1] + [3] * (len(requests) - 1)
     for blocks, window in zip(requests[1:], windows[1:], strict=True):
         assert blocks[0][2] and TASK in blocks[0][1]  # the harness's prompt, marked
         assert "".join(text for _, text, _ in blocks[1:]) == window[0]["content"]
-    for before, after in itertools.pairwise(requests[2:]):  # (three marks from the third)
+    for before, after in itertools.pairwise(requests[1:]):
         middle = [at for at, (*_, marked) in enumerate(before) if marked][1]
         assert [block[:2] for block in after[:middle + 1]] == \
             [block[:2] for block in before[:middle + 1]]

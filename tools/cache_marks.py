@@ -9,7 +9,8 @@ of the request's own marks), in two layouts:
 - ``one message, marked at its end``: the window one user message, one mark on the last
   message (mini-swe-agent's ``set_cache_control: default_end``);
 - ``ctxdb's marks``: ``ctxdb.agent.cache_marks`` (the window one block per item, marked
-  after the harness's prompt, before the newest step's items and at the end).
+  after the harness's prompt, before the newest reasoning — else before the newest
+  step's items — and at the end).
 
 It prints, per layout, the tokens served and the cost in token units (a cached token at
 ``--cached-price-ratio`` of an input token; per resolved run too), beside the replay's
@@ -40,7 +41,7 @@ from ctxdb.agent.arms import (  # noqa: E402
 )
 from ctxdb.agent.cache_marks import (  # noqa: E402
     PROVIDER_LOOKBACK_BLOCKS,
-    newest_step_start,
+    middle_mark,
 )
 
 # per decision: its tokens, and its window items (item id, tokens, text digest) in order
@@ -58,8 +59,7 @@ def ctxdb_marks(items: list[tuple[str, int, str]]) -> tuple[list[int], set[int]]
     ends = list(range(len(items) + 1))
     if not items:
         return ends, {0}
-    before_newest = newest_step_start([item_id for item_id, _, _ in items])
-    return ends, {0, before_newest, len(items)}
+    return ends, {0, middle_mark([item_id for item_id, _, _ in items]), len(items)}
 
 
 def served(windows: Sequence[Window], layout: Layout) -> int:

@@ -9,13 +9,16 @@ the last message only (``set_cache_control: default_end``, its default for Claud
 the window one message, nothing of it is ever served, only the harness's prompt.
 
 ``cache_marked_messages`` sends the same text, the window split into one text block per
-item, with three marks: the end of the harness's prompt, the end of the window before
-the newest step's items (what the next window still holds, until a fold), and the end.
-The next request finds the middle mark a few blocks back from its own. Played over the
-development runs' replayed windows (``tools/cache_marks.py``), that serves 22.43 M of
-ctx08's 26.74 M tokens (a cache that serves any shared start: 23.82 M), where the one
-mark at the end serves 6.29 M, the harness's prompt alone: a cost 0.84 of the current
-arm's, against 2.70 (a cache write priced as an input token; Anthropic bills 1.25).
+item, with three marks: the end of the harness's prompt, the end of what the next window
+repeats until a fold (``middle_mark``: all but the newest reasoning, which goes last so
+that the next window drops it alone), and the end. The next request finds the middle
+mark a few blocks back from its own. Played over the development runs' replayed windows
+(``tools/cache_marks.py``), that serves 23.51 M of ctx08's 26.74 M tokens (a cache that
+serves any shared start: 23.82 M), where the one mark at the end serves 6.29 M, the
+harness's prompt alone: a cost 0.715 of the current arm's, against 2.70 (a cache write
+priced as an input token; Anthropic bills 1.25). A mark before the newest step's items
+instead, which leaves that step's command and output unserved at every step, served
+22.43 M (0.838).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 
 from ..context import DecisionContext
 from ..pipeline.window_text import window_head
-from .loop import step_of_item
+from .loop import THOUGHT_PART, step_of_item
 
 # Anthropic's prompt caching: at most 4 marks a request (this layout makes 3, leaving the
 # harness one); a mark finds an earlier one at most about 20 content blocks back
@@ -37,17 +40,31 @@ CACHE_MARK = {"type": "ephemeral"}  # the mark's value: the provider's default l
 _ITEM_NUMBER = re.compile(r"E(\d+)")
 
 
+def _step_and_part(item_id: str) -> tuple[int, int]:
+    """(step, part) of a loop window's item id; (0, -1) for one that names no step."""
+    match = _ITEM_NUMBER.fullmatch(item_id)
+    return step_of_item(int(match.group(1))) if match else (0, -1)
+
+
 def newest_step_start(item_ids: Sequence[str]) -> int:
     """Index of the first of the newest step's items (its command, output, reasoning,
     note) in a loop window's items; 0 when none names a step."""
-    steps = [step_of_item(int(match.group(1)))[0] if (match := _ITEM_NUMBER.fullmatch(i))
-             else 0 for i in item_ids]
+    steps = [_step_and_part(item_id)[0] for item_id in item_ids]
     if not steps:
         return 0
     newest, start = max(steps), len(steps)
     while start > 0 and steps[start - 1] == newest:
         start -= 1
     return start
+
+
+def middle_mark(item_ids: Sequence[str]) -> int:
+    """Index of the first item after the middle mark: the window's last item when that is
+    the newest reasoning (the next window drops it and keeps everything before it, until
+    a fold), else the newest step's first."""
+    if item_ids and _step_and_part(item_ids[-1])[1] == THOUGHT_PART:
+        return len(item_ids) - 1
+    return newest_step_start(item_ids)
 
 
 def _block(text: str, marked: bool) -> dict[str, Any]:
@@ -59,8 +76,8 @@ def cache_marked_messages(context: DecisionContext,
                           prefix: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """``context.messages(prefix=prefix)`` with cache marks: the last prefix message and
     the window as text blocks (the window one block per item, the task block, when it
-    has one, its own), marked at the end of the prefix, before the newest step's items
-    and at the end. The blocks' texts joined are the messages' texts, unchanged. An empty
+    has one, its own), marked at the end of the prefix, at ``middle_mark`` and at the
+    end. The blocks' texts joined are the messages' texts, unchanged. An empty
     text is no block (a provider refuses one)."""
     messages: list[dict[str, Any]] = [dict(m) for m in context.messages(prefix=prefix)]
     marked_prefix = len(prefix) - 1
@@ -77,7 +94,7 @@ def cache_marked_messages(context: DecisionContext,
     texts = ([head] if head else []) + [e.text for e in entries]
     if not texts:  # no window text (a provider refuses an empty list too): as it is
         return messages
-    before_newest = len(texts) - len(entries) + newest_step_start([e.item_id for e in entries])
-    marks = {len(texts) - 1} | ({before_newest - 1} if before_newest > 0 else set())
+    middle = len(texts) - len(entries) + middle_mark([e.item_id for e in entries])
+    marks = {len(texts) - 1} | ({middle - 1} if middle > 0 else set())
     messages[-1]["content"] = [_block(text, index in marks) for index, text in enumerate(texts)]
     return messages

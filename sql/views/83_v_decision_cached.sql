@@ -12,7 +12,7 @@
 -- changed or the decision has none. cached_at_marks_tokens: the same for a cache that
 -- serves only where an earlier request marked (Anthropic's), the previous decision
 -- marked as ctxdb.agent.cache_marks marks a window — after the harness's prompt, before
--- its newest step's items (item numbers run four to a step) and at its end — so served
+-- its newest reasoning (else its newest step's items) and at its end — so served
 -- up to the last of those marks at or before the first item that changed; marks of
 -- decisions before the previous one, and the provider's lookback limit, are not
 -- counted (tools/cache_marks.py plays them over a replay); nor is whether the windows
@@ -41,17 +41,24 @@ by_decision AS (
     FROM compared
     GROUP BY decision_id
 ),
-item_step AS (  -- each window item's step: item numbers run four to a step (an item id
-                -- is 'E' and its number: ck_evidence_item_id)
-    SELECT decision_id, position, (CAST(SUBSTR(item_id, 2) AS INTEGER) - 1) / 4 + 1 AS step,
+item_step AS (  -- each window item's step and part: item numbers run four to a step,
+                -- the reasoning third (an item id is 'E' and its number: ck_evidence_item_id)
+    SELECT decision_id, position,
+           (CAST(SUBSTR(item_id, 2) AS INTEGER) - 1) / 4 + 1 AS step,
+           (CAST(SUBSTR(item_id, 2) AS INTEGER) - 1) % 4 AS part,
            MAX((CAST(SUBSTR(item_id, 2) AS INTEGER) - 1) / 4 + 1)
-               OVER (PARTITION BY decision_id) AS newest_step
+               OVER (PARTITION BY decision_id) AS newest_step,
+           MAX(position) OVER (PARTITION BY decision_id) AS last_position
     FROM window_item
 ),
-newest_step_start AS (  -- where each window's items of its newest step start, the
-                        -- run of them at its end (as cache_marks.newest_step_start)
+middle_mark AS (  -- the position after each window's middle mark (cache_marks.middle_mark):
+                  -- its last item when that is the newest reasoning, else where the run of
+                  -- its newest step's items at its end starts
     SELECT decision_id,
-           COALESCE(MAX(CASE WHEN step <> newest_step THEN position END), 0) + 1 AS position
+           CASE WHEN MAX(CASE WHEN position = last_position AND part = 2 THEN 1 ELSE 0 END)
+                     = 1 THEN MAX(position)
+                ELSE COALESCE(MAX(CASE WHEN step <> newest_step THEN position END), 0) + 1
+           END AS position
     FROM item_step
     GROUP BY decision_id
 ),
@@ -69,7 +76,7 @@ bounds AS (  -- the first position each cache does not serve: the first item tha
     FROM ordered o
     JOIN by_decision b ON b.decision_id = o.decision_id
     LEFT JOIN by_decision pb ON pb.decision_id = o.previous_decision_id
-    LEFT JOIN newest_step_start n ON n.decision_id = o.previous_decision_id
+    LEFT JOIN middle_mark n ON n.decision_id = o.previous_decision_id
 ),
 unchanged AS (  -- the items before each bound
     SELECT c.decision_id,
