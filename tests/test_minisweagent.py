@@ -417,7 +417,7 @@ def test_a_model_that_marks_its_prompts_gets_the_window_marked_where_the_next_re
         assert [sum(mark for *_, mark in blocks) for blocks in marked] == \
             [1] + [3] * (len(marked) - 1)
         # each request repeats, block for block, its start up to the mark the one before
-        # it put before its newest step: a provider serves it from there
+        # it put before its newest reasoning: a provider serves it from there
         for before, after in itertools.pairwise(marked[1:]):
             middle = [index for index, (*_, mark) in enumerate(before) if mark][1]
             assert [block[:2] for block in after[:middle + 1]] == \
