@@ -62,7 +62,8 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
                      "agent-loop window whose stride fold waited: its outputs up to step 20 "
                      "folded, as in the window before it), task_in_prefix (an agent-loop "
                      "window whose harness prompt holds the task: not sent twice), "
-                     "text_replaced, ...",
+                     "cache_marked (an agent-loop window sent as blocks with cache marks, "
+                     "ctxdb.agent.cache_marks), text_replaced, ...",
             "created_at": "When the decision was constructed (UTC, ISO 8601).",
         },
     ),

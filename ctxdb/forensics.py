@@ -14,10 +14,11 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from . import models
+from .agent.cache_marks import cache_marked_messages
 from .context import DecisionContext, WindowEntry
 from .pipeline.budget import cut_task
 from .pipeline.state import BudgetStep
-from .pipeline.vocabulary import FAILURE_KINDS
+from .pipeline.vocabulary import CACHE_MARKED_FLAG, FAILURE_KINDS
 from .pipeline.window_text import DECISION_REF_PREFIX, window_head
 from .request import storable_text
 from .request_limits import STORE_INTEGER_MAX
@@ -196,14 +197,19 @@ def _with_stored_texts(connection: Connection, decision_id: int,
     return given_request
 
 
-def messages_sent(connection: Connection, decision_id: int) -> list[dict[str, str]]:
+def messages_sent(connection: Connection, decision_id: int) -> list[dict[str, Any]]:
     """The chat messages a decision sent: a current loop decision given the harness's
     messages (``SENT_DIGESTS_FIELD``) has them as given (role, content, tool calls' text);
-    any other, its window as messages (``DecisionContext.messages``)."""
+    a loop window sent with cache marks (flagged ``cache_marked``), the marked blocks the
+    model got (``cache_marks.cache_marked_messages``); any other, its window as messages
+    (``DecisionContext.messages``)."""
     request = request_as_given(connection, decision_id)
     if isinstance(request, dict) and isinstance(request.get("sent"), list):
         return request["sent"]
-    return context(connection, decision_id).messages()
+    window = context(connection, decision_id)
+    if CACHE_MARKED_FLAG in window.flags:
+        return cache_marked_messages(window, window.prefix)
+    return window.messages()
 
 
 def _loop_prefix(connection: Connection, decision_id: int) -> tuple[dict[str, str], ...]:

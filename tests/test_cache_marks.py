@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxdb import ContextStore
+from ctxdb import ContextStore, forensics
 from ctxdb.agent.adapter import construct_step
 from ctxdb.agent.arms import CHAT_MESSAGE_OVERHEAD_TOKENS, CHAT_REPLY_PRIMING_TOKENS
 from ctxdb.agent.cache_marks import (
@@ -21,6 +21,7 @@ from ctxdb.agent.cache_marks import (
     newest_step_start,
 )
 from ctxdb.agent.loop import LoopStep, item_numbers
+from ctxdb.request import RequestError
 
 PREFIX = [{"role": "system", "content": "You are a bash agent. Reply with one command."},
           {"role": "user", "content": "Fix it.\n<task>the sum is wrong</task>"}]
@@ -78,6 +79,30 @@ def test_the_window_goes_in_blocks_marked_after_the_prompt_before_the_newest_ste
     bare = cache_marked_messages(context, [])
     assert [(m["role"], "".join(t for _, t, _ in _blocks([m]))) for m in bare] == \
         [(m["role"], m["content"]) for m in context.messages(prefix=[])]
+
+
+def test_a_window_sent_marked_is_recorded_so_and_given_back_marked(tmp_path):
+    """``cache_marks=True`` flags the decision, and the store gives back the marked
+    blocks the model got; the current arm, which sends the harness's own messages, is
+    refused the switch by name."""
+    with ContextStore.open(tmp_path / "s.db") as store:
+        marked, plain = (construct_step(store, run_id=run_id, instance_id="i",
+                                        task="the sum is wrong", steps=STEPS[:3], tree=None,
+                                        prefix=PREFIX, cache_marks=run_id == "marked")
+                         for run_id in ("marked", "plain"))
+        assert "cache_marked" in marked.flags and "cache_marked" not in plain.flags
+        # the same window (but the run it names), sent otherwise
+        assert [e.text.replace("run:marked:", "run:plain:") for e in marked.window] == \
+            [e.text for e in plain.window]
+        with store.engine.connect() as connection:
+            assert forensics.messages_sent(connection, marked.decision_id) == \
+                cache_marked_messages(marked, PREFIX)
+            assert forensics.messages_sent(connection, plain.decision_id) == \
+                plain.messages(prefix=PREFIX)
+        for arm, switch in (("current", True), ("ctx08", 1)):
+            with pytest.raises(RequestError, match=r"^cache_marks: expected True or False"):
+                construct_step(store, run_id=f"refused-{arm}", instance_id="i", task="t",
+                               steps=STEPS[:1], prefix=PREFIX, arm=arm, cache_marks=switch)
 
 
 def test_the_newest_steps_items_are_found_by_their_numbers():

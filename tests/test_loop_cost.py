@@ -11,7 +11,7 @@ import os
 
 from requests_data import edit_request
 
-from ctxdb import ContextStore, models
+from ctxdb import ContextStore, forensics, models
 from ctxdb.agent.adapter import construct_step
 from ctxdb.agent.arms import (
     CHAT_MESSAGE_OVERHEAD_TOKENS,
@@ -59,8 +59,8 @@ def _cached_rows(store):
     with store.engine.connect() as connection:
         return {row.decision_id: row for row in connection.exec_driver_sql(
             "SELECT c.decision_id, c.run_id, c.seq, c.token_count, c.cached_tokens,"
-            " c.previous_decision_id, c.first_changed_position, c.cached_at_marks_tokens"
-            " FROM v_decision_cached c ORDER BY c.run_id, c.seq")}
+            " c.previous_decision_id, c.first_changed_position, c.cached_at_marks_tokens,"
+            " c.cache_marked FROM v_decision_cached c ORDER BY c.run_id, c.seq")}
 
 
 def _served_at_marks(before, now) -> int:
@@ -119,13 +119,21 @@ def test_each_decision_counts_what_it_shares_with_the_one_before(store_url, tmp_
                 (tmp_path / "tree" / "pkg" / "mod.py").write_text(edited, encoding="utf-8")
             for arm, decisions in runs.items():
                 shown = sent[:len(PREFIX) + 2 * done] if arm == "current" else None
+                # the ctx08 run's windows go marked, as the wrapper sends them to Claude
                 context = construct_step(store, run_id=f"live-{arm}", instance_id="i",
                                          task="function_3 subtracts", steps=steps[:done],
                                          tree=tmp_path / "tree", prefix=PREFIX, arm=arm,
-                                         sent=shown)
+                                         sent=shown, cache_marks=arm == "ctx08")
                 messages = shown if arm == "current" else context.messages(prefix=PREFIX)
                 decisions.append((context, messages))
         rows = _cached_rows(store)
+        with store.engine.connect() as connection:  # what the model got, given back
+            for context, _ in runs["ctx08"]:
+                assert forensics.messages_sent(connection, context.decision_id) == \
+                    cache_marked_messages(context, PREFIX) != context.messages(prefix=PREFIX)
+                assert "cache_marked" in context.flags
+                assert rows[context.decision_id].cache_marked == 1
+        assert not any(rows[c.decision_id].cache_marked for c, _ in runs["current"])
         for arm, decisions in runs.items():
             previous, shown_before = None, {}
             for context, messages in decisions:
@@ -207,6 +215,8 @@ def test_each_decision_counts_what_it_shares_with_the_one_before(store_url, tmp_
         at_marks = sum(row.cached_at_marks_tokens for row in mine)
         assert got["cached_at_marks_tokens"] == at_marks <= cached
         assert abs(got["cost_at_marks_tokens"] - (tokens - at_marks + RATIO * at_marks)) < 1e-6
+        # the live ctx08 run went marked, the retasked one not, nor the current arm
+        assert got["cache_marked_decisions"] == (STEPS_RUN + 1 if arm == "ctx08" else 0)
     assert by_arm["ctx08"]["solved"] == 1 and by_arm["current"]["solved"] == 0
     assert by_arm["ctx08"]["cost_per_solved"] == by_arm["ctx08"]["cost_tokens"]
     assert by_arm["ctx08"]["instances_with_outcome"] == 1

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from sqlalchemy import text
 
-from ctxdb import ContextStore
+from ctxdb import ContextStore, forensics
 from ctxdb.agent.arms import PromptCounter
 from ctxdb.agent.loop import LoopRules, item_numbers
 from ctxdb.agent.trajectory import read_trajectory
@@ -404,8 +404,11 @@ def test_a_model_that_marks_its_prompts_gets_the_window_marked_where_the_next_re
         # (the model's own marking was off for each window's call only: back as it was)
         assert inner.config.set_cache_control == "default_end" and model.cache_marks
         assert model.serialize()["info"]["ctxdb"]["cache_marks"] is True
-        with ContextStore.open(store_url) as store:
+        with ContextStore.open(store_url) as store, store.engine.connect() as connection:
             sent = [store.context(d).messages() for d in model.decision_ids]
+            # the store gives back what the model got, marks and blocks as they went
+            assert [forensics.messages_sent(connection, d) for d in model.decision_ids] \
+                == to_provider
         for blocks, messages in zip(marked, sent, strict=True):
             # the same texts, the window in blocks; the prompt's end always marked
             assert [(role, "".join(t for r, t, _ in blocks if r == role))

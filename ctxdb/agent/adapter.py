@@ -45,7 +45,15 @@ from ..pipeline.state import (
     decision_input,
     normalised_request,
 )
-from ..pipeline.vocabulary import BUDGET, EVICTED, IN_WINDOW, MASKED, RENDER, TASK_IN_PREFIX_FLAG
+from ..pipeline.vocabulary import (
+    BUDGET,
+    CACHE_MARKED_FLAG,
+    EVICTED,
+    IN_WINDOW,
+    MASKED,
+    RENDER,
+    TASK_IN_PREFIX_FLAG,
+)
 from ..pipeline.window_text import task_block
 from ..request import DecisionRequest, PlanNode, RequestError, storable_text
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
@@ -274,7 +282,8 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
                    prefix: Sequence[dict[str, str]] = (), arm: str = ARM_CTX08,
                    seq: int | None = None, rules: LoopRules | None = None,
                    workdir: str | None = None,
-                   sent: Sequence[dict[str, Any]] | None = None) -> DecisionContext:
+                   sent: Sequence[dict[str, Any]] | None = None,
+                   cache_marks: bool = False) -> DecisionContext:
     """Decision ``seq`` (default: the next step) of an agent loop, recorded; see the
     module's docstring. ``prefix``: the harness's own messages, sent before the window
     (when they hold the task, ``task`` is not repeated in the window). ``workdir``: where
@@ -283,9 +292,15 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     only): the messages the harness sends at this step, its prefix first, each a role and
     a content: the decision records them as they are, its turns and observations counted
     message by message (its own templates' markup too), where without them the history
-    is rebuilt from the steps (``_history_as_sent``)."""
+    is rebuilt from the steps (``_history_as_sent``). ``cache_marks`` (ctx08 only): the
+    window goes to the model as ``cache_marks.cache_marked_messages`` lays it out; the
+    decision is flagged ``cache_marked``, so what the model got can be given back."""
     history = checked_steps(steps)
     _check(run_id, instance_id, task, prefix, arm, seq)
+    if not isinstance(cache_marks, bool) or (cache_marks and arm != ARM_CTX08):
+        raise RequestError(f"cache_marks: expected True or False, and True only for arm "
+                           f"{ARM_CTX08!r} (the {ARM_CURRENT!r} arm sends the harness's own "
+                           f"messages), got {cache_marks!r} for arm {arm!r}")
     sent_messages = _checked_sent(sent, prefix, arm)
     if tree is not None and not Path(tree).is_dir():
         # a typo would quietly turn every file view into a pointer
@@ -339,7 +354,8 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     normalised = normalised_request(
         request, request_json, digest, settings,
         flags + ([TASK_IN_PREFIX_FLAG] if plan.task_in_prefix else [])
-        + ([f"{FOLD_WAITED_FLAG}:{window.horizon}"] if window.fold_waited else []))
+        + ([f"{FOLD_WAITED_FLAG}:{window.horizon}"] if window.fold_waited else [])
+        + ([CACHE_MARKED_FLAG] if cache_marks else []))
     inputs = decision_input(normalised, sorted(
         (_pool_item(part) for part in window.parts + plan.evicted),
         key=lambda item: item.item_no))

@@ -91,7 +91,8 @@ def _add_show(commands: argparse._SubParsersAction) -> None:
                       help="text (default: summary, then the window), json (the "
                       "DecisionContext, as `construct --json` prints it; with ITEM, the item) "
                       "or messages (the chat messages list sent to the model; of a current "
-                      "loop decision given the harness's messages, those as sent)")
+                      "loop decision given the harness's messages, those as sent; of a loop "
+                      "window sent with cache marks, its marked blocks)")
     add_db_option(show)
     show.set_defaults(func=_cmd_show)
 

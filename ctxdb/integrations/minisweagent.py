@@ -262,7 +262,8 @@ class CtxdbModel:
         try:
             return construct_step(self.store, run_id=self.run_id, instance_id=self.instance_id,
                                   task=task, steps=steps, tree=self.tree, prefix=prefix,
-                                  arm=self.arm, rules=self.rules, sent=sent)
+                                  arm=self.arm, rules=self.rules, sent=sent,
+                                  cache_marks=self.cache_marks)
         except RequestError as exc:
             if sent is None or not str(exc).startswith("sent"):
                 raise
@@ -273,7 +274,8 @@ class CtxdbModel:
                           "from the steps", SentNotRecordedWarning, stacklevel=3)
             return construct_step(self.store, run_id=self.run_id,
                                   instance_id=self.instance_id, task=task, steps=steps,
-                                  tree=self.tree, prefix=prefix, arm=self.arm, rules=self.rules)
+                                  tree=self.tree, prefix=prefix, arm=self.arm, rules=self.rules,
+                                  cache_marks=self.cache_marks)
 
     # the rest of mini-swe-agent's Model protocol: the wrapped model's own
     @property

@@ -31,6 +31,9 @@ FINAL_VERDICTS = (IN_WINDOW, REJECTED, DEDUPED, MASKED, EVICTED, FOLDED)
 # an agent-loop decision whose harness prompt carries the task (decision.flags): the
 # window does not repeat it (ctxdb.agent.adapter)
 TASK_IN_PREFIX_FLAG = "task_in_prefix"
+# an agent-loop window sent with cache marks (ctxdb.agent.cache_marks): what the model got
+# is the window as marked blocks (decision.flags; forensics.messages_sent gives them back)
+CACHE_MARKED_FLAG = "cache_marked"
 
 # Drivers: what admitted an item, as prefix + link kind / edge kind
 OBLIGATION = "obligation:"  # a structural link of the current obligation (v_gate_rule)

@@ -12,8 +12,9 @@
 -- earlier request marked (Anthropic's; v_decision_cached.cached_at_marks_tokens: the
 -- marks the mini-swe-agent wrapper puts on a ctx08 window, and an append-only history
 -- served whole), as if every window had gone marked: the wrapper marks only for a model
--- that marks its own prompts, or when asked, and the store does not record which; a
--- cache write's premium and the cache's lifetime are not counted.
+-- that marks its own prompts, or when asked; cache_marked_decisions counts the decisions
+-- whose windows did (flag cache_marked). A cache write's premium and the cache's lifetime
+-- are not counted.
 WITH loop_run AS (
     SELECT r.run_id, r.arm, r.variant
     FROM run r
@@ -29,6 +30,7 @@ per_instance AS (  -- one instance of one run
            SUM(c.token_count) AS tokens,
            SUM(c.cached_tokens) AS cached_tokens,
            SUM(c.cached_at_marks_tokens) AS cached_at_marks_tokens,
+           SUM(c.cache_marked) AS cache_marked_decisions,
            MAX(CASE WHEN o.solved THEN 1 ELSE 0 END) AS solved,
            MAX(CASE WHEN o.run_id IS NULL THEN 0 ELSE 1 END) AS with_outcome
     FROM v_decision_cached c
@@ -45,6 +47,7 @@ arm_total AS (
            CAST(SUM(cached_tokens) AS BIGINT) AS cached_tokens,
            SUM(tokens - cached_tokens) + :cached_price_ratio * SUM(cached_tokens)
                AS cost_tokens,
+           CAST(SUM(cache_marked_decisions) AS BIGINT) AS cache_marked_decisions,
            CAST(SUM(cached_at_marks_tokens) AS BIGINT) AS cached_at_marks_tokens,
            SUM(tokens - cached_at_marks_tokens)
                + :cached_price_ratio * SUM(cached_at_marks_tokens) AS cost_at_marks_tokens,
@@ -59,6 +62,7 @@ SELECT t.arm, t.variant, t.instances, t.decisions, t.tokens, t.cached_tokens,
        1.0 * t.tokens / NULLIF(t.solved, 0) AS tokens_per_solved,
        1.0 * t.cost_tokens / NULLIF(t.solved, 0) AS cost_per_solved,
        1.0 * t.cost_tokens / NULLIF(c.cost_tokens, 0) AS cost_of_current,
+       t.cache_marked_decisions,
        t.cached_at_marks_tokens,
        1.0 * t.cached_at_marks_tokens / NULLIF(t.tokens, 0) AS cached_at_marks_share,
        t.cost_at_marks_tokens,

@@ -15,13 +15,17 @@
 -- its newest reasoning (else its newest step's items) and at its end — so served
 -- up to the last of those marks at or before the first item that changed; marks of
 -- decisions before the previous one, and the provider's lookback limit, are not
--- counted (tools/cache_marks.py plays them over a replay); nor is whether the windows
--- were sent marked (the store does not record it), a cache write's premium or the
--- cache's lifetime. Reading one decision's row works out the whole store's (a window
+-- counted (tools/cache_marks.py plays them over a replay), nor a cache write's premium
+-- or the cache's lifetime; it is counted whether or not the previous window went marked.
+-- cache_marked: 1 when this decision's window went to the model with those marks (flag
+-- cache_marked: the mini-swe-agent wrapper's ctx08 windows for a model that marks its
+-- prompts, or when asked), else 0. Reading one decision's row works out the whole store's (a window
 -- function finds each previous decision): about a second for 4,000 decisions.
 CREATE VIEW v_decision_cached AS
 WITH ordered AS (
     SELECT d.decision_id, d.run_id, d.instance_id, d.seq, d.token_count, d.task_text,
+           CASE WHEN (',' || d.flags || ',') LIKE '%,cache_marked,%' THEN 1 ELSE 0 END
+               AS cache_marked,
            LAG(d.decision_id) OVER (PARTITION BY d.run_id, d.instance_id
                                     ORDER BY d.seq, d.decision_id) AS previous_decision_id
     FROM decision d
@@ -121,7 +125,8 @@ SELECT
     b.first_changed_position,
     CASE f.kind WHEN 'nothing' THEN 0 WHEN 'prompt' THEN f.previous_token_count
          ELSE f.besides_items + COALESCE(u.unchanged_at_marks_tokens, 0)
-    END AS cached_at_marks_tokens
+    END AS cached_at_marks_tokens,
+    o.cache_marked
 FROM ordered o
 JOIN served_from f ON f.decision_id = o.decision_id
 LEFT JOIN by_decision b ON b.decision_id = o.decision_id
