@@ -611,6 +611,46 @@ def test_a_step_ctxdb_refuses_is_sent_as_the_harness_built_it(mswea, tmp_path, t
             model.query(prompt)
         with pytest.raises(ValueError, match="tree: expected the directory .*no such directory"):
             CtxdbModel(Echo(), store, instance_id="typo", tree=tmp_path / "no-such-tree")
+    # refused before a store is made: nothing is left behind
+    for options, field in (({"tree": tmp_path / "no-such-tree"}, "tree"),
+                           ({"tree": tree, "workdir": "testbed"}, "workdir")):
+        with pytest.raises(ValueError, match=f"^{field}: expected"):
+            CtxdbModel(Echo(), str(tmp_path / "never.db"), instance_id="i", **options)
+        assert not (tmp_path / "never.db").exists()
+
+
+def test_commands_run_in_a_container_are_read_against_the_tree_that_mirrors_it(tmp_path,
+                                                                              tree):
+    """A SWE-bench harness runs the agent's commands in a container's ``/testbed`` while
+    ``tree`` is its checkout on the host: with ``workdir`` the file the agent printed by
+    its container path is a view of the tree's file once folded; without, a pointer."""
+    class Echo:
+        def query(self, messages, **kwargs):
+            return {"role": "assistant", "content": "ok"}
+
+        def serialize(self):
+            return {}
+
+    view = f"nl -ba /testbed/{UTILS} | sed -n '345,372p'"
+    printed = "".join(f"   {number}\t{line}\n" for number, line in enumerate(
+        (tree / UTILS).read_text().splitlines()[344:372], start=345))
+    history = [{"role": "system", "content": "You are a bash agent."},
+               {"role": "user", "content": f"<pr_description>{TASK}</pr_description>"}]
+    for command, output in [(view, printed)] + [(f"echo {k}", f"{k}\n") for k in range(14)]:
+        history += [{"role": "assistant", "content": f"THOUGHT: go.\n\n```mswea_bash_command"
+                     f"\n{command}\n```", "extra": {"actions": [{"command": command}]}},
+                    {"role": "user", "content": f"<returncode>0</returncode>\n<output>\n"
+                     f"{output}</output>", "extra": {"raw_output": output, "returncode": 0}}]
+    windows = {}
+    for workdir in ("/testbed", None):
+        with CtxdbModel(Echo(), str(tmp_path / "s.db"), instance_id="i", tree=tree,
+                        workdir=workdir, run_id=f"in-{workdir}") as model:
+            model.query(history)
+            windows[workdir] = model.store.context(model.decision_ids[-1]).render()
+        assert model.serialize()["info"]["ctxdb"]["workdir"] == workdir
+    assert f"{UTILS} lines 345-372" in windows["/testbed"]
+    assert "        value = value.items\n" in windows["/testbed"]
+    assert f"{UTILS} lines 345-372" not in windows[None]
 
 
 def test_a_current_step_is_counted_as_sent_whatever_the_harness_added(tmp_path, monkeypatch):

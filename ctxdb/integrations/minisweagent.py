@@ -150,7 +150,9 @@ class CtxdbModel:
 
     ``store``: an open ``ContextStore``, or a store URL/path this model opens and closes
     (``close()``). ``tree``: the directory the agent's commands run in, read for file
-    views (None: folded views become pointers). ``task``: the problem statement (None:
+    views (None: folded views become pointers). ``workdir``: that directory as the
+    commands name it, when they run elsewhere than ``tree`` (a container's ``/testbed``
+    with ``tree`` a checkout of it on the host; default: ``tree``). ``task``: the problem statement (None:
     taken from the instance message). ``run_id``: one run is one arm, so the default is
     new per model; one given must not hold decisions of ``instance_id`` yet (a batch of
     instances may share it). ``arm``: overrides ``$CTX``, read here, once.
@@ -162,8 +164,21 @@ class CtxdbModel:
 
     def __init__(self, model: Any, store: Any, *, instance_id: str, tree: str | Path | None,
                  task: str | None = None, run_id: str | None = None, arm: str | None = None,
-                 rules: LoopRules | None = None, cache_marks: bool | None = None) -> None:
-        self.arm = arm_from_environment(arm)  # checked before the store is opened
+                 rules: LoopRules | None = None, cache_marks: bool | None = None,
+                 workdir: str | None = None) -> None:
+        # the arguments are checked before the store is opened: a refused model leaves
+        # no new store behind
+        self.arm = arm_from_environment(arm)
+        self.tree = Path(tree) if tree is not None else None
+        if self.tree is not None and not self.tree.is_dir():
+            # a typo would turn every file view into a pointer, step after step
+            raise ValueError(f"tree: expected the directory the agent's commands run in, got "
+                             f"{str(tree)!r} (no such directory)")
+        if workdir is not None and (not isinstance(workdir, str)
+                                    or not workdir.startswith("/")):
+            raise ValueError(f"workdir: expected the absolute path the agent's commands run "
+                             f"in, as they name it (e.g. '/testbed'), got {workdir!r}")
+        self.workdir = workdir
         if store is None:
             raise ValueError("store: expected a ContextStore or a store URL, got None")
         if isinstance(store, (str, os.PathLike)):
@@ -174,11 +189,6 @@ class CtxdbModel:
             self._owns_store = False
         self.model, self.store = model, store
         self.instance_id, self.task, self.rules = instance_id, task, rules
-        self.tree = Path(tree) if tree is not None else None
-        if self.tree is not None and not self.tree.is_dir():
-            self.close()  # a typo would turn every file view into a pointer, step after step
-            raise ValueError(f"tree: expected the directory the agent's commands run in, got "
-                             f"{str(tree)!r} (no such directory)")
         if run_id:
             try:
                 _check_new_run(store, run_id, instance_id)
@@ -263,7 +273,7 @@ class CtxdbModel:
             return construct_step(self.store, run_id=self.run_id, instance_id=self.instance_id,
                                   task=task, steps=steps, tree=self.tree, prefix=prefix,
                                   arm=self.arm, rules=self.rules, sent=sent,
-                                  cache_marks=self.cache_marks)
+                                  workdir=self.workdir, cache_marks=self.cache_marks)
         except RequestError as exc:
             if sent is None or not str(exc).startswith("sent"):
                 raise
@@ -275,7 +285,7 @@ class CtxdbModel:
             return construct_step(self.store, run_id=self.run_id,
                                   instance_id=self.instance_id, task=task, steps=steps,
                                   tree=self.tree, prefix=prefix, arm=self.arm, rules=self.rules,
-                                  cache_marks=self.cache_marks)
+                                  workdir=self.workdir, cache_marks=self.cache_marks)
 
     # the rest of mini-swe-agent's Model protocol: the wrapped model's own
     @property
@@ -303,7 +313,7 @@ class CtxdbModel:
         data: dict[str, Any] = self.model.serialize()
         data.setdefault("info", {})["ctxdb"] = {
             "run_id": self.run_id, "arm": self.arm, "instance_id": self.instance_id,
-            "cache_marks": self.cache_marks,
+            "workdir": self.workdir, "cache_marks": self.cache_marks,
             "decision_ids": list(self.decision_ids), "refused_steps": list(self.refused_steps)}
         return data
 
