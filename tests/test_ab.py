@@ -563,6 +563,10 @@ CLAUSE_CASES = {
                        "LOSE: keep the current path"),
     "baseline never solves": ((True, False, 0.10, 0.10), ["pass", "pass", "pass", "pass", "pass"],
                               "WIN: adopt"),
+    # outcomes without their cost: undecided, saying so (not "record outcomes")
+    "no cost recorded": ((True, True, None, None),
+                         ["pass", "pass", "pass", "no cost recorded", "pass"],
+                         "undecided: record outcomes with cost_usd"),
 }
 
 

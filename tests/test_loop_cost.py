@@ -36,6 +36,7 @@ WRAP = "<returncode>0</returncode>\n<output>\n{}</output>".format
 MODULE = "".join(f"def function_{n}(a, b):\n    return a + b\n\n\n" for n in range(12))
 EDIT = "sed -i 's/return a + b/return b + a/' pkg/mod.py"
 EDIT_STEP = 6  # the step whose command edits the file step 1 printed
+SOLO_STEPS = 3  # decisions of a ctx08 run of an instance the current arm did not run
 
 
 def _history(root):
@@ -195,21 +196,29 @@ def test_each_decision_counts_what_it_shares_with_the_one_before(store_url, tmp_
                                       seq=seq)
         assert "task_in_prefix" not in retasked.flags
         assert _cached_rows(store)[retasked.decision_id].cached_tokens == 0
+        # an instance the current arm did not run: counted, not compared
+        for done in range(SOLO_STEPS):
+            construct_step(store, run_id="solo", instance_id="j", task="function_3 subtracts",
+                           steps=steps[:done], tree=tmp_path / "tree", prefix=PREFIX)
     capsys.readouterr()
     assert cli_main(["report", "loop_cost", "--db", store_url, "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     by_arm = {row["arm"]: row for row in report["rows"]}
-    assert sorted(by_arm) == ["ctx08", "current"] and by_arm["ctx08"]["instances"] == 2
+    assert sorted(by_arm) == ["ctx08", "current"]
+    assert [(by_arm[arm]["instances"], by_arm[arm]["instance_runs"],
+             by_arm[arm]["paired_instances"]) for arm in ("ctx08", "current")] == \
+        [(2, 3, 1), (1, 1, 1)]
     with ContextStore.open(store_url) as store:
         rows = _cached_rows(store)
     for arm in ("ctx08", "current"):
-        runs_of_arm = (f"live-{arm}", "retasked") if arm == "ctx08" else (f"live-{arm}",)
+        runs_of_arm = (f"live-{arm}", "retasked", "solo") if arm == "ctx08" \
+            else (f"live-{arm}",)
         mine = [row for row in rows.values() if row.run_id in runs_of_arm]
         tokens = sum(row.token_count for row in mine)
         cached = sum(row.cached_tokens for row in mine)
         got = by_arm[arm]
         assert (got["decisions"], got["tokens"], got["cached_tokens"]) == (
-            STEPS_RUN + 1 + (arm == "ctx08") * 2, tokens, cached)
+            STEPS_RUN + 1 + (arm == "ctx08") * (2 + SOLO_STEPS), tokens, cached)
         assert abs(got["cost_tokens"] - (tokens - cached + RATIO * cached)) < 1e-6
         assert got["cached_share"] == cached / tokens
         at_marks = sum(row.cached_at_marks_tokens for row in mine)
@@ -219,12 +228,19 @@ def test_each_decision_counts_what_it_shares_with_the_one_before(store_url, tmp_
         assert got["cache_marked_decisions"] == (STEPS_RUN + 1 if arm == "ctx08" else 0)
     assert by_arm["ctx08"]["solved"] == 1 and by_arm["current"]["solved"] == 0
     assert by_arm["ctx08"]["cost_per_solved"] == by_arm["ctx08"]["cost_tokens"]
-    assert by_arm["ctx08"]["instances_with_outcome"] == 1
+    assert by_arm["ctx08"]["instance_runs_with_outcome"] == 1
     assert by_arm["current"]["cost_per_solved"] is None
     assert by_arm["current"]["cost_of_current"] == 1.0
-    assert by_arm["ctx08"]["cost_of_current"] == (by_arm["ctx08"]["cost_tokens"]
-                                                  / by_arm["current"]["cost_tokens"])
-    assert by_arm["ctx08"]["cost_at_marks_of_current"] == (
-        by_arm["ctx08"]["cost_at_marks_tokens"] / by_arm["current"]["cost_at_marks_tokens"])
+    # against current on instance i alone: the mean of ctx08's two runs of it
+    def cost(run_id, cached_column):
+        mine = [row for row in rows.values() if row.run_id == run_id]
+        return sum(row.token_count - (1 - RATIO) * getattr(row, cached_column) for row in mine)
+
+    for column, cached_column in (("cost_of_current", "cached_tokens"),
+                                  ("cost_at_marks_of_current", "cached_at_marks_tokens")):
+        paired = (cost("live-ctx08", cached_column) + cost("retasked", cached_column)) / 2
+        assert abs(by_arm["ctx08"][column]
+                   - paired / cost("live-current", cached_column)) < 1e-9, column
+        assert by_arm["current"][column] == 1.0
     # the window's changes inside what it repeats cost it more where only marks serve
     assert by_arm["ctx08"]["cached_at_marks_tokens"] < by_arm["ctx08"]["cached_tokens"]

@@ -1,7 +1,9 @@
 -- decision_rule: spec §7.4 evaluated as written — the candidate (ctx08/default) wins iff
 -- tokens-per-solved strictly beats the "stuff everything" baseline (current/default),
 -- relevance precision strictly improves, resolve does not regress, and cost and tokens
--- stay within 1.5x. One row per clause, then the verdict.
+-- stay within 1.5x. One row per clause, then the verdict; undecided says what is missing:
+-- outcomes, their cost (cost_usd), or precision, which an agent loop's windows have none
+-- of (they hold no gold; its arms compare by ctxdb report loop_cost).
 WITH metrics AS (
     SELECT p.arm, AVG(p.precision_items) AS precision_items,
            o.resolve_rate, o.cost_per_instance, o.tokens_per_instance, o.tokens_per_solved,
@@ -35,7 +37,9 @@ clauses AS (
     FROM c, b
     UNION ALL
     SELECT 4, 'cost <= 1.5 x baseline', c.cost_per_instance, b.cost_per_instance,
-           CASE WHEN c.cost_per_instance IS NULL OR b.cost_per_instance IS NULL THEN 'no outcomes'
+           CASE WHEN c.solved IS NULL OR b.solved IS NULL THEN 'no outcomes'
+                WHEN c.cost_per_instance IS NULL OR b.cost_per_instance IS NULL
+                    THEN 'no cost recorded'
                 WHEN c.cost_per_instance <= 1.5 * b.cost_per_instance THEN 'pass'
                 ELSE 'fail' END
     FROM c, b
@@ -52,7 +56,11 @@ UNION ALL
 SELECT 6, 'DECISION (§7.4): candidate wins iff every clause passes', NULL, NULL,
        CASE WHEN (SELECT COUNT(*) FROM clauses) = 0 THEN 'no data'
             WHEN (SELECT COUNT(*) FROM clauses WHERE verdict = 'pass') = 5 THEN 'WIN: adopt'
-            WHEN (SELECT COUNT(*) FROM clauses WHERE verdict IN ('no outcomes', 'no data')) > 0
+            WHEN (SELECT COUNT(*) FROM clauses WHERE verdict = 'no outcomes') > 0
                 THEN 'undecided: record outcomes'
+            WHEN (SELECT COUNT(*) FROM clauses WHERE verdict = 'no cost recorded') > 0
+                THEN 'undecided: record outcomes with cost_usd'
+            WHEN (SELECT COUNT(*) FROM clauses WHERE verdict = 'no data') > 0
+                THEN 'undecided: no precision (an agent loop''s: ctxdb report loop_cost)'
             ELSE 'LOSE: keep the current path' END
 ORDER BY clause_no;
