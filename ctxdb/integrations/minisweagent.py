@@ -152,10 +152,11 @@ class CtxdbModel:
     (``close()``). ``tree``: the directory the agent's commands run in, read for file
     views (None: folded views become pointers). ``workdir``: that directory as the
     commands name it, when they run elsewhere than ``tree`` (a container's ``/testbed``
-    with ``tree`` a checkout of it on the host; default: ``tree``). ``task``: the problem statement (None:
-    taken from the instance message). ``run_id``: one run is one arm, so the default is
-    new per model; one given must not hold decisions of ``instance_id`` yet (a batch of
-    instances may share it). ``arm``: overrides ``$CTX``, read here, once.
+    with ``tree`` a checkout of it on the host; default: ``tree``). ``task``: the problem
+    statement (None: taken from the instance message). ``run_id``: one run is one arm,
+    so the default is new per model; one given must not hold decisions of
+    ``instance_id`` yet (a batch of instances may share it). ``arm``: overrides
+    ``$CTX``, read here, once.
     ``cache_marks``: send ctx08's window marked for a cache that serves only at marks
     (``cache_marked_messages``); None (the default): when the wrapped model marks its
     prompts (``config.set_cache_control``), whose marking the ctx08 arm then takes over
