@@ -15,6 +15,7 @@ from sqlalchemy import Connection, select
 
 from . import models
 from .agent.cache_marks import cache_marked_messages
+from .agent.trajectory import ObservationKind
 from .context import DecisionContext, WindowEntry
 from .pipeline.budget import cut_task
 from .pipeline.state import BudgetStep
@@ -376,6 +377,21 @@ ENDS_WITH_VERDICT = frozenset({"traceback", "test_output"})
 FACT_LINE_CHARS = 60  # how much of a first line names a live item or a criterion
 # how assembly names an event's arrival: "(traceback, from decision 2)"
 _ARRIVED = re.compile(r"\((?:error|traceback|tool_output|test_output), from decision (\d+)\)")
+
+
+def output_kept_whole(connection: Connection, decision_id: int, step: int) -> bool:
+    """Whether the store keeps step ``step``'s output of a loop decision whole where the
+    harness showed the model only a cut of it (``LoopStep.kept``: mini-swe-agent's
+    ``raw_output``), rather than as the harness showed it."""
+    request = request_as_given(connection, decision_id)
+    steps = request.get("steps") if isinstance(request, dict) else None
+    if not isinstance(steps, list) or not 0 < step <= len(steps) \
+            or not isinstance(steps[step - 1], dict):
+        return False
+    given = steps[step - 1]
+    output, shown = given.get("output"), given.get("observation")
+    return (given.get("kind") == ObservationKind.OUTPUT_CUT and isinstance(output, str)
+            and len(output) > len(shown if isinstance(shown, str) else output))
 
 
 def loop_part_of(provenance: str | None) -> re.Match[str] | None:

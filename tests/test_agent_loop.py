@@ -1474,7 +1474,10 @@ def test_a_window_that_waits_keeps_its_views_as_shown_and_the_notes_of_their_cha
     assert bodies[12].startswith(bodies[11]) and bodies[13].startswith(bodies[12])
 
 
-def test_an_output_the_harness_cut_is_kept_whole_when_the_harness_gave_it(store, tmp_path):
+def test_an_output_the_harness_cut_is_kept_whole_when_the_harness_gave_it(store, tmp_path,
+                                                                          capsys):
+    from ctxdb.cli import main
+
     # mini-swe-agent 2.x cuts a long output for the model and keeps it whole (raw_output):
     # the window promises `ctxdb show` prints a masked output whole, so the store keeps that
     whole = "".join(f"case {n} PASSED\n" for n in range(300))
@@ -1487,6 +1490,12 @@ def test_an_output_the_harness_cut_is_kept_whole_when_the_harness_gave_it(store,
     output_item = f"E{item_numbers(1)[1]}"
     assert f"[{output_item} test output masked: 300 lines" in context.render()
     assert store.show(context.decision_id, output_item) == whole
+    # and `ctxdb show` says it prints more than the model was shown
+    assert main(["show", str(context.decision_id), output_item, "--db",
+                 str(tmp_path / "loop.db")]) == 0
+    assert capsys.readouterr().out.splitlines()[2:4] == [
+        "# step 1's output whole follows (the harness showed the model only its head and "
+        "tail)", "case 0 PASSED"]
     # fresh, the window shows what the harness showed: a cut of what the store keeps
     fresh = construct_step(store, run_id="loop", instance_id="fresh", task="t", steps=steps[:2],
                            tree=_tree(tmp_path / "tree2"), prefix=PREFIX, rules=RULES)

@@ -121,19 +121,25 @@ def _cmd_show(args) -> int:
                 print(forensics.rendered_window(connection, decision_id), end="")
             return EXIT_OK
         row = forensics.item(connection, decision_id, args.item)
+        loop_part = forensics.loop_part_of(row["provenance"])
+        output_of_step = int(loop_part[1]) if loop_part and loop_part[2] == "output" else None
+        kept_whole = output_of_step is not None and forensics.output_kept_whole(
+            connection, decision_id, output_of_step)
     if args.format == "json":
         print(json.dumps({"decision_id": decision_id, **dict(row)}, indent=2, sort_keys=True,
                          ensure_ascii=False, default=str))
         return EXIT_OK
     where = f" {row['path']}:{row['start_line']}-{row['end_line']}" if row["start_line"] else ""
-    loop_part = forensics.loop_part_of(row["provenance"])
     if loop_part and where:  # a view: its lines were read from the tree, the text is the step's
         where = f" (the window showed{where} as the tree held them)"
     print(f"# decision {decision_id} · {row['item_id']} · {row['source']} {row['kind']}"
           f" {row['entity_key'] or ''}{where}".rstrip())
     print(f"# provenance: {row['provenance']}")
-    if loop_part and loop_part[2] == "output":
-        print(f"# step {loop_part[1]}'s output as the harness gave it follows")
+    if kept_whole:
+        print(f"# step {output_of_step}'s output whole follows (the harness showed the model "
+              "only its head and tail)")
+    elif output_of_step is not None:
+        print(f"# step {output_of_step}'s output as the harness gave it follows")
     if row["original_content"] is not None:
         print("# content was cut to 8 KB in the pool; the full text follows")
     print(row["original_content"] if row["original_content"] is not None else row["content"])
