@@ -579,6 +579,17 @@ def test_decision_rule_clauses(report_store, case):
     assert rows[5]["verdict"] == decision
 
 
+def test_decision_rule_without_outcomes_waits_unless_a_clause_already_fails(report_store):
+    rows = _report(report_store, "decision_rule")
+    assert [r["verdict"] for r in rows] == ["no outcomes", "pass", "no outcomes",
+                                            "no outcomes", "no outcomes",
+                                            "undecided: record outcomes"]
+    with report_store.write_transaction() as connection:  # precision 0/2 against 1/4
+        connection.execute(text("DELETE FROM gold_fact WHERE fact_no = 1"))
+    rows = _report(report_store, "decision_rule")
+    assert rows[1]["verdict"] == "fail" and rows[5]["verdict"] == "LOSE: keep the current path"
+
+
 def test_decision_rule_tokens_and_precision_clauses_fail(report_store):
     # make the candidate send more than 1.5x the baseline's tokens and lose on precision
     with report_store.write_transaction() as connection:

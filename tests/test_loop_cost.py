@@ -5,10 +5,12 @@ it per arm (issue 22, item 5)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import os
 
+import pytest
 from requests_data import edit_request
 
 from ctxdb import ContextStore, forensics, models
@@ -106,6 +108,23 @@ def test_a_marks_only_cache_serves_a_window_up_to_a_mark_the_one_before_put(stor
         # start this window repeats (its first items are, but no mark stood there)
         assert row.cached_at_marks_tokens == besides_items, name
         assert row.cached_tokens > besides_items, name  # any shared start is served
+
+
+def test_a_decision_counts_as_sent_marked_by_its_flag_exactly(store_url, tmp_path):
+    steps, _sent = _history(tmp_path / "tree")
+    flags = {"": 0, "cache_marked": 1, "task_in_prefix,cache_marked,fold_waited:10": 1,
+             "cacheXmarked": 0, "CACHE_MARKED": 0, "cache_marked_not": 0, "xcache_marked": 0}
+    with ContextStore.open(store_url) as store:
+        decisions = {}
+        for number, flag in enumerate(flags):
+            decisions[flag] = construct_step(store, run_id=f"r{number}", instance_id="i",
+                                             task="t", steps=steps[:1], tree=tmp_path / "tree",
+                                             prefix=PREFIX).decision_id
+            with store.write_transaction() as connection:
+                connection.execute(models.decision.update().where(
+                    models.decision.c.decision_id == decisions[flag]).values(flags=flag))
+        rows = _cached_rows(store)
+    assert {flag: rows[decision].cache_marked for flag, decision in decisions.items()} == flags
 
 
 def test_each_decision_counts_what_it_shares_with_the_one_before(store_url, tmp_path,
@@ -228,19 +247,70 @@ def test_each_decision_counts_what_it_shares_with_the_one_before(store_url, tmp_
         assert got["cache_marked_decisions"] == (STEPS_RUN + 1 if arm == "ctx08" else 0)
     assert by_arm["ctx08"]["solved"] == 1 and by_arm["current"]["solved"] == 0
     assert by_arm["ctx08"]["cost_per_solved"] == by_arm["ctx08"]["cost_tokens"]
-    assert by_arm["ctx08"]["instance_runs_with_outcome"] == 1
+    assert by_arm["ctx08"]["instances_with_outcome"] == 1
     assert by_arm["current"]["cost_per_solved"] is None
     assert by_arm["current"]["cost_of_current"] == 1.0
-    # against current on instance i alone: the mean of ctx08's two runs of it
-    def cost(run_id, cached_column):
-        mine = [row for row in rows.values() if row.run_id == run_id]
-        return sum(row.token_count - (1 - RATIO) * getattr(row, cached_column) for row in mine)
-
+    # against current on instance i alone, by its graded run (retasked has no outcome)
     for column, cached_column in (("cost_of_current", "cached_tokens"),
                                   ("cost_at_marks_of_current", "cached_at_marks_tokens")):
-        paired = (cost("live-ctx08", cached_column) + cost("retasked", cached_column)) / 2
         assert abs(by_arm["ctx08"][column]
-                   - paired / cost("live-current", cached_column)) < 1e-9, column
+                   - _run_cost(rows, "live-ctx08", cached_column)
+                   / _run_cost(rows, "live-current", cached_column)) < 1e-9, column
         assert by_arm["current"][column] == 1.0
     # the window's changes inside what it repeats cost it more where only marks serve
     assert by_arm["ctx08"]["cached_at_marks_tokens"] < by_arm["ctx08"]["cached_tokens"]
+
+
+def _run_cost(rows, run_id, cached_column="cached_tokens"):
+    """A run's cost in token units, a cached token at ``RATIO``."""
+    mine = [row for row in rows.values() if row.run_id == run_id]
+    return sum(row.token_count - (1 - RATIO) * getattr(row, cached_column) for row in mine)
+
+
+def test_arms_compare_on_the_instances_both_ran_by_their_graded_runs(store_url, tmp_path,
+                                                                    capsys):
+    """cost_of_current pairs instances, not runs: an instance one arm alone ran is left
+    out, an instance run several times counts the mean of its graded runs (of all, when
+    none is graded), each variant against its own current arm; solved counts instances."""
+    steps, _ = _history(tmp_path / "tree")
+    # run: (arm, variant, instance, decisions, outcome: solved, or None for none)
+    runs = {"a1": ("ctx08", "default", "i", 4, True),
+            "a2": ("ctx08", "default", "i", 1, None),  # left unfinished, run again as a1
+            "a3": ("ctx08", "default", "k", 3, True),
+            "a4": ("ctx08", "default", "k", 5, False),
+            "a5": ("ctx08", "default", "j", 2, None),  # current did not run j
+            "c1": ("current", "default", "i", 3, False),
+            "c2": ("current", "default", "k", 2, True),
+            "b1": ("ctx08", "v2", "i", 2, None),
+            "b2": ("ctx08", "v2", "i", 5, None),
+            "d1": ("current", "v2", "i", 4, None),
+            "e1": ("ctx08", "v3", "i", 3, None)}  # no current arm of v3
+    with ContextStore.open(store_url) as store:
+        for run_id, (arm, variant, instance, decisions, solved) in runs.items():
+            for done in range(decisions):
+                construct_step(store, run_id=run_id, instance_id=instance, task="t",
+                               steps=steps[:done], tree=tmp_path / "tree", prefix=PREFIX,
+                               arm=arm)
+            with store.write_transaction() as connection:  # the schema's variants
+                connection.execute(models.run.update().where(
+                    models.run.c.run_id == run_id).values(variant=variant))
+            if solved is not None:
+                record_outcome(store, run_id, instance, solved)
+        rows = _cached_rows(store)
+    capsys.readouterr()
+    assert cli_main(["report", "loop_cost", "--db", store_url, "--format", "json"]) == 0
+    report = {(row["arm"], row["variant"]): row
+              for row in json.loads(capsys.readouterr().out)["rows"]}
+    cost = functools.partial(_run_cost, rows)
+    ctx08 = report[("ctx08", "default")]
+    assert (ctx08["instances"], ctx08["instance_runs"], ctx08["instances_with_outcome"],
+            ctx08["solved"], ctx08["paired_instances"]) == (3, 5, 2, 2, 2)
+    assert ctx08["cost_per_solved"] == pytest.approx(ctx08["cost_tokens"] / 2)
+    assert ctx08["cost_of_current"] == pytest.approx(
+        (cost("a1") + (cost("a3") + cost("a4")) / 2) / (cost("c1") + cost("c2")))
+    assert report[("ctx08", "v2")]["cost_of_current"] == pytest.approx(
+        (cost("b1") + cost("b2")) / 2 / cost("d1"))
+    assert report[("ctx08", "v2")]["paired_instances"] == 1
+    assert (report[("ctx08", "v3")]["paired_instances"],
+            report[("ctx08", "v3")]["cost_of_current"]) == (0, None)
+    assert report[("current", "default")]["solved"] == 1

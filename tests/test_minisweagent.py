@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import PurePosixPath
 from types import SimpleNamespace
 
 import pytest
@@ -564,7 +565,8 @@ def test_ctxdb_marks_the_window_only_where_it_sends_one(tmp_path, tree, monkeypa
     inner.config = Frozen("default_end")
     with pytest.raises(ValueError, match=r"model\.config\.set_cache_control: ctxdb marks "
                        r"ctx08's windows itself .*give cache_marks=False"):
-        CtxdbModel(inner, store, instance_id="i", tree=tree)
+        CtxdbModel(inner, str(tmp_path / "never.db"), instance_id="i", tree=tree)
+    assert not (tmp_path / "never.db").exists()  # refused before the store was made
     CtxdbModel(inner, store, instance_id="i", tree=tree, cache_marks=False).close()
 
 
@@ -613,7 +615,8 @@ def test_a_step_ctxdb_refuses_is_sent_as_the_harness_built_it(mswea, tmp_path, t
             CtxdbModel(Echo(), store, instance_id="typo", tree=tmp_path / "no-such-tree")
     # refused before a store is made: nothing is left behind
     for options, field in (({"tree": tmp_path / "no-such-tree"}, "tree"),
-                           ({"tree": tree, "workdir": "testbed"}, "workdir")):
+                           ({"tree": tree, "workdir": "testbed"}, "workdir"),
+                           ({"tree": tree, "cache_marks": 1}, "cache_marks")):
         with pytest.raises(ValueError, match=f"^{field}: expected"):
             CtxdbModel(Echo(), str(tmp_path / "never.db"), instance_id="i", **options)
         assert not (tmp_path / "never.db").exists()
@@ -642,10 +645,11 @@ def test_commands_run_in_a_container_are_read_against_the_tree_that_mirrors_it(t
                     {"role": "user", "content": f"<returncode>0</returncode>\n<output>\n"
                      f"{output}</output>", "extra": {"raw_output": output, "returncode": 0}}]
     windows = {}
-    for workdir in ("/testbed", None):
+    for workdir in (PurePosixPath("/testbed"), None):
         with CtxdbModel(Echo(), str(tmp_path / "s.db"), instance_id="i", tree=tree,
                         workdir=workdir, run_id=f"in-{workdir}") as model:
             model.query(history)
+            workdir = workdir and str(workdir)
             windows[workdir] = model.store.context(model.decision_ids[-1]).render()
         assert model.serialize()["info"]["ctxdb"]["workdir"] == workdir
     assert f"{UTILS} lines 345-372" in windows["/testbed"]

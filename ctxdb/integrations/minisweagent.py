@@ -25,7 +25,7 @@ import os
 import uuid
 import warnings
 from collections.abc import Iterator, Sequence
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
 from sqlalchemy import func, select
@@ -166,7 +166,7 @@ class CtxdbModel:
     def __init__(self, model: Any, store: Any, *, instance_id: str, tree: str | Path | None,
                  task: str | None = None, run_id: str | None = None, arm: str | None = None,
                  rules: LoopRules | None = None, cache_marks: bool | None = None,
-                 workdir: str | None = None) -> None:
+                 workdir: str | PurePosixPath | None = None) -> None:
         # the arguments are checked before the store is opened: a refused model leaves
         # no new store behind
         self.arm = arm_from_environment(arm)
@@ -175,11 +175,15 @@ class CtxdbModel:
             # a typo would turn every file view into a pointer, step after step
             raise ValueError(f"tree: expected the directory the agent's commands run in, got "
                              f"{str(tree)!r} (no such directory)")
-        if workdir is not None and (not isinstance(workdir, str)
-                                    or not workdir.startswith("/")):
+        if workdir is not None and (not isinstance(workdir, (str, PurePath))
+                                    or not PurePosixPath(workdir).is_absolute()):
             raise ValueError(f"workdir: expected the absolute path the agent's commands run "
                              f"in, as they name it (e.g. '/testbed'), got {workdir!r}")
-        self.workdir = workdir
+        self.workdir = str(workdir) if workdir is not None else None
+        if cache_marks is not None and not isinstance(cache_marks, bool):
+            raise ValueError(f"cache_marks: expected True, False or None (when the wrapped "
+                             f"model marks its prompts), got {cache_marks!r}")
+        self.cache_marks = self._cache_marks(model, cache_marks)
         if store is None:
             raise ValueError("store: expected a ContextStore or a store URL, got None")
         if isinstance(store, (str, os.PathLike)):
@@ -197,11 +201,6 @@ class CtxdbModel:
                 self.close()
                 raise
         self.run_id = run_id or f"mini-swe-agent-{self.arm}-{uuid.uuid4().hex[:RUN_ID_HEX_DIGITS]}"
-        try:
-            self.cache_marks = self._cache_marks(model, cache_marks)
-        except ValueError:
-            self.close()
-            raise
         self.decision_ids: list[int] = []  # one per query ctxdb built, in order
         self.refused_steps: list[int] = []  # the steps sent as the harness built them
 

@@ -1,7 +1,8 @@
 -- decision_rule: spec §7.4 evaluated as written — the candidate (ctx08/default) wins iff
 -- tokens-per-solved strictly beats the "stuff everything" baseline (current/default),
 -- relevance precision strictly improves, resolve does not regress, and cost and tokens
--- stay within 1.5x. One row per clause, then the verdict; undecided says what is missing:
+-- stay within 1.5x. One row per clause, then the verdict: a failed clause loses; else
+-- undecided says what is missing:
 -- outcomes, their cost (cost_usd), or precision, which an agent loop's windows have none
 -- of (they hold no gold; its arms compare by ctxdb report loop_cost).
 WITH metrics AS (
@@ -56,6 +57,9 @@ UNION ALL
 SELECT 6, 'DECISION (§7.4): candidate wins iff every clause passes', NULL, NULL,
        CASE WHEN (SELECT COUNT(*) FROM clauses) = 0 THEN 'no data'
             WHEN (SELECT COUNT(*) FROM clauses WHERE verdict = 'pass') = 5 THEN 'WIN: adopt'
+            -- a failed clause decides it, whatever the others still lack
+            WHEN (SELECT COUNT(*) FROM clauses WHERE verdict = 'fail') > 0
+                THEN 'LOSE: keep the current path'
             WHEN (SELECT COUNT(*) FROM clauses WHERE verdict = 'no outcomes') > 0
                 THEN 'undecided: record outcomes'
             WHEN (SELECT COUNT(*) FROM clauses WHERE verdict = 'no cost recorded') > 0

@@ -24,8 +24,10 @@
 CREATE VIEW v_decision_cached AS
 WITH ordered AS (
     SELECT d.decision_id, d.run_id, d.instance_id, d.seq, d.token_count, d.task_text,
-           CASE WHEN (',' || d.flags || ',') LIKE '%,cache_marked,%' THEN 1 ELSE 0 END
-               AS cache_marked,
+           -- the flag exactly, on both backends (LIKE would read its _ as any character,
+           -- and SQLite's ignores case)
+           CASE WHEN REPLACE(',' || d.flags || ',', ',cache_marked,', '')
+                     <> ',' || d.flags || ',' THEN 1 ELSE 0 END AS cache_marked,
            LAG(d.decision_id) OVER (PARTITION BY d.run_id, d.instance_id
                                     ORDER BY d.seq, d.decision_id) AS previous_decision_id
     FROM decision d
