@@ -368,7 +368,8 @@ class WindowDiff:
     left: list[tuple[str, str]]  # (fact, item id in A)
     changed: list[tuple[str, str, str]]  # (fact, rendering in A, rendering in B)
     # (fact, item id in A, item id in B): the same fact with another text (edited code, a
-    # new obligation, the patch grown)
+    # new obligation, the patch grown), or shown otherwise in the same form (a loop's view
+    # read again from the tree)
     rewritten: list[tuple[str, str, str]] = field(default_factory=list)
 
 
@@ -455,9 +456,17 @@ def diff(connection: Connection, decision_a: int, decision_b: int) -> WindowDiff
 
     def facts(decision_id):
         rows = _rows(connection, "window_facts_of_decision", decision_id=decision_id)
-        return {name: (row["item_id"], row["rendering"], row["content_sha256"])
+        return {name: (row["item_id"], row["rendering"], row["content_sha256"],
+                       row["rendered_sha256"])
                 for name, row in zip(unique_names([fact_name(row) for row in rows]), rows,
                                      strict=True)}
+
+    def rewritten(fact: str) -> bool:
+        """Its text changed, or in the same form it shows another text (a loop's view
+        read again from the tree after an edit; NULL: a store from before revision 0011)."""
+        (_, form_a, text_a, shown_a), (_, form_b, text_b, shown_b) = a[fact], b[fact]
+        return text_a != text_b or (form_a == form_b and None not in (shown_a, shown_b)
+                                    and shown_a != shown_b)
 
     a, b = facts(decision_a), facts(decision_b)
     both = sorted(set(a) & set(b), key=_natural_order)
@@ -465,5 +474,5 @@ def diff(connection: Connection, decision_a: int, decision_b: int) -> WindowDiff
         entered=[(f, b[f][0]) for f in sorted(set(b) - set(a), key=_natural_order)],
         left=[(f, a[f][0]) for f in sorted(set(a) - set(b), key=_natural_order)],
         changed=[(f, a[f][1], b[f][1]) for f in both if a[f][1] != b[f][1]],
-        rewritten=[(f, a[f][0], b[f][0]) for f in both if a[f][2] != b[f][2]],
+        rewritten=[(f, a[f][0], b[f][0]) for f in both if rewritten(f)],
     )

@@ -1307,10 +1307,16 @@ def test_diff_names_a_loop_windows_parts_by_step(store, tmp_path):
     assert [fact for fact, _ in store.diff(decision(8), decision(10)).entered] == [
         "step 9 command", "step 9 output", "step 10 command", "step 10 output"]
     assert not appended.left and not appended.changed and not appended.rewritten
-    # at a fold a step's output keeps its name and changes its form
-    folded = store.diff(decision(11), decision(12))
+    # at a fold a step's output keeps its name and changes its form; a view read again
+    # from the tree, which an edit changed, keeps its form and shows other lines
+    before_fold = decision(11)
+    (root / "pkg" / "mod.py").write_text(MODULE.replace("value + 2", "value - 2"),
+                                         encoding="utf-8")
+    folded = store.diff(before_fold, decision(12))
     assert ("step 5 output", SHOWN_WHOLE, POINTER) in folded.changed, folded
     assert [fact for fact, _ in folded.entered] == ["step 12 command", "step 12 output"]
+    assert [fact for fact, *_ in folded.rewritten] == ["step 1 output"], folded
+    assert not [fact for fact, *_ in folded.changed if fact == "step 1 output"]
 
 
 def test_the_arms_report_counts_every_step_and_no_precision_without_gold(store, tmp_path):
