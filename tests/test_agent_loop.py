@@ -1316,6 +1316,9 @@ def test_diff_names_a_loop_windows_parts_by_step(store, tmp_path):
     assert ("step 5 output", SHOWN_WHOLE, POINTER) in folded.changed, folded
     assert [fact for fact, _ in folded.entered] == ["step 12 command", "step 12 output"]
     assert [fact for fact, *_ in folded.rewritten] == ["step 1 output"], folded
+    # each part is its step's own: no two state one fact (v_duplicate_fact)
+    with store.engine.connect() as connection:
+        assert connection.exec_driver_sql("SELECT COUNT(*) FROM v_duplicate_fact").scalar() == 0
     assert not [fact for fact, *_ in folded.changed if fact == "step 1 output"]
 
 

@@ -42,6 +42,9 @@ def test_edit_decision_window(store_url):
         order = [(e.item_id, e.role, e.block) for e in context.window]
         verdicts = dict(_rows(store, "SELECT item_id, verdict FROM v_item_verdict"
                                      " WHERE decision_id = :d", d=context.decision_id))
+        duplicates = _rows(store, "SELECT item_id, group_size FROM v_duplicate_fact"
+                                  " WHERE decision_id = :d", d=context.decision_id)
+    assert sorted(duplicates) == [("E4", 2), ("E5", 2)]  # one fact, two items
     assert order[:4] == [
         ("E1", "requirement", "front"),
         ("E2", "requirement", "front"),
