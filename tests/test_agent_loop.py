@@ -69,7 +69,7 @@ from ctxdb.agent.loop import (
 from ctxdb.agent.trajectory import ObservationKind, parse_trajectory
 from ctxdb.cli import main as cli_main
 from ctxdb.request import RequestError
-from ctxdb.tokens import HASHED_TEXT_KEPT_MAX_CHARS, get_counter
+from ctxdb.tokens import HASHED_TEXT_KEPT_MAX_CHARS, LONG_RUN_CHARS, get_counter
 
 MODULE = "".join(f"def function_{n}(value):\n    return value + {n}\n" for n in range(1, 41))
 
@@ -1901,3 +1901,19 @@ def test_the_previous_window_is_read_by_item_through_its_index(tmp_path):
                 "run_id": "r", "instance_id": "i", "seq": 2, "view": SHOWN_LINES,
                 "pointer": POINTER, "parts_per_step": 4, "note_part": 0}))
     assert "USING INDEX ix_window_item_item" in plan, plan
+
+
+def test_a_loop_window_whose_count_is_an_upper_bound_is_flagged(store, tmp_path):
+    """A text with an unbroken run of LONG_RUN_CHARS is counted in slices, an upper bound
+    (docs/tokens.md): the decision says so, as a pipeline window's does."""
+    root = _tree(tmp_path / "tree")
+    long_run = "x" * LONG_RUN_CHARS
+    for run_id, steps, prefix, bounded in (
+            ("plain", _filler(2), PREFIX, False),
+            ("output", [LoopStep("python -c 'print(1)'", f"{long_run}\n"), *_filler(1)],
+             PREFIX, True),
+            ("prompt", _filler(2), [PREFIX[0], {"role": "user", "content": long_run}], True)):
+        for arm in ("ctx08", "current"):
+            context = construct_step(store, run_id=f"{run_id}-{arm}", instance_id="demo",
+                                     task="t", steps=steps, tree=root, prefix=prefix, arm=arm)
+            assert ("token_count_bounded" in context.flags) is bounded, (run_id, arm)

@@ -53,12 +53,13 @@ from ..pipeline.vocabulary import (
     MASKED,
     RENDER,
     TASK_IN_PREFIX_FLAG,
+    TOKENS_BOUNDED_FLAG,
 )
 from ..pipeline.window_text import task_block
 from ..request import DecisionRequest, PlanNode, RequestError, storable_text
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 from ..sqlfiles import sql_statement
-from ..tokens import bounded_count, content_sha256, get_counter
+from ..tokens import bounded_count, content_sha256, count_is_bounded, get_counter
 from .arms import CHAT_MESSAGE_OVERHEAD_TOKENS, CHAT_REPLY_PRIMING_TOKENS
 
 if TYPE_CHECKING:
@@ -355,7 +356,11 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
         request, request_json, digest, settings,
         flags + ([TASK_IN_PREFIX_FLAG] if plan.task_in_prefix else [])
         + ([f"{FOLD_WAITED_FLAG}:{window.horizon}"] if window.fold_waited else [])
-        + ([CACHE_MARKED_FLAG] if cache_marks else []))
+        + ([CACHE_MARKED_FLAG] if cache_marks else [])
+        # as the pipeline flags a window whose count is an upper bound (docs/tokens.md)
+        + ([TOKENS_BOUNDED_FLAG] if any(count_is_bounded(text) for text in (
+            plan.header, task, *(counted_text(m) for m in (*given[1], *(sent_messages or ()))),
+            *(part.text for part in window.parts))) else []))
     inputs = decision_input(normalised, sorted(
         (_pool_item(part) for part in window.parts + plan.evicted),
         key=lambda item: item.item_no))
