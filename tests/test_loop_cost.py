@@ -314,3 +314,20 @@ def test_arms_compare_on_the_instances_both_ran_by_their_graded_runs(store_url, 
     assert (report[("ctx08", "v3")]["paired_instances"],
             report[("ctx08", "v3")]["cost_of_current"]) == (0, None)
     assert report[("current", "default")]["solved"] == 1
+
+
+def test_a_store_without_live_loop_runs_says_why_the_report_is_empty(store_url, tmp_path,
+                                                                    capsys):
+    steps, _ = _history(tmp_path / "tree")
+    with ContextStore.open(store_url) as store:  # a pipeline decision: not a loop's
+        store.construct(edit_request(run_id="pipeline"))
+    capsys.readouterr()
+    assert cli_main(["report", "loop_cost", "--db", store_url, "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["rows"] == []
+    assert "loop_cost: no live agent-loop runs in" in err and "ctxdb report replay" in err
+    with ContextStore.open(store_url) as store:
+        construct_step(store, run_id="live", instance_id="i", task="t", steps=steps[:1],
+                       tree=tmp_path / "tree", prefix=PREFIX)
+    assert cli_main(["report", "loop_cost", "--db", store_url]) == 0
+    assert capsys.readouterr().err == ""

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 from .shared import EXIT_OK, add_db_option, context_store, existing_store, write_output
+
+LOOP_COST_REPORT = "loop_cost"  # a live A/B's costs: an empty table is explained
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -66,6 +69,10 @@ def _cmd_report(args) -> int:
         else:
             report = reports.run_report(connection, args.name,
                                         {"cached_price_ratio": ratio, "length_groups": groups})
+            if args.name == LOOP_COST_REPORT and not report.rows:
+                # an empty table would not say why: the runs it reads are live ones
+                print(f"{LOOP_COST_REPORT}: no live agent-loop runs in {args.db or 'the store'}"
+                      " (a replay's runs are left out: ctxdb report replay)", file=sys.stderr)
             if args.format == "html":
                 output = reports.single_html(report)
             else:
