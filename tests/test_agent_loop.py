@@ -394,6 +394,13 @@ def test_a_view_shows_only_lines_no_earlier_view_shows_and_leaves_when_out_of_pl
     later = [first, *_filler(FILE_IN_PLAY_STEPS + 8)]
     part = build_window(later, TreeFiles(root), RULES).parts[1]
     assert part.rendering == POINTER and part.rule == OUT_OF_PLAY_RULE  # why says so
+    with ContextStore.open(tmp_path / "why.db") as store:  # with which file, since when
+        decision = construct_step(store, run_id="r", instance_id="i", task="t", steps=later,
+                                  tree=root, prefix=PREFIX, rules=RULES).decision_id
+        render = store.why(decision, f"E{item_numbers(1)[1]}")[0]
+    assert (render["driver"], render["detail"]) == (
+        OUT_OF_PLAY_RULE, "pkg/mod.py not named from step 1 to the fold at step 12; "
+        "fold horizon: step 12")
     filler_output = build_window(later, TreeFiles(root), RULES).parts[3]
     assert filler_output.rendering == POINTER and filler_output.rule == "folded"
 
@@ -1215,11 +1222,16 @@ def test_a_view_out_of_play_stays_out_when_its_file_is_named_again(tmp_path):
     assert build_window(steps, TreeFiles(root), RULES).parts[1].rendering == SHOWN_LINES
     steps += _filler(4)
     assert fold_horizon(len(steps), RULES) == 12  # step 1 named it, 11 steps before: out
-    assert build_window(steps, TreeFiles(root), RULES).parts[1].rendering == POINTER
+    out = build_window(steps, TreeFiles(root), RULES).parts[1]
+    # `ctxdb why` says which file, and since when
+    assert (out.rendering, out.rule, out.why) == (
+        POINTER, OUT_OF_PLAY_RULE, "pkg/mod.py not named from step 1 to the fold at step 12")
     # a command names the file again: the view stays a pointer (the agent reads it anew)
     steps += [LoopStep("python -m pytest pkg/mod.py", "1 passed\n"), *_filler(6)]
     assert fold_horizon(len(steps), RULES) == 20
-    assert build_window(steps, TreeFiles(root), RULES).parts[1].rendering == POINTER
+    out = build_window(steps, TreeFiles(root), RULES).parts[1]
+    assert (out.rendering, out.why) == (
+        POINTER, "pkg/mod.py not named from step 1 to the fold at step 12")
     back = build_window(steps, TreeFiles(root), RULES.without("out_of_play_sticks"))
     assert back.parts[1].rendering == SHOWN_LINES
     # named within the window at every fold since: it stays a view

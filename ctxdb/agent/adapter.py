@@ -375,9 +375,10 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     fold = fold_detail(window, len(history), rules) if arm != ARM_CURRENT else None
     for position, part in enumerate(window.parts, start=1):
         item_id = f"E{part.item_no}"
+        detail = fold if step_of_item(part.item_no)[1] == OUTPUT_PART else None
         attempt.audit.add(item_id, RENDER, part.rendering, part.rule,
                           tokens_after=part.tokens,
-                          detail=fold if step_of_item(part.item_no)[1] == OUTPUT_PART else None)
+                          detail="; ".join(d for d in (part.why, detail) if d) or None)
         at_back = at_back or part is newest
         entries.append(WindowEntry(
             position, item_id, "working_memory" if part.kind == AGENT_TURN else "live_current"

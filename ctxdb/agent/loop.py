@@ -368,6 +368,9 @@ class LoopPart:
     # a current-arm part recorded as the harness sent it: its messages' contents, each
     # counted as a chat message (a turn's several tool outputs are several messages)
     messages: tuple[str, ...] = ()
+    # what `ctxdb why` says beside the rule (item_event.detail), e.g. when the files of a
+    # view out of play were named last
+    why: str = ""
 
 
 @dataclass
@@ -1315,6 +1318,9 @@ def _assemble(steps: Sequence[LoopStep], read_file: FileReader, rules: LoopRules
                                  deleted_since(step, read_file, workdir) if rules.views else ())
             if views:  # a view of files no step named lately: `ctxdb why` says so
                 part.rule = OUT_OF_PLAY_RULE
+                part.why = ", ".join(_out_of_play_why(
+                    path, _steps_naming(steps, path, horizon, rules, naming), number, horizon,
+                    rules) for path in views)
         window.parts.append(_settle(part, kept, notes, changed, read_file,
                                     rules.moved_run_summarized_min))
     if rules.last_thought and steps and steps[-1].thought.strip():
@@ -1365,6 +1371,7 @@ def _settle(part: LoopPart, kept: dict[int, SettledPart], notes: Sequence[str],
     if settled is not None and settled.content_sha256 == part_digest(part.content) \
             and settled.text != part.text:
         part.text, part.rendering, part.rule = settled.text, settled.rendering, SETTLED_RULE
+        part.why = ""
     mark = f"[E{part.item_no} "
     mine = [note for note in notes if mark in note]
     if settled is not None or mine:
@@ -1692,6 +1699,16 @@ def _turn_part(item_no: int, step_no: int, step: LoopStep, rules: LoopRules,
                     command=step.command)
 
 
+def _out_of_play_why(path: str, named: Sequence[int], since: int, horizon: int,
+                     rules: LoopRules) -> str:
+    """What ``ctxdb why`` says of a view out of play: which file, since when."""
+    out = _out_of_play(named, since, horizon, rules)
+    if out is None:  # in play, but the view showed none of its lines (a pointer all the same)
+        return f"{path} in play"
+    fold, last = out
+    return f"{path} not named from step {last} to the fold at step {fold}"
+
+
 def _in_play(named: Sequence[int], since: int, horizon: int, rules: LoopRules) -> bool:
     """Whether the views of a file that step ``since`` printed stay views at
     ``horizon``: a step named the file within ``file_in_play_steps`` steps of it — and
@@ -1701,8 +1718,16 @@ def _in_play(named: Sequence[int], since: int, horizon: int, rules: LoopRules) -
     again, and the window's middle does not change back). ``named``: the steps up to the
     horizon that named the file, in order; ``since`` is a folded step (at most
     ``horizon``)."""
+    return _out_of_play(named, since, horizon, rules) is None
+
+
+def _out_of_play(named: Sequence[int], since: int, horizon: int,
+                 rules: LoopRules) -> tuple[int, int] | None:
+    """(the fold horizon at which the views went out of play, the last step before it
+    that named the file; 0 for none), or None while they are in play (``_in_play``)."""
     if not rules.out_of_play_sticks:
-        return horizon - max(named, default=0) <= rules.file_in_play_steps
+        last = max(named, default=0)
+        return (horizon, last) if horizon - last > rules.file_in_play_steps else None
     stride = rules.fold_stride if rules.strided else 1
     first = -(-since // stride) * stride  # the first fold horizon that folded the view
     at = 0
@@ -1712,8 +1737,8 @@ def _in_play(named: Sequence[int], since: int, horizon: int, rules: LoopRules) -
             last = named[at]
             at += 1
         if fold - last > rules.file_in_play_steps:
-            return False
-    return True
+            return fold, last
+    return None
 
 
 def _steps_naming(steps: Sequence[LoopStep], path: str, horizon: int, rules: LoopRules,
