@@ -432,6 +432,17 @@ class ContextStore:
             return forensics.request_as_given(
                 connection, forensics.resolve_decision(connection, decision))
 
+    def messages_sent(self, decision: int | str) -> list[dict[str, Any]]:
+        """The chat messages a decision sent (``ctxdb show --format messages``): an
+        agent-loop window after its harness prompt, as cache-marked blocks when it went so
+        (flag ``cache_marked``); a ``current`` loop decision's messages as the harness
+        sent them when given (``sent=``); else ``context(decision).messages()``."""
+        from . import forensics
+
+        with self.engine.connect() as connection:
+            return forensics.messages_sent(
+                connection, forensics.resolve_decision(connection, decision))
+
     def context(self, decision: int | str) -> DecisionContext:
         """The DecisionContext ``construct`` returned for a decision, read back from the
         store (``render()``, ``messages()`` and ``to_json()`` as they were)."""

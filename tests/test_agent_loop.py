@@ -1277,8 +1277,8 @@ def test_the_ladder_always_ends_under_the_ceiling_or_refuses(tmp_path):
         assert store.verify() == {}
         huge = [{"role": "system", "content": "rule " * 600}]
         with pytest.raises(RequestError, match="over the ceiling 400"):
-            construct_step(store, run_id="tight", instance_id="demo", task="t", steps=steps,
-                           tree=root, prefix=huge, rules=RULES)
+            construct_step(store, run_id="tight-prompt", instance_id="demo", task="t",
+                           steps=steps, tree=root, prefix=huge, rules=RULES)
 
 
 def test_odd_outputs_do_not_break_a_view(tmp_path):
@@ -1929,3 +1929,33 @@ def test_a_loop_window_whose_count_is_an_upper_bound_is_flagged(store, tmp_path)
             context = construct_step(store, run_id=f"{run_id}-{arm}", instance_id="demo",
                                      task="t", steps=steps, tree=root, prefix=prefix, arm=arm)
             assert ("token_count_bounded" in context.flags) is bounded, (run_id, arm)
+
+
+def test_a_step_of_another_history_under_a_run_it_already_holds_is_refused(store, tmp_path):
+    """Two loops under one run id and instance would read each other's windows: the
+    second history's step is refused by name, nothing written; the same request again (a
+    harness asking anew) is recorded again, the same window."""
+    root = _tree(tmp_path / "tree")
+    mine, theirs = _filler(3), [LoopStep("python -m pytest -q", "1 passed in 0.02s\n")] * 3
+
+    def step(steps, run_id="loop", instance_id="demo"):
+        return construct_step(store, run_id=run_id, instance_id=instance_id, task="t",
+                              steps=steps, tree=root, prefix=PREFIX, rules=RULES)
+
+    first = [step(mine[:done]) for done in range(3)]
+    again = step(mine[:2])  # the same request again
+    assert again.render() == first[2].render() and again.decision_id != first[2].decision_id
+    with store.engine.connect() as connection:
+        held = connection.exec_driver_sql("SELECT COUNT(*) FROM decision").scalar()
+    with pytest.raises(RequestError, match=r"^seq: the store already holds step 2 of run "
+                       r"'loop' on instance 'demo' \(decision \d+\), built from another "
+                       r"history; give each loop its own run_id"):
+        step(theirs[:1])
+    with store.engine.connect() as connection:
+        assert connection.exec_driver_sql("SELECT COUNT(*) FROM decision").scalar() == held
+    step(theirs[:1], run_id="theirs")  # its own run: its own steps
+    step(theirs[:1], instance_id="another")  # the run on another instance
+    for field in ("run_id", "instance_id"):
+        with pytest.raises(RequestError, match=rf"^{field}: expected at most 200 characters, "
+                           r"got 201"):
+            step([], **{field: "r" * 201})

@@ -99,6 +99,7 @@ def test_a_window_sent_marked_is_recorded_so_and_given_back_marked(tmp_path):
                 cache_marked_messages(marked, PREFIX)
             assert forensics.messages_sent(connection, plain.decision_id) == \
                 plain.messages(prefix=PREFIX)
+        assert store.messages_sent(marked.decision_id) == cache_marked_messages(marked, PREFIX)
         for arm, switch in (("current", True), ("ctx08", 1)):
             with pytest.raises(RequestError, match=r"^cache_marks: expected True or False"):
                 construct_step(store, run_id=f"refused-{arm}", instance_id="i", task="t",

@@ -25,6 +25,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import select
+
+from .. import models
 from ..context import DecisionContext, WindowEntry
 from ..forensics import (
     LOOP_PROVENANCE,
@@ -57,6 +60,7 @@ from ..pipeline.vocabulary import (
 )
 from ..pipeline.window_text import task_block
 from ..request import DecisionRequest, PlanNode, RequestError, storable_text
+from ..request_limits import ID_MAX_CHARS
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 from ..sqlfiles import sql_statement
 from ..tokens import bounded_count, content_sha256, count_is_bounded, get_counter
@@ -324,6 +328,7 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
         "run_id": run_id, "instance_id": instance_id, "seq": seq, "arm": arm, "task": task,
         PREFIX_DIGESTS_FIELD: prefix_digests, STEP_DIGESTS_FIELD: step_digests}
         | ({SENT_DIGESTS_FIELD: sent_digests} if sent_messages is not None else {}))
+    _check_step_is_new(store, run_id, instance_id, seq, request_json)
     given = (task, prefix, history)
     task, prefix, history = _storable(task), _storable(list(prefix)), _storable(history)
     flags = [] if (task, prefix, history) == (given[0], list(given[1]), list(given[2])) \
@@ -558,11 +563,41 @@ def run_ref(run_id: str, instance_id: str) -> str:
     return f"{RUN_REF_PREFIX}{run_id}:{instance_id}"
 
 
+def _check_step_is_new(store: ContextStore, run_id: str, instance_id: str, seq: int,
+                       request_json: str) -> None:
+    """Refuse a step the store already holds of this run and instance, built from another
+    history (task, harness prompt, steps): two loops under one run id would read each
+    other's windows (the settled parts) and count as one run. The same history again (a
+    harness asking anew, or sending it otherwise) is recorded again."""
+    mine = json.loads(request_json)
+    history = ("task", PREFIX_DIGESTS_FIELD, STEP_DIGESTS_FIELD)
+    decision = models.decision.c
+    with store.engine.connect() as connection:
+        held = connection.execute(
+            select(decision.decision_id, decision.request_json).where(
+                decision.run_id == run_id, decision.instance_id == instance_id,
+                decision.seq == seq).order_by(decision.decision_id)).all()
+    for other, other_json in held:
+        given = json.loads(other_json)
+        # (a request stored before revision 0011 holds its steps inline: not compared)
+        if all(key in given for key in history) and \
+                any(given[key] != mine[key] for key in history):
+            raise RequestError(
+                f"seq: the store already holds step {seq} of run {run_id!r} on instance "
+                f"{instance_id!r} (decision {other}), built from another history; give "
+                "each loop its own run_id (two loops under one would read each other's "
+                "windows)")
+
+
 def _check(run_id: object, instance_id: object, task: object, prefix: Sequence[object],
            arm: object, seq: object) -> None:
     for name, value in (("run_id", run_id), ("instance_id", instance_id), ("task", task)):
         if not isinstance(value, str) or not value.strip():
             raise RequestError(f"{name}: expected non-empty text")
+    for name, value in (("run_id", run_id), ("instance_id", instance_id)):
+        if isinstance(value, str) and len(value) > ID_MAX_CHARS:  # the store's column width
+            raise RequestError(f"{name}: expected at most {ID_MAX_CHARS} characters, got "
+                               f"{len(value)}")
     if arm not in ARMS:
         raise RequestError(f"arm: expected one of {ARMS}, got {arm!r}")
     if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or seq < 1):
