@@ -1959,3 +1959,18 @@ def test_a_step_of_another_history_under_a_run_it_already_holds_is_refused(store
         with pytest.raises(RequestError, match=rf"^{field}: expected at most 200 characters, "
                            r"got 201"):
             step([], **{field: "r" * 201})
+
+
+def test_a_bare_fresh_output_says_it_was_empty_or_failed(tmp_path):
+    """A harness that gives the output alone (no observation of its own, whose markup
+    would say it): an empty output and a non-zero exit code are said, so grep finding
+    nothing reads otherwise than a command that printed nothing and succeeded."""
+    steps = [LoopStep("grep -n nothing pkg/mod.py", "", returncode=1),
+             LoopStep("python -c 'assert True'", "", returncode=0),
+             LoopStep("python x.py", "boom\n", returncode=2),
+             LoopStep("grep -n nothing pkg/mod.py", "", returncode=1,
+                      observation="<returncode>1</returncode>\n<output>\n</output>")]
+    window = build_window(steps, TreeFiles(_tree(tmp_path)), RULES)
+    outputs = [part.text for part in window.parts if step_of_item(part.item_no)[1] == OUTPUT_PART]
+    assert outputs == ["(no output)\n(exit 1)\n\n", "(no output)\n\n", "boom\n(exit 2)\n\n",
+                       "<returncode>1</returncode>\n<output>\n</output>\n\n"]
