@@ -1850,7 +1850,8 @@ def test_a_current_decision_records_the_messages_sent_each_counted(store_url, tm
         # what ctxdb cannot record as sent is named, and nothing is written
         for wrong, message in (
                 (sent[:-1], r"sent\[8\]: no message from here on holds step 4's observation "
-                            r"as steps\[3\] shows it"),
+                            r"as steps\[3\] shows it \(give each step's observation as the "
+                            r"harness sent it"),
                 ([*sent[:3], {"role": "user", "content": "other"}, *sent[4:]],
                  r"sent\[2\]: no message from here on holds step 1's observation"),
                 (sent[1:], r"sent\[0\]: expected prefix\[0\]"),

@@ -672,7 +672,9 @@ def _history_as_sent(steps: Sequence[LoopStep], sent: Sequence[dict[str, str]],
                       if (placed := _step_messages(sent, start, step)) is not None), None)
         if found is None:
             raise RequestError(f"sent[{at}]: no message from here on holds step {number}'s "
-                               f"observation as steps[{number - 1}] shows it")
+                               f"observation as steps[{number - 1}] shows it (give each "
+                               "step's observation as the harness sent it, markup and all, "
+                               "when it is not the output alone)")
         start, (turn_at, observed) = found
         _place(parts, unplaced, range(at, start), sent, raw)
         turn_no, output_no, _thought_no = item_numbers(number)
