@@ -328,7 +328,6 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
         "run_id": run_id, "instance_id": instance_id, "seq": seq, "arm": arm, "task": task,
         PREFIX_DIGESTS_FIELD: prefix_digests, STEP_DIGESTS_FIELD: step_digests}
         | ({SENT_DIGESTS_FIELD: sent_digests} if sent_messages is not None else {}))
-    _check_step_is_new(store, run_id, instance_id, seq, request_json)
     given = (task, prefix, history)
     task, prefix, history = _storable(task), _storable(list(prefix)), _storable(history)
     flags = [] if (task, prefix, history) == (given[0], list(given[1]), list(given[2])) \
@@ -405,6 +404,8 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
                                      prefix_texts + step_texts + sent_texts, strict=True))
 
     def write(connection: Connection) -> tuple[DecisionContext, persist.DecisionRow]:
+        # under the write lock (SQLite): no other writer records the step in between
+        _check_step_is_new(connection, run_id, instance_id, seq, request_json)
         row = persist.write_inputs(connection, store, attempt)
         return persist.write_outcome(connection, store, row, attempt), row
 
@@ -563,20 +564,19 @@ def run_ref(run_id: str, instance_id: str) -> str:
     return f"{RUN_REF_PREFIX}{run_id}:{instance_id}"
 
 
-def _check_step_is_new(store: ContextStore, run_id: str, instance_id: str, seq: int,
+def _check_step_is_new(connection: Connection, run_id: str, instance_id: str, seq: int,
                        request_json: str) -> None:
     """Refuse a step the store already holds of this run and instance, built from another
     history (task, harness prompt, steps): two loops under one run id would read each
     other's windows (the settled parts) and count as one run. The same history again (a
     harness asking anew, or sending it otherwise) is recorded again."""
-    mine = json.loads(request_json)
     history = ("task", PREFIX_DIGESTS_FIELD, STEP_DIGESTS_FIELD)
     decision = models.decision.c
-    with store.engine.connect() as connection:
-        held = connection.execute(
-            select(decision.decision_id, decision.request_json).where(
-                decision.run_id == run_id, decision.instance_id == instance_id,
-                decision.seq == seq).order_by(decision.decision_id)).all()
+    held = connection.execute(
+        select(decision.decision_id, decision.request_json).where(
+            decision.run_id == run_id, decision.instance_id == instance_id,
+            decision.seq == seq).order_by(decision.decision_id)).all()
+    mine = json.loads(request_json) if held else {}
     for other, other_json in held:
         given = json.loads(other_json)
         # (a request stored before revision 0011 holds its steps inline: not compared)
