@@ -25,9 +25,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
-
-from .. import models
 from ..context import DecisionContext, WindowEntry
 from ..forensics import (
     LOOP_PROVENANCE,
@@ -571,11 +568,8 @@ def _check_step_is_new(connection: Connection, run_id: str, instance_id: str, se
     other's windows (the settled parts) and count as one run. The same history again (a
     harness asking anew, or sending it otherwise) is recorded again."""
     history = ("task", PREFIX_DIGESTS_FIELD, STEP_DIGESTS_FIELD)
-    decision = models.decision.c
-    held = connection.execute(
-        select(decision.decision_id, decision.request_json).where(
-            decision.run_id == run_id, decision.instance_id == instance_id,
-            decision.seq == seq).order_by(decision.decision_id)).all()
+    held = connection.execute(sql_statement("forensics/step_of_run"), {
+        "run_id": run_id, "instance_id": instance_id, "seq": seq}).all()
     mine = json.loads(request_json) if held else {}
     for other, other_json in held:
         given = json.loads(other_json)
