@@ -213,6 +213,13 @@ def messages_sent(connection: Connection, decision_id: int) -> list[dict[str, An
     return window.messages()
 
 
+def _is_loop_decision(connection: Connection, decision_id: int) -> bool:
+    """Whether an agent loop built the decision (its request names its steps)."""
+    rows = _rows(connection, "request_of_decision", decision_id=decision_id)
+    request = json.loads(rows[0]["request_json"]) if rows else None
+    return isinstance(request, dict) and bool({"steps", STEP_DIGESTS_FIELD} & request.keys())
+
+
 def _loop_prefix(connection: Connection, decision_id: int) -> tuple[dict[str, str], ...]:
     """The harness's messages an agent-loop decision was built after (its request as
     given holds them); none for any other decision."""
@@ -313,10 +320,7 @@ def item_id_of(connection: Connection, decision_id: int, item: str) -> str:
     """An item id as given (``E7``, ``e7``), or the first evidence item of an entity key."""
     if _ITEM_ID_ANY_CASE.fullmatch(item):
         return _as_item_id(item)
-    rows = _rows(connection, "item_of_entity", decision_id=decision_id, entity_key=item)
-    if not rows:
-        raise NotFound(f"decision {decision_id} has no item of entity {item[:200]!r}")
-    return rows[0]["item_id"]
+    return items_of_entity(connection, decision_id, item)[0]  # (NotFound, with a hint)
 
 
 def _last_name(entity_key: str) -> str:
@@ -346,6 +350,9 @@ def items_of_entity(connection: Connection, decision_id: int, entity_key: str) -
         member_pattern=f"%.{name}", file_pattern=f"%/{name}")]
     hint = (f"; the pool has {', '.join(similar)}" if similar
             else "; its pool's entities are in v_item_verdict (entity_key)")
+    if _is_loop_decision(connection, decision_id):
+        hint += ("; an agent loop's output names its file only while it is a view: name a "
+                 "pointer by its item (step k's output is E(4k-2))")
     raise NotFound(f"decision {decision_id} has no pool item of entity {entity_key[:200]!r}{hint}")
 
 

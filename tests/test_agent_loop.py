@@ -68,6 +68,7 @@ from ctxdb.agent.loop import (
 )
 from ctxdb.agent.trajectory import ObservationKind, parse_trajectory
 from ctxdb.cli import main as cli_main
+from ctxdb.forensics import NotFound
 from ctxdb.request import RequestError
 from ctxdb.tokens import HASHED_TEXT_KEPT_MAX_CHARS, LONG_RUN_CHARS, get_counter
 
@@ -1673,6 +1674,11 @@ def test_why_finds_a_loop_windows_views_by_their_file(store, tmp_path):
     rows = store.why(context.decision_id, "pkg/mod.py")
     assert rows and rows[-1]["is_final"] and rows[-1]["window_rendering"] == SHOWN_LINES
     assert rows[0]["provenance"] == "live: step 1 output of the agent loop"
+    # a file no part is a view of: the error says how to name a pointer instead
+    with pytest.raises(NotFound, match=r"no pool item of entity 'pkg/other.py'.*an agent "
+                       r"loop's output names its file only while it is a view: name a "
+                       r"pointer by its item \(step k's output is E\(4k-2\)\)"):
+        store.why(context.decision_id, "pkg/other.py")
 
 
 def test_a_turns_several_actions_fail_or_answer_each_on_its_own():
