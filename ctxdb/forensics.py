@@ -464,17 +464,24 @@ def diff(connection: Connection, decision_a: int, decision_b: int) -> WindowDiff
     def facts(decision_id):
         rows = _rows(connection, "window_facts_of_decision", decision_id=decision_id)
         return {name: (row["item_id"], row["rendering"], row["content_sha256"],
-                       row["rendered_sha256"])
+                       # what a loop part showed: its text is its own (a pipeline item's
+                       # pointer names its decision's request)
+                       row["rendered_sha256"] if loop_part_of(row["provenance"]) else None)
                 for name, row in zip(unique_names([fact_name(row) for row in rows]), rows,
                                      strict=True)}
 
     def rewritten(fact: str) -> bool:
-        """Its text changed, or in the same form it shows another text (a loop's view
-        read again from the tree after an edit; NULL: a store from before revision 0011)."""
+        """Its text changed, or, between two decisions of one loop run, in the same form
+        it shows another text (a view read again from the tree after an edit; the first
+        part carries the window's header, which names the run). NULL: a store from
+        before revision 0011."""
         (_, form_a, text_a, shown_a), (_, form_b, text_b, shown_b) = a[fact], b[fact]
-        return text_a != text_b or (form_a == form_b and None not in (shown_a, shown_b)
-                                    and shown_a != shown_b)
+        return text_a != text_b or (same_run and form_a == form_b
+                                    and None not in (shown_a, shown_b) and shown_a != shown_b)
 
+    runs = [(head["run_id"], head["instance_id"])
+            for head in (header(connection, decision_a), header(connection, decision_b))]
+    same_run = runs[0] == runs[1]
     a, b = facts(decision_a), facts(decision_b)
     both = sorted(set(a) & set(b), key=_natural_order)
     return WindowDiff(

@@ -561,3 +561,49 @@ connection = sqlite3.connect(sys.argv[1])
 connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchall()
 connection.close()
 """
+
+
+CHECK_WIDENED_S = 0.3  # how long each writer dwells after its step-is-new check
+
+
+def test_two_loops_writing_one_step_of_one_run_at_once_take_turns(store_url, monkeypatch):
+    """Two writers of step 2 of one run and instance, with other histories, at once: the
+    check that the step is new runs under the run's lock (SQLite's write lock; a
+    PostgreSQL advisory lock), so the second sees the first's step and is refused —
+    widened here by a pause after each check, which would let both through without it."""
+    import ctxdb.agent.adapter as adapter_module
+    from ctxdb.agent.loop import LoopStep
+
+    checked = adapter_module._check_step_is_new
+
+    def slow_check(*args, **kwargs):
+        checked(*args, **kwargs)
+        time.sleep(CHECK_WIDENED_S)
+
+    monkeypatch.setattr(adapter_module, "_check_step_is_new", slow_check)
+    prefix = [{"role": "system", "content": "You are a bash agent."},
+              {"role": "user", "content": "Fix it."}]
+    start = threading.Barrier(2)
+    outcomes: dict[str, object] = {}
+
+    def writer(name: str) -> None:
+        with ContextStore.open(store_url) as store:
+            start.wait()
+            try:
+                outcomes[name] = adapter_module.construct_step(
+                    store, run_id="shared", instance_id="i", task="t", prefix=prefix,
+                    steps=[LoopStep(f"echo {name}", f"{name}\n")]).decision_id
+            except RequestError as exc:
+                outcomes[name] = exc
+
+    threads = [threading.Thread(target=writer, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    refused = [o for o in outcomes.values() if isinstance(o, RequestError)]
+    assert len(refused) == 1, outcomes
+    assert str(refused[0]).startswith("seq: the store already holds step 2 of run 'shared'")
+    with ContextStore.open(store_url) as store, store.engine.connect() as connection:
+        assert connection.exec_driver_sql(
+            "SELECT COUNT(*) FROM decision WHERE run_id = 'shared'").scalar() == 1

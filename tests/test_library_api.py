@@ -3,12 +3,15 @@ own lower ceiling — on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from requests_data import TARGET, edit_request
 from sqlalchemy import text
 
 import ctxdb
 from ctxdb import ContextStore, RequestError
+from ctxdb.config import load_settings
 
 
 def _query(store, statement, params=None):
@@ -78,6 +81,21 @@ def test_diff_names_facts_readably_whatever_their_item_ids(store_url):
     names = [fact for fact, _ in changes.entered] + left
     assert not any(name.startswith("tool_output") for name in names)  # the same grep output
     assert ("plan node", "E1", "E1") in changes.rewritten
+
+
+def test_a_masked_item_of_the_same_text_is_not_rewritten(tmp_path):
+    """A pipeline pointer names its own decision's request: the same masked output in two
+    windows is the same fact with the same text, whatever the pointer says."""
+    big = "\n".join(f"line {n}: build log entry with details" for n in range(400))
+    settings = dataclasses.replace(load_settings(), token_ceiling=400)
+    with ContextStore.open(tmp_path / "s.db", settings=settings) as store:
+        decisions = []
+        for seq in (1, 2):
+            request = edit_request(seq=seq)
+            request["live"]["tool_outputs"] = [big, "$ pytest -x\n1 failed"]
+            decisions.append(store.construct(request))
+        assert any("masked — ctxdb show req-" in e.text for e in decisions[1].window)
+        assert store.diff(*(d.decision_id for d in decisions)).rewritten == []
 
 
 def test_repeated_fact_names_are_numbered_without_collisions():

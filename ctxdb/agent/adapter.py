@@ -401,7 +401,8 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
                                      prefix_texts + step_texts + sent_texts, strict=True))
 
     def write(connection: Connection) -> tuple[DecisionContext, persist.DecisionRow]:
-        # under the write lock (SQLite): no other writer records the step in between
+        # under the write lock: no other writer records a step of the run in between
+        _lock_run(connection, run_id, instance_id)
         _check_step_is_new(connection, run_id, instance_id, seq, request_json)
         row = persist.write_inputs(connection, store, attempt)
         return persist.write_outcome(connection, store, row, attempt), row
@@ -559,6 +560,15 @@ def waited_horizon(flags: str | None) -> int | None:
 def run_ref(run_id: str, instance_id: str) -> str:
     """How a loop window names its run for ``ctxdb show`` (its newest decision)."""
     return f"{RUN_REF_PREFIX}{run_id}:{instance_id}"
+
+
+def _lock_run(connection: Connection, run_id: str, instance_id: str) -> None:
+    """Hold the run's lock to the end of this write transaction: SQLite's write lock
+    already serializes writers (``BEGIN IMMEDIATE``); PostgreSQL's READ COMMITTED lets two
+    transactions pass ``_check_step_is_new`` at once, so one waits here for the other."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(sql_statement("forensics/lock_run"),
+                           {"run_key": json.dumps([run_id, instance_id])})
 
 
 def _check_step_is_new(connection: Connection, run_id: str, instance_id: str, seq: int,
