@@ -1224,9 +1224,11 @@ def test_a_view_out_of_play_stays_out_when_its_file_is_named_again(tmp_path):
     steps += _filler(4)
     assert fold_horizon(len(steps), RULES) == 12  # step 1 named it, 11 steps before: out
     out = build_window(steps, TreeFiles(root), RULES).parts[1]
-    # `ctxdb why` says which file, and since when
+    # `ctxdb why` says which file, and since when (with or without out of play sticking)
     assert (out.rendering, out.rule, out.why) == (
         POINTER, OUT_OF_PLAY_RULE, "pkg/mod.py not named from step 1 to the fold at step 12")
+    assert build_window(steps, TreeFiles(root), RULES.without("out_of_play_sticks")).parts[
+        1].why == "pkg/mod.py not named from step 1 to the fold at step 12"
     # a command names the file again: the view stays a pointer (the agent reads it anew)
     steps += [LoopStep("python -m pytest pkg/mod.py", "1 passed\n"), *_filler(6)]
     assert fold_horizon(len(steps), RULES) == 20
@@ -1960,6 +1962,13 @@ def test_a_step_of_another_history_under_a_run_it_already_holds_is_refused(store
         step(theirs[:1])
     with store.engine.connect() as connection:
         assert connection.exec_driver_sql("SELECT COUNT(*) FROM decision").scalar() == held
+    # the same steps after another prompt, or for another task: another history too
+    for other in ({"prefix": [PREFIX[0], {"role": "user", "content": "Another task."}]},
+                  {"task": "another"}):
+        with pytest.raises(RequestError, match=r"^seq: the store already holds step 2"):
+            construct_step(store, **{"run_id": "loop", "instance_id": "demo", "task": "t",
+                                     "steps": mine[:1], "tree": root, "prefix": PREFIX,
+                                     "rules": RULES, **other})
     step(theirs[:1], run_id="theirs")  # its own run: its own steps
     step(theirs[:1], instance_id="another")  # the run on another instance
     for field in ("run_id", "instance_id"):
@@ -1973,11 +1982,23 @@ def test_a_bare_fresh_output_says_it_was_empty_or_failed(tmp_path):
     would say it): an empty output and a non-zero exit code are said, so grep finding
     nothing reads otherwise than a command that printed nothing and succeeded."""
     steps = [LoopStep("grep -n nothing pkg/mod.py", "", returncode=1),
-             LoopStep("python -c 'assert True'", "", returncode=0),
-             LoopStep("python x.py", "boom\n", returncode=2),
+             LoopStep("python -c 'assert True'", "  \n", returncode=0),
+             LoopStep("python x.py", "boom", returncode=2),
+             LoopStep("sleep 100", "", kind=ObservationKind.TIMEOUT, returncode=-9),
+             # the harness's own observation says it; so does its feedback, and a turn
+             # of several commands (each its own output, joined)
              LoopStep("grep -n nothing pkg/mod.py", "", returncode=1,
-                      observation="<returncode>1</returncode>\n<output>\n</output>")]
-    window = build_window(steps, TreeFiles(_tree(tmp_path)), RULES)
-    outputs = [part.text for part in window.parts if step_of_item(part.item_no)[1] == OUTPUT_PART]
-    assert outputs == ["(no output)\n(exit 1)\n\n", "(no output)\n\n", "boom\n(exit 2)\n\n",
-                       "<returncode>1</returncode>\n<output>\n</output>\n\n"]
+                      observation="<returncode>1</returncode>\n<output>\n</output>"),
+             LoopStep(None, "Reply with one command.", kind=ObservationKind.FORMAT_ERROR),
+             LoopStep("ls\nfalse", "a.py\n", returncode=1,
+                      actions=(LoopStep("ls", "a.py\n", returncode=0),
+                               LoopStep("false", "", returncode=1)))]
+    said = ["(no output)\n(exit 1)\n\n", "(no output)\n\n", "boom\n(exit 2)\n\n",
+            "(timed out)\n\n", "<returncode>1</returncode>\n<output>\n</output>\n\n",
+            "Reply with one command.\n\n", "a.py\n\n"]
+    for arm in ("ctx08", "current"):  # the arms see alike
+        with ContextStore.open(tmp_path / f"{arm}.db") as store:
+            window = construct_step(store, run_id=arm, instance_id="i", task="t",
+                                    steps=steps, prefix=PREFIX, arm=arm, rules=RULES)
+        assert [entry.text for entry in window.window
+                if step_of_item(int(entry.item_id[1:]))[1] == OUTPUT_PART] == said, arm

@@ -277,7 +277,7 @@ def test_arms_compare_on_the_instances_both_ran_by_their_graded_runs(store_url, 
     runs = {"a1": ("ctx08", "default", "i", 4, True),
             "a2": ("ctx08", "default", "i", 1, None),  # left unfinished, run again as a1
             "a3": ("ctx08", "default", "k", 3, True),
-            "a4": ("ctx08", "default", "k", 5, False),
+            "a4": ("ctx08", "default", "k", 5, True),  # k solved twice: one instance
             "a5": ("ctx08", "default", "j", 2, None),  # current did not run j
             "c1": ("current", "default", "i", 3, False),
             "c2": ("current", "default", "k", 2, True),

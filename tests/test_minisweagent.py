@@ -617,9 +617,11 @@ def test_a_step_ctxdb_refuses_is_sent_as_the_harness_built_it(mswea, tmp_path, t
     for options, field in (({"tree": tmp_path / "no-such-tree"}, "tree"),
                            ({"tree": tree, "workdir": "testbed"}, "workdir"),
                            ({"tree": tree, "cache_marks": 1}, "cache_marks"),
-                           ({"tree": tree, "run_id": "r" * 201}, "run_id")):
+                           ({"tree": tree, "run_id": "r" * 201}, "run_id"),
+                           ({"tree": tree, "instance_id": "i" * 201}, "instance_id"),
+                           ({"tree": tree, "instance_id": " "}, "instance_id")):
         with pytest.raises(ValueError, match=f"^{field}: expected"):
-            CtxdbModel(Echo(), str(tmp_path / "never.db"), instance_id="i", **options)
+            CtxdbModel(Echo(), str(tmp_path / "never.db"), **{"instance_id": "i", **options})
         assert not (tmp_path / "never.db").exists()
 
 

@@ -98,6 +98,7 @@ from .loop import (
     prompt_names,
     step_of_item,
     tree_change_item,
+    with_outcome,
 )
 from .trajectory import (
     TOOL_CALLS_TEXT,
@@ -759,9 +760,10 @@ def _history_whole(steps: Sequence[LoopStep]) -> list[LoopPart]:
             f"$ {step.command}" if step.command is not None else "")
         parts.append(LoopPart(turn_no, number, AGENT_TURN, turn, f"[step {number}] {turn}\n",
                               SHOWN_WHOLE, "current", command=step.command))
+        # (a bare output's outcome said as the ctx08 window says it: the arms see alike)
         parts.append(LoopPart(output_no, number, observation_kind(step), step.shown,
-                              f"{step.shown.rstrip()}\n\n", SHOWN_WHOLE, "current",
-                              command=step.command))
+                              f"{with_outcome(step.shown, step).rstrip()}\n\n", SHOWN_WHOLE,
+                              "current", command=step.command))
     return parts
 
 

@@ -224,9 +224,10 @@ NO_COMMAND = "(no command)"  # a turn with no command, or several
 # why a view's output is a pointer (item_event.driver): no step named its files lately
 OUT_OF_PLAY_RULE = "folded: its files out of play"
 MASK_HINT = "ctxdb show {ref} E<n> prints a masked output whole."
-# a fresh bare output's outcome (``_bare_outcome``)
+# a shown bare output's outcome (``with_outcome``)
 FRESH_NO_OUTPUT = "(no output)\n"
 FRESH_EXIT = "(exit {code})\n"
+FRESH_TIMED_OUT = "(timed out)\n"
 
 
 def mask_hint(ref: str) -> str:
@@ -1348,21 +1349,25 @@ def _fresh_part(item_no: int, step_no: int, kind: str, step: LoopStep, rules: Lo
         text = _without_repeats(step.shown, step_no, fresh_lines)
         if text != step.shown:
             rendering, rule = SHOWN_CUT, "fresh, lines an earlier output shows elided"
-    return LoopPart(item_no, step_no, kind, step.kept, _block(text + _bare_outcome(step)),
+    return LoopPart(item_no, step_no, kind, step.kept, _block(with_outcome(text, step)),
                     rendering, rule, command=step.command, label=pointer_label(step, kind))
 
 
-def _bare_outcome(step: LoopStep) -> str:
-    """What a command's bare output leaves unsaid: an empty output, a non-zero exit code
-    (``grep`` finding nothing, a failed assertion that printed nothing). Only where the
-    harness gave no observation of its own (its markup says both: mini-swe-agent's
-    ``<returncode>``)."""
+def with_outcome(text: str, step: LoopStep) -> str:
+    """A step's output as shown (``text``), then what a bare output leaves unsaid: that
+    it was empty, that it timed out, a non-zero exit code (``grep`` finding nothing, a
+    failed assertion that printed nothing). Only where the harness gave no observation of
+    its own (its markup says them: mini-swe-agent's ``<returncode>``), for one command's
+    output."""
     if step.observation is not None or step.command is None or step.actions:
-        return ""
-    said = "" if step.output.strip() else FRESH_NO_OUTPUT
-    if step.returncode:
-        said += FRESH_EXIT.format(code=step.returncode)
-    return said
+        return text
+    body = text.rstrip()
+    if step.kind == ObservationKind.TIMEOUT:
+        said = FRESH_TIMED_OUT
+    else:
+        said = ("" if body else FRESH_NO_OUTPUT) + (
+            FRESH_EXIT.format(code=step.returncode) if step.returncode else "")
+    return (f"{body}\n" if body else "") + said if said else text
 
 
 def _early_listing(item_no: int, step_no: int, kind: str, step: LoopStep) -> LoopPart | None:
