@@ -17,6 +17,7 @@ from sqlalchemy import func, select
 
 from ctxdb import ContextStore, models
 from ctxdb.agent.adapter import (
+    StepTakenError,
     TreeFiles,
     construct_step,
     plan_window,
@@ -1956,7 +1957,7 @@ def test_a_step_of_another_history_under_a_run_it_already_holds_is_refused(store
     assert again.render() == first[2].render() and again.decision_id != first[2].decision_id
     with store.engine.connect() as connection:
         held = connection.exec_driver_sql("SELECT COUNT(*) FROM decision").scalar()
-    with pytest.raises(RequestError, match=r"^seq: the store already holds step 2 of run "
+    with pytest.raises(StepTakenError, match=r"^seq: the store already holds step 2 of run "
                        r"'loop' on instance 'demo' \(decision \d+\), built from another "
                        r"history; give each loop its own run_id"):
         step(theirs[:1])

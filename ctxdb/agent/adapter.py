@@ -425,6 +425,10 @@ def fold_detail(window: LoopWindow, done: int, rules: LoopRules) -> str:
     return detail
 
 
+class StepTakenError(RequestError):
+    """The store holds this step of the run and instance from another history."""
+
+
 class OverCeilingError(RequestError):
     """The harness's prompt and the least a window holds do not fit under the ceiling."""
 
@@ -587,7 +591,7 @@ def _check_step_is_new(connection: Connection, run_id: str, instance_id: str, se
         # (a request stored before revision 0011 holds its steps inline: not compared)
         if all(key in given for key in history) and \
                 any(given[key] != mine[key] for key in history):
-            raise RequestError(
+            raise StepTakenError(
                 f"seq: the store already holds step {seq} of run {run_id!r} on instance "
                 f"{instance_id!r} (decision {other}), built from another history; give "
                 "each loop its own run_id (two loops under one would read each other's "

@@ -45,7 +45,14 @@ from ..store import ContextStore
 from ..tokens import get_counter
 from ..workers import DEFAULT_WORKERS, run_each
 from . import anchors as anchor_rules
-from .adapter import TreeFiles, construct_step, plan_window, run_ref, window_fits
+from .adapter import (
+    StepTakenError,
+    TreeFiles,
+    construct_step,
+    plan_window,
+    run_ref,
+    window_fits,
+)
 from .arms import (
     ARM_CTX08,
     ARM_CURRENT,
@@ -292,6 +299,8 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
             # a recorded window (step -> rendering) or an ablation's LoopWindow
             windows: dict[str, dict[int, str] | LoopWindow] = {
                 ARM_CTX08: _built_window(store, decision_id)}
+        except StepTakenError:  # another replay under this run id: not a refused step
+            raise
         except RequestError:
             result.refused_decisions += 1
             decision_id = None  # the harness would send its own prompt alone
