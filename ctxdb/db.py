@@ -247,7 +247,13 @@ def resolve_url(url_or_path: str | os.PathLike[str] | None = None) -> str:
         return value
     if value == ":memory:":
         return "sqlite://"
-    return f"sqlite:///{Path(value).expanduser().resolve()}"
+    path = Path(value).expanduser()
+    if value.endswith(("/", os.sep)) and not path.is_dir():  # (an existing one is refused
+        # as a directory where the store is opened) SQLite would make a file of it
+        raise ValueError(f"store path {value!r}: names a directory (it ends in '/'); "
+                         f"expected a database file's path (e.g. "
+                         f"{str(path / DEFAULT_DB_PATH)!r})")
+    return f"sqlite:///{path.resolve()}"
 
 
 def require_pg_driver(shown: str) -> None:

@@ -76,6 +76,13 @@ def test_bad_database_url_exits_2(capsys):
     assert "expected a sqlite:// or postgresql:// URL" in capsys.readouterr().err
 
 
+def test_a_directory_for_a_store_exits_2_and_makes_nothing(tmp_path, capsys):
+    assert main(["db", "upgrade", "--db", f"{tmp_path / 'no-such-dir'}/"]) == EXIT_BAD_INPUT
+    assert "names a directory (it ends in '/'); expected a database file's path" in \
+        capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # (an existing directory: test_hostile_input)
+
+
 def test_tokens_count(tmp_path, capsys):
     source = tmp_path / "a.py"
     source.write_text("hello world")
