@@ -248,12 +248,22 @@ def resolve_url(url_or_path: str | os.PathLike[str] | None = None) -> str:
     if value == ":memory:":
         return "sqlite://"
     path = Path(value).expanduser()
-    if value.endswith(("/", os.sep)) and not path.is_dir():  # (an existing one is refused
-        # as a directory where the store is opened) SQLite would make a file of it
-        raise ValueError(f"store path {value!r}: names a directory (it ends in '/'); "
-                         f"expected a database file's path (e.g. "
-                         f"{str(path / DEFAULT_DB_PATH)!r})")
+    _refuse_a_directory_path(value, path)
     return f"sqlite:///{path.resolve()}"
+
+
+def _refuse_a_directory_path(given: str, path: Path) -> None:
+    """A path written as a directory's (``dir/``, ``dir/.``) that is none: SQLite would
+    make a file of that name. (An existing directory is refused where the store opens.)"""
+    written_as_directory = given.endswith(("/", os.sep)) or \
+        Path(given).name in ("", ".", "..") or given.endswith(("/.", "/.."))
+    if not written_as_directory or path.is_dir():
+        return
+    if path.is_file():
+        raise ValueError(f"store path {given!r}: written as a directory's, but it is a "
+                         f"file; expected {str(path)!r}")
+    raise ValueError(f"store path {given!r}: names a directory, and there is none; "
+                     f"expected a database file's path (e.g. {str(path / DEFAULT_DB_PATH)!r})")
 
 
 def require_pg_driver(shown: str) -> None:

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, select
 
 from . import models
 from .agent.cache_marks import cache_marked_messages
+from .agent.loop import MASK_HINT
 from .agent.trajectory import ObservationKind
 from .context import DecisionContext, WindowEntry
 from .pipeline.budget import cut_task
@@ -31,6 +32,8 @@ RUN_REF_PREFIX = "run:"  # ctxdb.agent.adapter's windows name their run so
 # item ids are fixed per step, so a diff names it by its step and part
 LOOP_PROVENANCE = "live: step {step} {part} of the agent loop"
 _LOOP_PART = re.compile(r"^live: step (\d+) (.+) of the agent loop$")
+# a loop window's first line, whatever run it names
+_MASK_HINT_LINE = re.compile(".+".join(re.escape(part) for part in MASK_HINT.split("{ref}")))
 _REF = re.compile(rf"^{DECISION_REF_PREFIX}(?P<hex>[0-9a-f]{{8,64}})$")
 
 
@@ -458,30 +461,35 @@ def _natural_order(name: str) -> tuple[list[str | int], str]:
             for index, part in enumerate(re.split(r"(\d+)", name))], name
 
 
+def _without_mask_hint(text: str | None) -> str | None:
+    """A loop window's item text without the window's first line (``loop.MASK_HINT``),
+    which the first item carries and which names the run: two runs' parts compare alike."""
+    if text is None:
+        return None
+    first, found, rest = text.partition("\n\n")
+    return rest if found and _MASK_HINT_LINE.fullmatch(first) else text
+
+
 def diff(connection: Connection, decision_a: int, decision_b: int) -> WindowDiff:
     """What entered, left, changed rendering or text between two windows, by fact."""
 
     def facts(decision_id):
         rows = _rows(connection, "window_facts_of_decision", decision_id=decision_id)
         return {name: (row["item_id"], row["rendering"], row["content_sha256"],
-                       # what a loop part showed: its text is its own (a pipeline item's
-                       # pointer names its decision's request)
-                       row["rendered_sha256"] if loop_part_of(row["provenance"]) else None)
+                       # what a loop part showed (a pipeline item's pointer names its own
+                       # decision's request: not compared)
+                       _without_mask_hint(row["rendered_text"])
+                       if loop_part_of(row["provenance"]) else None)
                 for name, row in zip(unique_names([fact_name(row) for row in rows]), rows,
                                      strict=True)}
 
     def rewritten(fact: str) -> bool:
-        """Its text changed, or, between two decisions of one loop run, in the same form
-        it shows another text (a view read again from the tree after an edit; the first
-        part carries the window's header, which names the run). NULL: a store from
-        before revision 0011."""
+        """Its text changed, or in the same form it shows another text (a loop's view read
+        again from the tree after an edit). NULL: a store from before revision 0011."""
         (_, form_a, text_a, shown_a), (_, form_b, text_b, shown_b) = a[fact], b[fact]
-        return text_a != text_b or (same_run and form_a == form_b
-                                    and None not in (shown_a, shown_b) and shown_a != shown_b)
+        return text_a != text_b or (form_a == form_b and None not in (shown_a, shown_b)
+                                    and shown_a != shown_b)
 
-    runs = [(head["run_id"], head["instance_id"])
-            for head in (header(connection, decision_a), header(connection, decision_b))]
-    same_run = runs[0] == runs[1]
     a, b = facts(decision_a), facts(decision_b)
     both = sorted(set(a) & set(b), key=_natural_order)
     return WindowDiff(

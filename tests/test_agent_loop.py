@@ -1328,10 +1328,19 @@ def test_diff_names_a_loop_windows_parts_by_step(store, tmp_path):
     before_fold = decision(11)
     (root / "pkg" / "mod.py").write_text(MODULE.replace("value + 2", "value - 2"),
                                          encoding="utf-8")
-    folded = store.diff(before_fold, decision(12))
+    after_fold = decision(12)
+    folded = store.diff(before_fold, after_fold)
     assert ("step 5 output", SHOWN_WHOLE, POINTER) in folded.changed, folded
     assert [fact for fact, _ in folded.entered] == ["step 12 command", "step 12 output"]
     assert [fact for fact, *_ in folded.rewritten] == ["step 1 output"], folded
+    # another run of the same steps on a tree edited otherwise: its view shows other
+    # lines; the first part's header, which names each run, is no change
+    (root / "pkg" / "mod.py").write_text(MODULE.replace("value + 2", "value * 2"),
+                                         encoding="utf-8")
+    other = construct_step(store, run_id="other", instance_id="demo", task="t",
+                           steps=steps[:11], tree=root, prefix=PREFIX, rules=rules)
+    across = store.diff(after_fold, other.decision_id)
+    assert [fact for fact, *_ in across.rewritten] == ["step 1 output"], across
     # each part is its step's own: no two state one fact (v_duplicate_fact)
     with store.engine.connect() as connection:
         assert connection.exec_driver_sql("SELECT COUNT(*) FROM v_duplicate_fact").scalar() == 0

@@ -334,6 +334,7 @@ def test_why_an_entity_not_in_the_pool_is_bad_input_naming_near_keys(store_url, 
     assert main(["why", decision, "--entity", "slugify", "--db", store_url]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert f"decision {decision} has no pool item of entity 'slugify'" in err
+    assert "agent loop" not in err  # the loop's hint is for loop decisions only
     assert f"the pool has {SLUGIFY}" in err
     # an underscore is a letter, not LIKE's one-character wildcard
     assert main(["why", decision, "--entity", "render_report", "--db", store_url]) == 2

@@ -77,10 +77,14 @@ def test_bad_database_url_exits_2(capsys):
 
 
 def test_a_directory_for_a_store_exits_2_and_makes_nothing(tmp_path, capsys):
-    assert main(["db", "upgrade", "--db", f"{tmp_path / 'no-such-dir'}/"]) == EXIT_BAD_INPUT
-    assert "names a directory (it ends in '/'); expected a database file's path" in \
-        capsys.readouterr().err
+    for given in (f"{tmp_path / 'no-such-dir'}/", f"{tmp_path / 'no-such-dir'}/."):
+        assert main(["db", "upgrade", "--db", given]) == EXIT_BAD_INPUT
+        assert "names a directory, and there is none; expected a database file's path" in \
+            capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []  # (an existing directory: test_hostile_input)
+    (tmp_path / "a.db").write_bytes(b"")
+    assert main(["db", "upgrade", "--db", f"{tmp_path / 'a.db'}/"]) == EXIT_BAD_INPUT
+    assert "written as a directory's, but it is a file" in capsys.readouterr().err
 
 
 def test_tokens_count(tmp_path, capsys):
