@@ -15,8 +15,7 @@ from sqlalchemy import Connection, select
 
 from . import models
 from .agent.cache_marks import cache_marked_messages
-from .agent.loop import MASK_HINT
-from .agent.trajectory import ObservationKind
+from .agent.loop import MASK_HINT, LoopStep
 from .context import DecisionContext, WindowEntry
 from .pipeline.budget import cut_task
 from .pipeline.state import BudgetStep
@@ -216,19 +215,25 @@ def messages_sent(connection: Connection, decision_id: int) -> list[dict[str, An
     return window.messages()
 
 
-def _is_loop_decision(connection: Connection, decision_id: int) -> bool:
-    """Whether an agent loop built the decision (its request names its steps)."""
+def _loop_request(connection: Connection, decision_id: int) -> dict[str, Any] | None:
+    """The request as stored when an agent loop built the decision (it names its steps),
+    else None."""
     rows = _rows(connection, "request_of_decision", decision_id=decision_id)
     request = json.loads(rows[0]["request_json"]) if rows else None
-    return isinstance(request, dict) and bool({"steps", STEP_DIGESTS_FIELD} & request.keys())
+    if isinstance(request, dict) and {"steps", STEP_DIGESTS_FIELD} & request.keys():
+        return request
+    return None
+
+
+def _is_loop_decision(connection: Connection, decision_id: int) -> bool:
+    return _loop_request(connection, decision_id) is not None
 
 
 def _loop_prefix(connection: Connection, decision_id: int) -> tuple[dict[str, str], ...]:
     """The harness's messages an agent-loop decision was built after (its request as
     given holds them); none for any other decision."""
-    rows = _rows(connection, "request_of_decision", decision_id=decision_id)
-    request = json.loads(rows[0]["request_json"]) if rows else None
-    if not isinstance(request, dict) or not ({"steps", STEP_DIGESTS_FIELD} & request.keys()):
+    request = _loop_request(connection, decision_id)
+    if request is None:
         return ()
     if PREFIX_DIGESTS_FIELD in request:  # the prefix alone: not the steps
         request = _with_stored_texts(connection, decision_id,
@@ -399,10 +404,12 @@ def output_kept_whole(connection: Connection, decision_id: int, step: int) -> bo
     if not isinstance(steps, list) or not 0 < step <= len(steps) \
             or not isinstance(steps[step - 1], dict):
         return False
-    given = steps[step - 1]
-    output, shown = given.get("output"), given.get("observation")
-    return (given.get("kind") == ObservationKind.OUTPUT_CUT and isinstance(output, str)
-            and len(output) > len(shown if isinstance(shown, str) else output))
+    given = {name: value for name, value in steps[step - 1].items() if name != "actions"}
+    try:
+        kept = LoopStep(**given)
+    except TypeError:  # not a step as construct_step stores one
+        return False
+    return kept.kept != kept.shown
 
 
 def loop_part_of(provenance: str | None) -> re.Match[str] | None:
