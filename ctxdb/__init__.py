@@ -32,6 +32,7 @@ _EXPORTS = {
     "StoreVersionError": "migrate",
     "NotAStoreError": "db",
     "StoreBusy": "transactions",
+    "StoreUnreachable": "db",
 }
 __all__ = [
     "ContextStore",
@@ -50,6 +51,7 @@ __all__ = [
     "RequestError",
     "Settings",
     "StoreBusy",
+    "StoreUnreachable",
     "StoreVersionError",
     "UnresolvedEntity",
     "UnresolvedEntityError",
@@ -61,7 +63,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from .builder import RequestBuilder
     from .config import Settings, load_settings
     from .context import DecisionContext
-    from .db import NotAStoreError
+    from .db import NotAStoreError, StoreUnreachable
     from .migrate import StoreVersionError
     from .request import (
         DecisionRequest,

@@ -21,7 +21,7 @@ from typing import cast
 
 from sqlalchemy import Connection, Engine, Table, create_engine, event
 from sqlalchemy.engine import Dialect, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.pool import Pool, StaticPool
 
 from .config import DB_URL_ENV, DEFAULT_DB_PATH  # noqa: F401  (named here for importers)
@@ -43,11 +43,33 @@ STORE_MARK_TABLE = "decision"
 STORE_TABLES_OF_WHAT_IS_GIVEN = ("decision", "outcome")
 RECON_MARK_TABLE = "recon_meta"  # what a recon index has (recon/schema.py)
 TABLES_NAMED_MAX = 5  # how many of a foreign database's tables a refusal names
+CONNECT_REASON_MAX_CHARS = 200  # of a driver's message quoted in a one-line error
 
 
 class NotAStoreError(ValueError):
     """The database given as the store is not a ctxdb store: a directory, a file that is
     not SQLite, another application's database, a recon index. Nothing is written to it."""
+
+
+class StoreUnreachable(ConnectionError):
+    """The store's database server could not be reached when the store opened (refused,
+    unknown host, bad password…): ``reason`` is the driver's first line. The URL in the
+    message hides its password."""
+
+    def __init__(self, url: str, reason: str):
+        self.reason = reason
+        shown = make_url(url).render_as_string(hide_password=True)
+        super().__init__(f"database {shown}: cannot connect: {reason}; expected a "
+                         "reachable server that takes these credentials")
+
+
+def connect_failure(exc: BaseException) -> str | None:
+    """Why a database could not be reached, when ``exc`` is a failure to connect (an
+    OperationalError raised before any statement: refused, unknown host, bad password),
+    as the driver's first line; else None."""
+    if not isinstance(exc, OperationalError) or exc.statement is not None:
+        return None
+    return str(exc.orig or exc).strip().splitlines()[0][:CONNECT_REASON_MAX_CHARS]
 
 
 def store_problem(tables: Collection[str]) -> str | None:

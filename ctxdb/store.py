@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Engine, event, inspect, text
 from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.exc import DatabaseError
+from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from . import models
 from .config import Settings, load_settings
 from .db import (
+    StoreUnreachable,
+    connect_failure,
     is_sqlite,
     is_sqlite_in_memory,
     make_engine,
@@ -128,7 +130,14 @@ class ContextStore:
         file_was_there = store_file is not None and store_file.exists()
         engine = make_engine(url, recon_path=recon_path)
         try:
-            with engine.connect() as connection:
+            try:
+                connection = engine.connect()
+            except OperationalError as exc:
+                reason = connect_failure(exc)
+                if reason is None:
+                    raise
+                raise StoreUnreachable(url, reason) from exc
+            with connection:
                 revision = current_revision(connection)
                 check_known(revision)
             if revision != head_revision() and is_sqlite_in_memory(url):

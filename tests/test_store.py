@@ -284,6 +284,31 @@ def test_a_shared_in_memory_uri_is_refused_with_what_to_use(url):
         ContextStore.open(url)
 
 
+def test_a_server_that_refuses_the_connection_is_named_without_the_password():
+    """The library's own error, not the driver's: the URL (password hidden) and why."""
+    import socket
+
+    from ctxdb import StoreUnreachable
+
+    with socket.socket() as probe:  # a port nothing listens on once it is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(StoreUnreachable) as refused:
+        ContextStore.open(f"postgresql+psycopg://nobody:s3cret@127.0.0.1:{port}/none")
+    message = str(refused.value)
+    assert message.startswith(f"database postgresql+psycopg://nobody:***@127.0.0.1:{port}/none: "
+                              "cannot connect: ")
+    assert "Connection refused" in refused.value.reason and "s3cret" not in message
+    assert isinstance(refused.value, ConnectionError)
+
+
+def test_a_database_the_server_lacks_is_unreachable_by_name(pg_cluster):
+    from ctxdb import StoreUnreachable
+
+    with pytest.raises(StoreUnreachable, match='database "ctxdb_never_made" does not exist'):
+        ContextStore.open(pg_cluster.url("ctxdb_never_made"))
+
+
 def test_foreign_keys_are_off_while_an_in_memory_store_is_upgraded(monkeypatch):
     from ctxdb import migrate
     from ctxdb.db import make_engine

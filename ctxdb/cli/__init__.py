@@ -36,8 +36,6 @@ __all__ = ["EXIT_BAD_INPUT", "EXIT_OK", "EXIT_VIOLATIONS", "build_parser", "main
 COMMAND_MODULES = (db, construct, decisions, verify, ab, replay, report, retrieve, datasette,
                    tokens, recon)
 
-ERROR_REASON_MAX_CHARS = 200  # of a driver's message quoted in a one-line error
-
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -57,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from ..db import stores_made_here
+    from ..db import StoreUnreachable, stores_made_here
     from ..forensics import NotFound
     from ..migrate import StoreVersionError
     from ..recon import ReconVersionError
@@ -80,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         except (AttributeError, OSError, ValueError):  # not a real file: nothing to flush
             pass
         return EXIT_OK
+    except StoreUnreachable as exc:
+        print(f"ctxdb: error: --db: cannot connect to the store's database: {exc.reason}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     except (
         ConfigError,
         StoreVersionError,
@@ -130,13 +132,10 @@ def _refuse_a_store_in_memory(db: str | None) -> None:
 
 
 def _unreachable_database(exc: BaseException) -> str | None:
-    """Why the database could not be reached, when ``exc`` is a failure to connect (an
-    OperationalError raised before any statement: refused, unknown host, bad password);
-    else None."""
+    """Why a recon index's database could not be reached, when ``exc`` is a failure to
+    connect (the store's own is ``StoreUnreachable``); else None."""
     if "sqlalchemy" not in sys.modules:
         return None
-    from sqlalchemy.exc import OperationalError
+    from ..db import connect_failure
 
-    if not isinstance(exc, OperationalError) or exc.statement is not None:
-        return None
-    return str(exc.orig or exc).strip().splitlines()[0][:ERROR_REASON_MAX_CHARS]
+    return connect_failure(exc)
