@@ -531,6 +531,33 @@ def test_a_run_that_fails_midway_leaves_nothing_behind(requests_repository, tmp_
         assert _rows(db, f"SELECT COUNT(*) FROM {table}")[0][0] == 0, table
 
 
+def test_a_replay_that_meets_another_under_its_run_id_undoes_only_its_own_decisions(
+        requests_repository, tmp_path, monkeypatch):
+    """Another replay (another process) records step 3 of this run and instance, of
+    another history: this one fails by name and leaves the other's decisions be."""
+    trajectory, _ = _recorded_run(requests_repository, tmp_path)
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(trajectory), encoding="utf-8")
+    bare, commit = requests_repository
+    db = str(tmp_path / "s.db")
+    original = replay_module.construct_step
+    theirs = []
+
+    def another_replay_first_at_step_3(store, **kwargs):
+        if kwargs["seq"] == 3:
+            theirs.append(original(store, **{**kwargs, "task": "another run's task"})
+                          .decision_id)
+        return original(store, **kwargs)
+
+    monkeypatch.setattr(replay_module, "construct_step", another_replay_first_at_step_3)
+    summary = run_replay(db, [RunSpec(path, "psf__requests-1", bare, commit)], workers=1)
+    (failed,) = summary.failed
+    assert "StepTakenError: seq: the store already holds step 3 of run" in failed.error
+    assert failed.refused_decisions == 0  # not counted as a step the harness lost
+    assert [row[0] for row in _rows(db, "SELECT decision_id FROM decision")] == theirs
+    assert _rows(db, "SELECT COUNT(*) FROM replay_decision")[0][0] == 0
+
+
 def test_a_runs_line_holding_a_line_separator_is_one_line(tmp_path):
     # U+2028 is a line break to str.splitlines but text inside a JSON string
     runs = tmp_path / "runs.jsonl"

@@ -35,7 +35,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import Connection, delete, select
 
 from .. import models
 from ..config import Settings, load_settings
@@ -261,11 +261,15 @@ def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
                 with store.write_transaction() as connection:  # before any window makes it
                     _ensure_replay_run(connection, store, run_id)
                 _forget_run(store, run_id, spec.instance_id)
+                made: list[int] = []  # this replay's decisions, the only ones it may undo
                 try:
                     _replay(store, run, spec, tree, result, run_id, settings,
-                            command_timeout_s or run.command_timeout_s, started)
+                            command_timeout_s or run.command_timeout_s, started, made)
                 except BaseException:
-                    _forget_run(store, run_id, spec.instance_id)
+                    # its replay rows are written last, in one transaction: only its
+                    # decisions are left to undo (another replay's of the run are not ours)
+                    with store.write_transaction() as connection:
+                        _delete_decisions(connection, made)
                     raise
     except Exception as exc:  # one run's failure must not stop the others
         detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
@@ -275,7 +279,9 @@ def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
 
 def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree,
             result: RunResult, run_id: str, settings: Settings, timeout_s: float,
-            started: float) -> None:
+            started: float, made: list[int]) -> None:
+    """Replay ``run``'s decisions into the store; each decision it constructs is added to
+    ``made`` as it commits."""
     counter = PromptCounter(get_counter(settings.tokenizer).count)
     observations: list[str] = []  # outputs of steps before k, as the harness showed them
     previous: dict[str, list[dict[str, str]]] = {}  # each arm's prompt at decision k - 1
@@ -295,6 +301,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
                                      task=run.task, steps=loop_steps, tree=tree.path,
                                      prefix=prefix, seq=k, workdir=run.workdir)
             decision_id = context.decision_id
+            made.append(decision_id)
             prompts = {ARM_CTX08: context.messages(prefix=prefix)}
             # a recorded window (step -> rendering) or an ablation's LoopWindow
             windows: dict[str, dict[int, str] | LoopWindow] = {
@@ -529,7 +536,7 @@ def _loop_fate(window: dict[int, str] | LoopWindow, step_number: int) -> Fate:
 
 
 def _forget_run(store: ContextStore, run_id: str, instance_id: str) -> None:
-    """Remove a run's replay rows and its ctx08 decisions (a failed or repeated replay)."""
+    """Remove a run's replay rows and its ctx08 decisions (a replay of it again)."""
     with store.write_transaction() as connection:
         decision_ids = [row[0] for row in connection.execute(
             select(models.decision.c.decision_id).where(
@@ -539,13 +546,18 @@ def _forget_run(store: ContextStore, run_id: str, instance_id: str) -> None:
                       models.replay_decision, models.replay_run):
             connection.execute(delete(table).where(table.c.run_id == run_id,
                                                    table.c.instance_id == instance_id))
-        if decision_ids:
-            for table in reversed(models.metadata.sorted_tables):
-                if table.name != "decision" and "decision_id" in table.c:
-                    connection.execute(delete(table).where(
-                        table.c.decision_id.in_(decision_ids)))
-            connection.execute(delete(models.decision).where(
-                models.decision.c.decision_id.in_(decision_ids)))
+        _delete_decisions(connection, decision_ids)
+
+
+def _delete_decisions(connection: Connection, decision_ids: list[int]) -> None:
+    """Remove these decisions and every row of theirs."""
+    if not decision_ids:
+        return
+    for table in reversed(models.metadata.sorted_tables):
+        if table.name != "decision" and "decision_id" in table.c:
+            connection.execute(delete(table).where(table.c.decision_id.in_(decision_ids)))
+    connection.execute(delete(models.decision).where(
+        models.decision.c.decision_id.in_(decision_ids)))
 
 
 def _write_replay(store, run_id, spec, run, result, tree_lost_at, decision_rows, anchor_rows,
