@@ -210,7 +210,10 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
                       "placed, evicted, in_window, ...",
             "driver": "What admitted it or why it was dropped: obligation:<link kind>, "
                       "impact:<edge kind>, near:..., rank:..., fold:..., a ladder step, ...",
-            "tokens_before": "The item's tokens before the action, when it changed them.",
+            "tokens_before": "The item's tokens before the action, where the budget "
+                             "stage moved it down its ladder; else NULL (compression "
+                             "gives bytes in detail; a loop window's fold is not counted: "
+                             "ctxdb show gives the output whole).",
             "tokens_after": "The item's tokens after the action.",
             "is_final": "True for the item's one final verdict: in_window, rejected, "
                         "deduped, masked, evicted or folded.",
