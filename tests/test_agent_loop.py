@@ -1568,6 +1568,39 @@ def test_a_pointer_says_a_command_timed_out_or_a_test_run_failed(tmp_path):
     assert f"[E{item_numbers(6)[1]} traceback masked: 4 lines{raised};" in text, text
 
 
+def test_a_turn_that_read_a_file_and_ran_something_folds_to_the_view_and_a_pointer(
+        store, tmp_path):
+    """A function-calling agent reads and runs in one turn: the folded turn keeps the
+    lines its reading action printed, and says what the other action ran and printed."""
+    root = _tree(tmp_path / "tree")
+    grep = "grep -n 'def ' pkg/mod.py"
+    printed = "".join(f"{n}:{line}\n" for n, line in enumerate(
+        (root / "pkg" / "mod.py").read_text(encoding="utf-8").splitlines(), start=1)
+        if "def " in line)
+    log = "a1789aa initial_commit_marker\n"
+    mixed = {"command": f"{grep}\ngit log --oneline", "output": printed + log, "actions": [
+        {"command": grep, "output": printed, "returncode": 0},
+        {"command": "git log --oneline", "output": log, "returncode": 0}]}
+    context = construct_step(store, run_id="mixed", instance_id="demo", task="t",
+                             steps=[mixed, *_filler(8)], tree=root, prefix=PREFIX,
+                             rules=RULES)
+    text = context.render()
+    output_item = item_numbers(1)[1]
+    assert f"[E{output_item} pkg/mod.py line" in text, text  # the view, folded
+    for line in printed.splitlines():
+        number, code = line.split(":", 1)
+        assert f"{number}\t{code}" in text
+    assert (f"[E{output_item} also ran `git log --oneline`: tool output masked: 1 line; "
+            "names: a1789aa, initial_commit_marker]") in text, text
+    # a turn of actions none of which read a file stays one pointer
+    ran = {"command": "git status\ngit log --oneline", "output": "clean\n" + log,
+           "actions": [{"command": "git status", "output": "clean\n"},
+                       {"command": "git log --oneline", "output": log}]}
+    context = construct_step(store, run_id="mixed-2", instance_id="demo", task="t",
+                             steps=[ran, *_filler(8)], tree=root, prefix=PREFIX, rules=RULES)
+    assert f"[E{output_item} tool output masked: 2 lines" in context.render()
+
+
 def test_a_turns_several_actions_each_run_from_the_working_directory(store, tmp_path):
     root = _tree(tmp_path / "tree")
     (root / "tests").mkdir()
@@ -1589,11 +1622,12 @@ def test_a_turns_several_actions_each_run_from_the_working_directory(store, tmp_
     # read as one script, the cd carried and the second file's lines mixed with the first's
     joined = dataclasses.replace(moved, actions=())
     assert viewed_lines(joined, files) != viewed_lines(moved, files)
-    # a step of actions that is not all reading is no view
+    # a step of actions not all reading: the views are its reading actions'
     ran = LoopStep("cat conftest.py\npython -c 'print(1)'", "ROOT_MARKER = 1\n\n1\n",
                    actions=(LoopStep("cat conftest.py", "ROOT_MARKER = 1\n"),
                             LoopStep("python -c 'print(1)'", "1\n")))
-    assert viewed_lines(ran, files) is None
+    assert viewed_lines(ran, files) == {"conftest.py": [1]}
+    assert viewed_lines(ran.actions[1], files) is None
     # through the adapter, as JSON, the window shows the file the agent saw
     as_json = {"command": moved.command, "output": moved.output, "actions": [
         {"command": a.command, "output": a.output} for a in moved.actions]}

@@ -112,6 +112,7 @@ MOVED_RUN_SUMMARIZED_MIN = 10
 # them): at most this many, in the order named
 POINTER_PATHS_MAX = 30
 RAISED_SHOWN_MAX_CHARS = 160  # a folded traceback's exception line, cut past this
+COMMAND_NAMED_MAX_CHARS = 80  # a command a pointer names (its first line), cut past this
 COMMANDS_READ_CACHED = 4096  # commands read for their exit status, test runner or edit, remembered
 # names a pointer lists at most: those its output was the first of the run to show (not
 # the harness's prompt, nor a command up to it, nor an earlier output), in their order.
@@ -771,10 +772,10 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
     order (``sed -n '/def f/,/return/p'``, ``grep`` without ``-n``, a whole ``cat``).
     ``located``: a cache of the files' line positions, shared by one window's views."""
     if step.actions:  # each action's output is its own: its lines are not another's
-        if any(_viewing_commands(action) is None for action in step.actions):
-            return None  # one action did more than print files (a cd alone prints none)
         merged: dict[str, list[int]] = {}
-        for action in step.actions:
+        # an action that did more than print files (a cd alone prints none) is left to
+        # the pointer beside the view (``_beside_the_view``)
+        for action in _viewing_actions(step):
             views = viewed_lines(action, read_file, workdir, located)
             for path, lines in (views or {}).items():
                 merged.setdefault(path, []).extend(lines)
@@ -874,8 +875,7 @@ def _viewed_lines_once(step: LoopStep, read_file: FileReader, workdir: str,
     run reads each folded step's views afresh (a reader without file digests: always)."""
     if getattr(read_file, "digest", None) is None:
         return viewed_lines(step, read_file, workdir, located)
-    if (any(_viewing_commands(action) is None for action in step.actions) if step.actions
-            else _viewing_commands(step) is None):
+    if not _viewing_actions(step) if step.actions else _viewing_commands(step) is None:
         return None  # viewed_lines's own first answer, before a long output is hashed
     key = _step_digest(step, workdir)
     known = _VIEWS_READ.peek(key)
@@ -889,6 +889,11 @@ def _viewed_lines_once(step: LoopStep, read_file: FileReader, workdir: str,
     # a copy: the window's views change their own lists
     return None if known.views is None else {path: list(lines)
                                              for path, lines in known.views.items()}
+
+
+def _viewing_actions(step: LoopStep) -> list[LoopStep]:
+    """The actions of a turn of several that only printed files."""
+    return [action for action in step.actions if _viewing_commands(action) is not None]
 
 
 def _step_digest(step: LoopStep, workdir: str) -> str:
@@ -1313,6 +1318,11 @@ def _assemble(steps: Sequence[LoopStep], read_file: FileReader, rules: LoopRules
                 if resting and rules.pointer_paths:  # their lines go; their names stay
                     part.text = (part.text[:-1] + f"[E{output_no} also printed: "
                                  f"{' '.join(resting[:POINTER_PATHS_MAX])}]\n\n")
+                others = _beside_the_view(output_no, number, step, read_file, workdir,
+                                          rules, first_names[number - 1]
+                                          if first_names else ())
+                if others:
+                    part.text = part.text[:-1] + others
         if part is None and rules.listings:
             part = _listing_part(output_no, number, kind, step)
         if part is None:
@@ -2073,7 +2083,8 @@ _VIEWS_READ: _DigestMemo[_ViewsRead] = _DigestMemo()  # by step (``_step_digest`
 def names_first_shown(steps: Sequence[LoopStep],
                       known: frozenset[str] = frozenset()) -> list[tuple[str, ...]]:
     """Per step, the names its output was the first of the run to show: not in ``known``,
-    a command up to it, or an earlier output — at most ``POINTER_NAMES_MAX``; none of a
+    a command up to it, or an earlier output — at most ``POINTER_NAMES_MAX`` (of each
+    action's output, in a turn of several); none of a
     binary file's output or of the harness's own notes (a format error's boilerplate),
     nor a run of one character (a ``____`` rule, pytest's ``FFFF`` progress)."""
     seen = set(known)
@@ -2087,10 +2098,14 @@ def names_first_shown(steps: Sequence[LoopStep],
             seen.update(_names(step.output))
             first.append(())
             continue
-        new = [name for name in _output_names(step.output)
-               if name not in seen and len(set(name)) > 1 and any(ch.isalpha() for ch in name)]
-        seen.update(new)
-        first.append(tuple(new[:POINTER_NAMES_MAX]))
+        # a turn of several actions: each output is its own, each with its own names
+        names: list[str] = []
+        for output in [action.output for action in step.actions] or [step.output]:
+            new = [name for name in _output_names(output) if name not in seen
+                   and len(set(name)) > 1 and any(ch.isalpha() for ch in name)]
+            seen.update(new)
+            names.extend(new[:POINTER_NAMES_MAX])
+        first.append(tuple(names))
     return first
 
 
@@ -2152,6 +2167,30 @@ def _listing_part(item_no: int, step_no: int, kind: str, step: LoopStep) -> Loop
     return LoopPart(item_no, step_no, kind, step.kept,
                     f"[E{item_no} {pointer_label(step, kind)}; it listed{more}:\n{text}]\n\n",
                     POINTER, "folded listing: its entries", command=step.command)
+
+
+def _beside_the_view(item_no: int, step_no: int, step: LoopStep, read_file: FileReader,
+                     workdir: str, rules: LoopRules, names: Sequence[str]) -> str:
+    """Of a turn of several actions folded to a view: the pointer of each action that did
+    more than print files (a test run beside a ``grep -n``), or "" when there is none."""
+    pointers = []
+    for action in step.actions:
+        if _viewing_commands(action) is not None:
+            continue
+        pointer = _pointer_part(item_no, step_no, observation_kind(action), action,
+                                read_file if rules.pointer_paths else None, workdir,
+                                [name for name in names if name in action.output])
+        # ``[E7 test output masked: …]`` -> ``[E7 also ran `pytest -q`: test output masked: …]``
+        pointers.append(pointer.text.replace(
+            f"[E{item_no} ", f"[E{item_no} also ran {_quoted_command(action)}: ", 1))
+    return "".join(pointers)
+
+
+def _quoted_command(step: LoopStep) -> str:
+    """A command named inside a pointer: its first line, clipped."""
+    lines = (step.command or "").strip().splitlines() or [""]
+    more = " …" if len(lines) > 1 else ""
+    return f"`{_clipped(lines[0], COMMAND_NAMED_MAX_CHARS)}{more}`"
 
 
 def _pointer_part(item_no: int, step_no: int, kind: str, step: LoopStep,
