@@ -1601,6 +1601,45 @@ def test_a_turn_that_read_a_file_and_ran_something_folds_to_the_view_and_a_point
     assert f"[E{output_item} tool output masked: 2 lines" in context.render()
 
 
+def test_a_tool_call_is_shown_as_made_and_read_by_its_shell_equivalent(store, tmp_path):
+    """A function-calling agent's editor tool: the window shows each call as the agent
+    made it; the rules read the shell command given beside it (a view, an edit)."""
+    root = _tree(tmp_path / "tree")
+    view_call = 'str_replace_editor {"command": "view", "path": "pkg/mod.py"}'
+    view = LoopStep("cat -n pkg/mod.py", "Here's the result of running `cat -n` on "
+                    "pkg/mod.py:\n" + _nl(1, 80), call=view_call)
+    (root / "pkg" / "mod.py").write_text(MODULE.replace("value + 3", "value - 3"),
+                                         encoding="utf-8")
+    edit_call = ('str_replace_editor {"command": "str_replace", "path": "pkg/mod.py", '
+                 '"old_str": "value + 3", "new_str": "value - 3"}')
+    edit = LoopStep("sed -i 's/value + 3/value - 3/' pkg/mod.py",
+                    "The file pkg/mod.py has been edited.", call=edit_call)
+    assert decision_type_of([view]) == "localize" and decision_type_of([view, edit]) == "edit"
+    # a turn of a call and a shell command: each action as the agent made it
+    both = LoopStep("cat -n pkg/mod.py\nls", "", actions=(view, LoopStep("ls", "pkg\n")))
+    assert both.said == f"{view_call}\n$ ls" and LoopStep("ls").said == "$ ls"
+    steps = [step_json(view), step_json(edit), *_filler(8)]
+    context = construct_step(store, run_id="calls", instance_id="demo", task="t",
+                             steps=steps, tree=root, prefix=PREFIX, rules=RULES)
+    text = context.render()
+    assert f"[step 1] {view_call}\n" in text and f"[step 2] {edit_call}\n" in text, text
+    assert "cat -n pkg/mod.py" not in text and "sed -i" not in text  # never seen by the model
+    view_item = item_numbers(1)[1]
+    assert f"[E{view_item} pkg/mod.py lines 1-80, as the tree holds them now]" in text, text
+    assert "5\tdef function_3(value):\n6\t    return value - 3\n" in text
+    # kept as given; a step without a call as before
+    stored = store.request_as_given(context.decision_id)["steps"]
+    assert stored[1]["call"] == edit_call and "call" not in stored[2]
+    # the history as the harness sent it shows the calls too
+    current = construct_step(store, run_id="calls-current", instance_id="demo", task="t",
+                             steps=steps, tree=root, prefix=PREFIX, arm="current")
+    assert f"[step 2] {edit_call}\n" in current.render()
+    with pytest.raises(RequestError, match=r"^steps\[0\]\.call: expected text or null, got int"):
+        construct_step(store, run_id="calls-bad", instance_id="demo", task="t",
+                       steps=[{"command": "ls", "output": "", "call": 3}], tree=root,
+                       prefix=PREFIX)
+
+
 def test_a_turns_several_actions_each_run_from_the_working_directory(store, tmp_path):
     root = _tree(tmp_path / "tree")
     (root / "tests").mkdir()

@@ -203,7 +203,7 @@ def message_tokens(tokenizer: str, content: str) -> int:
 
 # (field, may be null): the text fields of a step
 _STEP_TEXT_FIELDS = (("command", True), ("output", False), ("thought", False),
-                     ("observation", True), ("kind", False))
+                     ("observation", True), ("kind", False), ("call", True))
 _STEP_KINDS = tuple(kind.value for kind in ObservationKind)
 _STEP_FIELDS = tuple(LoopStep.__dataclass_fields__)
 
@@ -273,8 +273,10 @@ def _checked_actions(actions: object, command: object, where: str,
 
 
 def step_json(step: LoopStep) -> dict[str, Any]:
-    """A step as the request's JSON keeps it (``actions`` only when it has some)."""
-    given = {name: getattr(step, name) for name in _STEP_FIELDS if name != "actions"}
+    """A step as the request's JSON keeps it (``actions`` only when it has some, ``call``
+    only when it has one: a step without reads as it did before calls were)."""
+    given = {name: getattr(step, name) for name in _STEP_FIELDS
+             if name != "actions" and (name != "call" or step.call is not None)}
     if step.actions:
         given["actions"] = [step_json(action) for action in step.actions]
     return given
@@ -761,7 +763,7 @@ def _history_whole(steps: Sequence[LoopStep]) -> list[LoopPart]:
     for number, step in enumerate(steps, start=1):
         turn_no, output_no, _thought_no = item_numbers(number)
         turn = (step.thought.strip() + "\n" if step.thought.strip() else "") + (
-            f"$ {step.command}" if step.command is not None else "")
+            step.said if step.command is not None or step.call is not None else "")
         parts.append(LoopPart(turn_no, number, AGENT_TURN, turn, f"[step {number}] {turn}\n",
                               SHOWN_WHOLE, "current", command=step.command))
         # (a bare output's outcome said as the ctx08 window says it: the arms see alike)

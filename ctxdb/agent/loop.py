@@ -245,7 +245,10 @@ class LoopStep:
     it (its markup), when it differs from ``output``. ``actions``: a turn that ran several
     commands (tool calls), each as a step of its own (command, output, kind, return code,
     observation), in the order they ran — each in a shell of its own, so a ``cd`` in one
-    does not carry to the next; ``command`` and ``output`` are then them joined."""
+    does not carry to the next; ``command`` and ``output`` are then them joined.
+    ``call``: the agent's call of a tool that is no shell, as the window shows it
+    (``str_replace_editor view src/a.py``); ``command`` is then a shell command with the
+    same effect (``cat -n src/a.py``), which every rule reads and the model never sees."""
 
     command: str | None
     output: str = ""
@@ -254,6 +257,17 @@ class LoopStep:
     thought: str = ""
     observation: str | None = None
     actions: tuple[LoopStep, ...] = ()
+    call: str | None = None
+
+    @property
+    def said(self) -> str:
+        """The agent's turn as the window shows it: ``$ command``, or its tool call; of a
+        turn of several actions with a call among them, each action's on a line."""
+        if self.call is not None:
+            return self.call
+        if any(action.call is not None for action in self.actions):
+            return "\n".join(action.said for action in self.actions)
+        return f"$ {self.command if self.command is not None else NO_COMMAND}"
 
     @property
     def shown(self) -> str:
@@ -910,7 +924,9 @@ def _step_fields(step: LoopStep) -> list[str]:
 
     return [text(step.command), str(step.kind), repr(step.returncode), text(step.output),
             text(step.observation), str(len(step.actions)),
-            *(field for action in step.actions for field in _step_fields(action))]
+            *(field for action in step.actions for field in _step_fields(action)),
+            # (a step without a call reads as it did before calls were)
+            *(() if step.call is None else ("call", text(step.call)))]
 
 
 _SED_LINE_RANGE = re.compile(r"^\d+(,\d+)?p$")  # sed -n '40,80p'
@@ -1710,22 +1726,36 @@ def _block(body: str) -> str:
 
 
 def turn_content(step: LoopStep) -> str:
-    """A step's command part as the store keeps it: the reasoning, then the command."""
-    command = step.command if step.command is not None else NO_COMMAND
+    """A step's command part as the store keeps it: the reasoning, then the command (the
+    tool call, for a tool that is no shell)."""
+    command = _turn_said(step)
     return step.thought + "\n" + command if step.thought else command
+
+
+def _turn_said(step: LoopStep) -> str:
+    """What the window shows of a turn after its ``$``: the command, or the tool call
+    (which has no ``$``)."""
+    if _has_call(step):
+        return step.said
+    return step.command if step.command is not None else NO_COMMAND
+
+
+def _has_call(step: LoopStep) -> bool:
+    return step.call is not None or any(action.call is not None for action in step.actions)
 
 
 def _turn_part(item_no: int, step_no: int, step: LoopStep, rules: LoopRules,
                horizon: int) -> LoopPart:
-    command = step.command if step.command is not None else NO_COMMAND
+    command = _turn_said(step)
     text, rendering, rule = command, SHOWN_WHOLE, "command"
     if len(command) > COMMAND_SHOWN_MAX_CHARS:
         text = (command[:COMMAND_SHOWN_MAX_CHARS]
                 + f"\n[E{item_no} cut at {COMMAND_SHOWN_MAX_CHARS} characters of {len(command)}]")
         rendering, rule = SHOWN_CUT, "command over COMMAND_SHOWN_MAX_CHARS"
-    shown = f"[step {step_no}] $ {text}\n"
+    said = text if _has_call(step) else f"$ {text}"
+    shown = f"[step {step_no}] {said}\n"
     if rules.thoughts and step_no > horizon and step.thought.strip():
-        shown = f"[step {step_no}] {step.thought.strip()}\n$ {text}\n"
+        shown = f"[step {step_no}] {step.thought.strip()}\n{said}\n"
     return LoopPart(item_no, step_no, AGENT_TURN, turn_content(step), shown, rendering, rule,
                     command=step.command)
 
@@ -2091,6 +2121,8 @@ def names_first_shown(steps: Sequence[LoopStep],
     first: list[tuple[str, ...]] = []
     for step in steps:
         seen.update(_names(step.command or ""))
+        if _has_call(step):  # what the window shows of the turn
+            seen.update(_names(step.said))
         if _looks_binary(step.output):
             first.append(())  # its "names" are noise
             continue
@@ -2188,7 +2220,7 @@ def _beside_the_view(item_no: int, step_no: int, step: LoopStep, read_file: File
 
 def _quoted_command(step: LoopStep) -> str:
     """A command named inside a pointer: its first line, clipped."""
-    lines = (step.command or "").strip().splitlines() or [""]
+    lines = _turn_said(step).strip().splitlines() or [""]
     more = " …" if len(lines) > 1 else ""
     return f"`{_clipped(lines[0], COMMAND_NAMED_MAX_CHARS)}{more}`"
 
