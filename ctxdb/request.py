@@ -685,7 +685,9 @@ def storable_text(value: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        value = value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        # through UTF-16: one U+FFFD for each lone surrogate (its three UTF-8 bytes
+        # would give three), and a high one before a low one is the character they make
+        value = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     return value
 
 

@@ -1009,7 +1009,8 @@ def test_a_step_is_recorded_with_the_harness_prompt_first_and_the_task_once(stor
     assert "text_replaced" in stored.flags
     assert store.context(stored.decision_id).messages() == stored.messages()
     content = stored.messages()[0]["content"]
-    assert "\udc80" not in content and "\ufffd byte, \u2400 nul" in content
+    # one U+FFFD for each undecodable byte (not one for each of the surrogate's UTF-8 bytes)
+    assert "\udc80" not in content and "bad \ufffd byte, \u2400 nul" in content
     # the first step: the harness's prompt alone
     first = construct_step(store, run_id="loop", instance_id="demo", task="function_3 subtracts",
                            steps=[], tree=root, prefix=PREFIX, rules=RULES)
@@ -1074,7 +1075,7 @@ def test_bad_steps_are_named(store, tmp_path):
          r"steps\[3\]\.output: expected text, got int"),
         ([{"output": "a"}], r"steps\[0\]\.command: missing"),
         ([{"command": "ls", "output": None}], r"steps\[0\]\.output: expected text, got NoneType"),
-        ([{"command": "ls", "kind": "bogus"}], r"steps\[0\]\.kind: expected one of \['output'"),
+        ([{"command": "ls", "output": "", "kind": "bogus"}], r"steps\[0\]\.kind: expected one of \['output'"),
         ([good, LoopStep("ls", 123)], r"steps\[1\]\.output: expected text, got int"),  # type: ignore[arg-type]
         ([LoopStep("ls", b"abc")], r"steps\[0\]\.output: expected text, got bytes"),  # type: ignore[arg-type]
         ([LoopStep(5)], r"steps\[0\]\.command: expected text or null, got int"),  # type: ignore[arg-type]
@@ -1098,8 +1099,12 @@ def test_bad_steps_are_named(store, tmp_path):
           for bad in ({}, 0, False, "", None)),
         ([{"command": "ls\nls", "actions": [good, {"command": None}]}],
          r"steps\[0\]\.actions\[1\]\.command: expected text, got null"),
-        ([{"command": "ls; pwd", "actions": [good, {"command": "pwd"}]}],
+        ([{"command": "ls; pwd", "actions": [good, {"command": "pwd", "output": ""}]}],
          r"steps\[0\]\.command: expected the actions' commands, one per line"),
+        # a command's result lost on the way is not a command that printed nothing
+        ([{"command": "ls"}], r'steps\[0\]\.output: missing \(what the command printed; "" '),
+        ([{"command": "ls\npwd", "actions": [good, {"command": "pwd"}]}],
+         r"steps\[0\]\.actions\[1\]\.output: missing"),
     ]
     with store.engine.connect() as connection:
         before = connection.exec_driver_sql("SELECT count(*) FROM decision").scalar()

@@ -245,6 +245,12 @@ def checked_steps(values: object, listed_as: str = "steps") -> list[LoopStep]:
                                f"{type(code).__name__}")
         fields["actions"] = _checked_actions(fields["actions"], fields["command"], where,
                                              nested="." in listed_as)
+        # a command's result left out (a tool message lost on the way) would read as a
+        # command that printed nothing
+        if isinstance(value, dict) and fields["command"] is not None \
+                and not fields["actions"] and not {"output", "observation"} & set(value):
+            raise RequestError(f"{where}.output: missing (what the command printed; \"\" "
+                               f"when it printed nothing)")
         steps.append(LoopStep(**fields))  # a fresh one: its actions a tuple, as stored
     return steps
 
