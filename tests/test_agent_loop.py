@@ -1075,7 +1075,8 @@ def test_bad_steps_are_named(store, tmp_path):
          r"steps\[3\]\.output: expected text, got int"),
         ([{"output": "a"}], r"steps\[0\]\.command: missing"),
         ([{"command": "ls", "output": None}], r"steps\[0\]\.output: expected text, got NoneType"),
-        ([{"command": "ls", "output": "", "kind": "bogus"}], r"steps\[0\]\.kind: expected one of \['output'"),
+        ([{"command": "ls", "output": "", "kind": "bogus"}],
+         r"steps\[0\]\.kind: expected one of \['output'"),
         ([good, LoopStep("ls", 123)], r"steps\[1\]\.output: expected text, got int"),  # type: ignore[arg-type]
         ([LoopStep("ls", b"abc")], r"steps\[0\]\.output: expected text, got bytes"),  # type: ignore[arg-type]
         ([LoopStep(5)], r"steps\[0\]\.command: expected text or null, got int"),  # type: ignore[arg-type]
