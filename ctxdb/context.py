@@ -41,6 +41,8 @@ class DecisionContext:
     verdicts: dict[str, int] = field(default_factory=dict)  # final verdict -> item count
     # an agent loop's harness prompt (its system and instruction messages), sent first
     prefix: tuple[dict[str, str], ...] = ()
+    # the request's (an agent loop's: derived from its history, docs/agent-loop.md)
+    decision_type: str = ""
 
     def render(self) -> str:
         """The exact text to send."""

@@ -156,7 +156,7 @@ def context(connection: Connection, decision_id: int) -> DecisionContext:
         flags=tuple(head["flags"].split(",")) if head["flags"] else (),
         verdicts={row["verdict"]: row["items"]
                   for row in _rows(connection, "verdict_counts", decision_id=decision_id)},
-        prefix=_loop_prefix(connection, decision_id),
+        prefix=_loop_prefix(connection, decision_id), decision_type=head["decision_type"],
     )
 
 

@@ -1628,6 +1628,7 @@ def test_a_tool_call_is_shown_as_made_and_read_by_its_shell_equivalent(store, tm
     context = construct_step(store, run_id="calls", instance_id="demo", task="t",
                              steps=steps, tree=root, prefix=PREFIX, rules=RULES)
     text = context.render()
+    assert context.decision_type == store.context(context.decision_id).decision_type == "edit"
     assert f"[step 1] {view_call}\n" in text and f"[step 2] {edit_call}\n" in text, text
     assert "cat -n pkg/mod.py" not in text and "sed -i" not in text  # never seen by the model
     view_item = item_numbers(1)[1]

@@ -385,6 +385,7 @@ def write_outcome(connection: Connection, store: ContextStore, row: DecisionRow,
         token_count=attempt.token_count, ceiling=settings.token_ceiling,
         tokenizer=settings.tokenizer, budget_log=tuple(steps),
         flags=tuple(attempt.flags), verdicts=dict(sorted(verdicts.items())),
+        decision_type=request.decision_type,
     )
 
 
