@@ -202,7 +202,7 @@ def _with_stored_texts(connection: Connection, decision_id: int,
 
 def messages_sent(connection: Connection, decision_id: int) -> list[dict[str, Any]]:
     """The chat messages a decision sent: a current loop decision given the harness's
-    messages (``SENT_DIGESTS_FIELD``) has them as given (role, content, tool calls' text);
+    messages (``SENT_DIGESTS_FIELD``) has them as given (each key, a tool call's id too);
     a loop window sent with cache marks (flagged ``cache_marked``), the marked blocks the
     model got (``cache_marks.cache_marked_messages``); any other, its window as messages
     (``DecisionContext.messages``)."""

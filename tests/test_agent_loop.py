@@ -1876,8 +1876,8 @@ def test_a_current_decision_records_the_messages_sent_each_counted(store_url, tm
             {"role": "user", "content": wrap("first note\n")},
             {"role": "user", "content": "Please always provide EXACTLY ONE action."},
             {"role": "assistant", "content": None},  # tool calls alone: no text
-            {"role": "tool", "content": wrap("notes.txt\n")},
-            {"role": "tool", "content": wrap("/testbed\n")},
+            {"role": "tool", "content": wrap("notes.txt\n"), "tool_call_id": "call_1"},
+            {"role": "tool", "content": wrap("/testbed\n"), "tool_call_id": "call_2"},
             {"role": "assistant", "content": "```bash\ntrue\n```"},
             {"role": "user", "content": wrap("")}]
     as_text = [{"role": m["role"], "content": m["content"] or ""} for m in sent]
@@ -1890,11 +1890,12 @@ def test_a_current_decision_records_the_messages_sent_each_counted(store_url, tm
                                  steps=history, tree=root, prefix=PREFIX, arm="current")
         assert rebuilt.token_count != context.token_count  # rebuilt: no markup, one message
         given = store.request_as_given(context.decision_id)
-        assert given["sent"] == as_text and given["steps"] == [step_json(s) for s in history]
+        # kept as given: a tool message's call id, a message's keys ctxdb does not read
+        assert given["sent"] == sent and given["steps"] == [step_json(s) for s in history]
         assert "sent" not in store.request_as_given(rebuilt.decision_id)
         # read back as the chat messages it sent: the harness's, not ctxdb's one message
         capsys.readouterr()
-        for decision, messages in ((context, as_text),
+        for decision, messages in ((context, sent),
                                    (rebuilt, store.context(rebuilt.decision_id).messages())):
             assert cli_main(["show", str(decision.decision_id), "--db", store_url,
                              "--format", "messages"]) == 0
@@ -1957,6 +1958,8 @@ def test_a_current_decision_records_the_messages_sent_each_counted(store_url, tm
                  r"sent\[3\]: expected a chat message with a role and content text"),
                 ([*sent[:2], {**sent[2], "tool_calls": "ls"}, *sent[3:]],
                  r"sent\[2\]\.tool_calls: expected a list of calls"),
+                ([*sent[:2], {**sent[2], "extra": {1, 2}}, *sent[3:]],
+                 r"sent\[2\]: expected values JSON can hold"),
                 ("hello", "sent: expected a list of chat messages, got str")):
             with pytest.raises(RequestError, match=message):
                 construct_step(store, run_id="wrong", instance_id="i", task="t", steps=history,

@@ -328,7 +328,9 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     # the harness's prompt and the messages sent, likewise: each once per run
     prefix_texts = [json.dumps(message) for message in prefix]
     prefix_digests = [content_sha256(text) for text in prefix_texts]
-    sent_texts = [json.dumps(message) for message in sent_messages or ()]
+    # as given (a tool call's id too): ``messages_sent`` gives back what went to the model
+    sent_texts = [json.dumps(message) for message in sent or ()] if sent_messages is not None \
+        else []
     sent_digests = [content_sha256(text) for text in sent_texts]
     request_json = json.dumps({
         "run_id": run_id, "instance_id": instance_id, "seq": seq, "arm": arm, "task": task,
@@ -641,7 +643,8 @@ def _checked_sent(sent: object, prefix: Sequence[dict[str, str]],
                   arm: str) -> list[dict[str, str]] | None:
     """``sent`` as role-and-content messages, checked: a list of chat messages, the
     prefix first, for a current-arm decision (a window of ctx08 is what ctxdb sends). A
-    message's tool calls are kept as their text (``TOOL_CALLS_TEXT``): they are sent."""
+    message's tool calls are read as their text (``TOOL_CALLS_TEXT``): they are sent, and
+    counted so."""
     if sent is None:
         return None
     if arm != ARM_CURRENT:
@@ -660,6 +663,11 @@ def _checked_sent(sent: object, prefix: Sequence[dict[str, str]],
             calls = tool_calls_text(message, f"sent[{index}]")
         except TrajectoryError as exc:
             raise RequestError(str(exc)) from None
+        try:  # the messages are kept as given, as JSON (decision.request_json)
+            json.dumps(message)
+        except (TypeError, ValueError) as exc:
+            raise RequestError(f"sent[{index}]: expected values JSON can hold ({exc})") \
+                from exc
         messages.append({"role": message["role"], "content": content or ""}
                         | ({TOOL_CALLS_TEXT: calls} if calls else {}))
     given = [{"role": m["role"], "content": m["content"]} for m in prefix]
