@@ -598,6 +598,8 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
                     "repo": "owner/name"}),
         json.dumps({"instance_id": "g", "trajectory": "t.traj.json", "base_commit": commit,
                     "repo": "other/name"}),
+        # no repo to match a given git directory by
+        json.dumps({"instance_id": "h", "trajectory": "t.traj.json", "base_commit": commit}),
     ]), encoding="utf-8")
     specs, errors = load_run_specs(runs, {"owner/name": git_dir})
     assert [s.instance_id for s in specs] == ["d", "f"]
@@ -618,8 +620,15 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
         f"{runs}:5: resolved: expected true, false or null",
         f"{runs}:7: instance_id 'd': already on line 6 (a run is replayed once)",
         f"{runs}:8: base_commit: {'0' * 40!r} is not a commit of {git_dir}",
-        f"{runs}:10: repo_git: expected a non-empty string",
+        f"{runs}:10: repo_git: expected the git directory holding base_commit, on the line "
+        "or given for its repo 'other/name' (--repo-git other/name=GIT_DIR)",
+        f"{runs}:11: repo: expected OWNER/NAME, which --repo-git needs to match the line (or "
+        "repo_git on the line)",
     ]
+    # none given: a line without repo either is told both ways of giving one
+    assert load_run_specs(runs)[1][-1] == (
+        f"{runs}:11: repo_git: expected the git directory holding base_commit (or repo on "
+        "the line, and --repo-git OWNER/NAME=GIT_DIR for it)")
     # the CLI: nothing replayed, no store left behind, and the closing line says so
     db = tmp_path / "none.db"
     assert main(["replay", str(runs), "--db", str(db), "--limit", "1",
@@ -628,6 +637,36 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
     assert "nothing was replayed" in capsys.readouterr().out
     assert main(["replay", str(runs), "--db", str(db), "--repo-git", "nonsense"]) == 2
     assert "--repo-git 'nonsense': expected OWNER/NAME=DIR" in capsys.readouterr().err
+
+
+def test_a_problem_on_many_lines_is_named_on_the_first_ones_and_the_rest_counted(
+        tmp_path, capsys):
+    from ctxdb.cli.replay import SAME_PROBLEM_LINES_NAMED
+
+    (tmp_path / "t.traj.json").write_text("{}", encoding="utf-8")
+    more = 2
+    lines = [{"instance_id": f"i{n}", "trajectory": "t.traj.json", "base_commit": "abc",
+              "repo": "owner/name"} for n in range(SAME_PROBLEM_LINES_NAMED + more)]
+    lines.insert(1, {"instance_id": "other", "trajectory": "t.traj.json"})
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    db = tmp_path / "none.db"
+    assert main(["replay", str(runs), "--db", str(db)]) == 2
+    captured = capsys.readouterr()
+    problem = ("repo_git: expected the git directory holding base_commit, on the line or "
+               "given for its repo 'owner/name' (--repo-git owner/name=GIT_DIR)")
+    assert captured.err.splitlines() == [
+        f"ctxdb: error: {runs}:1: {problem}",
+        f"ctxdb: error: {runs}:2: base_commit: expected a non-empty string",
+        f"ctxdb: error: {runs}:2: repo_git: expected the git directory holding base_commit "
+        "(or repo on the line, and --repo-git OWNER/NAME=GIT_DIR for it)",
+        f"ctxdb: error: {runs}:3: {problem}",
+        f"ctxdb: error: {runs}:4: {problem}",
+        f"ctxdb: error: {runs}: and {more} more lines with the same problem as line 4 "
+        f"(the last: line {len(lines)})",
+    ]
+    assert f"{len(lines)} bad line(s)" in captured.out
+    assert not db.exists()
 
 
 def test_one_run_replays_on_a_tree_at_hand(requests_repository, tmp_path, capsys):
