@@ -29,8 +29,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     replay.add_argument("runs", metavar="RUNS.jsonl|RUN.traj.json",
                         help="one JSON object a line, with keys instance_id, trajectory "
-                        "(relative to the file), base_commit, repo_git, resolved; or one "
-                        "trajectory with --tree")
+                        "(relative to the file), base_commit, repo (OWNER/NAME), repo_git (its "
+                        "git directory, or --repo-git for the repo) and optionally resolved "
+                        "and testbed_setup (a shell command run in the fresh tree first); or "
+                        "one trajectory with --tree")
     add_db_option(replay)
     replay.add_argument("--tree", metavar="DIR",
                         help="one run: a git checkout of its repository (its HEAD is the base "
