@@ -679,8 +679,8 @@ def test_one_run_replays_on_a_tree_at_hand(requests_repository, tmp_path, capsys
     before = _git("status", "--porcelain", cwd=checkout)
     db = tmp_path / "one.db"
     assert main(["replay", str(path), "--tree", str(checkout), "--db", str(db)]) == 0
-    assert "1 run(s) done, 7 decisions (0 refused); tree gives the submitted patch in 1 of 1" \
-        in capsys.readouterr().out
+    assert "replay (run id replay): 1 run(s) done, 7 decisions (0 refused); tree gives the " \
+        "submitted patch in 1 of 1" in capsys.readouterr().out
     # the tree at hand is read, never changed: the run's edits went to a scratch copy
     assert _git("status", "--porcelain", cwd=checkout) == before == ""
     assert _git("rev-parse", "HEAD", cwd=checkout).strip() == commit
@@ -692,8 +692,9 @@ def test_one_run_replays_on_a_tree_at_hand(requests_repository, tmp_path, capsys
     path.write_text(json.dumps(trajectory), encoding="utf-8")
     assert main(["replay", str(path), "--tree", str(checkout), "--db", str(db),
                  "--run-id", "unsubmitted"]) == 0
-    assert "tree gives the submitted patch in 0 of 1 (1 without a submission)" \
-        in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.startswith("replay (run id unsubmitted): 1 run(s) done")
+    assert "tree gives the submitted patch in 0 of 1 (1 without a submission)" in out
 
 
 def test_a_here_document_folds_to_its_new_names_only_once_the_agent_stops_naming_it(

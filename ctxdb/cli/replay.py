@@ -111,8 +111,9 @@ def _cmd_replay(args) -> int:
         after = f"nothing was replayed: {store_file} was not kept."
     else:
         after = "nothing was replayed."
-    print(f"replay {args.run_id}: {len(done)} run(s) done, {sum(r.decisions for r in done)} "
-          f"decisions ({sum(r.refused_decisions for r in done)} refused); tree gives the "
+    print(f"replay (run id {args.run_id}): {len(done)} run(s) done, "
+          f"{sum(r.decisions for r in done)} decisions "
+          f"({sum(r.refused_decisions for r in done)} refused); tree gives the "
           f"submitted patch in {matched} of {len(done)}{without}; {len(summary.failed)} failed, "
           f"{len(_bad_lines(source, errors))} bad line(s). {after}")
     if errors:
