@@ -568,6 +568,13 @@ def test_a_runs_line_holding_a_line_separator_is_one_line(tmp_path):
     assert not any("not JSON" in error for error in errors)
 
 
+def test_an_unterminated_string_is_placed_once(tmp_path):
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text('{"instance_id": "a\n', encoding="utf-8")
+    assert load_run_specs(runs)[1] == [
+        f"{runs}:1: not JSON (Unterminated string starting at column 17)"]
+
+
 def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypatch):
     (tmp_path / "t.traj.json").write_text("{}", encoding="utf-8")
     repository = tmp_path / "repo"

@@ -41,6 +41,7 @@ from .. import models
 from ..config import Settings, load_settings
 from ..pipeline.persist import settings_json
 from ..request import RequestError
+from ..request_limits import json_error_reason
 from ..store import ContextStore
 from ..tokens import get_counter
 from ..workers import DEFAULT_WORKERS, run_each
@@ -183,7 +184,7 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            errors.append(f"{where}: not JSON ({exc.msg} at column {exc.colno})")
+            errors.append(f"{where}: not JSON ({json_error_reason(exc)} at column {exc.colno})")
             continue
         if not isinstance(row, dict):
             errors.append(f"{where}: expected a JSON object")
