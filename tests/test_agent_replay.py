@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ from ctxdb.agent.adapter import waited_horizon
 from ctxdb.agent.arms import CHAT_REPLY_PRIMING_TOKENS
 from ctxdb.agent.loop import ABLATIONS, LoopRules, ablation_arm, item_numbers
 from ctxdb.agent.replay import RunSpec, load_run_specs, replay_run, replay_spec_for_tree, run_replay
-from ctxdb.cli import main
+from ctxdb.cli import EXIT_INTERRUPTED, main
 from ctxdb.db import resolve_url
 from ctxdb.store import ContextStore
 
@@ -556,6 +557,51 @@ def test_a_replay_that_meets_another_under_its_run_id_undoes_only_its_own_decisi
     assert failed.refused_decisions == 0  # not counted as a step the harness lost
     assert [row[0] for row in _rows(db, "SELECT decision_id FROM decision")] == theirs
     assert _rows(db, "SELECT COUNT(*) FROM replay_decision")[0][0] == 0
+
+
+def test_ctrl_c_is_one_line_and_keeps_only_what_was_recorded(requests_repository, tmp_path,
+                                                             monkeypatch, capsys):
+    """Stopped in its second run: exit 130, one line, the first run kept, the second's
+    decisions, scratch tree and sandbox gone; stopped in its first, no store is left."""
+    trajectory, _ = _recorded_run(requests_repository, tmp_path)
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(trajectory), encoding="utf-8")
+    bare, commit = requests_repository
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("".join(json.dumps({"instance_id": name, "trajectory": path.name,
+                                        "base_commit": commit, "repo_git": str(bare)}) + "\n"
+                            for name in ("psf__requests-1", "psf__requests-2")),
+                    encoding="utf-8")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    original = replay_module.construct_step
+    stop_in = []
+
+    def ctrl_c_at_step_3(store, **kwargs):
+        if kwargs["instance_id"] in stop_in and kwargs["seq"] == 3:
+            raise KeyboardInterrupt
+        return original(store, **kwargs)
+
+    monkeypatch.setattr(replay_module, "construct_step", ctrl_c_at_step_3)
+    for stopped, kept in (("psf__requests-2", ["psf__requests-1"]), ("psf__requests-1", None)):
+        stop_in[:] = [stopped]
+        db = tmp_path / f"stopped-in-{stopped}.db"
+        try:
+            status = main(["replay", str(runs), "--db", str(db), "--workers", "1"])
+        except KeyboardInterrupt:  # not raised on: it would stop the test session
+            pytest.fail("ctxdb replay let Ctrl-C's KeyboardInterrupt out")
+        assert status == EXIT_INTERRUPTED == 130
+        captured = capsys.readouterr()
+        # the scratch tree and the sandbox's root went (the tokenizer's cache may stay)
+        assert [p.name for p in scratch.iterdir() if p.name.startswith("ctxdb-")] == []
+        if kept:
+            assert captured.err == "ctxdb: interrupted\n"
+            assert [r[0] for r in _rows(str(db), "SELECT instance_id FROM replay_run")] == kept
+            assert _rows(str(db), "SELECT DISTINCT instance_id FROM decision") == [(kept[0],)]
+        else:
+            assert captured.err == f"ctxdb: interrupted: nothing was recorded, {db} was not kept\n"
+            assert not db.exists()
 
 
 def test_a_runs_line_holding_a_line_separator_is_one_line(tmp_path):
