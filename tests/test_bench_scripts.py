@@ -1,4 +1,5 @@
-"""bench/replay.py: the development runs' replay figures, its input refused by name."""
+"""bench/replay.py and bench/devset.py: the development set's figures, their input
+refused by name in one line."""
 
 from __future__ import annotations
 
@@ -12,17 +13,26 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
-@pytest.fixture
-def bench_replay(monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_replay", BENCH / "replay.py")
+def _load(monkeypatch, name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "bench_replay", module)
+    monkeypatch.setitem(sys.modules, f"bench_{name}", module)
     spec.loader.exec_module(module)
     return module
 
 
+@pytest.fixture
+def bench_replay(monkeypatch):
+    return _load(monkeypatch, "replay")
+
+
+@pytest.fixture
+def bench_devset(monkeypatch):
+    return _load(monkeypatch, "devset")
+
+
 def _main(module, monkeypatch, *argv: str) -> int:
-    monkeypatch.setattr(sys, "argv", ["replay.py", *argv])
+    monkeypatch.setattr(sys, "argv", [Path(module.__file__).name, *argv])
     return module.main()
 
 
@@ -62,3 +72,20 @@ def test_the_runs_file_names_the_trajectories_beside_the_instances_file(bench_re
     assert _main(bench_replay, monkeypatch, str(tmp_path / "no-mirrors"),
                  "--instances", str(instances), "--runs", str(runs)) == bench_replay.EXIT_BAD_INPUT
     assert "MIRROR_DIR" in capsys.readouterr().err
+
+
+def test_devset_names_a_missing_instances_file_and_a_repository_without_a_git_dir(
+        bench_devset, tmp_path, monkeypatch, capsys):
+    missing = tmp_path / "instances.jsonl"
+    output = ["--output", str(tmp_path / "out" / "instances.jsonl")]
+    assert _main(bench_devset, monkeypatch, str(tmp_path), "--instances", str(missing),
+                 *output) == bench_devset.EXIT_BAD_INPUT
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"devset: error: --instances {missing}: ")
+    missing.write_text(json.dumps({"instance_id": "o__n-1", "repo": "o/n"}) + "\n",
+                       encoding="utf-8")
+    assert _main(bench_devset, monkeypatch, str(tmp_path), "--instances", str(missing),
+                 *output) == bench_devset.EXIT_BAD_INPUT
+    assert capsys.readouterr().err == (f"devset: error: MIRROR_DIR {tmp_path}: no git "
+                                       f"directory for o/n (looked for {tmp_path}/o+n/repo and "
+                                       f"{tmp_path}/o+n)\n")
