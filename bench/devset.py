@@ -40,6 +40,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEVSET = REPO_ROOT.parent / "shared" / "devset" / "instances.jsonl"
 DEFAULT_OUTPUT = Path.home() / ".cache" / "ctxdb" / "devset" / "instances.jsonl"
 ARMS = ("ctx08", "current")
+EXIT_BAD_INPUT = 2  # as the ctxdb command's
+
+
+class BadInput(Exception):
+    """A one-line error naming the option or file and what was expected."""
 DECISION_TYPES = ("localize", "edit")
 
 
@@ -49,17 +54,28 @@ def git_dir_for(mirror: Path, repo: str) -> Path:
     for candidate in (base / "repo", base):
         if (candidate / "HEAD").exists():
             return candidate
-    raise SystemExit(f"devset: no git directory for {repo} under {mirror} "
-                     f"(looked for {base}/repo and {base})")
+    raise BadInput(f"MIRROR_DIR {mirror}: no git directory for {repo} (looked for "
+                   f"{base}/repo and {base})")
 
 
 def write_instances(source: Path, mirror: Path, output: Path) -> int:
     """Copy the instances with ``repo_git`` added; returns how many lines were written."""
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"--instances {source}: {exc.strerror or exc}; "
+                         "expected the development set's instances.jsonl (../shared/devset/ "
+                         "beside this repository)") from None
     lines = []
-    for line in source.read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
-            data = json.loads(line)
-            data["repo_git"] = str(git_dir_for(mirror, data["repo"]))
+            try:
+                data = json.loads(line)
+                repo = data["repo"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                raise BadInput(f"--instances {source}:{number}: expected a JSON object with "
+                               "repo") from None
+            data["repo_git"] = str(git_dir_for(mirror, repo))
             lines.append(json.dumps(data, ensure_ascii=False))
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -142,7 +158,11 @@ def main() -> int:
     if args.limit is not None and args.limit < 1:
         parser.error("--limit: expected at least 1")
 
-    total = write_instances(args.instances, args.mirror.resolve(), args.output)
+    try:
+        total = write_instances(args.instances, args.mirror.resolve(), args.output)
+    except BadInput as exc:
+        print(f"devset: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     limit = min(args.limit or total, total)
     print(f"wrote {total} instances with repo_git to {args.output}")
     instances_path = args.output

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection
 
 from . import models
+from .request_limits import json_error_reason
 from .sqlfiles import sql_statement
 
 if TYPE_CHECKING:
@@ -136,8 +137,8 @@ def parse_outcomes(path: str | Path) -> tuple[list[tuple[int, Outcome]], list[tu
             try:
                 data = json.loads(line)
             except json.JSONDecodeError as exc:
-                bad.append((line_no, f"not valid JSON ({exc.msg}): expected one JSON object "
-                                     "per line"))
+                bad.append((line_no, f"not valid JSON ({json_error_reason(exc)} at column "
+                                     f"{exc.colno}): expected one JSON object per line"))
                 continue
             try:
                 if not isinstance(data, dict):

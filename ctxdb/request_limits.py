@@ -7,6 +7,8 @@ the dataclass's own (`DecisionRequest.check`) — so each words a refusal the sa
 
 from __future__ import annotations
 
+import json
+
 # What one request may hold (issue 14): bounded work per decision, and every integer fits
 # the store's columns on both backends. The schema states the same numbers (tested).
 # PostgreSQL `integer` (models.py: seq, lines, depth, token_ceiling are Integer columns).
@@ -54,6 +56,12 @@ class LongInteger:
     def __init__(self, digits: str):
         self.digits = digits
 
+
+
+def json_error_reason(exc: json.JSONDecodeError) -> str:
+    """The JSON parser's reason without the dangling "at" some end in ("Unterminated string
+    starting at"), for a message that gives the place itself."""
+    return exc.msg.removesuffix(" at")
 
 
 def quote_value(value: object) -> str:

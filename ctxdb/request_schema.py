@@ -16,6 +16,7 @@ from .request_limits import (
     LongInteger,
     RequestEncodingError,
     RequestError,
+    json_error_reason,
     quote_value,
     refusal,
 )
@@ -52,7 +53,8 @@ def parse_request_json(text: str | bytes) -> Any:
     try:
         return json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as exc:
-        raise RequestError(f"request is not valid JSON: {exc.msg} at line {exc.lineno} "
+        raise RequestError(f"request is not valid JSON: {json_error_reason(exc)} at line "
+                           f"{exc.lineno} "
                            f"column {exc.colno}") from exc
     except RecursionError as exc:
         raise RequestError("request is not valid JSON for a decision request: it nests "

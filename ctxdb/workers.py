@@ -23,6 +23,21 @@ def usable_cpu_count() -> int:
 # process-pool imports wait until a pool is started
 DEFAULT_WORKERS = usable_cpu_count()
 
+# set in a worker process Ctrl-C has reached (the terminal signals every process of the
+# command): the jobs queued to it are refused rather than run
+_interrupted = False
+
+
+def _pool_job(function: Callable[..., Any], job: tuple) -> Any:
+    global _interrupted
+    if _interrupted:
+        raise KeyboardInterrupt
+    try:
+        return function(*job)
+    except KeyboardInterrupt:
+        _interrupted = True
+        raise
+
 
 def run_each(function: Callable[..., Any], jobs: Sequence[tuple], workers: int,
              progress: Callable[[int, int], None] | None = None) -> list:
@@ -44,9 +59,15 @@ def run_each(function: Callable[..., Any], jobs: Sequence[tuple], workers: int,
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = [pool.submit(function, *job) for job in jobs]
-        for future in as_completed(futures):
-            results.append(future.result())
-            if progress:
-                progress(len(results), len(jobs))
+        futures = [pool.submit(_pool_job, function, job) for job in jobs]
+        try:
+            for future in as_completed(futures):
+                results.append(future.result())
+                if progress:
+                    progress(len(results), len(jobs))
+        except BaseException:
+            # Ctrl-C (or a job's own error): the jobs not yet started are dropped, else
+            # leaving the pool would wait for every one of them to run
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     return results

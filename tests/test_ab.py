@@ -24,7 +24,7 @@ from ctxdb.cli import main
 from ctxdb.config import load_settings
 from ctxdb.db import resolve_url
 from ctxdb.diffs import parse_unified_diff
-from ctxdb.outcomes import import_outcomes
+from ctxdb.outcomes import import_outcomes, parse_outcomes
 from ctxdb.pipeline.rank_client import ResidueCandidate, rank_residue
 from ctxdb.recon import index_repository
 from ctxdb.recon import kept as kept_module
@@ -148,7 +148,7 @@ def test_bad_lines_name_line_and_field(tmp_path):
     instances, errors = load_instances(path)
     assert [i.instance_id for i in instances] == ["shopcart__shopcart-1"]
     assert errors[0] == (f"{path} line 2: not valid JSON (Expecting property name enclosed in "
-                         "double quotes): expected one JSON object per line")
+                         "double quotes at column 2): expected one JSON object per line")
     assert errors[1] == f"{path} line 3: field 'patch': expected a unified diff as a string"
     assert errors[2] == (f"{path} line 4: field 'FAIL_TO_PASS': "
                          "expected a value (the field is missing)")
@@ -392,6 +392,13 @@ def test_ab_run_with_the_oracle_ranker(store_url, tmp_path):
     # the reports group by arm and variant: another ranker's runs need another store
     with pytest.raises(ValueError, match="already holds run ab/ctx08/default@oracle"):
         run_ab(url, path, AbOptions(workers=1, cache_dir=tmp_path / "cache"))
+
+
+def test_an_outcome_line_cut_short_is_placed_once(tmp_path):
+    path = tmp_path / "outcomes.jsonl"
+    path.write_text('{"run_id": "ab', encoding="utf-8")
+    assert parse_outcomes(path) == ([], [(1, "not valid JSON (Unterminated string starting "
+                                             "at column 12): expected one JSON object per line")])
 
 
 def test_outcomes_import_is_all_or_nothing(store_url, tmp_path):

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ from ctxdb.agent.adapter import waited_horizon
 from ctxdb.agent.arms import CHAT_REPLY_PRIMING_TOKENS
 from ctxdb.agent.loop import ABLATIONS, LoopRules, ablation_arm, item_numbers
 from ctxdb.agent.replay import RunSpec, load_run_specs, replay_run, replay_spec_for_tree, run_replay
-from ctxdb.cli import main
+from ctxdb.cli import EXIT_INTERRUPTED, main
 from ctxdb.db import resolve_url
 from ctxdb.store import ContextStore
 
@@ -558,6 +559,51 @@ def test_a_replay_that_meets_another_under_its_run_id_undoes_only_its_own_decisi
     assert _rows(db, "SELECT COUNT(*) FROM replay_decision")[0][0] == 0
 
 
+def test_ctrl_c_is_one_line_and_keeps_only_what_was_recorded(requests_repository, tmp_path,
+                                                             monkeypatch, capsys):
+    """Stopped in its second run: exit 130, one line, the first run kept, the second's
+    decisions, scratch tree and sandbox gone; stopped in its first, no store is left."""
+    trajectory, _ = _recorded_run(requests_repository, tmp_path)
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(trajectory), encoding="utf-8")
+    bare, commit = requests_repository
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("".join(json.dumps({"instance_id": name, "trajectory": path.name,
+                                        "base_commit": commit, "repo_git": str(bare)}) + "\n"
+                            for name in ("psf__requests-1", "psf__requests-2")),
+                    encoding="utf-8")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    original = replay_module.construct_step
+    stop_in = []
+
+    def ctrl_c_at_step_3(store, **kwargs):
+        if kwargs["instance_id"] in stop_in and kwargs["seq"] == 3:
+            raise KeyboardInterrupt
+        return original(store, **kwargs)
+
+    monkeypatch.setattr(replay_module, "construct_step", ctrl_c_at_step_3)
+    for stopped, kept in (("psf__requests-2", ["psf__requests-1"]), ("psf__requests-1", None)):
+        stop_in[:] = [stopped]
+        db = tmp_path / f"stopped-in-{stopped}.db"
+        try:
+            status = main(["replay", str(runs), "--db", str(db), "--workers", "1"])
+        except KeyboardInterrupt:  # not raised on: it would stop the test session
+            pytest.fail("ctxdb replay let Ctrl-C's KeyboardInterrupt out")
+        assert status == EXIT_INTERRUPTED == 130
+        captured = capsys.readouterr()
+        # the scratch tree and the sandbox's root went (the tokenizer's cache may stay)
+        assert [p.name for p in scratch.iterdir() if p.name.startswith("ctxdb-")] == []
+        if kept:
+            assert captured.err == "ctxdb: interrupted\n"
+            assert [r[0] for r in _rows(str(db), "SELECT instance_id FROM replay_run")] == kept
+            assert _rows(str(db), "SELECT DISTINCT instance_id FROM decision") == [(kept[0],)]
+        else:
+            assert captured.err == f"ctxdb: interrupted: nothing was recorded, {db} was not kept\n"
+            assert not db.exists()
+
+
 def test_a_runs_line_holding_a_line_separator_is_one_line(tmp_path):
     # U+2028 is a line break to str.splitlines but text inside a JSON string
     runs = tmp_path / "runs.jsonl"
@@ -566,6 +612,13 @@ def test_a_runs_line_holding_a_line_separator_is_one_line(tmp_path):
     _specs, errors = load_run_specs(runs, {})
     assert errors and all(error.startswith(f"{runs}:1: ") for error in errors)
     assert not any("not JSON" in error for error in errors)
+
+
+def test_an_unterminated_string_is_placed_once(tmp_path):
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text('{"instance_id": "a\n', encoding="utf-8")
+    assert load_run_specs(runs)[1] == [
+        f"{runs}:1: not JSON (Unterminated string starting at column 17)"]
 
 
 def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypatch):
@@ -598,6 +651,8 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
                     "repo": "owner/name"}),
         json.dumps({"instance_id": "g", "trajectory": "t.traj.json", "base_commit": commit,
                     "repo": "other/name"}),
+        # no repo to match a given git directory by
+        json.dumps({"instance_id": "h", "trajectory": "t.traj.json", "base_commit": commit}),
     ]), encoding="utf-8")
     specs, errors = load_run_specs(runs, {"owner/name": git_dir})
     assert [s.instance_id for s in specs] == ["d", "f"]
@@ -618,8 +673,15 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
         f"{runs}:5: resolved: expected true, false or null",
         f"{runs}:7: instance_id 'd': already on line 6 (a run is replayed once)",
         f"{runs}:8: base_commit: {'0' * 40!r} is not a commit of {git_dir}",
-        f"{runs}:10: repo_git: expected a non-empty string",
+        f"{runs}:10: repo_git: expected the git directory holding base_commit, on the line "
+        "or given for its repo 'other/name' (--repo-git other/name=GIT_DIR)",
+        f"{runs}:11: repo: expected OWNER/NAME, which --repo-git needs to match the line (or "
+        "repo_git on the line)",
     ]
+    # none given: a line without repo either is told both ways of giving one
+    assert load_run_specs(runs)[1][-1] == (
+        f"{runs}:11: repo_git: expected the git directory holding base_commit (or repo on "
+        "the line, and --repo-git OWNER/NAME=GIT_DIR for it)")
     # the CLI: nothing replayed, no store left behind, and the closing line says so
     db = tmp_path / "none.db"
     assert main(["replay", str(runs), "--db", str(db), "--limit", "1",
@@ -628,6 +690,36 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
     assert "nothing was replayed" in capsys.readouterr().out
     assert main(["replay", str(runs), "--db", str(db), "--repo-git", "nonsense"]) == 2
     assert "--repo-git 'nonsense': expected OWNER/NAME=DIR" in capsys.readouterr().err
+
+
+def test_a_problem_on_many_lines_is_named_on_the_first_ones_and_the_rest_counted(
+        tmp_path, capsys):
+    from ctxdb.cli.replay import SAME_PROBLEM_LINES_NAMED
+
+    (tmp_path / "t.traj.json").write_text("{}", encoding="utf-8")
+    more = 2
+    lines = [{"instance_id": f"i{n}", "trajectory": "t.traj.json", "base_commit": "abc",
+              "repo": "owner/name"} for n in range(SAME_PROBLEM_LINES_NAMED + more)]
+    lines.insert(1, {"instance_id": "other", "trajectory": "t.traj.json"})
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    db = tmp_path / "none.db"
+    assert main(["replay", str(runs), "--db", str(db)]) == 2
+    captured = capsys.readouterr()
+    problem = ("repo_git: expected the git directory holding base_commit, on the line or "
+               "given for its repo 'owner/name' (--repo-git owner/name=GIT_DIR)")
+    assert captured.err.splitlines() == [
+        f"ctxdb: error: {runs}:1: {problem}",
+        f"ctxdb: error: {runs}:2: base_commit: expected a non-empty string",
+        f"ctxdb: error: {runs}:2: repo_git: expected the git directory holding base_commit "
+        "(or repo on the line, and --repo-git OWNER/NAME=GIT_DIR for it)",
+        f"ctxdb: error: {runs}:3: {problem}",
+        f"ctxdb: error: {runs}:4: {problem}",
+        f"ctxdb: error: {runs}: and {more} more lines with the same problem as line 4 "
+        f"(the last: line {len(lines)})",
+    ]
+    assert f"{len(lines)} bad line(s)" in captured.out
+    assert not db.exists()
 
 
 def test_one_run_replays_on_a_tree_at_hand(requests_repository, tmp_path, capsys):
@@ -640,8 +732,8 @@ def test_one_run_replays_on_a_tree_at_hand(requests_repository, tmp_path, capsys
     before = _git("status", "--porcelain", cwd=checkout)
     db = tmp_path / "one.db"
     assert main(["replay", str(path), "--tree", str(checkout), "--db", str(db)]) == 0
-    assert "1 run(s) done, 7 decisions (0 refused); tree gives the submitted patch in 1 of 1" \
-        in capsys.readouterr().out
+    assert "replay (run id replay): 1 run(s) done, 7 decisions (0 refused); tree gives the " \
+        "submitted patch in 1 of 1" in capsys.readouterr().out
     # the tree at hand is read, never changed: the run's edits went to a scratch copy
     assert _git("status", "--porcelain", cwd=checkout) == before == ""
     assert _git("rev-parse", "HEAD", cwd=checkout).strip() == commit
@@ -653,8 +745,9 @@ def test_one_run_replays_on_a_tree_at_hand(requests_repository, tmp_path, capsys
     path.write_text(json.dumps(trajectory), encoding="utf-8")
     assert main(["replay", str(path), "--tree", str(checkout), "--db", str(db),
                  "--run-id", "unsubmitted"]) == 0
-    assert "tree gives the submitted patch in 0 of 1 (1 without a submission)" \
-        in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.startswith("replay (run id unsubmitted): 1 run(s) done")
+    assert "tree gives the submitted patch in 0 of 1 (1 without a submission)" in out
 
 
 def test_a_here_document_folds_to_its_new_names_only_once_the_agent_stops_naming_it(

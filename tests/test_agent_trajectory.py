@@ -209,6 +209,8 @@ def test_a_v2_reply_the_harness_rejected_unrecorded_is_a_step_of_its_own():
 
 @pytest.mark.parametrize(("content", "expected"), [
     (b'{"messages": [', "not JSON"),
+    # the parser's "starting at" is given its place once, not "at at"
+    (b'{"messages": [{"role": "sys', "not JSON (Unterminated string starting at line 1 column 24)"),
     (b"\xff\xfe{}", "not UTF-8"),
     (b'{"messages": []}', "'messages': expected a non-empty list"),
     (b'{"messages": [{"role": "user", "content": "x"}]}', "messages[0]: expected the system"),

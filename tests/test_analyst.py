@@ -502,3 +502,18 @@ def test_the_command_line_page_shows_the_analyst_commands():
                  "ctxdb db history", "ctxdb db schema-docs", "ctxdb datasette-metadata"):
         assert text in cli, text
     assert "datasette ctx08.db --metadata" in _page("audit.md")
+
+
+def test_the_command_line_page_gives_every_option_of_replay():
+    import argparse
+
+    from ctxdb.cli import build_parser
+
+    commands = next(action for action in build_parser()._actions
+                    if isinstance(action, argparse._SubParsersAction))
+    replay = commands.choices["replay"]
+    options = [name for action in replay._actions for name in action.option_strings
+               if name.startswith("--") and name != "--help"]
+    synopsis = _page("commands.md").split("```")[1]
+    lines = synopsis[synopsis.index("ctxdb replay "):synopsis.index("ctxdb report ")]
+    assert [name for name in options if name not in lines] == []

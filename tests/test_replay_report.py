@@ -499,8 +499,9 @@ def test_the_page_escapes_text_from_the_store(store_url):
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_cli_report_replay(replay_store, store_url, tmp_path, capsys):
     assert main(["report", "replay", "--db", store_url]) == EXIT_OK
-    screen = capsys.readouterr().out
+    screen, err = capsys.readouterr()
     assert "7,610" in screen and "mask10" in screen
+    assert err == ""
 
     assert main(["report", "replay", "--db", store_url, "--format", "json",
                  "--cached-price-ratio", "0.5"]) == EXIT_OK
@@ -552,6 +553,31 @@ def test_cli_report_replay(replay_store, store_url, tmp_path, capsys):
         assert main(["report", "replay", "--db", store_url,
                      "--length-groups", bad]) == EXIT_BAD_INPUT
         assert "--length-groups" in capsys.readouterr().err
+
+
+def test_a_store_without_replay_runs_says_so_once(tmp_path, capsys):
+    db = tmp_path / "ab.db"
+    ContextStore.open(str(db)).close()
+    for name in ("replay", "replay_arms", "replay_steps"):
+        assert main(["report", name, "--db", str(db)]) == EXIT_OK
+        assert capsys.readouterr().err == (f"{name}: no replay runs in {db} (ctxdb replay "
+                                           "RUNS.jsonl --db STORE makes them; docs/replay.md)\n")
+    # another report of an empty store is not the replay's to explain
+    assert main(["report", "runs", "--db", str(db)]) == EXIT_OK
+    assert capsys.readouterr().err == ""
+
+
+def test_a_message_names_a_server_store_without_its_password():
+    from types import SimpleNamespace
+
+    from sqlalchemy import create_engine
+
+    from ctxdb.cli.report import _store_shown
+
+    engine = create_engine("postgresql+psycopg://ana:s3cret@db.example/ctx")
+    assert _store_shown(SimpleNamespace(engine=engine)) \
+        == "postgresql+psycopg://ana:***@db.example/ctx"
+    engine.dispose()
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])

@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..request_limits import json_error_reason
+
 REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "patch",
                    "test_patch", "FAIL_TO_PASS")
 
@@ -85,8 +87,9 @@ def load_instances(path: str | os.PathLike) -> tuple[list[Instance], list[str]]:
             try:
                 data = json.loads(line)
             except json.JSONDecodeError as exc:
-                errors.append(f"{path} line {line_no}: not valid JSON ({exc.msg}): expected "
-                              "one JSON object per line")
+                errors.append(f"{path} line {line_no}: not valid JSON "
+                              f"({json_error_reason(exc)} at column {exc.colno}): expected one "
+                              "JSON object per line")
                 continue
             try:
                 instance = parse_instance(data, str(path), line_no, path.parent)

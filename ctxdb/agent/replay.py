@@ -41,6 +41,7 @@ from .. import models
 from ..config import Settings, load_settings
 from ..pipeline.persist import settings_json
 from ..request import RequestError
+from ..request_limits import json_error_reason
 from ..store import ContextStore
 from ..tokens import get_counter
 from ..workers import DEFAULT_WORKERS, run_each
@@ -183,7 +184,7 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            errors.append(f"{where}: not JSON ({exc.msg} at column {exc.colno})")
+            errors.append(f"{where}: not JSON ({json_error_reason(exc)} at column {exc.colno})")
             continue
         if not isinstance(row, dict):
             errors.append(f"{where}: expected a JSON object")
@@ -192,8 +193,11 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
                 and row["repo"] in given_git:
             row["repo_git"] = str(given_git[row["repo"]])
         problems = [f"{where}: {name}: expected a non-empty string"
-                    for name in ("instance_id", "trajectory", "base_commit", "repo_git")
+                    for name in ("instance_id", "trajectory", "base_commit")
                     if not isinstance(row.get(name), str) or not row.get(name)]
+        git_problem = _git_dir_problem(row, bool(given_git))
+        if git_problem:
+            problems.append(f"{where}: {git_problem}")
         if "resolved" in row and not isinstance(row["resolved"], (bool, type(None))):
             problems.append(f"{where}: resolved: expected true, false or null")
         for name in ("repo", "testbed_setup"):
@@ -223,6 +227,27 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
         specs.append(RunSpec(trajectory, row["instance_id"], git_dir, row["base_commit"],
                              row.get("resolved"), row.get("repo"), setup))
     return specs, errors
+
+
+def _git_dir_problem(row: dict[str, Any], some_given: bool) -> str | None:
+    """Why a runs line has no git directory: none on it, none given for its repo (or no
+    repo to look one up by, when some were given); None when it has one."""
+    git_dir, repo = row.get("repo_git"), row.get("repo")
+    if isinstance(git_dir, str) and git_dir:
+        return None
+    if git_dir not in (None, ""):
+        return "repo_git: expected a non-empty string (a git directory)"
+    if repo not in (None, "") and not isinstance(repo, str):
+        return None  # the repo is named as the wrong type; repo_git may be given for it then
+    if repo:
+        shown = repo[:GIVEN_VALUE_SHOWN_CHARS]
+        return (f"repo_git: expected the git directory holding base_commit, on the line or "
+                f"given for its repo {shown!r} (--repo-git {shown}=GIT_DIR)")
+    if some_given:
+        return ("repo: expected OWNER/NAME, which --repo-git needs to match the line (or "
+                "repo_git on the line)")
+    return ("repo_git: expected the git directory holding base_commit (or repo on the line, "
+            "and --repo-git OWNER/NAME=GIT_DIR for it)")
 
 
 def replay_spec_for_tree(trajectory: str | Path, tree: str | Path,

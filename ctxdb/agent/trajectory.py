@@ -30,6 +30,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from ..request_limits import json_error_reason
+
 FORMAT_V1 = "mini-swe-agent-1"
 FORMAT_V2 = "mini-swe-agent-1.1"
 FORMATS = (FORMAT_V1, FORMAT_V2)
@@ -219,7 +221,7 @@ def read_trajectory(path: str | Path) -> AgentRun:
     except UnicodeDecodeError as exc:
         raise TrajectoryError(f"{path}: not UTF-8 at byte {exc.start}") from exc
     except json.JSONDecodeError as exc:
-        raise TrajectoryError(f"{path}: not JSON ({exc.msg} at line {exc.lineno} "
+        raise TrajectoryError(f"{path}: not JSON ({json_error_reason(exc)} at line {exc.lineno} "
                               f"column {exc.colno}): truncated or not a trajectory") from exc
     except RecursionError:
         raise TrajectoryError(f"{path}: JSON nested too deeply to be a trajectory") from None

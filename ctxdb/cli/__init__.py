@@ -1,7 +1,8 @@
 """The ``ctxdb`` command line.
 
 Exit status: 0 on success, 1 when a check finds violations, 2 on bad input
-(the message names the field or file and what was expected).
+(the message names the field or file and what was expected), 130 when stopped by
+Ctrl-C (one line says so).
 
 One module per command (or group of subcommands), each with one ``register(commands)``
 that adds its parsers, every option beside the handler it sets as ``func``;
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from ..config import DB_URL_ENV, ConfigError
 from . import (
@@ -28,9 +30,10 @@ from . import (
     tokens,
     verify,
 )
-from .shared import EXIT_BAD_INPUT, EXIT_OK, EXIT_VIOLATIONS
+from .shared import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_VIOLATIONS
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_OK", "EXIT_VIOLATIONS", "build_parser", "main"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_VIOLATIONS", "build_parser",
+           "main"]
 
 # the command modules, in the order `ctxdb --help` lists their commands
 COMMAND_MODULES = (db, construct, decisions, verify, ab, replay, report, retrieve, datasette,
@@ -70,6 +73,15 @@ def main(argv: list[str] | None = None) -> int:
         if status == EXIT_BAD_INPUT:
             _discard_a_store_made_for_nothing(args, made_before)
         return status
+    except KeyboardInterrupt:
+        # Ctrl-C: the work under way has undone itself on the way out (a replay's run, its
+        # scratch tree and sandbox; a transaction); a store made for it and left empty goes
+        if sys.stderr.isatty():
+            sys.stderr.write("\n")  # off the line the terminal echoed ^C on (a progress bar)
+        dropped = _discard_a_store_made_for_nothing(args, made_before)
+        kept = f": nothing was recorded, {dropped} was not kept" if dropped else ""
+        print(f"ctxdb: interrupted{kept}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader stopped (`ctxdb show 3 | head`): what it read was right; say nothing
         # more, and keep Python from complaining again when it flushes stdout at exit.
@@ -107,17 +119,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _discard_a_store_made_for_nothing(args: argparse.Namespace,
-                                      made_before: frozenset[tuple[int, int]]) -> None:
-    """Bad input writes nothing: the SQLite store file ``--db`` names goes when this
-    command made it and it holds nothing a user gave (``db.discard_store_made_here``)."""
+                                      made_before: frozenset[tuple[int, int]]) -> Path | None:
+    """Bad input (or an interrupted command) writes nothing: the SQLite store file ``--db``
+    names goes when this command made it and it holds nothing a user gave
+    (``db.discard_store_made_here``). Returns the file when it went."""
     if not hasattr(args, "db"):
-        return
+        return None
     from ..db import discard_store_made_here, resolve_url, sqlite_file_of
 
     try:
-        discard_store_made_here(sqlite_file_of(resolve_url(args.db)), made_before)
+        store_file = sqlite_file_of(resolve_url(args.db))
     except ValueError:  # a --db that is no URL: nothing was made
-        return
+        return None
+    return store_file if discard_store_made_here(store_file, made_before) else None
 
 
 def _refuse_a_store_in_memory(db: str | None) -> None:

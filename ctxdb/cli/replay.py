@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ..workers import DEFAULT_WORKERS
 from .shared import EXIT_BAD_INPUT, EXIT_OK, EXIT_VIOLATIONS, add_db_option, progress_callback
+
+# a problem on more lines than this is named on the first ones, the rest counted (a list
+# of SWE-bench's without repo_git has the same problem on every line)
+SAME_PROBLEM_LINES_NAMED = 3
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -24,8 +29,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     replay.add_argument("runs", metavar="RUNS.jsonl|RUN.traj.json",
                         help="one JSON object a line, with keys instance_id, trajectory "
-                        "(relative to the file), base_commit, repo_git, resolved; or one "
-                        "trajectory with --tree")
+                        "(relative to the file), base_commit, repo (OWNER/NAME), repo_git (its "
+                        "git directory, or --repo-git for the repo) and optionally resolved "
+                        "and testbed_setup (a shell command run in the fresh tree first); or "
+                        "one trajectory with --tree")
     add_db_option(replay)
     replay.add_argument("--tree", metavar="DIR",
                         help="one run: a git checkout of its repository (its HEAD is the base "
@@ -51,8 +58,6 @@ def register(commands: argparse._SubParsersAction) -> None:
 def _cmd_replay(args) -> int:
     """Exit 2 when the input is bad (each bad line named; the good ones run first), else
     1 when a run failed, else 0."""
-    from pathlib import Path
-
     from ..agent.replay import RunsFileError, load_run_specs, replay_spec_for_tree, run_replay
     from ..agent.trajectory import MAX_COMMAND_TIMEOUT_S
     from ..db import discard_store_made_here, resolve_url, sqlite_file_of, stores_made_here
@@ -94,7 +99,7 @@ def _cmd_replay(args) -> int:
                          progress=progress_callback("replay", "runs"))
     for result in summary.failed:
         print(f"failed: {result.error}", file=sys.stderr)
-    for error in errors:
+    for error in _same_problems_counted(source, errors):
         print(f"ctxdb: error: {error}", file=sys.stderr)
     done = [r for r in summary.results if not r.error]
     matched = sum(1 for r in done if r.tree_matches_submission)
@@ -106,10 +111,45 @@ def _cmd_replay(args) -> int:
         after = f"nothing was replayed: {store_file} was not kept."
     else:
         after = "nothing was replayed."
-    print(f"replay {args.run_id}: {len(done)} run(s) done, {sum(r.decisions for r in done)} "
-          f"decisions ({sum(r.refused_decisions for r in done)} refused); tree gives the "
+    print(f"replay (run id {args.run_id}): {len(done)} run(s) done, "
+          f"{sum(r.decisions for r in done)} decisions "
+          f"({sum(r.refused_decisions for r in done)} refused); tree gives the "
           f"submitted patch in {matched} of {len(done)}{without}; {len(summary.failed)} failed, "
-          f"{len(errors)} bad line(s). {after}")
+          f"{len(_bad_lines(source, errors))} bad line(s). {after}")
     if errors:
         return EXIT_BAD_INPUT
     return EXIT_VIOLATIONS if summary.failed else EXIT_OK
+
+
+def _line_and_problem(source: Path, error: str) -> tuple[int | None, str]:
+    """``load_run_specs``' error ``SOURCE:LINE: PROBLEM`` apart (None: not of a line)."""
+    prefix = f"{source}:"
+    number, _, problem = error.removeprefix(prefix).partition(": ")
+    if not error.startswith(prefix) or not number.isdigit():
+        return None, error
+    return int(number), problem
+
+
+def _bad_lines(source: Path, errors: list[str]) -> set[int]:
+    return {line for line, _ in (_line_and_problem(source, e) for e in errors)
+            if line is not None}
+
+
+def _same_problems_counted(source: Path, errors: list[str]) -> list[str]:
+    """The errors in file order, each problem named on its first SAME_PROBLEM_LINES_NAMED
+    lines and the lines after counted: 97 lines of one problem are read as one."""
+    lines_of: dict[str, list[int]] = {}
+    for error in errors:
+        line, problem = _line_and_problem(source, error)
+        if line is not None:
+            lines_of.setdefault(problem, []).append(line)
+    shown: list[str] = []
+    for error in errors:
+        line, problem = _line_and_problem(source, error)
+        lines = lines_of.get(problem, [])
+        if line is None or line in lines[:SAME_PROBLEM_LINES_NAMED]:
+            shown.append(error)
+        if len(lines) > SAME_PROBLEM_LINES_NAMED and line == lines[SAME_PROBLEM_LINES_NAMED - 1]:
+            shown.append(f"{source}: and {len(lines) - SAME_PROBLEM_LINES_NAMED} more lines "
+                         f"with the same problem as line {line} (the last: line {lines[-1]})")
+    return shown

@@ -12,6 +12,9 @@ from typing import TypeVar
 from .shared import EXIT_OK, add_db_option, context_store, existing_store, write_output
 
 LOOP_COST_REPORT = "loop_cost"  # a live A/B's costs: an empty table is explained
+# the replay screen, its sections the replay_* reports: a store without a replay run is
+# said once, not left to every section's "(no rows)"
+REPLAY_REPORT = "replay"
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -44,11 +47,17 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def _cmd_report(args) -> int:
     from ..ab import reports
+    from ..agent.report import SECTIONS as REPLAY_SECTIONS
 
     ratio = _cached_price_ratio(args.cached_price_ratio)
     groups = _length_groups(args.length_groups)
     with context_store().open(existing_store(args.db)) as store, \
             store.engine.connect() as connection:
+        if (args.name == REPLAY_REPORT or args.name in REPLAY_SECTIONS.values()) \
+                and not _holds_a_replay_run(connection):
+            # empty sections would not say why: the runs they read come from ctxdb replay
+            print(f"{args.name}: no replay runs in {_store_shown(store)} (ctxdb replay "
+                  "RUNS.jsonl --db STORE makes them; docs/replay.md)", file=sys.stderr)
         if args.name == "ab":
             if args.format == "html":
                 output = reports.ab_html(connection)
@@ -60,7 +69,7 @@ def _cmd_report(args) -> int:
                     output = "[" + ",\n".join(reports.as_json(r) for r in sections.values()) + "]"
                 else:
                     output = "\n".join(f"# {n}\n{reports.as_csv(r)}" for n, r in sections.items())
-        elif args.name == "replay":
+        elif args.name == REPLAY_REPORT:
             from ..agent import report as replay
 
             output = {"table": replay.replay_screen, "csv": replay.replay_csv,
@@ -71,7 +80,7 @@ def _cmd_report(args) -> int:
                                         {"cached_price_ratio": ratio, "length_groups": groups})
             if args.name == LOOP_COST_REPORT and not report.rows:
                 # an empty table would not say why: the runs it reads are live ones
-                print(f"{LOOP_COST_REPORT}: no live agent-loop runs in {args.db or 'the store'}"
+                print(f"{LOOP_COST_REPORT}: no live agent-loop runs in {_store_shown(store)}"
                       " (a replay's runs are left out: ctxdb report replay)", file=sys.stderr)
             if args.format == "html":
                 output = reports.single_html(report)
@@ -84,6 +93,23 @@ def _cmd_report(args) -> int:
     else:
         print(output)
     return EXIT_OK
+
+
+def _holds_a_replay_run(connection) -> bool:
+    from sqlalchemy import exists, select
+
+    from .. import models
+
+    return bool(connection.execute(select(exists().select_from(models.replay_run))).scalar())
+
+
+def _store_shown(store) -> str:
+    """The store as a message names it: its file, else its URL with the password hidden."""
+    from ..db import sqlite_file_of
+
+    url = store.engine.url
+    return str(sqlite_file_of(url.render_as_string(hide_password=False))
+               or url.render_as_string(hide_password=True))
 
 
 def _cached_price_ratio(value: str | None) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_VIOLATIONS = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # as a shell reports a command Ctrl-C stopped
 
 # where `ab run` and `retrieve --eval` keep materialized trees and their recon indexes
 DEFAULT_AB_CACHE = Path.home() / ".cache" / "ctxdb" / "ab"
