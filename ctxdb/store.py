@@ -134,7 +134,7 @@ class ContextStore:
                 connection = engine.connect()
             except OperationalError as exc:
                 reason = connect_failure(exc)
-                if reason is None:
+                if reason is None or is_sqlite(url):  # a server's: SQLite's file is checked
                     raise
                 raise StoreUnreachable(url, reason) from exc
             with connection:

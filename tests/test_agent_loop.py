@@ -1059,6 +1059,39 @@ def test_the_ladder_words_a_pointer_as_the_fold_does(tmp_path):
         assert "masked: 3 lines" not in text and "masked: 63 lines" not in text
 
 
+def test_the_ladder_keeps_what_a_mixed_turn_and_a_call_said(tmp_path):
+    """Folded by the ceiling's ladder, a turn that read a file beside a failing test run
+    still says the run failed, and a tool call is not shown as a shell command."""
+    import dataclasses
+
+    from ctxdb.config import load_settings
+
+    root = _tree(tmp_path / "tree")
+    grep = "grep -n 'def ' pkg/mod.py"
+    printed = "".join(f"{2 * n - 1}:def function_{n}(value):\n" for n in range(1, 41))
+    failed = "F\n1 failed in 0.1s\n"
+    mixed = LoopStep(f"{grep}\npython -m pytest -q", printed + failed, actions=(
+        LoopStep(grep, printed, returncode=0),
+        LoopStep("python -m pytest -q", failed, returncode=1)))
+    call = 'editor {"command": "view", "path": "pkg/other.py"}'
+    steps = [mixed, LoopStep("cat -n pkg/other.py", _nl(1, 2, "ALPHA = 1\nBETA = 2\n"),
+                             call=call),
+             *(LoopStep(f"python run_{n}.py " + " ".join(f"--flag-{k}" for k in range(12)),
+                        "".join(f"output line {n}.{i}\n" for i in range(10))) for n in range(8))]
+    # (the oldest commands folded, none evicted: long commands leave a margin)
+    settings = dataclasses.replace(load_settings(), token_ceiling=500)
+    with ContextStore.open(tmp_path / "tight.db", settings=settings) as store:
+        context = construct_step(store, run_id="tight", instance_id="demo", task="t",
+                                 steps=steps, tree=root, prefix=PREFIX, rules=RULES)
+    ladder = [s.ladder_step for s in context.budget_log]
+    assert "loop_fold_view" in ladder and "loop_fold_command" in ladder, ladder
+    assert "loop_evict_oldest" not in ladder, ladder
+    text = context.render()
+    assert (f"[E{item_numbers(1)[1]} file view masked: 40 lines; also ran "
+            "`python -m pytest -q`: test output masked: 2 lines; exit 1]") in text, text
+    assert f"[step 2] … [E{item_numbers(2)[0]}]\n" in text, text
+
+
 def test_the_current_arm_sends_the_history_whole(store, tmp_path):
     steps = [LoopStep("ls", "a\nb\n", thought="Look around."), *_filler(9)]
     context = construct_step(store, run_id="base", instance_id="demo", task="t", steps=steps,
@@ -1596,8 +1629,19 @@ def test_a_turn_that_read_a_file_and_ran_something_folds_to_the_view_and_a_point
     for line in printed.splitlines():
         number, code = line.split(":", 1)
         assert f"{number}\t{code}" in text
-    assert (f"[E{output_item} also ran `git log --oneline`: tool output masked: 1 line; "
-            "names: a1789aa, initial_commit_marker]") in text, text
+    # right after the view's last line, the part's blank line after it
+    assert (f"79\tdef function_40(value):\n[E{output_item} also ran `git log --oneline`: "
+            "tool output masked: 1 line; names: a1789aa, initial_commit_marker]\n\n[step 2]"
+            ) in text, text
+    # an action's pointer lists the names its own output was the first to show: not a
+    # name the reading action showed ("value"), though "values" holds it
+    checking = {**mixed, "command": f"{grep}\npython -c 1", "actions": [
+        mixed["actions"][0], {"command": "python -c 1", "output": "checking values\n"}]}
+    context = construct_step(store, run_id="mixed-names", instance_id="demo", task="t",
+                             steps=[checking, *_filler(8)], tree=root, prefix=PREFIX,
+                             rules=RULES)
+    assert (f"[E{output_item} also ran `python -c 1`: tool output masked: 1 line; "
+            "names: checking, values]") in context.render()
     # a turn of actions none of which read a file stays one pointer
     ran = {"command": "git status\ngit log --oneline", "output": "clean\n" + log,
            "actions": [{"command": "git status", "output": "clean\n"},
@@ -1641,10 +1685,34 @@ def test_a_tool_call_is_shown_as_made_and_read_by_its_shell_equivalent(store, tm
     current = construct_step(store, run_id="calls-current", instance_id="demo", task="t",
                              steps=steps, tree=root, prefix=PREFIX, arm="current")
     assert f"[step 2] {edit_call}\n" in current.render()
-    with pytest.raises(RequestError, match=r"^steps\[0\]\.call: expected text or null, got int"):
-        construct_step(store, run_id="calls-bad", instance_id="demo", task="t",
-                       steps=[{"command": "ls", "output": "", "call": 3}], tree=root,
-                       prefix=PREFIX)
+    for bad, message in (
+            ({"command": "ls", "output": "", "call": 3}, r"call: expected text or null, got int"),
+            ({"command": "ls", "output": "", "call": ""}, r"call: expected the call's text"),
+            ({"command": None, "call": "editor {}"}, r"output: missing"),
+            ({"command": "ls\nls", "output": "", "call": "two", "actions": [
+                {"command": "ls", "output": ""}, {"command": "ls", "output": ""}]},
+             r"call: expected null in a turn of several actions"),
+            ({"command": "ls\nls", "actions": [{"command": "ls", "output": ""},
+                                               {"command": "ls", "output": ""}]},
+             r"output: missing")):
+        with pytest.raises(RequestError, match=rf"^steps\[0\]\.{message}"):
+            construct_step(store, run_id="calls-bad", instance_id="demo", task="t",
+                           steps=[bad], tree=root, prefix=PREFIX)
+    # a call with no shell equivalent, as one of a turn's actions; the names a call
+    # shows are shown (a later pointer does not list them), its shell equivalent's are not
+    undo = 'editor {"command": "undo_edit", "path": "pkg/shown_by_call.py"}'
+    turn = {"command": "cat -n pkg/unseen_equivalent.py", "output": "", "actions": [
+        {"command": None, "call": undo, "output": "nothing to undo"},
+        {"command": "cat -n pkg/unseen_equivalent.py", "call": "editor view",
+         "output": ""}]}
+    later = LoopStep("python -c 2", "shown_by_call unseen_equivalent\n")
+    context = construct_step(store, run_id="calls-undo", instance_id="demo", task="t",
+                             steps=[turn, later, *_filler(8)], tree=root, prefix=PREFIX,
+                             rules=RULES)
+    text = context.render()
+    assert f"[step 1] {undo}\neditor view\n" in text, text
+    assert f"[E{item_numbers(2)[1]} tool output masked: 1 line; names: unseen_equivalent]" \
+        in text, text
 
 
 def test_a_turns_several_actions_each_run_from_the_working_directory(store, tmp_path):

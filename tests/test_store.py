@@ -284,7 +284,7 @@ def test_a_shared_in_memory_uri_is_refused_with_what_to_use(url):
         ContextStore.open(url)
 
 
-def test_a_server_that_refuses_the_connection_is_named_without_the_password():
+def test_a_server_that_refuses_the_connection_is_named_without_the_password(tmp_path):
     """The library's own error, not the driver's: the URL (password hidden) and why."""
     import socket
 
@@ -300,6 +300,10 @@ def test_a_server_that_refuses_the_connection_is_named_without_the_password():
                               "cannot connect: ")
     assert "Connection refused" in refused.value.reason and "s3cret" not in message
     assert isinstance(refused.value, ConnectionError)
+    # a SQLite file is no server: SQLite's own error, not a server's wording
+    with pytest.raises(Exception) as unopened:
+        ContextStore.open(f"sqlite:///file:{tmp_path / 'none.db'}?mode=ro&uri=true")
+    assert not isinstance(unopened.value, StoreUnreachable), unopened.value
 
 
 def test_a_database_the_server_lacks_is_unreachable_by_name(pg_cluster):

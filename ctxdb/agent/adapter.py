@@ -72,6 +72,7 @@ from .loop import (
     DEFAULT_WORKDIR,
     FILE_VIEW,
     FOLD_RESENT_PER_SHRUNK_MAX,
+    FOLDED_COMMAND,
     HARNESS_NOTE,
     LAST_THOUGHT_RULE,
     OUTPUT_PART,
@@ -245,10 +246,15 @@ def checked_steps(values: object, listed_as: str = "steps") -> list[LoopStep]:
                                f"{type(code).__name__}")
         fields["actions"] = _checked_actions(fields["actions"], fields["command"], where,
                                              nested="." in listed_as)
+        if fields["call"] == "":
+            raise RequestError(f"{where}.call: expected the call's text or null, got ''")
+        if fields["call"] is not None and fields["actions"]:
+            raise RequestError(f"{where}.call: expected null in a turn of several actions "
+                               "(each action's call is shown)")
         # a command's result left out (a tool message lost on the way) would read as a
         # command that printed nothing
-        if isinstance(value, dict) and fields["command"] is not None \
-                and not fields["actions"] and not {"output", "observation"} & set(value):
+        if isinstance(value, dict) and (fields["command"], fields["call"]) != (None, None) \
+                and not {"output", "observation"} & set(value):
             raise RequestError(f"{where}.output: missing (what the command printed; \"\" "
                                f"when it printed nothing)")
         steps.append(LoopStep(**fields))  # a fresh one: its actions a tuple, as stored
@@ -271,10 +277,13 @@ def _checked_actions(actions: object, command: object, where: str,
         raise RequestError(f"{where}.actions: expected two or more (a turn that ran one "
                            f"command is a step without actions)")
     for index, action in enumerate(checked):
-        if action.command is None:
-            raise RequestError(f"{where}.actions[{index}].command: expected text, got null")
-    if command != "\n".join(action.command or "" for action in checked):
-        raise RequestError(f"{where}.command: expected the actions' commands, one per line")
+        if action.command is None and action.call is None:
+            raise RequestError(f"{where}.actions[{index}].command: expected text, got null "
+                               "(null only for a tool call with no shell equivalent: call)")
+    commands = [action.command for action in checked if action.command is not None]
+    if command != ("\n".join(commands) if commands else None):
+        raise RequestError(f"{where}.command: expected the actions' commands, one per line "
+                           "(null when none has one)")
     return checked
 
 
@@ -849,8 +858,8 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
     for part in commands[:-1]:  # the newest command stays: the newest output is its answer
         if total() <= ceiling:
             return log
-        replace_text(part, f"[step {part.step}] $ … [E{part.item_no}]\n", POINTER,
-                     LADDER_FOLD_COMMAND)
+        replace_text(part, f"[step {part.step}] {part.label or FOLDED_COMMAND} "
+                           f"[E{part.item_no}]\n", POINTER, LADDER_FOLD_COMMAND)
     newest_command = commands[-1] if commands else None
     for part in [p for p in window.parts if p is not newest and p is not newest_command]:
         if total() <= ceiling:

@@ -222,6 +222,8 @@ _GREP_NOT_LINES_LONG = frozenset({
 _GREP_CONTEXT = frozenset("ABC")
 _GREP_CONTEXT_LONG = frozenset({"context", "after-context", "before-context"})
 NO_COMMAND = "(no command)"  # a turn with no command, or several
+# a turn the ceiling's ladder folded: a shell command keeps its ``$``, a tool call has none
+FOLDED_COMMAND, FOLDED_CALL = "$ …", "…"
 # why a view's output is a pointer (item_event.driver): no step named its files lately
 OUT_OF_PLAY_RULE = "folded: its files out of play"
 MASK_HINT = "ctxdb show {ref} E<n> prints a masked output whole."
@@ -382,7 +384,8 @@ class LoopPart:
     lines: tuple[int, int] | None = None
     tokens: int = 0
     # an output's pointer as the fold words it (from the output itself, not the harness's
-    # markup around it), for the ceiling's ladder to fold it the same way
+    # markup around it), for the ceiling's ladder to fold it the same way; a turn's, what
+    # the ladder's fold of it shows after ``[step N] `` (``FOLDED_COMMAND``, ``FOLDED_CALL``)
     label: str = ""
     # a current-arm part recorded as the harness sent it: its messages' contents, each
     # counted as a chat message (a turn's several tool outputs are several messages)
@@ -1299,7 +1302,10 @@ def _assemble(steps: Sequence[LoopStep], read_file: FileReader, rules: LoopRules
     located: LocatedLines = {}  # each file's line positions, for the views that find lines in it
     naming: dict[str, list[int]] = {}  # the steps up to the horizon that named each file
     names_shown = _NamesShown(prompt_names, window.parts)  # what a long view's tail needs
-    first_names = names_first_shown(steps, prompt_names) if rules.pointer_names else None
+    names_by_action = (names_first_shown_by_action(steps, prompt_names) if rules.pointer_names
+                       else None)
+    first_names = [tuple(name for names in by_action for name in names)
+                   for by_action in names_by_action] if names_by_action else None
     for number, step in enumerate(steps, start=1):
         turn_no, output_no, _thought_no = item_numbers(number)
         window.parts.append(_turn_part(turn_no, number, step, rules, horizon))
@@ -1335,10 +1341,13 @@ def _assemble(steps: Sequence[LoopStep], read_file: FileReader, rules: LoopRules
                     part.text = (part.text[:-1] + f"[E{output_no} also printed: "
                                  f"{' '.join(resting[:POINTER_PATHS_MAX])}]\n\n")
                 others = _beside_the_view(output_no, number, step, read_file, workdir,
-                                          rules, first_names[number - 1]
-                                          if first_names else ())
-                if others:
-                    part.text = part.text[:-1] + others
+                                          rules, names_by_action[number - 1]
+                                          if names_by_action else ())
+                if others:  # after the view's lines, before the part's closing blank line
+                    part.text = part.text[:-1] + "".join(text for text, _ in others)
+                    part.label = masked_label(FILE_VIEW, "".join(
+                        action.output for action in _viewing_actions(step))) + "".join(
+                        f"; {label}" for _, label in others)
         if part is None and rules.listings:
             part = _listing_part(output_no, number, kind, step)
         if part is None:
@@ -1728,13 +1737,13 @@ def _block(body: str) -> str:
 def turn_content(step: LoopStep) -> str:
     """A step's command part as the store keeps it: the reasoning, then the command (the
     tool call, for a tool that is no shell)."""
-    command = _turn_said(step)
+    command = turn_said(step)
     return step.thought + "\n" + command if step.thought else command
 
 
-def _turn_said(step: LoopStep) -> str:
+def turn_said(step: LoopStep) -> str:
     """What the window shows of a turn after its ``$``: the command, or the tool call
-    (which has no ``$``)."""
+    (which has no ``$``: ``_has_call``)."""
     if _has_call(step):
         return step.said
     return step.command if step.command is not None else NO_COMMAND
@@ -1746,7 +1755,7 @@ def _has_call(step: LoopStep) -> bool:
 
 def _turn_part(item_no: int, step_no: int, step: LoopStep, rules: LoopRules,
                horizon: int) -> LoopPart:
-    command = _turn_said(step)
+    command = turn_said(step)
     text, rendering, rule = command, SHOWN_WHOLE, "command"
     if len(command) > COMMAND_SHOWN_MAX_CHARS:
         text = (command[:COMMAND_SHOWN_MAX_CHARS]
@@ -1757,7 +1766,8 @@ def _turn_part(item_no: int, step_no: int, step: LoopStep, rules: LoopRules,
     if rules.thoughts and step_no > horizon and step.thought.strip():
         shown = f"[step {step_no}] {step.thought.strip()}\n{said}\n"
     return LoopPart(item_no, step_no, AGENT_TURN, turn_content(step), shown, rendering, rule,
-                    command=step.command)
+                    command=step.command,
+                    label=FOLDED_CALL if _has_call(step) else FOLDED_COMMAND)
 
 
 def _out_of_play_why(path: str, named: Sequence[int], since: int, horizon: int,
@@ -2112,31 +2122,39 @@ _VIEWS_READ: _DigestMemo[_ViewsRead] = _DigestMemo()  # by step (``_step_digest`
 
 def names_first_shown(steps: Sequence[LoopStep],
                       known: frozenset[str] = frozenset()) -> list[tuple[str, ...]]:
-    """Per step, the names its output was the first of the run to show: not in ``known``,
-    a command up to it, or an earlier output — at most ``POINTER_NAMES_MAX`` (of each
-    action's output, in a turn of several); none of a
+    """Per step, the names its output was the first of the run to show
+    (``names_first_shown_by_action``, a turn's actions' one after the other)."""
+    return [tuple(name for names in by_action for name in names)
+            for by_action in names_first_shown_by_action(steps, known)]
+
+
+def names_first_shown_by_action(steps: Sequence[LoopStep], known: frozenset[str] = frozenset()
+                                ) -> list[tuple[tuple[str, ...], ...]]:
+    """Per step, per output (a turn of several actions has one for each, any other step
+    one), the names it was the first of the run to show: not in ``known``, a turn up to
+    it as the window shows it, or an earlier output — at most ``POINTER_NAMES_MAX`` of
+    each; none of a
     binary file's output or of the harness's own notes (a format error's boilerplate),
     nor a run of one character (a ``____`` rule, pytest's ``FFFF`` progress)."""
     seen = set(known)
-    first: list[tuple[str, ...]] = []
+    first: list[tuple[tuple[str, ...], ...]] = []
     for step in steps:
-        seen.update(_names(step.command or ""))
-        if _has_call(step):  # what the window shows of the turn
-            seen.update(_names(step.said))
+        # the turn as the window shows it (a call's shell equivalent is never seen)
+        seen.update(_names(step.said if _has_call(step) else step.command or ""))
+        outputs = [action.output for action in step.actions] or [step.output]
         if _looks_binary(step.output):
-            first.append(())  # its "names" are noise
+            first.append(((),) * len(outputs))  # its "names" are noise
             continue
         if _is_harness_note(step):  # shown, but the harness's boilerplate
             seen.update(_names(step.output))
-            first.append(())
+            first.append(((),) * len(outputs))
             continue
-        # a turn of several actions: each output is its own, each with its own names
-        names: list[str] = []
-        for output in [action.output for action in step.actions] or [step.output]:
+        names: list[tuple[str, ...]] = []
+        for output in outputs:
             new = [name for name in _output_names(output) if name not in seen
                    and len(set(name)) > 1 and any(ch.isalpha() for ch in name)]
             seen.update(new)
-            names.extend(new[:POINTER_NAMES_MAX])
+            names.append(tuple(new[:POINTER_NAMES_MAX]))
         first.append(tuple(names))
     return first
 
@@ -2202,25 +2220,31 @@ def _listing_part(item_no: int, step_no: int, kind: str, step: LoopStep) -> Loop
 
 
 def _beside_the_view(item_no: int, step_no: int, step: LoopStep, read_file: FileReader,
-                     workdir: str, rules: LoopRules, names: Sequence[str]) -> str:
+                     workdir: str, rules: LoopRules, names: Sequence[tuple[str, ...]]
+                     ) -> list[tuple[str, str]]:
     """Of a turn of several actions folded to a view: the pointer of each action that did
-    more than print files (a test run beside a ``grep -n``), or "" when there is none."""
-    pointers = []
-    for action in step.actions:
+    more than print files (a test run beside a ``grep -n``), and what the ceiling's ladder
+    keeps of it when it folds the view (its label: a failure's exit status stays).
+    ``names``: the names each action's output was the first to show."""
+    pointers: list[tuple[str, str]] = []
+    if not step.actions:
+        return pointers
+    for action, first in zip(step.actions, names or [()] * len(step.actions), strict=True):
         if _viewing_commands(action) is not None:
             continue
-        pointer = _pointer_part(item_no, step_no, observation_kind(action), action,
-                                read_file if rules.pointer_paths else None, workdir,
-                                [name for name in names if name in action.output])
+        kind = observation_kind(action)
+        pointer = _pointer_part(item_no, step_no, kind, action,
+                                read_file if rules.pointer_paths else None, workdir, first)
+        ran = f"also ran {_quoted_command(action)}: "
         # ``[E7 test output masked: …]`` -> ``[E7 also ran `pytest -q`: test output masked: …]``
-        pointers.append(pointer.text.replace(
-            f"[E{item_no} ", f"[E{item_no} also ran {_quoted_command(action)}: ", 1))
-    return "".join(pointers)
+        pointers.append((pointer.text.replace(f"[E{item_no} ", f"[E{item_no} {ran}", 1),
+                         ran + pointer_label(action, kind)))
+    return pointers
 
 
 def _quoted_command(step: LoopStep) -> str:
     """A command named inside a pointer: its first line, clipped."""
-    lines = _turn_said(step).strip().splitlines() or [""]
+    lines = turn_said(step).strip().splitlines() or [""]
     more = " …" if len(lines) > 1 else ""
     return f"`{_clipped(lines[0], COMMAND_NAMED_MAX_CHARS)}{more}`"
 
