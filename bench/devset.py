@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from ctxdb.ab import reports
-from ctxdb.ab.instances import load_instances
+from ctxdb.ab.instances import InstanceError, listed_rows, load_instances, mirror_git_dir
 from ctxdb.ab.materialize import is_cached, materialize
 from ctxdb.ab.runner import DEFAULT_CACHE, RANKER_NONE, RANKER_ORACLE, is_ranker_url
 from ctxdb.cli import main as ctxdb_main
@@ -42,44 +42,19 @@ DEFAULT_OUTPUT = Path.home() / ".cache" / "ctxdb" / "devset" / "instances.jsonl"
 ARMS = ("ctx08", "current")
 EXIT_BAD_INPUT = 2  # as the ctxdb command's
 
-
-class BadInput(Exception):
-    """A one-line error naming the option or file and what was expected."""
 DECISION_TYPES = ("localize", "edit")
-
-
-def git_dir_for(mirror: Path, repo: str) -> Path:
-    """The bare git directory of ``owner/name`` under the mirror directory."""
-    base = mirror / repo.replace("/", "+")
-    for candidate in (base / "repo", base):
-        if (candidate / "HEAD").exists():
-            return candidate
-    raise BadInput(f"MIRROR_DIR {mirror}: no git directory for {repo} (looked for "
-                   f"{base}/repo and {base})")
 
 
 def write_instances(source: Path, mirror: Path, output: Path) -> int:
     """Copy the instances with ``repo_git`` added; returns how many lines were written."""
-    try:
-        text = source.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BadInput(f"--instances {source}: {exc.strerror or exc}; "
-                         "expected the development set's instances.jsonl (../shared/devset/ "
-                         "beside this repository)") from None
-    lines = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                data = json.loads(line)
-                repo = data["repo"]
-            except (json.JSONDecodeError, KeyError, TypeError):
-                raise BadInput(f"--instances {source}:{number}: expected a JSON object with "
-                               "repo") from None
-            data["repo_git"] = str(git_dir_for(mirror, repo))
-            lines.append(json.dumps(data, ensure_ascii=False))
+    rows = listed_rows(source, ("repo",), "the development set's instances.jsonl "
+                       "(../shared/devset/ beside this repository)")
+    for row in rows:
+        row["repo_git"] = str(mirror_git_dir(mirror, row["repo"]))
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return len(lines)
+    output.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
+                      encoding="utf-8")
+    return len(rows)
 
 
 def first_lines(path: Path, limit: int, output: Path) -> Path:
@@ -160,7 +135,7 @@ def main() -> int:
 
     try:
         total = write_instances(args.instances, args.mirror.resolve(), args.output)
-    except BadInput as exc:
+    except InstanceError as exc:
         print(f"devset: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     limit = min(args.limit or total, total)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from ctxdb.ab.instances import InstanceError, listed_rows, mirror_git_dir
 from ctxdb.agent.replay import load_run_specs, run_replay
 from ctxdb.agent.report import replay_screen
 from ctxdb.db import resolve_url
@@ -50,31 +51,14 @@ class BadInput(Exception):
     """A one-line error naming the option or file and what was expected."""
 
 
-def git_dir_of(mirrors: Path, repo: str) -> Path:
-    base = mirrors / repo.replace("/", "+")
-    return base / "repo" if (base / "repo").is_dir() else base
-
-
 def write_runs_file(instances: Path, mirrors: Path, target: Path) -> Path:
     """The development runs with ``repo_git`` (and absolute trajectory paths)."""
-    try:
-        text = instances.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BadInput(f"--instances {instances}: {exc.strerror or exc}; expected the "
-                       "development runs' instances.jsonl (../shared/devset/trajectories/ "
-                       "beside this repository)") from exc
     lines = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            given = {key: row[key] for key in INSTANCE_KEYS}
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise BadInput(f"--instances {instances}:{number}: expected a JSON object with "
-                           f"{', '.join(INSTANCE_KEYS)}") from exc
+    for row in listed_rows(instances, INSTANCE_KEYS, "the development runs' instances.jsonl "
+                           "(../shared/devset/trajectories/ beside this repository)"):
+        given = {key: row[key] for key in INSTANCE_KEYS}
         given["trajectory"] = str(instances.resolve().parent / given["trajectory"])
-        given["repo_git"] = str(git_dir_of(mirrors, given["repo"]))
+        given["repo_git"] = str(mirror_git_dir(mirrors, given["repo"]))
         lines.append(json.dumps(given))
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -106,7 +90,7 @@ def main() -> int:
             raise BadInput(f"MIRROR_DIR {args.mirrors}: expected a directory of the "
                            "repositories' git dirs (OWNER+NAME/repo)")
         runs = write_runs_file(args.instances, args.mirrors.resolve(), args.runs)
-    except BadInput as exc:
+    except (BadInput, InstanceError) as exc:
         print(f"replay: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     specs, errors = load_run_specs(runs)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ctxdb.ab.instances import InstanceError
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
@@ -59,11 +61,15 @@ def test_the_runs_file_names_the_trajectories_beside_the_instances_file(bench_re
         "trajectory": "trajs/o__n-1.traj.json", "problem_statement": "…"}) + "\n"
         + json.dumps({"instance_id": "o__n-2"}) + "\n", encoding="utf-8")
     runs = tmp_path / "runs.jsonl"
-    with pytest.raises(bench_replay.BadInput, match=rf"--instances {instances}:2: expected "
+    with pytest.raises(InstanceError, match=rf"--instances {instances}:2: expected "
                        "a JSON object with instance_id, repo, base_commit"):
         bench_replay.write_runs_file(instances, tmp_path / "mirrors", runs)
     instances.write_text(instances.read_text(encoding="utf-8").splitlines()[0] + "\n",
                          encoding="utf-8")
+    with pytest.raises(InstanceError, match="MIRROR_DIR .*: no git directory for o/n"):
+        bench_replay.write_runs_file(instances, tmp_path / "mirrors", runs)
+    (tmp_path / "mirrors" / "o+n").mkdir(parents=True)
+    (tmp_path / "mirrors" / "o+n" / "HEAD").write_text("ref: refs/heads/main\n")
     bench_replay.write_runs_file(instances, tmp_path / "mirrors", runs)
     (line,) = [json.loads(text) for text in runs.read_text(encoding="utf-8").splitlines()]
     assert line["trajectory"] == str(instances.parent / "trajs" / "o__n-1.traj.json")

@@ -104,3 +104,40 @@ def load_instances(path: str | os.PathLike) -> tuple[list[Instance], list[str]]:
             seen.add(instance.instance_id)
             instances.append(instance)
     return instances, errors
+
+
+def mirror_git_dir(mirrors: Path, repo: str) -> Path:
+    """The bare git directory of ``owner/name`` in a directory of mirrors, as the
+    search tool's ``fetch`` lays them out (``OWNER+NAME/repo``, or ``OWNER+NAME``)."""
+    base = mirrors / repo.replace("/", "+")
+    for candidate in (base / "repo", base):
+        if (candidate / "HEAD").exists():
+            return candidate
+    raise InstanceError(f"MIRROR_DIR {mirrors}: no git directory for {repo} (looked for "
+                        f"{base}/repo and {base})")
+
+
+def listed_rows(path: Path, keys: tuple[str, ...], expected: str,
+                option: str = "--instances") -> list[dict]:
+    """Each line of a JSON-lines list (blank ones skipped) as its object, which holds
+    ``keys``: a file that cannot be read, or a line that is not such an object, is an
+    InstanceError naming ``option``, the file and the line; ``expected`` says what the
+    file should be."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InstanceError(f"{option} {path}: {exc.strerror or exc}; expected {expected}"
+                            ) from None
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict) or not set(keys) <= row.keys():
+                raise TypeError
+        except (json.JSONDecodeError, TypeError):
+            raise InstanceError(f"{option} {path}:{number}: expected a JSON object with "
+                                f"{', '.join(keys)}") from None
+        rows.append(row)
+    return rows
