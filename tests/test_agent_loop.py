@@ -1692,12 +1692,19 @@ def test_a_tool_call_is_shown_as_made_and_read_by_its_shell_equivalent(store, tm
             ({"command": "ls\nls", "output": "", "call": "two", "actions": [
                 {"command": "ls", "output": ""}, {"command": "ls", "output": ""}]},
              r"call: expected null in a turn of several actions"),
-            ({"command": "ls\nls", "actions": [{"command": "ls", "output": ""},
-                                               {"command": "ls", "output": ""}]},
-             r"output: missing")):
+            ({"command": "ls", "output": "", "call": "   "}, r"call: expected the call's text"),
+            ({"actions": [{"command": "ls", "output": ""}, {"command": "pwd"}]},
+             r"actions\[1\]\.output: missing")):
         with pytest.raises(RequestError, match=rf"^steps\[0\]\.{message}"):
             construct_step(store, run_id="calls-bad", instance_id="demo", task="t",
                            steps=[bad], tree=root, prefix=PREFIX)
+    # a turn of several actions may leave its command and output to them
+    derived = construct_step(store, run_id="calls-derived", instance_id="demo", task="t",
+                             steps=[{"actions": [{"command": "ls", "output": "pkg\n"},
+                                                 {"command": "pwd", "output": "/r\n"}]}],
+                             tree=root, prefix=PREFIX)
+    (given,) = store.request_as_given(derived.decision_id)["steps"]
+    assert (given["command"], given["output"]) == ("ls\npwd", "pkg\n\n/r\n")
     # a call with no shell equivalent, as one of a turn's actions; the names a call
     # shows are shown (a later pointer does not list them), its shell equivalent's are not
     undo = 'editor {"command": "undo_edit", "path": "pkg/shown_by_call.py"}'
@@ -2146,8 +2153,8 @@ def test_a_bare_fresh_output_says_it_was_empty_or_failed(tmp_path):
              LoopStep("python -c 'assert True'", "  \n", returncode=0),
              LoopStep("python x.py", "boom", returncode=2),
              LoopStep("sleep 100", "", kind=ObservationKind.TIMEOUT, returncode=-9),
-             # the harness's own observation says it; so does its feedback, and a turn
-             # of several commands (each its own output, joined)
+             # the harness's own observation says it; so does its feedback; a turn of
+             # several commands says each of its outputs' under a line naming the command
              LoopStep("grep -n nothing pkg/mod.py", "", returncode=1,
                       observation="<returncode>1</returncode>\n<output>\n</output>"),
              LoopStep(None, "Reply with one command.", kind=ObservationKind.FORMAT_ERROR),
@@ -2156,7 +2163,9 @@ def test_a_bare_fresh_output_says_it_was_empty_or_failed(tmp_path):
                                LoopStep("false", "", returncode=1)))]
     said = ["(no output)\n(exit 1)\n\n", "(no output)\n\n", "boom\n(exit 2)\n\n",
             "(timed out)\n\n", "<returncode>1</returncode>\n<output>\n</output>\n\n",
-            "Reply with one command.\n\n", "a.py\n\n"]
+            "Reply with one command.\n\n",
+            f"[E{item_numbers(7)[1]} from `ls`]\na.py\n[E{item_numbers(7)[1]} from `false`]\n"
+            "(no output)\n(exit 1)\n\n"]
     for arm in ("ctx08", "current"):  # the arms see alike
         with ContextStore.open(tmp_path / f"{arm}.db") as store:
             window = construct_step(store, run_id=arm, instance_id="i", task="t",

@@ -96,6 +96,7 @@ from .loop import (
     masked_label,
     newest_output,
     observation_kind,
+    output_as_shown,
     prompt_names,
     step_of_item,
     tree_change_item,
@@ -218,17 +219,21 @@ def checked_steps(values: object, listed_as: str = "steps") -> list[LoopStep]:
     steps = []
     for index, value in enumerate(values):
         where = f"{listed_as}[{index}]"
+        derived: set[str] = set()  # fields a JSON turn of several actions left to them
         if isinstance(value, LoopStep):
             fields = {name: getattr(value, name) for name in _STEP_FIELDS}
         elif isinstance(value, dict):
             unknown = set(value) - set(_STEP_FIELDS)
             if unknown:
                 raise RequestError(f"{where}: unknown field(s) {sorted(map(str, unknown))}")
-            if "command" not in value:
+            # a turn of several actions may leave its command and output to them
+            derived = {"command", "output"} - set(value) if value.get("actions") else set()
+            if "command" not in value and not derived:
                 raise RequestError(f"{where}.command: missing (null for a turn with no "
-                                   f"command or several)")
+                                   f"command)")
             fields = {name: value.get(name, field.default)
                       for name, field in LoopStep.__dataclass_fields__.items()}
+            fields |= {"command": None} if "command" in derived else {}  # (set below)
         else:
             raise RequestError(f"{where}: expected a step object, got {type(value).__name__}")
         for name, nullable in _STEP_TEXT_FIELDS:
@@ -245,26 +250,39 @@ def checked_steps(values: object, listed_as: str = "steps") -> list[LoopStep]:
             raise RequestError(f"{where}.returncode: expected an integer or null, got "
                                f"{type(code).__name__}")
         fields["actions"] = _checked_actions(fields["actions"], fields["command"], where,
-                                             nested="." in listed_as)
-        if fields["call"] == "":
-            raise RequestError(f"{where}.call: expected the call's text or null, got ''")
+                                             nested="." in listed_as,
+                                             command_given="command" not in derived)
+        if "command" in derived:
+            fields["command"] = _actions_command(fields["actions"])
+        if "output" in derived and "observation" not in value:
+            fields["output"] = "\n".join(action.output for action in fields["actions"])
+        if fields["call"] is not None and not fields["call"].strip():
+            raise RequestError(f"{where}.call: expected the call's text or null, got "
+                               f"{fields['call']!r}")
         if fields["call"] is not None and fields["actions"]:
             raise RequestError(f"{where}.call: expected null in a turn of several actions "
                                "(each action's call is shown)")
         # a command's result left out (a tool message lost on the way) would read as a
         # command that printed nothing
         if isinstance(value, dict) and (fields["command"], fields["call"]) != (None, None) \
-                and not {"output", "observation"} & set(value):
+                and not fields["actions"] and not {"output", "observation"} & set(value):
             raise RequestError(f"{where}.output: missing (what the command printed; \"\" "
                                f"when it printed nothing)")
         steps.append(LoopStep(**fields))  # a fresh one: its actions a tuple, as stored
     return steps
 
 
+def _actions_command(actions: Sequence[LoopStep]) -> str | None:
+    """A turn's command: its actions' commands, one per line (null when none has one: a
+    call with no shell equivalent)."""
+    commands = [action.command for action in actions if action.command is not None]
+    return "\n".join(commands) if commands else None
+
+
 def _checked_actions(actions: object, command: object, where: str,
-                     nested: bool) -> tuple[LoopStep, ...]:
-    """A step's ``actions``: none, or two or more steps each with a command, the step's
-    command being theirs one per line."""
+                     nested: bool, command_given: bool = True) -> tuple[LoopStep, ...]:
+    """A step's ``actions``: none, or two or more steps each with a command (or a call),
+    the step's command, when given, being theirs one per line."""
     if isinstance(actions, (str, bytes, dict)) or not isinstance(actions, Sequence):
         raise RequestError(f"{where}.actions: expected a list of steps, got "
                            f"{type(actions).__name__}")
@@ -280,8 +298,7 @@ def _checked_actions(actions: object, command: object, where: str,
         if action.command is None and action.call is None:
             raise RequestError(f"{where}.actions[{index}].command: expected text, got null "
                                "(null only for a tool call with no shell equivalent: call)")
-    commands = [action.command for action in checked if action.command is not None]
-    if command != ("\n".join(commands) if commands else None):
+    if command_given and command != _actions_command(checked):
         raise RequestError(f"{where}.command: expected the actions' commands, one per line "
                            "(null when none has one)")
     return checked
@@ -789,10 +806,12 @@ def _history_whole(steps: Sequence[LoopStep]) -> list[LoopPart]:
             step.said if step.command is not None or step.call is not None else "")
         parts.append(LoopPart(turn_no, number, AGENT_TURN, turn, f"[step {number}] {turn}\n",
                               SHOWN_WHOLE, "current", command=step.command))
-        # (a bare output's outcome said as the ctx08 window says it: the arms see alike)
+        # (a bare output's outcome, and a turn's several outputs, said as the ctx08
+        # window says them: the arms see alike)
+        shown = with_outcome(output_as_shown(output_no, step), step)
         parts.append(LoopPart(output_no, number, observation_kind(step), step.shown,
-                              f"{with_outcome(step.shown, step).rstrip()}\n\n", SHOWN_WHOLE,
-                              "current", command=step.command))
+                              f"{shown.rstrip()}\n\n", SHOWN_WHOLE, "current",
+                              command=step.command))
     return parts
 
 

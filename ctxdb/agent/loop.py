@@ -1375,17 +1375,30 @@ def _assemble(steps: Sequence[LoopStep], read_file: FileReader, rules: LoopRules
 
 def _fresh_part(item_no: int, step_no: int, kind: str, step: LoopStep, rules: LoopRules,
                 fresh_lines: _FreshLines) -> LoopPart:
-    """A fresh output, as the harness sent it (its lines an earlier fresh output shows
-    elided: ``repeats``)."""
-    text, rendering, rule = step.shown, SHOWN_WHOLE, "fresh"
+    """A fresh output, as the harness sent it (``output_as_shown``; its lines an earlier
+    fresh output shows elided: ``repeats``)."""
+    shown = output_as_shown(item_no, step)
+    text, rendering, rule = shown, SHOWN_WHOLE, "fresh"
     if step.kept != step.shown:
         rendering, rule = SHOWN_CUT, "fresh, as the harness cut it"
     if rules.repeats:
-        text = _without_repeats(step.shown, step_no, fresh_lines)
-        if text != step.shown:
+        text = _without_repeats(shown, step_no, fresh_lines)
+        if text != shown:
             rendering, rule = SHOWN_CUT, "fresh, lines an earlier output shows elided"
     return LoopPart(item_no, step_no, kind, step.kept, _block(with_outcome(text, step)),
                     rendering, rule, command=step.command, label=pointer_label(step, kind))
+
+
+def output_as_shown(item_no: int, step: LoopStep) -> str:
+    """A step's output as the window shows it fresh: as the harness sent it; of a turn of
+    several actions, each action's under a line naming it (``[E10 from `pytest -q`]``),
+    with what a bare one leaves unsaid (``with_outcome``), so each is read beside its
+    command."""
+    if not step.actions:
+        return step.shown
+    return "\n".join(f"[E{item_no} from {_quoted_command(action)}]\n"
+                     + with_outcome(action.shown, action).rstrip("\n")
+                     for action in step.actions) + "\n"
 
 
 def with_outcome(text: str, step: LoopStep) -> str:
