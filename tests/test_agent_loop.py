@@ -1665,6 +1665,9 @@ def test_a_tool_call_is_shown_as_made_and_read_by_its_shell_equivalent(store, tm
     edit = LoopStep("sed -i 's/value + 3/value - 3/' pkg/mod.py",
                     "The file pkg/mod.py has been edited.", call=edit_call)
     assert decision_type_of([view]) == "localize" and decision_type_of([view, edit]) == "edit"
+    # a call with no shell equivalent answers with its tool's output, not the harness's note
+    assert observation_kind(LoopStep(None, "     1\tx = 1\n", call="editor undo_edit")) \
+        == "tool_output" != observation_kind(LoopStep(None, "Reply with one command."))
     # a turn of a call and a shell command: each action as the agent made it
     both = LoopStep("cat -n pkg/mod.py\nls", "", actions=(view, LoopStep("ls", "pkg\n")))
     assert both.said == f"{view_call}\n$ ls" and LoopStep("ls").said == "$ ls"

@@ -534,16 +534,18 @@ def fold_horizon(done: int, rules: LoopRules) -> int:
 
 
 def _is_harness_note(step: LoopStep) -> bool:
+    """The harness's own feedback: a turn with no command (a tool call with no shell
+    equivalent is a command of its tool's)."""
     return step.kind in (ObservationKind.FORMAT_ERROR, ObservationKind.NOTE) \
-        or step.command is None
+        or (step.command is None and not _has_call(step))
 
 
 def observation_kind(step: LoopStep) -> str:
-    if _is_harness_note(step) or step.command is None:
+    if _is_harness_note(step):
         return HARNESS_NOTE
     if _TRACEBACK in step.output and not _prints_sources_only(step):
         return TRACEBACK
-    if _runs_tests(step.command):
+    if step.command is not None and _runs_tests(step.command):
         return TEST_OUTPUT
     if _failed(step) or step.kind == ObservationKind.TIMEOUT:
         return ERROR
