@@ -2038,6 +2038,8 @@ def test_a_current_decision_records_the_messages_sent_each_counted(store_url, tm
                  r"sent\[2\]\.tool_calls: expected a list of calls"),
                 ([*sent[:2], {**sent[2], "extra": {1, 2}}, *sent[3:]],
                  r"sent\[2\]: expected values JSON can hold"),
+                ([*sent[:2], {**sent[2], "extra": {"cost": float("nan")}}, *sent[3:]],
+                 r"sent\[2\]: expected values JSON can hold"),
                 ("hello", "sent: expected a list of chat messages, got str")):
             with pytest.raises(RequestError, match=message):
                 construct_step(store, run_id="wrong", instance_id="i", task="t", steps=history,

@@ -659,7 +659,7 @@ def _check(run_id: object, instance_id: object, task: object, prefix: Sequence[o
             raise RequestError(f"prefix[{index}].role: expected one of {PREFIX_ROLES}, got "
                                f"{message['role']!r}")
         try:  # the request is kept whole, as JSON (decision.request_json)
-            json.dumps(message)
+            json.dumps(message, allow_nan=False)  # (NaN is no JSON)
         except (TypeError, ValueError) as exc:
             raise RequestError(f"prefix[{index}]: expected values JSON can hold ({exc})") \
                 from exc
@@ -690,7 +690,7 @@ def _checked_sent(sent: object, prefix: Sequence[dict[str, str]],
         except TrajectoryError as exc:
             raise RequestError(str(exc)) from None
         try:  # the messages are kept as given, as JSON (decision.request_json)
-            json.dumps(message)
+            json.dumps(message, allow_nan=False)  # (NaN is no JSON)
         except (TypeError, ValueError) as exc:
             raise RequestError(f"sent[{index}]: expected values JSON can hold ({exc})") \
                 from exc
