@@ -1765,7 +1765,10 @@ def turn_said(step: LoopStep) -> str:
 
 
 def _has_call(step: LoopStep) -> bool:
-    return step.call is not None or any(action.call is not None for action in step.actions)
+    if step.call is not None:
+        return True
+    # (asked of every step of every window: no generator for a turn of one command)
+    return bool(step.actions) and any(action.call is not None for action in step.actions)
 
 
 def _turn_part(item_no: int, step_no: int, step: LoopStep, rules: LoopRules,
@@ -1776,13 +1779,13 @@ def _turn_part(item_no: int, step_no: int, step: LoopStep, rules: LoopRules,
         text = (command[:COMMAND_SHOWN_MAX_CHARS]
                 + f"\n[E{item_no} cut at {COMMAND_SHOWN_MAX_CHARS} characters of {len(command)}]")
         rendering, rule = SHOWN_CUT, "command over COMMAND_SHOWN_MAX_CHARS"
-    said = text if _has_call(step) else f"$ {text}"
+    called = _has_call(step)
+    said = text if called else f"$ {text}"
     shown = f"[step {step_no}] {said}\n"
     if rules.thoughts and step_no > horizon and step.thought.strip():
         shown = f"[step {step_no}] {step.thought.strip()}\n{said}\n"
     return LoopPart(item_no, step_no, AGENT_TURN, turn_content(step), shown, rendering, rule,
-                    command=step.command,
-                    label=FOLDED_CALL if _has_call(step) else FOLDED_COMMAND)
+                    command=step.command, label=FOLDED_CALL if called else FOLDED_COMMAND)
 
 
 def _out_of_play_why(path: str, named: Sequence[int], since: int, horizon: int,
