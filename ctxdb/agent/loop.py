@@ -1306,8 +1306,8 @@ def _assemble(steps: Sequence[LoopStep], read_file: FileReader, rules: LoopRules
     names_shown = _NamesShown(prompt_names, window.parts)  # what a long view's tail needs
     names_by_action = (names_first_shown_by_action(steps, prompt_names) if rules.pointer_names
                        else None)
-    first_names = [tuple(name for names in by_action for name in names)
-                   for by_action in names_by_action] if names_by_action else None
+    first_names = [_flattened(by_action) for by_action in names_by_action] \
+        if names_by_action else None
     for number, step in enumerate(steps, start=1):
         turn_no, output_no, _thought_no = item_numbers(number)
         window.parts.append(_turn_part(turn_no, number, step, rules, horizon))
@@ -2142,8 +2142,14 @@ def names_first_shown(steps: Sequence[LoopStep],
                       known: frozenset[str] = frozenset()) -> list[tuple[str, ...]]:
     """Per step, the names its output was the first of the run to show
     (``names_first_shown_by_action``, a turn's actions' one after the other)."""
-    return [tuple(name for names in by_action for name in names)
-            for by_action in names_first_shown_by_action(steps, known)]
+    return [_flattened(by_action) for by_action in names_first_shown_by_action(steps, known)]
+
+
+def _flattened(by_action: tuple[tuple[str, ...], ...]) -> tuple[str, ...]:
+    """A step's names, its actions' one after the other (a step of one output: its own)."""
+    if len(by_action) == 1:
+        return by_action[0]
+    return tuple(name for names in by_action for name in names)
 
 
 def names_first_shown_by_action(steps: Sequence[LoopStep], known: frozenset[str] = frozenset()
