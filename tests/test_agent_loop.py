@@ -1169,10 +1169,11 @@ def test_bad_steps_are_named(store, tmp_path):
     with pytest.raises(RequestError, match=r"prefix\[1\]\.role: expected one of .*'sys'"):
         construct_step(store, run_id="r", instance_id="i", task="t", steps=[],
                        prefix=[{"role": "system", "content": "s"}, {"role": "sys", "content": "t"}])
-    # a harness's own field JSON cannot hold (a datetime in its extra)
-    with pytest.raises(RequestError, match=r"prefix\[0\]: expected values JSON can hold"):
-        construct_step(store, run_id="r", instance_id="i", task="t", steps=[],
-                       prefix=[{"role": "system", "content": "s", "extra": {"at": object()}}])
+    # a harness's own field JSON cannot hold (a datetime in its extra, a NaN cost)
+    for odd in (object(), float("nan")):
+        with pytest.raises(RequestError, match=r"prefix\[0\]: expected values JSON can hold"):
+            construct_step(store, run_id="r", instance_id="i", task="t", steps=[],
+                           prefix=[{"role": "system", "content": "s", "extra": {"at": odd}}])
     with pytest.raises(RequestError, match=r"seq: expected a positive integer, got True"):
         construct_step(store, run_id="r", instance_id="i", task="t", steps=[], seq=True)
 
@@ -1721,6 +1722,32 @@ def test_a_tool_call_is_shown_as_made_and_read_by_its_shell_equivalent(store, tm
                              rules=RULES)
     text = context.render()
     assert f"[step 1] {undo}\neditor view\n" in text, text
+    # a turn of calls alone, each with no shell equivalent: shown in both arms, and a
+    # bare failed call says it failed
+    calls_only = {"actions": [{"command": None, "call": "editor undo_edit pkg/a.py",
+                               "output": "", "returncode": 1},
+                              {"command": None, "call": "editor undo_edit pkg/b.py",
+                               "output": "undone\n"}]}
+    for arm in ("ctx08", "current"):
+        shown = construct_step(store, run_id=f"calls-only-{arm}", instance_id="demo",
+                               task="t", steps=[calls_only], tree=root, prefix=PREFIX,
+                               arm=arm).render()
+        assert "[step 1] editor undo_edit pkg/a.py\neditor undo_edit pkg/b.py\n" in shown, arm
+        assert (f"[E{item_numbers(1)[1]} from `editor undo_edit pkg/a.py`]\n(no output)\n"
+                "(exit 1)\n") in shown, (arm, shown)
+    # two long calls told apart by their ends (a path), not cut off before them
+    long_calls = {"actions": [
+        {"command": f"cat -n pkg/{name}.py", "output": "",
+         "call": f'str_replace_editor {{"command": "view", "path": "/testbed/a/very/long/'
+                 f'directory/name/to/reach/pkg/{name}.py"}}'} for name in ("mod", "other")]}
+    shown = construct_step(store, run_id="calls-long", instance_id="demo", task="t",
+                           steps=[long_calls], tree=root, prefix=PREFIX).render()
+    assert 'pkg/mod.py"}`]' in shown and 'pkg/other.py"}`]' in shown, shown
+    # derived whatever else the turn gives (an observation of the harness's own)
+    observed = construct_step(store, run_id="calls-observed", instance_id="demo", task="t",
+                              steps=[{**calls_only, "observation": "<two results>"}],
+                              tree=root, prefix=PREFIX)
+    assert store.request_as_given(observed.decision_id)["steps"][0]["output"] == "\nundone\n"
     assert f"[E{item_numbers(2)[1]} tool output masked: 1 line; names: unseen_equivalent]" \
         in text, text
 
@@ -2044,6 +2071,12 @@ def test_a_current_decision_records_the_messages_sent_each_counted(store_url, tm
             with pytest.raises(RequestError, match=message):
                 construct_step(store, run_id="wrong", instance_id="i", task="t", steps=history,
                                tree=root, prefix=PREFIX, arm="current", sent=wrong)
+        # a tool call's turn lost from what was sent, as a command's is
+        with pytest.raises(RequestError, match=r"sent\[2\]: no message"):
+            construct_step(store, run_id="wrong", instance_id="call", task="t",
+                           steps=[LoopStep(None, "undone\n", call="editor undo_edit a.py")],
+                           tree=root, prefix=PREFIX, arm="current",
+                           sent=[*PREFIX, {"role": "user", "content": "undone\n"}])
         with pytest.raises(RequestError, match="sent: only a decision of arm 'current'"):
             construct_step(store, run_id="wrong", instance_id="i", task="t", steps=history,
                            tree=root, prefix=PREFIX, sent=sent)

@@ -68,6 +68,10 @@ def test_the_runs_file_names_the_trajectories_beside_the_instances_file(bench_re
                          encoding="utf-8")
     with pytest.raises(InstanceError, match="MIRROR_DIR .*: no git directory for o/n"):
         bench_replay.write_runs_file(instances, tmp_path / "mirrors", runs)
+    undecodable = tmp_path / "latin1.jsonl"
+    undecodable.write_bytes(b'{"instance_id": "caf\xe9"}\n')
+    with pytest.raises(InstanceError, match=rf"--instances {undecodable}: not UTF-8 text"):
+        bench_replay.write_runs_file(undecodable, tmp_path / "mirrors", runs)
     (tmp_path / "mirrors" / "o+n").mkdir(parents=True)
     (tmp_path / "mirrors" / "o+n" / "HEAD").write_text("ref: refs/heads/main\n")
     bench_replay.write_runs_file(instances, tmp_path / "mirrors", runs)

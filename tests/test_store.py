@@ -301,7 +301,9 @@ def test_a_server_that_refuses_the_connection_is_named_without_the_password(tmp_
     assert "Connection refused" in refused.value.reason and "s3cret" not in message
     assert isinstance(refused.value, ConnectionError)
     # a SQLite file is no server: SQLite's own error, not a server's wording
-    with pytest.raises(Exception) as unopened:
+    from sqlalchemy.exc import OperationalError
+
+    with pytest.raises(OperationalError) as unopened:
         ContextStore.open(f"sqlite:///file:{tmp_path / 'none.db'}?mode=ro&uri=true")
     assert not isinstance(unopened.value, StoreUnreachable), unopened.value
 

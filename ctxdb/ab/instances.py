@@ -117,17 +117,19 @@ def mirror_git_dir(mirrors: Path, repo: str) -> Path:
                         f"{base}/repo and {base})")
 
 
-def listed_rows(path: Path, keys: tuple[str, ...], expected: str,
-                option: str = "--instances") -> list[dict]:
-    """Each line of a JSON-lines list (blank ones skipped) as its object, which holds
-    ``keys``: a file that cannot be read, or a line that is not such an object, is an
-    InstanceError naming ``option``, the file and the line; ``expected`` says what the
-    file should be."""
+def listed_rows(path: Path, keys: tuple[str, ...], expected: str) -> list[dict]:
+    """Each line of a JSON-lines list given as ``--instances`` (blank ones skipped) as its
+    object, which holds ``keys``: a file that cannot be read as UTF-8 text, or a line that
+    is not such an object, is an InstanceError naming the option, the file and the line;
+    ``expected`` says what the file should be."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise InstanceError(f"{option} {path}: {exc.strerror or exc}; expected {expected}"
+        raise InstanceError(f"--instances {path}: {exc.strerror or exc}; expected {expected}"
                             ) from None
+    except UnicodeDecodeError as exc:
+        raise InstanceError(f"--instances {path}: not UTF-8 text (byte {exc.start}); "
+                            f"expected {expected}") from None
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -137,7 +139,7 @@ def listed_rows(path: Path, keys: tuple[str, ...], expected: str,
             if not isinstance(row, dict) or not set(keys) <= row.keys():
                 raise TypeError
         except (json.JSONDecodeError, TypeError):
-            raise InstanceError(f"{option} {path}:{number}: expected a JSON object with "
+            raise InstanceError(f"--instances {path}:{number}: expected a JSON object with "
                                 f"{', '.join(keys)}") from None
         rows.append(row)
     return rows

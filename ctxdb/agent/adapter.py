@@ -72,7 +72,6 @@ from .loop import (
     DEFAULT_WORKDIR,
     FILE_VIEW,
     FOLD_RESENT_PER_SHRUNK_MAX,
-    FOLDED_COMMAND,
     HARNESS_NOTE,
     LAST_THOUGHT_RULE,
     OUTPUT_PART,
@@ -233,7 +232,9 @@ def checked_steps(values: object, listed_as: str = "steps") -> list[LoopStep]:
                                    f"command)")
             fields = {name: value.get(name, field.default)
                       for name, field in LoopStep.__dataclass_fields__.items()}
-            fields |= {"command": None} if "command" in derived else {}  # (set below)
+            # (LoopStep.command has no default: a derived one is made below, from the
+            # checked actions)
+            fields |= {"command": None} if "command" in derived else {}
         else:
             raise RequestError(f"{where}: expected a step object, got {type(value).__name__}")
         for name, nullable in _STEP_TEXT_FIELDS:
@@ -254,7 +255,7 @@ def checked_steps(values: object, listed_as: str = "steps") -> list[LoopStep]:
                                              command_given="command" not in derived)
         if "command" in derived:
             fields["command"] = _actions_command(fields["actions"])
-        if "output" in derived and "observation" not in value:
+        if "output" in derived:
             fields["output"] = "\n".join(action.output for action in fields["actions"])
         if fields["call"] is not None and not fields["call"].strip():
             raise RequestError(f"{where}.call: expected the call's text or null, got "
@@ -759,7 +760,7 @@ def _step_messages(sent: Sequence[dict[str, str]], start: int,
     from there do not join to what the step shows. A turn with nothing after it (the
     history's end) has no observation, when the step shows none."""
     turn = start if sent[start]["role"] == "assistant" else None
-    if turn is None and step.command is not None:
+    if turn is None and (step.command is not None or step.has_call):
         return None  # a step that ran a command had its turn sent: it starts there
     at = start + (turn is not None)
     if turn is not None and not step.shown and (at == len(sent)
@@ -803,7 +804,7 @@ def _history_whole(steps: Sequence[LoopStep]) -> list[LoopPart]:
     for number, step in enumerate(steps, start=1):
         turn_no, output_no, _thought_no = item_numbers(number)
         turn = (step.thought.strip() + "\n" if step.thought.strip() else "") + (
-            step.said if step.command is not None or step.call is not None else "")
+            step.said if step.command is not None or step.has_call else "")
         parts.append(LoopPart(turn_no, number, AGENT_TURN, turn, f"[step {number}] {turn}\n",
                               SHOWN_WHOLE, "current", command=step.command))
         # (a bare output's outcome, and a turn's several outputs, said as the ctx08
@@ -877,7 +878,7 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
     for part in commands[:-1]:  # the newest command stays: the newest output is its answer
         if total() <= ceiling:
             return log
-        replace_text(part, f"[step {part.step}] {part.label or FOLDED_COMMAND} "
+        replace_text(part, f"[step {part.step}] {part.label} "
                            f"[E{part.item_no}]\n", POINTER, LADDER_FOLD_COMMAND)
     newest_command = commands[-1] if commands else None
     for part in [p for p in window.parts if p is not newest and p is not newest_command]:

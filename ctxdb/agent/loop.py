@@ -112,7 +112,7 @@ MOVED_RUN_SUMMARIZED_MIN = 10
 # them): at most this many, in the order named
 POINTER_PATHS_MAX = 30
 RAISED_SHOWN_MAX_CHARS = 160  # a folded traceback's exception line, cut past this
-COMMAND_NAMED_MAX_CHARS = 80  # a command a pointer names (its first line), cut past this
+COMMAND_NAMED_MAX_CHARS = 80  # a command the window names beside its output (its first line)
 COMMANDS_READ_CACHED = 4096  # commands read for their exit status, test runner or edit, remembered
 # names a pointer lists at most: those its output was the first of the run to show (not
 # the harness's prompt, nor a command up to it, nor an earlier output), in their order.
@@ -262,12 +262,20 @@ class LoopStep:
     call: str | None = None
 
     @property
+    def has_call(self) -> bool:
+        """Whether the turn, or one of its actions, is a tool call that is no shell."""
+        if self.call is not None:
+            return True
+        # (asked of every step of every window: no generator for a turn of one command)
+        return bool(self.actions) and any(action.call is not None for action in self.actions)
+
+    @property
     def said(self) -> str:
         """The agent's turn as the window shows it: ``$ command``, or its tool call; of a
         turn of several actions with a call among them, each action's on a line."""
         if self.call is not None:
             return self.call
-        if any(action.call is not None for action in self.actions):
+        if self.has_call:
             return "\n".join(action.said for action in self.actions)
         return f"$ {self.command if self.command is not None else NO_COMMAND}"
 
@@ -537,7 +545,7 @@ def _is_harness_note(step: LoopStep) -> bool:
     """The harness's own feedback: a turn with no command (a tool call with no shell
     equivalent is a command of its tool's)."""
     return step.kind in (ObservationKind.FORMAT_ERROR, ObservationKind.NOTE) \
-        or (step.command is None and not _has_call(step))
+        or (step.command is None and not step.has_call)
 
 
 def observation_kind(step: LoopStep) -> str:
@@ -1409,7 +1417,8 @@ def with_outcome(text: str, step: LoopStep) -> str:
     failed assertion that printed nothing). Only where the harness gave no observation of
     its own (its markup says them: mini-swe-agent's ``<returncode>``), for one command's
     output."""
-    if step.observation is not None or step.command is None or step.actions:
+    if step.observation is not None or (step.command is None and not step.has_call) \
+            or step.actions:
         return text
     body = text.rstrip()
     if step.kind == ObservationKind.TIMEOUT:
@@ -1758,17 +1767,10 @@ def turn_content(step: LoopStep) -> str:
 
 def turn_said(step: LoopStep) -> str:
     """What the window shows of a turn after its ``$``: the command, or the tool call
-    (which has no ``$``: ``_has_call``)."""
-    if _has_call(step):
+    (which has no ``$``: ``LoopStep.has_call``)."""
+    if step.has_call:
         return step.said
     return step.command if step.command is not None else NO_COMMAND
-
-
-def _has_call(step: LoopStep) -> bool:
-    if step.call is not None:
-        return True
-    # (asked of every step of every window: no generator for a turn of one command)
-    return bool(step.actions) and any(action.call is not None for action in step.actions)
 
 
 def _turn_part(item_no: int, step_no: int, step: LoopStep, rules: LoopRules,
@@ -1779,7 +1781,7 @@ def _turn_part(item_no: int, step_no: int, step: LoopStep, rules: LoopRules,
         text = (command[:COMMAND_SHOWN_MAX_CHARS]
                 + f"\n[E{item_no} cut at {COMMAND_SHOWN_MAX_CHARS} characters of {len(command)}]")
         rendering, rule = SHOWN_CUT, "command over COMMAND_SHOWN_MAX_CHARS"
-    called = _has_call(step)
+    called = step.has_call
     said = text if called else f"$ {text}"
     shown = f"[step {step_no}] {said}\n"
     if rules.thoughts and step_no > horizon and step.thought.strip():
@@ -2164,7 +2166,7 @@ def names_first_shown_by_action(steps: Sequence[LoopStep], known: frozenset[str]
     first: list[tuple[tuple[str, ...], ...]] = []
     for step in steps:
         # the turn as the window shows it (a call's shell equivalent is never seen)
-        seen.update(_names(step.said if _has_call(step) else step.command or ""))
+        seen.update(_names(step.said if step.has_call else step.command or ""))
         outputs = [action.output for action in step.actions] or [step.output]
         if _looks_binary(step.output):
             first.append(((),) * len(outputs))  # its "names" are noise
@@ -2267,10 +2269,15 @@ def _beside_the_view(item_no: int, step_no: int, step: LoopStep, read_file: File
 
 
 def _quoted_command(step: LoopStep) -> str:
-    """A command named inside a pointer: its first line, clipped."""
+    """A command (or call) named in the window beside its output: its first line, its
+    middle left out when long, so its end (a call's path) still tells two apart."""
     lines = turn_said(step).strip().splitlines() or [""]
+    first = lines[0]
+    if len(first) > COMMAND_NAMED_MAX_CHARS:
+        half = (COMMAND_NAMED_MAX_CHARS - 1) // 2
+        first = f"{first[:half]}…{first[-half:]}"
     more = " …" if len(lines) > 1 else ""
-    return f"`{_clipped(lines[0], COMMAND_NAMED_MAX_CHARS)}{more}`"
+    return f"`{first}{more}`"
 
 
 def _pointer_part(item_no: int, step_no: int, kind: str, step: LoopStep,
