@@ -125,6 +125,18 @@ def test_writes_in_the_tree_show_in_diff_and_submission(tree):
     assert submitted.splitlines(keepends=True)[1:] == submission.splitlines(keepends=True)
 
 
+def test_a_tree_nested_deeper_than_python_recurses_is_still_removed(source_git, tmp_path):
+    nest = ("import os\n"
+            "for _ in range(1500):\n"
+            "    os.mkdir('d' * 200)\n"
+            "    os.chdir('d' * 200)\n"
+            "open('bottom', 'w').close()\n")
+    with ScratchTree.create(source_git, "main", parent=tmp_path) as scratch:
+        assert scratch.run(f"python3 -c {_shell_quote(nest)}").returncode == 0
+        home = scratch.home
+    assert not home.exists()  # shutil.rmtree alone hits RecursionError and leaves it
+
+
 def test_the_agents_git_commands_work_inside(tree):
     result = tree.run("echo x >> pkg/mod.py && git stash --quiet && git status --porcelain "
                       "&& git stash pop --quiet && git checkout --quiet pkg/mod.py && git status "
@@ -225,7 +237,10 @@ def test_no_network_even_to_the_hosts_loopback(tree):
         listener.close()
 
 
-@pytest.mark.parametrize("shape", ["{sleep}", "{sleep} & wait", "(setsid {sleep} &); echo left"])
+@pytest.mark.parametrize("shape", [
+    "{sleep}", "{sleep} & wait", "(setsid {sleep} &); echo left",
+    # the namespace's init leaves the sandbox's process group, its output closed or not
+    "exec setsid {sleep}", "exec setsid sh -c 'exec >/dev/null 2>&1; exec {sleep}'"])
 def test_a_command_that_never_ends_is_killed_with_all_it_started(tree, shape):
     marker = f"1000.{secrets.randbelow(10**6):06d}"  # an argument no other process has
     timeout_s = 1.5

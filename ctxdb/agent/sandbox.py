@@ -43,11 +43,13 @@ it, here where unprivileged user namespaces are not relied on); the privileges a
 dropped before the command runs.
 
 Time limit: the sandbox is the leader of a process group of its own and the command is
-pid 1 of its pid namespace. On timeout the group is killed; ``unshare --kill-child``
-kills the namespace's init with it, and the kernel kills every process left in a pid
-namespace whose init dies, so daemons and fork loops end too and the call never hangs.
-When the command ends by itself, its namespace ends with it: what it left running in
-the background is killed.
+pid 1 of its pid namespace. On timeout the group is killed, and the namespace's init by
+a pidfd taken once it named itself: the command can leave the group (``exec setsid``),
+and ``unshare --kill-child``'s parent-death signal does not reach it, as the kernel
+clears that signal when ``setpriv`` changes the uid. The kernel kills every process
+left in a pid namespace whose init dies, so daemons and fork loops end too and the call
+never hangs. When the command ends by itself, its namespace ends with it: what it left
+running in the background is killed.
 
 If the sandbox cannot be made (``unshare`` missing, not permitted), ``SandboxUnavailable``
 says at which step and what was expected; the check runs once per process and its
@@ -83,9 +85,10 @@ SANDBOX_GID = 65534
 MAX_PROCESSES = 512
 # RLIMIT_FSIZE: no single file written (in the tree, in /tmp) may grow past this.
 MAX_FILE_BYTES = 512 * 1024 * 1024
-# RLIMIT_AS: one process's address space, so a recorded command cannot take the host's
-# memory (a replay runs beside others on a shared machine); a Python script with its
-# libraries maps well under 1 GiB.
+# RLIMIT_AS: one process's address space, so one process of a recorded command cannot
+# take the host's memory (a replay runs beside others on a shared machine; all of a
+# command's processes together are not capped: docs/replay.md); a Python script with
+# its libraries maps well under 1 GiB.
 MAX_ADDRESS_SPACE_BYTES = 8 * 1024 ** 3
 # The private /tmp is memory: bounded.
 TMP_SIZE = "512m"
@@ -418,13 +421,14 @@ def _run(command: str, tree: Path, *, workdir: str, timeout_s: float,
         for end in (status_write, map_read):
             os.close(end)
         status_write = map_read = -1
+        sandboxed = _Sandboxed(process)
         output_stream = cast(IO[bytes], process.stdout)  # stdout=PIPE: never None
         try:
             map_end, map_write = map_write, -1  # _collect closes it
-            output, truncated, status, timed_out = _collect(process, output_stream,
+            output, truncated, status, timed_out = _collect(sandboxed, output_stream,
                                                             status_read, map_end, deadline)
         finally:
-            _kill_group(process)
+            sandboxed.kill()
             output_stream.close()
             returncode = process.wait()
     finally:
@@ -456,13 +460,14 @@ def _run(command: str, tree: Path, *, workdir: str, timeout_s: float,
                          duration_s=duration, output_truncated=truncated)
 
 
-def _collect(process: subprocess.Popen, output_stream: IO[bytes], status_fd: int,
+def _collect(sandboxed: _Sandboxed, output_stream: IO[bytes], status_fd: int,
              map_fd: int, deadline: float) -> tuple[bytes, bool, str, bool]:
     """Read the output (bounded) and the status pipe until the output closes or the
     deadline passes; on the deadline the sandbox is killed and the output drained for at
     most KILL_GRACE_S. When the status pipe names the process that entered the command's
-    user namespace, map its ids (``_map_ids``). Returns (output, truncated, status text,
-    timed out); ``map_fd`` is closed on return."""
+    user namespace (the namespace's init), map its ids (``_map_ids``) and hold it by a
+    pidfd. Returns (output, truncated, status text, timed out); ``map_fd`` is closed on
+    return."""
     kept = bytearray()
     truncated = False
     status = bytearray()
@@ -478,7 +483,7 @@ def _collect(process: subprocess.Popen, output_stream: IO[bytes], status_fd: int
                 if timed_out:  # the grace after the kill is over too
                     break
                 timed_out = True
-                _kill_group(process)
+                sandboxed.kill()
                 deadline = time.monotonic() + KILL_GRACE_S
                 continue
             for key, _events in selector.select(remaining):
@@ -489,7 +494,9 @@ def _collect(process: subprocess.Popen, output_stream: IO[bytes], status_fd: int
                 elif key.data == "status":
                     status += chunk
                     if map_fd >= 0 and (host_pid := _entered_user_namespace(status)):
-                        _map_ids(process, host_pid)
+                        _map_ids(sandboxed.process, host_pid)
+                        # it waits for the line below: still the process just checked
+                        sandboxed.hold_init(host_pid)
                         os.write(map_fd, b"mapped\n")
                         os.close(map_fd)
                         map_fd = -1
@@ -550,10 +557,35 @@ def _map_ids(process: subprocess.Popen, host_pid: int) -> None:
         os.close(proc)
 
 
-def _kill_group(process: subprocess.Popen) -> None:
-    """SIGKILL the sandbox's process group (unshare and the namespace's init; the
-    kernel then kills the rest of the pid namespace)."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+class _Sandboxed:
+    """The sandbox's ``unshare`` and, once it named itself, the namespace's init, held by
+    a pidfd (a pid the init left behind and another process took is never signalled)."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+        self.init_pidfd = -1
+
+    def hold_init(self, host_pid: int) -> None:
+        try:
+            self.init_pidfd = os.pidfd_open(host_pid)
+        except OSError as error:
+            raise SandboxUnavailable(
+                "sandbox step 'hold the namespace's init' failed: expected pidfd_open "
+                f"(Linux 5.3 or later) to open process {host_pid}: {error}") from None
+
+    def kill(self) -> None:
+        """SIGKILL the sandbox's process group (unshare and the namespace's init, unless
+        it left the group) and the init itself; the kernel then kills the rest of the
+        pid namespace. The pidfd is closed."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if self.init_pidfd >= 0:
+            try:
+                signal.pidfd_send_signal(self.init_pidfd, signal.SIGKILL)
+            except ProcessLookupError:  # it ended
+                pass
+            finally:
+                os.close(self.init_pidfd)
+                self.init_pidfd = -1

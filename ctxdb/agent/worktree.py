@@ -172,7 +172,7 @@ class ScratchTree:
             _git(["update-index", "-q", "--refresh"], env=scratch._host_env(), check=False)
             return scratch
         except BaseException:
-            shutil.rmtree(home, ignore_errors=True)
+            remove_tree(home)
             raise
 
     def __enter__(self) -> ScratchTree:
@@ -183,7 +183,7 @@ class ScratchTree:
 
     def close(self) -> None:
         """Remove the temporary directory and everything in it."""
-        shutil.rmtree(self.home, ignore_errors=True)
+        remove_tree(self.home)
 
     def run(self, command: str, timeout_s: float = COMMAND_TIMEOUT_S,
             env: Mapping[str, str] = HARNESS_ENV,
@@ -274,7 +274,20 @@ class _StagedCopy:
 
     def __exit__(self, *exc_info) -> None:
         if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            remove_tree(self.scratch)
+
+
+def remove_tree(path: str | Path) -> None:
+    """Remove ``path`` and all under it, as far as it can be: a command may have nested
+    directories deeper than ``shutil.rmtree`` recurses (RecursionError, which its
+    ``ignore_errors`` does not catch), so ``rm``, which walks any depth, removes what is
+    left rather than leaving the copy on the host's disk."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=False)
 
 
 def scratch_store_shown_at(object_store: Path, workdir: str) -> str:
