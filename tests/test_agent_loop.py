@@ -2183,6 +2183,41 @@ def test_a_step_of_another_history_under_a_run_it_already_holds_is_refused(store
             step([], **{field: "r" * 201})
 
 
+def test_a_step_whose_history_does_not_go_on_from_the_run_s_last_is_refused(store, tmp_path):
+    """A harness that sends an earlier step otherwise than it did, reorders its steps,
+    changes the task or its prompt, or a second loop under the run id past the first's
+    steps: refused by the field, nothing written; the history going on is recorded."""
+    root = _tree(tmp_path / "tree")
+    mine = _filler(4)
+
+    def step(steps, **changes):
+        return construct_step(store, **{"run_id": "loop", "instance_id": "demo", "task": "t",
+                                        "steps": steps, "tree": root, "prefix": PREFIX,
+                                        "rules": RULES, **changes})
+
+    for done in range(3):
+        step(mine[:done])
+    with store.engine.connect() as connection:
+        held = connection.exec_driver_sql("SELECT COUNT(*) FROM decision").scalar()
+    edited = dataclasses.replace(mine[1], output="edited\n")
+    for steps, changes, field, what in (
+            ([mine[0], edited, mine[2]], {}, r"steps\[1\]", "step 2 otherwise than it was"),
+            ([mine[1], mine[0], mine[2]], {}, r"steps\[0\]", "step 1 otherwise than it was"),
+            (mine[:3], {"task": "another"}, "task", "another task"),
+            (mine[:3], {"prefix": [PREFIX[0]]}, "prefix", "another harness prompt"),
+            (mine[:1], {"seq": 4}, "steps", "1 steps where it had 2")):
+        with pytest.raises(StepTakenError, match=rf"^{field}: the store holds step 3 of run "
+                           r"'loop' on instance 'demo' \(decision \d+\), built from a history "
+                           rf"this step's does not continue \({what}\)"):
+            step(steps, **changes)
+    with store.engine.connect() as connection:
+        assert connection.exec_driver_sql("SELECT COUNT(*) FROM decision").scalar() == held
+    step(mine[:3])  # the history going on
+    # a second loop refused at a step the first took stays refused at the steps after it
+    with pytest.raises(StepTakenError, match=r"^steps\[0\]: the store holds step 4"):
+        step([LoopStep("ls", "a.py\n")] * 4)
+
+
 def test_a_bare_fresh_output_says_it_was_empty_or_failed(tmp_path):
     """A harness that gives the output alone (no observation of its own, whose markup
     would say it): an empty output and a non-zero exit code are said, so grep finding

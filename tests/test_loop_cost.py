@@ -85,8 +85,10 @@ def _served_at_marks(before, now) -> int:
 
 def test_a_marks_only_cache_serves_a_window_up_to_a_mark_the_one_before_put(store_url,
                                                                            tmp_path):
-    """The windows a live run rarely makes: one that is the start of the one before, and
-    one that changed just before the previous newest step's mark."""
+    """Windows no live run makes (construct_step refuses a history that does not go on
+    from the one before), which a store may hold all the same (one written before that
+    check): one that is the start of the one before, and one that changed just before the
+    previous newest step's mark."""
     steps, _sent = _history(tmp_path / "tree")
     bare = [dataclasses.replace(step, thought="") for step in steps]  # no reasoning last
     changed = dataclasses.replace(bare[0], output="other\n", observation=WRAP("other\n"))
@@ -95,10 +97,12 @@ def test_a_marks_only_cache_serves_a_window_up_to_a_mark_the_one_before_put(stor
                  "changed before its newest step": (bare[:2], [changed, bare[1]])}
         built = {}
         for name, (first, second) in cases.items():
+            # the second step built first: no step before it to go on from
             built[name] = [construct_step(store, run_id=name, instance_id="i",
                                           task="function_3 subtracts", steps=shown,
                                           tree=tmp_path / "tree", prefix=PREFIX, seq=seq)
-                           for seq, shown in enumerate((first, second), start=1)]
+                           for seq, shown in reversed(list(enumerate((first, second),
+                                                                     start=1)))][::-1]
         rows = _cached_rows(store)
     for name, (before, now) in built.items():
         besides_items = now.token_count - sum(entry.token_count for entry in now.window)
@@ -208,12 +212,11 @@ def test_each_decision_counts_what_it_shares_with_the_one_before(store_url, tmp_
             connection.execute(models.replay_run.insert().values(
                 run_id="replayed", instance_id="i", trajectory="i.traj.json",
                 trajectory_format="mini-swe-agent", decisions=2, created_at="now"))
-        # another task of as many tokens, sent in the window: nothing is served
+        # another task of as many tokens, sent in the window: nothing is served (a
+        # pipeline run's decisions: a loop refuses a step of another task than its last)
         for seq, task in ((4, "zebra one"), (5, "zebra two")):
-            retasked = construct_step(store, run_id="retasked", instance_id="i", task=task,
-                                      steps=steps[:3], tree=tmp_path / "tree", prefix=PREFIX,
-                                      seq=seq)
-        assert "task_in_prefix" not in retasked.flags
+            retasked = store.construct(edit_request(run_id="retasked", instance_id="i",
+                                                    seq=seq, task=task))
         assert _cached_rows(store)[retasked.decision_id].cached_tokens == 0
         # an instance the current arm did not run: counted, not compared
         for done in range(SOLO_STEPS):
@@ -226,31 +229,31 @@ def test_each_decision_counts_what_it_shares_with_the_one_before(store_url, tmp_
     assert sorted(by_arm) == ["ctx08", "current"]
     assert [(by_arm[arm]["instances"], by_arm[arm]["instance_runs"],
              by_arm[arm]["paired_instances"]) for arm in ("ctx08", "current")] == \
-        [(2, 3, 1), (1, 1, 1)]
+        [(2, 2, 1), (1, 1, 1)]
     with ContextStore.open(store_url) as store:
         rows = _cached_rows(store)
     for arm in ("ctx08", "current"):
-        runs_of_arm = (f"live-{arm}", "retasked", "solo") if arm == "ctx08" \
+        runs_of_arm = (f"live-{arm}", "solo") if arm == "ctx08" \
             else (f"live-{arm}",)
         mine = [row for row in rows.values() if row.run_id in runs_of_arm]
         tokens = sum(row.token_count for row in mine)
         cached = sum(row.cached_tokens for row in mine)
         got = by_arm[arm]
         assert (got["decisions"], got["tokens"], got["cached_tokens"]) == (
-            STEPS_RUN + 1 + (arm == "ctx08") * (2 + SOLO_STEPS), tokens, cached)
+            STEPS_RUN + 1 + (arm == "ctx08") * SOLO_STEPS, tokens, cached)
         assert abs(got["cost_tokens"] - (tokens - cached + RATIO * cached)) < 1e-6
         assert got["cached_share"] == cached / tokens
         at_marks = sum(row.cached_at_marks_tokens for row in mine)
         assert got["cached_at_marks_tokens"] == at_marks <= cached
         assert abs(got["cost_at_marks_tokens"] - (tokens - at_marks + RATIO * at_marks)) < 1e-6
-        # the live ctx08 run went marked, the retasked one not, nor the current arm
+        # the live ctx08 run went marked, the solo one not, nor the current arm
         assert got["cache_marked_decisions"] == (STEPS_RUN + 1 if arm == "ctx08" else 0)
     assert by_arm["ctx08"]["solved"] == 1 and by_arm["current"]["solved"] == 0
     assert by_arm["ctx08"]["cost_per_solved"] == by_arm["ctx08"]["cost_tokens"]
     assert by_arm["ctx08"]["instances_with_outcome"] == 1
     assert by_arm["current"]["cost_per_solved"] is None
     assert by_arm["current"]["cost_of_current"] == 1.0
-    # against current on instance i alone, by its graded run (retasked has no outcome)
+    # against current on instance i alone, by its graded run (solo's j has no outcome)
     for column, cached_column in (("cost_of_current", "cached_tokens"),
                                   ("cost_at_marks_of_current", "cached_at_marks_tokens")):
         assert abs(by_arm["ctx08"][column]

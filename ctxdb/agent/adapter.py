@@ -442,6 +442,7 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
         # under the write lock: no other writer records a step of the run in between
         _lock_run(connection, run_id, instance_id)
         _check_step_is_new(connection, run_id, instance_id, seq, request_json)
+        _check_history_continues(connection, run_id, instance_id, seq, request_json)
         row = persist.write_inputs(connection, store, attempt)
         return persist.write_outcome(connection, store, row, attempt), row
 
@@ -463,7 +464,8 @@ def fold_detail(window: LoopWindow, done: int, rules: LoopRules) -> str:
 
 
 class StepTakenError(RequestError):
-    """The store holds this step of the run and instance from another history."""
+    """The store holds this step of the run and instance from another history, or an
+    earlier step from a history this one does not continue."""
 
 
 class OverCeilingError(RequestError):
@@ -633,6 +635,42 @@ def _check_step_is_new(connection: Connection, run_id: str, instance_id: str, se
                 f"{instance_id!r} (decision {other}), built from another history; give "
                 "each loop its own run_id (two loops under one would read each other's "
                 "windows)")
+
+
+def _check_history_continues(connection: Connection, run_id: str, instance_id: str,
+                             seq: int, request_json: str) -> None:
+    """Refuse a step whose history (task, harness prompt, steps) does not continue the
+    one the run's newest earlier step on the instance was built from: a harness that
+    changed or reordered a step it sent, or a second loop under the run id, would
+    otherwise be recorded as one run (and read the other's windows)."""
+    held = connection.execute(sql_statement("forensics/previous_step_of_run"), {
+        "run_id": run_id, "instance_id": instance_id, "seq": seq}).first()
+    if held is None:
+        return
+    other, other_seq, other_json = held
+    given, mine = json.loads(other_json), json.loads(request_json)
+    # (a request stored before revision 0011 holds its steps inline: not compared)
+    if not all(key in given for key in ("task", PREFIX_DIGESTS_FIELD, STEP_DIGESTS_FIELD)):
+        return
+    theirs, ours = given[STEP_DIGESTS_FIELD], mine[STEP_DIGESTS_FIELD]
+    if given["task"] != mine["task"]:
+        field, what = "task", "another task"
+    elif given[PREFIX_DIGESTS_FIELD] != mine[PREFIX_DIGESTS_FIELD]:
+        field, what = "prefix", "another harness prompt"
+    elif len(ours) < len(theirs):
+        field, what = "steps", f"{len(ours)} steps where it had {len(theirs)}"
+    else:
+        changed = next((index for index, (a, b) in
+                        enumerate(zip(theirs, ours[:len(theirs)], strict=True)) if a != b),
+                       None)
+        if changed is None:
+            return
+        field, what = f"steps[{changed}]", f"step {changed + 1} otherwise than it was"
+    raise StepTakenError(
+        f"{field}: the store holds step {other_seq} of run {run_id!r} on instance "
+        f"{instance_id!r} (decision {other}), built from a history this step's does not "
+        f"continue ({what}); give each step the whole history before it as it was, and "
+        "each loop its own run_id")
 
 
 def _check(run_id: object, instance_id: object, task: object, prefix: Sequence[object],
