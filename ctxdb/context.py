@@ -9,6 +9,8 @@ from typing import Any
 
 from .pipeline.state import BudgetStep
 from .pipeline.window_text import task_block, window_head
+from .request import storable_text
+from .request_limits import RequestError
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,13 @@ class DecisionContext:
         default: the ones an agent-loop decision was built after, ``self.prefix``), those
         come first, verbatim, and the window follows as one user message. An agent-loop
         window whose task the harness's prompt carries (``task_in_prefix``) has no task
-        block: without a prefix it is the user message alone."""
+        block: without a prefix it is the user message alone. A decision built after a
+        prefix was counted with it: another (``[]`` too) is refused, naming ``prefix``."""
+        if prefix is not None and self.prefix and not _same_messages(prefix, self.prefix):
+            raise RequestError(
+                f"prefix: expected the {len(self.prefix)} harness messages decision "
+                f"{self.decision_id} was built after and counted with (or none: they are "
+                f"the default), got {len(prefix)} messages that differ from them")
         prefix = self.prefix if prefix is None else prefix
         items = "".join(e.text for e in self.window)
         if prefix:
@@ -75,3 +83,18 @@ class DecisionContext:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def _same_messages(given: Sequence[dict[str, Any]], held: Sequence[dict[str, Any]]) -> bool:
+    """Whether ``given`` are the messages ``held`` keeps: equal once their texts are as a
+    store holds them (a lone surrogate as U+FFFD, ``request.storable_text``)."""
+    def stored(value: Any) -> Any:
+        if isinstance(value, str):
+            return storable_text(value)
+        if isinstance(value, (list, tuple)):
+            return [stored(v) for v in value]
+        if isinstance(value, dict):
+            return {k: stored(v) for k, v in value.items()}
+        return value
+
+    return isinstance(given, (list, tuple)) and stored(list(given)) == stored(list(held))

@@ -1011,6 +1011,14 @@ def test_a_step_is_recorded_with_the_harness_prompt_first_and_the_task_once(stor
     content = stored.messages()[0]["content"]
     # one U+FFFD for each undecodable byte (not one for each of the surrogate's UTF-8 bytes)
     assert "\udc80" not in content and "bad \ufffd byte, \u2400 nul" in content
+    # the prompt as given reads as the one counted (and is sent as given); another (none,
+    # too) is refused
+    assert stored.messages(prefix=odd) == [*odd, stored.messages()[len(odd)]]
+    for other in ([], [PREFIX[0]], [{"role": "system", "content": "word " * 40_000}]):
+        with pytest.raises(RequestError, match=rf"^prefix: expected the 2 harness messages "
+                           rf"decision {stored.decision_id} was built after and counted with "
+                           rf"\(or none: they are the default\), got {len(other)} messages"):
+            stored.messages(prefix=other)
     # the first step: the harness's prompt alone
     first = construct_step(store, run_id="loop", instance_id="demo", task="function_3 subtracts",
                            steps=[], tree=root, prefix=PREFIX, rules=RULES)
@@ -1024,7 +1032,7 @@ def test_the_ceiling_holds_with_the_harness_prompt_counted(tmp_path):
 
     root = _tree(tmp_path / "tree")
     settings = dataclasses.replace(load_settings(), token_ceiling=400)
-    steps = [LoopStep(f"python run_{n}.py", "".join(f"output line {n}.{i}\n" for i in range(60)))
+    steps = [LoopStep(f"python run_{n}.py", "".join(f"output line {n}.{i}\n" for i in range(25)))
              for n in range(6)]
     with ContextStore.open(tmp_path / "tight.db", settings=settings) as store:
         context = construct_step(store, run_id="tight", instance_id="demo", task="t",
@@ -1032,6 +1040,33 @@ def test_the_ceiling_holds_with_the_harness_prompt_counted(tmp_path):
         assert context.token_count <= 400
         assert [s.ladder_step for s in context.budget_log][:1] == ["loop_fold_fresh"]
         assert "output line" in context.window[-1].text  # the newest keeps its end
+
+
+def test_one_huge_output_is_cut_before_the_steps_before_it_leave(tmp_path):
+    """Over the ceiling, a newest output of more than half of it is cut to what fits of
+    its end in half, before the agent's earlier steps fold or leave the window."""
+    import dataclasses
+
+    from ctxdb.config import load_settings
+
+    ceiling = 3000
+    settings = dataclasses.replace(load_settings(), token_ceiling=ceiling)
+    steps = [*(LoopStep(f"python run_{n}.py", f"result {n}\n") for n in range(6)),
+             LoopStep("python noisy.py", "".join(f"log line {i}\n" for i in range(30_000)))]
+    with ContextStore.open(tmp_path / "huge.db", settings=settings) as store:
+        context = construct_step(store, run_id="huge", instance_id="demo", task="t",
+                                 steps=steps, tree=_tree(tmp_path / "tree"), prefix=PREFIX,
+                                 rules=RULES)
+    assert context.token_count <= ceiling
+    assert [s.ladder_step for s in context.budget_log] == ["loop_cut_newest_to_share"]
+    assert context.verdicts.get("evicted", 0) == 0
+    text = context.render()
+    assert all(f"$ python run_{n}.py" in text and f"result {n}" in text for n in range(6))
+    newest = context.window[-1]
+    assert newest.text.startswith(f"[E{item_numbers(7)[1]} cut to its last ")
+    assert "of 30000 lines: over the ceiling]" in newest.text
+    assert "log line 29999" in newest.text
+    assert ceiling // 4 < newest.token_count <= ceiling // 2
 
 
 def test_the_ladder_words_a_pointer_as_the_fold_does(tmp_path):
@@ -1162,8 +1197,14 @@ def test_bad_steps_are_named(store, tmp_path):
                        steps=[{"command": "ls", "stdout": ""}])
     with pytest.raises(RequestError, match="arm: expected one of"):
         construct_step(store, run_id="r", instance_id="i", task="t", steps=[], arm="mask10")
-    with pytest.raises(RequestError, match=r"prefix\[0\]"):
+    with pytest.raises(RequestError, match=r"prefix\[0\]: expected a chat message .*got str"):
         construct_step(store, run_id="r", instance_id="i", task="t", steps=[], prefix=["hi"])
+    for message, got in (({"role": "system", "content": [{"text": "s"}]}, "content.*got list"),
+                         ({"role": "system"}, "content.*got nothing"),
+                         ({"role": None, "content": "s"}, "role.*got NoneType")):
+        with pytest.raises(RequestError, match=rf"^prefix\[0\]\.{got}$"):
+            construct_step(store, run_id="r", instance_id="i", task="t", steps=[],
+                           prefix=[message])
     with pytest.raises(RequestError, match=r"prefix: expected a list of chat messages, got str"):
         construct_step(store, run_id="r", instance_id="i", task="t", steps=[], prefix="hi")
     with pytest.raises(RequestError, match=r"prefix\[1\]\.role: expected one of .*'sys'"):
@@ -1311,13 +1352,17 @@ def test_the_ladder_always_ends_under_the_ceiling_or_refuses(tmp_path):
     steps = [LoopStep(f"echo {n}", report + f"run {n}\n") for n in range(40)]
     steps.append(LoopStep("python big.py", "x" * 5000))
     settings = dataclasses.replace(load_settings(), token_ceiling=400)
+    # a longer prompt leaves the newest output less than half the ceiling: cut again
+    longer = [*PREFIX[:-1], {**PREFIX[-1], "content": PREFIX[-1]["content"] + " rule" * 150}]
     with ContextStore.open(tmp_path / "tight.db", settings=settings) as store:
-        context = construct_step(store, run_id="tight", instance_id="demo", task="t",
-                                 steps=steps, tree=root, prefix=PREFIX, rules=RULES)
-        assert context.token_count <= 400
-        ladder = {s.ladder_step for s in context.budget_log}
-        assert {"loop_fold_fresh", "loop_fold_command", "loop_evict_oldest",
-                "loop_cut_newest"} <= ladder
+        for prefix, ladder in ((PREFIX, set()), (longer, {"loop_cut_newest"})):
+            context = construct_step(store, run_id=f"tight {len(str(prefix))}",
+                                     instance_id="demo", task="t", steps=steps, tree=root,
+                                     prefix=prefix, rules=RULES)
+            assert context.token_count <= 400
+            assert {s.ladder_step for s in context.budget_log} == {
+                "loop_cut_newest_to_share", "loop_fold_fresh", "loop_fold_command",
+                "loop_evict_oldest", *ladder}
         assert store.verify() == {}
         huge = [{"role": "system", "content": "rule " * 600}]
         with pytest.raises(RequestError, match="over the ceiling 400"):

@@ -545,9 +545,10 @@ def test_a_replay_that_meets_another_under_its_run_id_undoes_only_its_own_decisi
     theirs = []
 
     def another_replay_first_at_step_3(store, **kwargs):
-        if kwargs["seq"] == 3:
-            theirs.append(original(store, **{**kwargs, "task": "another run's task"})
-                          .decision_id)
+        if kwargs["seq"] == 3:  # its step 2 came out otherwise
+            *before, last = kwargs["steps"]
+            other = [*before, dataclasses.replace(last, output="another run's output\n")]
+            theirs.append(original(store, **{**kwargs, "steps": other}).decision_id)
         return original(store, **kwargs)
 
     monkeypatch.setattr(replay_module, "construct_step", another_replay_first_at_step_3)

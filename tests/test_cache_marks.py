@@ -71,14 +71,19 @@ def test_the_window_goes_in_blocks_marked_after_the_prompt_before_the_newest_ste
         assert PREFIX[1]["content"] == marked[1]["content"][0]["text"]  # the prompt's mark
     # a window with a task block (the prompt does not carry the task): its own block
     with ContextStore.open(tmp_path / "t.db") as store:
-        context = construct_step(store, run_id="r", instance_id="i", task="another task",
-                                 steps=STEPS[:2], tree=None, prefix=PREFIX)
+        context, unprompted = (
+            construct_step(store, run_id=run_id, instance_id="i", task="another task",
+                           steps=STEPS[:2], tree=None, prefix=prefix)
+            for run_id, prefix in (("r", PREFIX), ("unprompted", ())))
     window = _blocks(cache_marked_messages(context, PREFIX))[2:]
     assert "another task" in window[0][1] and window[0][2] is None
     # with no prefix the task block is the system message, sent once, as unmarked
-    bare = cache_marked_messages(context, [])
+    bare = cache_marked_messages(unprompted, [])
     assert [(m["role"], "".join(t for _, t, _ in _blocks([m]))) for m in bare] == \
-        [(m["role"], m["content"]) for m in context.messages(prefix=[])]
+        [(m["role"], m["content"]) for m in unprompted.messages(prefix=[])]
+    assert bare[0]["role"] == "system" and "another task" in bare[0]["content"]
+    with pytest.raises(RequestError, match=r"^prefix: expected the 2 harness messages"):
+        cache_marked_messages(context, [])  # counted with a prompt: sent without it
 
 
 def test_a_window_sent_marked_is_recorded_so_and_given_back_marked(tmp_path):

@@ -120,6 +120,7 @@ PART_NAMES = ("command", "output", "reasoning", "changed lines")
 # the roles a chat API takes in the harness's opening messages
 PREFIX_ROLES = ("system", "developer", "user", "assistant")
 # the ceiling's ladder (budget_log.ladder_step), in its order
+LADDER_CUT_NEWEST_TO_SHARE = "loop_cut_newest_to_share"
 LADDER_DROP_REASONING = "loop_drop_reasoning"
 LADDER_FOLD_FRESH = "loop_fold_fresh"
 LADDER_FOLD_VIEW = "loop_fold_view"
@@ -129,6 +130,11 @@ LADDER_EVICT_OLDEST = "loop_evict_oldest"
 LADDER_CUT_NEWEST = "loop_cut_newest"
 OVER_CEILING_RULE = "over the ceiling"
 CUT_COMMAND_CHARS = 200  # an old command cut by the ladder keeps its start
+# Over the ceiling, the newest output is first cut to this share of it, before anything
+# older folds or leaves: one huge output (a 30,000-line log) would otherwise take the
+# place of every earlier step, which the agent works from. A mini-swe-agent harness cuts
+# outputs at 10,000 characters itself, far below it.
+NEWEST_OUTPUT_CEILING_SHARE = 0.5
 
 
 class TreeFiles:
@@ -690,10 +696,13 @@ def _check(run_id: object, instance_id: object, task: object, prefix: Sequence[o
         raise RequestError(f"prefix: expected a list of chat messages, got "
                            f"{type(prefix).__name__}")
     for index, message in enumerate(prefix):
-        if not isinstance(message, dict) or not isinstance(message.get("content"), str) \
-                or not isinstance(message.get("role"), str):
-            raise RequestError(f"prefix[{index}]: expected a chat message with role and "
-                               f"content text")
+        if not isinstance(message, dict):
+            raise RequestError(f"prefix[{index}]: expected a chat message (a dict with role "
+                               f"and content text), got {type(message).__name__}")
+        for key in ("role", "content"):
+            if not isinstance(message.get(key), str):
+                got = "nothing" if key not in message else type(message[key]).__name__
+                raise RequestError(f"prefix[{index}].{key}: expected text, got {got}")
         if message["role"] not in PREFIX_ROLES:
             raise RequestError(f"prefix[{index}].role: expected one of {PREFIX_ROLES}, got "
                                f"{message['role']!r}")
@@ -869,8 +878,9 @@ def _pool_item(part: LoopPart) -> PoolItem:
 
 def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
          evicted: list[LoopPart]) -> list[BudgetStep]:
-    """The ceiling's ladder for a loop window, each step logged: drop the newest
-    reasoning; fold the older outputs shown whole or elided, then the folded views,
+    """The ceiling's ladder for a loop window, each step logged: cut the newest output
+    to what fits of its end in ``NEWEST_OUTPUT_CEILING_SHARE`` of the ceiling; drop the
+    newest reasoning; fold the older outputs shown whole or elided, then the folded views,
     oldest first; cut the long commands to their start, then fold the oldest commands;
     then evict the oldest parts; then cut the newest output to what fits of its end. A
     window the ladder cannot bring under the ceiling (the harness's own prompt is over it)
@@ -888,6 +898,11 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
 
     outputs = [p for p in window.parts if p.kind != AGENT_TURN]
     newest = newest_output(window.parts)
+    newest_text = newest.text if newest is not None else ""  # each cut is of it whole
+    share = int(ceiling * NEWEST_OUTPUT_CEILING_SHARE)
+    if newest is not None and total() > ceiling and newest.tokens > share:
+        replace_text(newest, _tail_that_fits(newest_text, newest.item_no, share, tokenizer),
+                     SHOWN_CUT, LADDER_CUT_NEWEST_TO_SHARE)
     for part in [p for p in window.parts if p.rule == LAST_THOUGHT_RULE]:
         if total() <= ceiling:
             return log
@@ -929,8 +944,8 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
                               total()))
     if newest is not None and total() > ceiling:
         room = ceiling - (total() - newest.tokens)
-        replace_text(newest, _tail_that_fits(newest, room, tokenizer), SHOWN_CUT,
-                     LADDER_CUT_NEWEST)
+        replace_text(newest, _tail_that_fits(newest_text, newest.item_no, room, tokenizer),
+                     SHOWN_CUT, LADDER_CUT_NEWEST)
     if total() > ceiling:
         raise OverCeilingError(
             f"token_ceiling: the harness's prompt and the least a window holds come to "
@@ -939,13 +954,13 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
     return log
 
 
-def _tail_that_fits(part: LoopPart, room: int, tokenizer: str) -> str:
+def _tail_that_fits(text: str, item_no: int, room: int, tokenizer: str) -> str:
     """The end of a part's text that fits in ``room`` tokens with its note: whole lines,
     as many as fit (a binary search), or the end of the last line when none does."""
-    lines = part.text.rstrip("\n").splitlines()
+    lines = text.rstrip("\n").splitlines()
 
     def cut(kept: int) -> str:
-        return (f"[E{part.item_no} cut to its last {kept} of {len(lines)} lines: over the "
+        return (f"[E{item_no} cut to its last {kept} of {len(lines)} lines: over the "
                 f"ceiling]\n" + "\n".join(lines[len(lines) - kept:]) + "\n\n")
 
     low, high = 0, len(lines)
@@ -957,7 +972,7 @@ def _tail_that_fits(part: LoopPart, room: int, tokenizer: str) -> str:
             high = middle - 1
     if low or not lines:
         return cut(low)
-    note = f"[E{part.item_no} cut to the end of its last line: over the ceiling]\n"
+    note = f"[E{item_no} cut to the end of its last line: over the ceiling]\n"
     last = lines[-1]
     low, high = 0, len(last)
     while low < high:
