@@ -2,13 +2,50 @@
 
 Each job is one call of a module-level function that catches its own errors and returns
 its result; results come back as the jobs finish, and ``progress(done, total)`` is told.
+
+Stopping: Ctrl-C (SIGINT) and SIGTERM (a supervisor's stop, ``timeout``) end a command
+alike — the job under way in each worker undoes itself on the way out (a replay's run:
+its decisions, scratch tree and sandbox) and no queued job starts. The parent passes
+the signal on to its workers, so one sent to the parent alone stops them too; each
+worker acts on the first signal only, so its undoing is not itself cut short by a
+second. A worker whose parent dies (SIGKILL) is sent SIGTERM by the kernel
+(``PR_SET_PDEATHSIG``, Linux), undoes its job and exits, rather than running every
+queued job for no one and then waiting for ever.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Sequence
+import signal
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM reached the command: undone on the way out as Ctrl-C is (a
+    ``KeyboardInterrupt``, so every cleanup that handles one handles it)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def terminated_as_interrupt() -> Iterator[None]:
+    """Within it, SIGTERM raises ``Terminated`` in this process (its main thread only: a
+    handler cannot be set from another); the handler before is put back after."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def usable_cpu_count() -> int:
@@ -23,9 +60,39 @@ def usable_cpu_count() -> int:
 # process-pool imports wait until a pool is started
 DEFAULT_WORKERS = usable_cpu_count()
 
-# set in a worker process Ctrl-C has reached (the terminal signals every process of the
-# command): the jobs queued to it are refused rather than run
+# set in a worker process Ctrl-C or SIGTERM has reached (the terminal signals every
+# process of the command; the parent passes a signal on): the jobs queued to it are
+# refused rather than run
 _interrupted = False
+# prctl(2)'s option: the signal a process gets when the thread that made it ends
+PR_SET_PDEATHSIG = 1
+# what an orphaned worker exits with once its job is undone (no parent to tell)
+ORPHANED_WORKER_EXIT = 128 + signal.SIGTERM
+# the worker's parent, as it started (an orphan's parent is another process)
+_parent_pid = 0
+
+
+def _stop_once(signum: int, frame: object) -> None:
+    """A worker's SIGINT and SIGTERM: the first stops its job; later ones are ignored, so
+    the job's undoing runs to its end."""
+    for handled in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(handled, signal.SIG_IGN)
+    raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+
+def _worker_started(parent_pid: int) -> None:
+    """Each worker's start: SIGTERM when its parent dies, one stop per signal."""
+    global _parent_pid
+    _parent_pid = parent_pid
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    for handled in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(handled, _stop_once)
+    if os.getppid() != parent_pid:  # it died before the signal was asked for
+        os._exit(ORPHANED_WORKER_EXIT)
 
 
 def _pool_job(function: Callable[..., Any], job: tuple) -> Any:
@@ -36,6 +103,8 @@ def _pool_job(function: Callable[..., Any], job: tuple) -> Any:
         return function(*job)
     except KeyboardInterrupt:
         _interrupted = True
+        if _parent_pid and os.getppid() != _parent_pid:
+            os._exit(ORPHANED_WORKER_EXIT)  # the job is undone; no one waits for it
         raise
 
 
@@ -58,16 +127,29 @@ def run_each(function: Callable[..., Any], jobs: Sequence[tuple], workers: int,
     # fork where there is one: the parent holds no open engine or connection by now
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                             initializer=_worker_started, initargs=(os.getpid(),)) as pool:
         futures = [pool.submit(_pool_job, function, job) for job in jobs]
         try:
             for future in as_completed(futures):
                 results.append(future.result())
                 if progress:
                     progress(len(results), len(jobs))
-        except BaseException:
-            # Ctrl-C (or a job's own error): the jobs not yet started are dropped, else
-            # leaving the pool would wait for every one of them to run
+        except BaseException as stopped:
+            if isinstance(stopped, KeyboardInterrupt):  # stop the jobs under way too
+                _signal_workers(pool, signal.SIGTERM if isinstance(stopped, Terminated)
+                                else signal.SIGINT)
+            # the jobs not yet started are dropped, else leaving the pool would wait for
+            # every one of them to run
             pool.shutdown(wait=True, cancel_futures=True)
             raise
     return results
+
+
+def _signal_workers(pool: Any, signum: int) -> None:
+    """Send each of the pool's worker processes ``signum`` (a signal sent to the parent
+    alone reaches no worker otherwise; one the terminal sent them all is taken once)."""
+    # ProcessPoolExecutor names its processes only in ``_processes`` (pid -> process)
+    for pid in list(getattr(pool, "_processes", None) or {}):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)

@@ -12,21 +12,24 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
+from ctxdb import models
 from ctxdb.ab.reports import CACHED_PRICE_RATIO, run_report
 from ctxdb.agent import replay as replay_module
 from ctxdb.agent.adapter import waited_horizon
 from ctxdb.agent.arms import CHAT_REPLY_PRIMING_TOKENS
 from ctxdb.agent.loop import ABLATIONS, LoopRules, ablation_arm, item_numbers
 from ctxdb.agent.replay import RunSpec, load_run_specs, replay_run, replay_spec_for_tree, run_replay
-from ctxdb.cli import EXIT_INTERRUPTED, main
+from ctxdb.cli import EXIT_INTERRUPTED, EXIT_TERMINATED, main
 from ctxdb.db import resolve_url
 from ctxdb.store import ContextStore
 
@@ -560,10 +563,44 @@ def test_a_replay_that_meets_another_under_its_run_id_undoes_only_its_own_decisi
     assert _rows(db, "SELECT COUNT(*) FROM replay_decision")[0][0] == 0
 
 
+def test_a_replay_that_another_of_its_run_finished_beside_fails_by_name(
+        requests_repository, tmp_path, monkeypatch):
+    """Two replays of one run and instance at once: the one that writes its rows second
+    fails in words, not with the database's constraint error and its SQL."""
+    trajectory, _ = _recorded_run(requests_repository, tmp_path)
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(trajectory), encoding="utf-8")
+    bare, commit = requests_repository
+    db = str(tmp_path / "s.db")
+    original = replay_module._write_replay_rows
+
+    def the_other_finished_first(store, run_id, spec, *rest):
+        with store.write_transaction() as connection:
+            connection.execute(models.replay_run.insert().values(
+                run_id=run_id, instance_id=spec.instance_id, trajectory="other.traj.json",
+                trajectory_format="mini-swe-agent", decisions=0, created_at="now"))
+        return original(store, run_id, spec, *rest)
+
+    monkeypatch.setattr(replay_module, "_write_replay_rows", the_other_finished_first)
+    summary = run_replay(db, [RunSpec(path, "psf__requests-1", bare, commit)], workers=1)
+    (failed,) = summary.failed
+    assert failed.error.startswith(
+        "psf__requests-1: ctxdb.agent.replay.ReplayClashError: another replay of run "
+        "'replay' on instance 'psf__requests-1' wrote into this store while this one ran")
+    assert "INSERT" not in failed.error and "IntegrityError" not in failed.error
+    assert _rows(db, "SELECT COUNT(*) FROM decision")[0][0] == 0  # its own undone
+
+
+# How long a test waits for a signal it sent itself to be acted on.
+STOP_WAIT_S = 10
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
 def test_ctrl_c_is_one_line_and_keeps_only_what_was_recorded(requests_repository, tmp_path,
-                                                             monkeypatch, capsys):
-    """Stopped in its second run: exit 130, one line, the first run kept, the second's
-    decisions, scratch tree and sandbox gone; stopped in its first, no store is left."""
+                                                             monkeypatch, capsys, signal_name):
+    """Stopped in its second run: exit 130 (143 for SIGTERM, a supervisor's stop), one
+    line, the first run kept, the second's decisions, scratch tree and sandbox gone;
+    stopped in its first, no store is left."""
     trajectory, _ = _recorded_run(requests_repository, tmp_path)
     path = tmp_path / "run.traj.json"
     path.write_text(json.dumps(trajectory), encoding="utf-8")
@@ -581,7 +618,9 @@ def test_ctrl_c_is_one_line_and_keeps_only_what_was_recorded(requests_repository
 
     def ctrl_c_at_step_3(store, **kwargs):
         if kwargs["instance_id"] in stop_in and kwargs["seq"] == 3:
-            raise KeyboardInterrupt
+            os.kill(os.getpid(), getattr(signal, signal_name))
+            time.sleep(STOP_WAIT_S)  # the signal's handler raises before this ends
+            pytest.fail(f"{signal_name} did not stop the replay")
         return original(store, **kwargs)
 
     monkeypatch.setattr(replay_module, "construct_step", ctrl_c_at_step_3)
@@ -592,16 +631,18 @@ def test_ctrl_c_is_one_line_and_keeps_only_what_was_recorded(requests_repository
             status = main(["replay", str(runs), "--db", str(db), "--workers", "1"])
         except KeyboardInterrupt:  # not raised on: it would stop the test session
             pytest.fail("ctxdb replay let Ctrl-C's KeyboardInterrupt out")
-        assert status == EXIT_INTERRUPTED == 130
+        assert status == {"SIGINT": EXIT_INTERRUPTED, "SIGTERM": EXIT_TERMINATED}[signal_name] \
+            == {"SIGINT": 130, "SIGTERM": 143}[signal_name]
+        said = {"SIGINT": "interrupted", "SIGTERM": "terminated"}[signal_name]
         captured = capsys.readouterr()
         # the scratch tree and the sandbox's root went (the tokenizer's cache may stay)
         assert [p.name for p in scratch.iterdir() if p.name.startswith("ctxdb-")] == []
         if kept:
-            assert captured.err == "ctxdb: interrupted\n"
+            assert captured.err == f"ctxdb: {said}\n"
             assert [r[0] for r in _rows(str(db), "SELECT instance_id FROM replay_run")] == kept
             assert _rows(str(db), "SELECT DISTINCT instance_id FROM decision") == [(kept[0],)]
         else:
-            assert captured.err == f"ctxdb: interrupted: nothing was recorded, {db} was not kept\n"
+            assert captured.err == f"ctxdb: {said}: nothing was recorded, {db} was not kept\n"
             assert not db.exists()
 
 
@@ -630,6 +671,8 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
     _git("commit", "-q", "--allow-empty", "-m", "base", cwd=repository)
     commit = _git("rev-parse", "HEAD", cwd=repository).strip()
     git_dir = str(repository / ".git")
+    plain = tmp_path / "plain"
+    plain.mkdir()
     runs = tmp_path / "runs.jsonl"
     runs.write_text("\n".join([
         "not json",
@@ -654,8 +697,13 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
                     "repo": "other/name"}),
         # no repo to match a given git directory by
         json.dumps({"instance_id": "h", "trajectory": "t.traj.json", "base_commit": commit}),
+        # a directory that is no git directory, on the line or given for its repo
+        json.dumps({"instance_id": "i", "trajectory": "t.traj.json", "base_commit": commit,
+                    "repo_git": str(plain)}),
+        json.dumps({"instance_id": "j", "trajectory": "t.traj.json", "base_commit": commit,
+                    "repo": "plain/name"}),
     ]), encoding="utf-8")
-    specs, errors = load_run_specs(runs, {"owner/name": git_dir})
+    specs, errors = load_run_specs(runs, {"owner/name": git_dir, "plain/name": str(plain)})
     assert [s.instance_id for s in specs] == ["d", "f"]
     # a checkout serves as well as its git directory, whoever owns it, whatever GIT_DIR says
     monkeypatch.setenv("GIT_DIR", str(tmp_path / "nonexistent"))
@@ -678,9 +726,13 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
         "or given for its repo 'other/name' (--repo-git other/name=GIT_DIR)",
         f"{runs}:11: repo: expected OWNER/NAME, which --repo-git needs to match the line (or "
         "repo_git on the line)",
+        f"{runs}:12: repo_git: {plain} is not a git directory (expected a bare repository or "
+        "a checkout)",
+        f"{runs}:13: repo_git: {plain} is not a git directory (expected a bare repository or "
+        "a checkout) (given by --repo-git plain/name=…)",
     ]
     # none given: a line without repo either is told both ways of giving one
-    assert load_run_specs(runs)[1][-1] == (
+    assert [e for e in load_run_specs(runs)[1] if e.startswith(f"{runs}:11:")][0] == (
         f"{runs}:11: repo_git: expected the git directory holding base_commit (or repo on "
         "the line, and --repo-git OWNER/NAME=GIT_DIR for it)")
     # the CLI: nothing replayed, no store left behind, and the closing line says so

@@ -1,7 +1,12 @@
-"""ctxdb/workers.py: jobs in a pool of worker processes, stopped as a whole by Ctrl-C."""
+"""ctxdb/workers.py: jobs in a pool of worker processes, stopped as a whole by Ctrl-C,
+SIGTERM or their parent's death."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -36,3 +41,76 @@ def test_a_worker_ctrl_c_reached_refuses_the_jobs_queued_to_it(tmp_path, monkeyp
     with pytest.raises(KeyboardInterrupt):
         workers._pool_job(_mark_or_stop, (str(tmp_path), 1))
     assert list(tmp_path.iterdir()) == []
+
+
+# A job that holds its worker until stopped, then takes UNDO_SECONDS to undo itself (a
+# replay deleting its decisions): a second signal in that time must not cut it short.
+HOLD_SECONDS = 60
+UNDO_SECONDS = 0.5
+# How long the processes may take to stop once signalled.
+STOP_WAIT_S = 15
+POOL_SCRIPT = """
+import signal, sys
+from ctxdb import workers
+from test_workers import _hold
+try:
+    with workers.terminated_as_interrupt():
+        workers.run_each(_hold, [(sys.argv[1], n) for n in range(4)], workers=2)
+except KeyboardInterrupt as stopped:
+    sys.exit(143 if isinstance(stopped, workers.Terminated) else 130)
+"""
+
+
+def _hold(marks: str, number: int) -> int:
+    (Path(marks) / f"started-{number}").write_text(str(os.getpid()))
+    try:
+        time.sleep(HOLD_SECONDS)
+    except KeyboardInterrupt:
+        time.sleep(UNDO_SECONDS)
+        (Path(marks) / f"undone-{number}").touch()
+        raise
+    return number
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # an orphan's zombie waits for a reaper: it runs nothing
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.parametrize("stop", ["SIGKILL the parent", "SIGTERM the parent",
+                                  "SIGTERM the group", "SIGINT the parent"])
+def test_a_stopped_pool_undoes_the_jobs_under_way_and_leaves_no_worker(tmp_path, stop):
+    tests_dir = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(tests_dir), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    parent = subprocess.Popen([sys.executable, "-c", POOL_SCRIPT, str(tmp_path)], env=env,
+                              start_new_session=True)
+    try:
+        deadline = time.monotonic() + STOP_WAIT_S
+        while len(list(tmp_path.glob("started-*"))) < 2:
+            assert time.monotonic() < deadline and parent.poll() is None, "no job started"
+            time.sleep(0.05)
+        pids = [int(p.read_text()) for p in tmp_path.glob("started-*")]
+        signum = {"SIGKILL": signal.SIGKILL, "SIGTERM": signal.SIGTERM,
+                  "SIGINT": signal.SIGINT}[stop.split()[0]]
+        if stop.endswith("group"):
+            os.killpg(parent.pid, signum)
+        else:
+            os.kill(parent.pid, signum)
+        returncode = parent.wait(STOP_WAIT_S)
+        deadline = time.monotonic() + STOP_WAIT_S
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+    assert not any(_alive(pid) for pid in pids), "a worker outlived its pool"
+    started = sorted(p.name.split("-")[1] for p in tmp_path.glob("started-*"))
+    undone = sorted(p.name.split("-")[1] for p in tmp_path.glob("undone-*"))
+    assert len(started) == 2 and undone == started  # each undone; no queued job began
+    assert returncode == {"SIGKILL": -signal.SIGKILL, "SIGTERM": 143,
+                          "SIGINT": 130}[stop.split()[0]]

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, delete, select
+from sqlalchemy.exc import IntegrityError
 
 from .. import models
 from ..config import Settings, load_settings
@@ -79,7 +80,7 @@ from .loop import (
 )
 from .sandbox import PROGRAM_NAME
 from .trajectory import AgentRun, ObservationKind, read_trajectory
-from .worktree import SWEBENCH_TESTBED_SETUP, ScratchTree, has_commit
+from .worktree import SWEBENCH_TESTBED_SETUP, ScratchTree, has_commit, is_git_dir
 
 DEFAULT_RUN_ID = "replay"
 REPLAY_RUN_NOTE = "replay of recorded agent runs"  # run.note: what the run id is for
@@ -189,8 +190,9 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
         if not isinstance(row, dict):
             errors.append(f"{where}: expected a JSON object")
             continue
-        if not row.get("repo_git") and isinstance(row.get("repo"), str) \
-                and row["repo"] in given_git:
+        given_by_option = not row.get("repo_git") and isinstance(row.get("repo"), str) \
+            and row["repo"] in given_git
+        if given_by_option:
             row["repo_git"] = str(given_git[row["repo"]])
         problems = [f"{where}: {name}: expected a non-empty string"
                     for name in ("instance_id", "trajectory", "base_commit")
@@ -216,12 +218,17 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
         if not trajectory.is_file():
             errors.append(f"{where}: trajectory: no such file {trajectory}")
             continue
+        given_as = f" (given by --repo-git {row['repo']}=…)" if given_by_option else ""
         if not git_dir.is_dir():
-            errors.append(f"{where}: repo_git: no such directory {git_dir}")
+            errors.append(f"{where}: repo_git: no such directory {git_dir}{given_as}")
             continue
         if not has_commit(git_dir, row["base_commit"]):
-            shown = row["base_commit"][:GIVEN_VALUE_SHOWN_CHARS]
-            errors.append(f"{where}: base_commit: {shown!r} is not a commit of {git_dir}")
+            if not is_git_dir(git_dir):
+                errors.append(f"{where}: repo_git: {git_dir} is not a git directory "
+                              f"(expected a bare repository or a checkout){given_as}")
+            else:
+                shown = row["base_commit"][:GIVEN_VALUE_SHOWN_CHARS]
+                errors.append(f"{where}: base_commit: {shown!r} is not a commit of {git_dir}")
             continue
         setup = row.get("testbed_setup", SWEBENCH_TESTBED_SETUP.get(row.get("repo") or ""))
         specs.append(RunSpec(trajectory, row["instance_id"], git_dir, row["base_commit"],
@@ -585,8 +592,27 @@ def _delete_decisions(connection: Connection, decision_ids: list[int]) -> None:
         models.decision.c.decision_id.in_(decision_ids)))
 
 
+class ReplayClashError(RuntimeError):
+    """Another replay of the same run and instance wrote into the store meanwhile."""
+
+
 def _write_replay(store, run_id, spec, run, result, tree_lost_at, decision_rows, anchor_rows,
                   outcome_rows) -> None:
+    try:
+        _write_replay_rows(store, run_id, spec, run, result, tree_lost_at, decision_rows,
+                           anchor_rows, outcome_rows)
+    except IntegrityError:
+        # its rows were taken, or its decisions removed, by a replay of the same run and
+        # instance that started meanwhile: nothing of this one is written
+        raise ReplayClashError(
+            f"another replay of run {run_id!r} on instance {spec.instance_id!r} wrote into "
+            "this store while this one ran (its replay rows, or the decisions this one "
+            "made, were taken); replay an instance once at a time — a replay again "
+            "replaces it") from None
+
+
+def _write_replay_rows(store, run_id, spec, run, result, tree_lost_at, decision_rows,
+                       anchor_rows, outcome_rows) -> None:
     with store.write_transaction() as connection:
         _ensure_replay_run(connection, store, run_id)
         connection.execute(models.replay_run.insert().values(

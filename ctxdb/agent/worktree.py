@@ -308,6 +308,14 @@ def has_commit(git_dir: Path, commit: str) -> bool:
     return found.returncode == 0
 
 
+def is_git_dir(path: Path) -> bool:
+    """Whether git takes ``path`` for a repository (bare, a checkout, or a directory in
+    one), as ``has_commit`` asks it."""
+    found = subprocess.run([*_GIT, "-C", str(path), "rev-parse", "--git-dir"],
+                           capture_output=True, env=git_env(), check=False)
+    return found.returncode == 0
+
+
 def _source(git_dir: Path, commit: str) -> tuple[Path, str, str]:
     """The source's object directory, the commit's full id, and the branch a clone of
     the source would be on (its HEAD's, else 'main')."""

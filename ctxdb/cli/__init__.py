@@ -30,10 +30,16 @@ from . import (
     tokens,
     verify,
 )
-from .shared import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_VIOLATIONS
+from .shared import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_VIOLATIONS,
+)
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_VIOLATIONS", "build_parser",
-           "main"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TERMINATED", "EXIT_VIOLATIONS",
+           "build_parser", "main"]
 
 # the command modules, in the order `ctxdb --help` lists their commands
 COMMAND_MODULES = (db, construct, decisions, verify, ab, replay, report, retrieve, datasette,
@@ -64,24 +70,29 @@ def main(argv: list[str] | None = None) -> int:
     from ..recon import ReconVersionError
     from ..store import ReconNotFound
     from ..tokens import TokenizerUnavailable
+    from ..workers import Terminated, terminated_as_interrupt
 
     made_before = stores_made_here()
     try:
         if hasattr(args, "db"):
             _refuse_a_store_in_memory(args.db)
-        status: int = args.func(args)
+        with terminated_as_interrupt():
+            status: int = args.func(args)
         if status == EXIT_BAD_INPUT:
             _discard_a_store_made_for_nothing(args, made_before)
         return status
-    except KeyboardInterrupt:
-        # Ctrl-C: the work under way has undone itself on the way out (a replay's run, its
-        # scratch tree and sandbox; a transaction); a store made for it and left empty goes
-        if sys.stderr.isatty():
+    except KeyboardInterrupt as stopped:
+        # Ctrl-C or SIGTERM: the work under way has undone itself on the way out (a
+        # replay's run, its scratch tree and sandbox; a transaction); a store made for it
+        # and left empty goes
+        terminated = isinstance(stopped, Terminated)
+        if sys.stderr.isatty() and not terminated:
             sys.stderr.write("\n")  # off the line the terminal echoed ^C on (a progress bar)
         dropped = _discard_a_store_made_for_nothing(args, made_before)
         kept = f": nothing was recorded, {dropped} was not kept" if dropped else ""
-        print(f"ctxdb: interrupted{kept}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        print(f"ctxdb: {'terminated' if terminated else 'interrupted'}{kept}",
+              file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader stopped (`ctxdb show 3 | head`): what it read was right; say nothing
         # more, and keep Python from complaining again when it flushes stdout at exit.

@@ -24,6 +24,7 @@ EXIT_OK = 0
 EXIT_VIOLATIONS = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # as a shell reports a command Ctrl-C stopped
+EXIT_TERMINATED = 128 + signal.SIGTERM  # and one SIGTERM stopped
 
 # where `ab run` and `retrieve --eval` keep materialized trees and their recon indexes
 DEFAULT_AB_CACHE = Path.home() / ".cache" / "ctxdb" / "ab"
