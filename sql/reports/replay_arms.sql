@@ -63,9 +63,13 @@ SELECT
     CAST(SUM(a.prompt_tokens) AS BIGINT) AS total_prompt_tokens,
     1.0 * SUM(a.prompt_tokens) / NULLIF(SUM(a.resolved), 0) AS tokens_per_resolved_run,
     1.0 * SUM(a.cached_tokens) / NULLIF(SUM(a.prompt_tokens), 0) AS cached_share,
-    SUM(a.cost_tokens) AS cost_tokens,
+    -- from whole-token sums, not a sum of the runs' costs: the same to the last digit
+    -- whatever order a backend adds the runs in
+    SUM(a.prompt_tokens - a.cached_tokens) + :cached_price_ratio * SUM(a.cached_tokens)
+        AS cost_tokens,
     c.median_cost_per_run,
-    1.0 * SUM(a.cost_tokens) / NULLIF(SUM(a.resolved), 0) AS cost_per_resolved_run,
+    (SUM(a.prompt_tokens - a.cached_tokens) + :cached_price_ratio * SUM(a.cached_tokens))
+        / NULLIF(SUM(a.resolved), 0) AS cost_per_resolved_run,
     CAST(SUM(a.refused_decisions) AS BIGINT) AS refused_decisions,
     CAST(SUM(a.tree_unknown_decisions) AS BIGINT) AS tree_unknown_decisions
 FROM run_arm a

@@ -18,8 +18,7 @@ WITH run_length AS (
 run_arm AS (  -- one replayed run in one arm
     SELECT run_id, arm, instance_id,
            SUM(prompt_tokens) AS prompt_tokens,
-           SUM(prompt_tokens - cached_tokens) + :cached_price_ratio * SUM(cached_tokens)
-               AS cost_tokens
+           SUM(cached_tokens) AS cached_tokens
     FROM replay_decision
     GROUP BY run_id, arm, instance_id
 ),
@@ -29,7 +28,9 @@ group_arm AS (  -- one group of runs in one arm
            MIN(l.decisions) AS shortest_run_decisions,
            MAX(l.decisions) AS longest_run_decisions,
            CAST(SUM(a.prompt_tokens) AS BIGINT) AS prompt_tokens,  -- (PostgreSQL: NUMERIC)
-           SUM(a.cost_tokens) AS cost_tokens
+           -- from whole-token sums: the same to the last digit in any order of adding
+           SUM(a.prompt_tokens - a.cached_tokens) + :cached_price_ratio * SUM(a.cached_tokens)
+               AS cost_tokens
     FROM run_arm a
     JOIN run_length l ON l.run_id = a.run_id AND l.instance_id = a.instance_id
     GROUP BY a.run_id, a.arm, l.length_group
