@@ -591,6 +591,43 @@ def test_a_replay_that_another_of_its_run_finished_beside_fails_by_name(
     assert _rows(db, "SELECT COUNT(*) FROM decision")[0][0] == 0  # its own undone
 
 
+def test_a_database_lost_mid_run_is_one_line_that_says_what_stays(requests_repository,
+                                                                  tmp_path, monkeypatch):
+    """The server goes away at step 3 and cannot remove the two decisions the run made:
+    the run's line says so in the driver's words, without SQLAlchemy's SQL and link."""
+    from sqlalchemy.exc import OperationalError
+
+    trajectory, _ = _recorded_run(requests_repository, tmp_path)
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(trajectory), encoding="utf-8")
+    bare, commit = requests_repository
+    lost = OperationalError("SELECT d.decision_id FROM decision d", {"run_id": "replay"},
+                            ConnectionResetError("server closed the connection unexpectedly"))
+    original, delete = replay_module.construct_step, replay_module._delete_decisions
+    gone = []
+
+    def server_gone_at_step_3(store, **kwargs):
+        if kwargs["seq"] == 3:
+            gone.append(True)
+            raise lost
+        return original(store, **kwargs)
+
+    def cannot_delete(connection, decision_ids):
+        if gone:
+            raise lost
+        return delete(connection, decision_ids)
+
+    monkeypatch.setattr(replay_module, "construct_step", server_gone_at_step_3)
+    monkeypatch.setattr(replay_module, "_delete_decisions", cannot_delete)
+    summary = run_replay(str(tmp_path / "s.db"),
+                         [RunSpec(path, "psf__requests-1", bare, commit)], workers=1)
+    (failed,) = summary.failed
+    assert failed.error == (
+        "psf__requests-1: the store's database failed: ConnectionResetError: server closed "
+        "the connection unexpectedly (2 decisions it made could not be removed; replaying "
+        "the run again replaces them)")
+
+
 # How long a test waits for a signal it sent itself to be acted on.
 STOP_WAIT_S = 10
 

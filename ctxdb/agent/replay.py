@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, delete, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from .. import models
 from ..config import Settings, load_settings
@@ -144,6 +144,8 @@ class RunResult:
     rerun_seconds: float = 0.0
     replay_seconds: float = 0.0
     error: str | None = None
+    # decisions a failed replay made and could not remove (its database went away)
+    decisions_left: int = 0
 
 
 @dataclass
@@ -300,13 +302,27 @@ def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
                 except BaseException:
                     # its replay rows are written last, in one transaction: only its
                     # decisions are left to undo (another replay's of the run are not ours)
-                    with store.write_transaction() as connection:
-                        _delete_decisions(connection, made)
+                    try:
+                        with store.write_transaction() as connection:
+                            _delete_decisions(connection, made)
+                    except DBAPIError:  # the database went away: say what stays
+                        result.decisions_left = len(made)
                     raise
     except Exception as exc:  # one run's failure must not stop the others
-        detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
-        result.error = f"{spec.instance_id}: {detail}"
+        result.error = f"{spec.instance_id}: {_failure(exc)}"
+        if result.decisions_left:
+            result.error += (f" ({result.decisions_left} decisions it made could not be "
+                             "removed; replaying the run again replaces them)")
     return result
+
+
+def _failure(exc: Exception) -> str:
+    """A run's failure in one line: a database's error as the driver's first line, not
+    SQLAlchemy's statement, parameters and link."""
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        said = (str(exc.orig).strip().splitlines() or [""])[0]
+        return f"the store's database failed: {type(exc.orig).__name__}: {said}"
+    return traceback.format_exception_only(type(exc), exc)[-1].strip()
 
 
 def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree,
