@@ -509,12 +509,18 @@ def test_the_symbol_cut_keeps_the_definitions_the_run_named_after_the_view(windo
     assert window_cuts.spanning_headers(scattered)[0].startswith("[E6 pkg/mod.py lines 1-12,")
 
 
-def test_a_run_that_fails_midway_leaves_nothing_behind(requests_repository, tmp_path,
-                                                        monkeypatch):
+def _saved_run(requests_repository, tmp_path) -> tuple[Path, Path, str]:
+    """The recorded run saved as a trajectory file, with its git directory and commit."""
     trajectory, _ = _recorded_run(requests_repository, tmp_path)
     path = tmp_path / "run.traj.json"
     path.write_text(json.dumps(trajectory), encoding="utf-8")
     bare, commit = requests_repository
+    return path, bare, commit
+
+
+def test_a_run_that_fails_midway_leaves_nothing_behind(requests_repository, tmp_path,
+                                                        monkeypatch):
+    path, bare, commit = _saved_run(requests_repository, tmp_path)
     db = str(tmp_path / "s.db")
     calls = []
     original = replay_module.construct_step
@@ -539,10 +545,7 @@ def test_a_replay_that_meets_another_under_its_run_id_undoes_only_its_own_decisi
         requests_repository, tmp_path, monkeypatch):
     """Another replay (another process) records step 3 of this run and instance, of
     another history: this one fails by name and leaves the other's decisions be."""
-    trajectory, _ = _recorded_run(requests_repository, tmp_path)
-    path = tmp_path / "run.traj.json"
-    path.write_text(json.dumps(trajectory), encoding="utf-8")
-    bare, commit = requests_repository
+    path, bare, commit = _saved_run(requests_repository, tmp_path)
     db = str(tmp_path / "s.db")
     original = replay_module.construct_step
     theirs = []
@@ -567,10 +570,7 @@ def test_a_replay_that_another_of_its_run_finished_beside_fails_by_name(
         requests_repository, tmp_path, monkeypatch):
     """Two replays of one run and instance at once: the one that writes its rows second
     fails in words, not with the database's constraint error and its SQL."""
-    trajectory, _ = _recorded_run(requests_repository, tmp_path)
-    path = tmp_path / "run.traj.json"
-    path.write_text(json.dumps(trajectory), encoding="utf-8")
-    bare, commit = requests_repository
+    path, bare, commit = _saved_run(requests_repository, tmp_path)
     db = str(tmp_path / "s.db")
     original = replay_module._write_replay_rows
 
@@ -597,10 +597,7 @@ def test_a_database_lost_mid_run_is_one_line_that_says_what_stays(requests_repos
     the run's line says so in the driver's words, without SQLAlchemy's SQL and link."""
     from sqlalchemy.exc import OperationalError
 
-    trajectory, _ = _recorded_run(requests_repository, tmp_path)
-    path = tmp_path / "run.traj.json"
-    path.write_text(json.dumps(trajectory), encoding="utf-8")
-    bare, commit = requests_repository
+    path, bare, commit = _saved_run(requests_repository, tmp_path)
     lost = OperationalError("SELECT d.decision_id FROM decision d", {"run_id": "replay"},
                             ConnectionResetError("server closed the connection unexpectedly"))
     original, delete = replay_module.construct_step, replay_module._delete_decisions
@@ -638,10 +635,7 @@ def test_ctrl_c_is_one_line_and_keeps_only_what_was_recorded(requests_repository
     """Stopped in its second run: exit 130 (143 for SIGTERM, a supervisor's stop), one
     line, the first run kept, the second's decisions, scratch tree and sandbox gone;
     stopped in its first, no store is left."""
-    trajectory, _ = _recorded_run(requests_repository, tmp_path)
-    path = tmp_path / "run.traj.json"
-    path.write_text(json.dumps(trajectory), encoding="utf-8")
-    bare, commit = requests_repository
+    path, bare, commit = _saved_run(requests_repository, tmp_path)
     runs = tmp_path / "runs.jsonl"
     runs.write_text("".join(json.dumps({"instance_id": name, "trajectory": path.name,
                                         "base_commit": commit, "repo_git": str(bare)}) + "\n"
