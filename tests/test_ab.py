@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -852,3 +853,40 @@ def test_retrieval_localization_hands_over_the_top_candidates_as_change_sites(sh
     assert edit.plan_node.target_entity == top[0]
     assert edit.plan_node.dependencies == tuple(top[1:])
     assert edit.plan_node.required_validation == pool.test_ids
+
+
+# Files in the commit: enough that git's answers fill their pipe and the ids fed to it
+# fill theirs (64 KiB each), so a reader that stops early leaves both writers blocked.
+MANY_FILES = 3000
+# How long writing the tree may take to give up once stopped (it used to hang).
+STOPPED_WITHIN_S = 30
+STOP_AT_FIRST_FILE = """
+import sys
+from pathlib import Path
+from ctxdb.ab import materialize
+def stop(*args):
+    raise KeyboardInterrupt
+materialize._write_entry = stop
+try:
+    materialize.write_commit_tree(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]))
+except KeyboardInterrupt:
+    print("stopped")
+"""
+
+
+def test_writing_a_tree_stopped_at_its_first_file_ends_rather_than_hangs(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    for number in range(MANY_FILES):
+        (work / f"f{number}.txt").write_text(f"file {number}\n" * 40)
+    for args in (["init", "-q"], ["add", "-A"],
+                 ["-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-q",
+                  "-m", "many"]):
+        subprocess.run(["git", *args], cwd=work, check=True, capture_output=True)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=work, check=True,
+                            capture_output=True, text=True).stdout.strip()
+    (tmp_path / "tree").mkdir()
+    done = subprocess.run([sys.executable, "-c", STOP_AT_FIRST_FILE, str(work / ".git"),
+                           commit, str(tmp_path / "tree")], capture_output=True, text=True,
+                          timeout=STOPPED_WITHIN_S)
+    assert done.stdout == "stopped\n", done.stderr

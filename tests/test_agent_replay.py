@@ -581,14 +581,27 @@ def test_a_replay_that_another_of_its_run_finished_beside_fails_by_name(
                 trajectory_format="mini-swe-agent", decisions=0, created_at="now"))
         return original(store, run_id, spec, *rest)
 
-    monkeypatch.setattr(replay_module, "_write_replay_rows", the_other_finished_first)
-    summary = run_replay(db, [RunSpec(path, "psf__requests-1", bare, commit)], workers=1)
-    (failed,) = summary.failed
-    assert failed.error.startswith(
-        "psf__requests-1: ctxdb.agent.replay.ReplayClashError: another replay of run "
-        "'replay' on instance 'psf__requests-1' wrote into this store while this one ran")
-    assert "INSERT" not in failed.error and "IntegrityError" not in failed.error
-    assert _rows(db, "SELECT COUNT(*) FROM decision")[0][0] == 0  # its own undone
+    original_step = replay_module.construct_step
+
+    def the_other_started_at_step_3(store, **kwargs):  # and removed the decisions before
+        if kwargs["seq"] == 3:
+            replay_module._forget_run(store, kwargs["run_id"], kwargs["instance_id"])
+        return original_step(store, **kwargs)
+
+    for clash in (("_write_replay_rows", the_other_finished_first),
+                  ("construct_step", the_other_started_at_step_3)):
+        with monkeypatch.context() as patched:
+            patched.setattr(replay_module, *clash)
+            summary = run_replay(db, [RunSpec(path, "psf__requests-1", bare, commit)],
+                                 workers=1)
+        (failed,) = summary.failed
+        assert failed.error.startswith(
+            "psf__requests-1: ctxdb.agent.replay.ReplayClashError: another replay of run "
+            "'replay' on instance 'psf__requests-1' wrote into this store while this one "
+            "ran"), clash[0]
+        assert "INSERT" not in failed.error and "IntegrityError" not in failed.error
+        assert _rows(db, "SELECT COUNT(*) FROM decision")[0][0] == 0  # its own undone
+        assert _rows(db, "SELECT COUNT(*) FROM replay_decision")[0][0] == 0
 
 
 def test_a_database_lost_mid_run_is_one_line_that_says_what_stays(requests_repository,
@@ -704,6 +717,8 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
     git_dir = str(repository / ".git")
     plain = tmp_path / "plain"
     plain.mkdir()
+    inside = repository / "sub"
+    inside.mkdir()
     runs = tmp_path / "runs.jsonl"
     runs.write_text("\n".join([
         "not json",
@@ -733,6 +748,11 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
                     "repo_git": str(plain)}),
         json.dumps({"instance_id": "j", "trajectory": "t.traj.json", "base_commit": commit,
                     "repo": "plain/name"}),
+        # a directory inside a checkout (git would take the checkout around it), a file
+        json.dumps({"instance_id": "k", "trajectory": "t.traj.json", "base_commit": commit,
+                    "repo_git": str(inside)}),
+        json.dumps({"instance_id": "l", "trajectory": "t.traj.json", "base_commit": commit,
+                    "repo_git": str(tmp_path / "runs.jsonl")}),
     ]), encoding="utf-8")
     specs, errors = load_run_specs(runs, {"owner/name": git_dir, "plain/name": str(plain)})
     assert [s.instance_id for s in specs] == ["d", "f"]
@@ -758,9 +778,12 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
         f"{runs}:11: repo: expected OWNER/NAME, which --repo-git needs to match the line (or "
         "repo_git on the line)",
         f"{runs}:12: repo_git: {plain} is not a git directory (expected a bare repository or "
-        "a checkout)",
+        "a checkout's top)",
         f"{runs}:13: repo_git: {plain} is not a git directory (expected a bare repository or "
-        "a checkout) (given by --repo-git plain/name=…)",
+        "a checkout's top) (given by --repo-git plain/name=…)",
+        f"{runs}:14: repo_git: {inside} is not a git directory (expected a bare repository "
+        "or a checkout's top)",
+        f"{runs}:15: repo_git: not a directory: {runs}",
     ]
     # none given: a line without repo either is told both ways of giving one
     assert [e for e in load_run_specs(runs)[1] if e.startswith(f"{runs}:11:")][0] == (

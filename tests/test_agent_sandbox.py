@@ -137,6 +137,26 @@ def test_a_tree_nested_deeper_than_python_recurses_is_still_removed(source_git, 
     assert not home.exists()  # shutil.rmtree alone hits RecursionError and leaves it
 
 
+def test_a_tree_whose_removal_a_signal_cuts_short_is_still_removed(tmp_path, monkeypatch):
+    from ctxdb.agent import worktree
+
+    home = tmp_path / "scratch"
+    (home / "tree" / "pkg").mkdir(parents=True)
+    (home / "tree" / "pkg" / "mod.py").write_text("x = 1\n")
+    (home / "host.git").mkdir()
+
+    remove = shutil.rmtree
+
+    def stopped_midway(path, ignore_errors=False):  # SIGTERM after the first directory
+        remove(Path(path) / "host.git")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(worktree.shutil, "rmtree", stopped_midway)
+    with pytest.raises(KeyboardInterrupt):
+        worktree.remove_tree(home)
+    assert not home.exists()
+
+
 def test_the_agents_git_commands_work_inside(tree):
     result = tree.run("echo x >> pkg/mod.py && git stash --quiet && git status --porcelain "
                       "&& git stash pop --quiet && git checkout --quiet pkg/mod.py && git status "

@@ -198,6 +198,12 @@ def write_commit_tree(git_dir: Path, commit: str, tree: Path) -> tuple[SkippedBl
             content = from_git.read(int(header[2]))
             from_git.read(1)  # the newline after each object
             _write_entry(tree, mode, path, content)
+    except BaseException:
+        # stopped (an error, Ctrl-C, SIGTERM) with git's output unread: git waits to write
+        # it and the feeder waits to write to git, so the join below would wait for ever;
+        # git ended, the feeder's next write fails and it ends
+        reader.kill()
+        raise
     finally:
         feeder.join()
         from_git.close()

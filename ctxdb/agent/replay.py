@@ -35,7 +35,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, delete, select
+from sqlalchemy import Connection, delete, func, select
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from .. import models
@@ -222,15 +222,16 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
             continue
         given_as = f" (given by --repo-git {row['repo']}=…)" if given_by_option else ""
         if not git_dir.is_dir():
-            errors.append(f"{where}: repo_git: no such directory {git_dir}{given_as}")
+            what = "not a directory:" if git_dir.exists() else "no such directory"
+            errors.append(f"{where}: repo_git: {what} {git_dir}{given_as}")
+            continue
+        if not is_git_dir(git_dir):
+            errors.append(f"{where}: repo_git: {git_dir} is not a git directory (expected "
+                          f"a bare repository or a checkout's top){given_as}")
             continue
         if not has_commit(git_dir, row["base_commit"]):
-            if not is_git_dir(git_dir):
-                errors.append(f"{where}: repo_git: {git_dir} is not a git directory "
-                              f"(expected a bare repository or a checkout){given_as}")
-            else:
-                shown = row["base_commit"][:GIVEN_VALUE_SHOWN_CHARS]
-                errors.append(f"{where}: base_commit: {shown!r} is not a commit of {git_dir}")
+            shown = row["base_commit"][:GIVEN_VALUE_SHOWN_CHARS]
+            errors.append(f"{where}: base_commit: {shown!r} is not a commit of {git_dir}")
             continue
         setup = row.get("testbed_setup", SWEBENCH_TESTBED_SETUP.get(row.get("repo") or ""))
         specs.append(RunSpec(trajectory, row["instance_id"], git_dir, row["base_commit"],
@@ -426,7 +427,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
     result.decisions = len(run.steps)
     result.replay_seconds = time.perf_counter() - started - result.rerun_seconds
     _write_replay(store, run_id, spec, run, result, tree_lost_at, decision_rows, anchor_rows,
-                  outcome_rows)
+                  outcome_rows, made)
 
 
 def programs_lacked(run: AgentRun) -> dict[str, int]:
@@ -613,23 +614,29 @@ class ReplayClashError(RuntimeError):
 
 
 def _write_replay(store, run_id, spec, run, result, tree_lost_at, decision_rows, anchor_rows,
-                  outcome_rows) -> None:
+                  outcome_rows, made) -> None:
+    clash = ReplayClashError(
+        f"another replay of run {run_id!r} on instance {spec.instance_id!r} wrote into this "
+        "store while this one ran (its replay rows, or the decisions this one made, were "
+        "taken); replay an instance once at a time — a replay again replaces it")
     try:
         _write_replay_rows(store, run_id, spec, run, result, tree_lost_at, decision_rows,
-                           anchor_rows, outcome_rows)
+                           anchor_rows, outcome_rows, made, clash)
     except IntegrityError:
         # its rows were taken, or its decisions removed, by a replay of the same run and
         # instance that started meanwhile: nothing of this one is written
-        raise ReplayClashError(
-            f"another replay of run {run_id!r} on instance {spec.instance_id!r} wrote into "
-            "this store while this one ran (its replay rows, or the decisions this one "
-            "made, were taken); replay an instance once at a time — a replay again "
-            "replaces it") from None
+        raise clash from None
 
 
 def _write_replay_rows(store, run_id, spec, run, result, tree_lost_at, decision_rows,
-                       anchor_rows, outcome_rows) -> None:
+                       anchor_rows, outcome_rows, made, clash) -> None:
     with store.write_transaction() as connection:
+        # a replay of the run that started meanwhile removed some of this one's decisions
+        # (SQLite does not hold the rows below to them): this one's rows would name them
+        kept = connection.execute(select(func.count()).select_from(models.decision).where(
+            models.decision.c.decision_id.in_(made))).scalar_one() if made else 0
+        if kept != len(made):
+            raise clash
         _ensure_replay_run(connection, store, run_id)
         connection.execute(models.replay_run.insert().values(
             run_id=run_id, instance_id=spec.instance_id, trajectory=str(spec.trajectory),

@@ -278,16 +278,24 @@ class _StagedCopy:
 
 
 def remove_tree(path: str | Path) -> None:
-    """Remove ``path`` and all under it, as far as it can be: a command may have nested
-    directories deeper than ``shutil.rmtree`` recurses (RecursionError, which its
-    ``ignore_errors`` does not catch), so ``rm``, which walks any depth, removes what is
-    left rather than leaving the copy on the host's disk."""
+    """Remove ``path`` and all under it, as far as it can be, rather than leave the copy
+    on the host's disk: a command may have nested directories deeper than
+    ``shutil.rmtree`` recurses (RecursionError, which its ``ignore_errors`` does not
+    catch), and Ctrl-C or SIGTERM may land while it removes; ``rm``, which walks any
+    depth, removes what is left (the signal is raised again after)."""
     try:
         shutil.rmtree(path, ignore_errors=True)
     except RecursionError:
-        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)],
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, check=False)
+        _remove_with_rm(path)
+    except KeyboardInterrupt:
+        _remove_with_rm(path)
+        raise
+
+
+def _remove_with_rm(path: str | Path) -> None:
+    subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)],
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=False)
 
 
 def scratch_store_shown_at(object_store: Path, workdir: str) -> str:
@@ -309,11 +317,12 @@ def has_commit(git_dir: Path, commit: str) -> bool:
 
 
 def is_git_dir(path: Path) -> bool:
-    """Whether git takes ``path`` for a repository (bare, a checkout, or a directory in
-    one), as ``has_commit`` asks it."""
-    found = subprocess.run([*_GIT, "-C", str(path), "rev-parse", "--git-dir"],
-                           capture_output=True, env=git_env(), check=False)
-    return found.returncode == 0
+    """Whether ``path`` is a git directory (bare, or a checkout's ``.git``) or a checkout
+    (its ``.git`` a directory or a link file) — not a directory inside one, where git
+    would quietly take the repository around it."""
+    if (path / ".git").exists():
+        return True
+    return (path / "HEAD").is_file() and (path / "objects").is_dir()
 
 
 def _source(git_dir: Path, commit: str) -> tuple[Path, str, str]:
