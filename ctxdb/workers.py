@@ -8,9 +8,11 @@ alike — the job under way in each worker undoes itself on the way out (a repla
 its decisions, scratch tree and sandbox) and no queued job starts. The parent passes
 the signal on to its workers, so one sent to the parent alone stops them too; each
 worker acts on the first signal only, so its undoing is not itself cut short by a
-second. A worker whose parent dies (SIGKILL) is sent SIGTERM by the kernel
+second, and one waiting for a job only notes it (there it may hold the pool's queue).
+A worker whose parent dies (SIGKILL) is sent SIGTERM by the kernel
 (``PR_SET_PDEATHSIG``, Linux), undoes its job and exits, rather than running every
-queued job for no one and then waiting for ever.
+queued job for no one and then waiting for ever. A signal the command was started
+ignoring stays ignored.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ def terminated_as_interrupt() -> Iterator[None]:
     handler cannot be set from another); the handler before is put back after."""
     import threading
 
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:  # started ignoring it
         yield
         return
     before = signal.signal(signal.SIGTERM, _raise_terminated)
@@ -64,6 +67,9 @@ DEFAULT_WORKERS = usable_cpu_count()
 # process of the command; the parent passes a signal on): the jobs queued to it are
 # refused rather than run
 _interrupted = False
+# whether the worker is running a job (else it waits on the pool's queue, holding its
+# lock at times: a signal must not end it there, or the pool breaks and hangs)
+_in_job = False
 # prctl(2)'s option: the signal a process gets when the thread that made it ends
 PR_SET_PDEATHSIG = 1
 # what an orphaned worker exits with once its job is undone (no parent to tell)
@@ -72,16 +78,28 @@ ORPHANED_WORKER_EXIT = 128 + signal.SIGTERM
 _parent_pid = 0
 
 
+def _orphaned() -> bool:
+    return bool(_parent_pid) and os.getppid() != _parent_pid
+
+
 def _stop_once(signum: int, frame: object) -> None:
-    """A worker's SIGINT and SIGTERM: the first stops its job; later ones are ignored, so
-    the job's undoing runs to its end."""
-    for handled in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(handled, signal.SIG_IGN)
-    raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+    """A worker's SIGINT and SIGTERM: the first stops the job under way; later ones, and
+    any while it waits for a job, are only noted (the job's undoing runs to its end, and
+    a waiting worker leaves when the pool shuts down); an orphan waiting leaves."""
+    global _interrupted
+    stopping, _interrupted = _interrupted, True
+    if not _in_job:
+        if _orphaned():
+            os._exit(ORPHANED_WORKER_EXIT)
+        return
+    if not stopping:
+        raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
 
 def _worker_started(parent_pid: int) -> None:
-    """Each worker's start: SIGTERM when its parent dies, one stop per signal."""
+    """Each worker's start: SIGTERM when its parent dies, one stop per signal (a signal
+    the command was started ignoring, as ``cmd &`` in a script ignores Ctrl-C, stays
+    ignored)."""
     global _parent_pid
     _parent_pid = parent_pid
     if sys.platform.startswith("linux"):
@@ -90,22 +108,26 @@ def _worker_started(parent_pid: int) -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     for handled in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(handled, _stop_once)
+        if handled == signal.SIGTERM or signal.getsignal(handled) is not signal.SIG_IGN:
+            signal.signal(handled, _stop_once)
     if os.getppid() != parent_pid:  # it died before the signal was asked for
         os._exit(ORPHANED_WORKER_EXIT)
 
 
 def _pool_job(function: Callable[..., Any], job: tuple) -> Any:
-    global _interrupted
+    global _in_job, _interrupted
     if _interrupted:
         raise KeyboardInterrupt
+    _in_job = True
     try:
         return function(*job)
     except KeyboardInterrupt:
         _interrupted = True
-        if _parent_pid and os.getppid() != _parent_pid:
+        if _orphaned():
             os._exit(ORPHANED_WORKER_EXIT)  # the job is undone; no one waits for it
         raise
+    finally:
+        _in_job = False
 
 
 def run_each(function: Callable[..., Any], jobs: Sequence[tuple], workers: int,
@@ -127,7 +149,8 @@ def run_each(function: Callable[..., Any], jobs: Sequence[tuple], workers: int,
     # fork where there is one: the parent holds no open engine or connection by now
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context,
+    # no more workers than jobs: an idle one only waits
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
                              initializer=_worker_started, initargs=(os.getpid(),)) as pool:
         futures = [pool.submit(_pool_job, function, job) for job in jobs]
         try:
@@ -149,7 +172,9 @@ def run_each(function: Callable[..., Any], jobs: Sequence[tuple], workers: int,
 def _signal_workers(pool: Any, signum: int) -> None:
     """Send each of the pool's worker processes ``signum`` (a signal sent to the parent
     alone reaches no worker otherwise; one the terminal sent them all is taken once)."""
-    # ProcessPoolExecutor names its processes only in ``_processes`` (pid -> process)
-    for pid in list(getattr(pool, "_processes", None) or {}):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signum)
+    # ProcessPoolExecutor names its processes only in ``_processes`` (pid -> process);
+    # one not yet reaped (no exit code) holds its pid, which no other process can take
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        if process.exitcode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signum)

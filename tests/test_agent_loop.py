@@ -1044,7 +1044,8 @@ def test_the_ceiling_holds_with_the_harness_prompt_counted(tmp_path):
 
 def test_one_huge_output_is_cut_before_the_steps_before_it_leave(tmp_path):
     """Over the ceiling, a newest output of more than half of it is cut to what fits of
-    its end in half, before the agent's earlier steps fold or leave the window."""
+    its end (in half, or in the room the rest leaves when that is more), before the
+    agent's earlier steps fold or leave the window: only as much goes as must."""
     import dataclasses
 
     from ctxdb.config import load_settings
@@ -1066,7 +1067,8 @@ def test_one_huge_output_is_cut_before_the_steps_before_it_leave(tmp_path):
     assert newest.text.startswith(f"[E{item_numbers(7)[1]} cut to its last ")
     assert "of 30000 lines: over the ceiling]" in newest.text
     assert "log line 29999" in newest.text
-    assert ceiling // 4 < newest.token_count <= ceiling // 2
+    assert newest.token_count > ceiling // 2  # the room the short steps leave
+    assert context.token_count > ceiling * 0.95
 
 
 def test_the_ladder_words_a_pointer_as_the_fold_does(tmp_path):

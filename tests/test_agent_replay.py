@@ -602,6 +602,17 @@ def test_a_replay_that_another_of_its_run_finished_beside_fails_by_name(
         assert "INSERT" not in failed.error and "IntegrityError" not in failed.error
         assert _rows(db, "SELECT COUNT(*) FROM decision")[0][0] == 0  # its own undone
         assert _rows(db, "SELECT COUNT(*) FROM replay_decision")[0][0] == 0
+    # a broken constraint no other replay explains is said as the database says it
+    from sqlalchemy.exc import IntegrityError
+
+    def a_row_of_its_own_is_bad(*args):
+        raise IntegrityError("INSERT INTO replay_run", {}, ValueError("NOT NULL: tree_note"))
+
+    monkeypatch.setattr(replay_module, "_write_replay_rows", a_row_of_its_own_is_bad)
+    (failed,) = run_replay(db, [RunSpec(path, "psf__requests-1", bare, commit)],
+                           workers=1).failed
+    assert failed.error == ("psf__requests-1: the store's database failed: ValueError: "
+                            "NOT NULL: tree_note")
 
 
 def test_a_database_lost_mid_run_is_one_line_that_says_what_stays(requests_repository,
@@ -668,26 +679,39 @@ def test_ctrl_c_is_one_line_and_keeps_only_what_was_recorded(requests_repository
         return original(store, **kwargs)
 
     monkeypatch.setattr(replay_module, "construct_step", ctrl_c_at_step_3)
-    for stopped, kept in (("psf__requests-2", ["psf__requests-1"]), ("psf__requests-1", None)):
-        stop_in[:] = [stopped]
-        db = tmp_path / f"stopped-in-{stopped}.db"
-        try:
-            status = main(["replay", str(runs), "--db", str(db), "--workers", "1"])
-        except KeyboardInterrupt:  # not raised on: it would stop the test session
-            pytest.fail("ctxdb replay let Ctrl-C's KeyboardInterrupt out")
-        assert status == {"SIGINT": EXIT_INTERRUPTED, "SIGTERM": EXIT_TERMINATED}[signal_name] \
-            == {"SIGINT": 130, "SIGTERM": 143}[signal_name]
-        said = {"SIGINT": "interrupted", "SIGTERM": "terminated"}[signal_name]
-        captured = capsys.readouterr()
-        # the scratch tree and the sandbox's root went (the tokenizer's cache may stay)
-        assert [p.name for p in scratch.iterdir() if p.name.startswith("ctxdb-")] == []
-        if kept:
-            assert captured.err == f"ctxdb: {said}\n"
-            assert [r[0] for r in _rows(str(db), "SELECT instance_id FROM replay_run")] == kept
-            assert _rows(str(db), "SELECT DISTINCT instance_id FROM decision") == [(kept[0],)]
-        else:
-            assert captured.err == f"ctxdb: {said}: nothing was recorded, {db} was not kept\n"
-            assert not db.exists()
+
+    def unhandled(signum, frame):  # were the command's handler gone, fail, not end pytest
+        pytest.fail("SIGTERM reached the test process past ctxdb's handler")
+
+    previous = signal.signal(signal.SIGTERM, unhandled)
+    try:
+        for stopped, kept in (("psf__requests-2", ["psf__requests-1"]),
+                              ("psf__requests-1", None)):
+            stop_in[:] = [stopped]
+            db = tmp_path / f"stopped-in-{stopped}.db"
+            try:
+                status = main(["replay", str(runs), "--db", str(db), "--workers", "1"])
+            except KeyboardInterrupt:  # not raised on: it would stop the test session
+                pytest.fail("ctxdb replay let Ctrl-C's KeyboardInterrupt out")
+            assert status == {"SIGINT": EXIT_INTERRUPTED,
+                              "SIGTERM": EXIT_TERMINATED}[signal_name] \
+                == {"SIGINT": 130, "SIGTERM": 143}[signal_name]
+            said = {"SIGINT": "interrupted", "SIGTERM": "terminated"}[signal_name]
+            captured = capsys.readouterr()
+            # the scratch tree and the sandbox's root went (the tokenizer's cache may stay)
+            assert [p.name for p in scratch.iterdir() if p.name.startswith("ctxdb-")] == []
+            if kept:
+                assert captured.err == f"ctxdb: {said}\n"
+                assert [r[0] for r in _rows(str(db), "SELECT instance_id FROM replay_run")] \
+                    == kept
+                assert _rows(str(db), "SELECT DISTINCT instance_id FROM decision") == \
+                    [(kept[0],)]
+            else:
+                assert captured.err == \
+                    f"ctxdb: {said}: nothing was recorded, {db} was not kept\n"
+                assert not db.exists()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_a_runs_line_holding_a_line_separator_is_one_line(tmp_path):

@@ -212,6 +212,11 @@ def test_arms_cache_and_cost_at_the_default_ratio_and_another(replay_store):
     assert current["median_cost_per_run"] == pytest.approx(3300)
     assert current["cost_per_resolved_run"] == pytest.approx(10450)
     assert other[(RUN, "ctx08")]["cost_tokens"] == pytest.approx(3650 + 800)
+    # a whole-number ratio (a library caller's 1) divides as a fraction still
+    whole = _by(_rows(replay_store, "replay_arms", cached_price_ratio=1), "run_id", "arm")
+    current = whole[(RUN, "current")]  # cost 14000 over 1 resolved run of 2
+    assert isinstance(current["cost_per_resolved_run"], float)
+    assert current["cost_per_resolved_run"] == pytest.approx(14000)
 
 
 def test_arms_give_the_issue_s_ratios(replay_store):

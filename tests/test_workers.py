@@ -3,6 +3,7 @@ SIGTERM or their parent's death."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -49,19 +50,25 @@ HOLD_SECONDS = 60
 UNDO_SECONDS = 0.5
 # How long the processes may take to stop once signalled.
 STOP_WAIT_S = 15
+# The jobs, one letter each: H holds its worker until stopped, Q ends at once (its
+# worker then waits idle for a job that never comes).
 POOL_SCRIPT = """
 import signal, sys
 from ctxdb import workers
 from test_workers import _hold
 try:
     with workers.terminated_as_interrupt():
-        workers.run_each(_hold, [(sys.argv[1], n) for n in range(4)], workers=2)
+        workers.run_each(_hold, [(sys.argv[1], n, kind == "H")
+                                 for n, kind in enumerate(sys.argv[2])], workers=2)
 except KeyboardInterrupt as stopped:
     sys.exit(143 if isinstance(stopped, workers.Terminated) else 130)
 """
 
 
-def _hold(marks: str, number: int) -> int:
+def _hold(marks: str, number: int, holds: bool) -> int:
+    if not holds:
+        (Path(marks) / f"done-{number}").touch()
+        return number
     (Path(marks) / f"started-{number}").write_text(str(os.getpid()))
     try:
         time.sleep(HOLD_SECONDS)
@@ -80,28 +87,46 @@ def _alive(pid: int) -> bool:
     return state != "Z"  # an orphan's zombie waits for a reaper: it runs nothing
 
 
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.parametrize("jobs", ["HHHH", "HQ"])
 @pytest.mark.parametrize("stop", ["SIGKILL the parent", "SIGTERM the parent",
-                                  "SIGTERM the group", "SIGINT the parent"])
-def test_a_stopped_pool_undoes_the_jobs_under_way_and_leaves_no_worker(tmp_path, stop):
+                                  "SIGTERM the group", "SIGINT the parent",
+                                  "SIGINT the group"])
+def test_a_stopped_pool_undoes_the_jobs_under_way_and_leaves_no_worker(tmp_path, stop, jobs):
+    """Busy workers (HHHH: two held, two queued) or one busy and one idle (HQ: waiting on
+    the pool's queue, where a signal must not end it): each job under way is undone once,
+    no queued job starts, no worker is left and nothing but the command's line is said."""
     tests_dir = Path(__file__).parent
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(tests_dir), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    parent = subprocess.Popen([sys.executable, "-c", POOL_SCRIPT, str(tmp_path)], env=env,
-                              start_new_session=True)
+    parent = subprocess.Popen([sys.executable, "-c", POOL_SCRIPT, str(tmp_path), jobs],
+                              env=env, start_new_session=True, stderr=subprocess.PIPE,
+                              text=True)
+    held = jobs.count("H")
+    pids: list[int] = []
     try:
         deadline = time.monotonic() + STOP_WAIT_S
-        while len(list(tmp_path.glob("started-*"))) < 2:
+        while len(list(tmp_path.glob("started-*"))) < min(held, 2) \
+                or len(list(tmp_path.glob("done-*"))) < jobs.count("Q") \
+                or len(pids) < 2:
             assert time.monotonic() < deadline and parent.poll() is None, "no job started"
             time.sleep(0.05)
-        pids = [int(p.read_text()) for p in tmp_path.glob("started-*")]
+            pids = _children(parent.pid)
         signum = {"SIGKILL": signal.SIGKILL, "SIGTERM": signal.SIGTERM,
                   "SIGINT": signal.SIGINT}[stop.split()[0]]
         if stop.endswith("group"):
             os.killpg(parent.pid, signum)
         else:
             os.kill(parent.pid, signum)
-        returncode = parent.wait(STOP_WAIT_S)
+        _, said = parent.communicate(timeout=STOP_WAIT_S)
         deadline = time.monotonic() + STOP_WAIT_S
         while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -111,6 +136,7 @@ def test_a_stopped_pool_undoes_the_jobs_under_way_and_leaves_no_worker(tmp_path,
     assert not any(_alive(pid) for pid in pids), "a worker outlived its pool"
     started = sorted(p.name.split("-")[1] for p in tmp_path.glob("started-*"))
     undone = sorted(p.name.split("-")[1] for p in tmp_path.glob("undone-*"))
-    assert len(started) == 2 and undone == started  # each undone; no queued job began
-    assert returncode == {"SIGKILL": -signal.SIGKILL, "SIGTERM": 143,
-                          "SIGINT": 130}[stop.split()[0]]
+    assert len(started) == min(held, 2) and undone == started  # no queued job began
+    assert parent.returncode == {"SIGKILL": -signal.SIGKILL, "SIGTERM": 143,
+                                 "SIGINT": 130}[stop.split()[0]]
+    assert "Traceback" not in said, said

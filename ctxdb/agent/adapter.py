@@ -878,8 +878,9 @@ def _pool_item(part: LoopPart) -> PoolItem:
 
 def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
          evicted: list[LoopPart]) -> list[BudgetStep]:
-    """The ceiling's ladder for a loop window, each step logged: cut the newest output
-    to what fits of its end in ``NEWEST_OUTPUT_CEILING_SHARE`` of the ceiling; drop the
+    """The ceiling's ladder for a loop window, each step logged: cut a newest output of
+    more than ``NEWEST_OUTPUT_CEILING_SHARE`` of the ceiling to what fits of its end in
+    that share, or in the room the window leaves when that is more; drop the
     newest reasoning; fold the older outputs shown whole or elided, then the folded views,
     oldest first; cut the long commands to their start, then fold the oldest commands;
     then evict the oldest parts; then cut the newest output to what fits of its end. A
@@ -901,7 +902,9 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
     newest_text = newest.text if newest is not None else ""  # each cut is of it whole
     share = int(ceiling * NEWEST_OUTPUT_CEILING_SHARE)
     if newest is not None and total() > ceiling and newest.tokens > share:
-        replace_text(newest, _tail_that_fits(newest_text, newest.item_no, share, tokenizer),
+        # no shorter than the window has room for: only as much goes as must
+        room = max(share, ceiling - (total() - newest.tokens))
+        replace_text(newest, _tail_that_fits(newest_text, newest.item_no, room, tokenizer),
                      SHOWN_CUT, LADDER_CUT_NEWEST_TO_SHARE)
     for part in [p for p in window.parts if p.rule == LAST_THOUGHT_RULE]:
         if total() <= ceiling:

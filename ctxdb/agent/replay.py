@@ -624,8 +624,16 @@ def _write_replay(store, run_id, spec, run, result, tree_lost_at, decision_rows,
                            anchor_rows, outcome_rows, made, clash)
     except IntegrityError:
         # its rows were taken, or its decisions removed, by a replay of the same run and
-        # instance that started meanwhile: nothing of this one is written
-        raise clash from None
+        # instance that started meanwhile (nothing of this one is written); any other
+        # broken constraint is said as the database says it
+        with store.engine.connect() as connection:
+            taken = connection.execute(select(func.count()).select_from(
+                models.replay_run).where(models.replay_run.c.run_id == run_id,
+                                         models.replay_run.c.instance_id == spec.instance_id)
+            ).scalar_one() or _decisions_kept(connection, made) != len(made)
+        if taken:
+            raise clash from None
+        raise
 
 
 def _write_replay_rows(store, run_id, spec, run, result, tree_lost_at, decision_rows,
@@ -633,9 +641,7 @@ def _write_replay_rows(store, run_id, spec, run, result, tree_lost_at, decision_
     with store.write_transaction() as connection:
         # a replay of the run that started meanwhile removed some of this one's decisions
         # (SQLite does not hold the rows below to them): this one's rows would name them
-        kept = connection.execute(select(func.count()).select_from(models.decision).where(
-            models.decision.c.decision_id.in_(made))).scalar_one() if made else 0
-        if kept != len(made):
+        if _decisions_kept(connection, made) != len(made):
             raise clash
         _ensure_replay_run(connection, store, run_id)
         connection.execute(models.replay_run.insert().values(
@@ -651,6 +657,14 @@ def _write_replay_rows(store, run_id, spec, run, result, tree_lost_at, decision_
                             (models.replay_anchor_outcome, outcome_rows)):
             if rows:
                 connection.execute(table.insert(), rows)
+
+
+def _decisions_kept(connection: Connection, decision_ids: list[int]) -> int:
+    """How many of these decisions the store still holds."""
+    if not decision_ids:
+        return 0
+    return connection.execute(select(func.count()).select_from(models.decision).where(
+        models.decision.c.decision_id.in_(decision_ids))).scalar_one()
 
 
 def _ensure_replay_run(connection, store: ContextStore, run_id: str) -> None:

@@ -68,7 +68,9 @@ SELECT
     SUM(a.prompt_tokens - a.cached_tokens) + :cached_price_ratio * SUM(a.cached_tokens)
         AS cost_tokens,
     c.median_cost_per_run,
-    (SUM(a.prompt_tokens - a.cached_tokens) + :cached_price_ratio * SUM(a.cached_tokens))
+    -- (1.0: a ratio given as a whole number would divide whole numbers on SQLite)
+    1.0 * (SUM(a.prompt_tokens - a.cached_tokens)
+           + :cached_price_ratio * SUM(a.cached_tokens))
         / NULLIF(SUM(a.resolved), 0) AS cost_per_resolved_run,
     CAST(SUM(a.refused_decisions) AS BIGINT) AS refused_decisions,
     CAST(SUM(a.tree_unknown_decisions) AS BIGINT) AS tree_unknown_decisions
