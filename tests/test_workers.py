@@ -140,3 +140,29 @@ def test_a_stopped_pool_undoes_the_jobs_under_way_and_leaves_no_worker(tmp_path,
     assert parent.returncode == {"SIGKILL": -signal.SIGKILL, "SIGTERM": 143,
                                  "SIGINT": 130}[stop.split()[0]]
     assert "Traceback" not in said, said
+
+
+def _dispositions(_: int) -> tuple[str, str]:
+    return (str(signal.getsignal(signal.SIGINT)), str(signal.getsignal(signal.SIGTERM)))
+
+
+def test_the_recon_parser_pool_leaves_a_stop_to_its_parent(tmp_path):
+    """A replay's or an A/B run's worker forks recon's parser pool with its own signal
+    handlers in place: the parsers must not take them (each printed a traceback when the
+    pool was terminated), but ignore Ctrl-C and end at the pool's SIGTERM."""
+    import sqlalchemy as sa
+
+    from ctxdb.recon import indexer
+
+    if workers.usable_cpu_count() < 2:
+        pytest.skip("one core: recon parses without a pool")
+    before = {handled: signal.signal(handled, workers._stop_once)
+              for handled in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        engine = sa.create_engine(f"sqlite:///{tmp_path / 'r.db'}")
+        with indexer._parser_pool(indexer.POOL_MIN_FILES, engine) as pool:
+            seen = set(pool.map(_dispositions, range(8)))
+    finally:
+        for handled, handler in before.items():
+            signal.signal(handled, handler)
+    assert seen == {(str(signal.SIG_IGN), str(signal.SIG_DFL))}

@@ -35,6 +35,7 @@ import gc
 import hashlib
 import multiprocessing
 import os
+import signal
 import sqlite3
 import sys
 import time
@@ -257,8 +258,18 @@ def _parser_pool(n_jobs: int, engine: sa.Engine) -> Iterator[Any]:
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     # forked with the GC paused
-    with _parser_pool_class()(workers, initializer=gc.enable, context=ctx) as pool:
+    with _parser_pool_class()(workers, initializer=_parser_started, context=ctx) as pool:
         yield pool
+
+
+def _parser_started() -> None:
+    """A parser worker's start: the GC back on, and the signals its parent's handlers
+    would take (a replay's or an A/B run's worker forks the pool) left to the parent —
+    Ctrl-C ignored, SIGTERM (the pool's own terminate) ending it at once — so a stopped
+    index ends quietly, not with a traceback from each parser."""
+    gc.enable()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _parse_results(pool: Any, jobs: list[_ParseJob]) -> Iterator[ParsedFile | None]:
