@@ -9,7 +9,7 @@ from typing import Any
 
 from .pipeline.state import BudgetStep
 from .pipeline.window_text import task_block, window_head
-from .request import storable_text
+from .request import storable_value
 from .request_limits import RequestError
 
 
@@ -87,14 +87,6 @@ class DecisionContext:
 
 def _same_messages(given: Sequence[dict[str, Any]], held: Sequence[dict[str, Any]]) -> bool:
     """Whether ``given`` are the messages ``held`` keeps: equal once their texts are as a
-    store holds them (a lone surrogate as U+FFFD, ``request.storable_text``)."""
-    def stored(value: Any) -> Any:
-        if isinstance(value, str):
-            return storable_text(value)
-        if isinstance(value, (list, tuple)):
-            return [stored(v) for v in value]
-        if isinstance(value, dict):
-            return {k: stored(v) for k, v in value.items()}
-        return value
-
-    return isinstance(given, (list, tuple)) and stored(list(given)) == stored(list(held))
+    store holds them (a lone surrogate as U+FFFD, ``request.storable_value``)."""
+    return isinstance(given, (list, tuple)) and \
+        storable_value([dict(m) for m in given]) == [dict(m) for m in held]

@@ -691,6 +691,17 @@ def storable_text(value: str) -> str:
     return value
 
 
+def storable_value(value: Any) -> Any:
+    """A JSON-like value (texts in lists and dicts) with each text ``storable_text``."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, list):
+        return [storable_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: storable_value(v) for k, v in value.items()}
+    return value
+
+
 def _without_nul(value: Any) -> Any:
     if isinstance(value, str):
         return value.replace(NUL, NUL_STAND_IN)

@@ -56,7 +56,7 @@ from ..pipeline.vocabulary import (
     TOKENS_BOUNDED_FLAG,
 )
 from ..pipeline.window_text import task_block
-from ..request import DecisionRequest, PlanNode, RequestError, storable_text
+from ..request import DecisionRequest, PlanNode, RequestError, storable_value
 from ..request_limits import ID_MAX_CHARS
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 from ..sqlfiles import sql_statement
@@ -554,17 +554,13 @@ def window_fits(tokenizer: str, ceiling: int, task: str, prefix: Sequence[dict[s
 def _storable(value: Any) -> Any:
     """Texts a store can hold, on every backend alike: a lone surrogate (undecodable
     bytes) becomes U+FFFD, a NUL the pipeline's visible stand-in."""
-    if isinstance(value, str):
-        return storable_text(value)
-    if isinstance(value, list):
+    if isinstance(value, list):  # (of steps too)
         return [_storable(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _storable(v) for k, v in value.items()}
     if isinstance(value, LoopStep):
         texts: dict[str, Any] = {name: _storable(getattr(value, name))
                                  for name in _STEP_FIELDS if name != "actions"}
         return LoopStep(**texts, actions=tuple(map(_storable, value.actions)))
-    return value
+    return storable_value(value)
 
 
 def settled_parts(store: ContextStore, run_id: str, instance_id: str, seq: int,
