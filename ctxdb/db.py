@@ -15,6 +15,7 @@ import functools
 import importlib.util
 import os
 import sqlite3
+import time
 from collections.abc import Collection
 from pathlib import Path
 from typing import cast
@@ -28,6 +29,8 @@ from .config import DB_URL_ENV, DEFAULT_DB_PATH  # noqa: F401  (named here for i
 
 # How long a SQLite writer waits for another writer before giving up.
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+# Between tries to switch a new store to WAL while another connection does (_use_wal).
+WAL_SWITCH_RETRY_S = 0.01
 # what a reset WAL file keeps of its length (journal_size_limit): nothing
 WAL_KEPT_BYTES = 0
 # Execution option naming the SQLite BEGIN mode for a connection's transactions.
@@ -368,8 +371,9 @@ def sqlite_engine(
             # Let SQLAlchemy's "begin" event below issue BEGIN itself (pysqlite's own
             # implicit transactions do not cover DDL or SELECT).
             dbapi_connection.isolation_level = None
+            cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_MS)}")
             if not in_memory:
-                cursor.execute("PRAGMA journal_mode=WAL")
+                _use_wal(cursor)
                 # WAL's recommended setting: a crash of the process never loses or
                 # corrupts a committed decision; a power cut may roll back the last few
                 # commits.
@@ -381,7 +385,6 @@ def sqlite_engine(
                 # and a reset of the WAL after a checkpoint truncates its file, so its
                 # size is what was written since (the store reads it by stat)
                 cursor.execute(f"PRAGMA journal_size_limit={WAL_KEPT_BYTES}")
-            cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_MS)}")
             cursor.execute(f"PRAGMA foreign_keys={'ON' if foreign_keys else 'OFF'}")
         if attach is not None:
             cursor.execute("ATTACH DATABASE ? AS recon", (attach,))
@@ -407,6 +410,24 @@ def sqlite_engine(
 
 
 @functools.lru_cache(maxsize=256)
+def _use_wal(cursor: sqlite3.Cursor) -> None:
+    """Put the store in WAL mode (it stays so, kept in the file). Two connections opening
+    a new store at once (a replay's workers) may both switch it: SQLite refuses the
+    second "database is locked" at once, without its busy handler, so it is tried again
+    until the busy timeout."""
+    if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
+        return
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(WAL_SWITCH_RETRY_S)
+
+
 def insert_statement(dialect: Dialect, table: Table, columns: tuple[str, ...],
                      keep_existing: bool = False, rows: int = 1) -> str:
     """``INSERT INTO [schema.]table (c1, …) VALUES (?, …)`` in the driver's positional
