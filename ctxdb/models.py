@@ -56,6 +56,9 @@ run = Table(
     Column("note", Text),
     CheckConstraint("arm IN ('ctx08', 'current')", name="ck_run_arm"),
 )
+# run.note of the run a replay's windows go under: what the run id is for (the replay
+# refuses any other run's id; a check in sql/checks/ finds a replay's leftovers by it)
+REPLAY_RUN_NOTE = "replay of recorded agent runs"
 
 decision = Table(
     "decision",

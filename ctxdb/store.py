@@ -48,6 +48,9 @@ from .transactions import WRITE_LOCK_WAIT_MS as WRITE_LOCK_WAIT_MS
 from .transactions import WriteRetry, WriteTransactions, immediate_transaction
 from .views import create_views, drop_views, view_drift
 
+# the values sql/checks/ take as parameters (a check uses those it names)
+CHECK_PARAMETERS = {"replay_run_note": models.REPLAY_RUN_NOTE}
+
 if TYPE_CHECKING:
     from .context import DecisionContext
     from .forensics import WindowDiff
@@ -406,7 +409,8 @@ class ContextStore:
         violations: dict[str, list[dict[str, Any]]] = {}
         with self.engine.connect() as connection:
             for check in check_files():
-                rows = [dict(r._mapping) for r in connection.execute(text(check.sql))]
+                rows = [dict(r._mapping) for r in connection.execute(
+                    text(check.sql), CHECK_PARAMETERS)]
                 if rows:
                     violations[check.name] = rows
             drift = view_drift(connection)

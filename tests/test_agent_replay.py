@@ -647,6 +647,17 @@ def test_a_database_lost_mid_run_is_one_line_that_says_what_stays(requests_repos
         "psf__requests-1: the store's database failed: ConnectionResetError: server closed "
         "the connection unexpectedly (2 decisions it made could not be removed; replaying "
         "the run again replaces them)")
+    # `ctxdb verify` lists what stays, by run and instance, until the run is replayed again
+    with ContextStore.open(str(tmp_path / "s.db")) as store:
+        assert store.verify() == {"replay_decisions_without_their_run": [
+            {"run_id": "replay", "instance_id": "psf__requests-1", "decisions": 2,
+             "first_seq": 1, "last_seq": 2}]}
+    monkeypatch.undo()
+    summary = run_replay(str(tmp_path / "s.db"),
+                         [RunSpec(path, "psf__requests-1", bare, commit)], workers=1)
+    assert not summary.failed
+    with ContextStore.open(str(tmp_path / "s.db")) as store:
+        assert store.verify() == {}
 
 
 # How long a test waits for a signal it sent itself to be acted on.

@@ -83,7 +83,7 @@ from .trajectory import AgentRun, ObservationKind, read_trajectory
 from .worktree import SWEBENCH_TESTBED_SETUP, ScratchTree, has_commit, is_git_dir
 
 DEFAULT_RUN_ID = "replay"
-REPLAY_RUN_NOTE = "replay of recorded agent runs"  # run.note: what the run id is for
+REPLAY_RUN_NOTE = models.REPLAY_RUN_NOTE  # run.note: what the run id is for
 # tree_note causes (the text before the first ':')
 NOTE_DIFFERS = "submission differs"
 NOTE_COMMAND_DIVERGED = "command diverged"
