@@ -704,6 +704,9 @@ def test_ctrl_c_is_one_line_and_keeps_only_what_was_recorded(requests_repository
                 status = main(["replay", str(runs), "--db", str(db), "--workers", "1"])
             except KeyboardInterrupt:  # not raised on: it would stop the test session
                 pytest.fail("ctxdb replay let Ctrl-C's KeyboardInterrupt out")
+            # the handlers the caller had are back (main ignores a second stop meanwhile)
+            assert signal.getsignal(signal.SIGTERM) is unhandled
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
             assert status == {"SIGINT": EXIT_INTERRUPTED,
                               "SIGTERM": EXIT_TERMINATED}[signal_name] \
                 == {"SIGINT": 130, "SIGTERM": 143}[signal_name]

@@ -385,3 +385,59 @@ def test_a_locked_recon_index_is_named_as_unreadable_not_as_no_index(tmp_path, c
     err = capsys.readouterr().err
     assert status == EXIT_BAD_INPUT and "cannot be read: database is locked" in err, err
     assert "not a SQLite database" not in err and not (tmp_path / "s.db").exists()
+
+
+# A command stopped in its own process: `ctxdb verify`, with a signal sent to itself at
+# a chosen moment. In a child process, since a SIGTERM unhandled would end pytest.
+_STOPPED_VERIFY = """
+import os, signal, sys, time
+import ctxdb.cli as cli
+from ctxdb.cli import verify
+
+stop, moment = signal.{signal_name}, "{moment}"
+made_parser, discard = cli.build_parser, cli._discard_a_store_made_for_nothing
+
+def stop_now():
+    os.kill(os.getpid(), stop)
+    time.sleep(5)  # the handler raises before this ends
+    sys.exit("the signal was not acted on")
+
+def stopped_while_modules_load():
+    if moment == "while the modules load":  # build_parser is the command's first step
+        stop_now()
+    return made_parser()
+
+def stopped_while_running(args):
+    stop_now()
+
+def stopped_again_while_saying_so(args, made_before):
+    os.kill(os.getpid(), stop)
+    time.sleep(0.5)  # a handler that acted would have raised by now
+    return discard(args, made_before)
+
+cli.build_parser = stopped_while_modules_load
+if moment == "twice":
+    verify._cmd_verify = stopped_while_running
+    cli._discard_a_store_made_for_nothing = stopped_again_while_saying_so
+sys.exit(cli.main(["verify", "--db", sys.argv[1]]))
+"""
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("moment", ["while the modules load", "twice"])
+def test_a_stop_is_one_line_however_early_and_however_often(tmp_path, signal_name, moment):
+    """A stop before the command's modules have loaded, or a second stop while the first
+    is being said, still gives one line and the stop's own status — not a traceback, a
+    silent death by the signal, or a second line."""
+    from ctxdb.cli import EXIT_INTERRUPTED, EXIT_TERMINATED
+
+    db = tmp_path / "v.db"
+    assert main(["db", "upgrade", "--db", str(db)]) == EXIT_OK
+    done = subprocess.run(
+        [sys.executable, "-c", _STOPPED_VERIFY.format(signal_name=signal_name, moment=moment),
+         str(db)], capture_output=True, text=True, timeout=60)
+    said = "interrupted" if signal_name == "SIGINT" else "terminated"
+    assert (done.returncode, done.stderr) == (
+        EXIT_INTERRUPTED if signal_name == "SIGINT" else EXIT_TERMINATED,
+        f"ctxdb: {said}\n")
+    assert db.is_file()  # the store it was given stays

@@ -2,7 +2,7 @@
 
 Exit status: 0 on success, 1 when a check finds violations, 2 on bad input
 (the message names the field or file and what was expected), 130 when stopped by
-Ctrl-C (one line says so).
+Ctrl-C and 143 by SIGTERM (one line says so, from the first step on, however often).
 
 One module per command (or group of subcommands), each with one ``register(commands)``
 that adds its parsers, every option beside the handler it sets as ``func``;
@@ -12,8 +12,12 @@ that adds its parsers, every option beside the handler it sets as ``func``;
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..config import DB_URL_ENV, ConfigError
@@ -41,6 +45,9 @@ from .shared import (
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TERMINATED", "EXIT_VIOLATIONS",
            "build_parser", "main"]
 
+# the signals that stop a command: Ctrl-C, and a supervisor's stop (`timeout`, `kill`)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
 # the command modules, in the order `ctxdb --help` lists their commands
 COMMAND_MODULES = (db, construct, decisions, verify, ab, replay, report, retrieve, datasette,
                    tokens, recon)
@@ -62,6 +69,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ..workers import terminated_as_interrupt
+
+    # SIGTERM is taken from the first step, so a stop while the command's modules still
+    # load is one line too; each stop is taken once (_stopped_once), and the handlers
+    # the caller had are back when main returns (tests and harnesses call it in-process)
+    with _handlers_put_back(), terminated_as_interrupt():
+        try:
+            return _command(argv)
+        except KeyboardInterrupt as stopped:  # before the command began: nothing was made
+            return _stopped_once(stopped)
+
+
+def _command(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from ..db import StoreUnreachable, stores_made_here
@@ -70,14 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     from ..recon import ReconVersionError
     from ..store import ReconNotFound
     from ..tokens import TokenizerUnavailable
-    from ..workers import Terminated, terminated_as_interrupt
 
     made_before = stores_made_here()
     try:
         if hasattr(args, "db"):
             _refuse_a_store_in_memory(args.db)
-        with terminated_as_interrupt():
-            status: int = args.func(args)
+        status: int = args.func(args)
         if status == EXIT_BAD_INPUT:
             _discard_a_store_made_for_nothing(args, made_before)
         return status
@@ -85,14 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         # Ctrl-C or SIGTERM: the work under way has undone itself on the way out (a
         # replay's run, its scratch tree and sandbox; a transaction); a store made for it
         # and left empty goes
-        terminated = isinstance(stopped, Terminated)
-        if sys.stderr.isatty() and not terminated:
-            sys.stderr.write("\n")  # off the line the terminal echoed ^C on (a progress bar)
-        dropped = _discard_a_store_made_for_nothing(args, made_before)
-        kept = f": nothing was recorded, {dropped} was not kept" if dropped else ""
-        print(f"ctxdb: {'terminated' if terminated else 'interrupted'}{kept}",
-              file=sys.stderr)
-        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+        return _stopped_once(stopped, lambda: _discard_a_store_made_for_nothing(
+            args, made_before))
     except BrokenPipeError:
         # The reader stopped (`ctxdb show 3 | head`): what it read was right; say nothing
         # more, and keep Python from complaining again when it flushes stdout at exit.
@@ -127,6 +139,41 @@ def main(argv: list[str] | None = None) -> int:
             else "--db: cannot connect to the store's database"
         print(f"ctxdb: error: {what}: {reason}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+@contextlib.contextmanager
+def _handlers_put_back() -> Iterator[None]:
+    """SIGINT's and SIGTERM's handlers as they were before, put back on the way out."""
+    if threading.current_thread() is not threading.main_thread():  # none can be set
+        yield
+        return
+    before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            if handler is not None:  # None: set outside Python, cannot be put back
+                signal.signal(signum, handler)
+
+
+def _stopped_once(stopped: KeyboardInterrupt,
+                  discard_made: Callable[[], Path | None] = lambda: None) -> int:
+    """The one line and the exit status of a stop (Ctrl-C or SIGTERM). Further stops
+    are ignored from here (the work under way has undone itself), so a second Ctrl-C
+    cannot cut this short or change the status; ``discard_made`` removes a store made
+    for nothing and says which."""
+    from ..workers import Terminated
+
+    if threading.current_thread() is threading.main_thread():
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+    terminated = isinstance(stopped, Terminated)
+    if sys.stderr.isatty() and not terminated:
+        sys.stderr.write("\n")  # off the line the terminal echoed ^C on (a progress bar)
+    dropped = discard_made()
+    kept = f": nothing was recorded, {dropped} was not kept" if dropped else ""
+    print(f"ctxdb: {'terminated' if terminated else 'interrupted'}{kept}", file=sys.stderr)
+    return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
 
 
 def _discard_a_store_made_for_nothing(args: argparse.Namespace,
