@@ -615,6 +615,30 @@ def test_a_replay_that_another_of_its_run_finished_beside_fails_by_name(
                             "NOT NULL: tree_note")
 
 
+def test_a_tree_git_cannot_diff_is_a_note_not_a_failed_run(requests_repository, tmp_path):
+    """A command put a FIFO where a tracked file was: git cannot diff the tree (the
+    recorded harness's own submission failed there too). The run's windows are kept and
+    its note says why the tree was not judged."""
+    trajectory, _ = _recorded_run(requests_repository, tmp_path, commands=[
+        ("Read it.", f"nl -ba {UTILS} | sed -n '1018,1032p'"),
+        ("A pipe where the file was.", f"rm {UTILS} && mkfifo {UTILS}"),
+        ("Look.", "ls src/requests | head -3"),
+    ])
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(trajectory), encoding="utf-8")
+    bare, commit = requests_repository
+    db = str(tmp_path / "s.db")
+    summary = run_replay(db, [RunSpec(path, "psf__requests-1", bare, commit)], workers=1)
+    assert not summary.failed
+    ((matches, note, lost_at),) = _rows(db, "SELECT tree_matches_submission, tree_note, "
+                                            "tree_lost_at_seq FROM replay_run")
+    assert (matches, lost_at) == (None, None)
+    # git's own words (in the host's language), one line
+    assert note.startswith("tree not diffable: git add -A failed (128): ") and UTILS in note
+    assert "\n" not in note
+    assert _rows(db, "SELECT COUNT(*) FROM decision")[0][0] == 4
+
+
 def test_a_database_lost_mid_run_is_one_line_that_says_what_stays(requests_repository,
                                                                   tmp_path, monkeypatch):
     """The server goes away at step 3 and cannot remove the two decisions the run made:

@@ -80,7 +80,13 @@ from .loop import (
 )
 from .sandbox import PROGRAM_NAME
 from .trajectory import AgentRun, ObservationKind, read_trajectory
-from .worktree import SWEBENCH_TESTBED_SETUP, ScratchTree, has_commit, is_git_dir
+from .worktree import (
+    SWEBENCH_TESTBED_SETUP,
+    ScratchTree,
+    ScratchTreeError,
+    has_commit,
+    is_git_dir,
+)
 
 DEFAULT_RUN_ID = "replay"
 REPLAY_RUN_NOTE = models.REPLAY_RUN_NOTE  # run.note: what the run id is for
@@ -94,6 +100,9 @@ NOTE_NO_SUBMISSION = "no submission recorded"
 # mini-swe-agent 2.x's default configuration submits the text after its marker, often
 # nothing: no patch to compare the tree with
 NOTE_EMPTY_SUBMISSION = "the run submitted no patch"
+# git could not diff the rebuilt tree (a command put a FIFO or socket where a file was:
+# the recorded harness's own `git add -A` fails there too); git's first line follows
+NOTE_TREE_UNREADABLE = "tree not diffable"
 # git's shortest default abbreviation: a shorter name (core.abbrev set lower) is only the
 # same blob when it is the same name
 GIT_ABBREV_MIN_DIGITS = 7
@@ -406,9 +415,14 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
             if divergence is None and _diverged(step, outcome, run.workdir):
                 divergence = (k, f"{NOTE_COMMAND_DIVERGED}: step {k} "
                                  f"({_divergence(step, outcome)})")
-    submitted = tree.submission()
     note: str | None
-    if run.submission is None:
+    try:
+        submitted = tree.submission()
+    except ScratchTreeError as exc:  # the windows stand: a note, not a failed run
+        submitted, unreadable = None, (str(exc).splitlines() or [""])[0]
+    if submitted is None:
+        matches, note = None, f"{NOTE_TREE_UNREADABLE}: {unreadable}"
+    elif run.submission is None:
         matches, note = None, NOTE_NO_SUBMISSION
     elif not run.submission.strip():
         matches, note = None, NOTE_EMPTY_SUBMISSION
