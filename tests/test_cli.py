@@ -92,6 +92,16 @@ def test_tokens_count(tmp_path, capsys):
     source.write_text("hello world")
     assert main(["tokens", "count", str(source), "--tokenizer", "cl100k_base"]) == EXIT_OK
     assert capsys.readouterr().out.strip() == "cl100k_base\t2"
+    # a file's CRLF counts as the store counts it, as given on stdin: not as an LF
+    from ctxdb.tokens import get_counter
+
+    crlf = "a.\r\n\r\n\r\nb\r\n"
+    source.write_bytes(crlf.encode())
+    assert main(["tokens", "count", str(source), "--tokenizer", "cl100k_base"]) == EXIT_OK
+    assert capsys.readouterr().out.strip() == \
+        f"cl100k_base\t{get_counter('cl100k_base').count(crlf)}"
+    assert get_counter("cl100k_base").count(crlf) != \
+        get_counter("cl100k_base").count(crlf.replace("\r\n", "\n"))
 
 
 def test_unknown_command_exits_2():

@@ -157,7 +157,8 @@ def read_text_argument(name: str, value: str) -> str:
     if value == "-":
         return sys.stdin.read()
     try:
-        with open(value, encoding="utf-8") as fh:
+        # as given: a CRLF stays two characters (text mode would count it as one LF)
+        with open(value, encoding="utf-8", newline="") as fh:
             return fh.read()
     except OSError as exc:
         raise FileNotFoundError(f"{name} {value}: {exc.strerror}") from exc
