@@ -720,6 +720,32 @@ def test_consecutive_windows_share_their_prefix_between_folds(tmp_path):
             assert texts[done].startswith(texts[done - 1]), done  # appended, nothing changed
 
 
+def test_a_views_shown_lines_are_those_its_text_shows(store, tmp_path):
+    """window_item's shown lines are the lines a view's text shows: a settled view's as
+    it first showed them after an edit moved them, none for a pointer."""
+    root = _tree(tmp_path)
+    steps = [LoopStep("grep -A1 'def function_3(' pkg/mod.py", _lines(5, 6)), *_filler(8)]
+
+    def view_of(context):
+        (entry,) = [e for e in context.window if e.item_id == "E2"]
+        return entry
+
+    first = view_of(construct_step(store, run_id="loop", instance_id="shown", task="t",
+                                   steps=steps, tree=root, rules=RULES))
+    assert first.rendering == "view" and first.shown_lines == (5, 6), first
+    # two lines inserted above: read afresh the view is at 7-8, the window settles on 5-6
+    (root / "pkg" / "mod.py").write_text("# a\n# b\n" + MODULE, encoding="utf-8")
+    steps.append(LoopStep("sed -i '1i # a\\n# b' pkg/mod.py", ""))
+    settled = view_of(construct_step(store, run_id="loop", instance_id="shown", task="t",
+                                     steps=steps, tree=root, rules=RULES))
+    assert settled.text == first.text and settled.shown_lines == (5, 6)
+    # out of play, a pointer: it shows no lines
+    out = view_of(construct_step(store, run_id="out", instance_id="shown", task="t",
+                                 steps=steps, tree=root,
+                                 rules=dataclasses.replace(RULES, file_in_play_steps=1)))
+    assert (out.rendering, out.shown_lines) == ("pointer", None), out
+
+
 def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_changed(
         store, tmp_path):
     root = _tree(tmp_path)

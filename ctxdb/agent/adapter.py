@@ -99,6 +99,7 @@ from .loop import (
     prompt_names,
     step_of_item,
     tree_change_item,
+    view_span,
     with_outcome,
 )
 from .trajectory import (
@@ -431,7 +432,9 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
             WORKING_SET if part.kind in (AGENT_TURN, FILE_VIEW) else TRANSIENT,
             BACK if at_back else MIDDLE, part is newest,
             part.tokens + (_count(tokenizer, plan.header) if position == 1 else 0),
-            (plan.header if position == 1 else "") + part.text, part.lines))
+            (plan.header if position == 1 else "") + part.text,
+            # the lines the text shows: a view's own (a pointer or an output shows none)
+            view_span(part.text) if part.rendering == SHOWN_LINES else None))
     for entry in entries:
         attempt.audit.final(entry.item_id, BUDGET,
                             MASKED if entry.rendering == POINTER else IN_WINDOW,

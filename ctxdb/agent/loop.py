@@ -1490,6 +1490,16 @@ def _view_lines(text: str) -> dict[str, dict[int, str]]:
     return views
 
 
+def view_span(text: str) -> tuple[int, int] | None:
+    """The first and last line a view's text shows of its first file (window_item's
+    shown lines), or None. Read from the text itself: a settled view shows the lines as
+    its window first showed them, a long view only some of those it read."""
+    for lines in _view_lines(text).values():
+        if lines:
+            return min(lines), max(lines)
+    return None
+
+
 def _believed(item_no: int, view: str, notes: Sequence[str]) -> dict[str, dict[int, str]]:
     """The lines of view ``item_no`` as a reader of the window holds them: the view's,
     as the notes of changed lines that name it corrected them, in order."""
