@@ -77,7 +77,7 @@ demo: $(INSTALLED)
 	  echo; echo "== $$decision: fixtures/decisions/$$decision.json"; \
 	  $(BIN)/ctxdb construct fixtures/decisions/$$decision.json --db $(DEMO_DB) --recon $(DEMO_RECON) --summary || exit 1; \
 	done
-	@echo; echo "== the edit decision's window, exactly as sent"
+	@echo; echo "== the edit decision: its summary, then its window exactly as sent"
 	@$(BIN)/ctxdb show $$($(BIN)/python -c "import sqlite3; print(sqlite3.connect('$(DEMO_DB)').execute(\"SELECT MAX(decision_id) FROM decision WHERE decision_type = 'edit'\").fetchone()[0])") --db $(DEMO_DB)
 	$(BIN)/ctxdb verify --db $(DEMO_DB)
 	@echo; echo "== what an analyst runs next (sqlite3 $(DEMO_DB)):"

@@ -26,6 +26,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.pool import Pool, StaticPool
 
 from .config import DB_URL_ENV, DEFAULT_DB_PATH  # noqa: F401  (named here for importers)
+from .paths import extra_install_hint
 
 # How long a SQLite writer waits for another writer before giving up.
 SQLITE_BUSY_TIMEOUT_MS = 10_000
@@ -36,7 +37,7 @@ WAL_KEPT_BYTES = 0
 # Execution option naming the SQLite BEGIN mode for a connection's transactions.
 SQLITE_BEGIN_OPTION = "ctxdb_sqlite_begin"
 SQLITE_BEGIN_MODES = ("DEFERRED", "IMMEDIATE")
-PG_DRIVER = "psycopg"  # the PostgreSQL driver: the extra ctxdb[postgresql] installs it
+PG_DRIVER = "psycopg"  # the PostgreSQL driver: ctxdb's extra `postgresql` installs it
 # alembic's default table, where a store's schema stamp is kept; a ctxdb store has it
 # beside its own tables (from the first migration on, e.g. `decision`).
 VERSION_TABLE = "alembic_version"
@@ -262,7 +263,7 @@ def resolve_url(url_or_path: str | os.PathLike[str] | None = None) -> str:
                              "expected a sqlite:// or postgresql+psycopg:// URL") from exc
         if url.get_backend_name() not in ("sqlite", "postgresql"):
             raise ValueError(
-                f"database URL {shown}: expected a sqlite:// or postgresql:// URL"
+                f"database URL {shown}: expected a sqlite:// or postgresql+psycopg:// URL"
             )
         if url.get_backend_name() == "postgresql" and url.get_driver_name() != PG_DRIVER:
             raise ValueError(f"database URL {shown}: expected postgresql+{PG_DRIVER}:// "
@@ -296,7 +297,7 @@ def require_pg_driver(shown: str) -> None:
     (SQLite users install ctxdb without it)."""
     if importlib.util.find_spec(PG_DRIVER) is None:
         raise ValueError(f"database URL {shown}: PostgreSQL needs the {PG_DRIVER} driver, "
-                         "which is not installed: pip install 'ctxdb[postgresql]'")
+                         f"which is not installed: {extra_install_hint('postgresql')}")
 
 
 def read_only_uri(path: str) -> str:

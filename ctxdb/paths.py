@@ -37,10 +37,18 @@ CHECKS_DIR = SQL_DIR / "checks"
 MIGRATIONS_DIR = _resource_dir("migrations")
 
 
+def extra_install_hint(extra: str) -> str:
+    """How to install one of ctxdb's optional extras (pyproject.toml): ctxdb comes from a
+    checkout or its wheel, not from a package index, so ``pip install ctxdb[…]`` would
+    fetch some other project's ctxdb, or nothing."""
+    return (f"install ctxdb's {extra} extra: pip install -e '.[{extra}]' in a checkout of "
+            f"ctxdb, or its wheel's path followed by [{extra}]")
+
+
 def require_dir(path: Path) -> Path:
     if not path.is_dir():
         raise FileNotFoundError(
             f"ctxdb expected the directory {path}, which ships inside the package: "
-            "reinstall ctxdb (pip install ctxdb, or pip install -e . from a checkout)"
+            "reinstall ctxdb (its wheel, or pip install -e . in a checkout)"
         )
     return path

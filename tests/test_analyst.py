@@ -419,7 +419,7 @@ def test_tokens_count_without_the_deepseek_extra_counts_what_it_can(tmp_path):
     result = _tokens_without_deepseek(tmp_path)
     assert result.returncode == EXIT_OK, result.stderr
     assert result.stdout == "cl100k_base\t2\n"
-    assert "deepseek-v4 not counted" in result.stderr and "ctxdb[deepseek]" in result.stderr
+    assert "deepseek-v4 not counted" in result.stderr and "'.[deepseek]'" in result.stderr
 
 
 def test_tokens_count_asking_for_deepseek_without_it_prints_no_count(tmp_path):
@@ -427,7 +427,7 @@ def test_tokens_count_asking_for_deepseek_without_it_prints_no_count(tmp_path):
                                       "--tokenizer", "deepseek-v4")
     assert result.returncode == EXIT_BAD_INPUT
     assert result.stdout == ""  # refused before any count
-    assert "pip install 'ctxdb[deepseek]'" in result.stderr
+    assert "pip install -e '.[deepseek]' in a checkout of ctxdb" in result.stderr
 
 
 # --- the documentation pages: README.md links them ------------------------------------

@@ -73,7 +73,7 @@ def test_verify_exit_status(tmp_path, capsys):
 
 def test_bad_database_url_exits_2(capsys):
     assert main(["db", "current", "--db", "mysql://nowhere/x"]) == EXIT_BAD_INPUT
-    assert "expected a sqlite:// or postgresql:// URL" in capsys.readouterr().err
+    assert "expected a sqlite:// or postgresql+psycopg:// URL" in capsys.readouterr().err
 
 
 def test_a_directory_for_a_store_exits_2_and_makes_nothing(tmp_path, capsys):

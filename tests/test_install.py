@@ -156,7 +156,7 @@ def test_sqlite_needs_no_postgresql_driver(tmp_path):
             try:
                 open_postgresql()
             except ValueError as refusal:
-                assert "pip install 'ctxdb[postgresql]'" in str(refusal), refusal
+                assert "pip install -e '.[postgresql]'" in str(refusal), refusal
             else:
                 raise AssertionError("a PostgreSQL URL was accepted without psycopg")
         print(context.token_count)
