@@ -13,6 +13,7 @@ import shlex
 import weakref
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import func, select
 
 from ctxdb import ContextStore, models
@@ -295,6 +296,18 @@ def test_a_pointer_lists_the_names_its_output_was_the_first_to_show(tmp_path):
     many = LoopStep("python list.py", " ".join(f"name_{n}" for n in range(50)))
     listed = build_window([many, *_filler(8)], TreeFiles(root), RULES).parts[1].text
     assert listed.count("name_") == POINTER_NAMES_MAX and "name_0," in listed
+    # names written as code take the places before words of prose (a test run's banner),
+    # still listed in their order
+    banner = ("============ test session starts ============\nplatform linux -- Python "
+              "3.9.20, pytest-7.4.0, pluggy-1.3.0\nRunning tests with Astropy version 5.2\n"
+              "Date: today\nPlatform: Linux\nrootdir: /testbed, configfile: setup.cfg\n"
+              "collected 1 item\n\nastropy/table/tests/test_mixin.py F\n___ "
+              "test_ndarray_mixin ___\nE  assert NdarrayMixin is Column\n")
+    tested = build_window([LoopStep("pytest -q astropy/table", banner), *_filler(8)],
+                          TreeFiles(root), RULES).parts[1].text
+    assert tested.endswith("; names: session, starts, platform, linux, Python, pluggy, "
+                           "Running, test_mixin, test_ndarray_mixin, NdarrayMixin]\n\n"), \
+        tested
     # a long output's names too (remembered by its digest, not by the text)
     long = LoopStep("python big.py", ". " * HASHED_TEXT_KEPT_MAX_CHARS + "far_name\n")
     for _ in range(2):
@@ -744,6 +757,17 @@ def test_a_views_shown_lines_are_those_its_text_shows(store, tmp_path):
                                  steps=steps, tree=root,
                                  rules=dataclasses.replace(RULES, file_in_play_steps=1)))
     assert (out.rendering, out.shown_lines) == ("pointer", None), out
+    # the file deleted between folds: read afresh the step would be a pointer, but the
+    # window keeps the view it showed, and the store names it as that view
+    (root / "pkg" / "mod.py").unlink()
+    steps.append(LoopStep("rm pkg/mod.py", ""))
+    gone = construct_step(store, run_id="loop", instance_id="shown", task="t", steps=steps,
+                          tree=root, rules=RULES)
+    assert view_of(gone).text == first.text
+    with store.engine.connect() as connection:
+        assert connection.execute(sa.text(
+            "SELECT kind, path FROM evidence_item WHERE decision_id = :d AND item_id = 'E2'"),
+            {"d": gone.decision_id}).one() == ("file_view", "pkg/mod.py")
 
 
 def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_changed(
