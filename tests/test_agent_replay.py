@@ -615,6 +615,35 @@ def test_a_replay_that_another_of_its_run_finished_beside_fails_by_name(
                             "NOT NULL: tree_note")
 
 
+def test_the_lost_anchors_query_names_the_output_and_the_rule_that_lost_it(
+        requests_repository, tmp_path):
+    """sql/analyst/lost_anchors.sql on a real replay: the agent read lines, did other
+    things for long enough that the file went out of play, then edited one of those lines
+    by its number — the query names the step's output that held it, its pointer and the
+    rule, and the rule-off arm that kept it."""
+    from ctxdb.sqlfiles import sql_files
+
+    commands = [("Read it.", f"nl -ba {UTILS} | sed -n '1018,1032p'"),
+                *((f"Something else, {n}.", f"echo other {n}") for n in range(22)),
+                ("Edit line 1020.", f"sed -i '1020s/{OLD_TEXT}/{NEW_TEXT}/' {UTILS}")]
+    trajectory, _ = _recorded_run(requests_repository, tmp_path, commands=commands)
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(trajectory), encoding="utf-8")
+    bare, commit = requests_repository
+    db = str(tmp_path / "s.db")
+    assert not run_replay(db, [RunSpec(path, "psf__requests-1", bare, commit)],
+                          workers=1).failed
+    (query,) = [f for f in sql_files("analyst") if f.name == "lost_anchors"]
+    lost = [("replay", "psf__requests-1", 24, 24, anchor_class, anchor_text, path, None,
+             "masked", 1, "E2", "pointer", "folded: its files out of play", 1,
+             "ctx08-without-in_play")
+            for anchor_class, anchor_text, path in (("edit_text", OLD_TEXT, UTILS),
+                                                    ("identifier", "auth", None))]
+    assert [tuple(row) for row in _rows(db, query.sql, run_id="")] == lost  # every run
+    assert [tuple(row) for row in _rows(db, query.sql, run_id="replay")] == lost
+    assert _rows(db, query.sql, run_id="another") == []
+
+
 def test_a_tree_git_cannot_diff_is_a_note_not_a_failed_run(requests_repository, tmp_path):
     """A command put a FIFO where a tracked file was: git cannot diff the tree (the
     recorded harness's own submission failed there too). The run's windows are kept and

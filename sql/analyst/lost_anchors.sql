@@ -1,0 +1,35 @@
+-- lost_anchors: of a replay, what the agent's next action used that the window (ctx08)
+-- lost and the harness's own history (current) kept, an anchor a row, with where to look
+-- next: the output that held it (held_by_item, E4k-2 of step held_by_seq: `ctxdb why
+-- DECISION ITEM`), how this window showed that output and by which rule, and how many of
+-- the windows with one rule off kept it (the first of them by name: the rule that lost
+-- it). The run_id parameter left empty (or unbound) means every replay run of the store.
+SELECT a.run_id, a.instance_id, a.seq, d.decision_id, a.anchor_class, a.anchor_text,
+       a.path, a.line, o.fate, a.held_by_seq,
+       'E' || CAST(4 * a.held_by_seq - 2 AS VARCHAR(16)) AS held_by_item,
+       w.rendering AS held_by_rendering,
+       (SELECT r.driver FROM item_event r
+        WHERE r.decision_id = d.decision_id AND r.stage = 'render'
+          AND r.item_id = 'E' || CAST(4 * a.held_by_seq - 2 AS VARCHAR(16))
+        ORDER BY r.event_no DESC LIMIT 1) AS held_by_rule,
+       (SELECT COUNT(*) FROM replay_anchor_outcome k
+        WHERE k.run_id = a.run_id AND k.instance_id = a.instance_id AND k.seq = a.seq
+          AND k.anchor_no = a.anchor_no AND k.arm LIKE 'ctx08-without-%' AND k.kept)
+           AS rule_off_arms_keeping,
+       (SELECT MIN(k.arm) FROM replay_anchor_outcome k
+        WHERE k.run_id = a.run_id AND k.instance_id = a.instance_id AND k.seq = a.seq
+          AND k.anchor_no = a.anchor_no AND k.arm LIKE 'ctx08-without-%' AND k.kept)
+           AS first_rule_off_arm_keeping
+FROM replay_anchor a
+JOIN replay_anchor_outcome o ON o.run_id = a.run_id AND o.instance_id = a.instance_id
+                            AND o.seq = a.seq AND o.anchor_no = a.anchor_no
+                            AND o.arm = 'ctx08' AND NOT o.kept
+JOIN replay_anchor_outcome c ON c.run_id = a.run_id AND c.instance_id = a.instance_id
+                            AND c.seq = a.seq AND c.anchor_no = a.anchor_no
+                            AND c.arm = 'current' AND c.kept
+JOIN replay_decision d ON d.run_id = a.run_id AND d.instance_id = a.instance_id
+                      AND d.seq = a.seq AND d.arm = 'ctx08'
+LEFT JOIN window_item w ON w.decision_id = d.decision_id
+                       AND w.item_id = 'E' || CAST(4 * a.held_by_seq - 2 AS VARCHAR(16))
+WHERE NULLIF(:run_id, '') IS NULL OR a.run_id = :run_id
+ORDER BY a.run_id, a.instance_id, a.seq, a.anchor_no;
