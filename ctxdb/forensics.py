@@ -5,6 +5,7 @@ Everything here is a query in ``sql/forensics/``; the CLI prints what it returns
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections import Counter
@@ -33,7 +34,8 @@ LOOP_PROVENANCE = "live: step {step} {part} of the agent loop"
 _LOOP_PART = re.compile(r"^live: step (\d+) (.+) of the agent loop$")
 # a loop window's first line, whatever run it names
 _MASK_HINT_LINE = re.compile(".+".join(re.escape(part) for part in MASK_HINT.split("{ref}")))
-_REF = re.compile(rf"^{DECISION_REF_PREFIX}(?P<hex>[0-9a-f]{{8,64}})$")
+REF_HEX_MIN_DIGITS = 8  # a req- name's shortest prefix of the request hash
+_REF = re.compile(rf"^{DECISION_REF_PREFIX}(?P<hex>[0-9a-f]{{{REF_HEX_MIN_DIGITS},64}})$")
 
 
 # an item's id in its pool (evidence_item.item_id: E7), however typed (e7)
@@ -50,8 +52,10 @@ PREFIX_DIGESTS_FIELD = "prefix_sha256"
 _DIGEST_FIELDS = ((PREFIX_DIGESTS_FIELD, "prefix", "prefix messages"),
                   (STEP_DIGESTS_FIELD, "steps", "steps"),
                   (SENT_DIGESTS_FIELD, "sent", "messages sent"))
-# instances named when a run reference gave the run alone
+# runs or instances named when a run reference names none the store holds
 INSTANCES_NAMED = 3
+# runs or instances a mistyped run reference is matched against (difflib's default cutoff)
+NAMES_MATCHED_MAX = 10_000
 # why an item id a reader took from a window may be missing from a decision
 _NO_ITEM_HINT = ("an agent-loop decision records the parts its window holds: step k's "
                  "command, output, reasoning and note are E4k-3 to E4k while shown")
@@ -80,12 +84,16 @@ def resolve_decision(connection: Connection, ref: str | int) -> int:
         return rows[0]["decision_id"]
     if not (ref.isascii() and ref.isdigit()):
         raise NotFound(f"decision {ref[:40]!r}: expected a decision id, "
-                       f"{DECISION_REF_PREFIX}<hex> or {RUN_REF_PREFIX}RUN:INSTANCE")
+                       f"{DECISION_REF_PREFIX}<hex> (at least {REF_HEX_MIN_DIGITS} hex digits) "
+                       f"or {RUN_REF_PREFIX}RUN:INSTANCE")
     if len(ref) > len(str(STORE_INTEGER_MAX)) or int(ref) > STORE_INTEGER_MAX:
         raise NotFound(f"decision {ref[:40]}: no decision id is above {STORE_INTEGER_MAX}")
     decision_id = int(ref)
     if not _rows(connection, "decision_header", decision_id=decision_id):
-        raise NotFound(f"decision {decision_id} does not exist")
+        (ids,) = _rows(connection, "decision_id_range")
+        held = ("this store holds no decision" if ids["lowest"] is None
+                else f"this store's decision ids run from {ids['lowest']} to {ids['highest']}")
+        raise NotFound(f"decision {decision_id} does not exist ({held})")
     return decision_id
 
 
@@ -96,17 +104,39 @@ def _newest_of_run(connection: Connection, run_and_instance: str) -> int:
                      instance_id=run_and_instance[at + 1:])
         if rows:
             return rows[0]["decision_id"]
-    instances = [row["instance_id"] for row in _rows(
-        connection, "instances_of_run", run_id=run_and_instance,
-        instances_named=INSTANCES_NAMED + 1)]
+    given = f"{RUN_REF_PREFIX}{run_and_instance[:80]}"
+    instances = _instances_of(connection, run_and_instance, INSTANCES_NAMED + 1)
     if instances:  # the run alone: say which instances it has
-        named = ", ".join(repr(i) for i in instances[:INSTANCES_NAMED])
-        more = ", …" if len(instances) > INSTANCES_NAMED else ""
-        raise NotFound(f"{RUN_REF_PREFIX}{run_and_instance[:80]}: expected "
-                       f"{RUN_REF_PREFIX}RUN_ID:INSTANCE_ID, the instance after the run "
-                       f"(this run's: {named}{more})")
-    raise NotFound(f"{RUN_REF_PREFIX}{run_and_instance[:80]}: no decision of that run and "
-                   f"instance (expected {RUN_REF_PREFIX}RUN_ID:INSTANCE_ID)")
+        raise NotFound(f"{given}: expected {RUN_REF_PREFIX}RUN_ID:INSTANCE_ID, the instance "
+                       f"after the run (this run's: {_some(instances, INSTANCES_NAMED)})")
+    for at in [i for i, ch in enumerate(run_and_instance) if ch == ":"]:
+        run_id, instance_id = run_and_instance[:at], run_and_instance[at + 1:]
+        instances = _instances_of(connection, run_id, NAMES_MATCHED_MAX)
+        if instances:  # a run the store holds, another instance: the nearest names
+            near = difflib.get_close_matches(instance_id, instances, n=INSTANCES_NAMED)
+            said = (f"the nearest: {_some(near, INSTANCES_NAMED)}" if near
+                    else f"its instances: {_some(instances, INSTANCES_NAMED)}")
+            raise NotFound(f"{given}: run {run_id[:80]!r} has no decision of instance "
+                           f"{instance_id[:80]!r} ({said})")
+    runs = [row["run_id"] for row in _rows(connection, "runs_of_store",
+                                           runs_listed=NAMES_MATCHED_MAX)]
+    near = difflib.get_close_matches(run_and_instance.split(":", 1)[0], runs,
+                                     n=INSTANCES_NAMED)
+    held = (f"the nearest: {_some(near, INSTANCES_NAMED)}" if near
+            else f"this store's runs: {_some(runs, INSTANCES_NAMED)}" if runs
+            else "this store holds no decision")
+    raise NotFound(f"{given}: no run of that name ({held}; expected "
+                   f"{RUN_REF_PREFIX}RUN_ID:INSTANCE_ID)")
+
+
+def _instances_of(connection: Connection, run_id: str, at_most: int) -> list[str]:
+    return [row["instance_id"] for row in _rows(connection, "instances_of_run", run_id=run_id,
+                                                 instances_named=at_most)]
+
+
+def _some(names: list[str], named: int) -> str:
+    """The first ``named`` of ``names``, quoted, and an ellipsis for the rest."""
+    return ", ".join(repr(n) for n in names[:named]) + (", …" if len(names) > named else "")
 
 
 def header(connection: Connection, decision_id: int):

@@ -1042,8 +1042,18 @@ def test_a_step_is_recorded_with_the_harness_prompt_first_and_the_task_once(stor
     with pytest.raises(LookupError, match=r"run:loop: expected run:RUN_ID:INSTANCE_ID, the "
                        r"instance after the run \(this run's: 'demo', 'issue 12 \(retry\)'\)"):
         store.show("run:loop")
-    with pytest.raises(LookupError, match="run:nope:demo: no decision of that run and instance"):
-        store.show("run:nope:demo")
+    # a run the store lacks, or an instance its run lacks: the nearest names, if any
+    for ref, said in (
+            ("run:nope:demo", r"run:nope:demo: no run of that name \(this store's runs: "
+                              r"'loop'; expected run:RUN_ID:INSTANCE_ID\)"),
+            ("run:lop:demo", r"run:lop:demo: no run of that name \(the nearest: 'loop'; "),
+            ("run:loop:dem", r"run:loop:dem: run 'loop' has no decision of instance 'dem' "
+                             r"\(the nearest: 'demo'\)"),
+            ("run:loop:zzz", r"run 'loop' has no decision of instance 'zzz' \(its instances: "
+                             r"'demo', 'issue 12 \(retry\)'\)"),
+            ("req-cb58", r"req-<hex> \(at least 8 hex digits\)")):
+        with pytest.raises(LookupError, match=said):
+            store.show(ref)
     # ctxdb why on a loop part: its size (a part is rendered once, from nothing before)
     from ctxdb.cli import main
 
@@ -2043,7 +2053,8 @@ def _history_stored_once(store, tmp_path):
             models.decision.c.decision_id == newest).values(request_json=json.dumps(inline)))
     assert store.request_as_given(newest) == given
     assert store.context(newest).messages() == messages and messages[:2] == PREFIX
-    with pytest.raises(LookupError, match="decision 10000 does not exist"):
+    with pytest.raises(LookupError, match=r"decision 10000 does not exist \(this store's "
+                       rf"decision ids run from 1 to {newest}\)"):
         store.request_as_given(10_000)
 
 

@@ -451,3 +451,13 @@ def test_a_stop_is_one_line_however_early_and_however_often(tmp_path, signal_nam
         EXIT_INTERRUPTED if signal_name == "SIGINT" else EXIT_TERMINATED,
         f"ctxdb: {said}\n")
     assert db.is_file()  # the store it was given stays
+
+
+def test_a_mistyped_report_name_is_met_with_the_nearest(tmp_path, capsys):
+    db = tmp_path / "r.db"
+    assert main(["db", "upgrade", "--db", str(db)]) == EXIT_OK
+    assert main(["report", "replya", "--db", str(db)]) == EXIT_BAD_INPUT
+    assert "report 'replya' (did you mean replay?): expected one of ablation," in \
+        capsys.readouterr().err
+    assert main(["report", "zzzz", "--db", str(db)]) == EXIT_BAD_INPUT
+    assert "report 'zzzz': expected one of" in capsys.readouterr().err

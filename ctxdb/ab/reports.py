@@ -4,6 +4,7 @@ printed as a table, CSV, JSON, or one self-contained HTML page with plots."""
 from __future__ import annotations
 
 import csv
+import difflib
 import html
 import io
 import json
@@ -62,8 +63,10 @@ def run_report(connection: Connection, name: str,
     documented default (``REPORT_PARAMETER_DEFAULTS``); a report without parameters
     ignores ``params``."""
     if name not in report_names():
-        raise ValueError(f"report {name!r}: expected one of "
-                         f"{', '.join(report_names() + ['ab', 'replay'])}")
+        known = report_names() + ["ab", "replay"]
+        near = difflib.get_close_matches(name, known, n=1)
+        meant = f" (did you mean {near[0]}?)" if near else ""
+        raise ValueError(f"report {name!r}{meant}: expected one of {', '.join(known)}")
     path = REPORTS_DIR / f"{name}.sql"
     header = " ".join(
         line[2:].strip() for line in path.read_text(encoding="utf-8").splitlines()
