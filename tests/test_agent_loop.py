@@ -1951,6 +1951,17 @@ def test_show_of_a_loop_view_says_what_the_window_read_and_what_the_step_printed
     assert out[0].endswith("(the window showed pkg/mod.py:4-7 as the tree held them)"), out
     assert out[2] == "# step 1's output as the harness gave it follows"
     assert out[3:] == [*_nl(3, 6).splitlines(), ""]  # the output ends with its newline
+    # a turn is kept whole, its reasoning with its command; the line before says so
+    steps[0] = dataclasses.replace(steps[0], thought="Read the middle of the module.")
+    context = construct_step(store, run_id="loop", instance_id="turn", task="t", steps=steps,
+                             tree=root, prefix=PREFIX, rules=RULES)
+    assert main(["show", str(context.decision_id), "E1", "--db", str(tmp_path / "loop.db")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[2] == ("# step 1's turn as the agent gave it follows, its reasoning included "
+                      "(the window shows its command; its reasoning only where a rule keeps "
+                      "it)")
+    assert "Read the middle of the module." in out[3:], out
+    assert "Read the middle" not in store.show(context.decision_id)  # the window: the command
 
 
 def test_a_view_whose_new_lines_are_all_blank_points_to_the_ones_shown_above(tmp_path):

@@ -140,6 +140,11 @@ def _cmd_show(args) -> int:
               "only its head and tail)")
     elif output_of_step is not None:
         print(f"# step {output_of_step}'s output as the harness gave it follows")
+    elif loop_part and loop_part[2] == "command":
+        # the turn is kept whole; the window shows its command, its reasoning apart (E4k-1)
+        print(f"# step {loop_part[1]}'s turn as the agent gave it follows, its reasoning "
+              "included (the window shows its command; its reasoning only where a rule "
+              "keeps it)")
     if row["original_content"] is not None:
         print("# content was cut to 8 KB in the pool; the full text follows")
     print(row["original_content"] if row["original_content"] is not None else row["content"])
