@@ -100,6 +100,7 @@ bench: $(INSTALLED)
 # the generated pages of docs/, rewritten after a change of the schema or of a command's
 # options (tests/test_analyst.py and tests/test_docs.py fail while they are stale)
 docs: $(INSTALLED)
+	$(BIN)/python -c 'from ctxdb.analyst import write_schema_doc_view; write_schema_doc_view()'
 	$(BIN)/ctxdb db schema-docs -o docs/schema.md
 	$(BIN)/python -m ctxdb.docs_cli -o docs/cli.md
 

@@ -10,6 +10,7 @@ schema page and what Datasette shows cannot drift apart. The canned queries are 
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass
 
 from sqlalchemy import (
@@ -26,6 +27,7 @@ from sqlalchemy.pool import StaticPool
 from .ab.reports import REPORT_PARAMETER_DEFAULTS
 from .descriptions import TABLES, UNMODELLED_TABLES
 from .models import metadata
+from .paths import VIEWS_DIR
 from .sqlfiles import SqlFile, sql_files, view_files
 
 SCHEMA_DOCS_PATH = "docs/schema.md"
@@ -98,6 +100,54 @@ def canned_queries() -> list[CannedQuery]:
 
 def view_descriptions() -> dict[str, str]:
     return {view.name: _description_of(view) for view in view_files()}
+
+
+# the view that carries these descriptions into the store, for the sqlite3 shell and psql
+SCHEMA_DOC_VIEW = "v_schema_doc"
+SCHEMA_DOC_VIEW_FILE = f"95_{SCHEMA_DOC_VIEW}.sql"  # in sql/views/, after every other view
+SCHEMA_DOC_VIEW_COMMAND = "make docs"
+_SCHEMA_DOC_HEADER = (
+    f"{SCHEMA_DOC_VIEW}: what each table, column and view of the store means, in words (the "
+    "descriptions docs/schema.md and Datasette show), for the sqlite3 shell and psql: "
+    f"SELECT * FROM {SCHEMA_DOC_VIEW} WHERE object_name = 'window_item'. A row whose "
+    "column_name is NULL describes the table or view itself. Generated from "
+    f"ctxdb/descriptions.py and sql/views/ by `{SCHEMA_DOC_VIEW_COMMAND}` (a test holds it "
+    "to them): not to be edited by hand.")
+
+
+def schema_doc_view_sql() -> str:
+    """sql/views/95_v_schema_doc.sql: a view of every description, as literal rows."""
+    rows: list[tuple[str, str, str | None, str]] = []
+    for table in sorted(metadata.tables.values(), key=_table_order):
+        description, columns = TABLES[table.name]
+        rows.append((table.name, "table", None, description))
+        rows += [(table.name, "table", column.name, columns[column.name])
+                 for column in table.columns]
+    rows += [(name, "table", None, description)
+             for name, description in UNMODELLED_TABLES.items()]
+    views = {name: description for name, description in view_descriptions().items()
+             if name != SCHEMA_DOC_VIEW}
+    own = _SCHEMA_DOC_HEADER.split(": ", 1)[1]
+    views[SCHEMA_DOC_VIEW] = own[:1].upper() + own[1:]  # as _description_of says a view
+    rows += [(name, "view", None, description) for name, description in views.items()]
+
+    def literal(value: str | None) -> str:
+        return "NULL" if value is None else "'" + value.replace("'", "''") + "'"
+
+    header = textwrap.wrap(_SCHEMA_DOC_HEADER, width=86)
+    values = ",\n".join(f"    ({', '.join(literal(v) for v in row)})" for row in rows)
+    return ("".join(f"-- {line}\n" for line in header)
+            + f"CREATE VIEW {SCHEMA_DOC_VIEW} AS\n"
+            + "WITH described(object_name, object_type, column_name, description) AS (\n"
+            + f"  VALUES\n{values}\n)\n"
+            + "SELECT object_name, object_type, column_name, description FROM described;\n")
+
+
+def write_schema_doc_view() -> None:
+    """Write sql/views/95_v_schema_doc.sql (``make docs``): made whole before the file is
+    opened, since making it reads the views' files, this one among them."""
+    sql = schema_doc_view_sql()
+    (VIEWS_DIR / SCHEMA_DOC_VIEW_FILE).write_text(sql, encoding="utf-8")
 
 
 def view_columns() -> dict[str, list[str]]:

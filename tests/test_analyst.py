@@ -29,11 +29,14 @@ from requests_data import TARGET, edit_request  # noqa: E402
 
 from ctxdb import ContextStore, load_settings  # noqa: E402
 from ctxdb.analyst import (  # noqa: E402
+    SCHEMA_DOC_VIEW_COMMAND,
+    SCHEMA_DOC_VIEW_FILE,
     SCHEMA_DOCS_COMMAND,
     SCHEMA_DOCS_PATH,
     canned_queries,
     datasette_metadata,
     named_parameters,
+    schema_doc_view_sql,
     schema_markdown,
     view_descriptions,
 )
@@ -87,6 +90,35 @@ def test_the_committed_schema_docs_are_what_the_code_generates():
     assert committed == schema_markdown(), (
         f"{SCHEMA_DOCS_PATH} differs from what the code generates: regenerate it with "
         f"`{SCHEMA_DOCS_COMMAND}` (from the checkout) and commit it")
+
+
+def test_the_committed_schema_doc_view_is_what_the_code_generates():
+    committed = (REPO_ROOT / "sql" / "views" / SCHEMA_DOC_VIEW_FILE).read_text(encoding="utf-8")
+    assert committed == schema_doc_view_sql(), (
+        f"sql/views/{SCHEMA_DOC_VIEW_FILE} differs from what the code generates: regenerate "
+        f"it with `{SCHEMA_DOC_VIEW_COMMAND}` and commit it")
+
+
+def test_the_shell_reads_every_description_from_the_store(store_url):
+    """v_schema_doc on both backends: a table's words, each of its columns', a view's."""
+    from sqlalchemy import text
+
+    from ctxdb.store import ContextStore
+
+    with ContextStore.open(store_url) as store, store.engine.connect() as connection:
+        rows = connection.execute(text(
+            "SELECT object_type, column_name, description FROM v_schema_doc"
+            " WHERE object_name = :name"), {"name": "window_item"}).all()
+        description, columns = TABLES["window_item"]
+        assert rows == [("table", None, description),
+                        *(("table", name, words) for name, words in columns.items())]
+        (view,) = connection.execute(text(
+            "SELECT object_type, description FROM v_schema_doc WHERE object_name = :name"),
+            {"name": "v_decision_cached"}).all()
+        assert view == ("view", view_descriptions()["v_decision_cached"])
+        described = {name for (name,) in connection.execute(text(
+            "SELECT DISTINCT object_name FROM v_schema_doc"))}
+        assert described == set(TABLES) | set(UNMODELLED_TABLES) | set(view_descriptions())
 
 
 def test_every_table_and_column_of_the_models_is_described_and_nothing_else():
