@@ -296,18 +296,6 @@ def test_a_pointer_lists_the_names_its_output_was_the_first_to_show(tmp_path):
     many = LoopStep("python list.py", " ".join(f"name_{n}" for n in range(50)))
     listed = build_window([many, *_filler(8)], TreeFiles(root), RULES).parts[1].text
     assert listed.count("name_") == POINTER_NAMES_MAX and "name_0," in listed
-    # names written as code take the places before words of prose (a test run's banner),
-    # still listed in their order
-    banner = ("============ test session starts ============\nplatform linux -- Python "
-              "3.9.20, pytest-7.4.0, pluggy-1.3.0\nRunning tests with Astropy version 5.2\n"
-              "Date: today\nPlatform: Linux\nrootdir: /testbed, configfile: setup.cfg\n"
-              "collected 1 item\n\nastropy/table/tests/test_mixin.py F\n___ "
-              "test_ndarray_mixin ___\nE  assert NdarrayMixin is Column\n")
-    tested = build_window([LoopStep("pytest -q astropy/table", banner), *_filler(8)],
-                          TreeFiles(root), RULES).parts[1].text
-    assert tested.endswith("; names: session, starts, platform, linux, Python, pluggy, "
-                           "Running, test_mixin, test_ndarray_mixin, NdarrayMixin]\n\n"), \
-        tested
     # a long output's names too (remembered by its digest, not by the text)
     long = LoopStep("python big.py", ". " * HASHED_TEXT_KEPT_MAX_CHARS + "far_name\n")
     for _ in range(2):

@@ -115,8 +115,7 @@ RAISED_SHOWN_MAX_CHARS = 160  # a folded traceback's exception line, cut past th
 COMMAND_NAMED_MAX_CHARS = 80  # a command the window names beside its output (its first line)
 COMMANDS_READ_CACHED = 4096  # commands read for their exit status, test runner or edit, remembered
 # names a pointer lists at most: those its output was the first of the run to show (not
-# the harness's prompt, nor a command up to it, nor an earlier output), in their order,
-# names written as code taking the places before words of prose (``_code_names_first``).
+# the harness's prompt, nor a command up to it, nor an earlier output), in their order.
 # The history alone decides them, so a pointer's text never changes once printed
 # (docs/agent-loop-history.md: 46 of the 51 identifiers lost sat in outputs masked to a pointer;
 # the sweep: 5 / 10 / 20 names keep 0.990 / 0.992 / 0.993 of them for 0.27 / 0.42 / 0.66 M
@@ -2195,29 +2194,9 @@ def names_first_shown_by_action(steps: Sequence[LoopStep], known: frozenset[str]
             new = [name for name in _output_names(output) if name not in seen
                    and len(set(name)) > 1 and any(ch.isalpha() for ch in name)]
             seen.update(new)
-            names.append(_code_names_first(new))
+            names.append(tuple(new[:POINTER_NAMES_MAX]))
         first.append(tuple(names))
     return first
-
-
-def _code_names_first(names: Sequence[str]) -> tuple[str, ...]:
-    """At most ``POINTER_NAMES_MAX`` of ``names``, in their order: those written as code
-    first (``_looks_like_code``), then words, so a test runner's banner (``platform``,
-    ``Python``, ``pluggy``) does not take the places of the test's own name."""
-    coded = [name for name in names if _looks_like_code(name)][:POINTER_NAMES_MAX]
-    if len(coded) == POINTER_NAMES_MAX or len(coded) == len(names):
-        return tuple(coded)
-    kept = set(coded)
-    words = [name for name in names if name not in kept][:POINTER_NAMES_MAX - len(coded)]
-    kept.update(words)
-    return tuple(name for name in names if name in kept)
-
-
-def _looks_like_code(name: str) -> bool:
-    """A name only code spells so: with an underscore, a digit or a capital after its
-    first letter (``test_ndarray_mixin``, ``atan2``, ``SkyCoord``, ``NDEBUG``); not a word
-    of prose, capitalised or not (``session``, ``Platform``)."""
-    return "_" in name or any(ch.isdigit() or ch.isupper() for ch in name[1:])
 
 
 def _output_names(output: str) -> tuple[str, ...]:
