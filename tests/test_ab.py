@@ -493,7 +493,9 @@ def report_store(store_url):
                 "INSERT INTO gold_fact (instance_id, fact_no, fact_kind, entity_key, path,"
                 " start_line, end_line) VALUES ('i1', 1, 'edited_entity', 'a.py::C.f', 'a.py',"
                 " 10, 20), ('i1', 2, 'test_function', 't.py::test_f', 't.py', 1, 5)"))
-            plan = ("E9", None, "plan_node", 50, "verbatim", "front", True, None, None, None)
+            # the plan node names its target entity (here a gold fact) but holds no code
+            plan = ("E9", "t.py::test_f", "plan_node", 50, "verbatim", "front", True, None,
+                    None, None)
             # an older construction of the same decision: the reports must ignore it
             _decision(connection, 1, "c", "i1", 1, 900, [plan])
             # ctx08: 2 evidence items, 1 gold (a.py::C.f verbatim, 100 of 150 tokens)
@@ -535,6 +537,7 @@ def test_precision_and_recall_by_hand(report_store):
     assert precision[("current", "default")]["precision_items"] == pytest.approx(1 / 4)
     assert precision[("current", "default")]["precision_tokens"] == pytest.approx(100 / 750)
     recall = {(r["arm"], r["variant"]): r for r in _report(report_store, "gold_recall")}
+    # C.f verbatim; t.py::test_f only as the plan node's target: 1 of 2
     assert recall[("ctx08", "default")]["gold_recall"] == pytest.approx(1 / 2)
     # the class shown verbatim holds C.f; the test is verbatim: 2 of 2
     assert recall[("current", "default")]["gold_recall"] == pytest.approx(1.0)
@@ -555,6 +558,17 @@ def test_edge_placement_by_hand(report_store):
     # baseline: gold E3 covers 550-650 of 800, middle 600/800 = 0.75: at the edge
     assert rows[("current", "default")]["critical_at_edges"] == pytest.approx(1.0)
     assert rows[("ctx08", "default")]["edge_critical_outside_middle"] == pytest.approx(1.0)
+    # the placement plot counts the same critical items (the plan node, a gold entity's
+    # target, is none), and the plan node among no evidence either
+    from ctxdb.sqlfiles import sql_statement
+
+    with report_store.engine.connect() as connection:
+        plotted = connection.execute(sql_statement("reports_support/placement_bins"),
+                                     {"bins": 20}).all()
+    for (arm, variant), row in rows.items():
+        mine = [p for p in plotted if (p.arm, p.variant) == (arm, variant)]
+        assert sum(p.items for p in mine if p.is_gold) == row["critical_items"], (arm, variant)
+    assert sum(p.items for p in plotted if (p.arm, p.variant) == ("ctx08", "default")) == 2
 
 
 def _outcomes(store, c_solved, b_solved, c_cost, b_cost):
