@@ -25,7 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.pool import StaticPool
 
 from .ab.reports import REPORT_PARAMETER_DEFAULTS
-from .descriptions import TABLES, UNMODELLED_TABLES
+from .descriptions import TABLES, UNMODELLED_TABLES, VIEW_COLUMNS
 from .models import metadata
 from .paths import VIEWS_DIR
 from .sqlfiles import SqlFile, sql_files, view_files
@@ -129,7 +129,10 @@ def schema_doc_view_sql() -> str:
              if name != SCHEMA_DOC_VIEW}
     own = _SCHEMA_DOC_HEADER.split(": ", 1)[1]
     views[SCHEMA_DOC_VIEW] = own[:1].upper() + own[1:]  # as _description_of says a view
-    rows += [(name, "view", None, description) for name, description in views.items()]
+    for name, description in views.items():
+        rows.append((name, "view", None, description))
+        rows += [(name, "view", column, words)
+                 for column, words in VIEW_COLUMNS.get(name, {}).items()]
 
     def literal(value: str | None) -> str:
         return "NULL" if value is None else "'" + value.replace("'", "''") + "'"
@@ -236,10 +239,12 @@ def schema_markdown() -> str:
     lines += ["## Views", "",
               "Made from `sql/views/` (kept out of migration history: an upgrade recreates "
               "them from the files).", ""]
-    columns_of_view = view_columns()
     for name, description in view_descriptions().items():
         lines += [f"### `{name}`", "", description, "",
-                  "Columns: " + ", ".join(f"`{c}`" for c in columns_of_view[name]), ""]
+                  "| column | description |", "|---|---|"]
+        lines += [f"| `{column}` | {_cell(words)} |"
+                  for column, words in VIEW_COLUMNS[name].items()]
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -265,7 +270,7 @@ def datasette_metadata(database_name: str) -> dict:
     for name, description in UNMODELLED_TABLES.items():
         tables[name] = {"description": description}
     for name, description in view_descriptions().items():
-        tables[name] = {"description": description}
+        tables[name] = {"description": description, "columns": dict(VIEW_COLUMNS[name])}
     queries = {}
     for query in canned_queries():
         entry: dict[str, object] = {"sql": query.sql, "title": query.title,

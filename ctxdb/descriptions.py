@@ -5,7 +5,7 @@ Two generators read this module: ``ctxdb db schema-docs`` (``docs/schema.md``) a
 columns themselves are ``ctxdb/models.py``'s; ``tests/test_analyst.py`` holds the two
 together (every table and column described, nothing described that is not there), so a
 column added to the models without words here fails a test. A view is described by the
-leading comment of its file in ``sql/views/``.
+leading comment of its file in ``sql/views/``, its columns here (``VIEW_COLUMNS``).
 
 Kept apart from ``models.py`` (rather than as ``Column(comment=...)``) so the schema that
 autogenerate compares stays exactly what the migrations made: PostgreSQL would store a
@@ -405,4 +405,334 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
 # Tables a store holds that ctxdb/models.py does not describe (Datasette lists them too).
 UNMODELLED_TABLES = {
     "alembic_version": "The store's schema revision (alembic's stamp; `ctxdb db history`).",
+}
+
+# view -> {column: what it holds}: a view itself is described by the leading comment of
+# its file in sql/views/ (tests/test_analyst.py holds these to the views' columns)
+VIEW_COLUMNS: dict[str, dict[str, str]] = {
+    "v_decision_overview": {
+        "decision_id": "The decision (decision.decision_id).",
+        "run_id": "The run it belongs to (decision.run_id).",
+        "arm": "The run's arm (run.arm): ctx08 or current.",
+        "variant": "The run's variant (run.variant): default, or an ablation.",
+        "instance_id": "The task instance (decision.instance_id).",
+        "seq": "Its place in the instance's sequence of decisions (decision.seq, from 1).",
+        "decision_type": "localize, edit, repair or other (decision.decision_type).",
+        "pool_items": ("How many evidence_item rows the decision has: every item the harness "
+                       "offered, those past the 256-item pool cap (in_pool false) included."),
+        "window_items": "How many items its window holds (window_item rows); 0 when none.",
+        "token_count": ("Tokens of the window as sent (decision.token_count); NULL while "
+                        "unfinished."),
+        "token_ceiling": ("The hard ceiling of the window in tokens (decision.token_ceiling, "
+                          "§3.7 TOKEN_CEILING)."),
+        "tokenizer": "The tokenizer that counted the window (decision.tokenizer).",
+        "flags": "Comma-separated flags (decision.flags); '' when none.",
+        "created_at": "When the decision was constructed (decision.created_at; UTC, ISO 8601).",
+    },
+    "v_evidence_item": {
+        "decision_id": "The decision (decision.decision_id).",
+        "item_id": "The pool item (evidence_item.item_id): E followed by item_no.",
+        "item_no": "The numeric part of item_id, for ordering (evidence_item.item_no).",
+        "source": "Where it came from (evidence_item.source): 03, 04, 05, 06, 07, patch or live.",
+        "kind": "Its evidence kind (evidence_item.kind).",
+        "entity_key": "The entity it is about (evidence_item.entity_key); NULL when none.",
+        "content": ("The item's text as the pipeline saw it (evidence_text.content of "
+                    "content_sha256): capped at 8 KB and marked if cut."),
+        "content_sha256": "sha256 of content (evidence_item.content_sha256).",
+        "original_content": ("The uncut text of an item cut at the cap (evidence_text.content of "
+                             "original_sha256); NULL when the item was not cut."),
+        "provenance": ("Where it came from and why, at most 200 characters "
+                       "(evidence_item.provenance)."),
+        "score": "The retriever's score for a retrieved hit (evidence_item.score); else NULL.",
+        "arrival_no": ("Live state's order of arrival, higher is newer "
+                       "(evidence_item.arrival_no); NULL for other items."),
+        "path": "The file it shows (evidence_item.path); NULL when none.",
+        "start_line": "Its first line in that file (evidence_item.start_line).",
+        "end_line": "Its last line in that file (evidence_item.end_line).",
+        "signature": "The symbol's signature line, if recon knows it (evidence_item.signature).",
+        "in_pool": "False for an item past the 256-item pool cap (evidence_item.in_pool).",
+        "fact_key": ("Its fact identity (evidence_item.fact_key, §3.5): two items with one "
+                     "fact_key state the same fact."),
+        "original_sha256": ("sha256 of the uncut text of an item cut at the cap "
+                            "(evidence_item.original_sha256); NULL when not cut."),
+    },
+    "v_window_item": {
+        "decision_id": "The decision (decision.decision_id).",
+        "position": "Its place in the window (window_item.position, from 1).",
+        "item_id": "The pool item (window_item.item_id).",
+        "role": "Its role in the decision (window_item.role, §3.3).",
+        "rendering": ("How the window shows it (window_item.rendering): verbatim, signature, "
+                      "digest, truncated or omitted; an agent loop's also view or pointer."),
+        "tier": "stable_core, working_set or transient (window_item.tier, §3.7 eviction order).",
+        "block": "front, middle or back (window_item.block, §3.6).",
+        "edge_critical": "True when §3.6 pins it to an edge (window_item.edge_critical).",
+        "token_count": "Its tokens in the window (window_item.token_count).",
+        "rendered_text": ("Exactly the text it adds to the window (evidence_text.content of "
+                          "rendered_sha256)."),
+        "shown_start_line": ("The first file line whose text it shows "
+                             "(window_item.shown_start_line); NULL when it shows no body."),
+        "shown_end_line": "The last file line whose text it shows (window_item.shown_end_line).",
+        "rendered_sha256": "sha256 of rendered_text (window_item.rendered_sha256).",
+    },
+    "v_gate_rule": {
+        "decision_id": "The decision (decision.decision_id).",
+        "item_id": "The pool item (evidence_item.item_id): E followed by item_no.",
+        "item_no": "The numeric part of item_id, for ordering (evidence_item.item_no).",
+        "source": "Where it came from (evidence_item.source): 03, 04, 05, 06, 07, patch or live.",
+        "kind": "Its evidence kind (evidence_item.kind).",
+        "entity_key": "The entity it is about (evidence_item.entity_key); NULL when none.",
+        "arrival_no": ("Live state's order of arrival, higher is newer "
+                       "(evidence_item.arrival_no); NULL for other items."),
+        "priority": "Its source's place in §3.1's order (source_priority.priority, 0 first).",
+        "gate_verdict": ("The rule's verdict, before the 64-item cap: out_of_pool (past the "
+                         "256-item pool cap), admit (a driver reaches it), residual (it has an "
+                         "item_nearness row with near_score >= 0.0, NEAR_MIN_SCORE) or reject. "
+                         "An agent-loop decision ran no gate: its rows say only what the rule "
+                         "would say."),
+        "driver": ("What decided, the first that applies: pool_cap_256; obligation:plan_node or "
+                   "obligation:acceptance_criteria (source 07); obligation:live_state (a live "
+                   "or patch item of kind patch, error, traceback, tool_output or test_output); "
+                   "obligation:<link kind> of the lowest-numbered admitting decision_link "
+                   "naming its entity or, for a line-span item, overlapping its lines "
+                   "(impact:transitive_digest for an impact_digest link); "
+                   "obligation:change_target (a fault_entity or changed_entity, where the "
+                   "decision type's gate_link_policy has change_target); impact:<edge kind> (a "
+                   "depth-1 impact edge into its entity from a target_entity or change_target "
+                   "link); near:recon_hops=N or near:shared_terms=... (residual); "
+                   "near_score_below_threshold or no_structural_link (rejected)."),
+    },
+    "v_gate": {
+        "decision_id": "The decision (decision.decision_id).",
+        "item_id": "The pool item (evidence_item.item_id): E followed by item_no.",
+        "item_no": "The numeric part of item_id, for ordering (evidence_item.item_no).",
+        "source": "Where it came from (evidence_item.source): 03, 04, 05, 06, 07, patch or live.",
+        "kind": "Its evidence kind (evidence_item.kind).",
+        "entity_key": "The entity it is about (evidence_item.entity_key); NULL when none.",
+        "gate_verdict": ("v_gate_rule's verdict with the 64-item cap applied: an admitted item "
+                         "whose admit_rank is above 64 becomes reject; others unchanged (admit, "
+                         "residual, reject or out_of_pool)."),
+        "driver": ("v_gate_rule's driver, or 'admitted_cap_64: lower source priority than 64 "
+                   "admitted items' for an item the cap rejected."),
+        "admit_rank": ("For an item v_gate_rule admits, its place among the decision's admitted "
+                       "items (from 1): by source priority, then items with an arrival_no "
+                       "newest first, then the rest by item_no. Above 64 the cap rejected it "
+                       "(the rank stays); NULL for an item the rule did not admit."),
+    },
+    "v_duplicate_fact": {
+        "decision_id": "The decision (decision.decision_id).",
+        "fact_key": ("The fact identity the group shares (evidence_item.fact_key, §3.5); never "
+                     "'' here."),
+        "item_id": "The pool item (evidence_item.item_id): E followed by item_no.",
+        "item_no": "The numeric part of item_id, for ordering (evidence_item.item_no).",
+        "source": "Where it came from (evidence_item.source): 03, 04, 05, 06, 07, patch or live.",
+        "kind": "Its evidence kind (evidence_item.kind).",
+        "entity_key": "The entity it is about (evidence_item.entity_key); NULL when none.",
+        "group_size": ("How many of the decision's pool items have this fact_key (2 or more): "
+                       "every item, out-of-pool and gate-rejected ones included, not only those "
+                       "dedup compared."),
+    },
+    "v_why": {
+        "decision_id": "The decision (decision.decision_id).",
+        "item_id": "The pool item (item_event.item_id).",
+        "event_no": ("The event's order within the decision (item_event.event_no): order by it "
+                     "to read the item's path."),
+        "stage": ("The stage that acted (item_event.stage): assemble, gate, rank, render, "
+                  "compress, dedup, order or budget."),
+        "action": ("What the stage did (item_event.action): admitted, residual, rejected, "
+                   "rendered, deduped, placed, evicted, in_window, ..."),
+        "driver": "What admitted it or why it was dropped (item_event.driver).",
+        "tokens_before": ("The item's tokens before the action, where the budget stage moved it "
+                          "down its ladder (item_event.tokens_before); else NULL."),
+        "tokens_after": "The item's tokens after the action (item_event.tokens_after).",
+        "is_final": "True for the item's one final verdict (item_event.is_final).",
+        "detail": "More about the action, in words (item_event.detail).",
+        "source": "Where it came from (evidence_item.source): 03, 04, 05, 06, 07, patch or live.",
+        "kind": "Its evidence kind (evidence_item.kind).",
+        "entity_key": "The entity it is about (evidence_item.entity_key); NULL when none.",
+        "provenance": ("Where it came from and why, at most 200 characters "
+                       "(evidence_item.provenance)."),
+        "window_position": ("The item's place in the window (window_item.position), the same on "
+                            "each of its events; NULL when it did not reach the window."),
+        "window_block": ("front, middle or back (window_item.block); NULL when it did not reach "
+                         "the window."),
+        "window_rendering": ("How the window shows it (window_item.rendering); NULL when it did "
+                             "not reach the window."),
+    },
+    "v_item_verdict": {
+        "decision_id": "The decision (decision.decision_id).",
+        "item_id": "The pool item (evidence_item.item_id): E followed by item_no.",
+        "item_no": "The numeric part of item_id, for ordering (evidence_item.item_no).",
+        "source": "Where it came from (evidence_item.source): 03, 04, 05, 06, 07, patch or live.",
+        "kind": "Its evidence kind (evidence_item.kind).",
+        "entity_key": "The entity it is about (evidence_item.entity_key); NULL when none.",
+        "decided_at": ("The stage of the item's final event (item_event.stage): the name of a "
+                       "stage, not a time; budget for an item that reached the window. NULL "
+                       "when the item has no final event."),
+        "verdict": ("The action of its final event (item_event.action): in_window, rejected, "
+                    "deduped, masked, evicted or folded; NULL when it has none."),
+        "driver": ("The driver of its final event (item_event.driver): what admitted it or why "
+                   "it was dropped; NULL when it has none."),
+    },
+    "v_ab_decision": {
+        "decision_id": ("The newest construction of its run, instance and seq "
+                        "(decision.decision_id, the highest). When that one is unfinished "
+                        "(token_count NULL) the seq has no row, even if an earlier one "
+                        "finished."),
+        "run_id": "The run it belongs to (decision.run_id).",
+        "arm": "The run's arm (run.arm): ctx08 or current.",
+        "variant": "The run's variant (run.variant): default, or an ablation.",
+        "instance_id": "The task instance (decision.instance_id).",
+        "seq": "Its place in the instance's sequence of decisions (decision.seq, from 1).",
+        "decision_type": "localize, edit, repair or other (decision.decision_type).",
+        "token_count": "Tokens of the window as sent (decision.token_count); never NULL here.",
+        "token_ceiling": ("The hard ceiling of the window in tokens (decision.token_ceiling, "
+                          "§3.7 TOKEN_CEILING)."),
+        "flags": "Comma-separated flags (decision.flags); '' when none.",
+    },
+    "v_window_item_gold": {
+        "decision_id": ("The A/B decision (v_ab_decision: the newest finished construction of "
+                        "its run, instance and seq) whose window holds the item "
+                        "(window_item.decision_id)."),
+        "arm": "The run's arm (run.arm): ctx08 or current.",
+        "variant": "The run's variant (run.variant): default, or an ablation.",
+        "instance_id": "The task instance (decision.instance_id).",
+        "decision_type": "localize, edit, repair or other (decision.decision_type).",
+        "position": "Its place in the window (window_item.position, from 1).",
+        "item_id": "The pool item (window_item.item_id).",
+        "role": "Its role in the decision (window_item.role, §3.3).",
+        "rendering": ("How the window shows it (window_item.rendering): verbatim, signature, "
+                      "digest, ..."),
+        "block": "front, middle or back (window_item.block).",
+        "edge_critical": "1 when §3.6 pins it to an edge (window_item.edge_critical), else 0.",
+        "token_count": "Its tokens in the window (window_item.token_count).",
+        "kind": "Its evidence kind (evidence_item.kind).",
+        "entity_key": "The entity it is about (evidence_item.entity_key); NULL when none.",
+        "is_evidence": ("0 for the plan node and acceptance criteria (kind plan_node or "
+                        "acceptance_criteria), which every arm sends; else 1."),
+        "is_gold": ("1 when a gold fact of its instance has exactly its entity_key "
+                    "(gold_fact.entity_key), else 0 (also 0 when entity_key is NULL); no "
+                    "line-span match, unlike v_decision_recall."),
+    },
+    "v_window_gold": {
+        "decision_id": ("The A/B decision (v_ab_decision: the newest finished construction of "
+                        "its run, instance and seq) whose window holds the item "
+                        "(window_item.decision_id)."),
+        "arm": "The run's arm (run.arm): ctx08 or current.",
+        "variant": "The run's variant (run.variant): default, or an ablation.",
+        "instance_id": "The task instance (decision.instance_id).",
+        "decision_type": "localize, edit, repair or other (decision.decision_type).",
+        "position": "Its place in the window (window_item.position, from 1).",
+        "item_id": "The pool item (window_item.item_id).",
+        "role": "Its role in the decision (window_item.role, §3.3).",
+        "rendering": ("How the window shows it (window_item.rendering): verbatim, signature, "
+                      "digest, ..."),
+        "block": "front, middle or back (window_item.block).",
+        "edge_critical": "1 when §3.6 pins it to an edge (window_item.edge_critical), else 0.",
+        "token_count": "Its tokens in the window (window_item.token_count).",
+        "kind": "Its evidence kind (evidence_item.kind).",
+        "entity_key": "The entity it is about (evidence_item.entity_key); NULL when none.",
+        "is_evidence": ("0 for the plan node and acceptance criteria (kind plan_node or "
+                        "acceptance_criteria), which every arm sends; else 1."),
+        "is_gold": ("1 when a gold fact of its instance has exactly its entity_key "
+                    "(gold_fact.entity_key), else 0 (also 0 when entity_key is NULL); no "
+                    "line-span match, unlike v_decision_recall."),
+        "tokens_before": ("Tokens of the window's items before it (the sum of token_count at "
+                          "lower positions); what is sent besides the items, such as the task "
+                          "block, is not counted."),
+        "window_tokens": ("Tokens of all the window's items (the sum of their token_count), the "
+                          "same on each row of the decision: less than decision.token_count, "
+                          "which also counts what is sent besides the items."),
+    },
+    "v_decision_precision": {
+        "decision_id": ("The A/B decision (v_ab_decision); one whose window holds no items has "
+                        "no row."),
+        "arm": "The run's arm (run.arm): ctx08 or current.",
+        "variant": "The run's variant (run.variant): default, or an ablation.",
+        "instance_id": "The task instance (decision.instance_id).",
+        "decision_type": "localize, edit, repair or other (decision.decision_type).",
+        "evidence_items": ("How many of its window items are evidence "
+                           "(v_window_item_gold.is_evidence: all but the plan node and "
+                           "acceptance criteria)."),
+        "gold_items": ("How many of those evidence items are gold (v_window_item_gold.is_gold: "
+                       "their entity_key is a gold fact's of the instance)."),
+        "precision_items": ("gold_items / evidence_items, 0 to 1; NULL when the instance has no "
+                            "gold facts (a live run) or evidence_items is 0."),
+        "precision_tokens": ("The gold evidence items' tokens / all evidence items' tokens "
+                             "(window_item.token_count), 0 to 1; NULL when the instance has no "
+                             "gold facts or the evidence has no tokens."),
+    },
+    "v_decision_recall": {
+        "decision_id": ("The A/B decision (v_ab_decision); only decisions whose instance has "
+                        "gold facts have a row."),
+        "arm": "The run's arm (run.arm): ctx08 or current.",
+        "variant": "The run's variant (run.variant): default, or an ablation.",
+        "instance_id": "The task instance (decision.instance_id).",
+        "decision_type": "localize, edit, repair or other (decision.decision_type).",
+        "gold_facts": ("How many distinct entity_key values the instance's gold facts have (a "
+                       "test that is both test_function and fail_to_pass counts once)."),
+        "held": ("How many of those a verbatim window item holds: its entity_key is the fact's, "
+                 "or its path is the fact's and its lines contain the fact's "
+                 "(gold_fact.start_line to end_line). The plan node counts, its entity_key "
+                 "being the obligation's target entity."),
+        "gold_recall": "held / gold_facts, 0 to 1.",
+    },
+    "v_arm_outcome": {
+        "arm": "The runs' arm (run.arm): ctx08 or current.",
+        "variant": "The runs' variant (run.variant): default, or an ablation.",
+        "instances": ("How many (run, instance) pairs of the arm and variant have both an "
+                      "outcome row and A/B decisions (v_ab_decision); an instance in two runs "
+                      "counts twice."),
+        "solved": "How many of those the outcome marks solved (outcome.solved).",
+        "resolve_rate": "solved / instances, 0 to 1.",
+        "cost_per_instance": ("The mean of outcome.cost_usd over those instances, in US dollars; "
+                              "instances with no cost recorded are left out (NULL if none has "
+                              "one)."),
+        "tokens_per_instance": ("The mean over those instances of the context tokens sent: the "
+                                "sum of token_count of the instance's A/B decisions in its run "
+                                "(ctxdb's windows, not outcome.model_tokens_in)."),
+        "tokens_per_solved": ("All those instances' context tokens (as tokens_per_instance sums "
+                              "them) / solved; NULL when none was solved. Lower is better."),
+    },
+    "v_decision_cached": {
+        "decision_id": ("The decision (decision.decision_id): every decision, not only "
+                        "v_ab_decision's."),
+        "run_id": "The run it belongs to (decision.run_id).",
+        "instance_id": "The task instance (decision.instance_id).",
+        "seq": "Its place in the instance's sequence of decisions (decision.seq, from 1).",
+        "previous_decision_id": ("The decision just before it in its run and instance, by seq "
+                                 "then decision_id: an earlier construction of the same seq "
+                                 "when there is one. NULL for the first."),
+        "token_count": ("Tokens of the window as sent (decision.token_count); NULL while "
+                        "unfinished."),
+        "cached_tokens": ("Tokens a prompt cache would serve had the previous decision been the "
+                          "prompt sent last: 0 when there is none, either token_count is NULL "
+                          "or the task_text differs; else the previous decision's whole "
+                          "token_count when it had no window items, this one has, and that "
+                          "count is at most this one's tokens besides its items (token_count "
+                          "less the items' tokens); else 0 when those tokens besides the items "
+                          "differ from the previous decision's; else they plus the tokens of "
+                          "the items before first_changed_position (all items when none "
+                          "changed)."),
+        "first_changed_position": ("The first window position whose item's rendered_sha256 "
+                                   "differs from the previous decision's item at that position, "
+                                   "or has none there (1 when there is no previous decision); "
+                                   "NULL when no item changed or the window has none."),
+        "cached_at_marks_tokens": ("As cached_tokens, for a cache that serves only up to a mark "
+                                   "(Anthropic's): the items counted are those before the last "
+                                   "mark the previous window would carry "
+                                   "(ctxdb.agent.cache_marks, whether or not it went marked) at "
+                                   "or before the first changed item: after its last item, "
+                                   "before its newest reasoning (else its newest step's "
+                                   "trailing items), or before its first item."),
+        "cache_marked": ("1 when decision.flags holds the flag cache_marked exactly (the window "
+                         "went to the model with cache marks), else 0."),
+    },
+    "v_schema_doc": {
+        "object_name": "The table or view described (alembic_version included).",
+        "object_type": "table or view.",
+        "column_name": ("The column described; NULL on the row that describes the table or view "
+                        "itself."),
+        "description": ("What it means, in words: ctxdb/descriptions.py's for a table or column, "
+                        "the leading comment of its sql/views/ file for a view."),
+    },
 }

@@ -38,11 +38,12 @@ from ctxdb.analyst import (  # noqa: E402
     named_parameters,
     schema_doc_view_sql,
     schema_markdown,
+    view_columns,
     view_descriptions,
 )
 from ctxdb.cli import EXIT_BAD_INPUT, EXIT_OK, build_parser, main  # noqa: E402
 from ctxdb.config import MIN_TOKEN_CEILING  # noqa: E402
-from ctxdb.descriptions import TABLES, UNMODELLED_TABLES  # noqa: E402
+from ctxdb.descriptions import TABLES, UNMODELLED_TABLES, VIEW_COLUMNS  # noqa: E402
 from ctxdb.migrate import head_revision, revision_order, upgrade_engine  # noqa: E402
 from ctxdb.models import metadata  # noqa: E402
 from ctxdb.sqlfiles import sql_files, view_files  # noqa: E402
@@ -113,9 +114,15 @@ def test_the_shell_reads_every_description_from_the_store(store_url):
         assert rows == [("table", None, description),
                         *(("table", name, words) for name, words in columns.items())]
         (view,) = connection.execute(text(
-            "SELECT object_type, description FROM v_schema_doc WHERE object_name = :name"),
+            "SELECT object_type, description FROM v_schema_doc WHERE object_name = :name"
+            " AND column_name IS NULL"),
             {"name": "v_decision_cached"}).all()
         assert view == ("view", view_descriptions()["v_decision_cached"])
+        (verdict_at,) = connection.execute(text(
+            "SELECT description FROM v_schema_doc WHERE object_name = :view"
+            " AND column_name = :column"), {"view": "v_item_verdict", "column": "decided_at"}
+        ).one()
+        assert verdict_at == VIEW_COLUMNS["v_item_verdict"]["decided_at"]
         described = {name for (name,) in connection.execute(text(
             "SELECT DISTINCT object_name FROM v_schema_doc"))}
         assert described == set(TABLES) | set(UNMODELLED_TABLES) | set(view_descriptions())
@@ -130,6 +137,12 @@ def test_every_table_and_column_of_the_models_is_described_and_nothing_else():
             f"ctxdb/descriptions.py: table {name}'s columns, in the models' order")
         assert all(text.strip() for text in columns.values()), name
     assert all(view.header for view in view_files())  # a view's file says what it is
+    # and every view's column is described, in the view's order, nothing else
+    assert list(VIEW_COLUMNS) == [view.name for view in view_files()]
+    for name, columns in view_columns().items():
+        assert list(VIEW_COLUMNS[name]) == columns, (
+            f"ctxdb/descriptions.py: VIEW_COLUMNS[{name!r}], in the view's order")
+        assert all(text.strip() for text in VIEW_COLUMNS[name].values()), name
 
 
 def test_the_schema_docs_show_every_table_column_check_and_view():
@@ -143,6 +156,8 @@ def test_the_schema_docs_show_every_table_column_check_and_view():
                 assert f"- `{constraint.name}`: `{constraint.sqltext}`" in docs
     for view in view_files():
         assert f"### `{view.name}`" in docs
+        for column in VIEW_COLUMNS[view.name]:
+            assert f"| `{column}` | " in docs, (view.name, column)
 
 
 def test_schema_docs_command_writes_the_generated_page(tmp_path, capsys):
@@ -174,6 +189,8 @@ def test_the_metadata_describes_every_table_and_view_a_store_holds(demo_store):
     assert set(UNMODELLED_TABLES) <= present
     assert described["decision"]["columns"]["decision_id"] == TABLES["decision"][1]["decision_id"]
     assert described["v_why"]["description"] == view_descriptions()["v_why"]
+    assert described["v_item_verdict"]["columns"]["decided_at"] == \
+        VIEW_COLUMNS["v_item_verdict"]["decided_at"]
 
 
 def test_every_report_and_forensic_query_is_a_canned_query_with_its_parameters():
