@@ -6,9 +6,10 @@ its result; results come back as the jobs finish, and ``progress(done, total)`` 
 Stopping: Ctrl-C (SIGINT) and SIGTERM (a supervisor's stop, ``timeout``) end a command
 alike — the job under way in each worker undoes itself on the way out (a replay's run:
 its decisions, scratch tree and sandbox) and no queued job starts. The parent passes
-the signal on to its workers, so one sent to the parent alone stops them too; each
-worker acts on the first signal only, so its undoing is not itself cut short by a
-second, and one waiting for a job only notes it (there it may hold the pool's queue).
+the signal on to its workers, so one sent to the parent alone stops them too; the parent
+(``stops_taken_once``, the CLI's) and each worker act on the first signal only, so an
+undoing or the pool's shutdown is not itself cut short by a second, and a worker waiting
+for a job only notes it (there it may hold the pool's queue).
 A worker whose parent dies (SIGKILL) is sent SIGTERM by the kernel
 (``PR_SET_PDEATHSIG``, Linux), undoes its job and exits, rather than running every
 queued job for no one and then waiting for ever. A signal the command was started
@@ -30,25 +31,42 @@ class Terminated(KeyboardInterrupt):
     ``KeyboardInterrupt``, so every cleanup that handles one handles it)."""
 
 
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated
+# the signals that stop a command: Ctrl-C, and a supervisor's stop (`timeout`, `kill`)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
-def terminated_as_interrupt() -> Iterator[None]:
-    """Within it, SIGTERM raises ``Terminated`` in this process (its main thread only: a
-    handler cannot be set from another); the handler before is put back after."""
+def stops_taken_once() -> Iterator[None]:
+    """Within it, in this process, the first SIGINT raises ``KeyboardInterrupt`` and the
+    first SIGTERM ``Terminated``, so the work under way undoes itself on the way out;
+    every later stop is only noted, so that undoing runs to its end (a replay's run in
+    this process, a pool's shutdown) and the command's status stays the first stop's.
+    A signal this process was started ignoring (``cmd &`` in a script ignores Ctrl-C)
+    stays ignored; the handlers before are put back after (SIG_DFL for one set outside
+    Python). The main thread only: a handler cannot be set from another."""
     import threading
 
-    if threading.current_thread() is not threading.main_thread() \
-            or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:  # started ignoring it
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = signal.signal(signal.SIGTERM, _raise_terminated)
+    taken: list[int] = []
+
+    def stop(signum: int, frame: object) -> None:
+        if taken:
+            return
+        taken.append(signum)
+        raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+    before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    before = {signum: handler for signum, handler in before.items()
+              if handler is not signal.SIG_IGN}
+    for signum in before:
+        signal.signal(signum, stop)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, before)
+        for signum, handler in before.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
 
 def usable_cpu_count() -> int:

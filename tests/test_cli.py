@@ -425,32 +425,46 @@ def stopped_again_while_saying_so(args, made_before):
     time.sleep(0.5)  # a handler that acted would have raised by now
     return discard(args, made_before)
 
+def stopped_again_while_undoing(args):
+    try:
+        stop_now()
+    except KeyboardInterrupt:  # the work under way undoes itself (a replay's run)...
+        os.kill(os.getpid(), stop)  # ...and a second stop must not cut that short
+        time.sleep(0.5)
+        open(sys.argv[2], "w").write("undone")
+        raise
+
 cli.build_parser = stopped_while_modules_load
 if moment == "twice":
     verify._cmd_verify = stopped_while_running
     cli._discard_a_store_made_for_nothing = stopped_again_while_saying_so
+if moment == "twice, while undoing":
+    verify._cmd_verify = stopped_again_while_undoing
 sys.exit(cli.main(["verify", "--db", sys.argv[1]]))
 """
 
 
 @pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
-@pytest.mark.parametrize("moment", ["while the modules load", "twice"])
+@pytest.mark.parametrize("moment", ["while the modules load", "twice",
+                                    "twice, while undoing"])
 def test_a_stop_is_one_line_however_early_and_however_often(tmp_path, signal_name, moment):
     """A stop before the command's modules have loaded, or a second stop while the first
-    is being said, still gives one line and the stop's own status — not a traceback, a
-    silent death by the signal, or a second line."""
+    is being undone or said, still gives one line and the stop's own status — not a
+    traceback, a silent death by the signal, or a second line — and the undoing ends."""
     from ctxdb.cli import EXIT_INTERRUPTED, EXIT_TERMINATED
 
     db = tmp_path / "v.db"
     assert main(["db", "upgrade", "--db", str(db)]) == EXIT_OK
+    undone = tmp_path / "undone"
     done = subprocess.run(
         [sys.executable, "-c", _STOPPED_VERIFY.format(signal_name=signal_name, moment=moment),
-         str(db)], capture_output=True, text=True, timeout=60)
+         str(db), str(undone)], capture_output=True, text=True, timeout=60)
     said = "interrupted" if signal_name == "SIGINT" else "terminated"
     assert (done.returncode, done.stderr) == (
         EXIT_INTERRUPTED if signal_name == "SIGINT" else EXIT_TERMINATED,
         f"ctxdb: {said}\n")
     assert db.is_file()  # the store it was given stays
+    assert undone.exists() == (moment == "twice, while undoing")
 
 
 def test_a_mistyped_report_name_is_met_with_the_nearest(tmp_path, capsys):

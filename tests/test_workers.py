@@ -57,7 +57,7 @@ import signal, sys
 from ctxdb import workers
 from test_workers import _hold
 try:
-    with workers.terminated_as_interrupt():
+    with workers.stops_taken_once():
         workers.run_each(_hold, [(sys.argv[1], n, kind == "H")
                                  for n, kind in enumerate(sys.argv[2])], workers=2)
 except KeyboardInterrupt as stopped:

@@ -12,12 +12,9 @@ that adds its parsers, every option beside the handler it sets as ``func``;
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from ..config import DB_URL_ENV, ConfigError
@@ -45,9 +42,6 @@ from .shared import (
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TERMINATED", "EXIT_VIOLATIONS",
            "build_parser", "main"]
 
-# the signals that stop a command: Ctrl-C, and a supervisor's stop (`timeout`, `kill`)
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
 # the command modules, in the order `ctxdb --help` lists their commands
 COMMAND_MODULES = (db, construct, decisions, verify, ab, replay, report, retrieve, datasette,
                    tokens, recon)
@@ -69,16 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..workers import terminated_as_interrupt
+    from ..workers import stops_taken_once
 
-    # SIGTERM is taken from the first step, so a stop while the command's modules still
-    # load is one line too; each stop is taken once (_stopped_once), and the handlers
-    # the caller had are back when main returns (tests and harnesses call it in-process)
-    with _handlers_put_back(), terminated_as_interrupt():
+    # a stop is taken from the first step, so one while the command's modules still load
+    # is one line too, and once: a second cannot cut the first one's undoing short; the
+    # handlers the caller had are back when main returns (tests and harnesses call it)
+    with stops_taken_once():
         try:
             return _command(argv)
-        except KeyboardInterrupt as stopped:  # before the command began: nothing was made
-            return _stopped_once(stopped)
+        except KeyboardInterrupt as stopped:  # before the command began, or after it
+            return _stopped(stopped)          # ended: nothing of it is left to undo
 
 
 def _command(argv: list[str] | None) -> int:
@@ -103,7 +97,7 @@ def _command(argv: list[str] | None) -> int:
         # Ctrl-C or SIGTERM: the work under way has undone itself on the way out (a
         # replay's run, its scratch tree and sandbox; a transaction); a store made for it
         # and left empty goes
-        return _stopped_once(stopped, lambda: _discard_a_store_made_for_nothing(
+        return _stopped(stopped, lambda: _discard_a_store_made_for_nothing(
             args, made_before))
     except BrokenPipeError:
         # The reader stopped (`ctxdb show 3 | head`): what it read was right; say nothing
@@ -141,32 +135,13 @@ def _command(argv: list[str] | None) -> int:
         return EXIT_BAD_INPUT
 
 
-@contextlib.contextmanager
-def _handlers_put_back() -> Iterator[None]:
-    """SIGINT's and SIGTERM's handlers as they were before, put back on the way out."""
-    if threading.current_thread() is not threading.main_thread():  # none can be set
-        yield
-        return
-    before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for signum, handler in before.items():
-            if handler is not None:  # None: set outside Python, cannot be put back
-                signal.signal(signum, handler)
-
-
-def _stopped_once(stopped: KeyboardInterrupt,
-                  discard_made: Callable[[], Path | None] = lambda: None) -> int:
-    """The one line and the exit status of a stop (Ctrl-C or SIGTERM). Further stops
-    are ignored from here (the work under way has undone itself), so a second Ctrl-C
-    cannot cut this short or change the status; ``discard_made`` removes a store made
-    for nothing and says which."""
+def _stopped(stopped: KeyboardInterrupt,
+             discard_made: Callable[[], Path | None] = lambda: None) -> int:
+    """The one line and the exit status of a stop (Ctrl-C or SIGTERM; a later one is only
+    noted, ``workers.stops_taken_once``); ``discard_made`` removes a store made for
+    nothing and says which."""
     from ..workers import Terminated
 
-    if threading.current_thread() is threading.main_thread():
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, signal.SIG_IGN)
     terminated = isinstance(stopped, Terminated)
     if sys.stderr.isatty() and not terminated:
         sys.stderr.write("\n")  # off the line the terminal echoed ^C on (a progress bar)
