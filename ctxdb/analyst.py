@@ -106,11 +106,12 @@ def view_descriptions() -> dict[str, str]:
 SCHEMA_DOC_VIEW = "v_schema_doc"
 SCHEMA_DOC_VIEW_FILE = f"95_{SCHEMA_DOC_VIEW}.sql"  # in sql/views/, after every other view
 SCHEMA_DOC_VIEW_COMMAND = "make docs"
+SQL_COMMENT_WIDTH = 86  # a generated file's comment lines, with their "-- ", fit 89 columns
 _SCHEMA_DOC_HEADER = (
     f"{SCHEMA_DOC_VIEW}: what each table, column and view of the store means, in words (the "
     "descriptions docs/schema.md and Datasette show), for the sqlite3 shell and psql: "
-    f"SELECT * FROM {SCHEMA_DOC_VIEW} WHERE object_name = 'window_item'. A row whose "
-    "column_name is NULL describes the table or view itself. Generated from "
+    f"SELECT * FROM {SCHEMA_DOC_VIEW} WHERE object_name = 'window_item' ORDER BY doc_no. "
+    "A row whose column_name is NULL describes the table or view itself. Generated from "
     f"ctxdb/descriptions.py and sql/views/ by `{SCHEMA_DOC_VIEW_COMMAND}` (a test holds it "
     "to them): not to be edited by hand.")
 
@@ -137,13 +138,15 @@ def schema_doc_view_sql() -> str:
     def literal(value: str | None) -> str:
         return "NULL" if value is None else "'" + value.replace("'", "''") + "'"
 
-    header = textwrap.wrap(_SCHEMA_DOC_HEADER, width=86)
-    values = ",\n".join(f"    ({', '.join(literal(v) for v in row)})" for row in rows)
+    header = textwrap.wrap(_SCHEMA_DOC_HEADER, width=SQL_COMMENT_WIDTH)
+    values = ",\n".join(f"    ({number}, {', '.join(literal(v) for v in row)})"
+                        for number, row in enumerate(rows, start=1))
+    names = "doc_no, object_name, object_type, column_name, description"
     return ("".join(f"-- {line}\n" for line in header)
             + f"CREATE VIEW {SCHEMA_DOC_VIEW} AS\n"
-            + "WITH described(object_name, object_type, column_name, description) AS (\n"
+            + f"WITH described({names}) AS (\n"
             + f"  VALUES\n{values}\n)\n"
-            + "SELECT object_name, object_type, column_name, description FROM described;\n")
+            + f"SELECT {names} FROM described\nORDER BY doc_no;\n")
 
 
 def write_schema_doc_view() -> None:

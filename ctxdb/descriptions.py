@@ -728,6 +728,8 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
                          "went to the model with cache marks), else 0."),
     },
     "v_schema_doc": {
+        "doc_no": ("The row's place: each table or view, then its columns in their order, "
+                   "as docs/schema.md tells them (ORDER BY doc_no)."),
         "object_name": "The table or view described (alembic_version included).",
         "object_type": "table or view.",
         "column_name": ("The column described; NULL on the row that describes the table or view "

@@ -54,8 +54,6 @@ _DIGEST_FIELDS = ((PREFIX_DIGESTS_FIELD, "prefix", "prefix messages"),
                   (SENT_DIGESTS_FIELD, "sent", "messages sent"))
 # runs or instances named when a run reference names none the store holds
 INSTANCES_NAMED = 3
-# runs or instances a mistyped run reference is matched against (difflib's default cutoff)
-NAMES_MATCHED_MAX = 10_000
 # why an item id a reader took from a window may be missing from a decision
 _NO_ITEM_HINT = ("an agent-loop decision records the parts its window holds: step k's "
                  "command, output, reasoning and note are E4k-3 to E4k while shown")
@@ -91,8 +89,10 @@ def resolve_decision(connection: Connection, ref: str | int) -> int:
     decision_id = int(ref)
     if not _rows(connection, "decision_header", decision_id=decision_id):
         (ids,) = _rows(connection, "decision_id_range")
+        gaps = ", not every id between: a replay or a re-run removes its earlier decisions" \
+            if ids["lowest"] is not None and ids["lowest"] < decision_id < ids["highest"] else ""
         held = ("this store holds no decision" if ids["lowest"] is None
-                else f"this store's decision ids run from {ids['lowest']} to {ids['highest']}")
+                else f"this store holds decisions {ids['lowest']} to {ids['highest']}{gaps}")
         raise NotFound(f"decision {decision_id} does not exist ({held})")
     return decision_id
 
@@ -105,21 +105,20 @@ def _newest_of_run(connection: Connection, run_and_instance: str) -> int:
         if rows:
             return rows[0]["decision_id"]
     given = f"{RUN_REF_PREFIX}{run_and_instance[:80]}"
-    instances = _instances_of(connection, run_and_instance, INSTANCES_NAMED + 1)
+    instances = _instances_of(connection, run_and_instance)
     if instances:  # the run alone: say which instances it has
         raise NotFound(f"{given}: expected {RUN_REF_PREFIX}RUN_ID:INSTANCE_ID, the instance "
                        f"after the run (this run's: {_some(instances, INSTANCES_NAMED)})")
     for at in [i for i, ch in enumerate(run_and_instance) if ch == ":"]:
         run_id, instance_id = run_and_instance[:at], run_and_instance[at + 1:]
-        instances = _instances_of(connection, run_id, NAMES_MATCHED_MAX)
+        instances = _instances_of(connection, run_id)
         if instances:  # a run the store holds, another instance: the nearest names
             near = difflib.get_close_matches(instance_id, instances, n=INSTANCES_NAMED)
             said = (f"the nearest: {_some(near, INSTANCES_NAMED)}" if near
                     else f"its instances: {_some(instances, INSTANCES_NAMED)}")
             raise NotFound(f"{given}: run {run_id[:80]!r} has no decision of instance "
                            f"{instance_id[:80]!r} ({said})")
-    runs = [row["run_id"] for row in _rows(connection, "runs_of_store",
-                                           runs_listed=NAMES_MATCHED_MAX)]
+    runs = [row["run_id"] for row in _rows(connection, "runs_of_store")]
     near = difflib.get_close_matches(run_and_instance.split(":", 1)[0], runs,
                                      n=INSTANCES_NAMED)
     held = (f"the nearest: {_some(near, INSTANCES_NAMED)}" if near
@@ -129,9 +128,8 @@ def _newest_of_run(connection: Connection, run_and_instance: str) -> int:
                    f"{RUN_REF_PREFIX}RUN_ID:INSTANCE_ID)")
 
 
-def _instances_of(connection: Connection, run_id: str, at_most: int) -> list[str]:
-    return [row["instance_id"] for row in _rows(connection, "instances_of_run", run_id=run_id,
-                                                 instances_named=at_most)]
+def _instances_of(connection: Connection, run_id: str) -> list[str]:
+    return [row["instance_id"] for row in _rows(connection, "instances_of_run", run_id=run_id)]
 
 
 def _some(names: list[str], named: int) -> str:

@@ -740,6 +740,11 @@ def test_a_views_shown_lines_are_those_its_text_shows(store, tmp_path):
     settled = view_of(construct_step(store, run_id="loop", instance_id="shown", task="t",
                                      steps=steps, tree=root, rules=RULES))
     assert settled.text == first.text and settled.shown_lines == (5, 6)
+    with store.engine.connect() as connection:  # the pool's row says so too
+        assert connection.execute(sa.text(
+            "SELECT e.start_line, e.end_line FROM evidence_item e JOIN decision d"
+            " ON d.decision_id = e.decision_id WHERE d.run_id = 'loop' AND e.item_id = 'E2'"
+            " ORDER BY d.decision_id")).all() == [(5, 6), (5, 6)]
     # out of play, a pointer: it shows no lines
     out = view_of(construct_step(store, run_id="out", instance_id="shown", task="t",
                                  steps=steps, tree=root,
@@ -2052,8 +2057,8 @@ def _history_stored_once(store, tmp_path):
             models.decision.c.decision_id == newest).values(request_json=json.dumps(inline)))
     assert store.request_as_given(newest) == given
     assert store.context(newest).messages() == messages and messages[:2] == PREFIX
-    with pytest.raises(LookupError, match=r"decision 10000 does not exist \(this store's "
-                       rf"decision ids run from 1 to {newest}\)"):
+    with pytest.raises(LookupError, match=r"decision 10000 does not exist \(this store "
+                       rf"holds decisions 1 to {newest}\)"):
         store.request_as_given(10_000)
 
 

@@ -623,7 +623,8 @@ def test_the_lost_anchors_query_names_the_output_and_the_rule_that_lost_it(
     rule, and the rule-off arm that kept it."""
     from ctxdb.sqlfiles import sql_files
 
-    commands = [("Read it.", f"nl -ba {UTILS} | sed -n '1018,1032p'"),
+    commands = [("A look around.", "ls src/requests | head -3"),
+                ("Read it.", f"nl -ba {UTILS} | sed -n '1018,1032p'"),
                 *((f"Something else, {n}.", f"echo other {n}") for n in range(22)),
                 ("Edit line 1020.", f"sed -i '1020s/{OLD_TEXT}/{NEW_TEXT}/' {UTILS}")]
     trajectory, _ = _recorded_run(requests_repository, tmp_path, commands=commands)
@@ -631,12 +632,16 @@ def test_the_lost_anchors_query_names_the_output_and_the_rule_that_lost_it(
     path.write_text(json.dumps(trajectory), encoding="utf-8")
     bare, commit = requests_repository
     db = str(tmp_path / "s.db")
-    assert not run_replay(db, [RunSpec(path, "psf__requests-1", bare, commit)],
+    # two instances of the run, so a decision's id is not its seq
+    assert not run_replay(db, [RunSpec(path, instance, bare, commit)
+                               for instance in ("psf__requests-0", "psf__requests-1")],
                           workers=1).failed
     (query,) = [f for f in sql_files("analyst") if f.name == "lost_anchors"]
-    lost = [("replay", "psf__requests-1", 24, 24, anchor_class, anchor_text, path, None,
-             "masked", 1, "E2", "pointer", "folded: its files out of play", 1,
+    # the edit is step 25; the output of step 2, which held what it replaced, is E6
+    lost = [("replay", instance, 25, decision_id, anchor_class, anchor_text, path, None,
+             "masked", 2, "E6", "pointer", "folded: its files out of play", 1,
              "ctx08-without-in_play")
+            for instance, decision_id in (("psf__requests-0", 25), ("psf__requests-1", 51))
             for anchor_class, anchor_text, path in (("edit_text", OLD_TEXT, UTILS),
                                                     ("identifier", "auth", None))]
     assert [tuple(row) for row in _rows(db, query.sql, run_id="")] == lost  # every run

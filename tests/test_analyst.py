@@ -109,7 +109,7 @@ def test_the_shell_reads_every_description_from_the_store(store_url):
     with ContextStore.open(store_url) as store, store.engine.connect() as connection:
         rows = connection.execute(text(
             "SELECT object_type, column_name, description FROM v_schema_doc"
-            " WHERE object_name = :name"), {"name": "window_item"}).all()
+            " WHERE object_name = :name ORDER BY doc_no"), {"name": "window_item"}).all()
         description, columns = TABLES["window_item"]
         assert rows == [("table", None, description),
                         *(("table", name, words) for name, words in columns.items())]

@@ -475,3 +475,25 @@ def test_a_mistyped_report_name_is_met_with_the_nearest(tmp_path, capsys):
         capsys.readouterr().err
     assert main(["report", "zzzz", "--db", str(db)]) == EXIT_BAD_INPUT
     assert "report 'zzzz': expected one of" in capsys.readouterr().err
+
+
+def test_a_decision_that_does_not_exist_is_met_with_what_does(tmp_path, capsys):
+    db = tmp_path / "d.db"
+    assert main(["db", "upgrade", "--db", str(db)]) == EXIT_OK
+    assert main(["show", "1", "--db", str(db)]) == EXIT_BAD_INPUT
+    assert "decision 1 does not exist (this store holds no decision)" in \
+        capsys.readouterr().err
+    import sqlite3
+
+    with sqlite3.connect(db) as connection:
+        connection.execute("INSERT INTO run (run_id, arm, created_at) VALUES ('r', 'ctx08', 'now')")
+        for decision_id in (1, 3):  # 2 was removed (a replay replaces its decisions)
+            connection.execute(
+                "INSERT INTO decision (decision_id, run_id, instance_id, seq, decision_type,"
+                " task_text, request_json, request_sha256, tokenizer, token_ceiling,"
+                " token_count, created_at) VALUES (?, 'r', 'i', ?, 'edit', 't', '{}', 'x',"
+                " 'cl100k_base', 10, 5, 'now')", (decision_id, decision_id))
+    for asked, said in (("2", "holds decisions 1 to 3, not every id between"),
+                        ("7", "holds decisions 1 to 3)")):
+        assert main(["show", asked, "--db", str(db)]) == EXIT_BAD_INPUT
+        assert f"decision {asked} does not exist (this store {said}" in capsys.readouterr().err

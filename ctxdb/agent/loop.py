@@ -1452,9 +1452,11 @@ def _settle(part: LoopPart, kept: dict[int, SettledPart], notes: Sequence[str],
             and settled.text != part.text:
         part.text, part.rendering, part.rule = settled.text, settled.rendering, SETTLED_RULE
         part.why = ""
+        # the store names the part as the window shows it, not as it reads afresh: a view
+        # kept while its step would fold otherwise now (its file out of play since) is
+        # still a view, of the lines it shows; a pointer shows none
+        part.lines = view_span(part.text) if part.rendering == SHOWN_LINES else None
         if part.rendering == SHOWN_LINES and part.kind != FILE_VIEW:
-            # a view kept while its step would fold otherwise now (its file out of play
-            # since): the store names it as the view it still is
             part.kind, part.path = FILE_VIEW, next(iter(_view_lines(part.text)), None)
     mark = f"[E{part.item_no} "
     mine = [note for note in notes if mark in note]

@@ -416,6 +416,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
                 divergence = (k, f"{NOTE_COMMAND_DIVERGED}: step {k} "
                                  f"({_divergence(step, outcome)})")
     note: str | None
+    unreadable = ""  # git's first line, when it could not diff the tree
     try:
         submitted = tree.submission()
     except ScratchTreeError as exc:  # the windows stand: a note, not a failed run

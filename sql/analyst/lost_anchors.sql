@@ -2,8 +2,8 @@
 -- lost and the harness's own history (current) kept, an anchor a row, with where to look
 -- next: the output that held it (held_by_item, E4k-2 of step held_by_seq: `ctxdb why
 -- DECISION ITEM`), how this window showed that output and by which rule, and how many of
--- the windows with one rule off kept it (the first of them by name: the rule that lost
--- it). The run_id parameter left empty (or unbound) means every replay run of the store.
+-- the windows with one rule off kept it (the first of them by name: a rule that, off,
+-- keeps it). The run_id parameter left empty (or unbound) means every replay run.
 SELECT a.run_id, a.instance_id, a.seq, d.decision_id, a.anchor_class, a.anchor_text,
        a.path, a.line, o.fate, a.held_by_seq,
        'E' || CAST(4 * a.held_by_seq - 2 AS VARCHAR(16)) AS held_by_item,
