@@ -528,6 +528,27 @@ def test_cli_report_replay(replay_store, store_url, tmp_path, capsys):
     page = page_file.read_text(encoding="utf-8")
     assert "no decision has a precision" in page and "<circle" not in page
 
+    # --arms: only those arms' rows, in every section (a section without arms as it is),
+    # and in one report alone; an arm the replays lack is named with those they have
+    assert main(["report", "replay", "--db", store_url, "--format", "json",
+                 "--arms", "ctx08, mask10"]) == EXIT_OK
+    picked = json.loads(capsys.readouterr().out)
+    for section, body in picked.items():
+        arms = {row["arm"] for row in body["rows"] if "arm" in row}
+        assert arms <= {"ctx08", "mask10"} and (arms or section in ("parts", "fidelity")), \
+            section
+    assert picked["fidelity"] == document["fidelity"]
+    assert main(["report", "replay_recall", "--db", store_url, "--format", "json",
+                 "--arms", "current"]) == EXIT_OK
+    assert {r["arm"] for r in json.loads(capsys.readouterr().out)["rows"]} == {"current"}
+    for bad, said in (("ctx8,current", "--arms: no arm 'ctx8' in this store's replays (its "
+                                       "arms: ctx08, current, mask10)"),
+                      (",", "--arms: no arm named for this store's replays")):
+        assert main(["report", "replay", "--db", store_url, "--arms", bad]) == EXIT_BAD_INPUT
+        assert said in capsys.readouterr().err
+    assert main(["report", "arms", "--db", store_url, "--arms", "ctx08"]) == EXIT_BAD_INPUT
+    assert "--arms: picks the arms of a replay report" in capsys.readouterr().err
+
     # one replay report alone takes the ratio too
     assert main(["report", "replay_arms", "--db", store_url, "--format", "json",
                  "--cached-price-ratio", "1"]) == EXIT_OK

@@ -1,6 +1,7 @@
 """The replay report (issue 20): the recorded agent runs replayed in three arms — ctx08
 (the constructed window), current (what the harness sent) and mask10 (that, with
-observations older than the 10 newest masked) — as one screen of text tables, one JSON
+observations older than the 10 newest masked) — and the window with each rule off
+(``ctx08-without-RULE``; ``--arms`` picks some), as one screen of text tables, one JSON
 object or one self-contained HTML page. Every figure is SQL over the store:
 ``sql/reports/replay_*.sql``.
 """
@@ -9,12 +10,14 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Collection
 
 from sqlalchemy import Connection
 
 from ..ab import charts, reports
 from ..ab.formats import format_number
 from ..ab.reports import CACHED_PRICE_RATIO, REPLAY_LENGTH_GROUPS, Report
+from ..sqlfiles import sql_statement
 
 # Section name -> its report (sql/reports/<report>.sql), in the order they are shown.
 SECTIONS = {
@@ -60,12 +63,30 @@ def _arm_rank(arm: str) -> tuple[int, str]:
 
 
 def replay_sections(connection: Connection, cached_price_ratio: float = CACHED_PRICE_RATIO,
-                    length_groups: int = REPLAY_LENGTH_GROUPS) -> dict[str, Report]:
+                    length_groups: int = REPLAY_LENGTH_GROUPS,
+                    arms: Collection[str] | None = None) -> dict[str, Report]:
     """Each section's report, run with ``cached_price_ratio`` and ``length_groups`` bound
-    where they are named."""
+    where they are named; with ``arms``, only their rows (``only_arms``)."""
     params = _params(cached_price_ratio, length_groups)
-    return {section: reports.run_report(connection, name, params)
+    return {section: only_arms(reports.run_report(connection, name, params), arms)
             for section, name in SECTIONS.items()}
+
+
+def only_arms(report: Report, arms: Collection[str] | None) -> Report:
+    """``report`` with the rows of ``arms`` alone, when it has an ``arm`` column and arms
+    are given (a replay measures many: the window, two references and one arm per rule
+    off), else as it is."""
+    if arms is None or "arm" not in report.columns:
+        return report
+    at = report.columns.index("arm")
+    return Report(report.name, report.header, report.columns,
+                  [row for row in report.rows if row[at] in arms])
+
+
+def replay_arm_names(connection: Connection) -> list[str]:
+    """The arms the store's replays were measured in."""
+    return [row.arm for row in connection.execute(
+        sql_statement("reports_support/replay_arm_names"))]
 
 
 def _params(cached_price_ratio: float, length_groups: int) -> dict[str, object]:
@@ -114,9 +135,10 @@ SCREEN_TABLES = {"arms": ARMS_SCREEN_TABLES, "recall": RECALL_SCREEN_TABLES}
 
 
 def replay_screen(connection: Connection, cached_price_ratio: float = CACHED_PRICE_RATIO,
-                  length_groups: int = REPLAY_LENGTH_GROUPS) -> str:
+                  length_groups: int = REPLAY_LENGTH_GROUPS,
+                  arms: Collection[str] | None = None) -> str:
     """The replay on one screen: the seven sections as text tables, each under a title."""
-    sections = replay_sections(connection, cached_price_ratio, length_groups)
+    sections = replay_sections(connection, cached_price_ratio, length_groups, arms)
     sections["steps"] = steps_by_arm(sections["steps"])
     parts = _title(cached_price_ratio)
     for section, report in sections.items():
@@ -132,13 +154,14 @@ def replay_screen(connection: Connection, cached_price_ratio: float = CACHED_PRI
 
 
 def replay_json(connection: Connection, cached_price_ratio: float = CACHED_PRICE_RATIO,
-                length_groups: int = REPLAY_LENGTH_GROUPS) -> str:
+                length_groups: int = REPLAY_LENGTH_GROUPS,
+                arms: Collection[str] | None = None) -> str:
     """One JSON object keyed by section: each its report's name, what it computes, the
     parameters it was run with and its rows (raw values)."""
     document = {}
     params = _params(cached_price_ratio, length_groups)
     for section, report in replay_sections(connection, cached_price_ratio,
-                                           length_groups).items():
+                                           length_groups, arms).items():
         parameters = {name: params[name] for name in reports.report_parameters(report.name)}
         document[section] = {"report": report.name, "about": report.header,
                              "parameters": parameters,
@@ -148,11 +171,12 @@ def replay_json(connection: Connection, cached_price_ratio: float = CACHED_PRICE
 
 
 def replay_csv(connection: Connection, cached_price_ratio: float = CACHED_PRICE_RATIO,
-               length_groups: int = REPLAY_LENGTH_GROUPS) -> str:
+               length_groups: int = REPLAY_LENGTH_GROUPS,
+               arms: Collection[str] | None = None) -> str:
     """Each section as CSV under a ``# section`` line, as ``report ab --format csv``."""
     return "\n".join(f"# {section}\n{reports.as_csv(report)}"
                      for section, report in replay_sections(
-                         connection, cached_price_ratio, length_groups).items())
+                         connection, cached_price_ratio, length_groups, arms).items())
 
 
 # --- HTML ---------------------------------------------------------------------------------------
@@ -193,9 +217,10 @@ def _section_table(report: Report, columns: list[str] | None = None) -> str:
 
 
 def replay_html(connection: Connection, cached_price_ratio: float = CACHED_PRICE_RATIO,
-                length_groups: int = REPLAY_LENGTH_GROUPS) -> str:
+                length_groups: int = REPLAY_LENGTH_GROUPS,
+                arms: Collection[str] | None = None) -> str:
     """One self-contained page (inline SVG, no scripts, no network) for the replay."""
-    sections = replay_sections(connection, cached_price_ratio, length_groups)
+    sections = replay_sections(connection, cached_price_ratio, length_groups, arms)
     title, cost_note = _title(cached_price_ratio)
     body = [
         "<h1>ctxdb replay report</h1>",

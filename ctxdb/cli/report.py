@@ -42,6 +42,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     report.add_argument("--length-groups", metavar="N",
                         help="replay reports: how many groups the replayed runs are cut into "
                         "by their length (default 4: quarters)")
+    report.add_argument("--arms", metavar="A,B",
+                        help="replay reports: only these arms' rows, e.g. ctx08,current,mask10 "
+                        "(default: every arm, one ctx08-without-RULE per rule among them)")
     report.set_defaults(func=_cmd_report)
 
 
@@ -51,13 +54,17 @@ def _cmd_report(args) -> int:
 
     ratio = _cached_price_ratio(args.cached_price_ratio)
     groups = _length_groups(args.length_groups)
+    replay_report = args.name == REPLAY_REPORT or args.name in REPLAY_SECTIONS.values()
+    if args.arms is not None and not replay_report:
+        raise ValueError(f"--arms: picks the arms of a replay report (replay, "
+                         f"{', '.join(REPLAY_SECTIONS.values())}); {args.name} has none")
     with context_store().open(existing_store(args.db)) as store, \
             store.engine.connect() as connection:
-        if (args.name == REPLAY_REPORT or args.name in REPLAY_SECTIONS.values()) \
-                and not _holds_a_replay_run(connection):
+        if replay_report and not _holds_a_replay_run(connection):
             # empty sections would not say why: the runs they read come from ctxdb replay
             print(f"{args.name}: no replay runs in {_store_shown(store)} (ctxdb replay "
                   "RUNS.jsonl --db STORE makes them; docs/replay.md)", file=sys.stderr)
+        arms = _arms(args.arms, connection) if args.arms is not None else None
         if args.name == "ab":
             if args.format == "html":
                 output = reports.ab_html(connection)
@@ -74,10 +81,13 @@ def _cmd_report(args) -> int:
 
             output = {"table": replay.replay_screen, "csv": replay.replay_csv,
                       "json": replay.replay_json, "html": replay.replay_html}[args.format](
-                connection, ratio, groups)
+                connection, ratio, groups, arms)
         else:
-            report = reports.run_report(connection, args.name,
-                                        {"cached_price_ratio": ratio, "length_groups": groups})
+            from ..agent.report import only_arms
+
+            report = only_arms(reports.run_report(
+                connection, args.name, {"cached_price_ratio": ratio, "length_groups": groups}),
+                arms)
             if args.name == LOOP_COST_REPORT and not report.rows:
                 # an empty table would not say why: the runs it reads are live ones
                 print(f"{LOOP_COST_REPORT}: no live agent-loop runs in {_store_shown(store)}"
@@ -93,6 +103,20 @@ def _cmd_report(args) -> int:
     else:
         print(output)
     return EXIT_OK
+
+
+def _arms(given: str, connection) -> frozenset[str]:
+    """--arms: a comma-separated list of the arms the store's replays were measured in."""
+    from ..agent.report import replay_arm_names
+
+    arms = [arm.strip() for arm in given.split(",") if arm.strip()]
+    measured = replay_arm_names(connection)
+    unknown = [arm for arm in arms if arm not in measured]
+    if not arms or unknown:
+        said = f"no arm {', '.join(map(repr, unknown))} in" if unknown else "no arm named for"
+        raise ValueError(f"--arms: {said} this store's replays (its arms: "
+                         f"{', '.join(measured) or 'none'})")
+    return frozenset(arms)
 
 
 def _holds_a_replay_run(connection) -> bool:
