@@ -407,6 +407,32 @@ UNMODELLED_TABLES = {
     "alembic_version": "The store's schema revision (alembic's stamp; `ctxdb db history`).",
 }
 
+# v_window_item_gold's columns, which v_window_gold repeats before its own two
+_WINDOW_ITEM_GOLD_COLUMNS = {
+    "decision_id": ("The A/B decision (v_ab_decision: the newest finished construction of "
+                    "its run, instance and seq) whose window holds the item "
+                    "(window_item.decision_id)."),
+    "arm": "The run's arm (run.arm): ctx08 or current.",
+    "variant": "The run's variant (run.variant): default, or an ablation.",
+    "instance_id": "The task instance (decision.instance_id).",
+    "decision_type": "localize, edit, repair or other (decision.decision_type).",
+    "position": "Its place in the window (window_item.position, from 1).",
+    "item_id": "The pool item (window_item.item_id).",
+    "role": "Its role in the decision (window_item.role, §3.3).",
+    "rendering": ("How the window shows it (window_item.rendering): verbatim, signature, "
+                  "digest, ..."),
+    "block": "front, middle or back (window_item.block).",
+    "edge_critical": "1 when §3.6 pins it to an edge (window_item.edge_critical), else 0.",
+    "token_count": "Its tokens in the window (window_item.token_count).",
+    "kind": "Its evidence kind (evidence_item.kind).",
+    "entity_key": "The entity it is about (evidence_item.entity_key); NULL when none.",
+    "is_evidence": ("0 for the plan node and acceptance criteria (kind plan_node or "
+                    "acceptance_criteria), which every arm sends; else 1."),
+    "is_gold": ("1 when a gold fact of its instance has exactly its entity_key "
+                "(gold_fact.entity_key), else 0 (also 0 when entity_key is NULL); no "
+                "line-span match, unlike v_decision_recall."),
+}
+
 # view -> {column: what it holds}: a view itself is described by the leading comment of
 # its file in sql/views/ (tests/test_analyst.py holds these to the views' columns)
 VIEW_COLUMNS: dict[str, dict[str, str]] = {
@@ -589,53 +615,9 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
                           "§3.7 TOKEN_CEILING)."),
         "flags": "Comma-separated flags (decision.flags); '' when none.",
     },
-    "v_window_item_gold": {
-        "decision_id": ("The A/B decision (v_ab_decision: the newest finished construction of "
-                        "its run, instance and seq) whose window holds the item "
-                        "(window_item.decision_id)."),
-        "arm": "The run's arm (run.arm): ctx08 or current.",
-        "variant": "The run's variant (run.variant): default, or an ablation.",
-        "instance_id": "The task instance (decision.instance_id).",
-        "decision_type": "localize, edit, repair or other (decision.decision_type).",
-        "position": "Its place in the window (window_item.position, from 1).",
-        "item_id": "The pool item (window_item.item_id).",
-        "role": "Its role in the decision (window_item.role, §3.3).",
-        "rendering": ("How the window shows it (window_item.rendering): verbatim, signature, "
-                      "digest, ..."),
-        "block": "front, middle or back (window_item.block).",
-        "edge_critical": "1 when §3.6 pins it to an edge (window_item.edge_critical), else 0.",
-        "token_count": "Its tokens in the window (window_item.token_count).",
-        "kind": "Its evidence kind (evidence_item.kind).",
-        "entity_key": "The entity it is about (evidence_item.entity_key); NULL when none.",
-        "is_evidence": ("0 for the plan node and acceptance criteria (kind plan_node or "
-                        "acceptance_criteria), which every arm sends; else 1."),
-        "is_gold": ("1 when a gold fact of its instance has exactly its entity_key "
-                    "(gold_fact.entity_key), else 0 (also 0 when entity_key is NULL); no "
-                    "line-span match, unlike v_decision_recall."),
-    },
+    "v_window_item_gold": _WINDOW_ITEM_GOLD_COLUMNS,
     "v_window_gold": {
-        "decision_id": ("The A/B decision (v_ab_decision: the newest finished construction of "
-                        "its run, instance and seq) whose window holds the item "
-                        "(window_item.decision_id)."),
-        "arm": "The run's arm (run.arm): ctx08 or current.",
-        "variant": "The run's variant (run.variant): default, or an ablation.",
-        "instance_id": "The task instance (decision.instance_id).",
-        "decision_type": "localize, edit, repair or other (decision.decision_type).",
-        "position": "Its place in the window (window_item.position, from 1).",
-        "item_id": "The pool item (window_item.item_id).",
-        "role": "Its role in the decision (window_item.role, §3.3).",
-        "rendering": ("How the window shows it (window_item.rendering): verbatim, signature, "
-                      "digest, ..."),
-        "block": "front, middle or back (window_item.block).",
-        "edge_critical": "1 when §3.6 pins it to an edge (window_item.edge_critical), else 0.",
-        "token_count": "Its tokens in the window (window_item.token_count).",
-        "kind": "Its evidence kind (evidence_item.kind).",
-        "entity_key": "The entity it is about (evidence_item.entity_key); NULL when none.",
-        "is_evidence": ("0 for the plan node and acceptance criteria (kind plan_node or "
-                        "acceptance_criteria), which every arm sends; else 1."),
-        "is_gold": ("1 when a gold fact of its instance has exactly its entity_key "
-                    "(gold_fact.entity_key), else 0 (also 0 when entity_key is NULL); no "
-                    "line-span match, unlike v_decision_recall."),
+        **_WINDOW_ITEM_GOLD_COLUMNS,
         "tokens_before": ("Tokens of the window's items before it (the sum of token_count at "
                           "lower positions); what is sent besides the items, such as the task "
                           "block, is not counted."),
