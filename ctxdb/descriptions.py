@@ -407,6 +407,26 @@ UNMODELLED_TABLES = {
     "alembic_version": "The store's schema revision (alembic's stamp; `ctxdb db history`).",
 }
 
+# a pool item's decision, id, number, source, kind and entity, as views give them in a row
+_POOL_ITEM_COLUMNS = {
+    "decision_id": "The decision (decision.decision_id).",
+    "item_id": "The pool item (evidence_item.item_id): E followed by item_no.",
+    "item_no": "The numeric part of item_id, for ordering (evidence_item.item_no).",
+    "source": "Where it came from (evidence_item.source): 03, 04, 05, 06, 07, patch or live.",
+    "kind": "Its evidence kind (evidence_item.kind).",
+    "entity_key": "The entity it is about (evidence_item.entity_key); NULL when none.",
+}
+
+# a decision's run, arm, variant, instance, seq and type, as two views give them in a row
+_DECISION_OF_RUN_COLUMNS = {
+    "run_id": "The run it belongs to (decision.run_id).",
+    "arm": "The run's arm (run.arm): ctx08 or current.",
+    "variant": "The run's variant (run.variant): default, or an ablation.",
+    "instance_id": "The task instance (decision.instance_id).",
+    "seq": "Its place in the instance's sequence of decisions (decision.seq, from 1).",
+    "decision_type": "localize, edit, repair or other (decision.decision_type).",
+}
+
 # v_window_item_gold's columns, which v_window_gold repeats before its own two
 _WINDOW_ITEM_GOLD_COLUMNS = {
     "decision_id": ("The A/B decision (v_ab_decision: the newest finished construction of "
@@ -438,12 +458,7 @@ _WINDOW_ITEM_GOLD_COLUMNS = {
 VIEW_COLUMNS: dict[str, dict[str, str]] = {
     "v_decision_overview": {
         "decision_id": "The decision (decision.decision_id).",
-        "run_id": "The run it belongs to (decision.run_id).",
-        "arm": "The run's arm (run.arm): ctx08 or current.",
-        "variant": "The run's variant (run.variant): default, or an ablation.",
-        "instance_id": "The task instance (decision.instance_id).",
-        "seq": "Its place in the instance's sequence of decisions (decision.seq, from 1).",
-        "decision_type": "localize, edit, repair or other (decision.decision_type).",
+        **_DECISION_OF_RUN_COLUMNS,
         "pool_items": ("How many evidence_item rows the decision has: every item the harness "
                        "offered, those past the 256-item pool cap (in_pool false) included."),
         "window_items": "How many items its window holds (window_item rows); 0 when none.",
@@ -456,12 +471,7 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "created_at": "When the decision was constructed (decision.created_at; UTC, ISO 8601).",
     },
     "v_evidence_item": {
-        "decision_id": "The decision (decision.decision_id).",
-        "item_id": "The pool item (evidence_item.item_id): E followed by item_no.",
-        "item_no": "The numeric part of item_id, for ordering (evidence_item.item_no).",
-        "source": "Where it came from (evidence_item.source): 03, 04, 05, 06, 07, patch or live.",
-        "kind": "Its evidence kind (evidence_item.kind).",
-        "entity_key": "The entity it is about (evidence_item.entity_key); NULL when none.",
+        **_POOL_ITEM_COLUMNS,
         "content": ("The item's text as the pipeline saw it (evidence_text.content of "
                     "content_sha256): capped at 8 KB and marked if cut."),
         "content_sha256": "sha256 of content (evidence_item.content_sha256).",
@@ -501,12 +511,7 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "rendered_sha256": "sha256 of rendered_text (window_item.rendered_sha256).",
     },
     "v_gate_rule": {
-        "decision_id": "The decision (decision.decision_id).",
-        "item_id": "The pool item (evidence_item.item_id): E followed by item_no.",
-        "item_no": "The numeric part of item_id, for ordering (evidence_item.item_no).",
-        "source": "Where it came from (evidence_item.source): 03, 04, 05, 06, 07, patch or live.",
-        "kind": "Its evidence kind (evidence_item.kind).",
-        "entity_key": "The entity it is about (evidence_item.entity_key); NULL when none.",
+        **_POOL_ITEM_COLUMNS,
         "arrival_no": ("Live state's order of arrival, higher is newer "
                        "(evidence_item.arrival_no); NULL for other items."),
         "priority": "Its source's place in §3.1's order (source_priority.priority, 0 first).",
@@ -528,12 +533,7 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
                    "near_score_below_threshold or no_structural_link (rejected)."),
     },
     "v_gate": {
-        "decision_id": "The decision (decision.decision_id).",
-        "item_id": "The pool item (evidence_item.item_id): E followed by item_no.",
-        "item_no": "The numeric part of item_id, for ordering (evidence_item.item_no).",
-        "source": "Where it came from (evidence_item.source): 03, 04, 05, 06, 07, patch or live.",
-        "kind": "Its evidence kind (evidence_item.kind).",
-        "entity_key": "The entity it is about (evidence_item.entity_key); NULL when none.",
+        **_POOL_ITEM_COLUMNS,
         "gate_verdict": ("v_gate_rule's verdict with the 64-item cap applied: an admitted item "
                          "whose admit_rank is above 64 becomes reject; others unchanged (admit, "
                          "residual, reject or out_of_pool)."),
@@ -585,12 +585,7 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
                              "not reach the window."),
     },
     "v_item_verdict": {
-        "decision_id": "The decision (decision.decision_id).",
-        "item_id": "The pool item (evidence_item.item_id): E followed by item_no.",
-        "item_no": "The numeric part of item_id, for ordering (evidence_item.item_no).",
-        "source": "Where it came from (evidence_item.source): 03, 04, 05, 06, 07, patch or live.",
-        "kind": "Its evidence kind (evidence_item.kind).",
-        "entity_key": "The entity it is about (evidence_item.entity_key); NULL when none.",
+        **_POOL_ITEM_COLUMNS,
         "decided_at": ("The stage of the item's final event (item_event.stage): the name of a "
                        "stage, not a time; budget for an item that reached the window. NULL "
                        "when the item has no final event."),
@@ -604,12 +599,7 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
                         "(decision.decision_id, the highest). When that one is unfinished "
                         "(token_count NULL) the seq has no row, even if an earlier one "
                         "finished."),
-        "run_id": "The run it belongs to (decision.run_id).",
-        "arm": "The run's arm (run.arm): ctx08 or current.",
-        "variant": "The run's variant (run.variant): default, or an ablation.",
-        "instance_id": "The task instance (decision.instance_id).",
-        "seq": "Its place in the instance's sequence of decisions (decision.seq, from 1).",
-        "decision_type": "localize, edit, repair or other (decision.decision_type).",
+        **_DECISION_OF_RUN_COLUMNS,
         "token_count": "Tokens of the window as sent (decision.token_count); never NULL here.",
         "token_ceiling": ("The hard ceiling of the window in tokens (decision.token_ceiling, "
                           "§3.7 TOKEN_CEILING)."),
