@@ -39,6 +39,7 @@ from .migrate import (
     upgrade_in_memory,
 )
 from .outcomes import record_outcome
+from .pipeline.vocabulary import HARNESS_SENT_OVER_CEILING_FLAG
 from .request_limits import STORE_INTEGER_MAX
 from .sqlfiles import check_files, view_files
 from .tokens import count_cached
@@ -49,7 +50,8 @@ from .transactions import WriteRetry, WriteTransactions, immediate_transaction
 from .views import create_views, drop_views, view_drift
 
 # the values sql/checks/ take as parameters (a check uses those it names)
-CHECK_PARAMETERS = {"replay_run_note": models.REPLAY_RUN_NOTE}
+CHECK_PARAMETERS = {"replay_run_note": models.REPLAY_RUN_NOTE,
+                    "harness_sent_flag": HARNESS_SENT_OVER_CEILING_FLAG}
 
 if TYPE_CHECKING:
     from .context import DecisionContext

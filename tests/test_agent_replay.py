@@ -649,6 +649,29 @@ def test_the_lost_anchors_query_names_the_output_and_the_rule_that_lost_it(
     assert _rows(db, query.sql, run_id="another") == []
 
 
+def test_a_window_that_cannot_fit_is_counted_as_the_history_a_live_harness_sends(
+        requests_repository, tmp_path):
+    """Under a ceiling the harness's prompt alone passes, every step is refused: the
+    ctx08 arm counts what the mini-swe-agent wrapper sends then, the harness's history."""
+    from ctxdb.config import MIN_TOKEN_CEILING, load_settings
+
+    path, bare, commit = _saved_run(requests_repository, tmp_path)
+    trajectory = json.loads(path.read_text(encoding="utf-8"))  # a system prompt over it
+    trajectory["messages"][0]["content"] += " Think step by step." * MIN_TOKEN_CEILING
+    path.write_text(json.dumps(trajectory), encoding="utf-8")
+    db = str(tmp_path / "s.db")
+    settings = dataclasses.replace(load_settings(), token_ceiling=MIN_TOKEN_CEILING)
+    summary = run_replay(db, [RunSpec(path, "psf__requests-1", bare, commit)], workers=1,
+                         settings=settings)
+    (done,) = summary.results
+    assert done.refused_decisions == done.decisions == 7
+    counted = {(seq, arm): tokens for seq, arm, tokens in _rows(
+        db, "SELECT seq, arm, prompt_tokens FROM replay_decision WHERE arm IN "
+            "('ctx08', 'current') AND refused = (arm = 'ctx08')")}
+    assert len(counted) == 14 and all(counted[(seq, "ctx08")] == counted[(seq, "current")]
+                                      for seq in range(1, 8))
+
+
 def test_a_tree_git_cannot_diff_is_a_note_not_a_failed_run(requests_repository, tmp_path):
     """A command put a FIFO where a tracked file was: git cannot diff the tree (the
     recorded harness's own submission failed there too). The run's windows are kept and

@@ -598,12 +598,20 @@ def test_a_step_ctxdb_refuses_is_sent_as_the_harness_built_it(mswea, tmp_path, t
               {"role": "user", "content": f"<task>{TASK}</task>"}]
     with ContextStore.open(tmp_path / "s.db", settings=settings) as store:
         model = CtxdbModel(Echo(), store, instance_id="big-prompt", tree=tree, run_id="big")
-        with pytest.warns(RefusedStepWarning, match=r"refused step 1 of run 'big': "
-                          r"token_ceiling: .* over the ceiling 256 \(\[budget\]\.token_ceiling"):
+        with pytest.warns(RefusedStepWarning, match=r"refused step 1 of run 'big': the "
+                          r"harness's prompt and the least a window holds do not fit under "
+                          r"the ceiling 256 \(\[budget\]\.token_ceiling\); recorded as sent, "
+                          r"\d+ tokens \(decision 1\)"):
             reply = model.query(prompt)
         assert reply["content"] == "2 messages"  # the harness's own, the run goes on
-        assert model.refused_steps == [1] and model.decision_ids == []
+        assert model.refused_steps == [1] and model.decision_ids == [1]
         assert model.serialize()["info"]["ctxdb"]["refused_steps"] == [1]
+        # the store counts what the model got (a live A/B's cost): the harness's messages,
+        # flagged, over the ceiling ctxdb's own windows are held to
+        context = store.context(1)
+        assert "harness_sent_over_ceiling" in context.flags and context.token_count > 256
+        assert store.messages_sent(1) == prompt
+        assert store.verify() == {}
         # any other refusal is a mistake to fix, not a step to send as the harness built it
         def refuse(*args, **kwargs):
             raise RequestError("steps[0].output: expected text")

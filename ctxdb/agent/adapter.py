@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..context import DecisionContext, WindowEntry
 from ..forensics import (
@@ -49,6 +49,7 @@ from ..pipeline.vocabulary import (
     BUDGET,
     CACHE_MARKED_FLAG,
     EVICTED,
+    HARNESS_SENT_OVER_CEILING_FLAG,
     IN_WINDOW,
     MASKED,
     RENDER,
@@ -328,7 +329,9 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
                    seq: int | None = None, rules: LoopRules | None = None,
                    workdir: str | None = None,
                    sent: Sequence[dict[str, Any]] | None = None,
-                   cache_marks: bool = False) -> DecisionContext:
+                   cache_marks: bool = False,
+                   sent_if_over_ceiling: Sequence[dict[str, Any]] | None = None
+                   ) -> DecisionContext:
     """Decision ``seq`` (default: the next step) of an agent loop, recorded; see the
     module's docstring. ``prefix``: the harness's own messages, sent before the window
     (when they hold the task, ``task`` is not repeated in the window). ``workdir``: where
@@ -339,9 +342,16 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     message by message (its own templates' markup too), where without them the history
     is rebuilt from the steps (``_history_as_sent``). ``cache_marks`` (ctx08 only): the
     window goes to the model as ``cache_marks.cache_marked_messages`` lays it out; the
-    decision is flagged ``cache_marked``, so what the model got can be given back."""
+    decision is flagged ``cache_marked``, so what the model got can be given back.
+    ``sent_if_over_ceiling`` (ctx08 only): the messages the harness sends at this step
+    when ctxdb's window cannot fit the ceiling (as ``sent``); then, instead of refusing
+    the step (``OverCeilingError``), the decision records them, flagged
+    ``harness_sent_over_ceiling``, so a live run's store counts what the model got."""
     history = checked_steps(steps)
     _check(run_id, instance_id, task, prefix, arm, seq)
+    if sent_if_over_ceiling is not None and arm != ARM_CTX08:
+        raise RequestError(f"sent_if_over_ceiling: only a decision of arm {ARM_CTX08!r} can "
+                           f"fall back to the harness's messages; arm {arm!r} sends them")
     if not isinstance(cache_marks, bool) or (cache_marks and arm != ARM_CTX08):
         raise RequestError(f"cache_marks: expected True or False, and True only for arm "
                            f"{ARM_CTX08!r} (the {ARM_CURRENT!r} arm sends the harness's own "
@@ -363,13 +373,20 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     prefix_texts = [json.dumps(message) for message in prefix]
     prefix_digests = [content_sha256(text) for text in prefix_texts]
     # as given (a tool call's id too): ``messages_sent`` gives back what went to the model
-    sent_texts = [json.dumps(message) for message in sent or ()] if sent_messages is not None \
-        else []
-    sent_digests = [content_sha256(text) for text in sent_texts]
-    request_json = json.dumps({
-        "run_id": run_id, "instance_id": instance_id, "seq": seq, "arm": arm, "task": task,
-        PREFIX_DIGESTS_FIELD: prefix_digests, STEP_DIGESTS_FIELD: step_digests}
-        | ({SENT_DIGESTS_FIELD: sent_digests} if sent_messages is not None else {}))
+    def request_json_sent(given_sent: Sequence[dict[str, Any]] | None
+                          ) -> tuple[str, list[str], list[str]]:
+        """The request as JSON, naming the messages sent when there are some, and those
+        messages' texts and digests."""
+        texts = [json.dumps(message) for message in given_sent or ()]
+        digests = [content_sha256(text) for text in texts]
+        return json.dumps({
+            "run_id": run_id, "instance_id": instance_id, "seq": seq, "arm": arm,
+            "task": task, PREFIX_DIGESTS_FIELD: prefix_digests,
+            STEP_DIGESTS_FIELD: step_digests}
+            | ({SENT_DIGESTS_FIELD: digests} if given_sent is not None else {})), texts, digests
+
+    request_json, sent_texts, sent_digests = request_json_sent(
+        sent if sent_messages is not None else None)
     given = (task, prefix, history)
     task, prefix, history = _storable(task), _storable(list(prefix)), _storable(history)
     flags = [] if (task, prefix, history) == (given[0], list(given[1]), list(given[2])) \
@@ -391,9 +408,28 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     settings = store.settings
     # the current arm is the harness's history as it sent it: never fitted
     ceiling = settings.token_ceiling if arm != ARM_CURRENT else None
-    plan = plan_window(window, settings.tokenizer, ceiling, task, prefix,
-                       run_ref=run_ref(run_id, instance_id), as_messages=arm == ARM_CURRENT,
-                       harness_sends_all=sent_messages is not None, counted_prefix=given[1])
+    try:
+        plan = plan_window(window, settings.tokenizer, ceiling, task, prefix,
+                           run_ref=run_ref(run_id, instance_id),
+                           as_messages=arm == ARM_CURRENT,
+                           harness_sends_all=sent_messages is not None,
+                           counted_prefix=given[1])
+    except OverCeilingError:
+        if sent_if_over_ceiling is None:
+            raise
+        # the harness sends its own messages: recorded as the current arm records them
+        # (read only here: a window that fits never needs them)
+        fallback = cast(list[dict[str, str]], _checked_sent(  # given: never None
+            sent_if_over_ceiling, prefix, ARM_CURRENT, "sent_if_over_ceiling"))
+        sent_messages = fallback
+        window = LoopWindow(parts=_history_as_sent(history, _storable(fallback), fallback,
+                                                   len(prefix)),
+                            decision_type=window.decision_type)
+        plan = plan_window(window, settings.tokenizer, None, task, prefix,
+                           run_ref=run_ref(run_id, instance_id), as_messages=True,
+                           harness_sends_all=True, counted_prefix=given[1])
+        request_json, sent_texts, sent_digests = request_json_sent(sent_if_over_ceiling)
+        flags.append(HARNESS_SENT_OVER_CEILING_FLAG)
     request = DecisionRequest(
         run_id=run_id, instance_id=instance_id, seq=seq, decision_type=window.decision_type,
         task=task, plan_node=PlanNode(node_id=f"step-{seq}", obligation=task), arm=arm)
@@ -713,33 +749,33 @@ def _check(run_id: object, instance_id: object, task: object, prefix: Sequence[o
 
 
 def _checked_sent(sent: object, prefix: Sequence[dict[str, str]],
-                  arm: str) -> list[dict[str, str]] | None:
+                  arm: str, field: str = "sent") -> list[dict[str, str]] | None:
     """``sent`` as role-and-content messages, checked: a list of chat messages, the
     prefix first, for a current-arm decision (a window of ctx08 is what ctxdb sends). A
     message's tool calls are read as their text (``TOOL_CALLS_TEXT``): they are sent, and
-    counted so."""
+    counted so. ``field``: the argument's name, for its errors."""
     if sent is None:
         return None
     if arm != ARM_CURRENT:
-        raise RequestError(f"sent: only a decision of arm {ARM_CURRENT!r} records the "
+        raise RequestError(f"{field}: only a decision of arm {ARM_CURRENT!r} records the "
                            f"harness's own messages; arm {arm!r} sends ctxdb's window")
     if isinstance(sent, (str, bytes, dict)) or not isinstance(sent, Sequence):
-        raise RequestError(f"sent: expected a list of chat messages, got {type(sent).__name__}")
+        raise RequestError(f"{field}: expected a list of chat messages, got {type(sent).__name__}")
     messages = []
     for index, message in enumerate(sent):
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(message, dict) or not isinstance(message.get("role"), str) \
                 or not isinstance(content, (str, type(None))):
-            raise RequestError(f"sent[{index}]: expected a chat message with a role and "
+            raise RequestError(f"{field}[{index}]: expected a chat message with a role and "
                                "content text (or none)")
         try:
-            calls = tool_calls_text(message, f"sent[{index}]")
+            calls = tool_calls_text(message, f"{field}[{index}]")
         except TrajectoryError as exc:
             raise RequestError(str(exc)) from None
         try:  # the messages are kept as given, as JSON (decision.request_json)
             json.dumps(message, allow_nan=False)  # (NaN is no JSON)
         except (TypeError, ValueError) as exc:
-            raise RequestError(f"sent[{index}]: expected values JSON can hold ({exc})") \
+            raise RequestError(f"{field}[{index}]: expected values JSON can hold ({exc})") \
                 from exc
         messages.append({"role": message["role"], "content": content or ""}
                         | ({TOOL_CALLS_TEXT: calls} if calls else {}))
@@ -747,7 +783,7 @@ def _checked_sent(sent: object, prefix: Sequence[dict[str, str]],
     for index, expected in enumerate(given):
         if index >= len(messages) or {key: messages[index][key]
                                       for key in ("role", "content")} != expected:
-            raise RequestError(f"sent[{index}]: expected prefix[{index}] (the harness's "
+            raise RequestError(f"{field}[{index}]: expected prefix[{index}] (the harness's "
                                "prefix first, as given in prefix)")
     return messages
 

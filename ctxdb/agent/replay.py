@@ -48,6 +48,7 @@ from ..tokens import get_counter
 from ..workers import DEFAULT_WORKERS, run_each
 from . import anchors as anchor_rules
 from .adapter import (
+    OverCeilingError,
     StepTakenError,
     TreeFiles,
     construct_step,
@@ -366,10 +367,13 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
                 ARM_CTX08: _built_window(store, decision_id)}
         except StepTakenError:  # another replay under this run id: not a refused step
             raise
-        except RequestError:
+        except RequestError as refused:
             result.refused_decisions += 1
-            decision_id = None  # the harness would send its own prompt alone
-            prompts = {ARM_CTX08: [dict(m) for m in prefix]}
+            decision_id = None
+            # a window that cannot fit: the harness sends its own history, as the
+            # mini-swe-agent wrapper does live; any other refusal, its prompt alone
+            prompts = {ARM_CTX08: current_prompt(run, k) if isinstance(refused, OverCeilingError)
+                       else [dict(m) for m in prefix]}
             windows = {}
         for rule in ABLATIONS:
             files = TreeFiles(tree.path)

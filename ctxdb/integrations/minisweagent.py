@@ -42,6 +42,7 @@ from ..agent.trajectory import (
     as_chat,
     parse_trajectory,
 )
+from ..pipeline.vocabulary import HARNESS_SENT_OVER_CEILING_FLAG
 from ..request import RequestError
 from ..request_limits import ID_MAX_CHARS
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
@@ -217,18 +218,23 @@ class CtxdbModel:
         ``RefusedStepWarning``, and counted in ``refused_steps``: a harness never loses a
         step to ctxdb's limits. Any other refusal is a mistake to fix: it is raised."""
         prefix, steps, run = read_history(messages)
-        # the current arm records what goes to the model, the templates' markup too
-        sent = as_sent(messages) if self.arm == ARM_CURRENT else None
+        # the current arm records what goes to the model, the templates' markup too; a
+        # ctx08 step records it when its window cannot fit the ceiling and it goes instead
+        sent = as_sent(messages)
         try:
             context = self._construct(prefix, steps, run, sent)
-        except OverCeilingError as exc:
-            step = len(steps) + 1
-            self.refused_steps.append(step)
-            warnings.warn(f"ctxdb refused step {step} of run {self.run_id!r}: {exc}; "
-                          "sent the harness's own messages", RefusedStepWarning, stacklevel=2)
+        except OverCeilingError as exc:  # (not recorded: its messages could not be read)
+            self._refused(len(steps) + 1, str(exc))
             refused_reply: Message = self.model.query(messages, **kwargs)
             return refused_reply
         self.decision_ids.append(context.decision_id)
+        if HARNESS_SENT_OVER_CEILING_FLAG in context.flags:
+            self._refused(len(steps) + 1, "the harness's prompt and the least a window "
+                          f"holds do not fit under the ceiling {context.ceiling} "
+                          "([budget].token_ceiling); recorded as sent, "
+                          f"{context.token_count} tokens (decision {context.decision_id})")
+            fallback_reply: Message = self.model.query(messages, **kwargs)
+            return fallback_reply
         if self.arm == ARM_CURRENT:
             reply: Message = self.model.query(messages, **kwargs)
         elif not self.cache_marks:
@@ -272,13 +278,21 @@ class CtxdbModel:
                                  "leave it") from exc
         return marks
 
+    def _refused(self, step: int, why: str) -> None:
+        self.refused_steps.append(step)
+        warnings.warn(f"ctxdb refused step {step} of run {self.run_id!r}: {why}; sent the "
+                      "harness's own messages", RefusedStepWarning, stacklevel=3)
+
     def _construct(self, prefix: list[dict[str, str]], steps: list[LoopStep], run: AgentRun,
                    sent: list[dict[str, str]] | None) -> Any:
         task = self.task if self.task is not None else run.task
         try:
+            current = self.arm == ARM_CURRENT
             return construct_step(self.store, run_id=self.run_id, instance_id=self.instance_id,
                                   task=task, steps=steps, tree=self.tree, prefix=prefix,
-                                  arm=self.arm, rules=self.rules, sent=sent,
+                                  arm=self.arm, rules=self.rules,
+                                  sent=sent if current else None,
+                                  sent_if_over_ceiling=None if current else sent,
                                   workdir=self.workdir, cache_marks=self.cache_marks)
         except RequestError as exc:
             if sent is None or not str(exc).startswith("sent"):

@@ -34,6 +34,10 @@ TASK_IN_PREFIX_FLAG = "task_in_prefix"
 # an agent-loop window sent with cache marks (ctxdb.agent.cache_marks): what the model got
 # is the window as marked blocks (decision.flags; forensics.messages_sent gives them back)
 CACHE_MARKED_FLAG = "cache_marked"
+# an agent-loop step whose ctx08 window could not fit the ceiling, recorded as the
+# harness's own messages it sent instead (decision.flags): not a window ctxdb emitted, so
+# not held to the ceiling (sql/checks/window_over_ceiling.sql), but counted as sent
+HARNESS_SENT_OVER_CEILING_FLAG = "harness_sent_over_ceiling"
 
 # Drivers: what admitted an item, as prefix + link kind / edge kind
 OBLIGATION = "obligation:"  # a structural link of the current obligation (v_gate_rule)
