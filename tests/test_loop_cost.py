@@ -317,6 +317,10 @@ def test_arms_compare_on_the_instances_both_ran_by_their_graded_runs(store_url, 
     assert (report[("ctx08", "v3")]["paired_instances"],
             report[("ctx08", "v3")]["cost_of_current"]) == (0, None)
     assert report[("current", "default")]["solved"] == 1
+    # the A/B screen counts raw tokens: on live loop runs it points to this report
+    assert cli_main(["report", "ab", "--db", store_url]) == 0
+    assert "their cost under a prompt cache, paired by instance, is `ctxdb report " \
+        "loop_cost`" in capsys.readouterr().out
 
 
 def test_a_store_without_live_loop_runs_says_why_the_report_is_empty(store_url, tmp_path,
@@ -329,6 +333,8 @@ def test_a_store_without_live_loop_runs_says_why_the_report_is_empty(store_url, 
     out, err = capsys.readouterr()
     assert json.loads(out)["rows"] == []
     assert "loop_cost: no live agent-loop runs in" in err and "ctxdb report replay" in err
+    assert cli_main(["report", "ab", "--db", store_url]) == 0
+    assert "ctxdb report loop_cost" not in capsys.readouterr().out  # no loop run: no word
     with ContextStore.open(store_url) as store:
         construct_step(store, run_id="live", instance_id="i", task="t", steps=steps[:1],
                        tree=tmp_path / "tree", prefix=PREFIX)

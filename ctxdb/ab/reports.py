@@ -156,6 +156,14 @@ RECALL_COLUMNS = ["decision_type", "arm", "variant", "ranker", "scope", "facts",
                   "residue_median", "residue_p95", "ranked_share", "median_tokens"]
 
 
+LOOP_COST_REPORT = "loop_cost"  # a live A/B's costs under a prompt cache (sql/reports/)
+# under the A/B screen's title when the store holds live agent-loop runs: its tokens are
+# raw, where a prompt cache serves most of an append-only history
+LOOP_RUNS_NOTE = ("This store holds live agent-loop runs: their cost under a prompt cache, "
+                  "paired by instance, is `ctxdb report loop_cost`; the tables below count "
+                  "raw tokens.")
+
+
 def ab_screen(connection: Connection) -> str:
     """The whole A/B on one screen: both arms side by side, §7.4 and §7.5 verdicts."""
     runs = run_report(connection, "runs")
@@ -169,6 +177,8 @@ def ab_screen(connection: Connection) -> str:
     parts = ["A/B: ctx08 (constructed window) vs current (stuff everything)"]
     if _oracle_ranked(rankers):
         parts.append(ORACLE_LEGEND)
+    if run_report(connection, LOOP_COST_REPORT).rows:
+        parts.append(LOOP_RUNS_NOTE)
     parts += [
         "",
         as_table(runs, ["run_id", "ranker", "decisions", "rank_calls", "rank_calls_ok"]),

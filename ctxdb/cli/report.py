@@ -11,7 +11,6 @@ from typing import TypeVar
 
 from .shared import EXIT_OK, add_db_option, context_store, existing_store, write_output
 
-LOOP_COST_REPORT = "loop_cost"  # a live A/B's costs: an empty table is explained
 # the replay screen, its sections the replay_* reports: a store without a replay run is
 # said once, not left to every section's "(no rows)"
 REPLAY_REPORT = "replay"
@@ -88,9 +87,9 @@ def _cmd_report(args) -> int:
             report = only_arms(reports.run_report(
                 connection, args.name, {"cached_price_ratio": ratio, "length_groups": groups}),
                 arms)
-            if args.name == LOOP_COST_REPORT and not report.rows:
+            if args.name == reports.LOOP_COST_REPORT and not report.rows:
                 # an empty table would not say why: the runs it reads are live ones
-                print(f"{LOOP_COST_REPORT}: no live agent-loop runs in {_store_shown(store)}"
+                print(f"{args.name}: no live agent-loop runs in {_store_shown(store)}"
                       " (a replay's runs are left out: ctxdb report replay)", file=sys.stderr)
             if args.format == "html":
                 output = reports.single_html(report)
