@@ -275,6 +275,11 @@ def test_ctx_current_sends_the_harness_messages_untouched(mswea, store_url, tree
                    run_id="mini-current")
     CtxdbModel(object(), store_url, instance_id="another", tree=tree,
                run_id="mini-current").close()  # a batch of instances may share it
+    # ...of one arm: the other arm's model is refused at once, not at its first step
+    with pytest.raises(ValueError, match=r"run_id 'mini-current': the store holds it as a "
+                       r"run of arm 'current', and a run is one arm; give this 'ctx08' "):
+        CtxdbModel(object(), store_url, instance_id="another", tree=tree,
+                   run_id="mini-current", arm="ctx08")
 
 
 # a tool-calling run: (reasoning or None, the turn's commands), each command a tool call

@@ -134,13 +134,20 @@ def arm_from_environment(arm: str | None = None) -> str:
     return chosen
 
 
-def _check_new_run(store: Any, run_id: str, instance_id: str) -> None:
+def _check_new_run(store: Any, run_id: str, instance_id: str, arm: str) -> None:
     """Refuse a run id and instance the store already holds decisions of: a model is one
-    run, and two runs under one id would share their step numbers."""
+    run, and two runs under one id would share their step numbers; and a run id the store
+    holds as the other arm (a run is one arm: its first step would be refused)."""
     decision = models.decision
     with store.engine.connect() as connection:
         held = connection.execute(select(func.count()).where(
             decision.c.run_id == run_id, decision.c.instance_id == instance_id)).scalar_one()
+        run_arm = connection.execute(select(models.run.c.arm).where(
+            models.run.c.run_id == run_id)).scalar_one_or_none()
+    if run_arm is not None and run_arm != arm:
+        raise ValueError(f"run_id {run_id!r}: the store holds it as a run of arm {run_arm!r}, "
+                         f"and a run is one arm; give this {arm!r} model its own run_id (or "
+                         "none: a new one is made)")
     if held:
         raise ValueError(f"run_id {run_id!r}: the store already holds {held} decision(s) of "
                          f"instance {instance_id!r} under it; give each run its own run_id "
@@ -203,7 +210,7 @@ class CtxdbModel:
         self.instance_id, self.task, self.rules = instance_id, task, rules
         if run_id:
             try:
-                _check_new_run(store, run_id, instance_id)
+                _check_new_run(store, run_id, instance_id, self.arm)
             except ValueError:
                 self.close()
                 raise
