@@ -209,3 +209,23 @@ def test_progress_bar_on_a_terminal_silence_in_a_pipe(tmp_path):
     assert status == EXIT_OK and "retrieve --eval: [" in err and "2/2 instances" in err
     status, err = _run_cli(evaluate, tmp_path, False)
     assert status == EXIT_OK and "retrieve --eval: [" not in err
+
+
+def test_ab_outcome_given_a_trajectory_names_ten_lines_and_says_what_the_file_is(tmp_path,
+                                                                                 capsys):
+    db = str(tmp_path / "o.db")
+    assert main(["db", "upgrade", "--db", db]) == EXIT_OK
+    trajectory = tmp_path / "run.traj.json"  # what mini-swe-agent saves: one document
+    trajectory.write_text(json.dumps({"info": {"ctxdb": {"run_id": "r"}},
+                                      "messages": [{"role": "user", "content": "x"}] * 30},
+                                     indent=2), encoding="utf-8")
+    lines = len(trajectory.read_text(encoding="utf-8").splitlines())
+    capsys.readouterr()
+    assert main(["ab", "outcome", str(trajectory), "--db", db]) == EXIT_BAD_INPUT
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 12 and said[10] == f"ctxdb: error: and {lines - 10} more bad lines"
+    assert said[11] == (
+        f"ctxdb: error: {lines} bad line(s) in {trajectory}: nothing recorded; the file is one "
+        'JSON document, a trajectory: its line is {"run_id": info.ctxdb.run_id, '
+        '"instance_id": info.ctxdb.instance_id, "solved": the evaluation\'s verdict}, where '
+        "an outcome file holds one JSON object per line")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ..workers import DEFAULT_WORKERS
 from .shared import (
@@ -112,10 +113,30 @@ def _add_outcome(ab_commands: argparse._SubParsersAction) -> None:
     ab_outcome.set_defaults(func=_cmd_ab_outcome)
 
 
+# of an outcome file's bad lines, those named one by one (the rest are counted): a file
+# of another kind is bad on every line
+BAD_LINES_NAMED = 10
+
+
+def _one_document_hint(path: Path) -> str:
+    """What a file that is one JSON document, not one outcome per line, is taken for."""
+    import json
+
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return ""
+    if not isinstance(document, dict):
+        return ""
+    trajectory = isinstance(document.get("messages"), list)
+    return ("; the file is one JSON document" + (
+        ", a trajectory: its line is {\"run_id\": info.ctxdb.run_id, \"instance_id\": "
+        "info.ctxdb.instance_id, \"solved\": the evaluation's verdict}" if trajectory else "")
+        + ", where an outcome file holds one JSON object per line")
+
+
 def _cmd_ab_outcome(args) -> int:
     """All or nothing: any bad line (each named on stderr) means nothing is recorded, exit 2."""
-    from pathlib import Path
-
     from ..outcomes import import_outcomes
 
     if not Path(args.file).is_file():
@@ -123,11 +144,14 @@ def _cmd_ab_outcome(args) -> int:
                                 "one JSON object per line)")
     with context_store().open(existing_store(args.db)) as store:
         recorded, errors = import_outcomes(store, args.file)
-    for error in errors:
+    for error in errors[:BAD_LINES_NAMED]:
         print(f"ctxdb: error: {error}", file=sys.stderr)
-    if errors:
-        print(f"ctxdb: error: {len(errors)} bad line(s) in {args.file}: nothing recorded",
+    if len(errors) > BAD_LINES_NAMED:
+        print(f"ctxdb: error: and {len(errors) - BAD_LINES_NAMED} more bad lines",
               file=sys.stderr)
+    if errors:
+        print(f"ctxdb: error: {len(errors)} bad line(s) in {args.file}: nothing recorded"
+              f"{_one_document_hint(Path(args.file))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"recorded {recorded} outcome(s)")
     return EXIT_OK
