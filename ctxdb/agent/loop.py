@@ -199,6 +199,10 @@ _TRACEBACK_FRAMING = re.compile(
     r"^[ \t]*(?:Traceback \(most recent call last\):|During handling of the above exception,"
     r" another exception occurred:|The above exception was the direct cause of the following"
     r" exception:)[ \t\r]*$|\bFile (\"[^\"\n]*\"), line \d+(?:, in (?:<\w+>)?)?", re.MULTILINE)
+# an absolute path's directories (``/opt/miniconda3/envs/testbed/lib/python3.9/``): where
+# a file sits on the harness's machine, no name of the code, so no pointer lists them (the
+# file's own name stays; a relative path, a URL's, stays whole)
+_ABSOLUTE_DIRS = re.compile(r"(?<![\w.~/-])/(?:[\w.+-]+/)+")
 # a traceback's exception line: ``ValueError: …``, ``sympy.core.SympifyError: …``
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$",
                              re.MULTILINE)
@@ -2202,16 +2206,15 @@ def names_first_shown_by_action(steps: Sequence[LoopStep], known: frozenset[str]
 
 
 def _output_names(output: str) -> tuple[str, ...]:
-    """An output's names (``_names``), a traceback's own words left out: each output read
-    once (every window asks again), a long one remembered by its digest."""
-    if _TRACEBACK not in output:
-        return _names(output)
+    """An output's names (``_names``), a traceback's own words and an absolute path's
+    directories left out: each output read once (every window asks again), a long one
+    remembered by its digest."""
     return _read_once(_LONG_OUTPUT_NAMES, _framing_free_names, _framing_free_names_kept,
                       output)
 
 
 def _framing_free_names(output: str) -> tuple[str, ...]:
-    return _names_read(_without_traceback_framing(output))
+    return _names_read(_ABSOLUTE_DIRS.sub("", _without_traceback_framing(output)))
 
 
 _framing_free_names_kept = functools.lru_cache(maxsize=DIGESTS_CACHED)(_framing_free_names)
