@@ -296,6 +296,15 @@ def test_a_pointer_lists_the_names_its_output_was_the_first_to_show(tmp_path):
     many = LoopStep("python list.py", " ".join(f"name_{n}" for n in range(50)))
     listed = build_window([many, *_filler(8)], TreeFiles(root), RULES).parts[1].text
     assert listed.count("name_") == POINTER_NAMES_MAX and "name_0," in listed
+    # an absolute path's directories are where the harness keeps files, no names (the
+    # file's own name is; a relative path's and a URL's are)
+    placed = LoopStep("python run.py", "/opt/miniconda3/envs/testbed/lib/python3.9/site-"
+                      "packages/_pytest/config.py: helper_total\nsee sympy/polys/rings.py and "
+                      "https://docs.example.org/stable/\n")
+    pointer = build_window([placed, *_filler(8)], TreeFiles(root), RULES).parts[1].text
+    names = pointer.split("; names: ")[1].rstrip("]\n").split(", ")
+    assert {"config", "helper_total", "polys", "rings", "example"} <= set(names), names
+    assert not {"miniconda3", "envs", "testbed", "site", "packages", "_pytest"} & set(names)
     # a long output's names too (remembered by its digest, not by the text)
     long = LoopStep("python big.py", ". " * HASHED_TEXT_KEPT_MAX_CHARS + "far_name\n")
     for _ in range(2):
