@@ -1503,7 +1503,12 @@ def _view_lines(text: str) -> dict[str, dict[int, str]]:
 def view_span(text: str) -> tuple[int, int] | None:
     """The first and last line a view's text shows of its first file (window_item's
     shown lines), or None. Read from the text itself: a settled view shows the lines as
-    its window first showed them, a long view only some of those it read."""
+    its window first showed them, a long view only some of those it read. Every window
+    asks again of each view it holds: read once."""
+    return _read_once(_VIEW_SPANS, _view_span_read, _view_span_kept, text)
+
+
+def _view_span_read(text: str) -> tuple[int, int] | None:
     for lines in _view_lines(text).values():
         if lines:
             return min(lines), max(lines)
@@ -2153,11 +2158,13 @@ def _names_read(text: str) -> tuple[str, ...]:
 
 
 _names_kept = functools.lru_cache(maxsize=DIGESTS_CACHED)(_names_read)
+_view_span_kept = functools.lru_cache(maxsize=DIGESTS_CACHED)(_view_span_read)
 _LONG_TEXT_NAMES: _DigestMemo[tuple[str, ...]] = _DigestMemo()
 _LONG_OUTPUT_NAMES: _DigestMemo[tuple[str, ...]] = _DigestMemo()
 _LONG_OUTPUT_PATHS: _DigestMemo[tuple[str, ...]] = _DigestMemo()
 _FILE_POSITIONS: _DigestMemo[dict[str, list[int]]] = _DigestMemo(FILE_POSITIONS_CACHED)
 _VIEWS_READ: _DigestMemo[_ViewsRead] = _DigestMemo()  # by step (``_step_digest``)
+_VIEW_SPANS: _DigestMemo[tuple[int, int] | None] = _DigestMemo()
 
 
 def names_first_shown(steps: Sequence[LoopStep],
