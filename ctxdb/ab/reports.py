@@ -177,7 +177,7 @@ def ab_screen(connection: Connection) -> str:
     parts = ["A/B: ctx08 (constructed window) vs current (stuff everything)"]
     if _oracle_ranked(rankers):
         parts.append(ORACLE_LEGEND)
-    if run_report(connection, LOOP_COST_REPORT).rows:
+    if connection.execute(sql_statement("reports_support/live_loop_run_held")).first():
         parts.append(LOOP_RUNS_NOTE)
     parts += [
         "",
