@@ -454,7 +454,9 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     tokenizer = settings.tokenizer
     newest = newest_output(window.parts)
     at_back = False  # the newest output and what follows it (the newest reasoning)
-    fold = fold_detail(window, len(history), rules) if arm != ARM_CURRENT else None
+    # (the current arm's window, or the harness's messages sent instead, folds nothing)
+    fold = fold_detail(window, len(history), rules) \
+        if arm != ARM_CURRENT and sent_messages is None else None
     for position, part in enumerate(window.parts, start=1):
         item_id = f"E{part.item_no}"
         detail = fold if step_of_item(part.item_no)[1] == OUTPUT_PART else None
