@@ -1432,6 +1432,17 @@ def test_the_ladder_always_ends_under_the_ceiling_or_refuses(tmp_path):
         with pytest.raises(RequestError, match="over the ceiling 400"):
             construct_step(store, run_id="tight-prompt", instance_id="demo", task="t",
                            steps=steps, tree=root, prefix=huge, rules=RULES)
+    # a step leaves whole, at any ceiling: no output stays without its command, nor the
+    # reverse (the newest step's output and command stay)
+    for ceiling in range(400, 1600, 100):
+        settings = dataclasses.replace(load_settings(), token_ceiling=ceiling)
+        with ContextStore.open(tmp_path / f"at-{ceiling}.db", settings=settings) as store:
+            context = construct_step(store, run_id="r", instance_id="d", task="t",
+                                     steps=steps, tree=root, prefix=PREFIX, rules=RULES)
+        shown = {entry.item_id for entry in context.window}
+        for number in range(1, len(steps)):
+            command_no, output_no, _ = item_numbers(number)
+            assert (f"E{command_no}" in shown) == (f"E{output_no}" in shown), (ceiling, number)
 
 
 def test_odd_outputs_do_not_break_a_view(tmp_path):

@@ -974,14 +974,21 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
         replace_text(part, f"[step {part.step}] {part.label} "
                            f"[E{part.item_no}]\n", POINTER, LADDER_FOLD_COMMAND)
     newest_command = commands[-1] if commands else None
-    for part in [p for p in window.parts if p is not newest and p is not newest_command]:
+    by_step: dict[int, list[LoopPart]] = {}  # (in the window's order: the oldest first)
+    for part in window.parts:
+        if part is not newest and part is not newest_command:
+            by_step.setdefault(part.step, []).append(part)
+    for parts in by_step.values():
         if total() <= ceiling:
             return log
-        before = total()  # the oldest steps leave the window whole: the store keeps them
-        window.parts.remove(part)
-        evicted.append(part)
-        log.append(BudgetStep(len(log) + 1, LADDER_EVICT_OLDEST, f"E{part.item_no}", before,
-                              total()))
+        # the oldest steps leave the window whole (no output stays without its command,
+        # nor a command without its output): the store keeps them
+        for part in parts:
+            before = total()
+            window.parts.remove(part)
+            evicted.append(part)
+            log.append(BudgetStep(len(log) + 1, LADDER_EVICT_OLDEST, f"E{part.item_no}",
+                                  before, total()))
     if newest is not None and total() > ceiling:
         room = ceiling - (total() - newest.tokens)
         replace_text(newest, _tail_that_fits(newest_text, newest.item_no, room, tokenizer),
