@@ -46,7 +46,8 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
                             "An agent-loop request names the harness's prompt and its steps "
                             "by digest (prefix_sha256, steps_sha256: each message's and "
                             "step's JSON an evidence_text row, stored once per run), and a "
-                            "live current-arm decision the messages "
+                            "live current-arm decision (or a ctx08 step flagged "
+                            "harness_sent_over_ceiling) the messages "
                             "the harness sent (sent_sha256: each message's role, content "
                             "and tool calls' text likewise); store.request_as_given "
                             "reassembles it.",
@@ -63,7 +64,9 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
                      "folded, as in the window before it), task_in_prefix (an agent-loop "
                      "window whose harness prompt holds the task: not sent twice), "
                      "cache_marked (an agent-loop window sent as blocks with cache marks, "
-                     "ctxdb.agent.cache_marks), text_replaced, ...",
+                     "ctxdb.agent.cache_marks), harness_sent_over_ceiling (an agent-loop "
+                     "step whose window could not fit the ceiling, recorded as the "
+                     "harness's own messages it sent instead), text_replaced, ...",
             "created_at": "When the decision was constructed (UTC, ISO 8601).",
         },
     ),

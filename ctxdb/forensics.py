@@ -20,7 +20,7 @@ from .agent.loop import MASK_HINT, LoopStep
 from .context import DecisionContext, WindowEntry
 from .pipeline.budget import cut_task
 from .pipeline.state import BudgetStep
-from .pipeline.vocabulary import CACHE_MARKED_FLAG, FAILURE_KINDS
+from .pipeline.vocabulary import CACHE_MARKED_FLAG, FAILURE_KINDS, HARNESS_SENT_OVER_CEILING_FLAG
 from .pipeline.window_text import DECISION_REF_PREFIX, window_head
 from .request import storable_text
 from .request_limits import STORE_INTEGER_MAX
@@ -334,6 +334,9 @@ def summary(connection: Connection, decision_id: int) -> str:
     elif head["arm"] == ARM_CURRENT:
         # the baseline sends everything, as the harness would: no ceiling is applied
         lines.append("eviction steps: none (the current arm sends all it is given)")
+    elif HARNESS_SENT_OVER_CEILING_FLAG in (head["flags"] or "").split(","):
+        lines.append("eviction steps: none: no window fitted the ceiling, so the harness "
+                     "sent its own messages, recorded here (harness_sent_over_ceiling)")
     else:
         lines.append("eviction steps: none (the window fit)")
     return "\n".join(lines)

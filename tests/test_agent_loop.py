@@ -2377,3 +2377,40 @@ def test_a_bare_fresh_output_says_it_was_empty_or_failed(tmp_path):
                                     steps=steps, prefix=PREFIX, arm=arm, rules=RULES)
         assert [entry.text for entry in window.window
                 if step_of_item(int(entry.item_id[1:]))[1] == OUTPUT_PART] == said, arm
+
+
+def test_a_window_that_cannot_fit_is_recorded_as_the_messages_sent_instead(tmp_path):
+    """``sent_if_over_ceiling``: the step is recorded as the harness's messages, flagged,
+    never as a window sent with ctxdb's cache marks; it folds nothing, and `show` says so."""
+    import dataclasses
+
+    from ctxdb.config import load_settings
+
+    root = _tree(tmp_path / "tree")
+    steps = [LoopStep("cat pkg/other.py", "ALPHA = 1\nBETA = 2\n")]
+    huge = [{"role": "system", "content": "rule " * 600}, PREFIX[1]]
+    sent = [*huge, {"role": "assistant", "content": "```bash\ncat pkg/other.py\n```"},
+            {"role": "user", "content": "ALPHA = 1\nBETA = 2\n"}]
+    settings = dataclasses.replace(load_settings(), token_ceiling=400)
+    with ContextStore.open(tmp_path / "s.db", settings=settings) as store:
+        with pytest.raises(RequestError, match="over the ceiling 400"):  # not given: refused
+            construct_step(store, run_id="r", instance_id="i", task="t", steps=steps,
+                           tree=root, prefix=huge)
+        context = construct_step(store, run_id="r", instance_id="i", task="t", steps=steps,
+                                 tree=root, prefix=huge, cache_marks=True,
+                                 sent_if_over_ceiling=sent)
+        assert "harness_sent_over_ceiling" in context.flags
+        assert "cache_marked" not in context.flags and context.token_count > 400
+        assert store.messages_sent(context.decision_id) == sent
+        from ctxdb import forensics
+
+        with store.engine.connect() as connection:
+            summary = forensics.summary(connection, context.decision_id)
+        assert "no window fitted the ceiling, so the harness sent its own messages" in summary
+        assert all("fold horizon" not in (row["detail"] or "")
+                   for row in store.why(context.decision_id, "E2"))
+        with pytest.raises(RequestError, match="sent_if_over_ceiling: only a decision of arm "
+                           "'ctx08'"):
+            construct_step(store, run_id="c", instance_id="i", task="t", steps=steps,
+                           tree=root, prefix=huge, arm="current", sent_if_over_ceiling=sent)
+        assert store.verify() == {}

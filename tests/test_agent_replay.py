@@ -667,9 +667,10 @@ def test_a_window_that_cannot_fit_is_counted_as_the_history_a_live_harness_sends
     assert done.refused_decisions == done.decisions == 7
     counted = {(seq, arm): tokens for seq, arm, tokens in _rows(
         db, "SELECT seq, arm, prompt_tokens FROM replay_decision WHERE arm IN "
-            "('ctx08', 'current') AND refused = (arm = 'ctx08')")}
-    assert len(counted) == 14 and all(counted[(seq, "ctx08")] == counted[(seq, "current")]
-                                      for seq in range(1, 8))
+            "('ctx08', 'current', 'ctx08-without-views') AND refused = (arm <> 'current')")}
+    assert len(counted) == 21 and all(  # a rule-off arm's window too
+        counted[(seq, "ctx08")] == counted[(seq, "ctx08-without-views")]
+        == counted[(seq, "current")] for seq in range(1, 8))
 
 
 def test_a_tree_git_cannot_diff_is_a_note_not_a_failed_run(requests_repository, tmp_path):

@@ -617,6 +617,13 @@ def test_a_step_ctxdb_refuses_is_sent_as_the_harness_built_it(mswea, tmp_path, t
         assert "harness_sent_over_ceiling" in context.flags and context.token_count > 256
         assert store.messages_sent(1) == prompt
         assert store.verify() == {}
+        # a prompt the store keeps otherwise than given (a NUL) is recorded all the same
+        odd = [{**prompt[0], "content": prompt[0]["content"] + "\x00"}, prompt[1]]
+        nul = CtxdbModel(Echo(), store, instance_id="big-prompt", tree=tree, run_id="nul")
+        with pytest.warns(RefusedStepWarning, match="recorded as sent"):
+            nul.query(odd)
+        assert {"harness_sent_over_ceiling", "text_replaced"} <= \
+            set(store.context(nul.decision_ids[0]).flags)
         # any other refusal is a mistake to fix, not a step to send as the harness built it
         def refuse(*args, **kwargs):
             raise RequestError("steps[0].output: expected text")

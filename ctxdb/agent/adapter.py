@@ -419,8 +419,9 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
             raise
         # the harness sends its own messages: recorded as the current arm records them
         # (read only here: a window that fits never needs them)
+        # checked against the prefix as given (``prefix`` is as the store keeps it now)
         fallback = cast(list[dict[str, str]], _checked_sent(  # given: never None
-            sent_if_over_ceiling, prefix, ARM_CURRENT, "sent_if_over_ceiling"))
+            sent_if_over_ceiling, given[1], ARM_CURRENT, "sent_if_over_ceiling"))
         sent_messages = fallback
         window = LoopWindow(parts=_history_as_sent(history, _storable(fallback), fallback,
                                                    len(prefix)),
@@ -438,7 +439,9 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
         request, request_json, digest, settings,
         flags + ([TASK_IN_PREFIX_FLAG] if plan.task_in_prefix else [])
         + ([f"{FOLD_WAITED_FLAG}:{window.horizon}"] if window.fold_waited else [])
-        + ([CACHE_MARKED_FLAG] if cache_marks else [])
+        # (the harness's messages sent instead go as it marks them, not as ctxdb would)
+        + ([CACHE_MARKED_FLAG] if cache_marks and HARNESS_SENT_OVER_CEILING_FLAG not in flags
+           else [])
         # as the pipeline flags a window whose count is an upper bound (docs/tokens.md)
         + ([TOKENS_BOUNDED_FLAG] if any(count_is_bounded(text) for text in (
             plan.header, task, *(counted_text(m) for m in (*given[1], *(sent_messages or ()))),

@@ -386,8 +386,9 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
             try:
                 plan = plan_window(window, settings.tokenizer, settings.token_ceiling,
                                    run.task, prefix, run_ref=run_ref(run_id, spec.instance_id))
-            except RequestError:
-                prompts[ablation_arm(rule)] = [dict(m) for m in prefix]
+            except RequestError as refused:  # counted as the ctx08 arm's refusal is
+                prompts[ablation_arm(rule)] = current_prompt(run, k) \
+                    if isinstance(refused, OverCeilingError) else [dict(m) for m in prefix]
                 continue
             settled[rule] = SettledParts.of(window, loop_steps, rules)
             text = plan.text(run.task)

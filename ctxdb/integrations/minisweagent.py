@@ -221,7 +221,8 @@ class CtxdbModel:
     def query(self, messages: list[Message], **kwargs: Any) -> Message:
         """Record this step's decision, then ask the wrapped model with ctxdb's messages
         (``current``: with the harness's own, untouched). A step ctxdb refuses (the
-        harness's prompt alone over the ceiling) is sent as the harness built it, with a
+        harness's prompt and the least a window holds over the ceiling) is sent as the
+        harness built it, recorded as sent where its messages can be read, with a
         ``RefusedStepWarning``, and counted in ``refused_steps``: a harness never loses a
         step to ctxdb's limits. Any other refusal is a mistake to fix: it is raised."""
         prefix, steps, run = read_history(messages)
@@ -293,8 +294,8 @@ class CtxdbModel:
     def _construct(self, prefix: list[dict[str, str]], steps: list[LoopStep], run: AgentRun,
                    sent: list[dict[str, str]] | None) -> Any:
         task = self.task if self.task is not None else run.task
+        current = self.arm == ARM_CURRENT
         try:
-            current = self.arm == ARM_CURRENT
             return construct_step(self.store, run_id=self.run_id, instance_id=self.instance_id,
                                   task=task, steps=steps, tree=self.tree, prefix=prefix,
                                   arm=self.arm, rules=self.rules,
@@ -304,6 +305,8 @@ class CtxdbModel:
         except RequestError as exc:
             if sent is None or not str(exc).startswith("sent"):
                 raise
+            if not current:  # the messages to send instead could not be read as steps
+                raise OverCeilingError(f"{exc}: not recorded") from exc
             # a history shape the reader skips part of (an interactive agent's own
             # commands): the step is still recorded, its messages rebuilt from the steps
             warnings.warn(f"ctxdb could not record step {len(steps) + 1} of run "

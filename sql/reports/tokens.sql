@@ -1,6 +1,8 @@
 -- tokens: tokens per decision by arm, variant and decision type — median (lower middle),
 -- p95 (nearest rank), max — and budget adherence, the share of windows within their
--- ceiling (§3.7: must be 1.0 for ctx08; the baseline has no budget).
+-- ceiling (§3.7: 1.0 for ctx08's own windows; under it where an agent-loop step's window
+-- could not fit and the harness's messages went instead, harness_sent_over_ceiling; the
+-- baseline has no budget).
 WITH ranked AS (
     SELECT arm, variant, decision_type, token_count, token_ceiling,
            ROW_NUMBER() OVER (PARTITION BY arm, variant, decision_type
