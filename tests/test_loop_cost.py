@@ -340,3 +340,43 @@ def test_a_store_without_live_loop_runs_says_why_the_report_is_empty(store_url, 
                        tree=tmp_path / "tree", prefix=PREFIX)
     assert cli_main(["report", "loop_cost", "--db", store_url]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_a_step_sent_as_the_harness_built_it_serves_its_prompt_from_the_cache(store_url,
+                                                                             tmp_path):
+    """A window, then a step whose window could not fit (sent as the harness's messages,
+    flag harness_sent_over_ceiling), then a window again: at each change the harness's
+    prompt is served, as the replay's counter of the messages sent says."""
+    from ctxdb.config import MIN_TOKEN_CEILING, load_settings
+
+    steps, sent = _history(tmp_path / "tree")
+    # a prompt a window fits beside at the usual ceiling, not at the least one
+    prefix = [{**PREFIX[0], "content": PREFIX[0]["content"] + " Be careful." * 60},
+              PREFIX[1]]
+    sent = [*prefix, *sent[len(PREFIX):]]
+    settings = load_settings()
+    sent_by_decision = {}
+    for done, ceiling in ((1, settings.token_ceiling), (2, MIN_TOKEN_CEILING),
+                          (3, settings.token_ceiling)):
+        shown = sent[:len(prefix) + 2 * done]
+        with ContextStore.open(store_url, settings=dataclasses.replace(
+                settings, token_ceiling=ceiling)) as store:
+            context = construct_step(store, run_id="fallback", instance_id="i",
+                                     task="function_3 subtracts", steps=steps[:done],
+                                     tree=tmp_path / "tree", prefix=prefix,
+                                     sent_if_over_ceiling=shown)
+        fell_back = "harness_sent_over_ceiling" in context.flags
+        assert fell_back == (ceiling == MIN_TOKEN_CEILING), done
+        sent_by_decision[context.decision_id] = (
+            shown if fell_back else context.messages(prefix=prefix))
+    with ContextStore.open(store_url) as store:
+        rows = _cached_rows(store)
+        counter = PromptCounter(get_counter(store.settings.tokenizer).count)
+    (first, fallback, after) = sorted(sent_by_decision)
+    for before, now in ((first, fallback), (fallback, after)):
+        exact = counter.cached_tokens(sent_by_decision[before], sent_by_decision[now])
+        served = rows[now].cached_tokens
+        assert exact - CHAT_MESSAGE_OVERHEAD_TOKENS <= served \
+            <= exact + CHAT_REPLY_PRIMING_TOKENS + CHAT_MESSAGE_OVERHEAD_TOKENS, \
+            (now, exact, served)
+        assert served > counter.count_text(prefix[0]["content"])  # the prompt, not 0

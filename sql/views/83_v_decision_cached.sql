@@ -4,7 +4,9 @@
 -- besides the items (the harness's prompt, the task, the chat framing: token_count less
 -- the items' tokens) when the task is the same and that is as long as the previous
 -- decision's (the harness's prompt is told by its length; or all the previous decision
--- sent, when that was the harness's prompt alone with no window), then each item
+-- sent, when that was the harness's prompt alone with no window; the harness's prompt
+-- alone, the lesser of the two decisions' besides, between a window and a loop step sent
+-- as the harness's messages, flag harness_sent_over_ceiling), then each item
 -- up to the first whose text (rendered_sha256) differs from the previous window's at the
 -- same position. The replay counts the shared start of that item too, and leaves out the
 -- framing that follows the shared part (replay_decision.cached_tokens): this counts the
@@ -28,6 +30,9 @@ WITH ordered AS (
            -- and SQLite's ignores case)
            CASE WHEN REPLACE(',' || d.flags || ',', ',cache_marked,', '')
                      <> ',' || d.flags || ',' THEN 1 ELSE 0 END AS cache_marked,
+           -- a loop step whose window could not fit, sent as the harness's messages
+           CASE WHEN REPLACE(',' || d.flags || ',', ',harness_sent_over_ceiling,', '')
+                     <> ',' || d.flags || ',' THEN 1 ELSE 0 END AS harness_sent,
            LAG(d.decision_id) OVER (PARTITION BY d.run_id, d.instance_id
                                     ORDER BY d.seq, d.decision_id) AS previous_decision_id
     FROM decision d
@@ -99,12 +104,16 @@ served_from AS (  -- what a cache serves first: nothing, the previous prompt who
                   -- all but the window's items and then the items up to a bound
     SELECT o.decision_id, p.token_count AS previous_token_count,
            o.token_count - COALESCE(b.item_tokens, 0) AS besides_items,
+           p.token_count - COALESCE(pb.item_tokens, 0) AS previous_besides_items,
            CASE WHEN o.previous_decision_id IS NULL OR o.token_count IS NULL
                      OR p.token_count IS NULL OR o.task_text <> p.task_text THEN 'nothing'
                 -- the previous decision sent no window (a loop's first: the harness's
                 -- prompt alone): that prompt is served, the window's own framing is new
                 WHEN pb.item_tokens IS NULL AND b.item_tokens IS NOT NULL
                      AND p.token_count <= o.token_count - b.item_tokens THEN 'prompt'
+                -- a window after the harness's messages sent instead, or those after a
+                -- window: the harness's prompt is served, the rest follows it anew
+                WHEN o.harness_sent <> po.harness_sent THEN 'prefix'
                 WHEN o.token_count - COALESCE(b.item_tokens, 0)
                      <> p.token_count - COALESCE(pb.item_tokens, 0) THEN 'nothing'
                 ELSE 'items'
@@ -112,6 +121,7 @@ served_from AS (  -- what a cache serves first: nothing, the previous prompt who
     FROM ordered o
     LEFT JOIN by_decision b ON b.decision_id = o.decision_id
     LEFT JOIN decision p ON p.decision_id = o.previous_decision_id
+    LEFT JOIN ordered po ON po.decision_id = o.previous_decision_id
     LEFT JOIN by_decision pb ON pb.decision_id = o.previous_decision_id
 )
 SELECT
@@ -122,10 +132,14 @@ SELECT
     o.previous_decision_id,
     o.token_count,
     CASE f.kind WHEN 'nothing' THEN 0 WHEN 'prompt' THEN f.previous_token_count
+         WHEN 'prefix' THEN CASE WHEN f.besides_items < f.previous_besides_items
+                                 THEN f.besides_items ELSE f.previous_besides_items END
          ELSE f.besides_items + COALESCE(u.unchanged_tokens, 0)
     END AS cached_tokens,
     b.first_changed_position,
     CASE f.kind WHEN 'nothing' THEN 0 WHEN 'prompt' THEN f.previous_token_count
+         WHEN 'prefix' THEN CASE WHEN f.besides_items < f.previous_besides_items
+                                 THEN f.besides_items ELSE f.previous_besides_items END
          ELSE f.besides_items + COALESCE(u.unchanged_at_marks_tokens, 0)
     END AS cached_at_marks_tokens,
     o.cache_marked
