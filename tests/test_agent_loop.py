@@ -2414,3 +2414,26 @@ def test_a_window_that_cannot_fit_is_recorded_as_the_messages_sent_instead(tmp_p
             construct_step(store, run_id="c", instance_id="i", task="t", steps=steps,
                            tree=root, prefix=huge, arm="current", sent_if_over_ceiling=sent)
         assert store.verify() == {}
+
+
+def test_a_wrong_fallback_is_refused_at_a_step_that_fits(tmp_path):
+    """``sent_if_over_ceiling`` is checked at every step, not only at one that falls back:
+    a harness passing the wrong value learns at its first step, and nothing is written."""
+    root = _tree(tmp_path / "tree")
+    steps = [LoopStep("cat pkg/other.py", "ALPHA = 1\nBETA = 2\n")]
+    wrong = {"a string": "expected a list of chat messages, got str",
+             "no prefix": r"sent_if_over_ceiling\[0\]: expected prefix\[0\]",
+             "a bad message": r"sent_if_over_ceiling\[2\]: expected a chat message"}
+    values = {"a string": "hello", "no prefix": [{"role": "user", "content": "x"}],
+              "a bad message": [*PREFIX, {"role": "user", "content": 3}]}
+    with ContextStore.open(tmp_path / "s.db") as store:
+        for name, value in values.items():
+            with pytest.raises(RequestError, match=wrong[name]):
+                construct_step(store, run_id="r", instance_id="i", task="t", steps=steps,
+                               tree=root, prefix=PREFIX, sent_if_over_ceiling=value)
+        with store.engine.connect() as connection:
+            assert connection.exec_driver_sql("SELECT count(*) FROM decision").scalar() == 0
+        context = construct_step(store, run_id="r", instance_id="i", task="t", steps=steps,
+                                 tree=root, prefix=PREFIX,
+                                 sent_if_over_ceiling=[*PREFIX, {"role": "user", "content": ""}])
+        assert "harness_sent_over_ceiling" not in context.flags

@@ -352,6 +352,9 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     if sent_if_over_ceiling is not None and arm != ARM_CTX08:
         raise RequestError(f"sent_if_over_ceiling: only a decision of arm {ARM_CTX08!r} can "
                            f"fall back to the harness's messages; arm {arm!r} sends them")
+    if sent_if_over_ceiling is not None:
+        # a wrong value is named at the first step, not at the first that falls back
+        _check_sent_shape(sent_if_over_ceiling, prefix, "sent_if_over_ceiling")
     if not isinstance(cache_marks, bool) or (cache_marks and arm != ARM_CTX08):
         raise RequestError(f"cache_marks: expected True or False, and True only for arm "
                            f"{ARM_CTX08!r} (the {ARM_CURRENT!r} arm sends the harness's own "
@@ -764,15 +767,10 @@ def _checked_sent(sent: object, prefix: Sequence[dict[str, str]],
     if arm != ARM_CURRENT:
         raise RequestError(f"{field}: only a decision of arm {ARM_CURRENT!r} records the "
                            f"harness's own messages; arm {arm!r} sends ctxdb's window")
-    if isinstance(sent, (str, bytes, dict)) or not isinstance(sent, Sequence):
-        raise RequestError(f"{field}: expected a list of chat messages, got {type(sent).__name__}")
+    _check_sent_shape(sent, prefix, field)
     messages = []
-    for index, message in enumerate(sent):
-        content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str) \
-                or not isinstance(content, (str, type(None))):
-            raise RequestError(f"{field}[{index}]: expected a chat message with a role and "
-                               "content text (or none)")
+    for index, message in enumerate(cast(Sequence[dict[str, Any]], sent)):
+        content = message.get("content")
         try:
             calls = tool_calls_text(message, f"{field}[{index}]")
         except TrajectoryError as exc:
@@ -784,13 +782,27 @@ def _checked_sent(sent: object, prefix: Sequence[dict[str, str]],
                 from exc
         messages.append({"role": message["role"], "content": content or ""}
                         | ({TOOL_CALLS_TEXT: calls} if calls else {}))
-    given = [{"role": m["role"], "content": m["content"]} for m in prefix]
-    for index, expected in enumerate(given):
-        if index >= len(messages) or {key: messages[index][key]
-                                      for key in ("role", "content")} != expected:
+    return messages
+
+
+def _check_sent_shape(sent: object, prefix: Sequence[dict[str, str]], field: str) -> None:
+    """``sent`` is a list of messages, each a text role and a text content (or none), the
+    prefix first: what ``_checked_sent`` reads, checked without reading each message's
+    whole text (a step checks its ``sent_if_over_ceiling`` so, though only a step that
+    falls back reads it)."""
+    if isinstance(sent, (str, bytes, dict)) or not isinstance(sent, Sequence):
+        raise RequestError(f"{field}: expected a list of chat messages, got {type(sent).__name__}")
+    for index, message in enumerate(sent):
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str) \
+                or not isinstance(content, (str, type(None))):
+            raise RequestError(f"{field}[{index}]: expected a chat message with a role and "
+                               "content text (or none)")
+    for index, expected in enumerate(prefix):
+        if index >= len(sent) or (sent[index]["role"], sent[index]["content"] or "") \
+                != (expected["role"], expected["content"]):
             raise RequestError(f"{field}[{index}]: expected prefix[{index}] (the harness's "
                                "prefix first, as given in prefix)")
-    return messages
 
 
 def _history_as_sent(steps: Sequence[LoopStep], sent: Sequence[dict[str, str]],
