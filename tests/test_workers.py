@@ -44,6 +44,43 @@ def test_a_worker_ctrl_c_reached_refuses_the_jobs_queued_to_it(tmp_path, monkeyp
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_stop_while_the_handlers_are_put_back_goes_to_the_callers_handler(monkeypatch):
+    """An in-process caller's handlers come back whole: a stop landing after the first
+    is put back and before the second (a SIGTERM, whose handler is still ours) reaches
+    the caller's own handler, once, after both are back — not ours, which would raise
+    there and leave the second handler ours for good."""
+    caught: list[int] = []
+
+    def callers(signum: int, frame: object) -> None:
+        caught.append(signum)
+
+    originals = {signum: signal.signal(signum, callers) for signum in workers.STOP_SIGNALS}
+    set_handler = signal.signal
+    put_back: list[int] = []
+
+    def put_back_then_stopped(signum, handler):
+        done = set_handler(signum, handler)
+        if handler is callers:
+            put_back.append(signum)
+            if len(put_back) == 1:  # between the two
+                os.kill(os.getpid(), workers.STOP_SIGNALS[-1])
+        return done
+
+    try:
+        with workers.stops_taken_once():
+            monkeypatch.setattr(signal, "signal", put_back_then_stopped)
+        monkeypatch.setattr(signal, "signal", set_handler)
+        for _ in range(100):  # a Python handler runs at the next instructions
+            if caught:
+                break
+            time.sleep(0.01)
+        assert caught == [workers.STOP_SIGNALS[-1]]
+        assert all(signal.getsignal(signum) is callers for signum in workers.STOP_SIGNALS)
+    finally:
+        for signum, handler in originals.items():
+            set_handler(signum, handler)
+
+
 # A job that holds its worker until stopped, then takes UNDO_SECONDS to undo itself (a
 # replay deleting its decisions): a second signal in that time must not cut it short.
 HOLD_SECONDS = 60
