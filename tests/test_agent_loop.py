@@ -18,6 +18,7 @@ from sqlalchemy import func, select
 
 from ctxdb import ContextStore, models
 from ctxdb.agent.adapter import (
+    SentMessagesError,
     StepTakenError,
     TreeFiles,
     construct_step,
@@ -2409,6 +2410,11 @@ def test_a_window_that_cannot_fit_is_recorded_as_the_messages_sent_instead(tmp_p
         assert "no window fitted the ceiling, so the harness sent its own messages" in summary
         assert all("fold horizon" not in (row["detail"] or "")
                    for row in store.why(context.decision_id, "E2"))
+        # messages that do not line up with the steps are named as the argument they came in
+        with pytest.raises(SentMessagesError, match=r"^sent_if_over_ceiling\[2\]: no message "
+                           "from here on holds step 1's observation"):
+            construct_step(store, run_id="r2", instance_id="i", task="t", steps=steps,
+                           tree=root, prefix=huge, sent_if_over_ceiling=sent[:3])
         with pytest.raises(RequestError, match="sent_if_over_ceiling: only a decision of arm "
                            "'ctx08'"):
             construct_step(store, run_id="c", instance_id="i", task="t", steps=steps,

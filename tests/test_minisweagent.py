@@ -21,6 +21,7 @@ import yaml
 from sqlalchemy import text
 
 from ctxdb import ContextStore, forensics
+from ctxdb.agent.adapter import SentMessagesError
 from ctxdb.agent.arms import PromptCounter
 from ctxdb.agent.loop import LoopRules, item_numbers
 from ctxdb.agent.trajectory import read_trajectory
@@ -631,6 +632,15 @@ def test_a_step_ctxdb_refuses_is_sent_as_the_harness_built_it(mswea, tmp_path, t
         monkeypatch.setattr(minisweagent, "construct_step", refuse)
         with pytest.raises(RequestError, match=r"steps\[0\]\.output"):
             model.query(prompt)
+
+        # a wrong fallback named at a step that fits too: not read as a step to refuse
+        def wrong_fallback(*args, **kwargs):
+            raise RequestError("sent_if_over_ceiling[0]: expected prefix[0]")
+
+        monkeypatch.setattr(minisweagent, "construct_step", wrong_fallback)
+        with pytest.raises(RequestError, match=r"sent_if_over_ceiling\[0\]"):
+            model.query(prompt)
+        assert model.refused_steps == [1]
         with pytest.raises(ValueError, match="tree: expected the directory .*no such directory"):
             CtxdbModel(Echo(), store, instance_id="typo", tree=tmp_path / "no-such-tree")
     # refused before a store is made: nothing is left behind
@@ -716,7 +726,8 @@ def test_a_current_step_is_counted_as_sent_whatever_the_harness_added(tmp_path, 
 
     def rebuilt_only(*args, sent=None, **kwargs):  # a history that does not line up
         if sent is not None:
-            raise RequestError("sent[4]: no message from here on holds step 2's observation")
+            raise SentMessagesError("sent[4]: no message from here on holds step 2's "
+                                    "observation")
         return construct(*args, **kwargs)
 
     monkeypatch.setattr(minisweagent, "construct_step", rebuilt_only)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ..context import DecisionContext, WindowEntry
 from ..forensics import (
@@ -354,12 +354,16 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
                            f"fall back to the harness's messages; arm {arm!r} sends them")
     if sent_if_over_ceiling is not None:
         # a wrong value is named at the first step, not at the first that falls back
-        _check_sent_shape(sent_if_over_ceiling, prefix, "sent_if_over_ceiling")
+        # (a usage error: not the SentMessagesError of messages a fallback cannot read)
+        _check_sent_shape(sent_if_over_ceiling, prefix, "sent_if_over_ceiling", RequestError)
+    if sent is not None and arm != ARM_CURRENT:
+        raise RequestError(f"sent: only a decision of arm {ARM_CURRENT!r} records the "
+                           f"harness's own messages; arm {arm!r} sends ctxdb's window")
     if not isinstance(cache_marks, bool) or (cache_marks and arm != ARM_CTX08):
         raise RequestError(f"cache_marks: expected True or False, and True only for arm "
                            f"{ARM_CTX08!r} (the {ARM_CURRENT!r} arm sends the harness's own "
                            f"messages), got {cache_marks!r} for arm {arm!r}")
-    sent_messages = _checked_sent(sent, prefix, arm)
+    sent_messages = _checked_sent(sent, prefix, "sent") if sent is not None else None
     if tree is not None and not Path(tree).is_dir():
         # a typo would quietly turn every file view into a pointer
         what = "not a directory" if Path(tree).exists() else "no such directory"
@@ -400,7 +404,7 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     if arm == ARM_CURRENT:
         window = LoopWindow(parts=_history_whole(history) if sent_messages is None else
                             _history_as_sent(history, _storable(sent_messages), sent_messages,
-                                             len(prefix)),
+                                             len(prefix), "sent"),
                             decision_type=decision_type_of(history, workdir))
     else:
         window = build_window(
@@ -423,11 +427,10 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
         # the harness sends its own messages: recorded as the current arm records them
         # (read only here: a window that fits never needs them)
         # checked against the prefix as given (``prefix`` is as the store keeps it now)
-        fallback = cast(list[dict[str, str]], _checked_sent(  # given: never None
-            sent_if_over_ceiling, given[1], ARM_CURRENT, "sent_if_over_ceiling"))
+        fallback = _checked_sent(sent_if_over_ceiling, given[1], "sent_if_over_ceiling")
         sent_messages = fallback
         window = LoopWindow(parts=_history_as_sent(history, _storable(fallback), fallback,
-                                                   len(prefix)),
+                                                   len(prefix), "sent_if_over_ceiling"),
                             decision_type=window.decision_type)
         plan = plan_window(window, settings.tokenizer, None, task, prefix,
                            run_ref=run_ref(run_id, instance_id), as_messages=True,
@@ -523,6 +526,12 @@ class StepTakenError(RequestError):
 
 class OverCeilingError(RequestError):
     """The harness's prompt and the least a window holds do not fit under the ceiling."""
+
+
+class SentMessagesError(RequestError):
+    """The harness's messages given as sent (``sent``, or ``sent_if_over_ceiling`` at a
+    step that falls back) cannot be recorded: not chat messages with the prefix first, or
+    not lining up with the steps. The message names the argument."""
 
 
 @dataclass
@@ -756,57 +765,54 @@ def _check(run_id: object, instance_id: object, task: object, prefix: Sequence[o
                 from exc
 
 
-def _checked_sent(sent: object, prefix: Sequence[dict[str, str]],
-                  arm: str, field: str = "sent") -> list[dict[str, str]] | None:
-    """``sent`` as role-and-content messages, checked: a list of chat messages, the
-    prefix first, for a current-arm decision (a window of ctx08 is what ctxdb sends). A
-    message's tool calls are read as their text (``TOOL_CALLS_TEXT``): they are sent, and
-    counted so. ``field``: the argument's name, for its errors."""
-    if sent is None:
-        return None
-    if arm != ARM_CURRENT:
-        raise RequestError(f"{field}: only a decision of arm {ARM_CURRENT!r} records the "
-                           f"harness's own messages; arm {arm!r} sends ctxdb's window")
-    _check_sent_shape(sent, prefix, field)
+def _checked_sent(sent: Sequence[dict[str, Any]], prefix: Sequence[dict[str, str]],
+                  field: str) -> list[dict[str, str]]:
+    """``sent`` as role-and-content messages, checked (``SentMessagesError``): a list of
+    chat messages, the prefix first. A message's tool calls are read as their text
+    (``TOOL_CALLS_TEXT``): they are sent, and counted so. ``field``: the argument's name,
+    for its errors."""
+    _check_sent_shape(sent, prefix, field, SentMessagesError)
     messages = []
-    for index, message in enumerate(cast(Sequence[dict[str, Any]], sent)):
+    for index, message in enumerate(sent):
         content = message.get("content")
         try:
             calls = tool_calls_text(message, f"{field}[{index}]")
         except TrajectoryError as exc:
-            raise RequestError(str(exc)) from None
+            raise SentMessagesError(str(exc)) from None
         try:  # the messages are kept as given, as JSON (decision.request_json)
             json.dumps(message, allow_nan=False)  # (NaN is no JSON)
         except (TypeError, ValueError) as exc:
-            raise RequestError(f"{field}[{index}]: expected values JSON can hold ({exc})") \
+            raise SentMessagesError(f"{field}[{index}]: expected values JSON can hold ({exc})") \
                 from exc
         messages.append({"role": message["role"], "content": content or ""}
                         | ({TOOL_CALLS_TEXT: calls} if calls else {}))
     return messages
 
 
-def _check_sent_shape(sent: object, prefix: Sequence[dict[str, str]], field: str) -> None:
+def _check_sent_shape(sent: object, prefix: Sequence[dict[str, str]], field: str,
+                      error: type[RequestError]) -> None:
     """``sent`` is a list of messages, each a text role and a text content (or none), the
     prefix first: what ``_checked_sent`` reads, checked without reading each message's
     whole text (a step checks its ``sent_if_over_ceiling`` so, though only a step that
-    falls back reads it)."""
+    falls back reads it). ``error``: what a wrong one raises."""
     if isinstance(sent, (str, bytes, dict)) or not isinstance(sent, Sequence):
-        raise RequestError(f"{field}: expected a list of chat messages, got {type(sent).__name__}")
+        raise error(f"{field}: expected a list of chat messages, got {type(sent).__name__}")
     for index, message in enumerate(sent):
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(message, dict) or not isinstance(message.get("role"), str) \
                 or not isinstance(content, (str, type(None))):
-            raise RequestError(f"{field}[{index}]: expected a chat message with a role and "
-                               "content text (or none)")
+            raise error(f"{field}[{index}]: expected a chat message with a role and "
+                        "content text (or none)")
     for index, expected in enumerate(prefix):
         if index >= len(sent) or (sent[index]["role"], sent[index]["content"] or "") \
                 != (expected["role"], expected["content"]):
-            raise RequestError(f"{field}[{index}]: expected prefix[{index}] (the harness's "
-                               "prefix first, as given in prefix)")
+            raise error(f"{field}[{index}]: expected prefix[{index}] (the harness's "
+                        "prefix first, as given in prefix)")
 
 
 def _history_as_sent(steps: Sequence[LoopStep], sent: Sequence[dict[str, str]],
-                     raw: Sequence[dict[str, str]], skipped: int) -> list[LoopPart]:
+                     raw: Sequence[dict[str, str]], skipped: int,
+                     field: str) -> list[LoopPart]:
     """The current arm's window as the harness sent it (``sent`` after its first
     ``skipped``, the prefix; its texts as the store keeps them, ``raw`` as given): per
     step, its turn — the assistant message, when the harness's history holds one (not a
@@ -814,7 +820,8 @@ def _history_as_sent(steps: Sequence[LoopStep], sent: Sequence[dict[str, str]],
     shows (one per action of a turn with several). Each part is counted message by
     message, as given (``LoopPart.messages``). A message no step accounts for (a command a
     user typed into an interactive harness, and its output) goes with the part before it,
-    counted there; a step whose observation no later message holds is refused."""
+    counted there; a step whose observation no later message holds is refused
+    (``SentMessagesError`` naming ``field``, the argument ``sent`` came as)."""
     parts: list[LoopPart] = []
     unplaced: list[int] = []  # messages before the first part: they go with it
     at = skipped
@@ -822,10 +829,10 @@ def _history_as_sent(steps: Sequence[LoopStep], sent: Sequence[dict[str, str]],
         found = next(((start, placed) for start in range(at, len(sent))
                       if (placed := _step_messages(sent, start, step)) is not None), None)
         if found is None:
-            raise RequestError(f"sent[{at}]: no message from here on holds step {number}'s "
-                               f"observation as steps[{number - 1}] shows it (give each "
-                               "step's observation as the harness sent it, markup and all, "
-                               "when it is not the output alone)")
+            raise SentMessagesError(
+                f"{field}[{at}]: no message from here on holds step {number}'s "
+                f"observation as steps[{number - 1}] shows it (give each step's observation "
+                "as the harness sent it, markup and all, when it is not the output alone)")
         start, (turn_at, observed) = found
         _place(parts, unplaced, range(at, start), sent, raw)
         turn_no, output_no, _thought_no = item_numbers(number)

@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from .. import models
-from ..agent.adapter import OverCeilingError, construct_step
+from ..agent.adapter import OverCeilingError, SentMessagesError, construct_step
 from ..agent.cache_marks import cache_marked_messages
 from ..agent.loop import LoopRules, LoopStep, loop_step
 from ..agent.trajectory import (
@@ -43,7 +43,6 @@ from ..agent.trajectory import (
     parse_trajectory,
 )
 from ..pipeline.vocabulary import HARNESS_SENT_OVER_CEILING_FLAG
-from ..request import RequestError
 from ..request_limits import ID_MAX_CHARS
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 
@@ -64,7 +63,7 @@ class HistoryError(ValueError):
 
 
 class RefusedStepWarning(UserWarning):
-    """ctxdb refused a step's window (``RequestError``); the harness's messages went."""
+    """ctxdb refused a step's window (``OverCeilingError``); the harness's messages went."""
 
 
 class SentNotRecordedWarning(UserWarning):
@@ -302,9 +301,7 @@ class CtxdbModel:
                                   sent=sent if current else None,
                                   sent_if_over_ceiling=None if current else sent,
                                   workdir=self.workdir, cache_marks=self.cache_marks)
-        except RequestError as exc:
-            if sent is None or not str(exc).startswith("sent"):
-                raise
+        except SentMessagesError as exc:
             if not current:  # the messages to send instead could not be read as steps
                 raise OverCeilingError(f"{exc}: not recorded") from exc
             # a history shape the reader skips part of (an interactive agent's own
