@@ -140,9 +140,18 @@ def test_bad_trees_samples_and_archives_are_named(tmp_path):
     broken = tmp_path / "broken" / "Django-3.2.tar.gz"
     broken.parent.mkdir()
     broken.write_bytes(b"not gzip")
+    # an archive with a repository of its own, whose config would run a command of its
+    # choosing as soon as git adds the files (core.fsmonitor): refused, nothing run
+    ran = tmp_path / "fsmonitor-ran"
+    armed = _sdist(tmp_path / "armed" / "Django-3.2.tar.gz", "Django-3.2", {
+        "setup.py": "\n", ".git/HEAD": "ref: refs/heads/main\n",
+        ".git/config": f"[core]\n\tfsmonitor = touch {ran}\n"}) \
+        if (tmp_path / "armed").mkdir() is None else None
     for archive_path, said in ((two_tops, "expected one top directory, got ['a', 'b']"),
-                               (broken, "not a readable .tar.gz")):
+                               (broken, "not a readable .tar.gz"),
+                               (armed, "holds a .git of its own (Django-3.2/.git)")):
         out = tmp_path / f"out-{archive_path.parent.name}"
         done = _tool(str(mirrors), str(out), "--tree", f"django/django={archive_path}")
         assert done.returncode == 2 and f"{archive_path}: {said}" in done.stderr, done.stderr
         assert list((out / "git").iterdir()) == []
+    assert not ran.exists()

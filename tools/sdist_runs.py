@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from holdout_runs import RESULTS_DIR, RESULTS_REPO, git, git_dir_of, repo_of  # noqa: E402
 
-from ctxdb.agent.worktree import git_env  # noqa: E402
+from ctxdb.agent.worktree import HARDENED_GIT, git_env  # noqa: E402
 
 _TREE = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)=(?P<sdist>.+?\.tar\.gz)(?:@(?P<below>\d+))?$")
 _SAMPLE = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)=(?P<runs>\d+)$")
@@ -64,7 +64,8 @@ class ToolError(ValueError):
 def _run_git(*args: str, cwd: Path | None = None) -> str:
     # without the host's git config (its autocrlf or signing must not change the
     # commit), with a fixed identity
-    done = subprocess.run(["git", *args], cwd=cwd, env=git_env(**_COMMIT_IDENTITY),
+    # (hardened: the archive is someone else's tree)
+    done = subprocess.run([*HARDENED_GIT, *args], cwd=cwd, env=git_env(**_COMMIT_IDENTITY),
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise ToolError(f"git {' '.join(args[:2])} failed: {done.stderr.strip()}")
@@ -143,6 +144,9 @@ def sdist_repository(sdist: Path, out: Path) -> tuple[Path, str]:
                 raise ToolError(f"{sdist}: expected one top directory, got "
                                 f"{sorted(p.name for p in tops)}")
             work = tops[0]
+            if (work / ".git").exists():  # its config would be ours once we add to it
+                raise ToolError(f"{sdist}: holds a .git of its own ({work.name}/.git); "
+                                "expected a source archive")
             _run_git("init", "-q", str(work))
             # the archive's .gitattributes must not convert line ends as files are added
             (work / ".git" / "info").mkdir(exist_ok=True)
@@ -150,7 +154,9 @@ def sdist_repository(sdist: Path, out: Path) -> tuple[Path, str]:
             _run_git("add", "-A", "-f", cwd=work)
             _run_git("commit", "-q", "--no-verify", "-m", f"{sdist.name} from PyPI", cwd=work)
             made = Path(scratch) / "repo.git"
-            _run_git("clone", "-q", "--bare", str(work), str(made))
+            # (a local clone of the repository just made: the one transport allowed)
+            _run_git("-c", "protocol.file.allow=always", "clone", "-q", "--bare", str(work),
+                     str(made))
             made.rename(bare)
     return bare, git(bare, "rev-parse", "HEAD").strip()
 

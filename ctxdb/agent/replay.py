@@ -82,9 +82,11 @@ from .loop import (
 from .sandbox import PROGRAM_NAME
 from .trajectory import AgentRun, ObservationKind, read_trajectory
 from .worktree import (
+    HARDENED_GIT,
     SWEBENCH_TESTBED_SETUP,
     ScratchTree,
     ScratchTreeError,
+    git_env,
     has_commit,
     is_git_dir,
 )
@@ -280,8 +282,9 @@ def replay_spec_for_tree(trajectory: str | Path, tree: str | Path,
     if not (tree / ".git").exists():
         raise RunsFileError(f"--tree {tree}: expected a git checkout (no .git in it)")
     if base_commit is None:
-        done = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"],
-                              capture_output=True, text=True)
+        # (a GIT_DIR around us must not name another repository's HEAD)
+        done = subprocess.run([*HARDENED_GIT, "-C", str(tree), "rev-parse", "HEAD"],
+                              capture_output=True, text=True, env=git_env(), check=False)
         if done.returncode != 0:
             raise RunsFileError(f"--tree {tree}: git cannot read its HEAD: "
                                 f"{done.stderr.strip()}")

@@ -83,8 +83,10 @@ SWEBENCH_TESTBED_SETUP: Mapping[str, str] = {
                        "pyproject.toml; fi",
 }
 
-_GIT = ("git", "-c", "protocol.allow=never", "-c", "safe.directory=*",
-        "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
+# git over a tree or repository someone else wrote (a recorded run's, an archive's): no
+# fetching, no hook or fsmonitor command of its own config run, whoever owns it
+HARDENED_GIT = ("git", "-c", "protocol.allow=never", "-c", "safe.directory=*",
+                "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
 
 
 class ScratchTreeError(RuntimeError):
@@ -101,7 +103,7 @@ def git_env(**extra: str) -> dict[str, str]:
 
 def _git(args: list[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
          stdin: bytes | None = None, check: bool = True) -> bytes:
-    done = subprocess.run([*_GIT, *args], cwd=cwd, input=stdin, capture_output=True,
+    done = subprocess.run([*HARDENED_GIT, *args], cwd=cwd, input=stdin, capture_output=True,
                           env=dict(env) if env is not None else git_env(), check=False)
     if done.returncode != 0 and check:
         raise ScratchTreeError(f"git {' '.join(args[:3])} failed ({done.returncode}): "
@@ -311,8 +313,9 @@ def has_commit(git_dir: Path, commit: str) -> bool:
     owns it), asked as a scratch tree asks for it."""
     if commit.startswith("-"):
         return False
-    found = subprocess.run([*_GIT, "-C", str(git_dir), "cat-file", "-e", f"{commit}^{{commit}}"],
-                           capture_output=True, env=git_env(), check=False)
+    found = subprocess.run([*HARDENED_GIT, "-C", str(git_dir), "cat-file", "-e",
+                            f"{commit}^{{commit}}"], capture_output=True, env=git_env(),
+                           check=False)
     return found.returncode == 0
 
 
@@ -335,7 +338,7 @@ def _source(git_dir: Path, commit: str) -> tuple[Path, str, str]:
                      f"{commit}^{{commit}}"]).decode().strip()
     except ScratchTreeError:
         raise ScratchTreeError(f"commit {commit} is not in {git_dir}") from None
-    head = subprocess.run([*_GIT, "-C", str(git_dir), "symbolic-ref", "--quiet", "--short",
+    head = subprocess.run([*HARDENED_GIT, "-C", str(git_dir), "symbolic-ref", "--quiet", "--short",
                            "HEAD"], capture_output=True, env=git_env(), check=False)
     branch = head.stdout.decode().strip() if head.returncode == 0 else ""
     return objects, full, branch or "main"
