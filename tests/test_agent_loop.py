@@ -1764,6 +1764,16 @@ def test_a_turn_that_read_a_file_and_ran_something_folds_to_the_view_and_a_point
                              rules=RULES)
     assert (f"[E{output_item} also ran `python -c 1`: tool output masked: 1 line; "
             "names: checking, values]") in context.render()
+    # a reading action that failed has no lines in the view: its pointer says it failed
+    missing = "cat: pkg/gone.py: No such file or directory\n"
+    failed = {**mixed, "command": f"cat pkg/gone.py\n{grep}", "output": missing + printed,
+              "actions": [{"command": "cat pkg/gone.py", "output": missing, "returncode": 1},
+                          mixed["actions"][0]]}
+    context = construct_step(store, run_id="mixed-failed", instance_id="demo", task="t",
+                             steps=[failed, *_filler(8)], tree=root, prefix=PREFIX,
+                             rules=RULES)
+    assert (f"79\tdef function_40(value):\n[E{output_item} also ran `cat pkg/gone.py`: "
+            "error masked: 1 line") in context.render(), context.render()
     # a turn of actions none of which read a file stays one pointer
     ran = {"command": "git status\ngit log --oneline", "output": "clean\n" + log,
            "actions": [{"command": "git status", "output": "clean\n"},

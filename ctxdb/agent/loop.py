@@ -2278,14 +2278,15 @@ def _beside_the_view(item_no: int, step_no: int, step: LoopStep, read_file: File
                      workdir: str, rules: LoopRules, names: Sequence[tuple[str, ...]]
                      ) -> list[tuple[str, str]]:
     """Of a turn of several actions folded to a view: the pointer of each action that did
-    more than print files (a test run beside a ``grep -n``), and what the ceiling's ladder
+    more than print files (a test run beside a ``grep -n``) or failed to print them (a
+    ``cat`` of no such file: the view holds nothing of it), and what the ceiling's ladder
     keeps of it when it folds the view (its label: a failure's exit status stays).
     ``names``: the names each action's output was the first to show."""
     pointers: list[tuple[str, str]] = []
     if not step.actions:
         return pointers
     for action, first in zip(step.actions, names or [()] * len(step.actions), strict=True):
-        if _viewing_commands(action) is not None:
+        if _viewing_commands(action) is not None and not _failed(action):
             continue
         kind = observation_kind(action)
         pointer = _pointer_part(item_no, step_no, kind, action,
