@@ -1134,6 +1134,52 @@ def test_one_huge_output_is_cut_before_the_steps_before_it_leave(tmp_path):
     assert context.token_count > ceiling * 0.95
 
 
+def test_a_newest_output_of_one_giant_line_keeps_the_end_of_it(tmp_path):
+    """Cut to what fits of its end, a newest output whose one line is longer than the
+    room keeps that line's end with the short lines after it (its closing markup), not
+    the short lines alone; a line that would fit the room on its own is left out whole."""
+    import dataclasses
+
+    from ctxdb.config import load_settings
+
+    ceiling = 3000
+    settings = dataclasses.replace(load_settings(), token_ceiling=ceiling)
+    giant = "".join(f"{n:06d}," for n in range(60_000))
+    steps = [LoopStep("python dump.py", giant,
+                      observation=f"<returncode>0</returncode>\n<output>\n{giant}\n</output>")]
+    with ContextStore.open(tmp_path / "giant.db", settings=settings) as store:
+        context = construct_step(store, run_id="giant", instance_id="demo", task="t",
+                                 steps=steps, tree=_tree(tmp_path / "tree"), prefix=PREFIX,
+                                 rules=RULES)
+    newest = context.window[-1]
+    assert newest.text.startswith(f"[E{item_numbers(1)[1]} cut to the end of line 3 and its "
+                                  "last 1 of 4 lines: over the ceiling]\n")
+    assert newest.text.endswith("059998,059999,\n</output>\n\n")
+    assert newest.token_count > ceiling // 2 and context.token_count <= ceiling
+
+
+def test_no_rung_of_the_ladder_makes_the_window_bigger(tmp_path):
+    """A command just over the cut's length, cut with its note, or folded to a pointer
+    no shorter than itself, is left as it was: every logged rung shrinks the window."""
+    import dataclasses
+
+    from ctxdb.agent.adapter import CUT_COMMAND_CHARS
+    from ctxdb.config import load_settings
+
+    steps = [LoopStep("echo " + f"{n}" * (CUT_COMMAND_CHARS - 3), f"{n}\n") for n in range(9)]
+    steps += [LoopStep("python noisy.py", "".join(f"log {i}\n" for i in range(400)))]
+    for ceiling in (256, 400, 600, 800):
+        settings = dataclasses.replace(load_settings(), token_ceiling=ceiling)
+        with ContextStore.open(tmp_path / f"{ceiling}.db", settings=settings) as store:
+            context = construct_step(store, run_id="r", instance_id="demo", task="t",
+                                     steps=steps, tree=_tree(tmp_path / f"tree{ceiling}"),
+                                     prefix=PREFIX, rules=RULES)
+        assert context.budget_log, ceiling
+        assert all(rung.tokens_after < rung.tokens_before for rung in context.budget_log), [
+            (rung.ladder_step, rung.item_id, rung.tokens_before, rung.tokens_after)
+            for rung in context.budget_log]
+
+
 def test_the_ladder_words_a_pointer_as_the_fold_does(tmp_path):
     import dataclasses
 
@@ -1412,8 +1458,9 @@ def test_the_ladder_always_ends_under_the_ceiling_or_refuses(tmp_path):
 
     root = _tree(tmp_path / "tree")
     report = "".join(f"collected line {i}\n" for i in range(40))
-    # short commands the command cut cannot shorten, outputs elided as repeats, and a
-    # newest output of one long line
+    # short commands the command cut cannot shorten, nor their fold to a pointer (no
+    # shorter: left as they are), outputs elided as repeats, and a newest output of one
+    # long line
     steps = [LoopStep(f"echo {n}", report + f"run {n}\n") for n in range(40)]
     steps.append(LoopStep("python big.py", "x" * 5000))
     settings = dataclasses.replace(load_settings(), token_ceiling=400)
@@ -1426,8 +1473,7 @@ def test_the_ladder_always_ends_under_the_ceiling_or_refuses(tmp_path):
                                      prefix=prefix, rules=RULES)
             assert context.token_count <= 400
             assert {s.ladder_step for s in context.budget_log} == {
-                "loop_cut_newest_to_share", "loop_fold_fresh", "loop_fold_command",
-                "loop_evict_oldest", *ladder}
+                "loop_cut_newest_to_share", "loop_fold_fresh", "loop_evict_oldest", *ladder}
         assert store.verify() == {}
         huge = [{"role": "system", "content": "rule " * 600}]
         with pytest.raises(RequestError, match="over the ceiling 400"):

@@ -941,8 +941,9 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
     more than ``NEWEST_OUTPUT_CEILING_SHARE`` of the ceiling to what fits of its end in
     that share, or in the room the window leaves when that is more; drop the
     newest reasoning; fold the older outputs shown whole or elided, then the folded views,
-    oldest first; cut the long commands to their start, then fold the oldest commands;
-    then evict the oldest parts; then cut the newest output to what fits of its end. A
+    oldest first; cut the long commands to their start, then fold the oldest commands
+    (a rung that would not shrink a part leaves it); then evict the oldest steps, each
+    whole; then cut the newest output to what fits of its end. A
     window the ladder cannot bring under the ceiling (the harness's own prompt is over it)
     is refused."""
     log: list[BudgetStep] = []
@@ -951,9 +952,12 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
         return fixed + sum(p.tokens for p in window.parts)
 
     def replace_text(part: LoopPart, text: str, rendering: str, ladder: str) -> None:
+        tokens = _count(tokenizer, text)
+        if tokens >= part.tokens:  # a short part's pointer or cut note is no smaller
+            return
         before = total()
         part.text, part.rendering, part.rule = text, rendering, OVER_CEILING_RULE
-        part.tokens = _count(tokenizer, text)
+        part.tokens = tokens
         log.append(BudgetStep(len(log) + 1, ladder, f"E{part.item_no}", before, total()))
 
     outputs = [p for p in window.parts if p.kind != AGENT_TURN]
@@ -1024,30 +1028,38 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
 
 
 def _tail_that_fits(text: str, item_no: int, room: int, tokenizer: str) -> str:
-    """The end of a part's text that fits in ``room`` tokens with its note: whole lines,
-    as many as fit (a binary search), or the end of the last line when none does."""
+    """The end of a part's text that fits in ``room`` tokens with its note: its last whole
+    lines, as many as fit (a binary search), and when the line before them is too long
+    for the room on its own, the end of it that fits too (such a line leaves its end,
+    not nothing: an output's closing markup after one long line would otherwise be all
+    that is shown)."""
     lines = text.rstrip("\n").splitlines()
 
-    def cut(kept: int) -> str:
-        return (f"[E{item_no} cut to its last {kept} of {len(lines)} lines: over the "
-                f"ceiling]\n" + "\n".join(lines[len(lines) - kept:]) + "\n\n")
+    def cut(kept: int, chars: int = 0) -> str:
+        whole = lines[len(lines) - kept:]
+        if not chars:
+            return (f"[E{item_no} cut to its last {kept} of {len(lines)} lines: over the "
+                    f"ceiling]\n" + "\n".join(whole) + "\n\n")
+        before = lines[len(lines) - kept - 1]
+        if not kept:
+            note = f"[E{item_no} cut to the end of its last line: over the ceiling]\n"
+        else:
+            note = (f"[E{item_no} cut to the end of line {len(lines) - kept} and its last "
+                    f"{kept} of {len(lines)} lines: over the ceiling]\n")
+        return note + "\n".join([before[len(before) - chars:], *whole]) + "\n\n"
 
-    low, high = 0, len(lines)
-    while low < high:
-        middle = (low + high + 1) // 2
-        if _count(tokenizer, cut(middle)) <= room:
-            low = middle
-        else:
-            high = middle - 1
-    if low or not lines:
-        return cut(low)
-    note = f"[E{item_no} cut to the end of its last line: over the ceiling]\n"
-    last = lines[-1]
-    low, high = 0, len(last)
-    while low < high:
-        middle = (low + high + 1) // 2
-        if _count(tokenizer, note + last[len(last) - middle:] + "\n\n") <= room:
-            low = middle
-        else:
-            high = middle - 1
-    return note + last[len(last) - low:] + "\n\n"
+    def most_that_fits(high: int, text_of: Callable[[int], str]) -> int:
+        low = 0
+        while low < high:
+            middle = (low + high + 1) // 2
+            if _count(tokenizer, text_of(middle)) <= room:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+    kept = most_that_fits(len(lines), cut)
+    before = lines[len(lines) - kept - 1] if kept < len(lines) else ""
+    if not before or (kept and _count(tokenizer, before) <= room):
+        return cut(kept)  # whole lines: the line before would fit alone, it is no giant
+    return cut(kept, most_that_fits(len(before), lambda chars: cut(kept, chars)))
