@@ -59,15 +59,16 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
 
 
-def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+def _merge(base: dict[str, Any], override: dict[str, Any], path: Path) -> dict[str, Any]:
     merged = {section: dict(values) for section, values in base.items()}
     for section, values in override.items():
         if section not in merged or not isinstance(values, dict):
-            raise ConfigError(f"unknown config section [{section}]; expected one of {sorted(base)}")
+            raise ConfigError(f"{path}: unknown config section [{section}]; expected one of "
+                              f"{sorted(base)}")
         for key, value in values.items():
             if key not in merged[section]:
                 raise ConfigError(
-                    f"unknown config key [{section}].{key}; "
+                    f"{path}: unknown config key [{section}].{key}; "
                     f"expected one of {sorted(merged[section])}"
                 )
             merged[section][key] = value
@@ -80,24 +81,30 @@ def load_settings(config_path: str | os.PathLike[str] | None = None) -> Settings
     user_path = config_path or os.environ.get("CTXDB_CONFIG")
     if user_path is None and Path(USER_CONFIG_NAME).is_file():
         user_path = USER_CONFIG_NAME
+    user: dict[str, Any] = {}
     if user_path is not None:
         path = Path(user_path)
         if not path.is_file():
             raise ConfigError(f"config file {path} does not exist")
-        data = _merge(data, _read_toml(path))
+        user = _read_toml(path)
+        data = _merge(data, user, path)
         sources.append(str(path))
+
+    def named(section: str, key: str) -> str:
+        """A setting as its error names it: after the user's file when it set it."""
+        return (f"{user_path}: " if key in user.get(section, {}) else "") + f"[{section}].{key}"
 
     budget, rank = data["budget"], data["rank"]
     ceiling = budget["token_ceiling"]
     if not isinstance(ceiling, int) or isinstance(ceiling, bool) or ceiling < MIN_TOKEN_CEILING:
-        raise ConfigError(
-            f"[budget].token_ceiling must be an integer >= {MIN_TOKEN_CEILING}, got {ceiling!r}"
-        )
+        raise ConfigError(f"{named('budget', 'token_ceiling')} must be an integer >= "
+                          f"{MIN_TOKEN_CEILING}, got {ceiling!r}")
     threshold = rank["threshold"]
     if (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
             or not 0.0 <= float(threshold) <= 1.0):
-        raise ConfigError(f"[rank].threshold must be a number in [0, 1], got {threshold!r}")
-    timeout_source, timeout = "[rank].timeout_seconds", rank["timeout_seconds"]
+        raise ConfigError(f"{named('rank', 'threshold')} must be a number in [0, 1], "
+                          f"got {threshold!r}")
+    timeout_source, timeout = named("rank", "timeout_seconds"), rank["timeout_seconds"]
     if "CTXDB_RANK_TIMEOUT" in os.environ:
         timeout_source, timeout = "CTXDB_RANK_TIMEOUT", os.environ["CTXDB_RANK_TIMEOUT"]
     raw_timeout = timeout
@@ -111,13 +118,13 @@ def load_settings(config_path: str | os.PathLike[str] | None = None) -> Settings
         )
     response_format = rank["response_format"]
     if response_format not in RESPONSE_FORMATS:
-        raise ConfigError(f"[rank].response_format: expected one of {', '.join(RESPONSE_FORMATS)},"
-                          f" got {response_format!r}")
+        raise ConfigError(f"{named('rank', 'response_format')}: expected one of "
+                          f"{', '.join(RESPONSE_FORMATS)}, got {response_format!r}")
     tokenizer = str(os.environ.get("CTXDB_TOKENIZER", budget["tokenizer"]))
     if tokenizer not in TOKENIZER_NAMES:
         raise ConfigError(
-            f"[budget].tokenizer / CTXDB_TOKENIZER: expected one of {', '.join(TOKENIZER_NAMES)},"
-            f" got {tokenizer!r}"
+            f"{named('budget', 'tokenizer')} / CTXDB_TOKENIZER: expected one of "
+            f"{', '.join(TOKENIZER_NAMES)}, got {tokenizer!r}"
         )
 
     return Settings(

@@ -45,6 +45,9 @@ class DecisionContext:
     prefix: tuple[dict[str, str], ...] = ()
     # the request's (an agent loop's: derived from its history, docs/agent-loop.md)
     decision_type: str = ""
+    # the harness's own messages, sent instead of a loop window that could not fit the
+    # ceiling (flag harness_sent_over_ceiling): what ``messages()`` gives then
+    harness_sent: tuple[dict[str, Any], ...] = ()
 
     def render(self) -> str:
         """The exact text to send."""
@@ -58,12 +61,16 @@ class DecisionContext:
         come first, verbatim, and the window follows as one user message. An agent-loop
         window whose task the harness's prompt carries (``task_in_prefix``) has no task
         block: without a prefix it is the user message alone. A decision built after a
-        prefix was counted with it: another (``[]`` too) is refused, naming ``prefix``."""
+        prefix was counted with it: another (``[]`` too) is refused, naming ``prefix``. A
+        loop step whose window could not fit the ceiling and was recorded as the
+        harness's own messages (``harness_sent``) gives those: what is to be sent."""
         if prefix is not None and self.prefix and not _same_messages(prefix, self.prefix):
             raise RequestError(
                 f"prefix: expected the {len(self.prefix)} harness messages decision "
                 f"{self.decision_id} was built after and counted with (or none: they are "
                 f"the default), got {len(prefix)} messages that differ from them")
+        if self.harness_sent:
+            return [dict(m) for m in self.harness_sent]
         prefix = self.prefix if prefix is None else prefix
         items = "".join(e.text for e in self.window)
         if prefix:

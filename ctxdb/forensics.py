@@ -185,6 +185,8 @@ def context(connection: Connection, decision_id: int) -> DecisionContext:
         verdicts={row["verdict"]: row["items"]
                   for row in _rows(connection, "verdict_counts", decision_id=decision_id)},
         prefix=_loop_prefix(connection, decision_id), decision_type=head["decision_type"],
+        harness_sent=tuple(request_as_given(connection, decision_id)["sent"])
+        if HARNESS_SENT_OVER_CEILING_FLAG in (head["flags"] or "").split(",") else (),
     )
 
 

@@ -51,8 +51,9 @@ def test_config_file_overrides_and_environment_overrides_the_file(tmp_path, monk
 def test_bad_config_names_the_key(tmp_path, text, message):
     path = tmp_path / "bad.toml"
     path.write_text(text)
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ConfigError, match=message) as refused:
         load_settings(path)
+    assert str(path) in str(refused.value)  # and the file that set it
 
 
 def test_bad_timeout_variable_is_named(monkeypatch):

@@ -505,7 +505,9 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     context, row = store.write(write)
     store.runs_seen[run_id] = (arm, request.variant)
     store.remember_texts(row.text_digests)
-    return replace(context, prefix=tuple(dict(message) for message in prefix))
+    return replace(context, prefix=tuple(dict(message) for message in prefix),
+                   harness_sent=tuple(dict(message) for message in sent_if_over_ceiling or ())
+                   if HARNESS_SENT_OVER_CEILING_FLAG in flags else ())
 
 
 def fold_detail(window: LoopWindow, done: int, rules: LoopRules) -> str:
