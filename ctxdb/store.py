@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Engine, event, inspect, text
 from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.schema import CreateIndex, CreateTable
 
@@ -31,6 +32,7 @@ from .db import (
     sqlite_file_of,
 )
 from .migrate import (
+    StoreVersionError,
     check_known,
     create_new_sqlite_store,
     current_revision,
@@ -120,8 +122,12 @@ class ContextStore:
         *,
         settings: Settings | None = None,
         strict: bool = False,
+        upgrade: bool = True,
     ) -> ContextStore:
-        """``strict``: the default of ``construct(request, strict=...)``."""
+        """``strict``: the default of ``construct(request, strict=...)``. ``upgrade``: an
+        empty database is made a store and an older store migrated to this ctxdb's schema
+        (False: both refused, ``StoreVersionError`` — a reader never changes a schema that
+        other processes may be writing under; the CLI's reading commands open so)."""
         url = resolve_url(url_or_path)
         settings = settings or load_settings()
         recon_path = separate_recon = checked_file = None
@@ -145,6 +151,17 @@ class ContextStore:
             with connection:
                 revision = current_revision(connection)
                 check_known(revision)
+            if not upgrade and revision != head_revision() and not is_sqlite_in_memory(url):
+                shown = make_url(url).render_as_string(hide_password=True)
+                if revision is None:
+                    raise StoreVersionError(
+                        f"{shown}: holds no ctxdb store (an empty database): a command that "
+                        "reads never makes one; expected a store (`ctxdb db upgrade` makes "
+                        "one, as does a command that writes)")
+                raise StoreVersionError(
+                    f"{shown}: the store is at schema revision {revision!r}, this ctxdb reads "
+                    f"{head_revision()!r}: run `ctxdb db upgrade` first (a command that reads "
+                    "never migrates a store other processes may be writing)")
             if revision != head_revision() and is_sqlite_in_memory(url):
                 upgrade_in_memory(engine)
             elif revision is None and is_sqlite(url) and create_new_sqlite_store(engine):

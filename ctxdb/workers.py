@@ -174,6 +174,7 @@ def run_each(function: Callable[..., Any], jobs: Sequence[tuple], workers: int,
         return results
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
     # fork where there is one: the parent holds no open engine or connection by now
     methods = multiprocessing.get_all_start_methods()
@@ -194,8 +195,18 @@ def run_each(function: Callable[..., Any], jobs: Sequence[tuple], workers: int,
             # the jobs not yet started are dropped, else leaving the pool would wait for
             # every one of them to run
             pool.shutdown(wait=True, cancel_futures=True)
+            if isinstance(stopped, BrokenProcessPool):
+                raise WorkerDied(
+                    f"a worker process ended abruptly (SIGKILL, or the kernel's OOM killer) "
+                    f"when {len(results)} of {len(jobs)} jobs had finished: the jobs under "
+                    "way were stopped, the rest not run") from stopped
             raise
     return results
+
+
+class WorkerDied(RuntimeError):
+    """A worker process of ``run_each`` ended without a word (killed outright): the
+    pool can run nothing more."""
 
 
 def _signal_workers(pool: Any, signum: int) -> None:

@@ -667,18 +667,91 @@ def test_the_builder_refuses_lines_past_the_store_integers(store_url, recon_targ
 @pytest.mark.parametrize("command", [["show", "1"], ["db", "current"], ["verify"],
                                      ["construct", str(Path(__file__).resolve().parents[1]
                                                        / "fixtures" / "decisions" / "edit.json")]])
-def test_a_database_server_that_cannot_be_reached_is_one_line(command, capsys):
-    """A refused connection names --db and the driver's first line, not its traceback."""
+def test_a_database_server_that_cannot_be_reached_is_one_line(command, capsys, monkeypatch):
+    """A refused connection names where the store came from (--db or $CTXDB_URL), its URL
+    without the password, and the driver's first line, not its traceback."""
     import socket
 
     with socket.socket() as probe:  # a port nothing listens on once it is closed
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    assert main([*command, "--db", f"postgresql+psycopg://nobody@127.0.0.1:{port}/none"]) \
-        == EXIT_BAD_INPUT
+    url = f"postgresql+psycopg://nobody:secret@127.0.0.1:{port}/none"
+    shown = f"postgresql+psycopg://nobody:***@127.0.0.1:{port}/none"
+    assert main([*command, "--db", url]) == EXIT_BAD_INPUT
     line = _one_line_error(capsys)
-    assert line.startswith("ctxdb: error: --db: cannot connect to the store's database:")
-    assert "Connection refused" in line
+    assert line.startswith(f"ctxdb: error: --db {shown}: cannot connect to the store's "
+                           "database:"), line
+    assert "Connection refused" in line and "secret" not in line
+    monkeypatch.setenv("CTXDB_URL", url)
+    assert main(command) == EXIT_BAD_INPUT
+    assert _one_line_error(capsys).startswith(f"ctxdb: error: $CTXDB_URL {shown}: cannot "
+                                              "connect")
+
+
+def test_a_worker_killed_outright_is_one_line_and_exit_1(tmp_path, capsys, monkeypatch):
+    """A command whose worker process was killed (the pool broke) says so in one line and
+    where to look, exit 1 as for a failed run: not concurrent.futures' traceback."""
+    from ctxdb.cli import EXIT_VIOLATIONS
+    from ctxdb.workers import WorkerDied
+
+    def died(self):
+        raise WorkerDied("a worker process ended abruptly")
+
+    ContextStore.open(tmp_path / "s.db").close()
+    monkeypatch.setattr(ContextStore, "verify", died)
+    assert main(["verify", "--db", str(tmp_path / "s.db")]) == EXIT_VIOLATIONS
+    assert "ctxdb verify` lists what the dead worker left" in _one_line_error(capsys)
+
+
+def test_a_reading_command_never_migrates_a_store(tmp_path, capsys):
+    """show, why, verify and report open a store as it is: one at an older schema is
+    refused by name, left at its revision (other processes may be writing it), and the
+    library opens it so with ``upgrade=False``."""
+    from ctxdb.cli.shared import store_revision
+    from ctxdb.migrate import StoreVersionError, head_revision
+
+    db = str(tmp_path / "old.db")
+    assert main(["db", "upgrade", "--revision", "0011", "--db", db]) == EXIT_OK
+    capsys.readouterr()
+    for command in (["verify"], ["report", "runs"], ["show", "1"], ["why", "1", "E1"]):
+        assert main([*command, "--db", db]) == EXIT_BAD_INPUT, command
+        assert (f"the store is at schema revision '0011', this ctxdb reads "
+                f"'{head_revision()}': run `ctxdb db upgrade` first") in _one_line_error(capsys)
+        assert store_revision(f"sqlite:///{db}") == "0011"
+    with pytest.raises(StoreVersionError, match="run `ctxdb db upgrade` first"):
+        ContextStore.open(db, upgrade=False)
+    ContextStore.open(db).close()  # a writer's open migrates it, as before
+    assert store_revision(f"sqlite:///{db}") == head_revision()
+
+
+def test_reading_commands_on_postgresql_make_no_store_and_name_a_missing_privilege(
+        pg_url, capsys):
+    """An empty database is no store to a reading command (it used to make the schema),
+    and a role without the rights gets one line, not the driver's traceback."""
+    from sqlalchemy.engine import make_url
+
+    assert main(["verify", "--db", pg_url]) == EXIT_BAD_INPUT
+    assert "holds no ctxdb store (an empty database)" in _one_line_error(capsys)
+    engine = create_engine(pg_url)
+    try:
+        with engine.connect() as connection:
+            assert connection.execute(text(
+                "SELECT count(*) FROM information_schema.tables "
+                "WHERE table_schema = 'public'")).scalar() == 0
+        ContextStore.open(pg_url).close()
+        with engine.begin() as connection:
+            connection.execute(text("DROP ROLE IF EXISTS ctxdb_nobody"))
+            connection.execute(text("CREATE ROLE ctxdb_nobody LOGIN"))
+        nobody = make_url(pg_url).set(username="ctxdb_nobody").render_as_string(
+            hide_password=False)
+        assert main(["report", "runs", "--db", nobody]) == EXIT_BAD_INPUT
+        line = _one_line_error(capsys)
+        assert "the database refused this command: permission denied for table" in line, line
+    finally:
+        with engine.begin() as connection:
+            connection.execute(text("DROP OWNED BY ctxdb_nobody"))
+            connection.execute(text("DROP ROLE ctxdb_nobody"))
+        engine.dispose()
 
 
 def test_a_ceiling_above_the_stores_creates_no_store(tmp_path, capsys):

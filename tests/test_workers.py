@@ -35,6 +35,22 @@ def test_ctrl_c_in_a_pool_runs_no_job_that_had_not_started(tmp_path):
     assert len(list(tmp_path.iterdir())) < JOBS // 2
 
 
+def _killed_or_sleep(number: int) -> int:
+    if number == 1:
+        os.kill(os.getpid(), signal.SIGKILL)  # the OOM killer's way
+    time.sleep(JOB_SECONDS)
+    return number
+
+
+def test_a_worker_killed_outright_is_named_not_a_broken_pool(tmp_path):
+    """A worker SIGKILLed under a job: ``WorkerDied`` says what happened and how far the
+    jobs got, where concurrent.futures' BrokenProcessPool said neither."""
+    with pytest.raises(workers.WorkerDied, match=r"a worker process ended abruptly "
+                       r"\(SIGKILL, or the kernel's OOM killer\) when \d+ of 6 jobs had "
+                       "finished"):
+        workers.run_each(_killed_or_sleep, [(n,) for n in range(6)], workers=2)
+
+
 def test_a_worker_ctrl_c_reached_refuses_the_jobs_queued_to_it(tmp_path, monkeypatch):
     monkeypatch.setattr(workers, "_interrupted", False)
     with pytest.raises(KeyboardInterrupt):

@@ -84,6 +84,7 @@ def _command(argv: list[str] | None) -> int:
     from ..recon import ReconVersionError
     from ..store import ReconNotFound
     from ..tokens import TokenizerUnavailable
+    from ..workers import WorkerDied
 
     made_before = stores_made_here()
     try:
@@ -108,9 +109,16 @@ def _command(argv: list[str] | None) -> int:
             pass
         return EXIT_OK
     except StoreUnreachable as exc:
-        print(f"ctxdb: error: --db: cannot connect to the store's database: {exc.reason}",
-              file=sys.stderr)
+        print(f"ctxdb: error: {_store_named_by(args)}: cannot connect to the store's "
+              f"database: {exc.reason}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except WorkerDied as exc:
+        # what finished is in the store; a replay's run the worker had under way may be
+        # left partial, and `verify` lists it
+        print(f"ctxdb: error: {exc}; what finished is recorded, and `ctxdb verify` lists "
+              "what the dead worker left half done (running it again replaces it)",
+              file=sys.stderr)
+        return EXIT_VIOLATIONS
     except (
         ConfigError,
         StoreVersionError,
@@ -125,14 +133,41 @@ def _command(argv: list[str] | None) -> int:
         print(f"ctxdb: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as exc:
+        refused = _refused_by_database(exc)
+        if refused is not None:
+            what = "--recon" if args.command == "recon" else _store_named_by(args)
+            print(f"ctxdb: error: {what}: the database refused this command: {refused}; "
+                  "expected a role that may read its tables (and write them, for a command "
+                  "that writes)", file=sys.stderr)
+            return EXIT_BAD_INPUT
         reason = _unreachable_database(exc)
         if reason is None:
             raise
         # the recon commands' database is the recon index they name
         what = "--recon: cannot open the recon index" if args.command == "recon" \
-            else "--db: cannot connect to the store's database"
+            else f"{_store_named_by(args)}: cannot connect to the store's database"
         print(f"ctxdb: error: {what}: {reason}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+def _store_named_by(args: argparse.Namespace) -> str:
+    """Where the command's store came from, as an error names it: ``--db``, else the
+    environment variable, else the default file; with the URL, its password hidden."""
+    from sqlalchemy.engine import make_url
+
+    from ..config import DB_URL_ENV, DEFAULT_DB_PATH
+    from ..db import resolve_url
+
+    if getattr(args, "db", None):
+        given = "--db"
+    elif os.environ.get(DB_URL_ENV):
+        given = f"${DB_URL_ENV}"
+    else:
+        return f"the default store ./{DEFAULT_DB_PATH}"
+    try:
+        return f"{given} {make_url(resolve_url(args.db)).render_as_string(hide_password=True)}"
+    except ValueError:  # (no URL: named by where it came from alone)
+        return given
 
 
 def _stopped(stopped: KeyboardInterrupt,
@@ -176,6 +211,28 @@ def _refuse_a_store_in_memory(db: str | None) -> None:
         given = db if db is not None else os.environ.get(DB_URL_ENV, "")
         raise ValueError(f"{where} {given[:80]!r}: a store in memory is gone when the command "
                          "ends; expected a store file or a PostgreSQL URL")
+
+
+# PostgreSQL's SQLSTATE for a statement the role has no privilege for
+INSUFFICIENT_PRIVILEGE_SQLSTATE = "42501"
+
+
+def _refused_by_database(exc: BaseException) -> str | None:
+    """The database's first line when it refused a statement for want of rights (a
+    PostgreSQL role without the privilege, a SQLite file opened read-only); else None."""
+    if "sqlalchemy" not in sys.modules:
+        return None
+    from sqlalchemy.exc import DBAPIError
+
+    from ..db import CONNECT_REASON_MAX_CHARS
+
+    if not isinstance(exc, DBAPIError):
+        return None
+    reason = str(exc.orig or exc).strip().splitlines()[0][:CONNECT_REASON_MAX_CHARS]
+    if getattr(exc.orig, "sqlstate", None) == INSUFFICIENT_PRIVILEGE_SQLSTATE \
+            or "readonly database" in reason:
+        return reason
+    return None
 
 
 def _unreachable_database(exc: BaseException) -> str | None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from .shared import EXIT_OK, add_db_option, context_store, existing_store, write_output
+from .shared import EXIT_OK, add_db_option, open_existing_store, write_output
 
 # the replay screen, its sections the replay_* reports: a store without a replay run is
 # said once, not left to every section's "(no rows)"
@@ -57,7 +57,7 @@ def _cmd_report(args) -> int:
     if args.arms is not None and not replay_report:
         raise ValueError(f"--arms: picks the arms of a replay report (replay, "
                          f"{', '.join(REPLAY_SECTIONS.values())}); {args.name} has none")
-    with context_store().open(existing_store(args.db)) as store, \
+    with open_existing_store(args) as store, \
             store.engine.connect() as connection:
         if replay_report and not _holds_a_replay_run(connection):
             # empty sections would not say why: the runs they read come from ctxdb replay

@@ -92,8 +92,9 @@ def recon_by_default(args) -> str | None:
 
 
 def open_existing_store(args) -> ContextStore:
-    """The store of a command that only reads (why, show, diff): never created."""
-    return context_store().open(existing_store(args.db))
+    """The store of a command that only reads (show, why, diff, verify, report): never
+    created, nor migrated (``ContextStore.open(upgrade=False)``)."""
+    return context_store().open(existing_store(args.db), upgrade=False)
 
 
 def store_revision(url: str) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .shared import EXIT_OK, EXIT_VIOLATIONS, add_db_option, context_store, existing_store
+from .shared import EXIT_OK, EXIT_VIOLATIONS, add_db_option, open_existing_store
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -19,7 +19,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _cmd_verify(args) -> int:
-    with context_store().open(existing_store(args.db)) as store:
+    with open_existing_store(args) as store:
         violations = store.verify()
     if not violations:
         print("ok: every check in sql/checks/ returned no rows; views match sql/views/")
