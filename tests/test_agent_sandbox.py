@@ -60,6 +60,26 @@ def tree(source_git, tmp_path):
         yield scratch
 
 
+def test_a_scratch_tree_a_killed_process_left_goes_at_the_next_one(source_git, tmp_path):
+    """A SIGKILL leaves its process's scratch tree (13-40 MB each, in a trial): the next
+    tree made under the same parent removes it, and leaves one whose process runs."""
+    import subprocess
+    import sys
+
+    from ctxdb.agent.worktree import SCRATCH_PREFIX
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # its number names no process now
+    left = tmp_path / f"{SCRATCH_PREFIX}{gone.pid}-k1ll3d"
+    (left / "testbed").mkdir(parents=True)
+    (left / "testbed" / "a.py").write_text("x = 1\n")
+    running = tmp_path / f"{SCRATCH_PREFIX}{os.getpid()}-inuse"
+    running.mkdir()
+    with ScratchTree.create(source_git, "main", parent=tmp_path) as scratch:
+        assert scratch.home.name.startswith(f"{SCRATCH_PREFIX}{os.getpid()}-")
+        assert not left.exists() and running.is_dir()
+
+
 def _processes_with(marker: str) -> list[str]:
     """Command lines of the host's processes that contain marker."""
     found = []

@@ -66,6 +66,10 @@ HARNESS_ENV: Mapping[str, str] = {
     "TQDM_DISABLE": "1",
 }
 TREE_DIR = "testbed"
+# a scratch tree's directory: the prefix, the pid of the process that made it, a dash, so
+# a later one can tell a tree whose process died without removing it (SIGKILL) from one
+# in use
+SCRATCH_PREFIX = "ctxdb-scratch-"
 # where a command sees the source's object store when its own path lies under the run's
 # directory (in the sandbox's own root: the tree's bind cannot hide it there)
 SANDBOX_OBJECT_STORE = "/.ctxdb-source-objects"
@@ -132,7 +136,9 @@ class ScratchTree:
         ``setup_command`` (e.g. ``SWEBENCH_TESTBED_SETUP[repo]``) is run in it, in the
         sandbox, before it is handed over; it must succeed."""
         git_dir = Path(git_dir).resolve()
-        home = Path(tempfile.mkdtemp(prefix="ctxdb-scratch-", dir=parent)).resolve()
+        remove_orphaned_scratch(parent)
+        home = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-",
+                                     dir=parent)).resolve()
         try:
             object_store, full_commit, branch = _source(git_dir, commit)
             tree = home / TREE_DIR
@@ -277,6 +283,38 @@ class _StagedCopy:
     def __exit__(self, *exc_info) -> None:
         if self.scratch is not None:
             remove_tree(self.scratch)
+
+
+_swept: set[str] = set()  # the parents this process has swept of orphaned scratch trees
+
+
+def remove_orphaned_scratch(parent: Path | str | None) -> list[Path]:
+    """Remove the scratch trees under ``parent`` (the system's temporary directory if
+    None) that a process no longer running made — what a SIGKILL or the OOM killer left
+    — once per process and parent; the trees removed. A tree whose process runs (or
+    whose number another process took since) is left."""
+    where = str(Path(parent or tempfile.gettempdir()).resolve())
+    if where in _swept:
+        return []
+    _swept.add(where)
+    removed = []
+    for entry in Path(where).glob(f"{SCRATCH_PREFIX}*-*"):
+        pid = entry.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and entry.is_dir() and not entry.is_symlink() \
+                and not _process_runs(int(pid)):
+            remove_tree(entry)
+            removed.append(entry)
+    return removed
+
+
+def _process_runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: running
+        return True
+    return True
 
 
 def remove_tree(path: str | Path) -> None:
