@@ -11,7 +11,6 @@ line is written, in one transaction.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection
 
 from . import models
-from .request_limits import json_error_reason
+from .request_limits import json_lines
 from .sqlfiles import sql_statement
 
 if TYPE_CHECKING:
@@ -130,40 +129,34 @@ def parse_outcomes(path: str | Path) -> tuple[list[tuple[int, Outcome]], list[tu
     good: list[tuple[int, Outcome]] = []
     bad: list[tuple[int, str]] = []
     first_line: dict[tuple[str, str], int] = {}
-    with Path(path).open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                bad.append((line_no, f"not valid JSON ({json_error_reason(exc)} at column "
-                                     f"{exc.colno}): expected one JSON object per line"))
-                continue
-            try:
-                if not isinstance(data, dict):
-                    raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-                missing = [k for k in REQUIRED_FIELDS if k not in data]
-                if missing:
-                    raise ValueError(f"field {missing[0]!r}: missing (expected "
-                                     f"{', '.join(REQUIRED_FIELDS)}, and optionally "
-                                     f"{', '.join(NUMBER_FIELDS)})")
-                unknown = sorted(set(data) - set(KNOWN_FIELDS))
-                if unknown:
-                    raise ValueError(f"field {unknown[0]!r}: not an outcome field (expected "
-                                     f"{', '.join(KNOWN_FIELDS)})")
-                outcome = check_outcome(*(data.get(k) for k in KNOWN_FIELDS))
-            except ValueError as exc:
-                bad.append((line_no, str(exc)))
-                continue
-            key = (outcome.run_id, outcome.instance_id)
-            if key in first_line:
-                bad.append((line_no, f"run {key[0]!r} and instance {key[1]!r} again (also on "
-                                     f"line {first_line[key]}): expected one outcome per run "
-                                     "and instance"))
-                continue
-            first_line[key] = line_no
-            good.append((line_no, outcome))
+    for line_no, data, unread in json_lines(path):
+        if unread is not None:
+            bad.append((line_no, f"{unread}: expected one JSON object per line"))
+            continue
+        try:
+            if not isinstance(data, dict):
+                raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+            missing = [k for k in REQUIRED_FIELDS if k not in data]
+            if missing:
+                raise ValueError(f"field {missing[0]!r}: missing (expected "
+                                 f"{', '.join(REQUIRED_FIELDS)}, and optionally "
+                                 f"{', '.join(NUMBER_FIELDS)})")
+            unknown = sorted(set(data) - set(KNOWN_FIELDS))
+            if unknown:
+                raise ValueError(f"field {unknown[0]!r}: not an outcome field (expected "
+                                 f"{', '.join(KNOWN_FIELDS)})")
+            outcome = check_outcome(*(data.get(k) for k in KNOWN_FIELDS))
+        except ValueError as exc:
+            bad.append((line_no, str(exc)))
+            continue
+        key = (outcome.run_id, outcome.instance_id)
+        if key in first_line:
+            bad.append((line_no, f"run {key[0]!r} and instance {key[1]!r} again (also on "
+                                 f"line {first_line[key]}): expected one outcome per run "
+                                 "and instance"))
+            continue
+        first_line[key] = line_no
+        good.append((line_no, outcome))
     return good, bad
 
 

@@ -8,6 +8,10 @@ the dataclass's own (`DecisionRequest.check`) — so each words a refusal the sa
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 # What one request may hold (issue 14): bounded work per decision, and every integer fits
 # the store's columns on both backends. The schema states the same numbers (tested).
@@ -62,6 +66,32 @@ def json_error_reason(exc: json.JSONDecodeError) -> str:
     """The JSON parser's reason without the dangling "at" some end in ("Unterminated string
     starting at"), for a message that gives the place itself."""
     return exc.msg.removesuffix(" at")
+
+
+def json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any, str | None]]:
+    """Each line of a JSON Lines file that is not blank, as ``(line number, value, None)``,
+    or ``(line number, None, why)`` for one that holds no JSON value: bytes that are not
+    UTF-8, JSON the parser refuses, nesting deeper than it goes. A bad line is named and
+    the lines after it still read; lines end at ``\n`` alone (JSON Lines), so a string's
+    U+2028 stays in its line."""
+    with Path(path).open("rb") as lines:
+        for number, raw in enumerate(lines, start=1):
+            raw = raw.removesuffix(b"\n")  # (the line's end: no part of its JSON)
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield number, None, (f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
+                                     f"{exc.start + 1})")
+                continue
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line), None
+            except json.JSONDecodeError as exc:
+                yield number, None, (f"not valid JSON ({json_error_reason(exc)} at column "
+                                     f"{exc.colno})")
+            except RecursionError:
+                yield number, None, "not valid JSON (nested deeper than the parser goes)"
 
 
 def quote_value(value: object) -> str:

@@ -402,6 +402,30 @@ def test_an_outcome_line_cut_short_is_placed_once(tmp_path):
                                              "at column 12): expected one JSON object per line")])
 
 
+def test_bad_bytes_and_deep_nesting_are_lines_named_not_a_whole_file_refused(tmp_path):
+    """Each JSON Lines reader (outcomes, instances, a replay's runs) names a line of bytes
+    that are not UTF-8, or nested deeper than the parser goes, and reads the lines after
+    it: one bad byte refused the file without naming it, a deep line was a traceback."""
+    from ctxdb.ab.instances import load_instances
+    from ctxdb.agent.replay import load_run_specs
+
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"run_id": "r\xff"}\n' + b"[" * 100_000 + b"]" * 100_000 + b"\n"
+                     + b'{"run_id": "ab"}\n')
+    good, bad = parse_outcomes(path)
+    assert bad[:2] == [(1, "not UTF-8 text (byte 0xff at column 14): expected one JSON "
+                           "object per line"),
+                       (2, "not valid JSON (nested deeper than the parser goes): expected "
+                           "one JSON object per line")]
+    assert [line for line, _ in bad[2:]] == [3]  # read, and refused for its own fields
+    _instances, errors = load_instances(path)
+    assert errors[0].startswith(f"{path} line 1: not UTF-8 text (byte 0xff")
+    assert errors[1].startswith(f"{path} line 2: not valid JSON (nested deeper")
+    _specs, errors = load_run_specs(path)
+    assert errors[:2] == [f"{path}:1: not UTF-8 text (byte 0xff at column 14)",
+                          f"{path}:2: not valid JSON (nested deeper than the parser goes)"]
+
+
 def test_outcomes_import_is_all_or_nothing(store_url, tmp_path):
     with ContextStore.open(store_url) as store:
         with store.write_transaction() as connection:

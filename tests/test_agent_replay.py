@@ -824,7 +824,7 @@ def test_an_unterminated_string_is_placed_once(tmp_path):
     runs = tmp_path / "runs.jsonl"
     runs.write_text('{"instance_id": "a\n', encoding="utf-8")
     assert load_run_specs(runs)[1] == [
-        f"{runs}:1: not JSON (Unterminated string starting at column 17)"]
+        f"{runs}:1: not valid JSON (Unterminated string starting at column 17)"]
 
 
 def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypatch):
@@ -886,7 +886,7 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
         == ["d", "f"]
     monkeypatch.delenv("GIT_DIR")
     assert errors == [
-        f"{runs}:1: not JSON (Expecting value at column 1)",
+        f"{runs}:1: not valid JSON (Expecting value at column 1)",
         f"{runs}:2: expected a JSON object",
         f"{runs}:3: repo_git: no such directory {tmp_path / 'missing'}",
         f"{runs}:4: trajectory: no such file {tmp_path / 'none.json'}",

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..request_limits import json_error_reason
+from ..request_limits import json_lines
 
 REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "patch",
                    "test_patch", "FAIL_TO_PASS")
@@ -80,29 +80,23 @@ def load_instances(path: str | os.PathLike) -> tuple[list[Instance], list[str]]:
     """Instances of a JSONL file, and one clear error per bad line (the others still run)."""
     path = Path(path)
     instances, errors, seen = [], [], set()
-    with path.open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                errors.append(f"{path} line {line_no}: not valid JSON "
-                              f"({json_error_reason(exc)} at column {exc.colno}): expected one "
-                              "JSON object per line")
-                continue
-            try:
-                instance = parse_instance(data, str(path), line_no, path.parent)
-            except InstanceError as exc:
-                errors.append(str(exc))
-                continue
-            if instance.instance_id in seen:
-                errors.append(f"{path} line {line_no}: field 'instance_id': "
-                              f"{instance.instance_id!r} appears twice (expected one line "
-                              "per instance)")
-                continue
-            seen.add(instance.instance_id)
-            instances.append(instance)
+    for line_no, data, unread in json_lines(path):
+        if unread is not None:
+            errors.append(f"{path} line {line_no}: {unread}: expected one JSON object per "
+                          "line")
+            continue
+        try:
+            instance = parse_instance(data, str(path), line_no, path.parent)
+        except InstanceError as exc:
+            errors.append(str(exc))
+            continue
+        if instance.instance_id in seen:
+            errors.append(f"{path} line {line_no}: field 'instance_id': "
+                          f"{instance.instance_id!r} appears twice (expected one line "
+                          "per instance)")
+            continue
+        seen.add(instance.instance_id)
+        instances.append(instance)
     return instances, errors
 
 
@@ -138,7 +132,7 @@ def listed_rows(path: Path, keys: tuple[str, ...], expected: str) -> list[dict]:
             row = json.loads(line)
             if not isinstance(row, dict) or not set(keys) <= row.keys():
                 raise TypeError
-        except (json.JSONDecodeError, TypeError):
+        except (json.JSONDecodeError, RecursionError, TypeError):
             raise InstanceError(f"--instances {path}:{number}: expected a JSON object with "
                                 f"{', '.join(keys)}") from None
         rows.append(row)

@@ -23,7 +23,6 @@ half-written. Replaying a run again under the same store run replaces it.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import subprocess
 import time
@@ -42,7 +41,7 @@ from .. import models
 from ..config import Settings, load_settings
 from ..pipeline.persist import settings_json
 from ..request import RequestError
-from ..request_limits import json_error_reason
+from ..request_limits import json_lines
 from ..store import ContextStore
 from ..tokens import get_counter
 from ..workers import DEFAULT_WORKERS, run_each
@@ -185,21 +184,16 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
     path = Path(path)
     given_git = dict(repo_git or {})
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        lines = list(json_lines(path))
+    except OSError as exc:
         raise RunsFileError(f"{path}: cannot read: {exc}") from exc
     specs: list[RunSpec] = []
     errors: list[str] = []
     first_line_of: dict[str, int] = {}
-    # JSON Lines end lines with \n only: a JSON string may hold U+2028 and the like
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
+    for number, row, unread in lines:
         where = f"{path}:{number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            errors.append(f"{where}: not JSON ({json_error_reason(exc)} at column {exc.colno})")
+        if unread is not None:
+            errors.append(f"{where}: {unread}")
             continue
         if not isinstance(row, dict):
             errors.append(f"{where}: expected a JSON object")
