@@ -266,7 +266,7 @@ def test_cold_bulk_insert_holds_each_symbols_terms(tmp_path, monkeypatch, chunk_
 # --- a stale index is rebuilt on first use -------------------------------------------------
 
 
-def test_an_index_of_an_older_schema_is_rebuilt_by_the_ab_cache(tmp_path):
+def test_an_index_of_an_older_schema_is_rebuilt_by_the_ab_cache(tmp_path, monkeypatch):
     from ctxdb.ab import materialize
 
     home = tmp_path / "instance"
@@ -283,6 +283,18 @@ def test_an_index_of_an_older_schema_is_rebuilt_by_the_ab_cache(tmp_path):
     con.close()
     with pytest.raises(Exception, match="schema_version 2"):
         check_recon_version(recon)
+    # a build that fails (or is stopped) leaves the stale index as it was, and nothing
+    # half-made beside it
+    def fails(*args, **kwargs):
+        Path(args[1]).write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(materialize, "index_repository", fails)
+        with pytest.raises(KeyboardInterrupt):
+            materialize._reindex_if_stale(home)
+    assert sorted(p.name for p in home.iterdir()) == sorted(
+        [materialize.TREE_DIR, materialize.RECON_FILE])
     materialize._reindex_if_stale(home)
     check_recon_version(recon)
     assert _rows(recon, "SELECT path, reason FROM skipped_path") == [("pipe.py", "fifo")]
