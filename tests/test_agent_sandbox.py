@@ -436,6 +436,11 @@ def test_a_setup_step_that_fails_is_named(tmp_path):
     for workdir in ("relative", "/", "/tmp/..", "/dev", "/proc/1", "/testbed/"):
         with pytest.raises(SandboxError, match=f"workdir {workdir!r}: expected an absolute"):
             run_isolated("true", tree_dir, workdir=workdir, timeout_s=10, env={})
+    # a library caller's time limit is bounded as the CLI's --timeout is
+    for timeout in (0, -1, 1e9, float("inf"), float("nan"), True, "10"):
+        with pytest.raises(SandboxError, match=r"timeout_s .*: expected seconds above 0, "
+                           r"at most 600"):
+            run_isolated("true", tree_dir, timeout_s=timeout, env={})
 
 
 def test_a_missing_unshare_is_named(tmp_path, monkeypatch):

@@ -74,7 +74,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
 
-from .trajectory import DEFAULT_WORKDIR
+from .trajectory import DEFAULT_WORKDIR, MAX_COMMAND_TIMEOUT_S
 
 # The unprivileged user and group the command runs as (nobody/nogroup on Debian).
 SANDBOX_UID = 65534
@@ -193,6 +193,10 @@ def run_isolated(command: str, tree: Path, *, workdir: str = DEFAULT_WORKDIR,
     On timeout the whole sandbox is killed and ``timed_out`` is set. Raises
     ``SandboxUnavailable`` if this machine cannot make the sandbox, ``SandboxError`` if
     this call's setup failed (e.g. ``tree`` does not exist)."""
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) \
+            or not 0 < timeout_s <= MAX_COMMAND_TIMEOUT_S:  # (NaN and infinity too)
+        raise SandboxError(f"timeout_s {timeout_s!r}: expected seconds above 0, at most "
+                           f"{MAX_COMMAND_TIMEOUT_S}: a command's time limit is a bound")
     top = workdir.split("/")[1] if workdir.startswith("/") else ""
     if not top or posixpath.normpath(workdir) != workdir or top in SYSTEM_TOP_LEVEL:
         raise SandboxError(f"workdir {workdir!r}: expected an absolute, normalized path below "
