@@ -2502,3 +2502,21 @@ def test_a_wrong_fallback_is_refused_at_a_step_that_fits(tmp_path):
                                  tree=root, prefix=PREFIX,
                                  sent_if_over_ceiling=[*PREFIX, {"role": "user", "content": ""}])
         assert "harness_sent_over_ceiling" not in context.flags
+
+
+def test_a_memo_remembers_what_it_read_none_too():
+    """What a window reads of a long text is read once per text: a text that is no
+    listing, or shows no lines (None), too, and remembering it again forgets nothing."""
+    from ctxdb.agent.loop import _DigestMemo
+
+    memo: _DigestMemo[int | None] = _DigestMemo(kept=2)
+    reads: list[str] = []
+
+    def read(name: str, value: int | None):
+        return lambda: reads.append(name) or value
+
+    assert memo.get("a", read("a", None)) is None and memo.get("a", read("a", 1)) is None
+    assert memo.get("b", read("b", 2)) == 2 and memo.get("b", read("b", 3)) == 2
+    memo.keep("b", 2)  # kept again: "a" stays
+    assert memo.get("a", read("a", 4)) is None
+    assert reads == ["a", "b"]

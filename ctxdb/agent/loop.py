@@ -61,7 +61,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from ..tokens import HASHED_TEXT_KEPT_MAX_CHARS
 from .anchors import (
@@ -2121,22 +2121,26 @@ class _DigestMemo(Generic[T]):
         self._lock = threading.Lock()
 
     def get(self, digest: str, read: Callable[[], T]) -> T:
-        value = self.peek(digest)
-        if value is None:
+        # (not ``in`` then ``[]``: another thread may forget it between; a None read is
+        # remembered too — a text that is no listing stays none)
+        value = self._read.get(digest, _NOT_READ)
+        if value is _NOT_READ:
             value = read()
             self.keep(digest, value)
-        return value
+        return cast(T, value)
 
     def peek(self, digest: str) -> T | None:
         """What was read under ``digest``, or None."""
-        # (not ``in`` then ``[]``: another thread may forget it between)
         return self._read.get(digest)
 
     def keep(self, digest: str, value: T) -> None:
         with self._lock:
-            if len(self._read) >= self._kept:
+            if digest not in self._read and len(self._read) >= self._kept:
                 self._read.pop(next(iter(self._read)), None)  # the oldest
             self._read[digest] = value
+
+
+_NOT_READ = object()  # a memo's "nothing remembered" (None may be what was read)
 
 
 def _read_once(memo: _DigestMemo[T], read: Callable[..., T], kept: Callable[..., T],
