@@ -27,7 +27,7 @@ from sqlalchemy.pool import StaticPool
 from .ab.reports import REPORT_PARAMETER_DEFAULTS
 from .descriptions import TABLES, UNMODELLED_TABLES, VIEW_COLUMNS
 from .models import metadata
-from .paths import VIEWS_DIR
+from .paths import VIEWS_DIR, write_whole
 from .sqlfiles import SqlFile, sql_files, view_files
 
 SCHEMA_DOCS_PATH = "docs/schema.md"
@@ -153,7 +153,8 @@ def write_schema_doc_view() -> None:
     """Write sql/views/95_v_schema_doc.sql (``make docs``): made whole before the file is
     opened, since making it reads the views' files, this one among them."""
     sql = schema_doc_view_sql()
-    (VIEWS_DIR / SCHEMA_DOC_VIEW_FILE).write_text(sql, encoding="utf-8")
+    # whole or not at all: a store opened later installs every view file it finds
+    write_whole(VIEWS_DIR / SCHEMA_DOC_VIEW_FILE, sql)
 
 
 def view_columns() -> dict[str, list[str]]:

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .paths import write_whole
+
 # argparse wraps help at the terminal's width less 2; fixed so the page reads the same
 # on every machine
 HELP_COLUMNS = 100
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     text = cli_markdown()
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        write_whole(args.output, text)
     else:
         sys.stdout.write(text)
     return 0

@@ -7,6 +7,8 @@ carries both inside the package (``ctxdb.sql``, ``ctxdb.migrations``, pyproject.
 and they are found with importlib.resources.
 """
 
+import os
+import tempfile
 from importlib import resources
 from pathlib import Path
 
@@ -52,3 +54,26 @@ def require_dir(path: Path) -> Path:
             "reinstall ctxdb (its wheel, or pip install -e . in a checkout)"
         )
     return path
+
+
+def write_whole(output: str | os.PathLike[str], text: str) -> None:
+    """``text`` as the file ``output``, whole or not at all: written to a temporary file
+    beside it and renamed over it, with the mode the file had (or a new file's, as
+    ``open`` would make it), so a stop half way leaves the file as it was."""
+    output = os.fspath(output)
+    directory = os.path.dirname(os.path.abspath(output))
+    if os.path.exists(output):
+        mode = os.stat(output).st_mode & 0o7777
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask  # as open() would make it, not mkstemp's 0600
+    handle, temporary = tempfile.mkstemp(prefix=".ctxdb-", dir=directory)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(temporary, mode)
+        os.replace(temporary, output)
+    except BaseException:
+        os.unlink(temporary)
+        raise

@@ -93,6 +93,31 @@ def test_the_committed_schema_docs_are_what_the_code_generates():
         f"`{SCHEMA_DOCS_COMMAND}` (from the checkout) and commit it")
 
 
+def test_generated_files_are_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    """``make docs`` writes the schema-doc view (which every store's open installs) and
+    the pages whole or not at all: a stop before the rename leaves the file as it was,
+    with no temporary file beside it."""
+    from ctxdb import analyst, docs_cli, paths
+
+    target = tmp_path / "95_v_schema_doc.sql"
+    target.write_text("-- as it was\n")
+
+    def stopped(source, destination):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(paths.os, "replace", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        paths.write_whole(target, "CREATE VIEW half")
+    assert target.read_text() == "-- as it was\n" and list(tmp_path.iterdir()) == [target]
+    monkeypatch.undo()
+    written: list[str] = []
+    monkeypatch.setattr(analyst, "write_whole", lambda path, text: written.append(path.name))
+    analyst.write_schema_doc_view()
+    monkeypatch.setattr(docs_cli, "write_whole", lambda path, text: written.append(path))
+    docs_cli.main(["-o", str(tmp_path / "cli.md")])
+    assert written == ["95_v_schema_doc.sql", str(tmp_path / "cli.md")]
+
+
 def test_the_committed_schema_doc_view_is_what_the_code_generates():
     committed = (REPO_ROOT / "sql" / "views" / SCHEMA_DOC_VIEW_FILE).read_text(encoding="utf-8")
     assert committed == schema_doc_view_sql(), (

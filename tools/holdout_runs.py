@@ -39,6 +39,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from ctxdb.paths import write_whole  # noqa: E402
+
 RESULTS_REPO = "gruckion+mini-swe-agent"
 RESULTS_DIR = "swebench_results/20251118_gemini-3-pro-74pct"
 # files SWE-bench's image setup edits before the run, by repository
@@ -211,8 +215,8 @@ def main() -> int:
                                     f"{SETUP_PATCH_END}")
         rows.append(row)
     rows.sort(key=lambda row: row["instance_id"])
-    (args.out / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows),
-                                         encoding="utf-8")
+    # whole or not at all: the replay reads what it finds
+    write_whole(args.out / "runs.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     for line in skipped:
         print(f"left out: {line}", file=sys.stderr)
     if unfetched:

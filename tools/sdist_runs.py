@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from holdout_runs import RESULTS_DIR, RESULTS_REPO, git, git_dir_of, repo_of  # noqa: E402
 
 from ctxdb.agent.worktree import HARDENED_GIT, git_env  # noqa: E402
+from ctxdb.paths import write_whole  # noqa: E402
 
 _TREE = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)=(?P<sdist>.+?\.tar\.gz)(?:@(?P<below>\d+))?$")
 _SAMPLE = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)=(?P<runs>\d+)$")
@@ -231,8 +232,8 @@ def _write_runs(args: argparse.Namespace, trees: dict[str, list[tuple[Path, int 
                          "resolved": bool(report.get("resolved")),
                          "trajectory": str(trajectory.relative_to(args.out)),
                          "repo_git": str(bare), "tree": sdist.name})
-    (args.out / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows),
-                                         encoding="utf-8")
+    # whole or not at all: the replay reads what it finds
+    write_whole(args.out / "runs.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     if unserved:
         print(f"no --tree serves {len(unserved)} run(s): {' '.join(unserved)}", file=sys.stderr)
     missing = sorted(set(trees) - set(by_repo))

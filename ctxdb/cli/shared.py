@@ -11,11 +11,11 @@ import argparse
 import os
 import signal
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import DB_URL_ENV, DEFAULT_DB_PATH
+from ..paths import write_whole
 
 if TYPE_CHECKING:
     from ..store import ContextStore
@@ -126,32 +126,13 @@ def write_output(text: str, output: str | None, option: str = "--output") -> Non
             with open(output, "w", encoding="utf-8") as fh:
                 fh.write(text)
         else:
-            _replace_file(output, text)
+            write_whole(output, text)
     except OSError as exc:
         raise ValueError(f"{option} {output}: {exc.strerror or exc}") from exc
     except UnicodeEncodeError as exc:
         raise ValueError(f"{option} {output}: the text cannot be written as UTF-8 "
                          f"({exc.reason})") from exc
     print(f"wrote {output}")
-
-
-def _replace_file(output: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(output))
-    if os.path.exists(output):
-        mode = os.stat(output).st_mode & 0o7777
-    else:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask  # as open() would make it, not mkstemp's 0600
-    handle, temporary = tempfile.mkstemp(prefix=".ctxdb-", dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(temporary, mode)
-        os.replace(temporary, output)
-    except BaseException:
-        os.unlink(temporary)
-        raise
 
 
 def read_text_argument(name: str, value: str) -> str:
