@@ -135,6 +135,8 @@ def schema_doc_view_sql() -> str:
         rows += [(name, "view", column, words)
                  for column, words in VIEW_COLUMNS.get(name, {}).items()]
 
+    # the one SQL built from values: the package's own words, quoted as SQL literals into
+    # a view's text, which can take no parameters
     def literal(value: str | None) -> str:
         return "NULL" if value is None else "'" + value.replace("'", "''") + "'"
 

@@ -23,7 +23,7 @@ from .pipeline.state import BudgetStep
 from .pipeline.vocabulary import CACHE_MARKED_FLAG, FAILURE_KINDS, HARNESS_SENT_OVER_CEILING_FLAG
 from .pipeline.window_text import DECISION_REF_PREFIX, window_head
 from .request import storable_text
-from .request_limits import STORE_INTEGER_MAX
+from .request_limits import STORE_INTEGER_MAX, quote_value
 from .spec import ARM_CURRENT
 from .sqlfiles import sql_statement
 
@@ -54,6 +54,10 @@ _DIGEST_FIELDS = ((PREFIX_DIGESTS_FIELD, "prefix", "prefix messages"),
                   (SENT_DIGESTS_FIELD, "sent", "messages sent"))
 # runs or instances named when a run reference names none the store holds
 INSTANCES_NAMED = 3
+# of a reference as given, repeated in its error: a run reference (run and instance, each
+# up to 200 characters), an entity key (its file's path and its qualified name)
+RUN_REF_SHOWN_CHARS = 80
+ENTITY_KEY_SHOWN_CHARS = 200
 # why an item id a reader took from a window may be missing from a decision
 _NO_ITEM_HINT = ("an agent-loop decision records the parts its window holds: step k's "
                  "command, output, reasoning and note are E4k-3 to E4k while shown")
@@ -81,11 +85,12 @@ def resolve_decision(connection: Connection, ref: str | int) -> int:
             raise NotFound(f"no decision whose request hash starts with {prefix!r}")
         return rows[0]["decision_id"]
     if not (ref.isascii() and ref.isdigit()):
-        raise NotFound(f"decision {ref[:40]!r}: expected a decision id, "
+        raise NotFound(f"decision {quote_value(ref)}: expected a decision id, "
                        f"{DECISION_REF_PREFIX}<hex> (at least {REF_HEX_MIN_DIGITS} hex digits) "
                        f"or {RUN_REF_PREFIX}RUN:INSTANCE")
     if len(ref) > len(str(STORE_INTEGER_MAX)) or int(ref) > STORE_INTEGER_MAX:
-        raise NotFound(f"decision {ref[:40]}: no decision id is above {STORE_INTEGER_MAX}")
+        raise NotFound(f"decision {quote_value(ref)}: no decision id is above "
+                       f"{STORE_INTEGER_MAX}")
     decision_id = int(ref)
     if not _rows(connection, "decision_header", decision_id=decision_id):
         (ids,) = _rows(connection, "decision_id_range")
@@ -104,7 +109,7 @@ def _newest_of_run(connection: Connection, run_and_instance: str) -> int:
                      instance_id=run_and_instance[at + 1:])
         if rows:
             return rows[0]["decision_id"]
-    given = f"{RUN_REF_PREFIX}{run_and_instance[:80]}"
+    given = f"{RUN_REF_PREFIX}{run_and_instance[:RUN_REF_SHOWN_CHARS]}"
     instances = _instances_of(connection, run_and_instance)
     if instances:  # the run alone: say which instances it has
         raise NotFound(f"{given}: expected {RUN_REF_PREFIX}RUN_ID:INSTANCE_ID, the instance "
@@ -116,8 +121,8 @@ def _newest_of_run(connection: Connection, run_and_instance: str) -> int:
             near = difflib.get_close_matches(instance_id, instances, n=INSTANCES_NAMED)
             said = (f"the nearest: {_some(near, INSTANCES_NAMED)}" if near
                     else f"its instances: {_some(instances, INSTANCES_NAMED)}")
-            raise NotFound(f"{given}: run {run_id[:80]!r} has no decision of instance "
-                           f"{instance_id[:80]!r} ({said})")
+            raise NotFound(f"{given}: run {quote_value(run_id)} has no decision of instance "
+                           f"{quote_value(instance_id)} ({said})")
     runs = [row["run_id"] for row in _rows(connection, "runs_of_store")]
     near = difflib.get_close_matches(run_and_instance.split(":", 1)[0], runs,
                                      n=INSTANCES_NAMED)
@@ -394,7 +399,8 @@ def items_of_entity(connection: Connection, decision_id: int, entity_key: str) -
     if _is_loop_decision(connection, decision_id):
         hint += ("; an agent loop's output names its file only while it is a view: name a "
                  "pointer by its item (step k's output is E(4k-2))")
-    raise NotFound(f"decision {decision_id} has no pool item of entity {entity_key[:200]!r}{hint}")
+    raise NotFound(f"decision {decision_id} has no pool item of entity "
+                   f"{entity_key[:ENTITY_KEY_SHOWN_CHARS]!r}{hint}")
 
 
 def item(connection: Connection, decision_id: int, item_id: str):

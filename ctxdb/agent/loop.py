@@ -204,7 +204,6 @@ _TRACEBACK_FRAMING = re.compile(
 # stays; a relative path, a URL's, stays whole). The working tree's own directories under
 # an absolute path (``/testbed/sympy/polys/``) go too: measured on the development and
 # held-out runs, no anchor was lost, and the paths a pointer names keep them
-
 _ABSOLUTE_DIRS = re.compile(r"(?<![\w.~/-])/(?:[\w.+-]+/)+")
 # a traceback's exception line: ``ValueError: …``, ``sympy.core.SympifyError: …``
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$",

@@ -209,10 +209,11 @@ def _refuse_a_store_in_memory(db: str | None) -> None:
     where = "--db" if db is not None else f"${DB_URL_ENV}"
     if is_sqlite_in_memory(resolve_url(db)):
         given = db if db is not None else os.environ.get(DB_URL_ENV, "")
-        raise ValueError(f"{where} {given[:80]!r}: a store in memory is gone when the command "
-                         "ends; expected a store file or a PostgreSQL URL")
+        raise ValueError(f"{where} {given[:URL_SHOWN_CHARS]!r}: a store in memory is gone "
+                         "when the command ends; expected a store file or a PostgreSQL URL")
 
 
+URL_SHOWN_CHARS = 80  # of a store URL as given, repeated in its error
 # PostgreSQL's SQLSTATE for a statement the role has no privilege for
 INSUFFICIENT_PRIVILEGE_SQLSTATE = "42501"
 

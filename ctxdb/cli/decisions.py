@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from ..spec import CONTENT_MAX_BYTES
 from .shared import EXIT_OK, add_db_option, open_existing_store
 
 
@@ -146,7 +147,8 @@ def _cmd_show(args) -> int:
               "included (the window shows its command; its reasoning only where a rule "
               "keeps it)")
     if row["original_content"] is not None:
-        print("# content was cut to 8 KB in the pool; the full text follows")
+        print(f"# content was cut to {CONTENT_MAX_BYTES // 1024} KB in the pool; the full "
+              "text follows")
     print(row["original_content"] if row["original_content"] is not None else row["content"])
     return EXIT_OK
 

@@ -18,6 +18,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     verify.set_defaults(func=_cmd_verify)
 
 
+VIOLATING_ROWS_SHOWN = 20  # of each check; the count says how many there are
+
+
 def _cmd_verify(args) -> int:
     with open_existing_store(args) as store:
         violations = store.verify()
@@ -26,6 +29,9 @@ def _cmd_verify(args) -> int:
         return EXIT_OK
     for check, rows in violations.items():
         print(f"{check}: {len(rows)} violating row(s)")
-        for row in rows[:20]:
+        for row in rows[:VIOLATING_ROWS_SHOWN]:
             print("  " + json.dumps(row, default=str, sort_keys=True))
+        if len(rows) > VIOLATING_ROWS_SHOWN:
+            print(f"  … and {len(rows) - VIOLATING_ROWS_SHOWN} more (the check's SQL is in "
+                  f"sql/checks/{check}.sql)")
     return EXIT_VIOLATIONS

@@ -4,13 +4,17 @@
 -- DECISION ITEM`), how this window showed that output and by which rule, and how many of
 -- the windows with one rule off kept it (the first of them by name: a rule that, off,
 -- keeps it). The run_id parameter left empty (or unbound) means every replay run.
+-- A loop step k's parts are items E(4k-3) to E4k, its output E(4k-2) (loop.item_numbers).
+WITH anchor AS (
+    SELECT r.*, 'E' || CAST(4 * r.held_by_seq - 2 AS VARCHAR(16)) AS held_by_item
+    FROM replay_anchor r
+)
 SELECT a.run_id, a.instance_id, a.seq, d.decision_id, a.anchor_class, a.anchor_text,
-       a.path, a.line, o.fate, a.held_by_seq,
-       'E' || CAST(4 * a.held_by_seq - 2 AS VARCHAR(16)) AS held_by_item,
+       a.path, a.line, o.fate, a.held_by_seq, a.held_by_item,
        w.rendering AS held_by_rendering,
        (SELECT r.driver FROM item_event r
         WHERE r.decision_id = d.decision_id AND r.stage = 'render'
-          AND r.item_id = 'E' || CAST(4 * a.held_by_seq - 2 AS VARCHAR(16))
+          AND r.item_id = a.held_by_item
         ORDER BY r.event_no DESC LIMIT 1) AS held_by_rule,
        (SELECT COUNT(*) FROM replay_anchor_outcome k
         WHERE k.run_id = a.run_id AND k.instance_id = a.instance_id AND k.seq = a.seq
@@ -20,7 +24,7 @@ SELECT a.run_id, a.instance_id, a.seq, d.decision_id, a.anchor_class, a.anchor_t
         WHERE k.run_id = a.run_id AND k.instance_id = a.instance_id AND k.seq = a.seq
           AND k.anchor_no = a.anchor_no AND k.arm LIKE 'ctx08-without-%' AND k.kept)
            AS first_rule_off_arm_keeping
-FROM replay_anchor a
+FROM anchor a
 JOIN replay_anchor_outcome o ON o.run_id = a.run_id AND o.instance_id = a.instance_id
                             AND o.seq = a.seq AND o.anchor_no = a.anchor_no
                             AND o.arm = 'ctx08' AND NOT o.kept
@@ -29,7 +33,6 @@ JOIN replay_anchor_outcome c ON c.run_id = a.run_id AND c.instance_id = a.instan
                             AND c.arm = 'current' AND c.kept
 JOIN replay_decision d ON d.run_id = a.run_id AND d.instance_id = a.instance_id
                       AND d.seq = a.seq AND d.arm = 'ctx08'
-LEFT JOIN window_item w ON w.decision_id = d.decision_id
-                       AND w.item_id = 'E' || CAST(4 * a.held_by_seq - 2 AS VARCHAR(16))
+LEFT JOIN window_item w ON w.decision_id = d.decision_id AND w.item_id = a.held_by_item
 WHERE NULLIF(:run_id, '') IS NULL OR a.run_id = :run_id
 ORDER BY a.run_id, a.instance_id, a.seq, a.anchor_no;
