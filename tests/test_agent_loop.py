@@ -2393,15 +2393,19 @@ def test_a_step_whose_history_does_not_go_on_from_the_run_s_last_is_refused(stor
             ([mine[0], edited, mine[2]], {}, r"steps\[1\]", "step 2 otherwise than it was"),
             ([mine[1], mine[0], mine[2]], {}, r"steps\[0\]", "step 1 otherwise than it was"),
             (mine[:3], {"task": "another"}, "task", "another task"),
-            (mine[:3], {"prefix": [PREFIX[0]]}, "prefix", "another harness prompt"),
-            (mine[:1], {"seq": 4}, "steps", "1 steps where it had 2")):
+            (mine[:3], {"prefix": [PREFIX[0]]}, "prefix", "another harness prompt")):
         with pytest.raises(StepTakenError, match=rf"^{field}: the store holds step 3 of run "
                            r"'loop' on instance 'demo' \(decision \d+\), built from a history "
                            rf"this step's does not continue \({what}\)"):
             step(steps, **changes)
+    # step k is built from the k-1 steps before it: a seq saying otherwise is refused
+    for steps, seq in ((mine[:1], 4), (mine[:3], 1), (mine[:3], 5)):
+        with pytest.raises(RequestError, match=rf"^seq: expected {len(steps) + 1} \(the "
+                           rf"step after the {len(steps)} given\), got {seq}"):
+            step(steps, seq=seq)
     with store.engine.connect() as connection:
         assert connection.exec_driver_sql("SELECT COUNT(*) FROM decision").scalar() == held
-    step(mine[:3])  # the history going on
+    step(mine[:3], seq=4)  # the history going on
     # a second loop refused at a step the first took stays refused at the steps after it
     with pytest.raises(StepTakenError, match=r"^steps\[0\]: the store holds step 4"):
         step([LoopStep("ls", "a.py\n")] * 4)

@@ -12,6 +12,7 @@ import os
 
 import pytest
 from requests_data import edit_request
+from sqlalchemy import text
 
 from ctxdb import ContextStore, forensics, models
 from ctxdb.agent.adapter import construct_step
@@ -83,26 +84,41 @@ def _served_at_marks(before, now) -> int:
                                                                        - len(items))])
 
 
+PARKED_SEQ = 10_000  # a step number no run of these tests reaches
+
+
 def test_a_marks_only_cache_serves_a_window_up_to_a_mark_the_one_before_put(store_url,
                                                                            tmp_path):
     """Windows no live run makes (construct_step refuses a history that does not go on
     from the one before), which a store may hold all the same (one written before that
     check): one that is the start of the one before, and one that changed just before the
-    previous newest step's mark."""
+    previous newest step's mark. The first is built, set past the run's steps, the
+    second built, then the first numbered as the step before it, as such a store holds
+    them."""
     steps, _sent = _history(tmp_path / "tree")
     bare = [dataclasses.replace(step, thought="") for step in steps]  # no reasoning last
     changed = dataclasses.replace(bare[0], output="other\n", observation=WRAP("other\n"))
+
+    def renumber(store, decision_id: int, seq: int) -> None:
+        with store.write_transaction() as connection:
+            connection.execute(text("UPDATE decision SET seq = :seq "
+                                    "WHERE decision_id = :decision_id"),
+                               {"seq": seq, "decision_id": decision_id})
+
     with ContextStore.open(store_url) as store:
         cases = {"start of the one before": (bare[:3], bare[:1]),
                  "changed before its newest step": (bare[:2], [changed, bare[1]])}
         built = {}
         for name, (first, second) in cases.items():
-            # the second step built first: no step before it to go on from
-            built[name] = [construct_step(store, run_id=name, instance_id="i",
-                                          task="function_3 subtracts", steps=shown,
-                                          tree=tmp_path / "tree", prefix=PREFIX, seq=seq)
-                           for seq, shown in reversed(list(enumerate((first, second),
-                                                                     start=1)))][::-1]
+            windows = []
+            for shown in (first, second):
+                windows.append(construct_step(store, run_id=name, instance_id="i",
+                                              task="function_3 subtracts", steps=shown,
+                                              tree=tmp_path / "tree", prefix=PREFIX))
+                if len(windows) == 1:  # past any step: no later step reads it as earlier
+                    renumber(store, windows[0].decision_id, PARKED_SEQ)
+            renumber(store, windows[0].decision_id, len(second))
+            built[name] = windows
         rows = _cached_rows(store)
     for name, (before, now) in built.items():
         besides_items = now.token_count - sum(entry.token_count for entry in now.window)

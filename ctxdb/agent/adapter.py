@@ -332,7 +332,7 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
                    cache_marks: bool = False,
                    sent_if_over_ceiling: Sequence[dict[str, Any]] | None = None
                    ) -> DecisionContext:
-    """Decision ``seq`` (default: the next step) of an agent loop, recorded; see the
+    """Decision ``seq`` (``len(steps) + 1``, the default) of an agent loop, recorded; see the
     module's docstring. ``prefix``: the harness's own messages, sent before the window
     (when they hold the task, ``task`` is not repeated in the window). ``workdir``: where
     the agent's commands run, as they name it (default: ``tree`` itself; a SWE-bench
@@ -369,7 +369,12 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
         what = "not a directory" if Path(tree).exists() else "no such directory"
         raise RequestError(f"tree: expected the working tree's directory, got {str(tree)!r} "
                            f"({what})")
-    seq = seq if seq is not None else len(history) + 1
+    if seq is not None and seq != len(history) + 1:
+        # step k's window is built from the k-1 steps before it: another number would
+        # label one history's window as another step's
+        raise RequestError(f"seq: expected {len(history) + 1} (the step after the "
+                           f"{len(history)} given), got {seq}; or leave it out")
+    seq = len(history) + 1
     # the request as given, JSON-escaped (a lone surrogate or a NUL survives as \u....):
     # each step's JSON is stored once (evidence_text), the request names it by digest —
     # every decision of a run re-sends the history, which would grow the store with the
