@@ -2393,7 +2393,11 @@ def test_a_step_whose_history_does_not_go_on_from_the_run_s_last_is_refused(stor
             ([mine[0], edited, mine[2]], {}, r"steps\[1\]", "step 2 otherwise than it was"),
             ([mine[1], mine[0], mine[2]], {}, r"steps\[0\]", "step 1 otherwise than it was"),
             (mine[:3], {"task": "another"}, "task", "another task"),
-            (mine[:3], {"prefix": [PREFIX[0]]}, "prefix", "another harness prompt")):
+            (mine[:3], {"prefix": [PREFIX[0]]}, "prefix", "another harness prompt"),
+            # the same texts rebuilt with their keys in another order: said so
+            (mine[:3], {"prefix": [{"content": m["content"], "role": m["role"]}
+                                   for m in PREFIX]}, "prefix", "another harness prompt: "
+             "the same messages, their keys in another order")):
         with pytest.raises(StepTakenError, match=rf"^{field}: the store holds step 3 of run "
                            r"'loop' on instance 'demo' \(decision \d+\), built from a history "
                            rf"this step's does not continue \({what}\)"):

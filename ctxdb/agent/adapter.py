@@ -32,6 +32,7 @@ from ..forensics import (
     RUN_REF_PREFIX,
     SENT_DIGESTS_FIELD,
     STEP_DIGESTS_FIELD,
+    request_as_given,
 )
 from ..pipeline import persist
 from ..pipeline.state import (
@@ -503,7 +504,7 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
         # under the write lock: no other writer records a step of the run in between
         _lock_run(connection, run_id, instance_id)
         _check_step_is_new(connection, run_id, instance_id, seq, request_json)
-        _check_history_continues(connection, run_id, instance_id, seq, request_json)
+        _check_history_continues(connection, run_id, instance_id, seq, request_json, given[1])
         row = persist.write_inputs(connection, store, attempt)
         return persist.write_outcome(connection, store, row, attempt), row
 
@@ -703,11 +704,13 @@ def _check_step_is_new(connection: Connection, run_id: str, instance_id: str, se
 
 
 def _check_history_continues(connection: Connection, run_id: str, instance_id: str,
-                             seq: int, request_json: str) -> None:
+                             seq: int, request_json: str,
+                             prefix: Sequence[dict[str, Any]]) -> None:
     """Refuse a step whose history (task, harness prompt, steps) does not continue the
     one the run's newest earlier step on the instance was built from: a harness that
     changed or reordered a step it sent, or a second loop under the run id, would
-    otherwise be recorded as one run (and read the other's windows)."""
+    otherwise be recorded as one run (and read the other's windows). ``prefix``: the
+    harness's prompt as given, to say when only its keys' order differs."""
     held = connection.execute(sql_statement("forensics/previous_step_of_run"), {
         "run_id": run_id, "instance_id": instance_id, "seq": seq}).first()
     if held is None:
@@ -722,6 +725,10 @@ def _check_history_continues(connection: Connection, run_id: str, instance_id: s
         field, what = "task", "another task"
     elif given[PREFIX_DIGESTS_FIELD] != mine[PREFIX_DIGESTS_FIELD]:
         field, what = "prefix", "another harness prompt"
+        held_prefix = request_as_given(connection, other).get("prefix")
+        if isinstance(held_prefix, list) and [dict(m) for m in prefix] == held_prefix:
+            # equal as dicts, not as sent: the JSON (and the prompt cache) keeps key order
+            what += ": the same messages, their keys in another order"
     elif len(ours) < len(theirs):
         field, what = "steps", f"{len(ours)} steps where it had {len(theirs)}"
     else:
