@@ -367,6 +367,14 @@ def test_the_cli_replays_a_runs_file_and_reports_it(requests_repository, tmp_pat
         if anchor_class in ctx08_recall:
             column = header.index(anchor_class) - len(header)
             assert float(nothing[column]) == pytest.approx(ctx08_recall[anchor_class], abs=5e-4)
+    # one instance of the file again (what a killed replay left half done is replaced)
+    assert main(["replay", str(runs), "--db", str(db), "--workers", "1",
+                 "--instance-id", "psf__requests-1"]) == 2  # the bad line is still named
+    assert "1 run(s) done, 7 decisions" in capsys.readouterr().out
+    assert main(["replay", str(runs), "--db", str(db), "--instance-id", "psf__requests-2"]) == 2
+    assert ("--instance-id 'psf__requests-2': no good line of "
+            f"{runs} names it (the nearest: psf__requests-1)") in capsys.readouterr().err
+    assert len(_rows(f"sqlite:///{db}", "SELECT 1 FROM decision")) == 7
 
 
 TESTS_FOLD_STRIDE = 10

@@ -39,7 +39,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                         "commit unless --base-commit says otherwise)")
     replay.add_argument("--base-commit", help="with --tree: the commit the run started from")
     replay.add_argument("--instance-id", help="with --tree: the run's instance (default: the "
-                        "trajectory's instance_id, else its file name)")
+                        "trajectory's instance_id, else its file name); with RUNS.jsonl: "
+                        "replay that instance's line alone (a run a killed replay left "
+                        "half done is replaced)")
     replay.add_argument("--run-id", default="replay",
                         help="the store run the windows are written under (default: replay)")
     replay.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
@@ -89,6 +91,8 @@ def _cmd_replay(args) -> int:
             raise ValueError(str(exc)) from exc
     else:
         raise ValueError(f"{source}: expected RUNS.jsonl, or a .traj.json with --tree DIR")
+    if args.tree is None and args.instance_id is not None:
+        specs = _of_instance(specs, args.instance_id, source)
     if args.limit is not None:
         specs = specs[: args.limit]
     url = resolve_url(args.db)
@@ -119,6 +123,20 @@ def _cmd_replay(args) -> int:
     if errors:
         return EXIT_BAD_INPUT
     return EXIT_VIOLATIONS if summary.failed else EXIT_OK
+
+
+def _of_instance(specs: list, instance_id: str, source: Path) -> list:
+    """The runs file's lines of ``instance_id``; none is an error naming the nearest."""
+    import difflib
+
+    chosen = [spec for spec in specs if spec.instance_id == instance_id]
+    if not chosen:
+        near = difflib.get_close_matches(instance_id, [spec.instance_id for spec in specs],
+                                         n=SAME_PROBLEM_LINES_NAMED)
+        nearest = f" (the nearest: {', '.join(near)})" if near else ""
+        raise ValueError(f"--instance-id {instance_id!r}: no good line of {source} names "
+                         f"it{nearest}")
+    return chosen
 
 
 def _line_and_problem(source: Path, error: str) -> tuple[int | None, str]:
