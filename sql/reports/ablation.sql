@@ -12,7 +12,7 @@ WITH per_variant AS (
            AVG(p.precision_items) AS precision_items,
            AVG(p.precision_tokens) AS precision_tokens,
            AVG(r.gold_recall) AS gold_recall,
-           AVG(1.0 * d.token_count) AS mean_tokens
+           AVG(CAST(d.token_count AS DOUBLE PRECISION)) AS mean_tokens
     FROM v_decision_precision p
     JOIN v_ab_decision d ON d.decision_id = p.decision_id
     LEFT JOIN v_decision_recall r ON r.decision_id = p.decision_id

@@ -7,7 +7,7 @@ SELECT
     AVG(p.precision_items) AS precision_items,
     AVG(p.precision_tokens) AS precision_tokens,
     AVG(r.gold_recall) AS gold_recall,
-    AVG(1.0 * d.token_count) AS mean_tokens,
+    AVG(CAST(d.token_count AS DOUBLE PRECISION)) AS mean_tokens,
     MAX(d.token_count) AS max_tokens,
     AVG(CASE WHEN d.token_count <= d.token_ceiling THEN 1.0 ELSE 0.0 END) AS budget_adherence,
     o.resolve_rate, o.cost_per_instance, o.tokens_per_instance, o.tokens_per_solved

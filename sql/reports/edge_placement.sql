@@ -6,14 +6,14 @@
 SELECT
     arm, variant,
     SUM(is_gold * is_evidence) AS critical_items,
-    1.0 * SUM(CASE WHEN is_gold = 1 AND is_evidence = 1
-                    AND (4 * (2 * tokens_before + token_count) < 2 * window_tokens
-                         OR 4 * (2 * tokens_before + token_count) >= 6 * window_tokens)
-                   THEN 1 ELSE 0 END) / NULLIF(SUM(is_gold * is_evidence), 0)
-        AS critical_at_edges,
+    CAST(SUM(CASE WHEN is_gold = 1 AND is_evidence = 1
+                  AND (4 * (2 * tokens_before + token_count) < 2 * window_tokens
+                       OR 4 * (2 * tokens_before + token_count) >= 6 * window_tokens)
+                 THEN 1 ELSE 0 END) AS DOUBLE PRECISION)
+        / NULLIF(SUM(is_gold * is_evidence), 0) AS critical_at_edges,
     SUM(edge_critical) AS edge_critical_items,
-    1.0 * SUM(CASE WHEN edge_critical = 1 AND block <> 'middle' THEN 1 ELSE 0 END)
-        / NULLIF(SUM(edge_critical), 0) AS edge_critical_outside_middle
+    CAST(SUM(CASE WHEN edge_critical = 1 AND block <> 'middle' THEN 1 ELSE 0 END)
+         AS DOUBLE PRECISION) / NULLIF(SUM(edge_critical), 0) AS edge_critical_outside_middle
 FROM v_window_gold
 GROUP BY arm, variant
 ORDER BY arm, variant;

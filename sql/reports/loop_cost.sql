@@ -89,18 +89,18 @@ arm_total AS (
     GROUP BY arm, variant
 )
 SELECT t.arm, t.variant, i.instances, t.instance_runs, t.decisions, t.tokens, t.cached_tokens,
-       1.0 * t.cached_tokens / NULLIF(t.tokens, 0) AS cached_share,
+       CAST(t.cached_tokens AS DOUBLE PRECISION) / NULLIF(t.tokens, 0) AS cached_share,
        t.cost_tokens, i.instances_with_outcome, i.solved,
-       1.0 * t.tokens / NULLIF(i.solved, 0) AS tokens_per_solved,
-       1.0 * t.cost_tokens / NULLIF(i.solved, 0) AS cost_per_solved,
+       CAST(t.tokens AS DOUBLE PRECISION) / NULLIF(i.solved, 0) AS tokens_per_solved,
+       CAST(t.cost_tokens AS DOUBLE PRECISION) / NULLIF(i.solved, 0) AS cost_per_solved,
        COALESCE(p.paired_instances, 0) AS paired_instances,
-       1.0 * p.cost_tokens / NULLIF(p.current_cost_tokens, 0) AS cost_of_current,
+       CAST(p.cost_tokens AS DOUBLE PRECISION) / NULLIF(p.current_cost_tokens, 0) AS cost_of_current,
        t.cache_marked_decisions,
        t.cached_at_marks_tokens,
-       1.0 * t.cached_at_marks_tokens / NULLIF(t.tokens, 0) AS cached_at_marks_share,
+       CAST(t.cached_at_marks_tokens AS DOUBLE PRECISION) / NULLIF(t.tokens, 0) AS cached_at_marks_share,
        t.cost_at_marks_tokens,
-       1.0 * t.cost_at_marks_tokens / NULLIF(i.solved, 0) AS cost_at_marks_per_solved,
-       1.0 * p.cost_at_marks_tokens / NULLIF(p.current_cost_at_marks_tokens, 0)
+       CAST(t.cost_at_marks_tokens AS DOUBLE PRECISION) / NULLIF(i.solved, 0) AS cost_at_marks_per_solved,
+       CAST(p.cost_at_marks_tokens AS DOUBLE PRECISION) / NULLIF(p.current_cost_at_marks_tokens, 0)
            AS cost_at_marks_of_current
 FROM arm_total t
 JOIN arm_instances i ON i.arm = t.arm AND i.variant = t.variant

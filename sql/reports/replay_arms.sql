@@ -61,16 +61,16 @@ SELECT
     t.median_prompt_tokens,
     t.p90_prompt_tokens,
     CAST(SUM(a.prompt_tokens) AS BIGINT) AS total_prompt_tokens,
-    1.0 * SUM(a.prompt_tokens) / NULLIF(SUM(a.resolved), 0) AS tokens_per_resolved_run,
-    1.0 * SUM(a.cached_tokens) / NULLIF(SUM(a.prompt_tokens), 0) AS cached_share,
+    CAST(SUM(a.prompt_tokens) AS DOUBLE PRECISION) / NULLIF(SUM(a.resolved), 0) AS tokens_per_resolved_run,
+    CAST(SUM(a.cached_tokens) AS DOUBLE PRECISION) / NULLIF(SUM(a.prompt_tokens), 0) AS cached_share,
     -- from whole-token sums, not a sum of the runs' costs: the same to the last digit
     -- whatever order a backend adds the runs in
     SUM(a.prompt_tokens - a.cached_tokens) + :cached_price_ratio * SUM(a.cached_tokens)
         AS cost_tokens,
     c.median_cost_per_run,
-    -- (1.0: a ratio given as a whole number would divide whole numbers on SQLite)
-    1.0 * (SUM(a.prompt_tokens - a.cached_tokens)
-           + :cached_price_ratio * SUM(a.cached_tokens))
+    -- (a float: a ratio given as a whole number would divide whole numbers on SQLite)
+    CAST(SUM(a.prompt_tokens - a.cached_tokens)
+         + :cached_price_ratio * SUM(a.cached_tokens) AS DOUBLE PRECISION)
         / NULLIF(SUM(a.resolved), 0) AS cost_per_resolved_run,
     CAST(SUM(a.refused_decisions) AS BIGINT) AS refused_decisions,
     CAST(SUM(a.tree_unknown_decisions) AS BIGINT) AS tree_unknown_decisions
@@ -80,8 +80,8 @@ JOIN run_cost c ON c.run_id = a.run_id AND c.arm = a.arm
 GROUP BY a.run_id, a.arm, t.median_prompt_tokens, t.p90_prompt_tokens, c.median_cost_per_run
 )
 SELECT x.*,
-       1.0 * x.total_prompt_tokens / NULLIF(m.total_prompt_tokens, 0) AS tokens_of_mask10,
-       1.0 * x.cost_tokens / NULLIF(c.cost_tokens, 0) AS cost_of_current
+       CAST(x.total_prompt_tokens AS DOUBLE PRECISION) / NULLIF(m.total_prompt_tokens, 0) AS tokens_of_mask10,
+       CAST(x.cost_tokens AS DOUBLE PRECISION) / NULLIF(c.cost_tokens, 0) AS cost_of_current
 FROM arm_total x
 LEFT JOIN arm_total m ON m.run_id = x.run_id AND m.arm = 'mask10'
 LEFT JOIN arm_total c ON c.run_id = x.run_id AND c.arm = 'current'

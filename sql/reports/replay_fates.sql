@@ -19,7 +19,7 @@ outcome AS (
 SELECT
     run_id, arm, anchor_class, fate,
     COUNT(*) AS lost_anchors,
-    1.0 * COUNT(*) / MAX(anchors) AS share_of_anchors
+    CAST(COUNT(*) AS DOUBLE PRECISION) / MAX(anchors) AS share_of_anchors
 FROM outcome
 WHERE NOT kept
 GROUP BY run_id, arm, anchor_class, fate

@@ -17,7 +17,7 @@ per_run AS (
     SELECT run_id,
            COUNT(*) AS runs,
            SUM(matches) AS trees_matching,
-           1.0 * SUM(matches) / COUNT(*) AS matching_share,
+           CAST(SUM(matches) AS DOUBLE PRECISION) / COUNT(*) AS matching_share,
            SUM(lost) AS trees_lost
     FROM replay
     GROUP BY run_id

@@ -38,9 +38,9 @@ group_arm AS (  -- one group of runs in one arm
 SELECT g.run_id, g.length_group, g.arm, g.runs, g.shortest_run_decisions,
        g.longest_run_decisions,
        g.prompt_tokens,
-       1.0 * g.prompt_tokens / NULLIF(m.prompt_tokens, 0) AS tokens_of_mask10,
+       CAST(g.prompt_tokens AS DOUBLE PRECISION) / NULLIF(m.prompt_tokens, 0) AS tokens_of_mask10,
        g.cost_tokens,
-       1.0 * g.cost_tokens / NULLIF(c.cost_tokens, 0) AS cost_of_current
+       CAST(g.cost_tokens AS DOUBLE PRECISION) / NULLIF(c.cost_tokens, 0) AS cost_of_current
 FROM group_arm g
 LEFT JOIN group_arm m
     ON m.run_id = g.run_id AND m.length_group = g.length_group AND m.arm = 'mask10'

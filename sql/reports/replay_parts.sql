@@ -35,8 +35,8 @@ by_part AS (
 )
 SELECT
     p.run_id, p.arm, p.part_kind, p.rendering, p.parts, p.tokens,
-    1.0 * p.tokens / t.decisions AS tokens_per_decision,
-    1.0 * p.tokens / NULLIF(t.prompt_tokens, 0) AS share_of_prompt_tokens
+    CAST(p.tokens AS DOUBLE PRECISION) / t.decisions AS tokens_per_decision,
+    CAST(p.tokens AS DOUBLE PRECISION) / NULLIF(t.prompt_tokens, 0) AS share_of_prompt_tokens
 FROM by_part p
 JOIN totals t ON t.run_id = p.run_id AND t.arm = p.arm
 ORDER BY p.run_id, p.arm, p.tokens DESC, p.part_kind, p.rendering;

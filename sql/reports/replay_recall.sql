@@ -30,13 +30,13 @@ SELECT
     run_id, arm, anchor_class,
     COUNT(*) AS anchors,
     SUM(kept) AS kept,
-    1.0 * SUM(kept) / COUNT(*) AS recall,
+    CAST(SUM(kept) AS DOUBLE PRECISION) / COUNT(*) AS recall,
     SUM(at_edit) AS edit_anchors,
     SUM(at_edit * kept) AS edit_kept,
-    1.0 * SUM(at_edit * kept) / NULLIF(SUM(at_edit), 0) AS edit_recall,
+    CAST(SUM(at_edit * kept) AS DOUBLE PRECISION) / NULLIF(SUM(at_edit), 0) AS edit_recall,
     SUM(on_known_tree) AS tree_known_anchors,
     SUM(on_known_tree * kept) AS tree_known_kept,
-    1.0 * SUM(on_known_tree * kept) / NULLIF(SUM(on_known_tree), 0) AS tree_known_recall
+    CAST(SUM(on_known_tree * kept) AS DOUBLE PRECISION) / NULLIF(SUM(on_known_tree), 0) AS tree_known_recall
 FROM outcome
 GROUP BY run_id, arm, anchor_class
 ORDER BY run_id, CASE arm WHEN 'current' THEN 1 WHEN 'mask10' THEN 2 ELSE 3 END, arm,

@@ -136,11 +136,11 @@ per_decision AS (
 )
 SELECT
     g.decision_type, g.arm, g.variant, g.ranker, g.scope, p.decisions, g.facts,
-    1.0 * g.in_pool / g.facts AS pool_recall,
-    1.0 * g.in_window / g.facts AS window_recall,
-    1.0 * g.changed_shown / g.facts AS changed_recall,
-    CASE WHEN g.in_pool > 0 THEN 1.0 * g.in_window / g.in_pool END AS recall_ratio,
-    1.0 * g.in_residue / g.facts AS residue_recall,
+    CAST(g.in_pool AS DOUBLE PRECISION) / g.facts AS pool_recall,
+    CAST(g.in_window AS DOUBLE PRECISION) / g.facts AS window_recall,
+    CAST(g.changed_shown AS DOUBLE PRECISION) / g.facts AS changed_recall,
+    CASE WHEN g.in_pool > 0 THEN CAST(g.in_window AS DOUBLE PRECISION) / g.in_pool END AS recall_ratio,
+    CAST(g.in_residue AS DOUBLE PRECISION) / g.facts AS residue_recall,
     p.residue_median, p.residue_p95, p.ranked_share, p.median_tokens
 FROM by_group g
 JOIN per_decision p

@@ -8,10 +8,10 @@ SELECT
     SUM(is_evidence) AS evidence_items,
     SUM(is_gold * is_evidence) AS gold_items,
     CASE WHEN EXISTS (SELECT 1 FROM gold_fact g WHERE g.instance_id = v_window_item_gold.instance_id)
-         THEN 1.0 * SUM(is_gold * is_evidence) / NULLIF(SUM(is_evidence), 0) END
+         THEN CAST(SUM(is_gold * is_evidence) AS DOUBLE PRECISION) / NULLIF(SUM(is_evidence), 0) END
         AS precision_items,
     CASE WHEN EXISTS (SELECT 1 FROM gold_fact g WHERE g.instance_id = v_window_item_gold.instance_id)
-         THEN 1.0 * SUM(is_gold * is_evidence * token_count)
+         THEN CAST(SUM(is_gold * is_evidence * token_count) AS DOUBLE PRECISION)
               / NULLIF(SUM(is_evidence * token_count), 0) END AS precision_tokens
 FROM v_window_item_gold
 GROUP BY decision_id, arm, variant, instance_id, decision_type;

@@ -8,7 +8,7 @@ SELECT
     facts.decision_id, facts.arm, facts.variant, facts.instance_id, facts.decision_type,
     COUNT(*) AS gold_facts,
     SUM(facts.held) AS held,
-    1.0 * SUM(facts.held) / COUNT(*) AS gold_recall
+    CAST(SUM(facts.held) AS DOUBLE PRECISION) / COUNT(*) AS gold_recall
 FROM (
     SELECT DISTINCT
         d.decision_id, d.arm, d.variant, d.instance_id, d.decision_type, g.entity_key,

@@ -6,10 +6,10 @@ SELECT
     t.arm, t.variant,
     COUNT(*) AS instances,
     SUM(CASE WHEN o.solved THEN 1 ELSE 0 END) AS solved,
-    1.0 * SUM(CASE WHEN o.solved THEN 1 ELSE 0 END) / COUNT(*) AS resolve_rate,
+    CAST(SUM(CASE WHEN o.solved THEN 1 ELSE 0 END) AS DOUBLE PRECISION) / COUNT(*) AS resolve_rate,
     AVG(o.cost_usd) AS cost_per_instance,
-    AVG(1.0 * t.context_tokens) AS tokens_per_instance,
-    1.0 * SUM(t.context_tokens)
+    AVG(CAST(t.context_tokens AS DOUBLE PRECISION)) AS tokens_per_instance,
+    CAST(SUM(t.context_tokens) AS DOUBLE PRECISION)
         / NULLIF(SUM(CASE WHEN o.solved THEN 1 ELSE 0 END), 0) AS tokens_per_solved
 FROM (
     SELECT run_id, arm, variant, instance_id, SUM(token_count) AS context_tokens
