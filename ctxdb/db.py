@@ -14,6 +14,7 @@ import contextlib
 import functools
 import importlib.util
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Collection
@@ -55,6 +56,21 @@ class NotAStoreError(ValueError):
     not SQLite, another application's database, a recon index. Nothing is written to it."""
 
 
+# a URL's query keys that hold a secret (libpq's password, sslpassword): hidden when shown
+_SECRET_QUERY_KEY = re.compile(r"pass|secret|token", re.IGNORECASE)
+_HIDDEN = "hidden-by-ctxdb"  # a secret's stand-in while the URL is rendered
+
+
+def shown_url(url: str) -> str:
+    """``url`` as a message shows it: its password hidden, in the user part and in any
+    query key that holds one (``?password=…``, which libpq reads too)."""
+    parsed = make_url(url)
+    hidden = {key: _HIDDEN for key in parsed.query if _SECRET_QUERY_KEY.search(key)}
+    # (the URL quotes the stand-in: shown as the user part's is)
+    return parsed.update_query_dict(hidden).render_as_string(hide_password=True) \
+        .replace(f"={_HIDDEN}", "=***")
+
+
 class StoreUnreachable(ConnectionError):
     """The store's database server could not be reached when the store opened (refused,
     unknown host, bad password…): ``reason`` is the driver's first line. The URL in the
@@ -62,8 +78,7 @@ class StoreUnreachable(ConnectionError):
 
     def __init__(self, url: str, reason: str):
         self.reason = reason
-        shown = make_url(url).render_as_string(hide_password=True)
-        super().__init__(f"database {shown}: cannot connect: {reason}; expected a "
+        super().__init__(f"database {shown_url(url)}: cannot connect: {reason}; expected a "
                          "reachable server that takes these credentials")
 
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Engine, event, inspect, text
 from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.schema import CreateIndex, CreateTable
 
@@ -29,6 +28,7 @@ from .db import (
     make_engine,
     remember_store_made_here,
     resolve_url,
+    shown_url,
     sqlite_file_of,
 )
 from .migrate import (
@@ -82,6 +82,9 @@ class ReconNotFound(FileNotFoundError):
     """The recon index named for the store does not exist."""
 
 
+VIEWS_NAMED = 3  # of the views that differ, named in a reader's refusal
+
+
 class ContextStore:
     """An open evidence store: the main database, with the recon index beside it.
 
@@ -126,8 +129,9 @@ class ContextStore:
     ) -> ContextStore:
         """``strict``: the default of ``construct(request, strict=...)``. ``upgrade``: an
         empty database is made a store and an older store migrated to this ctxdb's schema
-        (False: both refused, ``StoreVersionError`` — a reader never changes a schema that
-        other processes may be writing under; the CLI's reading commands open so)."""
+        (False: both refused, and views that differ from ``sql/views/``,
+        ``StoreVersionError`` — a reader never changes a schema that other processes may
+        be writing under; the CLI's reading commands open so)."""
         url = resolve_url(url_or_path)
         settings = settings or load_settings()
         recon_path = separate_recon = checked_file = None
@@ -152,7 +156,7 @@ class ContextStore:
                 revision = current_revision(connection)
                 check_known(revision)
             if not upgrade and revision != head_revision() and not is_sqlite_in_memory(url):
-                shown = make_url(url).render_as_string(hide_password=True)
+                shown = shown_url(url)
                 if revision is None:
                     raise StoreVersionError(
                         f"{shown}: holds no ctxdb store (an empty database): a command that "
@@ -175,6 +179,12 @@ class ContextStore:
             else:
                 with engine.connect() as connection:
                     drift = view_drift(connection)
+                if drift and not upgrade:
+                    raise StoreVersionError(
+                        f"{shown_url(url)}: the store's views are another ctxdb's "
+                        f"({'; '.join(drift[:VIEWS_NAMED])}"
+                        f"{', …' if len(drift) > VIEWS_NAMED else ''}): run `ctxdb db "
+                        "upgrade` (a command that reads never rewrites them)")
                 if drift:
                     # Views are derived from sql/views/: bring them in line with the files.
                     with immediate_transaction(engine) as connection:

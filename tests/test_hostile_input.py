@@ -686,6 +686,11 @@ def test_a_database_server_that_cannot_be_reached_is_one_line(command, capsys, m
     assert main(command) == EXIT_BAD_INPUT
     assert _one_line_error(capsys).startswith(f"ctxdb: error: $CTXDB_URL {shown}: cannot "
                                               "connect")
+    # a password given as libpq's query key is hidden too
+    monkeypatch.setenv("CTXDB_URL", f"{url}?sslmode=disable&password=s3cret")
+    assert main(command) == EXIT_BAD_INPUT
+    line = _one_line_error(capsys)
+    assert "s3cret" not in line and "password=***" in line and "sslmode=disable" in line, line
 
 
 def test_a_worker_killed_outright_is_one_line_and_exit_1(tmp_path, capsys, monkeypatch):
@@ -722,6 +727,22 @@ def test_a_reading_command_never_migrates_a_store(tmp_path, capsys):
         ContextStore.open(db, upgrade=False)
     ContextStore.open(db).close()  # a writer's open migrates it, as before
     assert store_revision(f"sqlite:///{db}") == head_revision()
+    # at head, views another ctxdb installed are not rewritten by a reader either (its
+    # views are the store's, and a role that may only read could not): db upgrade does
+    engine = create_engine(f"sqlite:///{db}")
+    with engine.begin() as connection:
+        connection.execute(text("DROP VIEW v_decision_recall"))
+        connection.execute(text("CREATE VIEW v_decision_recall AS SELECT 1 AS older"))
+    for command in (["verify"], ["report", "runs"]):
+        assert main([*command, "--db", db]) == EXIT_BAD_INPUT
+        assert re.search(r"the store's views are another ctxdb's \(view v_decision_recall "
+                         r"[^)]*\): run `ctxdb db upgrade`", _one_line_error(capsys))
+    with engine.connect() as connection:
+        assert "older" in connection.execute(text(
+            "SELECT sql FROM sqlite_master WHERE name = 'v_decision_recall'")).scalar()
+    engine.dispose()
+    assert main(["db", "upgrade", "--db", db]) == EXIT_OK
+    assert main(["verify", "--db", db]) == EXIT_OK
 
 
 def test_reading_commands_on_postgresql_make_no_store_and_name_a_missing_privilege(
@@ -747,6 +768,12 @@ def test_reading_commands_on_postgresql_make_no_store_and_name_a_missing_privile
         assert main(["report", "runs", "--db", nobody]) == EXIT_BAD_INPUT
         line = _one_line_error(capsys)
         assert "the database refused this command: permission denied for table" in line, line
+        # granted SELECT as docs/commands.md says, the role reads: nothing it opens writes
+        with engine.begin() as connection:
+            connection.execute(text("GRANT SELECT ON ALL TABLES IN SCHEMA public "
+                                    "TO ctxdb_nobody"))
+        for command in (["report", "runs"], ["verify"], ["db", "current"]):
+            assert main([*command, "--db", nobody]) == EXIT_OK, capsys.readouterr().err
     finally:
         with engine.begin() as connection:
             connection.execute(text("DROP OWNED BY ctxdb_nobody"))

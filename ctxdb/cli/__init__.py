@@ -153,10 +153,8 @@ def _command(argv: list[str] | None) -> int:
 def _store_named_by(args: argparse.Namespace) -> str:
     """Where the command's store came from, as an error names it: ``--db``, else the
     environment variable, else the default file; with the URL, its password hidden."""
-    from sqlalchemy.engine import make_url
-
     from ..config import DB_URL_ENV, DEFAULT_DB_PATH
-    from ..db import resolve_url
+    from ..db import resolve_url, shown_url
 
     if getattr(args, "db", None):
         given = "--db"
@@ -165,7 +163,7 @@ def _store_named_by(args: argparse.Namespace) -> str:
     else:
         return f"the default store ./{DEFAULT_DB_PATH}"
     try:
-        return f"{given} {make_url(resolve_url(args.db)).render_as_string(hide_password=True)}"
+        return f"{given} {shown_url(resolve_url(args.db))}"
     except ValueError:  # (no URL: named by where it came from alone)
         return given
 

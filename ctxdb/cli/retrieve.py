@@ -74,7 +74,8 @@ def _cmd_retrieve(args) -> int:
         # the SQLite store is not read at all: no store file is made to read recon through
         found = _retrieve_over(recon, task, args.test or (), traceback, args.limit)
     else:  # PostgreSQL: the store's own database holds the schema recon
-        with context_store().open(args.db, recon=recon) as store:
+        # (it reads: the store's schema is left as it is, as by the other readers)
+        with context_store().open(args.db, recon=recon, upgrade=False) as store:
             found = store.retrieve(task, failing_tests=args.test or (), traceback=traceback,
                                    limit=args.limit)
     if args.json:
