@@ -56,8 +56,9 @@ class DecisionContext:
     def messages(self, prefix: Sequence[dict[str, str]] | None = None) -> list[dict[str, str]]:
         """The window as OpenAI chat messages: the task block as the system message, the
         items in window order as the user message — their contents joined are exactly
-        ``render()``. With ``prefix`` (a harness's own system and instruction messages;
-        default: the ones an agent-loop decision was built after, ``self.prefix``), those
+        ``render()`` (but for a step recorded as the harness's own messages, below). With
+        ``prefix`` (a harness's own system and instruction messages; default: the ones an
+        agent-loop decision was built after, ``self.prefix``), those
         come first, verbatim, and the window follows as one user message. An agent-loop
         window whose task the harness's prompt carries (``task_in_prefix``) has no task
         block: without a prefix it is the user message alone. A decision built after a

@@ -2467,9 +2467,13 @@ def test_a_window_that_cannot_fit_is_recorded_as_the_messages_sent_instead(tmp_p
         assert "harness_sent_over_ceiling" in context.flags
         assert "cache_marked" not in context.flags and context.token_count > 400
         assert store.messages_sent(context.decision_id) == sent
-        # what the call gives to send is what was recorded, read back too
+        # what the call gives to send is what was recorded, read back too, and marked
+        # by ctxdb it is not (the harness marks its own messages)
         assert context.messages(prefix=huge) == context.messages() == sent
         assert store.context(context.decision_id).messages() == sent
+        from ctxdb.agent.cache_marks import cache_marked_messages
+
+        assert cache_marked_messages(context, huge) == sent
         from ctxdb import forensics
 
         with store.engine.connect() as connection:

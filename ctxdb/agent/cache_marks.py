@@ -78,8 +78,12 @@ def cache_marked_messages(context: DecisionContext,
     the window as text blocks (the window one block per item, the task block, when it
     has one, its own), marked at the end of the prefix, at ``middle_mark`` and at the
     end. The blocks' texts joined are the messages' texts, unchanged. An empty
-    text is no block (a provider refuses one)."""
+    text is no block (a provider refuses one). A step recorded as the harness's own
+    messages (no window fitted: ``context.harness_sent``) is those messages, unmarked:
+    the harness marks its own."""
     messages: list[dict[str, Any]] = [dict(m) for m in context.messages(prefix=prefix)]
+    if context.harness_sent:
+        return messages
     marked_prefix = len(prefix) - 1
     if marked_prefix >= 0 and isinstance(messages[marked_prefix].get("content"), str) \
             and messages[marked_prefix]["content"]:
