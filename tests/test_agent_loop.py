@@ -1137,7 +1137,8 @@ def test_one_huge_output_is_cut_before_the_steps_before_it_leave(tmp_path):
 def test_a_newest_output_of_one_giant_line_keeps_the_end_of_it(tmp_path):
     """Cut to what fits of its end, a newest output whose one line is longer than the
     room keeps that line's end with the short lines after it (its closing markup), not
-    the short lines alone; a line that would fit the room on its own is left out whole."""
+    the short lines alone — a line just under the room too, which fits alone but not
+    beside them."""
     import dataclasses
 
     from ctxdb.config import load_settings
@@ -1156,6 +1157,19 @@ def test_a_newest_output_of_one_giant_line_keeps_the_end_of_it(tmp_path):
                                   "last 1 of 4 lines: over the ceiling]\n")
     assert newest.text.endswith("059998,059999,\n</output>\n\n")
     assert newest.token_count > ceiling // 2 and context.token_count <= ceiling
+    from ctxdb.agent.adapter import _tail_that_fits
+    from ctxdb.tokens import get_counter
+
+    def _count_tokens(text: str) -> int:
+        return get_counter("cl100k_base").count(text)
+
+    room = 300
+    line = "".join(f"{n:06d}," for n in range(1000))
+    while _count_tokens(line) > room - 5:  # just under the room: it fits alone, not
+        line = line[7:]                      # beside the note and </output>
+    cut = _tail_that_fits(f"<output>\n{line}\n</output>", 2, room, "cl100k_base")
+    assert cut.startswith("[E2 cut to the end of line 2 and its last 1 of 3 lines")
+    assert cut.endswith(f"{line[-50:]}\n</output>\n\n") and _count_tokens(cut) <= room
 
 
 def test_no_rung_of_the_ladder_makes_the_window_bigger(tmp_path):

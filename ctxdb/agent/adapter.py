@@ -1043,10 +1043,9 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
 
 def _tail_that_fits(text: str, item_no: int, room: int, tokenizer: str) -> str:
     """The end of a part's text that fits in ``room`` tokens with its note: its last whole
-    lines, as many as fit (a binary search), and when the line before them is too long
-    for the room on its own, the end of it that fits too (such a line leaves its end,
-    not nothing: an output's closing markup after one long line would otherwise be all
-    that is shown)."""
+    lines, as many as fit (a binary search), and of the line before them the end that
+    fits in what they leave (a long line leaves its end, not nothing: an output's
+    closing markup after one long line would otherwise be all that is shown)."""
     lines = text.rstrip("\n").splitlines()
 
     def cut(kept: int, chars: int = 0) -> str:
@@ -1073,7 +1072,7 @@ def _tail_that_fits(text: str, item_no: int, room: int, tokenizer: str) -> str:
         return low
 
     kept = most_that_fits(len(lines), cut)
-    before = lines[len(lines) - kept - 1] if kept < len(lines) else ""
-    if not before or (kept and _count(tokenizer, before) <= room):
-        return cut(kept)  # whole lines: the line before would fit alone, it is no giant
+    if kept == len(lines):
+        return cut(kept)
+    before = lines[len(lines) - kept - 1]
     return cut(kept, most_that_fits(len(before), lambda chars: cut(kept, chars)))
