@@ -62,22 +62,49 @@ def tree(source_git, tmp_path):
 
 def test_a_scratch_tree_a_killed_process_left_goes_at_the_next_one(source_git, tmp_path):
     """A SIGKILL leaves its process's scratch tree (13-40 MB each, in a trial): the next
-    tree made under the same parent removes it, and leaves one whose process runs."""
+    tree made under the same parent removes it. A tree in use (its lock held, by another
+    process too), one without a lock file and a symbolic link are left."""
+    import fcntl
     import subprocess
     import sys
 
-    from ctxdb.agent.worktree import SCRATCH_PREFIX
+    from ctxdb.agent import worktree
+    from ctxdb.agent.worktree import SCRATCH_LOCK, SCRATCH_PREFIX
 
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()  # its number names no process now
-    left = tmp_path / f"{SCRATCH_PREFIX}{gone.pid}-k1ll3d"
-    (left / "testbed").mkdir(parents=True)
-    (left / "testbed" / "a.py").write_text("x = 1\n")
-    running = tmp_path / f"{SCRATCH_PREFIX}{os.getpid()}-inuse"
-    running.mkdir()
-    with ScratchTree.create(source_git, "main", parent=tmp_path) as scratch:
-        assert scratch.home.name.startswith(f"{SCRATCH_PREFIX}{os.getpid()}-")
-        assert not left.exists() and running.is_dir()
+    def tree(name: str) -> Path:
+        home = tmp_path / f"{SCRATCH_PREFIX}{name}"
+        (home / "testbed").mkdir(parents=True)
+        (home / "testbed" / "a.py").write_text("x = 1\n")
+        (home / SCRATCH_LOCK).touch()
+        return home
+
+    left, in_use, unlocked = tree("killed"), tree("in-use"), tree("being-made")
+    (unlocked / SCRATCH_LOCK).unlink()
+    (tmp_path / f"{SCRATCH_PREFIX}link").symlink_to(in_use)
+    # another process holds in_use's lock, as a replay's worker does while it runs
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time; "
+         "fd = os.open(sys.argv[1], os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX); "
+         "print('held', flush=True); time.sleep(60)", str(in_use / SCRATCH_LOCK)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with ScratchTree.create(source_git, "main", parent=tmp_path) as scratch:
+            assert not left.exists()
+            assert in_use.is_dir() and unlocked.is_dir()
+            assert (tmp_path / f"{SCRATCH_PREFIX}link").is_symlink()
+            # the tree made holds its own lock: a sweep from elsewhere leaves it
+            fd = os.open(scratch.home / SCRATCH_LOCK, os.O_RDONLY)
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.close(fd)
+            worktree._swept.clear()
+            assert worktree.remove_orphaned_scratch(tmp_path) == []
+    finally:
+        holder.kill()
+        holder.wait()
+    worktree._swept.clear()  # the holder gone, its tree is an orphan now
+    assert worktree.remove_orphaned_scratch(tmp_path) == [in_use]
 
 
 def _processes_with(marker: str) -> list[str]:

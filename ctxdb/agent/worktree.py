@@ -66,10 +66,12 @@ HARNESS_ENV: Mapping[str, str] = {
     "TQDM_DISABLE": "1",
 }
 TREE_DIR = "testbed"
-# a scratch tree's directory: the prefix, the pid of the process that made it, a dash, so
-# a later one can tell a tree whose process died without removing it (SIGKILL) from one
-# in use
+# a scratch tree's directory; the file in it its process holds a lock on while the tree
+# is in use, so a later process can tell a tree whose process died without removing it
+# (SIGKILL, the OOM killer) from one in use — in any process, container or pid namespace
+# on this machine
 SCRATCH_PREFIX = "ctxdb-scratch-"
+SCRATCH_LOCK = "in-use.lock"
 # where a command sees the source's object store when its own path lies under the run's
 # directory (in the sandbox's own root: the tree's bind cannot hide it there)
 SANDBOX_OBJECT_STORE = "/.ctxdb-source-objects"
@@ -120,8 +122,9 @@ class ScratchTree:
     removes it all on exit. Commands run in it through the sandbox (``run``)."""
 
     def __init__(self, home: Path, commit: str, object_store: Path,
-                 skipped: tuple[SkippedBlob, ...], workdir: str) -> None:
+                 skipped: tuple[SkippedBlob, ...], workdir: str, lock_fd: int = -1) -> None:
         self.home = home  # the temporary directory: the tree and room for the caller's files
+        self._lock_fd = lock_fd  # held locked while the tree is in use (SCRATCH_LOCK)
         self.path = home / TREE_DIR
         self.commit = commit
         self.object_store = object_store  # the source's objects, borrowed read-only
@@ -137,8 +140,8 @@ class ScratchTree:
         sandbox, before it is handed over; it must succeed."""
         git_dir = Path(git_dir).resolve()
         remove_orphaned_scratch(parent)
-        home = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-",
-                                     dir=parent)).resolve()
+        home = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=parent)).resolve()
+        lock_fd = _lock_in_use(home)
         try:
             object_store, full_commit, branch = _source(git_dir, commit)
             tree = home / TREE_DIR
@@ -159,7 +162,7 @@ class ScratchTree:
                 # from here the tree's own .git is read only inside the sandbox
                 (tree / ".git" / "objects" / "info" / "alternates").write_text(
                     f"{SANDBOX_OBJECT_STORE}\n", encoding="utf-8")
-            scratch = cls(home, full_commit, object_store, skipped, workdir)
+            scratch = cls(home, full_commit, object_store, skipped, workdir, lock_fd)
             host = home / HOST_GIT_DIR
             _git(["init", "--quiet", "--bare", f"--initial-branch={branch}", str(host)])
             (host / "objects" / "info" / "alternates").write_text(f"{object_store}\n",
@@ -181,6 +184,7 @@ class ScratchTree:
             return scratch
         except BaseException:
             remove_tree(home)
+            os.close(lock_fd)
             raise
 
     def __enter__(self) -> ScratchTree:
@@ -192,6 +196,9 @@ class ScratchTree:
     def close(self) -> None:
         """Remove the temporary directory and everything in it."""
         remove_tree(self.home)
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
 
     def run(self, command: str, timeout_s: float = COMMAND_TIMEOUT_S,
             env: Mapping[str, str] = HARNESS_ENV,
@@ -288,33 +295,47 @@ class _StagedCopy:
 _swept: set[str] = set()  # the parents this process has swept of orphaned scratch trees
 
 
+def _lock_in_use(home: Path) -> int:
+    """Lock ``home``'s ``SCRATCH_LOCK`` for as long as the returned descriptor is open
+    (the process's end closes it, however it ends)."""
+    import fcntl
+
+    fd = os.open(home / SCRATCH_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: nobody else holds it
+    return fd
+
+
 def remove_orphaned_scratch(parent: Path | str | None) -> list[Path]:
     """Remove the scratch trees under ``parent`` (the system's temporary directory if
-    None) that a process no longer running made — what a SIGKILL or the OOM killer left
-    — once per process and parent; the trees removed. A tree whose process runs (or
-    whose number another process took since) is left."""
+    None) that no process holds any more — what a SIGKILL or the OOM killer left — once
+    per process and parent; the trees removed. A tree is left when its lock is held (in
+    use), when it has no lock file (being made, or made by a ctxdb before the lock), or
+    when another user owns it."""
+    import fcntl
+
     where = str(Path(parent or tempfile.gettempdir()).resolve())
     if where in _swept:
         return []
     _swept.add(where)
     removed = []
-    for entry in Path(where).glob(f"{SCRATCH_PREFIX}*-*"):
-        pid = entry.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and entry.is_dir() and not entry.is_symlink() \
-                and not _process_runs(int(pid)):
+    for entry in Path(where).glob(f"{SCRATCH_PREFIX}*"):
+        try:
+            if entry.is_symlink() or not entry.is_dir() or entry.stat().st_uid != os.geteuid():
+                continue
+            fd = os.open(entry / SCRATCH_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:  # no lock file (or gone meanwhile): not ours to judge
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: in use
+            os.close(fd)
+            continue
+        try:
             remove_tree(entry)
             removed.append(entry)
+        finally:
+            os.close(fd)
     return removed
-
-
-def _process_runs(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's: running
-        return True
-    return True
 
 
 def remove_tree(path: str | Path) -> None:
