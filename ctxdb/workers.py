@@ -43,16 +43,22 @@ def stops_taken_once() -> Iterator[None]:
     this process, a pool's shutdown) and the command's status stays the first stop's.
     A signal this process was started ignoring (``cmd &`` in a script ignores Ctrl-C)
     stays ignored; the handlers before are put back after (SIG_DFL for one set outside
-    Python), a stop meanwhile held back for them. The main thread only: a handler cannot
-    be set from another."""
+    Python), a stop landing meanwhile raised again for them. The main thread only: a
+    handler cannot be set from another."""
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     taken: list[int] = []
+    # set when the caller's handlers are being put back: a stop landing then (in any
+    # thread's turn) is held and raised again once they are all back, for them to take
+    restoring: list[int] = []
 
     def stop(signum: int, frame: object) -> None:
+        if restoring:
+            restoring.append(signum)
+            return
         if taken:
             return
         taken.append(signum)
@@ -66,18 +72,11 @@ def stops_taken_once() -> Iterator[None]:
     try:
         yield
     finally:
-        # a stop landing between two of these would find the next handler still ours
-        # (an in-process caller's Ctrl-C then raises, or is dropped, here): held back
-        # until every handler is put back, then taken by those (POSIX; Windows has no mask)
-        masked = hasattr(signal, "pthread_sigmask")
-        if masked:
-            held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-        try:
-            for signum, handler in before.items():
-                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
-        finally:
-            if masked:
-                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        restoring.append(0)  # (0: the mark; the signals held follow it)
+        for signum, handler in before.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        for held in restoring[1:] if not taken else ():  # (after a first: only noted)
+            signal.raise_signal(held)
 
 
 def usable_cpu_count() -> int:

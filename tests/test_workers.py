@@ -78,10 +78,16 @@ def test_a_stop_while_the_handlers_are_put_back_goes_to_the_callers_handler(monk
         done = set_handler(signum, handler)
         if handler is callers:
             put_back.append(signum)
-            if len(put_back) == 1:  # between the two
+            if len(put_back) == 1:  # between the two, delivered in the other thread's turn
                 os.kill(os.getpid(), workers.STOP_SIGNALS[-1])
+                time.sleep(JOB_SECONDS / 4)
         return done
 
+    import threading
+
+    idle = threading.Event()  # a thread besides the main one: a harness's HTTP client's
+    other = threading.Thread(target=idle.wait, daemon=True)
+    other.start()
     try:
         with workers.stops_taken_once():
             monkeypatch.setattr(signal, "signal", put_back_then_stopped)
@@ -93,6 +99,7 @@ def test_a_stop_while_the_handlers_are_put_back_goes_to_the_callers_handler(monk
         assert caught == [workers.STOP_SIGNALS[-1]]
         assert all(signal.getsignal(signum) is callers for signum in workers.STOP_SIGNALS)
     finally:
+        idle.set()
         for signum, handler in originals.items():
             set_handler(signum, handler)
 
