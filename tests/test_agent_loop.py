@@ -2519,9 +2519,12 @@ def test_a_wrong_fallback_is_refused_at_a_step_that_fits(tmp_path):
               "a bad message": [*PREFIX, {"role": "user", "content": 3}]}
     with ContextStore.open(tmp_path / "s.db") as store:
         for name, value in values.items():
-            with pytest.raises(RequestError, match=wrong[name]):
+            with pytest.raises(RequestError, match=wrong[name]) as refused:
                 construct_step(store, run_id="r", instance_id="i", task="t", steps=steps,
                                tree=root, prefix=PREFIX, sent_if_over_ceiling=value)
+            # a usage error, not the SentMessagesError of messages a fallback cannot read
+            # (the mini-swe-agent wrapper would send such a step as the harness's own)
+            assert type(refused.value) is RequestError
         with store.engine.connect() as connection:
             assert connection.exec_driver_sql("SELECT count(*) FROM decision").scalar() == 0
         context = construct_step(store, run_id="r", instance_id="i", task="t", steps=steps,
