@@ -68,15 +68,21 @@ def json_error_reason(exc: json.JSONDecodeError) -> str:
     return exc.msg.removesuffix(" at")
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any, str | None]]:
     """Each line of a JSON Lines file that is not blank, as ``(line number, value, None)``,
     or ``(line number, None, why)`` for one that holds no JSON value: bytes that are not
-    UTF-8, JSON the parser refuses, nesting deeper than it goes. A bad line is named and
-    the lines after it still read; lines end at ``\n`` alone (JSON Lines), so a string's
-    U+2028 stays in its line."""
+    UTF-8, JSON the parser refuses, nesting deeper than it goes, a number of more digits
+    than Python converts. A bad line is named and the lines after it still read (a UTF-8
+    byte order mark before the first is skipped); lines end at ``\n`` alone (JSON
+    Lines), so a string's U+2028 stays in its line."""
     with Path(path).open("rb") as lines:
         for number, raw in enumerate(lines, start=1):
             raw = raw.removesuffix(b"\n")  # (the line's end: no part of its JSON)
+            if number == 1:
+                raw = raw.removeprefix(UTF8_BOM)  # an editor's mark, no part of the JSON
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -92,6 +98,8 @@ def json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any, str | N
                                      f"{exc.colno})")
             except RecursionError:
                 yield number, None, "not valid JSON (nested deeper than the parser goes)"
+            except ValueError as exc:  # a number past the digits Python converts
+                yield number, None, f"not valid JSON ({str(exc).split(';')[0]})"
 
 
 def quote_value(value: object) -> str:

@@ -411,13 +411,18 @@ def test_bad_bytes_and_deep_nesting_are_lines_named_not_a_whole_file_refused(tmp
 
     path = tmp_path / "bad.jsonl"
     path.write_bytes(b'{"run_id": "r\xff"}\n' + b"[" * 100_000 + b"]" * 100_000 + b"\n"
-                     + b'{"run_id": "ab"}\n')
+                     + b'{"run_id": "ab"}\n' + b"1" * 5000 + b"\n")
     good, bad = parse_outcomes(path)
     assert bad[:2] == [(1, "not UTF-8 text (byte 0xff at column 14): expected one JSON "
                            "object per line"),
                        (2, "not valid JSON (nested deeper than the parser goes): expected "
                            "one JSON object per line")]
-    assert [line for line, _ in bad[2:]] == [3]  # read, and refused for its own fields
+    assert [line for line, _ in bad[2:]] == [3, 4]  # read, and refused for its own fields
+    assert bad[3][1].startswith("not valid JSON (Exceeds the limit (4300 digits)")
+    # a byte order mark before the first line is an editor's, not the JSON's
+    marked = tmp_path / "marked.jsonl"
+    marked.write_bytes(b'\xef\xbb\xbf{"run_id": "ab"}\n')
+    assert "not valid JSON" not in parse_outcomes(marked)[1][0][1]
     _instances, errors = load_instances(path)
     assert errors[0].startswith(f"{path} line 1: not UTF-8 text (byte 0xff")
     assert errors[1].startswith(f"{path} line 2: not valid JSON (nested deeper")
