@@ -369,11 +369,14 @@ def test_the_cli_replays_a_runs_file_and_reports_it(requests_repository, tmp_pat
             assert float(nothing[column]) == pytest.approx(ctx08_recall[anchor_class], abs=5e-4)
     # one instance of the file again (what a killed replay left half done is replaced)
     assert main(["replay", str(runs), "--db", str(db), "--workers", "1",
-                 "--instance-id", "psf__requests-1"]) == 2  # the bad line is still named
+                 "--instance-id", "psf__requests-1"]) == 0  # another line's problem aside
     assert "1 run(s) done, 7 decisions" in capsys.readouterr().out
     assert main(["replay", str(runs), "--db", str(db), "--instance-id", "psf__requests-2"]) == 2
-    assert ("--instance-id 'psf__requests-2': no good line of "
+    assert ("--instance-id 'psf__requests-2': no line of "
             f"{runs} names it (the nearest: psf__requests-1)") in capsys.readouterr().err
+    # the instance's own line bad: its problems are named, not "no line"
+    assert main(["replay", str(runs), "--db", str(db), "--instance-id", "bad"]) == 2
+    assert "runs.jsonl:2: base_commit: expected a non-empty string" in capsys.readouterr().err
     assert len(_rows(f"sqlite:///{db}", "SELECT 1 FROM decision")) == 7
 
 

@@ -92,7 +92,7 @@ def _cmd_replay(args) -> int:
     else:
         raise ValueError(f"{source}: expected RUNS.jsonl, or a .traj.json with --tree DIR")
     if args.tree is None and args.instance_id is not None:
-        specs = _of_instance(specs, args.instance_id, source)
+        specs, errors = _of_instance(specs, errors, args.instance_id, source)
     if args.limit is not None:
         specs = specs[: args.limit]
     url = resolve_url(args.db)
@@ -125,18 +125,26 @@ def _cmd_replay(args) -> int:
     return EXIT_VIOLATIONS if summary.failed else EXIT_OK
 
 
-def _of_instance(specs: list, instance_id: str, source: Path) -> list:
-    """The runs file's lines of ``instance_id``; none is an error naming the nearest."""
+def _of_instance(specs: list, errors: list[str], instance_id: str,
+                 source: Path) -> tuple[list, list[str]]:
+    """The runs file's lines of ``instance_id``, and the errors of its lines that name
+    it (the other lines are not replayed, so their problems do not count); no line naming
+    it is an error naming the nearest."""
     import difflib
 
+    from ..request_limits import json_lines
+
+    named = {number for number, row, _ in json_lines(source)
+             if isinstance(row, dict) and row.get("instance_id") == instance_id}
     chosen = [spec for spec in specs if spec.instance_id == instance_id]
-    if not chosen:
+    theirs = [error for error in errors if _line_and_problem(source, error)[0] in named]
+    if not chosen and not theirs:
         near = difflib.get_close_matches(instance_id, [spec.instance_id for spec in specs],
                                          n=SAME_PROBLEM_LINES_NAMED)
         nearest = f" (the nearest: {', '.join(near)})" if near else ""
-        raise ValueError(f"--instance-id {instance_id!r}: no good line of {source} names "
+        raise ValueError(f"--instance-id {instance_id!r}: no line of {source} names "
                          f"it{nearest}")
-    return chosen
+    return chosen, theirs
 
 
 def _line_and_problem(source: Path, error: str) -> tuple[int | None, str]:
