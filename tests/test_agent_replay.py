@@ -320,6 +320,13 @@ def test_a_recorded_run_replays_end_to_end(requests_repository, store_url, tmp_p
     assert by_part["tool_output", "verbatim"]["parts"] == sum(range(7))
     assert by_part["agent_turn", "verbatim"]["parts"] == sum(range(7)) + 6
 
+    # a bad time limit is refused before the run's earlier replay goes (NaN erased it)
+    for timeout in (float("nan"), 0, 1e9):
+        failed = replay_run(store_url, spec, run_id="replay-test", command_timeout_s=timeout)
+        assert "command_timeout_s" in failed.error and "expected seconds above 0" in failed.error
+        assert len(_rows(store_url, "SELECT 1 FROM replay_decision")) == 7 * len(arms)
+    with pytest.raises(ValueError, match="command_timeout_s nan: expected seconds"):
+        run_replay(store_url, [spec], run_id="replay-test", command_timeout_s=float("nan"))
     # again: the run is replaced, not added
     assert replay_run(store_url, spec, run_id="replay-test").error is None
     assert len(_rows(store_url, "SELECT 1 FROM replay_decision")) == 7 * len(arms)

@@ -79,7 +79,7 @@ from .loop import (
     step_of_item,
 )
 from .sandbox import PROGRAM_NAME
-from .trajectory import AgentRun, ObservationKind, read_trajectory
+from .trajectory import MAX_COMMAND_TIMEOUT_S, AgentRun, ObservationKind, read_trajectory
 from .worktree import (
     HARDENED_GIT,
     SWEBENCH_TESTBED_SETUP,
@@ -287,6 +287,17 @@ def replay_spec_for_tree(trajectory: str | Path, tree: str | Path,
     return RunSpec(trajectory, instance_id or run.instance_id or name, tree, base_commit)
 
 
+def check_command_timeout(command_timeout_s: float | None) -> None:
+    """A re-run command's time limit as given (None: each run's own): above 0, at most
+    ``MAX_COMMAND_TIMEOUT_S``, checked before anything of a replay is written or undone."""
+    if command_timeout_s is None:
+        return
+    if isinstance(command_timeout_s, bool) or not isinstance(command_timeout_s, (int, float)) \
+            or not 0 < command_timeout_s <= MAX_COMMAND_TIMEOUT_S:
+        raise ValueError(f"command_timeout_s {command_timeout_s!r}: expected seconds above "
+                         f"0, at most {MAX_COMMAND_TIMEOUT_S}")
+
+
 def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
                settings: Settings | None = None, work_dir: str | None = None,
                command_timeout_s: float | None = None) -> RunResult:
@@ -295,6 +306,7 @@ def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
     settings = dataclasses.replace(settings or load_settings(), rank_base_url="")
     started = time.perf_counter()
     try:
+        check_command_timeout(command_timeout_s)  # before the run's earlier replay goes
         run = read_trajectory(spec.trajectory)
         with ScratchTree.create(spec.git_dir, spec.base_commit, parent=work_dir,
                                 workdir=run.workdir, setup_command=spec.testbed_setup) as tree:
@@ -306,7 +318,8 @@ def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
                 made: list[int] = []  # this replay's decisions, the only ones it may undo
                 try:
                     _replay(store, run, spec, tree, result, run_id, settings,
-                            command_timeout_s or run.command_timeout_s, started, made)
+                            command_timeout_s if command_timeout_s is not None
+                            else run.command_timeout_s, started, made)
                 except BaseException:
                     # its replay rows are written last, in one transaction: only its
                     # decisions are left to undo (another replay's of the run are not ours)
@@ -717,6 +730,7 @@ def run_replay(db_url: str, specs: list[RunSpec], *, run_id: str = DEFAULT_RUN_I
                workers: int = DEFAULT_WORKERS, settings: Settings | None = None,
                work_dir: str | None = None, command_timeout_s: float | None = None,
                progress: Callable[[int, int], None] | None = None) -> ReplaySummary:
+    check_command_timeout(command_timeout_s)
     settings = settings or load_settings()
     summary = ReplaySummary()
     if not specs:
