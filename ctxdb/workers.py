@@ -196,7 +196,8 @@ def run_each(function: Callable[..., Any], jobs: Sequence[tuple], workers: int,
             pool.shutdown(wait=True, cancel_futures=True)
             if isinstance(stopped, BrokenProcessPool):
                 raise WorkerDied(
-                    f"a worker process ended abruptly (SIGKILL, or the kernel's OOM killer) "
+                    f"a worker process ended abruptly (killed: SIGKILL, the kernel's OOM "
+                    f"killer; or it crashed) "
                     f"when {len(results)} of {len(jobs)} jobs had finished: the jobs under "
                     "way were stopped, the rest not run") from stopped
             raise

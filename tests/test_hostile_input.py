@@ -705,7 +705,19 @@ def test_a_worker_killed_outright_is_one_line_and_exit_1(tmp_path, capsys, monke
     ContextStore.open(tmp_path / "s.db").close()
     monkeypatch.setattr(ContextStore, "verify", died)
     assert main(["verify", "--db", str(tmp_path / "s.db")]) == EXIT_VIOLATIONS
-    assert "ctxdb verify` lists what the dead worker left" in _one_line_error(capsys)
+    assert _one_line_error(capsys).endswith("ended abruptly; what finished is recorded")
+    # a replay's says where to find the run the worker left half done
+    from ctxdb.agent import replay
+
+    def replay_died(*args, **kwargs):
+        raise WorkerDied("a worker process ended abruptly")
+
+    monkeypatch.setattr(replay, "run_replay", replay_died)
+    (tmp_path / "runs.jsonl").write_text("\n")
+    assert main(["replay", str(tmp_path / "runs.jsonl"), "--db", str(tmp_path / "s.db")]) \
+        == EXIT_VIOLATIONS
+    assert _one_line_error(capsys).endswith("`ctxdb verify` lists the run the dead worker "
+                                            "left half done (replaying it replaces it)")
 
 
 def test_a_reading_command_never_migrates_a_store(tmp_path, capsys):

@@ -46,8 +46,8 @@ def test_a_worker_killed_outright_is_named_not_a_broken_pool(tmp_path):
     """A worker SIGKILLed under a job: ``WorkerDied`` says what happened and how far the
     jobs got, where concurrent.futures' BrokenProcessPool said neither."""
     with pytest.raises(workers.WorkerDied, match=r"a worker process ended abruptly "
-                       r"\(SIGKILL, or the kernel's OOM killer\) when \d+ of 6 jobs had "
-                       "finished"):
+                       r"\(killed: SIGKILL, the kernel's OOM killer; or it crashed\) when "
+                       r"\d+ of 6 jobs had finished"):
         workers.run_each(_killed_or_sleep, [(n,) for n in range(6)], workers=2)
 
 

@@ -115,9 +115,10 @@ def _command(argv: list[str] | None) -> int:
     except WorkerDied as exc:
         # what finished is in the store; a replay's run the worker had under way may be
         # left partial, and `verify` lists it
-        print(f"ctxdb: error: {exc}; what finished is recorded, and `ctxdb verify` lists "
-              "what the dead worker left half done (running it again replaces it)",
-              file=sys.stderr)
+        left = ("; `ctxdb verify` lists the run the dead worker left half done (replaying "
+                "it replaces it)" if args.command == "replay" else "")
+        _discard_a_store_made_for_nothing(args, made_before)
+        print(f"ctxdb: error: {exc}; what finished is recorded{left}", file=sys.stderr)
         return EXIT_VIOLATIONS
     except (
         ConfigError,
