@@ -7,6 +7,7 @@ carries both inside the package (``ctxdb.sql``, ``ctxdb.migrations``, pyproject.
 and they are found with importlib.resources.
 """
 
+import contextlib
 import os
 import tempfile
 from importlib import resources
@@ -74,6 +75,7 @@ def write_whole(output: str | os.PathLike[str], text: str) -> None:
             fh.write(text)
         os.chmod(temporary, mode)
         os.replace(temporary, output)
-    except BaseException:
-        os.unlink(temporary)
+    except BaseException:  # (a stop after the rename finds no temporary file)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
         raise

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
 import re
 import subprocess
@@ -145,7 +146,7 @@ def sdist_repository(sdist: Path, out: Path) -> tuple[Path, str]:
                 raise ToolError(f"{sdist}: expected one top directory, got "
                                 f"{sorted(p.name for p in tops)}")
             work = tops[0]
-            if (work / ".git").exists():  # its config would be ours once we add to it
+            if os.path.lexists(work / ".git"):  # its config would be ours once we add to it
                 raise ToolError(f"{sdist}: holds a .git of its own ({work.name}/.git); "
                                 "expected a source archive")
             _run_git("init", "-q", str(work))

@@ -140,7 +140,8 @@ def _reindex_if_stale(home: Path) -> None:
         index_repository(home / TREE_DIR, str(fresh), rebuild=True, progress=False)
         release_index_file(fresh)
     except BaseException:  # a failed or stopped build leaves no half-made index behind
-        for made in (fresh.name, f"{fresh.name}-wal", f"{fresh.name}-shm"):
+        for made in (fresh.name, *(f"{fresh.name}-{journal}"
+                                   for journal in ("journal", "wal", "shm"))):
             (home / made).unlink(missing_ok=True)
         raise
     for leftover in (f"{RECON_FILE}-wal", f"{RECON_FILE}-shm"):  # the old file's journal

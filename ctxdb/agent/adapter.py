@@ -726,7 +726,7 @@ def _check_history_continues(connection: Connection, run_id: str, instance_id: s
     elif given[PREFIX_DIGESTS_FIELD] != mine[PREFIX_DIGESTS_FIELD]:
         field, what = "prefix", "another harness prompt"
         held_prefix = request_as_given(connection, other).get("prefix")
-        if isinstance(held_prefix, list) and [dict(m) for m in prefix] == held_prefix:
+        if isinstance(held_prefix, list) and _same_but_order(prefix, held_prefix):
             # equal as dicts, not as sent: the JSON (and the prompt cache) keeps key order
             what += ": the same messages, their keys in another order"
     elif len(ours) < len(theirs):
@@ -743,6 +743,13 @@ def _check_history_continues(connection: Connection, run_id: str, instance_id: s
         f"{instance_id!r} (decision {other}), built from a history this step's does not "
         f"continue ({what}); give each step the whole history before it as it was, and "
         "each loop its own run_id")
+
+
+def _same_but_order(given: Sequence[dict[str, Any]], held: list[Any]) -> bool:
+    """Whether two prompts hold the same messages but for their keys' order (as JSON: a
+    1 and a true are not the same value)."""
+    return json.dumps([dict(m) for m in given], sort_keys=True) == json.dumps(
+        held, sort_keys=True)
 
 
 def _check(run_id: object, instance_id: object, task: object, prefix: Sequence[object],

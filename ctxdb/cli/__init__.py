@@ -228,7 +228,7 @@ def _refused_by_database(exc: BaseException) -> str | None:
 
     if not isinstance(exc, DBAPIError):
         return None
-    reason = str(exc.orig or exc).strip().splitlines()[0][:CONNECT_REASON_MAX_CHARS]
+    reason = (str(exc.orig or exc).strip().splitlines() or [""])[0][:CONNECT_REASON_MAX_CHARS]
     if getattr(exc.orig, "sqlstate", None) == INSUFFICIENT_PRIVILEGE_SQLSTATE \
             or "readonly database" in reason:
         return reason

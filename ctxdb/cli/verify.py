@@ -32,6 +32,5 @@ def _cmd_verify(args) -> int:
         for row in rows[:VIOLATING_ROWS_SHOWN]:
             print("  " + json.dumps(row, default=str, sort_keys=True))
         if len(rows) > VIOLATING_ROWS_SHOWN:
-            print(f"  … and {len(rows) - VIOLATING_ROWS_SHOWN} more (the check's SQL is in "
-                  f"sql/checks/{check}.sql)")
+            print(f"  … and {len(rows) - VIOLATING_ROWS_SHOWN} more")
     return EXIT_VIOLATIONS
