@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from holdout_runs import RESULTS_DIR, RESULTS_REPO, git, git_dir_of, repo_of  # noqa: E402
 
-from ctxdb.agent.worktree import HARDENED_GIT, git_env  # noqa: E402
+from ctxdb.gitenv import HARDENED_GIT, git_env  # noqa: E402
 from ctxdb.paths import write_whole  # noqa: E402
 
 _TREE = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)=(?P<sdist>.+?\.tar\.gz)(?:@(?P<below>\d+))?$")

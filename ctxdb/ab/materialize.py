@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, cast
 
+from ..gitenv import HARDENED_GIT, git_env
 from ..recon import ReconVersionError, check_recon_version, index_repository
 from ..recon.indexer import release_index_file
 from .instances import Instance
@@ -40,7 +41,6 @@ _MODE_SYMLINK = "120000"
 _MODE_EXECUTABLE = "100755"
 _MODE_SUBMODULE = "160000"
 # protocol.allow=never: an object missing from the store is never fetched from anywhere
-_GIT = ("git", "-c", "protocol.allow=never")
 
 
 @dataclass(frozen=True)
@@ -103,9 +103,12 @@ def materialize(instance: Instance, cache_dir: Path) -> Materialized:
             tree.mkdir()
             skipped = write_commit_tree(instance.repo_git, instance.base_commit, tree)
         if instance.test_patch.strip():
+            # (as outside any repository: the config of one around the cache, a home
+            # directory under git, is not this tree's)
             applied = subprocess.run(
-                ["git", "apply", "--whitespace=nowarn", "-"], cwd=tree,
+                [*HARDENED_GIT, "apply", "--whitespace=nowarn", "-"], cwd=tree,
                 input=instance.test_patch.encode(), capture_output=True, check=False,
+                env=git_env(GIT_CEILING_DIRECTORIES=str(staging)),
             )
             if applied.returncode != 0:
                 raise MaterializeError("the test_patch does not apply at the base commit: "
@@ -151,8 +154,9 @@ def _reindex_if_stale(home: Path) -> None:
 
 def _tree_entries(git_dir: Path, commit: str) -> list[tuple[str, str, str, str]]:
     """(mode, type, object, path) of every file of the commit, in git's path order."""
-    listed = subprocess.run([*_GIT, "-C", str(git_dir), "ls-tree", "-r", "-z", "--full-tree",
-                             commit], capture_output=True, check=False)
+    listed = subprocess.run([*HARDENED_GIT, "-C", str(git_dir), "ls-tree", "-r", "-z",
+                             "--full-tree", commit], capture_output=True, env=git_env(),
+                            check=False)
     if listed.returncode != 0:
         raise MaterializeError(f"git ls-tree {commit} failed: "
                                f"{listed.stderr.decode(errors='replace').strip()}")
@@ -174,9 +178,9 @@ def write_commit_tree(git_dir: Path, commit: str, tree: Path) -> tuple[SkippedBl
     for mode, _kind, _obj, path in entries:
         if mode == _MODE_SUBMODULE:  # as git archive does: an empty directory
             _target(tree, path).mkdir(parents=True, exist_ok=True)
-    reader = subprocess.Popen([*_GIT, "-C", str(git_dir), "cat-file", "--batch"],
+    reader = subprocess.Popen([*HARDENED_GIT, "-C", str(git_dir), "cat-file", "--batch"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE)
+                              stderr=subprocess.PIPE, env=git_env())
     # the three pipes asked for above: never None
     to_git = cast(IO[bytes], reader.stdin)
     from_git = cast(IO[bytes], reader.stdout)

@@ -39,6 +39,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from .. import models
 from ..config import Settings, load_settings
+from ..gitenv import HARDENED_GIT, git_env
 from ..pipeline.persist import settings_json
 from ..request import RequestError
 from ..request_limits import json_lines
@@ -81,11 +82,9 @@ from .loop import (
 from .sandbox import PROGRAM_NAME
 from .trajectory import MAX_COMMAND_TIMEOUT_S, AgentRun, ObservationKind, read_trajectory
 from .worktree import (
-    HARDENED_GIT,
     SWEBENCH_TESTBED_SETUP,
     ScratchTree,
     ScratchTreeError,
-    git_env,
     has_commit,
     is_git_dir,
 )

@@ -47,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from ..ab.materialize import SkippedBlob, write_commit_tree
+from ..gitenv import HARDENED_GIT, git_env
 from .sandbox import (
     DEFAULT_WORKDIR,
     SANDBOX_GID,
@@ -89,22 +90,10 @@ SWEBENCH_TESTBED_SETUP: Mapping[str, str] = {
                        "pyproject.toml; fi",
 }
 
-# git over a tree or repository someone else wrote (a recorded run's, an archive's): no
-# fetching, no hook or fsmonitor command of its own config run, whoever owns it
-HARDENED_GIT = ("git", "-c", "protocol.allow=never", "-c", "safe.directory=*",
-                "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
 
 
 class ScratchTreeError(RuntimeError):
     """The scratch tree could not be made or read: git said why."""
-
-
-def git_env(**extra: str) -> dict[str, str]:
-    """This process's environment without git's variables (a GIT_DIR or GIT_INDEX_FILE
-    set around us must not redirect the commands) and without the host's git config."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, **extra)
-    return env
 
 
 def _git(args: list[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
