@@ -253,6 +253,18 @@ def test_materialize_leaves_out_an_absent_blob_and_says_so(tmp_path, capsys):
     assert "ab run: 1 instance(s) done, 4 decisions; 0 failed" in out
 
 
+def test_materialize_is_not_steered_by_git_variables_around_it(tmp_path, monkeypatch):
+    """A GIT_DIR set around the A/B runner (a hook, a harness) named another repository
+    to its ls-tree and cat-file: the mirror given is read all the same."""
+    repo, commit, _blob = _git_repo_without_a_blob(tmp_path)
+    path = tmp_path / "instances.jsonl"
+    path.write_text(json.dumps(_tiny_instance_line(repo, commit)) + "\n")
+    [instance], _errors = load_instances(path)
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "elsewhere.git"))
+    made = materialize(instance, tmp_path / "cache")
+    assert (made.tree / "tiny" / "scale.py").read_text() == "def double(x):\n    return 2 * x\n"
+
+
 # -- the runner ------------------------------------------------------------------------------------
 
 def test_ab_run_both_arms_and_a_broken_line(store_url, tmp_path):
