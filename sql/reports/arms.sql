@@ -9,7 +9,7 @@ SELECT
     AVG(r.gold_recall) AS gold_recall,
     AVG(CAST(d.token_count AS DOUBLE PRECISION)) AS mean_tokens,
     MAX(d.token_count) AS max_tokens,
-    AVG(CASE WHEN d.token_count <= d.token_ceiling THEN 1.0 ELSE 0.0 END) AS budget_adherence,
+    AVG(CAST(CASE WHEN d.token_count <= d.token_ceiling THEN 1 ELSE 0 END AS DOUBLE PRECISION)) AS budget_adherence,
     o.resolve_rate, o.cost_per_instance, o.tokens_per_instance, o.tokens_per_solved
 FROM v_ab_decision d
 LEFT JOIN v_decision_precision p ON p.decision_id = d.decision_id

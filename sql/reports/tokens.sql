@@ -16,7 +16,7 @@ SELECT
     MIN(CASE WHEN 2 * rank_no >= decisions THEN token_count END) AS median_tokens,
     MIN(CASE WHEN 100 * rank_no >= 95 * decisions THEN token_count END) AS p95_tokens,
     MAX(token_count) AS max_tokens,
-    AVG(CASE WHEN token_count <= token_ceiling THEN 1.0 ELSE 0.0 END) AS budget_adherence
+    AVG(CAST(CASE WHEN token_count <= token_ceiling THEN 1 ELSE 0 END AS DOUBLE PRECISION)) AS budget_adherence
 FROM ranked
 GROUP BY arm, variant, decision_type
 ORDER BY decision_type, arm, variant;

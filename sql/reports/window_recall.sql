@@ -129,7 +129,7 @@ per_decision AS (
     SELECT decision_type, arm, variant, ranker, MAX(decisions) AS decisions,
            MIN(CASE WHEN 2 * residue_no >= decisions THEN residue END) AS residue_median,
            MIN(CASE WHEN 100 * residue_no >= 95 * decisions THEN residue END) AS residue_p95,
-           AVG(CASE WHEN ranked = 1 THEN 1.0 ELSE 0.0 END) AS ranked_share,
+           AVG(CAST(CASE WHEN ranked = 1 THEN 1 ELSE 0 END AS DOUBLE PRECISION)) AS ranked_share,
            MIN(CASE WHEN 2 * tokens_no >= decisions THEN token_count END) AS median_tokens
     FROM ranked_decisions
     GROUP BY decision_type, arm, variant, ranker
