@@ -14,6 +14,7 @@ named in SLOW_TESTS. ``make test-fast`` deselects all three.
 from __future__ import annotations
 
 import itertools
+import signal
 import subprocess
 import sys
 import tarfile
@@ -98,6 +99,16 @@ def pytest_collection_modifyitems(items):
             lost.append(name)
     if lost:
         raise pytest.UsageError(f"conftest.py SLOW_TESTS names tests that are gone: {lost}")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _ctrl_c_as_a_terminal_gives_it():
+    """A suite started in the background (`make test &`, nohup) ignores Ctrl-C, and so
+    would every process it starts: the tests of how a stop is taken need SIGINT as a
+    terminal's shell leaves it (Python's own handler; its children: the default)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
 
 
 @pytest.fixture(autouse=True)
