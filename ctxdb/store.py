@@ -82,9 +82,6 @@ class ReconNotFound(FileNotFoundError):
     """The recon index named for the store does not exist."""
 
 
-VIEWS_NAMED = 3  # of the views that differ, named in a reader's refusal
-
-
 class ContextStore:
     """An open evidence store: the main database, with the recon index beside it.
 
@@ -129,9 +126,10 @@ class ContextStore:
     ) -> ContextStore:
         """``strict``: the default of ``construct(request, strict=...)``. ``upgrade``: an
         empty database is made a store and an older store migrated to this ctxdb's schema
-        (False: both refused, and views that differ from ``sql/views/``,
-        ``StoreVersionError`` — a reader never changes a schema that other processes may
-        be writing under; the CLI's reading commands open so)."""
+        and views that differ from ``sql/views/`` rebuilt (False: the first two refused,
+        ``StoreVersionError``, and the views left as they are, ``view_drift()`` lists
+        them — a reader never changes a schema other processes may be writing under; the
+        CLI's reading commands open so)."""
         url = resolve_url(url_or_path)
         settings = settings or load_settings()
         recon_path = separate_recon = checked_file = None
@@ -176,15 +174,9 @@ class ContextStore:
                 # (another process may have just made this new store: then it is used)
                 engine.dispose()  # nobody else holds the file while we upgrade
                 upgrade_engine(url)
-            else:
+            elif upgrade:  # (a reader leaves the views as they are: view_drift says)
                 with engine.connect() as connection:
                     drift = view_drift(connection)
-                if drift and not upgrade:
-                    raise StoreVersionError(
-                        f"{shown_url(url)}: the store's views are another ctxdb's "
-                        f"({'; '.join(drift[:VIEWS_NAMED])}"
-                        f"{', …' if len(drift) > VIEWS_NAMED else ''}): run `ctxdb db "
-                        "upgrade` (a command that reads never rewrites them)")
                 if drift:
                     # Views are derived from sql/views/: bring them in line with the files.
                     with immediate_transaction(engine) as connection:
@@ -349,9 +341,10 @@ class ContextStore:
         with self.engine.connect() as connection:
             return current_revision(connection)
 
-    def view_drift(self) -> list[str]:
+    def view_drift(self, *, own_only: bool = False) -> list[str]:
+        """How the store's views differ from ``sql/views/`` (``own_only``: ctxdb's own)."""
         with self.engine.connect() as connection:
-            return view_drift(connection)
+            return view_drift(connection, own_only=own_only)
 
     @property
     def recon_available(self) -> bool:

@@ -76,8 +76,10 @@ def create_views(connection: Connection) -> None:
     connection.execute(installed_view.insert(), rows)
 
 
-def view_drift(connection: Connection) -> list[str]:
-    """Human-readable differences between the database's views and ``sql/views/``."""
+def view_drift(connection: Connection, *, own_only: bool = False) -> list[str]:
+    """Human-readable differences between the database's views and ``sql/views/``;
+    ``own_only``: of ctxdb's views alone (not a view someone else added, which no
+    upgrade removes)."""
     problems = []
     files = {f.name: f for f in view_files()}
     installed = _installed(connection)
@@ -89,6 +91,6 @@ def view_drift(connection: Connection) -> list[str]:
             problems.append(f"view {name} in the database is older than {view.path.name}")
         elif installed[name][1] != _catalog_sha256(connection, name):
             problems.append(f"view {name} was replaced in the database; {view.path.name} differs")
-    for name in sorted(present - set(files)):
+    for name in sorted(present - set(files)) if not own_only else ():
         problems.append(f"view {name} is in the database but has no file in sql/views/")
     return problems

@@ -745,16 +745,26 @@ def test_a_reading_command_never_migrates_a_store(tmp_path, capsys):
     with engine.begin() as connection:
         connection.execute(text("DROP VIEW v_decision_recall"))
         connection.execute(text("CREATE VIEW v_decision_recall AS SELECT 1 AS older"))
-    for command in (["verify"], ["report", "runs"]):
+    for command in (["report", "runs"], ["show", "1"]):
         assert main([*command, "--db", db]) == EXIT_BAD_INPUT
         assert re.search(r"the store's views are another ctxdb's \(view v_decision_recall "
                          r"[^)]*\): run `ctxdb db upgrade`", _one_line_error(capsys))
+    assert main(["verify", "--db", db]) == 1  # verify lists it
+    assert "view v_decision_recall" in capsys.readouterr().out
     with engine.connect() as connection:
         assert "older" in connection.execute(text(
             "SELECT sql FROM sqlite_master WHERE name = 'v_decision_recall'")).scalar()
-    engine.dispose()
     assert main(["db", "upgrade", "--db", db]) == EXIT_OK
     assert main(["verify", "--db", db]) == EXIT_OK
+    # a view of someone else's (an analyst's) is no drift a reader refuses: no upgrade
+    # removes it; verify names it
+    with engine.begin() as connection:
+        connection.execute(text("CREATE VIEW my_analysis AS SELECT 1 AS mine"))
+    engine.dispose()
+    capsys.readouterr()
+    assert main(["report", "runs", "--db", db]) == EXIT_OK
+    assert main(["verify", "--db", db]) == 1
+    assert "view my_analysis is in the database but has no file" in capsys.readouterr().out
 
 
 def test_reading_commands_on_postgresql_make_no_store_and_name_a_missing_privilege(

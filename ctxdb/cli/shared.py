@@ -91,10 +91,27 @@ def recon_by_default(args) -> str | None:
     return None
 
 
-def open_existing_store(args) -> ContextStore:
+VIEWS_NAMED = 3  # of the views that differ, named in a reader's refusal
+
+
+def open_existing_store(args, *, views_as_they_are: bool = False) -> ContextStore:
     """The store of a command that only reads (show, why, diff, verify, report): never
-    created, nor migrated (``ContextStore.open(upgrade=False)``)."""
-    return context_store().open(existing_store(args.db), upgrade=False)
+    created, nor migrated (``ContextStore.open(upgrade=False)``); one whose own views
+    another ctxdb installed is refused, naming what rebuilds them — but for
+    ``views_as_they_are`` (verify: it lists them)."""
+    from ..db import shown_url
+    from ..migrate import StoreVersionError
+
+    url = existing_store(args.db)
+    store = context_store().open(url, upgrade=False)
+    drift = [] if views_as_they_are else store.view_drift(own_only=True)
+    if drift:
+        store.close()
+        raise StoreVersionError(
+            f"{shown_url(url)}: the store's views are another ctxdb's "
+            f"({'; '.join(drift[:VIEWS_NAMED])}{', …' if len(drift) > VIEWS_NAMED else ''}): "
+            "run `ctxdb db upgrade` (a command that reads never rewrites them)")
+    return store
 
 
 def store_revision(url: str) -> str | None:
