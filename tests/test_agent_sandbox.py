@@ -107,6 +107,31 @@ def test_a_scratch_tree_a_killed_process_left_goes_at_the_next_one(source_git, t
     assert worktree.remove_orphaned_scratch(tmp_path) == [in_use]
 
 
+def test_a_sweep_while_a_tree_is_being_locked_leaves_it(source_git, tmp_path, monkeypatch):
+    """Another process sweeping between a new tree's lock file being made and locked
+    finds no lock file to take (it is made under another name, locked, then renamed): the
+    tree stays whole and locked."""
+    import fcntl
+
+    from ctxdb.agent import worktree
+    from ctxdb.agent.worktree import SCRATCH_LOCK
+
+    flock, swept = fcntl.flock, []
+
+    def sweep_first(fd, operation):
+        if not swept:  # the maker's first lock: a sweep lands just before it
+            swept.append(True)
+            worktree._swept.clear()
+            swept.extend(worktree.remove_orphaned_scratch(tmp_path))
+        return flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", sweep_first)
+    with ScratchTree.create(source_git, "main", parent=tmp_path) as scratch:
+        monkeypatch.setattr(fcntl, "flock", flock)
+        assert swept == [True]  # it removed nothing
+        assert (scratch.path / ".git").is_dir() and (scratch.home / SCRATCH_LOCK).is_file()
+
+
 def _processes_with(marker: str) -> list[str]:
     """Command lines of the host's processes that contain marker."""
     found = []

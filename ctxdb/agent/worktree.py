@@ -130,8 +130,9 @@ class ScratchTree:
         git_dir = Path(git_dir).resolve()
         remove_orphaned_scratch(parent)
         home = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=parent)).resolve()
-        lock_fd = _lock_in_use(home)
+        lock_fd = -1
         try:
+            lock_fd = _lock_in_use(home)
             object_store, full_commit, branch = _source(git_dir, commit)
             tree = home / TREE_DIR
             _git(["init", "--quiet", f"--initial-branch={branch}", str(tree)])
@@ -172,8 +173,11 @@ class ScratchTree:
             _git(["update-index", "-q", "--refresh"], env=scratch._host_env(), check=False)
             return scratch
         except BaseException:
-            remove_tree(home)
-            os.close(lock_fd)
+            try:
+                remove_tree(home)
+            finally:
+                if lock_fd >= 0:
+                    os.close(lock_fd)
             raise
 
     def __enter__(self) -> ScratchTree:
@@ -184,10 +188,12 @@ class ScratchTree:
 
     def close(self) -> None:
         """Remove the temporary directory and everything in it."""
-        remove_tree(self.home)
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+        try:
+            remove_tree(self.home)
+        finally:  # (a stop during the removal still lets the lock go)
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)
+                self._lock_fd = -1
 
     def run(self, command: str, timeout_s: float = COMMAND_TIMEOUT_S,
             env: Mapping[str, str] = HARNESS_ENV,
@@ -286,11 +292,18 @@ _swept: set[str] = set()  # the parents this process has swept of orphaned scrat
 
 def _lock_in_use(home: Path) -> int:
     """Lock ``home``'s ``SCRATCH_LOCK`` for as long as the returned descriptor is open
-    (the process's end closes it, however it ends)."""
+    (the process's end closes it, however it ends). The file is locked under another
+    name and then given its own, so no sweep ever finds it there unlocked."""
     import fcntl
 
-    fd = os.open(home / SCRATCH_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: nobody else holds it
+    making = home / f"{SCRATCH_LOCK}.new"
+    fd = os.open(making, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: nobody else holds it
+        os.rename(making, home / SCRATCH_LOCK)
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
 
 
