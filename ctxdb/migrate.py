@@ -25,6 +25,7 @@ from .db import (
     VERSION_TABLE,
     NotAStoreError,
     make_engine,
+    shown_url,
     sqlite_driver,
     store_problem,
 )
@@ -114,7 +115,7 @@ def current_revision(connection: Connection) -> str | None:
     if not inspector.has_table(VERSION_TABLE):
         problem = store_problem(inspector.get_table_names())
         if problem is not None:
-            url = connection.engine.url.render_as_string(hide_password=True)
+            url = shown_url(connection.engine.url.render_as_string(hide_password=False))
             raise NotAStoreError(f"store database {url} {problem}; it was left untouched")
         return None
     return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()

@@ -693,6 +693,22 @@ def test_a_database_server_that_cannot_be_reached_is_one_line(command, capsys, m
     assert "s3cret" not in line and "password=***" in line and "sslmode=disable" in line, line
 
 
+def test_every_url_a_message_shows_hides_its_password_in_the_query_too():
+    """``db.shown_url`` is the one way a URL reaches a message: a password in libpq's
+    ``?password=`` is hidden wherever one is named (a recon target, a foreign database,
+    a report's header), not only the user part's."""
+    from ctxdb.recon.schema import describe_target
+
+    package = Path(__file__).resolve().parents[1] / "ctxdb"
+    rendering = [f"{path.relative_to(package)}:{number}"
+                 for path in package.rglob("*.py") if path.name != "db.py"
+                 for number, line in enumerate(path.read_text().splitlines(), start=1)
+                 if "hide_password=True" in line]
+    assert rendering == []
+    shown = describe_target("postgresql+psycopg://me@db.example/ctx?password=s3cret")
+    assert "s3cret" not in shown and "password=***" in shown
+
+
 def test_a_worker_killed_outright_is_one_line_and_exit_1(tmp_path, capsys, monkeypatch):
     """A command whose worker process was killed (the pool broke) says so in one line and
     where to look, exit 1 as for a failed run: not concurrent.futures' traceback."""

@@ -128,11 +128,10 @@ def _holds_a_replay_run(connection) -> bool:
 
 def _store_shown(store) -> str:
     """The store as a message names it: its file, else its URL with the password hidden."""
-    from ..db import sqlite_file_of
+    from ..db import shown_url, sqlite_file_of
 
-    url = store.engine.url
-    return str(sqlite_file_of(url.render_as_string(hide_password=False))
-               or url.render_as_string(hide_password=True))
+    url = store.engine.url.render_as_string(hide_password=False)
+    return str(sqlite_file_of(url) or shown_url(url))
 
 
 def _cached_price_ratio(value: str | None) -> float:

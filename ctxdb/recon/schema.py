@@ -302,7 +302,9 @@ def describe_target(target: str | os.PathLike) -> str:
     path = sqlite_path(target)
     if path is not None:
         return path
-    return make_url(str(target)).render_as_string(hide_password=True)
+    from ..db import shown_url  # (recon is read without the store's modules otherwise)
+
+    return shown_url(str(target))
 
 
 def create_recon_engine(target: str | os.PathLike, *, read_only: bool = False,
