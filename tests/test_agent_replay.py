@@ -381,9 +381,14 @@ def test_the_cli_replays_a_runs_file_and_reports_it(requests_repository, tmp_pat
     assert main(["replay", str(runs), "--db", str(db), "--instance-id", "psf__requests-2"]) == 2
     assert ("--instance-id 'psf__requests-2': no line of "
             f"{runs} names it (the nearest: psf__requests-1)") in capsys.readouterr().err
-    # the instance's own line bad: its problems are named, not "no line"
+    # the instance's own line bad: its problems are named, not "no line", even when the
+    # line is no JSON
     assert main(["replay", str(runs), "--db", str(db), "--instance-id", "bad"]) == 2
     assert "runs.jsonl:2: base_commit: expected a non-empty string" in capsys.readouterr().err
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text('{"instance_id": "psf__requests-9", "trajectory": "t.json"\n')
+    assert main(["replay", str(cut), "--db", str(db), "--instance-id", "psf__requests-9"]) == 2
+    assert "cut.jsonl:1: not valid JSON" in capsys.readouterr().err
     assert len(_rows(f"sqlite:///{db}", "SELECT 1 FROM decision")) == 7
 
 

@@ -131,11 +131,16 @@ def _of_instance(specs: list, errors: list[str], instance_id: str,
     it (the other lines are not replayed, so their problems do not count); no line naming
     it is an error naming the nearest."""
     import difflib
+    import json
 
     from ..request_limits import json_lines
 
     named = {number for number, row, _ in json_lines(source)
              if isinstance(row, dict) and row.get("instance_id") == instance_id}
+    # a line that is no JSON names it when its bytes hold it as a JSON string would
+    spelled = json.dumps(instance_id).encode()
+    named |= {number for number, raw in enumerate(source.read_bytes().split(b"\n"), start=1)
+              if spelled in raw and number in _bad_lines(source, errors)}
     chosen = [spec for spec in specs if spec.instance_id == instance_id]
     theirs = [error for error in errors if _line_and_problem(source, error)[0] in named]
     if not chosen and not theirs:
