@@ -16,7 +16,6 @@ from .shared import (
     RECON_BY_DEFAULT_HELP,
     add_db_option,
     add_recon_option,
-    context_store,
     progress_callback,
     read_text_argument,
     recon_by_default,
@@ -70,14 +69,10 @@ def _cmd_retrieve(args) -> int:
         raise ValueError(f"--recon: no recon index given and no ./{DEFAULT_RECON} here; "
                          f"expected --recon FILE or ${RECON_ENV} (build one with "
                          f"`ctxdb recon index PATH`)")
-    if recon is not None and is_sqlite(resolve_url(args.db)):
-        # the SQLite store is not read at all: no store file is made to read recon through
-        found = _retrieve_over(recon, task, args.test or (), traceback, args.limit)
-    else:  # PostgreSQL: the store's own database holds the schema recon
-        # (it reads: the store's schema is left as it is, as by the other readers)
-        with context_store().open(args.db, recon=recon, upgrade=False) as store:
-            found = store.retrieve(task, failing_tests=args.test or (), traceback=traceback,
-                                   limit=args.limit)
+    # the store is not read at all, nor made (a recon index is all retrieve reads): a
+    # SQLite store's recon file, or the schema recon of a PostgreSQL store's database
+    found = _retrieve_over(recon or resolve_url(args.db), task, args.test or (), traceback,
+                           args.limit)
     if args.json:
         print(json.dumps(found.to_json_dict(), sort_keys=True))
         return EXIT_OK
