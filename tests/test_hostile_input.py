@@ -693,6 +693,14 @@ def test_a_database_server_that_cannot_be_reached_is_one_line(command, capsys, m
     assert "s3cret" not in line and "password=***" in line and "sslmode=disable" in line, line
 
 
+def test_a_store_path_holding_a_question_mark_is_refused_not_cut(tmp_path, capsys):
+    """SQLite reads a URL's '?' as its query: the store 'q?x.db' opened a file 'q'."""
+    db = tmp_path / "q?password=1.db"
+    assert main(["db", "upgrade", "--db", str(db)]) == EXIT_BAD_INPUT
+    assert "a '?' in the path cannot be given to SQLite" in _one_line_error(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_every_url_a_message_shows_hides_its_password_in_the_query_too():
     """``db.shown_url`` is the one way a URL reaches a message: a password in libpq's
     ``?password=`` is hidden wherever one is named (a recon target, a foreign database,
