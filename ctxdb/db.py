@@ -329,15 +329,17 @@ def is_sqlite(url: str) -> bool:
 
 
 def make_engine(url: str, *, recon_path: str | None = None, foreign_keys: bool = True,
-                max_overflow: int | None = None) -> Engine:
+                max_overflow: int | None = None, reading: bool = False) -> Engine:
     """An engine on the store at ``url``; on SQLite, ``recon_path`` is ATTACHed as schema
     ``recon``. A SQLite file that is not a ctxdb store raises NotAStoreError.
-    ``max_overflow``: connections past the pool's size (SQLAlchemy's; -1: no limit)."""
+    ``max_overflow``: connections past the pool's size (SQLAlchemy's; -1: no limit).
+    ``reading``: for a reader, which leaves the file's journal mode as it is (a writer
+    puts the store in WAL mode, a change to the file)."""
     if make_url(url).get_backend_name() == "postgresql":
         return create_engine(url, pool_pre_ping=True)
     check_store_file(url)
     return sqlite_engine(url, recon_path=recon_path, foreign_keys=foreign_keys,
-                         max_overflow=max_overflow)
+                         max_overflow=max_overflow, switch_to_wal=not reading)
 
 
 def sqlite_engine(
@@ -350,6 +352,7 @@ def sqlite_engine(
     poolclass: type[Pool] | None = None,
     cross_thread: bool = False,
     max_overflow: int | None = None,
+    switch_to_wal: bool = True,
 ) -> Engine:
     """A SQLite engine on ``url`` (``sqlite://`` is an in-memory database).
 
@@ -362,6 +365,8 @@ def sqlite_engine(
     - `cross_thread`: connections may be used by a thread other than their creator's.
     - `max_overflow`: a file database's pool may open this many connections past its
       size (-1: any number); SQLAlchemy's default otherwise.
+    - `switch_to_wal`: put a file database in WAL mode (with the store's settings); a
+      reader's engine leaves the file as it is.
     """
     in_memory = make_url(url).database in (None, "", ":memory:")
     if poolclass is None and in_memory:
@@ -393,7 +398,8 @@ def sqlite_engine(
             dbapi_connection.isolation_level = None
             cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_MS)}")
             if not in_memory:
-                _use_wal(cursor)
+                if switch_to_wal:
+                    _use_wal(cursor)
                 # WAL's recommended setting: a crash of the process never loses or
                 # corrupts a committed decision; a power cut may roll back the last few
                 # commits.

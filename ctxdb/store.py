@@ -141,7 +141,7 @@ class ContextStore:
             separate_recon = os.fspath(recon)
         store_file = sqlite_file_of(url)
         file_was_there = store_file is not None and store_file.exists()
-        engine = make_engine(url, recon_path=recon_path)
+        engine = make_engine(url, recon_path=recon_path, reading=not upgrade)
         try:
             try:
                 connection = engine.connect()

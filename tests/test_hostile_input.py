@@ -791,6 +791,27 @@ def test_a_reading_command_never_migrates_a_store(tmp_path, capsys):
     assert "view my_analysis is in the database but has no file" in capsys.readouterr().out
 
 
+def test_a_reading_command_leaves_a_snapshot_s_journal_mode_as_it_is(tmp_path, capsys):
+    """A store copied with VACUUM INTO is in rollback-journal mode: show and verify read
+    it as it is (a writer's open puts a store in WAL mode, a change to the file's header,
+    which a read-only copy refuses)."""
+    import sqlite3
+
+    db = tmp_path / "s.db"
+    with ContextStore.open(db) as store:
+        store.construct(edit_request())
+    snapshot = tmp_path / "snapshot.db"
+    connection = sqlite3.connect(db)
+    connection.execute("VACUUM INTO ?", (str(snapshot),))
+    connection.close()
+    header = snapshot.read_bytes()[18:20]  # the file format's read and write versions
+    assert header == b"\x01\x01"  # rollback journal
+    for command in (["show", "1"], ["verify"], ["db", "current"], ["report", "runs"]):
+        assert main([*command, "--db", str(snapshot)]) == EXIT_OK, command
+        assert snapshot.read_bytes()[18:20] == header, command
+    capsys.readouterr()
+
+
 def test_reading_commands_on_postgresql_make_no_store_and_name_a_missing_privilege(
         pg_url, capsys):
     """An empty database is no store to a reading command (it used to make the schema),

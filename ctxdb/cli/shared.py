@@ -104,7 +104,11 @@ def open_existing_store(args, *, views_as_they_are: bool = False) -> ContextStor
 
     url = existing_store(args.db)
     store = context_store().open(url, upgrade=False)
-    drift = [] if views_as_they_are else store.view_drift(own_only=True)
+    try:
+        drift = [] if views_as_they_are else store.view_drift(own_only=True)
+    except BaseException:
+        store.close()
+        raise
     if drift:
         store.close()
         raise StoreVersionError(
@@ -119,7 +123,7 @@ def store_revision(url: str) -> str | None:
     from ..db import make_engine
     from ..migrate import current_revision
 
-    engine = make_engine(url)
+    engine = make_engine(url, reading=True)
     try:
         with engine.connect() as connection:
             return current_revision(connection)
