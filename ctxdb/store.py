@@ -176,7 +176,8 @@ class ContextStore:
                 upgrade_engine(url)
             elif upgrade:  # (a reader leaves the views as they are: view_drift says)
                 with engine.connect() as connection:
-                    drift = view_drift(connection)
+                    # ctxdb's own: a view someone else added is no reason to rebuild them
+                    drift = view_drift(connection, own_only=True)
                 if drift:
                     # Views are derived from sql/views/: bring them in line with the files.
                     with immediate_transaction(engine) as connection:

@@ -14,6 +14,7 @@ import hashlib
 from datetime import UTC, datetime
 
 from sqlalchemy import Connection, inspect, select, text
+from sqlalchemy.exc import DBAPIError
 
 from .models import installed_view
 from .sqlfiles import view_files
@@ -49,12 +50,30 @@ def _installed(connection: Connection) -> dict[str, tuple[str, str]]:
     return {name: (file_sha, catalog_sha) for name, file_sha, catalog_sha in rows}
 
 
+# PostgreSQL's SQLSTATE for a drop that other objects depend on
+DEPENDENT_OBJECTS_SQLSTATE = "2BP01"
+
+
+class ViewsInUseError(ValueError):
+    """A view of someone else's depends on one of ctxdb's, which must be rebuilt."""
+
+
 def drop_views(connection: Connection) -> None:
-    """Drop the views the files define and any the database recorded earlier."""
+    """Drop the views the files define and any the database recorded earlier. On
+    PostgreSQL a view someone else made on one of them stops the drop: ``ViewsInUseError``
+    names it (SQLite keeps such a view, which then reads the rebuilt one)."""
     names = [f.name for f in view_files()]
     names += sorted(set(_installed(connection)) - set(names))
     for name in reversed(names):
-        connection.exec_driver_sql(f"DROP VIEW IF EXISTS {_quote(connection, name)}")
+        try:
+            connection.exec_driver_sql(f"DROP VIEW IF EXISTS {_quote(connection, name)}")
+        except DBAPIError as exc:
+            if getattr(exc.orig, "sqlstate", None) != DEPENDENT_OBJECTS_SQLSTATE:
+                raise
+            detail = getattr(getattr(exc.orig, "diag", None), "message_detail", None)
+            raise ViewsInUseError(
+                f"view {name} is to be rebuilt, but {detail or 'another view depends on it'}"
+                ": drop that view, run the command again, then make it anew") from None
     if inspect(connection).has_table("installed_view"):
         connection.execute(installed_view.delete())
 

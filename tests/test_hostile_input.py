@@ -789,6 +789,15 @@ def test_a_reading_command_never_migrates_a_store(tmp_path, capsys):
     assert main(["report", "runs", "--db", db]) == EXIT_OK
     assert main(["verify", "--db", db]) == 1
     assert "view my_analysis is in the database but has no file" in capsys.readouterr().out
+    # nor a reason for a writer to rebuild ctxdb's views at every open
+    def schema_version() -> int:
+        with create_engine(f"sqlite:///{db}").connect() as connection:
+            return connection.execute(text("PRAGMA schema_version")).scalar()
+
+    before = schema_version()
+    for _ in range(2):
+        ContextStore.open(db).close()
+    assert schema_version() == before
 
 
 def test_a_reading_command_leaves_a_snapshot_s_journal_mode_as_it_is(tmp_path, capsys):
@@ -841,6 +850,19 @@ def test_reading_commands_on_postgresql_make_no_store_and_name_a_missing_privile
                                     "TO ctxdb_nobody"))
         for command in (["report", "runs"], ["verify"], ["db", "current"]):
             assert main([*command, "--db", nobody]) == EXIT_OK, capsys.readouterr().err
+        # an analyst's view on one of ctxdb's: an upgrade that must rebuild that one says
+        # which view stands in its way (PostgreSQL refuses the drop), not a traceback
+        with engine.begin() as connection:
+            connection.execute(text("CREATE VIEW my_analysis AS "
+                                    "SELECT decision_id FROM v_decision_overview"))
+            connection.execute(text("UPDATE installed_view SET sql_sha256 = 'older' "
+                                    "WHERE view_name = 'v_decision_overview'"))
+        assert main(["db", "upgrade", "--db", pg_url]) == EXIT_BAD_INPUT
+        line = _one_line_error(capsys)
+        assert "view v_decision_overview is to be rebuilt, but view my_analysis depends on " \
+               "view v_decision_overview: drop that view" in line, line
+        with engine.begin() as connection:
+            connection.execute(text("DROP VIEW my_analysis"))
     finally:
         with engine.begin() as connection:
             connection.execute(text("DROP OWNED BY ctxdb_nobody"))
