@@ -829,6 +829,12 @@ def test_reading_commands_on_postgresql_make_no_store_and_name_a_missing_privile
 
     assert main(["verify", "--db", pg_url]) == EXIT_BAD_INPUT
     assert "holds no ctxdb store (an empty database)" in _one_line_error(capsys)
+    # retrieve reads a recon schema the database lacks: it says which database, and how
+    Path("task.txt").write_text("total price\n")
+    assert main(["retrieve", "task.txt", "--db", pg_url]) == EXIT_BAD_INPUT
+    line = _one_line_error(capsys)
+    assert f"{pg_url.split('@')[1]} holds no recon index; build it with" in line, line
+    assert f"--recon {pg_url.split('//')[0]}" in line, line
     engine = create_engine(pg_url)
     try:
         with engine.connect() as connection:

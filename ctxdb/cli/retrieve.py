@@ -88,7 +88,7 @@ def _cmd_retrieve(args) -> int:
 def _retrieve_over(recon: str, task: str, failing_tests: Sequence[str], traceback: str | None,
                    limit: int | None):
     """``ContextStore.retrieve`` over a recon index alone (a file, or a server URL)."""
-    from ..recon.schema import check_recon_version, create_recon_engine
+    from ..recon.schema import check_meta, create_recon_engine, read_meta
     from ..retrieval import DEFAULT_LIMIT, retrieve
     from ..store import checked_recon_file
 
@@ -97,7 +97,7 @@ def _retrieve_over(recon: str, task: str, failing_tests: Sequence[str], tracebac
     try:
         with engine.connect() as connection:
             if "://" in recon:  # a file's version was read by checked_recon_file
-                check_recon_version(connection)
+                check_meta(read_meta(connection), recon)  # (naming the database)
             return retrieve(connection, task, failing_tests=tuple(failing_tests),
                             traceback=traceback, limit=limit or DEFAULT_LIMIT)
     finally:
