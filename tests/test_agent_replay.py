@@ -843,6 +843,24 @@ def test_a_runs_line_holding_a_line_separator_is_one_line(tmp_path):
     assert not any("not JSON" in error for error in errors)
 
 
+def test_an_instance_s_own_lines_alone_are_read_for_its_problems(tmp_path):
+    """replay --instance-id B: a parsed line of another instance that merely mentions "B"
+    is not B's, a cut line spelling "B" (or a non-ASCII id as written) is."""
+    from ctxdb.cli.replay import _of_instance
+
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text('{"instance_id": "A", "related": ["B"]}\n'
+                    '{"instance_id": "B", "trajectory": "t\n'
+                    '{"instance_id": "é-1", "trajectory": \n', encoding="utf-8")
+    errors = [f"{runs}:1: base_commit: expected a non-empty string",
+              f"{runs}:2: not valid JSON (Unterminated string at column 31)",
+              f"{runs}:3: not valid JSON (Expecting value at column 35)"]
+    assert _of_instance([], errors, "B", runs) == ([], [errors[1]])
+    assert _of_instance([], errors, "é-1", runs) == ([], [errors[2]])
+    with pytest.raises(ValueError, match="--instance-id 'C': no line of"):
+        _of_instance([], errors, "C", runs)
+
+
 def test_an_unterminated_string_is_placed_once(tmp_path):
     runs = tmp_path / "runs.jsonl"
     runs.write_text('{"instance_id": "a\n', encoding="utf-8")

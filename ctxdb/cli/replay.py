@@ -135,12 +135,15 @@ def _of_instance(specs: list, errors: list[str], instance_id: str,
 
     from ..request_limits import json_lines
 
-    named = {number for number, row, _ in json_lines(source)
+    read = list(json_lines(source))
+    named = {number for number, row, _ in read
              if isinstance(row, dict) and row.get("instance_id") == instance_id}
     # a line that is no JSON names it when its bytes hold it as a JSON string would
-    spelled = json.dumps(instance_id).encode()
+    unread = {number for number, _, why in read if why is not None}
+    spelled = {json.dumps(instance_id).encode(),
+               json.dumps(instance_id, ensure_ascii=False).encode()}
     named |= {number for number, raw in enumerate(source.read_bytes().split(b"\n"), start=1)
-              if spelled in raw and number in _bad_lines(source, errors)}
+              if number in unread and any(spelling in raw for spelling in spelled)}
     chosen = [spec for spec in specs if spec.instance_id == instance_id]
     theirs = [error for error in errors if _line_and_problem(source, error)[0] in named]
     if not chosen and not theirs:
