@@ -291,9 +291,10 @@ def resolve_url(url_or_path: str | os.PathLike[str] | None = None) -> str:
     path = Path(value).expanduser()
     _refuse_a_directory_path(value, path)
     if "?" in str(path.resolve()):
-        # a URL's query starts there: SQLite would open the file named by what is before it
-        raise ValueError(f"store path {value!r}: a '?' in the path cannot be given to "
-                         "SQLite as a URL; expected a path without one")
+        # a URL's query starts there: SQLAlchemy's URL would name the file before it
+        raise ValueError(f"store path {str(path.resolve())!r}: a '?' in the path cannot be "
+                         "given as a sqlite:/// URL (its query starts there); expected a "
+                         "path without one")
     return f"sqlite:///{path.resolve()}"
 
 

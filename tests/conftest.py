@@ -103,9 +103,10 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(autouse=True, scope="session")
 def _ctrl_c_as_a_terminal_gives_it():
-    """A suite started in the background (`make test &`, nohup) ignores Ctrl-C, and so
-    would every process it starts: the tests of how a stop is taken need SIGINT as a
-    terminal's shell leaves it (Python's own handler; its children: the default)."""
+    """A suite started in the background by a shell without job control (`make test &`
+    in a script) ignores Ctrl-C, and so would every process it starts: the tests of how a
+    stop is taken need SIGINT as a terminal's shell leaves it (Python's own handler; its
+    children: the default)."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     yield

@@ -694,10 +694,10 @@ def test_a_database_server_that_cannot_be_reached_is_one_line(command, capsys, m
 
 
 def test_a_store_path_holding_a_question_mark_is_refused_not_cut(tmp_path, capsys):
-    """SQLite reads a URL's '?' as its query: the store 'q?x.db' opened a file 'q'."""
+    """A sqlite:/// URL's '?' starts its query: the store 'q?x.db' opened a file 'q'."""
     db = tmp_path / "q?password=1.db"
     assert main(["db", "upgrade", "--db", str(db)]) == EXIT_BAD_INPUT
-    assert "a '?' in the path cannot be given to SQLite" in _one_line_error(capsys)
+    assert "a '?' in the path cannot be given as a sqlite:/// URL" in _one_line_error(capsys)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -771,7 +771,7 @@ def test_a_reading_command_never_migrates_a_store(tmp_path, capsys):
         connection.execute(text("CREATE VIEW v_decision_recall AS SELECT 1 AS older"))
     for command in (["report", "runs"], ["show", "1"]):
         assert main([*command, "--db", db]) == EXIT_BAD_INPUT
-        assert re.search(r"the store's views are another ctxdb's \(view v_decision_recall "
+        assert re.search(r"the store's views are not this ctxdb's \(view v_decision_recall "
                          r"[^)]*\): run `ctxdb db upgrade`", _one_line_error(capsys))
     assert main(["verify", "--db", db]) == 1  # verify lists it
     assert "view v_decision_recall" in capsys.readouterr().out

@@ -112,8 +112,8 @@ def open_existing_store(args, *, views_as_they_are: bool = False) -> ContextStor
     if drift:
         store.close()
         raise StoreVersionError(
-            f"{shown_url(url)}: the store's views are another ctxdb's "
-            f"({'; '.join(drift[:VIEWS_NAMED])}{', …' if len(drift) > VIEWS_NAMED else ''}): "
+            f"{shown_url(url)}: the store's views are not this ctxdb's "
+            f"({'; '.join(drift[:VIEWS_NAMED])}{'; …' if len(drift) > VIEWS_NAMED else ''}): "
             "run `ctxdb db upgrade` (a command that reads never rewrites them)")
     return store
 
