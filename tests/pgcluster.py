@@ -112,3 +112,18 @@ def _shell_quote(value: str) -> str:
     import shlex
 
     return shlex.quote(value)
+
+
+def public_tables(url: str) -> int:
+    """How many tables (and views) the database at ``url`` holds in its schema public:
+    0 where nothing made a store there."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return connection.execute(text(
+                "SELECT count(*) FROM information_schema.tables "
+                "WHERE table_schema = 'public'")).scalar()
+    finally:
+        engine.dispose()

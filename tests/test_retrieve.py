@@ -302,21 +302,14 @@ def test_postgresql_retrieves_as_sqlite_does(pg_url, shopcart_recon):
         on_sqlite = _retrieve_with(shopcart_recon, task, signals=signals, **kwargs)
         assert on_pg == on_sqlite, task
     # the CLI reads the database's recon and makes no store there (a reader)
-    from sqlalchemy import create_engine, text
+    from pgcluster import public_tables
 
     from ctxdb.cli import main
 
     task_file = Path("task.txt")
     task_file.write_text(NAMES_TASK)
     assert main(["retrieve", str(task_file), "--db", pg_url, "--json"]) == 0
-    engine = create_engine(pg_url)
-    try:
-        with engine.connect() as connection:
-            assert connection.execute(text(
-                "SELECT count(*) FROM information_schema.tables "
-                "WHERE table_schema = 'public'")).scalar() == 0
-    finally:
-        engine.dispose()
+    assert public_tables(pg_url) == 0
 
 
 # --- determinism, the store, the CLI ------------------------------------------------------
