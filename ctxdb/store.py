@@ -49,7 +49,7 @@ from .transactions import RETRY_JITTER_MS as RETRY_JITTER_MS  # docs/library.md:
 from .transactions import WRITE_ATTEMPTS as WRITE_ATTEMPTS
 from .transactions import WRITE_LOCK_WAIT_MS as WRITE_LOCK_WAIT_MS
 from .transactions import WriteRetry, WriteTransactions, immediate_transaction
-from .views import create_views, drop_views, view_drift
+from .views import create_views, drop_views, foreign_views, view_drift
 
 # the values sql/checks/ take as parameters (a check uses those it names)
 CHECK_PARAMETERS = {"replay_run_note": models.REPLAY_RUN_NOTE,
@@ -436,10 +436,17 @@ class ContextStore:
                     text(check.sql), CHECK_PARAMETERS)]
                 if rows:
                     violations[check.name] = rows
-            drift = view_drift(connection)
+            # (ctxdb's own views: one someone else added breaks no rule of the store)
+            drift = view_drift(connection, own_only=True)
         if drift:
             violations["view_drift"] = [{"problem": p} for p in drift]
         return violations
+
+    def foreign_views(self) -> list[str]:
+        """The views someone else added to the store's database (``verify`` names them;
+        no upgrade touches them)."""
+        with self.engine.connect() as connection:
+            return foreign_views(connection)
 
     # --- forensics as library calls (the CLI's show / why / diff) ---------------------------
     # A decision is its id or its request hash (`req-…`, as masking pointers name it).

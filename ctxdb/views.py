@@ -110,6 +110,13 @@ def view_drift(connection: Connection, *, own_only: bool = False) -> list[str]:
             problems.append(f"view {name} in the database is older than {view.path.name}")
         elif installed[name][1] != _catalog_sha256(connection, name):
             problems.append(f"view {name} was replaced in the database; {view.path.name} differs")
-    for name in sorted(present - set(files)) if not own_only else ():
+    for name in foreign_views(connection) if not own_only else ():
         problems.append(f"view {name} is in the database but has no file in sql/views/")
     return problems
+
+
+def foreign_views(connection: Connection) -> list[str]:
+    """The views in the database that no file of ``sql/views/`` defines (someone else's:
+    an analyst's, an extension's on PostgreSQL's search path)."""
+    own = {f.name for f in view_files()}
+    return sorted(set(inspect(connection).get_view_names()) - own)

@@ -780,15 +780,16 @@ def test_a_reading_command_never_migrates_a_store(tmp_path, capsys):
             "SELECT sql FROM sqlite_master WHERE name = 'v_decision_recall'")).scalar()
     assert main(["db", "upgrade", "--db", db]) == EXIT_OK
     assert main(["verify", "--db", db]) == EXIT_OK
-    # a view of someone else's (an analyst's) is no drift a reader refuses: no upgrade
-    # removes it; verify names it
+    # a view of someone else's (an analyst's; on PostgreSQL an extension's) is no drift a
+    # reader refuses, nor a broken rule: no upgrade removes it; verify names it, exit 0
     with engine.begin() as connection:
         connection.execute(text("CREATE VIEW my_analysis AS SELECT 1 AS mine"))
     engine.dispose()
     capsys.readouterr()
     assert main(["report", "runs", "--db", db]) == EXIT_OK
-    assert main(["verify", "--db", db]) == 1
-    assert "view my_analysis is in the database but has no file" in capsys.readouterr().out
+    assert main(["verify", "--db", db]) == EXIT_OK
+    assert "note: views that are not ctxdb's, left as they are: my_analysis" in \
+        capsys.readouterr().out
     # nor a reason for a writer to rebuild ctxdb's views at every open
     def schema_version() -> int:
         with create_engine(f"sqlite:///{db}").connect() as connection:
