@@ -325,6 +325,22 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
             "head_text": "A def/class fact's def/class line.",
         },
     ),
+    "replay_in_progress": (
+        "A replay under way: written as it starts, its lease renewed at every step, removed "
+        "with the run's replay_run row or its undoing. A row whose lease ran out is a "
+        "replay stopped outright (SIGKILL) or cut off from its database.",
+        {
+            "run_id": "The store run its windows go under.",
+            "instance_id": "The recorded run's instance.",
+            "lease_id": "This replay's, told from another replay of the same run.",
+            "host": "The machine it runs on.",
+            "pid": "Its process there.",
+            "started_at": "When it started (UTC, ISO 8601).",
+            "renewed_at": "When it last renewed its lease (UTC, ISO 8601).",
+            "expires_at": ("It writes again before this time (UTC, ISO 8601), or it was "
+                           "stopped: ctxdb verify counts its decisions from then on."),
+        },
+    ),
     "replay_run": (
         "A recorded agent run replayed under a store run: its trajectory, the evaluation's "
         "verdict and how faithfully its working tree was rebuilt (ctxdb replay).",

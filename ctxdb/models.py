@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import operator
 import sqlite3
+from datetime import UTC, datetime, timedelta
 from itertools import chain
 
 from sqlalchemy import (
@@ -418,6 +419,31 @@ replay_run = Table(
     Column("rerun_seconds", Float),  # re-running the run's commands in the sandbox
     Column("replay_seconds", Float),  # everything else: requests, windows, arms, anchors
     Column("created_at", String(32), nullable=False),
+    PrimaryKeyConstraint("run_id", "instance_id"),
+)
+
+def utc_timestamp(seconds_from_now: float = 0, *, now: datetime | None = None) -> str:
+    """A time as the replay tables hold it (UTC, ISO 8601 to the second): one format, so
+    two compare as text on both backends. ``now`` is the moment counted from."""
+    moment = (now or datetime.now(UTC)) + timedelta(seconds=seconds_from_now)
+    return moment.isoformat(timespec="seconds")
+
+
+# A replay under way (0013): its row is written as the replay starts, its lease renewed
+# at every step and the row removed with the run's replay rows or its undoing, so a row
+# whose lease ran out is a replay stopped outright (SIGKILL) or cut off from its database
+replay_in_progress = Table(
+    "replay_in_progress",
+    metadata,
+    Column("run_id", String(200), ForeignKey("run.run_id"), nullable=False),
+    Column("instance_id", String(200), nullable=False),
+    Column("lease_id", String(32), nullable=False),  # one replay's, among others of the run
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("started_at", String(32), nullable=False),
+    Column("renewed_at", String(32), nullable=False),
+    # UTC, ISO 8601 as created_at: the replay writes again before it, or was stopped
+    Column("expires_at", String(32), nullable=False),
     PrimaryKeyConstraint("run_id", "instance_id"),
 )
 

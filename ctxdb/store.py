@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Connection, Engine, event, inspect, text
+from sqlalchemy import Connection, Engine, event, inspect, select, text
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.schema import CreateIndex, CreateTable
@@ -51,7 +51,8 @@ from .transactions import WRITE_LOCK_WAIT_MS as WRITE_LOCK_WAIT_MS
 from .transactions import WriteRetry, WriteTransactions, immediate_transaction
 from .views import create_views, drop_views, foreign_views, view_drift
 
-# the values sql/checks/ take as parameters (a check uses those it names)
+# the values sql/checks/ take as parameters (a check uses those it names), and `now`
+# (models.utc_timestamp) when the checks run
 CHECK_PARAMETERS = {"replay_run_note": models.REPLAY_RUN_NOTE,
                     "harness_sent_flag": HARNESS_SENT_OVER_CEILING_FLAG}
 
@@ -430,10 +431,11 @@ class ContextStore:
     def verify(self) -> dict[str, list[dict[str, Any]]]:
         """Run every ``sql/checks/*.sql``; returns {check name: violating rows}, empty if clean."""
         violations: dict[str, list[dict[str, Any]]] = {}
+        parameters = {**CHECK_PARAMETERS, "now": models.utc_timestamp()}
         with self.engine.connect() as connection:
             for check in check_files():
                 rows = [dict(r._mapping) for r in connection.execute(
-                    text(check.sql), CHECK_PARAMETERS)]
+                    text(check.sql), parameters)]
                 if rows:
                     violations[check.name] = rows
             # (ctxdb's own views: one someone else added breaks no rule of the store)
@@ -441,6 +443,15 @@ class ContextStore:
         if drift:
             violations["view_drift"] = [{"problem": p} for p in drift]
         return violations
+
+    def replays_under_way(self) -> list[dict[str, Any]]:
+        """The replays whose lease holds (``replay_in_progress``): ``verify`` names them and
+        does not count their decisions yet. Oldest first."""
+        table = models.replay_in_progress
+        with self.engine.connect() as connection:
+            return [dict(row._mapping) for row in connection.execute(
+                select(table).where(table.c.expires_at > models.utc_timestamp())
+                .order_by(table.c.started_at, table.c.run_id, table.c.instance_id))]
 
     def foreign_views(self) -> list[str]:
         """The views someone else added to the store's database (``verify`` names them;

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -560,7 +561,7 @@ def test_a_run_that_fails_midway_leaves_nothing_behind(requests_repository, tmp_
     (failed,) = summary.failed
     assert "psf__requests-1" in failed.error and "decision 4" in failed.error
     for table in ("decision", "evidence_item", "item_event", "window_item", "replay_run",
-                  "replay_decision", "replay_anchor"):
+                  "replay_decision", "replay_anchor", "replay_in_progress"):
         assert _rows(db, f"SELECT COUNT(*) FROM {table}")[0][0] == 0, table
 
 
@@ -606,9 +607,14 @@ def test_a_replay_that_another_of_its_run_finished_beside_fails_by_name(
 
     original_step = replay_module.construct_step
 
+    others = []
+
     def the_other_started_at_step_3(store, **kwargs):  # and removed the decisions before
         if kwargs["seq"] == 3:
-            replay_module._forget_run(store, kwargs["run_id"], kwargs["instance_id"])
+            others.append(replay_module.ReplayLease.new(kwargs["run_id"],
+                                                        kwargs["instance_id"], 1.0))
+            replay_module._forget_run(store, kwargs["run_id"], kwargs["instance_id"],
+                                      others[-1])
         return original_step(store, **kwargs)
 
     for clash in (("_write_replay_rows", the_other_finished_first),
@@ -625,6 +631,8 @@ def test_a_replay_that_another_of_its_run_finished_beside_fails_by_name(
         assert "INSERT" not in failed.error and "IntegrityError" not in failed.error
         assert _rows(db, "SELECT COUNT(*) FROM decision")[0][0] == 0  # its own undone
         assert _rows(db, "SELECT COUNT(*) FROM replay_decision")[0][0] == 0
+    # the failed one took away its own lease only: the other's, under way, stays
+    assert _rows(db, "SELECT lease_id FROM replay_in_progress") == [(others[0].lease_id,)]
     # a broken constraint no other replay explains is said as the database says it
     from sqlalchemy.exc import IntegrityError
 
@@ -752,8 +760,14 @@ def test_a_database_lost_mid_run_is_one_line_that_says_what_stays(requests_repos
         "psf__requests-1: the store's database failed: ConnectionResetError: server closed "
         "the connection unexpectedly (2 decisions it made could not be removed; replaying "
         "the run again replaces them)")
-    # `ctxdb verify` lists what stays, by run and instance, until the run is replayed again
+    # its lease stays too: until it runs out, `ctxdb verify` takes the replay for one under
+    # way; then it lists what stays, by run and instance, until the run is replayed again
     with ContextStore.open(str(tmp_path / "s.db")) as store:
+        assert store.verify() == {}
+        (under_way,) = store.replays_under_way()
+        assert under_way["instance_id"] == "psf__requests-1"
+        _lease_ran_out(store)
+        assert store.replays_under_way() == []
         assert store.verify() == {"replay_decisions_without_their_run": [
             {"run_id": "replay", "instance_id": "psf__requests-1", "decisions": 2,
              "first_seq": 1, "last_seq": 2}]}
@@ -763,6 +777,53 @@ def test_a_database_lost_mid_run_is_one_line_that_says_what_stays(requests_repos
     assert not summary.failed
     with ContextStore.open(str(tmp_path / "s.db")) as store:
         assert store.verify() == {}
+
+
+def _lease_ran_out(store: ContextStore) -> None:
+    """Time passes: every replay's lease in the store ran out a second ago."""
+    with store.write_transaction() as connection:
+        connection.execute(sa.update(models.replay_in_progress).values(
+            expires_at=models.utc_timestamp(-1)))
+
+
+def test_verify_names_a_replay_under_way_and_counts_its_decisions_once_its_lease_ran_out(
+        requests_repository, tmp_path, monkeypatch, capsys, store_url):
+    """`ctxdb verify` run while a replay is at its step 3 (from another connection, as an
+    operator's would), on both backends: a note names the replay, its host and pid, and
+    its two decisions without their replay_run row are not counted (exit 0); they were, as
+    a replay killed outright, before the lease. The lease covers a step's command time
+    limit and the slack, from the step's start. Done, the replay leaves no row of it."""
+    path, bare, commit = _saved_run(requests_repository, tmp_path)
+    db = store_url
+    original = replay_module.construct_step
+    seen: dict = {}
+
+    def verify_at_step_3(store, **kwargs):
+        if kwargs["seq"] == 3:
+            seen["exit"] = main(["verify", "--db", db])
+            seen["out"] = capsys.readouterr().out
+            with ContextStore.open(db, upgrade=False) as reader:
+                (seen["row"],) = reader.replays_under_way()
+        return original(store, **kwargs)
+
+    monkeypatch.setattr(replay_module, "construct_step", verify_at_step_3)
+    timeout_s = 7.0
+    summary = run_replay(db, [RunSpec(path, "psf__requests-1", bare, commit)], workers=1,
+                         command_timeout_s=timeout_s)
+    assert not summary.failed
+    assert seen["exit"] == 0
+    row = seen["row"]
+    assert (row["run_id"], row["instance_id"], row["pid"]) == ("replay", "psf__requests-1",
+                                                               os.getpid())
+    assert seen["out"].startswith(
+        "note: a replay under way, its decisions not counted: run replay, instance "
+        f"psf__requests-1 (host {row['host']}, pid {os.getpid()}, started "
+        f"{row['started_at']}, last step {row['renewed_at']}); if it was stopped, they "
+        f"count from {row['expires_at']}\nok: ")
+    lease = (datetime.fromisoformat(row["expires_at"])
+             - datetime.fromisoformat(row["renewed_at"])).total_seconds()
+    assert lease == timeout_s + replay_module.LEASE_SLACK_S
+    assert _rows(db, "SELECT COUNT(*) FROM replay_in_progress") == [(0,)]
 
 
 # How long a test waits for a signal it sent itself to be acted on.

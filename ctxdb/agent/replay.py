@@ -17,16 +17,21 @@ that made turn k):
 
 Everything but the ctx08 decision rows is written in one transaction when the run is
 done; a run that fails has its decision rows removed again and is named, never left
-half-written. Replaying a run again under the same store run replaces it.
+half-written. Replaying a run again under the same store run replaces it. While it runs,
+its row in ``replay_in_progress`` (a lease renewed at every step) tells ``ctxdb verify``
+it is under way, not stopped outright.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import socket
 import subprocess
 import time
 import traceback
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,7 +39,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, select
+from sqlalchemy import Connection, delete, func, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from .. import models
@@ -307,24 +312,27 @@ def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
     try:
         check_command_timeout(command_timeout_s)  # before the run's earlier replay goes
         run = read_trajectory(spec.trajectory)
+        timeout_s = command_timeout_s if command_timeout_s is not None \
+            else run.command_timeout_s
+        lease = ReplayLease.new(run_id, spec.instance_id, timeout_s)
         with ScratchTree.create(spec.git_dir, spec.base_commit, parent=work_dir,
                                 workdir=run.workdir, setup_command=spec.testbed_setup) as tree:
             with ContextStore.open(db_url, settings=settings) as store:
                 check_replay_run_id(store, run_id)
                 with store.write_transaction() as connection:  # before any window makes it
                     _ensure_replay_run(connection, store, run_id)
-                _forget_run(store, run_id, spec.instance_id)
+                _forget_run(store, run_id, spec.instance_id, lease)
                 made: list[int] = []  # this replay's decisions, the only ones it may undo
                 try:
-                    _replay(store, run, spec, tree, result, run_id, settings,
-                            command_timeout_s if command_timeout_s is not None
-                            else run.command_timeout_s, started, made)
+                    _replay(store, run, spec, tree, result, run_id, settings, timeout_s,
+                            started, made, lease)
                 except BaseException:
                     # its replay rows are written last, in one transaction: only its
                     # decisions are left to undo (another replay's of the run are not ours)
                     try:
                         with store.write_transaction() as connection:
                             _delete_decisions(connection, made)
+                            lease.release(connection)
                     except DBAPIError:  # the database went away: say what stays
                         result.decisions_left = len(made)
                     raise
@@ -347,7 +355,7 @@ def _failure(exc: Exception) -> str:
 
 def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree,
             result: RunResult, run_id: str, settings: Settings, timeout_s: float,
-            started: float, made: list[int]) -> None:
+            started: float, made: list[int], lease: ReplayLease) -> None:
     """Replay ``run``'s decisions into the store; each decision it constructs is added to
     ``made`` as it commits."""
     counter = PromptCounter(get_counter(settings.tokenizer).count)
@@ -361,6 +369,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
     prefix = [dict(run.messages[0]), dict(run.messages[1])]
     lacked = programs_lacked(run)
     for step in run.steps:
+        lease.renew(store)  # covers this step's windows and its command's time limit
         k = step.number
         earlier = run.steps[: k - 1]
         loop_steps = [loop_step(s) for s in earlier]
@@ -455,8 +464,9 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
     result.tree_note = divergence[1] + "; " + note if divergence and note else note
     result.decisions = len(run.steps)
     result.replay_seconds = time.perf_counter() - started - result.rerun_seconds
+    lease.renew(store)  # the tree's diff took its time: covers the write
     _write_replay(store, run_id, spec, run, result, tree_lost_at, decision_rows, anchor_rows,
-                  outcome_rows, made)
+                  outcome_rows, made, lease)
 
 
 def programs_lacked(run: AgentRun) -> dict[str, int]:
@@ -613,18 +623,21 @@ def _loop_fate(window: dict[int, str] | LoopWindow, step_number: int) -> Fate:
     return Fate.CUT  # shown (whole, cut, or as the lines it printed): the anchor's part is not
 
 
-def _forget_run(store: ContextStore, run_id: str, instance_id: str) -> None:
-    """Remove a run's replay rows and its ctx08 decisions (a replay of it again)."""
+def _forget_run(store: ContextStore, run_id: str, instance_id: str,
+                lease: ReplayLease) -> None:
+    """Remove a run's replay rows and its ctx08 decisions (a replay of it again), and say
+    this replay is under way (``lease``), in one transaction."""
     with store.write_transaction() as connection:
         decision_ids = [row[0] for row in connection.execute(
             select(models.decision.c.decision_id).where(
                 models.decision.c.run_id == run_id,
                 models.decision.c.instance_id == instance_id))]
         for table in (models.replay_anchor_outcome, models.replay_anchor,
-                      models.replay_decision, models.replay_run):
+                      models.replay_decision, models.replay_run, models.replay_in_progress):
             connection.execute(delete(table).where(table.c.run_id == run_id,
                                                    table.c.instance_id == instance_id))
         _delete_decisions(connection, decision_ids)
+        lease.claim(connection)
 
 
 def _delete_decisions(connection: Connection, decision_ids: list[int]) -> None:
@@ -643,14 +656,14 @@ class ReplayClashError(RuntimeError):
 
 
 def _write_replay(store, run_id, spec, run, result, tree_lost_at, decision_rows, anchor_rows,
-                  outcome_rows, made) -> None:
+                  outcome_rows, made, lease) -> None:
     clash = ReplayClashError(
         f"another replay of run {run_id!r} on instance {spec.instance_id!r} wrote into this "
         "store while this one ran (its replay rows, or the decisions this one made, were "
         "taken); replay an instance once at a time — a replay again replaces it")
     try:
         _write_replay_rows(store, run_id, spec, run, result, tree_lost_at, decision_rows,
-                           anchor_rows, outcome_rows, made, clash)
+                           anchor_rows, outcome_rows, made, clash, lease)
     except IntegrityError:
         # its rows were taken, or its decisions removed, by a replay of the same run and
         # instance that started meanwhile (nothing of this one is written); any other
@@ -666,7 +679,7 @@ def _write_replay(store, run_id, spec, run, result, tree_lost_at, decision_rows,
 
 
 def _write_replay_rows(store, run_id, spec, run, result, tree_lost_at, decision_rows,
-                       anchor_rows, outcome_rows, made, clash) -> None:
+                       anchor_rows, outcome_rows, made, clash, lease) -> None:
     with store.write_transaction() as connection:
         # a replay of the run that started meanwhile removed some of this one's decisions
         # (SQLite does not hold the rows below to them): this one's rows would name them
@@ -681,6 +694,7 @@ def _write_replay_rows(store, run_id, spec, run, result, tree_lost_at, decision_
             rerun_seconds=round(result.rerun_seconds, 3),
             replay_seconds=round(result.replay_seconds, 3),
             created_at=_now()))
+        lease.release(connection)
         for table, rows in ((models.replay_decision, decision_rows),
                             (models.replay_anchor, anchor_rows),
                             (models.replay_anchor_outcome, outcome_rows)):
@@ -715,7 +729,55 @@ def check_replay_run_id(store: ContextStore, run_id: str) -> None:
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    return models.utc_timestamp()
+
+
+# How long a replay's lease outlasts the step it covers beyond the step's command time
+# limit: the step's windows, ablations and measures and a slow database's waits (seconds
+# at most on the development runs). A replay stopped outright counts in `ctxdb verify`
+# that long after its last step at the latest.
+LEASE_SLACK_S = 300
+
+
+@dataclass(frozen=True)
+class ReplayLease:
+    """A replay's row in ``replay_in_progress``: written with the forgetting of the run's
+    earlier replay, renewed at every step, removed with its rows or its undoing."""
+
+    run_id: str
+    instance_id: str
+    lease_id: str
+    timeout_s: float  # a step's command time limit, which each renewal covers
+
+    @classmethod
+    def new(cls, run_id: str, instance_id: str, timeout_s: float) -> ReplayLease:
+        return cls(run_id, instance_id, uuid.uuid4().hex, timeout_s)
+
+    def _times(self) -> dict[str, str]:
+        now = datetime.now(UTC)  # one moment for both
+        return {"renewed_at": models.utc_timestamp(now=now),
+                "expires_at": models.utc_timestamp(self.timeout_s + LEASE_SLACK_S, now=now)}
+
+    def claim(self, connection: Connection) -> None:
+        times = self._times()
+        connection.execute(models.replay_in_progress.insert().values(
+            run_id=self.run_id, instance_id=self.instance_id, lease_id=self.lease_id,
+            host=socket.gethostname(), pid=os.getpid(), started_at=times["renewed_at"],
+            **times))
+
+    def renew(self, store: ContextStore) -> None:
+        # a replay of the run that started since took the row: the clash shows at the end
+        with store.write_transaction() as connection:
+            connection.execute(update(models.replay_in_progress).where(
+                *self._row()).values(**self._times()))
+
+    def release(self, connection: Connection) -> None:
+        connection.execute(delete(models.replay_in_progress).where(*self._row()))
+
+    def _row(self) -> tuple:
+        table = models.replay_in_progress
+        return (table.c.run_id == self.run_id, table.c.instance_id == self.instance_id,
+                table.c.lease_id == self.lease_id)
 
 
 def _replay_job(db_url: str, spec: RunSpec, run_id: str, settings: Settings,

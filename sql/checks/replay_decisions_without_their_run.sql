@@ -1,12 +1,18 @@
 -- replay_decisions_without_their_run: windows a replay built for a recorded run whose
--- replay_run row is missing. A replay writes that row last, so these are the decisions
--- of a replay that was killed (SIGKILL) or lost its database mid-run, and cannot undo
--- them, or of one still under way. `ctxdb replay` of the instance again replaces them.
+-- replay_run row is missing, and whose replay is not under way. A replay writes that row
+-- last, so these are the decisions of a replay that was killed (SIGKILL) or lost its
+-- database mid-run and could not undo them. A replay under way renews its lease in
+-- replay_in_progress at every step; its decisions count here once the lease has run out
+-- (expires_at before now, both UTC ISO 8601 text). `ctxdb replay` of the instance again
+-- replaces them.
 SELECT d.run_id, d.instance_id, COUNT(*) AS decisions, MIN(d.seq) AS first_seq,
        MAX(d.seq) AS last_seq
 FROM decision d
 JOIN run r ON r.run_id = d.run_id
 LEFT JOIN replay_run rr ON rr.run_id = d.run_id AND rr.instance_id = d.instance_id
 WHERE r.note = :replay_run_note AND rr.instance_id IS NULL
+  AND NOT EXISTS (
+      SELECT 1 FROM replay_in_progress p
+      WHERE p.run_id = d.run_id AND p.instance_id = d.instance_id AND p.expires_at > :now)
 GROUP BY d.run_id, d.instance_id
 ORDER BY d.run_id, d.instance_id;

@@ -4,7 +4,7 @@ CREATE TABLE alembic_version (
 	version_num VARCHAR(32) NOT NULL, 
 	CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)
 );
-INSERT INTO "alembic_version" VALUES('0012');
+INSERT INTO "alembic_version" VALUES('0013');
 CREATE TABLE budget_log (
 	decision_id INTEGER NOT NULL, 
 	step_no INTEGER NOT NULL, 
@@ -66,10 +66,10 @@ CREATE TABLE "evidence_item" (
 	fact_key TEXT, 
 	original_sha256 VARCHAR(64), 
 	PRIMARY KEY (decision_id, item_id), 
-	CONSTRAINT ck_evidence_item_id CHECK (item_id = 'E' || item_no), 
-	CONSTRAINT fk_evidence_item_content FOREIGN KEY(content_sha256) REFERENCES evidence_text (content_sha256), 
 	CONSTRAINT fk_evidence_item_original FOREIGN KEY(original_sha256) REFERENCES evidence_text (content_sha256), 
 	CONSTRAINT ck_evidence_source CHECK (source = '03' OR source = '04' OR source = '05' OR source = '06' OR source = '07' OR source = 'patch' OR source = 'live'), 
+	CONSTRAINT ck_evidence_item_id CHECK (item_id = 'E' || item_no), 
+	CONSTRAINT fk_evidence_item_content FOREIGN KEY(content_sha256) REFERENCES evidence_text (content_sha256), 
 	CONSTRAINT ck_evidence_kind CHECK (kind = 'source_code' OR kind = 'symbol' OR kind = 'retrieved_hit' OR kind = 'fault_entity' OR kind = 'changed_entity' OR kind = 'graph_edge' OR kind = 'config' OR kind = 'downstream_obligation' OR kind = 'plan_node' OR kind = 'acceptance_criteria' OR kind = 'patch' OR kind = 'error' OR kind = 'traceback' OR kind = 'tool_output' OR kind = 'test_output' OR kind = 'agent_turn' OR kind = 'file_view' OR kind = 'harness_note'), 
 	FOREIGN KEY(decision_id) REFERENCES decision (decision_id)
 );
@@ -259,6 +259,18 @@ CREATE TABLE "replay_decision" (
 	FOREIGN KEY(run_id, instance_id) REFERENCES replay_run (run_id, instance_id), 
 	FOREIGN KEY(decision_id) REFERENCES decision (decision_id)
 );
+CREATE TABLE replay_in_progress (
+	run_id VARCHAR(200) NOT NULL, 
+	instance_id VARCHAR(200) NOT NULL, 
+	lease_id VARCHAR(32) NOT NULL, 
+	host VARCHAR(255) NOT NULL, 
+	pid INTEGER NOT NULL, 
+	started_at VARCHAR(32) NOT NULL, 
+	renewed_at VARCHAR(32) NOT NULL, 
+	expires_at VARCHAR(32) NOT NULL, 
+	PRIMARY KEY (run_id, instance_id), 
+	FOREIGN KEY(run_id) REFERENCES run (run_id)
+);
 CREATE TABLE replay_run (
 	run_id VARCHAR(200) NOT NULL, 
 	instance_id VARCHAR(200) NOT NULL, 
@@ -374,8 +386,8 @@ CREATE TABLE "window_item" (
 	CONSTRAINT ck_window_tier CHECK (tier IN ('stable_core', 'working_set', 'transient')), 
 	CONSTRAINT ck_window_block CHECK (block IN ('front', 'middle', 'back')), 
 	CONSTRAINT fk_window_item_rendered FOREIGN KEY(rendered_sha256) REFERENCES evidence_text (content_sha256), 
-	FOREIGN KEY(decision_id, item_id) REFERENCES evidence_item (decision_id, item_id), 
-	FOREIGN KEY(decision_id) REFERENCES decision (decision_id)
+	FOREIGN KEY(decision_id) REFERENCES decision (decision_id), 
+	FOREIGN KEY(decision_id, item_id) REFERENCES evidence_item (decision_id, item_id)
 );
 CREATE INDEX ix_item_event_item ON item_event (decision_id, item_id);
 CREATE INDEX ix_decision_link_entity ON decision_link (decision_id, entity_key);
