@@ -191,17 +191,37 @@ def run_each(function: Callable[..., Any], jobs: Sequence[tuple], workers: int,
             if isinstance(stopped, KeyboardInterrupt):  # stop the jobs under way too
                 _signal_workers(pool, signal.SIGTERM if isinstance(stopped, Terminated)
                                 else signal.SIGINT)
+            # the pool forgets its processes as it shuts down: their exits are read after
+            processes = list((getattr(pool, "_processes", None) or {}).values())
             # the jobs not yet started are dropped, else leaving the pool would wait for
             # every one of them to run
             pool.shutdown(wait=True, cancel_futures=True)
             if isinstance(stopped, BrokenProcessPool):
                 raise WorkerDied(
-                    f"a worker process ended abruptly (killed: SIGKILL, the kernel's OOM "
-                    f"killer; or it crashed) "
+                    f"a worker process ended abruptly ({_how_ended(processes)}) "
                     f"when {len(results)} of {len(jobs)} jobs had finished: the jobs under "
                     "way were stopped, the rest not run") from stopped
             raise
     return results
+
+
+def _how_ended(processes: list) -> str:
+    """How a broken pool's worker ended, from its exit code: the pool ends the others
+    with SIGTERM (ours exit 0 on it), so the first other end is the one that broke it."""
+    for process in processes:
+        code = process.exitcode
+        if code is None or code in (0, -signal.SIGTERM):
+            continue
+        if code == -signal.SIGKILL:
+            return f"pid {process.pid}, killed by SIGKILL: by someone, or the kernel's OOM killer"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"pid {process.pid}, killed by {name}"
+        return f"pid {process.pid}, exited with status {code} in the middle of a job"
+    return "killed: SIGKILL, the kernel's OOM killer; or it crashed"
 
 
 class WorkerDied(RuntimeError):

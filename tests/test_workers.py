@@ -4,6 +4,7 @@ SIGTERM or their parent's death."""
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import os
 import signal
 import subprocess
@@ -46,9 +47,31 @@ def test_a_worker_killed_outright_is_named_not_a_broken_pool(tmp_path):
     """A worker SIGKILLed under a job: ``WorkerDied`` says what happened and how far the
     jobs got, where concurrent.futures' BrokenProcessPool said neither."""
     with pytest.raises(workers.WorkerDied, match=r"a worker process ended abruptly "
-                       r"\(killed: SIGKILL, the kernel's OOM killer; or it crashed\) when "
-                       r"\d+ of 6 jobs had finished"):
+                       r"\(pid \d+, killed by SIGKILL: by someone, or the kernel's OOM "
+                       r"killer\) when \d+ of 6 jobs had finished"):
         workers.run_each(_killed_or_sleep, [(n,) for n in range(6)], workers=2)
+
+
+def _crashed_or_sleep(number: int) -> int:
+    if number == 1:
+        faulthandler.disable()  # pytest's would print the worker's stack
+        os.kill(os.getpid(), signal.SIGSEGV)  # a native library's crash
+    if number == 2:
+        os._exit(3)  # an exit no job asked for
+    time.sleep(JOB_SECONDS)
+    return number
+
+
+@pytest.mark.parametrize(("crashing_job", "said"), [
+    (1, r"pid \d+, killed by SIGSEGV"),
+    (2, r"pid \d+, exited with status 3 in the middle of a job"),
+])
+def test_a_worker_that_crashed_is_named_by_how_it_ended(crashing_job, said):
+    """A segfault and a stray exit are told apart from an outright kill."""
+    jobs = [(n,) for n in range(6) if n in (0, crashing_job, 4, 5)]
+    with pytest.raises(workers.WorkerDied, match=r"a worker process ended abruptly \("
+                       + said + r"\) when \d+ of 4 jobs had finished"):
+        workers.run_each(_crashed_or_sleep, jobs, workers=2)
 
 
 def test_a_worker_ctrl_c_reached_refuses_the_jobs_queued_to_it(tmp_path, monkeypatch):
