@@ -1,6 +1,6 @@
 """Held-out runs: the same harness on repositories the loop rules were not measured on.
 
-    python tools/holdout_runs.py MIRROR_DIR OUT_DIR
+    python tools/holdout_runs.py MIRROR_DIR OUT_DIR [--runs-from FOLDER --report FILE]
 
 The development runs (../shared/devset/trajectories/) are mini-swe-agent 1.15 with
 Gemini 3 Pro on the sympy and astropy instances of SWE-bench Verified, copied from the
@@ -27,6 +27,11 @@ too; where no commit holds them with the others', the base is searched without t
 and a pin that does not apply is left out. The search off the first-parent history asks
 ``git cat-file`` for every commit's blob of every such file (4 s for astropy's 42,000
 commits and three files).
+
+``--runs-from FOLDER --report FILE`` reads another harness run's output instead (another
+model's, say): FOLDER as mini-swe-agent's batch run writes it (``ID/ID.traj.json``), FILE
+the SWE-bench harness's report on it (a JSON object whose ``resolved_ids`` lists the
+resolved instances; every other run counts as unresolved).
 """
 
 from __future__ import annotations
@@ -37,7 +42,9 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -59,6 +66,84 @@ def git(git_dir: Path, *args: str) -> str:
     if done.returncode != 0:
         raise RuntimeError(f"git {' '.join(args[:2])} in {git_dir}: {done.stderr.strip()}")
     return done.stdout
+
+
+class RunsError(Exception):
+    """Recorded runs that cannot be read as given: the message names the file."""
+
+
+class RecordedRuns(NamedTuple):
+    """Recorded runs to replay: each run's instance and how to read its trajectory, and
+    the evaluation's verdict by instance."""
+
+    runs: list[tuple[str, Callable[[], str]]]  # (instance id, its trajectory's text)
+    resolved: Callable[[str], bool]
+    where: str  # said in messages
+
+
+def results_runs(mirrors: Path) -> RecordedRuns | None:
+    """The Gemini 3 Pro runs of the results folder (RESULTS_DIR), None if not fetched."""
+    results = git_dir_of(mirrors, RESULTS_REPO.replace("+", "/"))
+    if results is None:
+        return None
+    runs = []
+    for name in git(results, "ls-tree", "-r", "--name-only", "HEAD",
+                    f"{RESULTS_DIR}/trajs").split():
+        if name.endswith(".traj.json"):
+            runs.append((name.split("/")[-2],
+                         lambda name=name: git(results, "show", f"HEAD:{name}")))
+
+    def resolved(instance_id: str) -> bool:
+        report = json.loads(git(results, "show",
+                                f"HEAD:{RESULTS_DIR}/logs/{instance_id}/report.json"))
+        return bool(report.get("resolved"))
+
+    return RecordedRuns(runs, resolved, f"{results}:{RESULTS_DIR}")
+
+
+def folder_runs(folder: Path, report: Path) -> RecordedRuns:
+    """The runs of a mini-swe-agent batch run's output folder (``ID/ID.traj.json``), judged
+    by the SWE-bench harness's report ``report`` (its ``resolved_ids``)."""
+    if not folder.is_dir():
+        raise RunsError(f"--runs-from {folder}: not a folder")
+    try:
+        verdicts = json.loads(report.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RunsError(f"--report {report}: not a readable JSON file ({exc})") from None
+    resolved_ids = verdicts.get("resolved_ids") if isinstance(verdicts, dict) else None
+    if not isinstance(resolved_ids, list):
+        raise RunsError(f"--report {report}: expected the SWE-bench harness's report, a "
+                        "JSON object with a list resolved_ids")
+    runs = sorted((path.parent.name, path.read_text)
+                  for path in folder.glob("*/*.traj.json")
+                  if path.name == f"{path.parent.name}.traj.json")
+    if not runs:
+        raise RunsError(f"--runs-from {folder}: no ID/ID.traj.json in it")
+    return RecordedRuns([(instance_id, lambda read=read: read(encoding="utf-8"))
+                         for instance_id, read in runs],
+                        set(resolved_ids).__contains__, str(folder))
+
+
+def recorded_runs(args: argparse.Namespace) -> RecordedRuns | None:
+    """The runs the tool's arguments name: ``--runs-from`` and ``--report`` go together."""
+    if (args.runs_from is None) != (args.report is None):
+        raise RunsError("--runs-from and --report go together: a folder of runs and the "
+                        "SWE-bench harness's report on them")
+    if args.runs_from is not None:
+        return folder_runs(args.runs_from, args.report)
+    return results_runs(args.mirrors)
+
+
+def add_runs_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs-from", type=Path, metavar="FOLDER",
+                        help="a mini-swe-agent batch run's output (ID/ID.traj.json) to read "
+                             "instead of the Gemini 3 Pro results folder")
+    parser.add_argument("--report", type=Path, metavar="FILE",
+                        help="the SWE-bench harness's report on --runs-from's runs")
+
+
+NO_RESULTS = (f"no {RESULTS_REPO}/repo (fetch github:gruckion/mini-swe-agent, or give "
+              "--runs-from and --report)")
 
 
 def git_dir_of(mirrors: Path, repo: str) -> Path | None:
@@ -170,20 +255,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("mirrors", type=Path, help="bare git directories as OWNER+NAME/repo")
     parser.add_argument("out", type=Path, help="where runs.jsonl and trajs/ go")
+    add_runs_options(parser)
     args = parser.parse_args()
-    results = git_dir_of(args.mirrors, RESULTS_REPO.replace("+", "/"))
-    if results is None:
-        print(f"{args.mirrors}: no {RESULTS_REPO}/repo (fetch github:gruckion/mini-swe-agent)",
-              file=sys.stderr)
+    try:
+        source = recorded_runs(args)
+    except RunsError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if source is None:
+        print(f"{args.mirrors}: {NO_RESULTS}", file=sys.stderr)
         return 2
     (args.out / "trajs").mkdir(parents=True, exist_ok=True)
-    names = git(results, "ls-tree", "-r", "--name-only", "HEAD", f"{RESULTS_DIR}/trajs").split()
     rows, skipped = [], []
     unfetched: Counter[str] = Counter()  # runs of repositories with no mirror here
-    for name in names:
-        if not name.endswith(".traj.json"):
-            continue
-        instance_id = name.split("/")[-2]
+    for instance_id, read_trajectory in source.runs:
         repo = repo_of(instance_id)
         if repo in DEVELOPMENT_REPOSITORIES:
             continue
@@ -191,7 +276,7 @@ def main() -> int:
         if git_dir is None:
             unfetched[repo] += 1
             continue
-        text = git(results, "show", f"HEAD:{name}")
+        text = read_trajectory()
         patch = (json.loads(text).get("info") or {}).get("submission") or ""
         setup_files = IMAGE_SETUP_FILES.get(repo, ())
         base = recovered_base(git_dir, patch, setup_files)
@@ -200,12 +285,10 @@ def main() -> int:
                 "no file modified" if not pre_image_blobs(patch, ()) else
                 "no commit reachable from HEAD has its files' blobs"))
             continue
-        report = json.loads(git(results, "show", f"HEAD:{RESULTS_DIR}/logs/{instance_id}/"
-                                                 "report.json"))
         trajectory = args.out / "trajs" / f"{instance_id}.traj.json"
         trajectory.write_text(text, encoding="utf-8")
         row = {"instance_id": instance_id, "repo": repo, "base_commit": base,
-               "resolved": bool(report.get("resolved")),
+               "resolved": source.resolved(instance_id),
                "trajectory": str(trajectory.relative_to(args.out)), "repo_git": str(git_dir)}
         setup = setup_patch(patch, setup_files) if setup_files else ""
         if setup:

@@ -38,13 +38,20 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from holdout_runs import RESULTS_DIR, RESULTS_REPO, git, git_dir_of, repo_of  # noqa: E402
+from holdout_runs import (  # noqa: E402
+    NO_RESULTS,
+    RunsError,
+    add_runs_options,
+    git,
+    recorded_runs,
+    repo_of,
+)
 
 from ctxdb.gitenv import HARDENED_GIT, git_env  # noqa: E402
 from ctxdb.paths import write_whole  # noqa: E402
@@ -172,6 +179,7 @@ def main() -> int:
     parser.add_argument("--sample", action="append", default=[],
                         help="OWNER/NAME=RUNS: replay that many of its runs")
     parser.add_argument("--seed", type=int, default=0, help="the sample's seed")
+    add_runs_options(parser)
     args = parser.parse_args()
     if not hasattr(tarfile, "data_filter"):
         print("tarfile's extraction filters are needed (Python 3.11.4 or later)",
@@ -185,7 +193,7 @@ def main() -> int:
         return 2
     try:
         return _write_runs(args, trees, samples)
-    except (ToolError, RuntimeError) as exc:  # RuntimeError: holdout_runs.git's, named
+    except (ToolError, RunsError, RuntimeError) as exc:  # RuntimeError: holdout_runs.git's
         print(exc, file=sys.stderr)
         return 2
 
@@ -193,44 +201,37 @@ def main() -> int:
 def _write_runs(args: argparse.Namespace, trees: dict[str, list[tuple[Path, int | None]]],
                 samples: dict[str, int]) -> int:
     args.out = args.out.resolve()  # the runs file names the repositories absolutely
-    results = git_dir_of(args.mirrors, RESULTS_REPO.replace("+", "/"))
-    if results is None:
-        print(f"{args.mirrors}: no {RESULTS_REPO}/repo (fetch github:gruckion/mini-swe-agent)",
-              file=sys.stderr)
+    source = recorded_runs(args)
+    if source is None:
+        print(f"{args.mirrors}: {NO_RESULTS}", file=sys.stderr)
         return 2
-    by_repo: dict[str, list[tuple[str, str]]] = {}
-    for name in git(results, "ls-tree", "-r", "--name-only", "HEAD",
-                    f"{RESULTS_DIR}/trajs").split():
-        if not name.endswith(".traj.json"):
-            continue
-        instance_id = name.split("/")[-2]
+    by_repo: dict[str, list[tuple[str, Callable[[], str]]]] = {}
+    for instance_id, read_trajectory in source.runs:
         repo = repo_of(instance_id)
         if repo in trees:
-            by_repo.setdefault(repo, []).append((instance_id, name))
+            by_repo.setdefault(repo, []).append((instance_id, read_trajectory))
     (args.out / "trajs").mkdir(parents=True, exist_ok=True)
     draw = random.Random(args.seed)
     rows, unserved = [], []
     repositories: dict[Path, tuple[Path, str]] = {}  # sdist: its repository and commit
     for repo in sorted(by_repo):
         runs = []  # (instance, trajectory's name, the sdist serving it)
-        for instance_id, name in sorted(by_repo[repo]):
+        for instance_id, read_trajectory in sorted(by_repo[repo], key=lambda run: run[0]):
             sdist = tree_for(instance_id, trees[repo])
             if sdist is None:
                 unserved.append(instance_id)
             else:
-                runs.append((instance_id, name, sdist))
+                runs.append((instance_id, read_trajectory, sdist))
         if repo in samples and samples[repo] < len(runs):
-            runs = sorted(draw.sample(runs, samples[repo]))
-        for instance_id, name, sdist in runs:
+            runs = sorted(draw.sample(runs, samples[repo]), key=lambda run: run[0])
+        for instance_id, read_trajectory, sdist in runs:
             if sdist not in repositories:
                 repositories[sdist] = sdist_repository(sdist, args.out)
             bare, commit = repositories[sdist]
-            report = json.loads(git(results, "show", f"HEAD:{RESULTS_DIR}/logs/{instance_id}/"
-                                                     "report.json"))
             trajectory = args.out / "trajs" / f"{instance_id}.traj.json"
-            trajectory.write_text(git(results, "show", f"HEAD:{name}"), encoding="utf-8")
+            trajectory.write_text(read_trajectory(), encoding="utf-8")
             rows.append({"instance_id": instance_id, "repo": repo, "base_commit": commit,
-                         "resolved": bool(report.get("resolved")),
+                         "resolved": source.resolved(instance_id),
                          "trajectory": str(trajectory.relative_to(args.out)),
                          "repo_git": str(bare), "tree": sdist.name})
     # whole or not at all: the replay reads what it finds
