@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -130,3 +131,50 @@ def test_runs_of_repositories_not_fetched_are_counted_by_repository(tmp_path):
     assert "(2 runs): owner/name 2 (fetch github:OWNER/NAME)" in done.stderr
     assert "sympy" not in done.stderr
     assert done.stdout.startswith("0 runs in ")
+
+
+def test_another_harness_runs_folder_is_read_with_its_reports_verdicts(tmp_path):
+    """``--runs-from FOLDER --report FILE``: mini-swe-agent's batch layout (ID/ID.traj.json)
+    and the SWE-bench harness's report; each run's base is recovered from its submission
+    and its verdict read from resolved_ids (absent: unresolved)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    _git(work, "init", "-q", "-b", "main")
+    base = _commit(work, {"mod.py": "a = 1\n"})
+    _commit(work, {"mod.py": "a = 2\n"})  # the fix: the base's blob is gone from here on
+    patch = _patch_at(work, base, {"mod.py": "a = 3\n"})
+    mirrors = tmp_path / "mirrors"
+    mirrors.mkdir()
+    _git(tmp_path, "clone", "-q", "--bare", str(work), str(mirrors / "owner+name"))
+    runs = tmp_path / "runs"
+    for instance in ("owner__name-1", "owner__name-2"):
+        (runs / instance).mkdir(parents=True)
+        (runs / instance / f"{instance}.traj.json").write_text(
+            json.dumps({"info": {"submission": patch}, "messages": []}), encoding="utf-8")
+    (runs / "preds.json").write_text("{}", encoding="utf-8")  # the batch's other files
+    report = runs / "model.eval.json"
+    report.write_text(json.dumps({"resolved_ids": ["owner__name-2"]}), encoding="utf-8")
+
+    def holdout_runs(*options: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(TOOLS / "holdout_runs.py"), str(mirrors),
+                               str(tmp_path / "out"), *options], capture_output=True,
+                              text=True, check=False)
+
+    done = holdout_runs("--runs-from", str(runs), "--report", str(report))
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in
+            (tmp_path / "out" / "runs.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(r["instance_id"], r["base_commit"], r["resolved"]) for r in rows] == [
+        ("owner__name-1", base, False), ("owner__name-2", base, True)]
+    assert (tmp_path / "out" / rows[0]["trajectory"]).read_text(encoding="utf-8") == \
+        (runs / "owner__name-1" / "owner__name-1.traj.json").read_text(encoding="utf-8")
+    # what is wrong is named: one option without the other, a report that is not one
+    done = holdout_runs("--runs-from", str(runs))
+    assert done.returncode == 2 and "--runs-from and --report go together" in done.stderr
+    report.write_text("[1]", encoding="utf-8")
+    done = holdout_runs("--runs-from", str(runs), "--report", str(report))
+    assert done.returncode == 2 and f"--report {report}: expected the SWE-bench" in done.stderr
+    report.write_text("{\"resolved_ids\": []}", encoding="utf-8")
+    done = holdout_runs("--runs-from", str(tmp_path / "out" / "trajs"), "--report",
+                        str(report))
+    assert done.returncode == 2 and "no ID/ID.traj.json in it" in done.stderr
