@@ -64,6 +64,12 @@ CL100K_SPECIAL_TOKENS = {
 # texts reaches 200); short enough that a slice costs what ordinary text does per
 # character (cl100k_base, measured: 0.2-0.3 s/MB in 512-char slices, 0.1 s/MB for code,
 # 1.2-2.0 s/MB in 4k slices, and quadratic beyond).
+# A cache read's price as a share of an input token's: Anthropic bills cache reads at 0.1x
+# the base input price, and OpenAI (the GPT-5 models) and DeepSeek (V3.2) list cached
+# input at a tenth of uncached input. The replay reports' cost in token units and the
+# loop's paying folds use it.
+CACHED_PRICE_RATIO = 0.1
+
 LONG_RUN_CHARS = 512
 _LONG_RUN = re.compile(rf"\S{{{LONG_RUN_CHARS},}}|\s{{{LONG_RUN_CHARS},}}")
 # A run of LONG_RUN_CHARS or more holds at least one whole chunk of this length that

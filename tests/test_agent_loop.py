@@ -33,7 +33,6 @@ from ctxdb.agent.loop import (
     EARLY_LISTING_SHARE_MAX,
     ELIDED_LINES,
     FILE_IN_PLAY_STEPS,
-    FOLD_RESENT_PER_SHRUNK_MAX,
     GONE,
     LISTING_ENTRIES_MAX,
     MASK_HINT,
@@ -73,7 +72,12 @@ from ctxdb.agent.trajectory import ObservationKind, parse_trajectory
 from ctxdb.cli import main as cli_main
 from ctxdb.forensics import NotFound
 from ctxdb.request import RequestError
-from ctxdb.tokens import HASHED_TEXT_KEPT_MAX_CHARS, LONG_RUN_CHARS, get_counter
+from ctxdb.tokens import (
+    CACHED_PRICE_RATIO,
+    HASHED_TEXT_KEPT_MAX_CHARS,
+    LONG_RUN_CHARS,
+    get_counter,
+)
 
 MODULE = "".join(f"def function_{n}(value):\n    return value + {n}\n" for n in range(1, 41))
 
@@ -1598,23 +1602,31 @@ def _part(step: int, part: int, text: str) -> LoopPart:
                     SHOWN_WHOLE, "test")
 
 
-def test_a_fold_pays_when_it_shrinks_a_seventh_of_what_it_re_sends():
-    # both windows: steps 1 to 3, then the newest step (4); the fold changes step 2's
+def test_a_fold_pays_when_its_shrink_over_the_steps_so_far_pays_its_re_send():
+    # both windows: steps 1 to 3, then the newest step (done); the fold changes step 2's
     # output, so it re-sends from there on but the newest step's parts (new either way)
-    def windows(old: str, new: str, after: str, newest: str) -> tuple[LoopWindow, LoopWindow]:
+    def pays(old: str, new: str, after: str, newest: str, done: int) -> bool:
         def window(output: str) -> LoopWindow:
             return LoopWindow([_part(1, 0, "a"), _part(1, 1, "b"), _part(2, 0, "c"),
-                               _part(2, 1, output), _part(3, 0, after), _part(4, 0, newest)])
-        return window(old), window(new)
+                               _part(2, 1, output), _part(3, 0, after),
+                               _part(done, 0, newest)])
+        return fold_pays(window(old), window(new), done=done)
 
-    after = "z" * (FOLD_RESENT_PER_SHRUNK_MAX * 9 - 1)
+    # after 9 steps, 9 steps of the shrink at the cached price (0.1) against the re-send's
+    # extra (0.9): a fold pays when it shrinks the window by what it re-sends
+    assert CACHED_PRICE_RATIO * 9 == pytest.approx(1 - CACHED_PRICE_RATIO)
+    after = "z" * 8
     resent = len("y") + len(after)  # step 2's new output, step 3's part ("c" comes before)
     shrunk = len("x" * 10) - len("y")
-    assert shrunk * FOLD_RESENT_PER_SHRUNK_MAX == resent  # at the edge: it pays
-    assert fold_pays(*windows("x" * 10, "y", after, "n" * 10**4), done=4)  # newest: not counted
-    assert not fold_pays(*windows("x" * 10, "y", after + "z", "n"), done=4)  # one more re-sent
-    assert not fold_pays(*windows("x", "yy", "", ""), done=4)  # grows: never pays
-    assert fold_pays(*windows("x", "x", "z" * 10**4, ""), done=4)  # changes nothing
+    assert shrunk == resent  # at the edge: it pays
+    assert pays("x" * 10, "y", after, "n" * 10**4, done=9)  # the newest: not counted
+    assert not pays("x" * 10, "y", after + "z", "n", done=9)  # one more re-sent
+    # a run that has made more steps is taken to make more: a fold that re-sends 25 for 9
+    # pays from step 25 on (9 x 25 >= 9 x 25), not at 24
+    assert pays("x" * 10, "y", "z" * 24, "n", done=25)
+    assert not pays("x" * 10, "y", "z" * 24, "n", done=24)
+    assert not pays("x", "yy", "", "", done=90)  # grows: never pays
+    assert pays("x", "x", "z" * 10**4, "", done=4)  # changes nothing
 
 
 def test_a_fold_that_would_not_pay_waits_until_one_does(tmp_path):
@@ -1684,9 +1696,10 @@ def test_a_waited_fold_is_flagged_and_read_back_from_the_store(store, tmp_path):
     # why an output is still shown whole: the fold that waited, and why it waited
     render = next(row for row in store.why(windows[0].decision_id, f"E{item_numbers(1)[1]}")
                   if row["stage"] == "render")
-    assert render["detail"] == ("fold horizon: step 0; the fold to step 4 waited: it would "
-                                f"re-send more than {FOLD_RESENT_PER_SHRUNK_MAX} characters "
-                                "for each it shrinks the window by (paying folds)")
+    assert render["detail"] == ("fold horizon: step 0; the fold to step 4 waited: what it "
+                                "would re-send would cost more than 8 steps of what it "
+                                "shrinks the window by, at a prompt cache's price (paying "
+                                "folds)")
     for earlier, later in itertools.pairwise(windows):
         assert body(later).startswith(body(earlier))
     # at the next stride the long log (step 7) is among the outputs to fold: that pays

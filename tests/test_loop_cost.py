@@ -39,7 +39,15 @@ WRAP = "<returncode>0</returncode>\n<output>\n{}</output>".format
 MODULE = "".join(f"def function_{n}(a, b):\n    return a + b\n\n\n" for n in range(12))
 EDIT = "sed -i 's/return a + b/return b + a/' pkg/mod.py"
 EDIT_STEP = 6  # the step whose command edits the file step 1 printed
+# steps 2 and 3 print long logs: the first fold shrinks the window by more than it
+# re-sends (paying folds), so it is made
+LONG_LOG_STEPS = 3
+LONG_LOG_LINES = 200
 SOLO_STEPS = 3  # decisions of a ctx08 run of an instance the current arm did not run
+
+
+def _long_log(step: int) -> str:
+    return "".join(f"step {step}: line {n} of a long log\n" for n in range(LONG_LOG_LINES))
 
 
 def _history(root):
@@ -50,7 +58,8 @@ def _history(root):
     steps, sent = [], list(PREFIX)
     for k in range(1, STEPS_RUN + 1):
         command, output = ((EDIT, "") if k == EDIT_STEP else ("cat pkg/mod.py", MODULE)
-                           if k == 1 else (f"echo step {k}", f"step {k}\n" * (5 + k)))
+                           if k == 1 else (f"echo step {k}", f"step {k}\n" * (5 + k))
+                           if k > LONG_LOG_STEPS else (f"run {k}", _long_log(k)))
         steps.append(LoopStep(command, output, thought=f"Look at step {k}.",
                               observation=WRAP(output), returncode=0))
         sent += [{"role": "assistant", "content": f"THOUGHT: Look at step {k}.\n\n```bash\n"

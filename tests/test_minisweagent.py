@@ -198,9 +198,11 @@ def test_ctx08_sends_the_window_after_the_harness_prompt(mswea, store_url, tree,
                                                          monkeypatch):
     monkeypatch.delenv("CTX", raising=False)
     trajectory = tmp_path / "run.traj.json"
-    # the test's own rules (a fold at the ninth decision): not moved by the measured defaults
-    result, agent, model, received = _run_agent(mswea, store_url, tree, trajectory,
-                                                rules=LoopRules(fresh_outputs=4, fold_stride=4))
+    # the test's own rules (a fold at the ninth decision): not moved by the measured
+    # defaults; a run this short would not pay for its fold (paying folds), made regardless
+    result, agent, model, received = _run_agent(
+        mswea, store_url, tree, trajectory,
+        rules=LoopRules(fresh_outputs=4, fold_stride=4, paying_folds=False))
     _check_submitted(result)
     calls = len(SCRIPT)
     assert model.arm == "ctx08" and len(received) == calls

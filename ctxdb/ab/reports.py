@@ -15,15 +15,12 @@ from sqlalchemy import Connection
 
 from ..paths import SQL_DIR
 from ..sqlfiles import sql_statement
+from ..tokens import CACHED_PRICE_RATIO as CACHED_PRICE_RATIO  # the reports' default
 from . import charts
 from .formats import format_cell, format_number, format_percent, is_number
 
 REPORTS_DIR = SQL_DIR / "reports"
 AB_SECTIONS = ("runs", "arms", "decision_rule", "ablation", "edge_placement", "tokens")
-# A cache read's price as a share of an input token's: Anthropic bills cache reads at 0.1x
-# the base input price, and OpenAI (the GPT-5 models) and DeepSeek (V3.2) list cached
-# input at a tenth of uncached input. The replay reports' cost in token units uses it.
-CACHED_PRICE_RATIO = 0.1
 # The replay's runs by length (replay_lengths): in quarters, shortest first; at most as
 # many groups as PostgreSQL's NTILE takes (an integer).
 REPLAY_LENGTH_GROUPS = 4

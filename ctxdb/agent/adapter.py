@@ -73,7 +73,6 @@ from .loop import (
     AGENT_TURN,
     DEFAULT_WORKDIR,
     FILE_VIEW,
-    FOLD_RESENT_PER_SHRUNK_MAX,
     HARNESS_NOTE,
     LAST_THOUGHT_RULE,
     OUTPUT_PART,
@@ -521,9 +520,9 @@ def fold_detail(window: LoopWindow, done: int, rules: LoopRules) -> str:
     of steps up to it are folded), and when the stride's fold waited, why."""
     detail = f"fold horizon: step {window.horizon}"
     if window.fold_waited:
-        detail += (f"; the fold to step {fold_horizon(done, rules)} waited: it would re-send "
-                   f"more than {FOLD_RESENT_PER_SHRUNK_MAX} characters for each it shrinks "
-                   "the window by (paying folds)")
+        detail += (f"; the fold to step {fold_horizon(done, rules)} waited: what it would "
+                   f"re-send would cost more than {done} steps of what it shrinks the window "
+                   "by, at a prompt cache's price (paying folds)")
     return detail
 
 

@@ -63,7 +63,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Generic, TypeVar, cast
 
-from ..tokens import HASHED_TEXT_KEPT_MAX_CHARS
+from ..tokens import CACHED_PRICE_RATIO, HASHED_TEXT_KEPT_MAX_CHARS
 from .anchors import (
     ShellCommand,
     is_edit_command,
@@ -77,9 +77,6 @@ from .trajectory import ObservationKind, Step
 # Rules measured on the 97 development runs (docs/agent-loop-history.md has the sweeps).
 FRESH_OUTPUTS = 2  # the newest outputs shown whole, at least
 FOLD_STRIDE = 10  # the fold horizon moves in steps of this many decisions (5: tried, not kept)
-# a fold waits while it would re-send (uncached) more than this many characters for each
-# it shrinks the window by (``paying_folds``; set on the development runs' sweep)
-FOLD_RESENT_PER_SHRUNK_MAX = 7
 # a folded file's views stay while a command (or the reasoning, by its path) named the
 # file this recently, at every fold since the view's step
 FILE_IN_PLAY_STEPS = 10
@@ -1287,19 +1284,22 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
 
 def fold_pays(waiting: LoopWindow, folded: LoopWindow, done: int) -> bool:
     """Whether folding at this stride pays, judged when the window is built: a fold
-    re-sends, at the full price, every part of the window from the first one it changes
-    (a prompt cache served them until then), and saves what it shrinks the window by at
-    the cached price at every later step. A fold waits while it would re-send more than
-    ``FOLD_RESENT_PER_SHRUNK_MAX`` characters for each it shrinks the window by (the
-    newest step's parts are new in both windows, so not counted); one that changes
-    nothing before them does not wait."""
+    re-sends every part of the window from the first one it changes at the full price
+    where a prompt cache served it at ``CACHED_PRICE_RATIO`` of it, and saves what it
+    shrinks the window by at that cached price at every later step. How many steps a run
+    has left is not known; one that has made ``done`` steps is taken to make as many more
+    (its own length so far: the least a rule can assume), so a fold waits while its
+    re-send's extra cost is more than ``done`` steps of its shrink at the cached price
+    (the newest step's parts are new in both windows, so not counted, in characters);
+    one that changes nothing before them does not wait."""
     shrunk = len(waiting.text()) - len(folded.text())
     pairs = zip(waiting.parts, folded.parts, strict=False)
     first = next((at for at, (kept, changed) in enumerate(pairs)
                   if (kept.item_no, kept.text) != (changed.item_no, changed.text)),
                  min(len(waiting.parts), len(folded.parts)))
     resent = sum(len(part.text) for part in folded.parts[first:] if part.step < done)
-    return shrunk * FOLD_RESENT_PER_SHRUNK_MAX >= resent  # (a window that grows waits)
+    extra_cost = resent * (1 - CACHED_PRICE_RATIO)
+    return shrunk * CACHED_PRICE_RATIO * done >= extra_cost  # (a window that grows waits)
 
 
 def _assemble(steps: Sequence[LoopStep], read_file: FileReader, rules: LoopRules,
