@@ -1625,6 +1625,8 @@ def test_a_fold_pays_when_its_shrink_over_the_steps_so_far_pays_its_re_send():
     # pays from step 25 on (9 x 25 >= 9 x 25), not at 24
     assert pays("x" * 10, "y", "z" * 24, "n", done=25)
     assert not pays("x" * 10, "y", "z" * 24, "n", done=24)
+    # exact at the edge whatever the numbers (43 x 0.1 x 9 < 43 x 0.9 in floating point)
+    assert pays("x" * 44, "y", "z" * 42, "n", done=9)
     assert not pays("x", "yy", "", "", done=90)  # grows: never pays
     assert pays("x", "x", "z" * 10**4, "", done=4)  # changes nothing
 

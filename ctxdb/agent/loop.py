@@ -77,6 +77,9 @@ from .trajectory import ObservationKind, Step
 # Rules measured on the 97 development runs (docs/agent-loop-history.md has the sweeps).
 FRESH_OUTPUTS = 2  # the newest outputs shown whole, at least
 FOLD_STRIDE = 10  # the fold horizon moves in steps of this many decisions (5: tried, not kept)
+# a fold re-sends a part at the full price where a cache served it at CACHED_PRICE_RATIO:
+# its extra cost is this many of what one cached character saves a step (9 at 0.1)
+RESENT_PER_CACHED_SHRINK = 1 / CACHED_PRICE_RATIO - 1
 # a folded file's views stay while a command (or the reasoning, by its path) named the
 # file this recently, at every fold since the view's step
 FILE_IN_PLAY_STEPS = 10
@@ -1287,19 +1290,20 @@ def fold_pays(waiting: LoopWindow, folded: LoopWindow, done: int) -> bool:
     re-sends every part of the window from the first one it changes at the full price
     where a prompt cache served it at ``CACHED_PRICE_RATIO`` of it, and saves what it
     shrinks the window by at that cached price at every later step. How many steps a run
-    has left is not known; one that has made ``done`` steps is taken to make as many more
-    (its own length so far: the least a rule can assume), so a fold waits while its
-    re-send's extra cost is more than ``done`` steps of its shrink at the cached price
-    (the newest step's parts are new in both windows, so not counted, in characters);
-    one that changes nothing before them does not wait."""
+    has left is not known; one that has made ``done`` steps is taken, as a guess, to go on
+    as long again, so a fold waits while its re-send's extra cost is more than ``done``
+    steps of its shrink at the cached price (the newest step's parts are new in both
+    windows, so not counted; in characters). A fold that waits is judged again at the
+    next step, its re-send then no smaller. One that changes nothing before the newest
+    step does not wait."""
     shrunk = len(waiting.text()) - len(folded.text())
     pairs = zip(waiting.parts, folded.parts, strict=False)
     first = next((at for at, (kept, changed) in enumerate(pairs)
                   if (kept.item_no, kept.text) != (changed.item_no, changed.text)),
                  min(len(waiting.parts), len(folded.parts)))
     resent = sum(len(part.text) for part in folded.parts[first:] if part.step < done)
-    extra_cost = resent * (1 - CACHED_PRICE_RATIO)
-    return shrunk * CACHED_PRICE_RATIO * done >= extra_cost  # (a window that grows waits)
+    # shrunk x ratio x done >= resent x (1 - ratio), in a form exact at the edge
+    return shrunk * done >= resent * RESENT_PER_CACHED_SHRINK  # (a window that grows waits)
 
 
 def _assemble(steps: Sequence[LoopStep], read_file: FileReader, rules: LoopRules,
