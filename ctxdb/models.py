@@ -41,6 +41,13 @@ from .spec import EVIDENCE_SOURCES, STORED_EVIDENCE_KINDS
 metadata = MetaData()
 
 
+def utc_timestamp(seconds_from_now: float = 0, *, now: datetime | None = None) -> str:
+    """A time as the replay tables hold it (UTC, ISO 8601 to the second): one format, so
+    two compare as text on both backends. ``now`` is the moment counted from."""
+    moment = (now or datetime.now(UTC)) + timedelta(seconds=seconds_from_now)
+    return moment.isoformat(timespec="seconds")
+
+
 def _any_of(column: str, values) -> str:
     """A CHECK rule `column = 'a' OR column = 'b' …` over a closed enum from spec.py."""
     return " OR ".join(f"{column} = '{value}'" for value in values)
@@ -421,13 +428,6 @@ replay_run = Table(
     Column("created_at", String(32), nullable=False),
     PrimaryKeyConstraint("run_id", "instance_id"),
 )
-
-def utc_timestamp(seconds_from_now: float = 0, *, now: datetime | None = None) -> str:
-    """A time as the replay tables hold it (UTC, ISO 8601 to the second): one format, so
-    two compare as text on both backends. ``now`` is the moment counted from."""
-    moment = (now or datetime.now(UTC)) + timedelta(seconds=seconds_from_now)
-    return moment.isoformat(timespec="seconds")
-
 
 # A replay under way (0013): its row is written as the replay starts, its lease renewed
 # at every step and the row removed with the run's replay rows or its undoing, so a row

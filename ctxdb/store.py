@@ -428,10 +428,12 @@ class ContextStore:
         with self.write_transaction() as connection:
             return count_cached(connection, tokenizer or self.settings.tokenizer, texts)
 
-    def verify(self) -> dict[str, list[dict[str, Any]]]:
-        """Run every ``sql/checks/*.sql``; returns {check name: violating rows}, empty if clean."""
+    def verify(self, now: str | None = None) -> dict[str, list[dict[str, Any]]]:
+        """Run every ``sql/checks/*.sql``; returns {check name: violating rows}, empty if
+        clean. The decisions of a replay under way (``replays_under_way`` at ``now``,
+        ``models.utc_timestamp``, by default the time of the call) are not counted."""
         violations: dict[str, list[dict[str, Any]]] = {}
-        parameters = {**CHECK_PARAMETERS, "now": models.utc_timestamp()}
+        parameters = {**CHECK_PARAMETERS, "now": now or models.utc_timestamp()}
         with self.engine.connect() as connection:
             for check in check_files():
                 rows = [dict(r._mapping) for r in connection.execute(
@@ -444,13 +446,14 @@ class ContextStore:
             violations["view_drift"] = [{"problem": p} for p in drift]
         return violations
 
-    def replays_under_way(self) -> list[dict[str, Any]]:
-        """The replays whose lease holds (``replay_in_progress``): ``verify`` names them and
-        does not count their decisions yet. Oldest first."""
+    def replays_under_way(self, now: str | None = None) -> list[dict[str, Any]]:
+        """The replays whose lease holds at ``now`` (as ``verify``'s; ``replay_in_progress``,
+        each host's clock setting its replays' leases): ``verify`` does not count their
+        decisions yet. Oldest first."""
         table = models.replay_in_progress
         with self.engine.connect() as connection:
             return [dict(row._mapping) for row in connection.execute(
-                select(table).where(table.c.expires_at > models.utc_timestamp())
+                select(table).where(table.c.expires_at > (now or models.utc_timestamp()))
                 .order_by(table.c.started_at, table.c.run_id, table.c.instance_id))]
 
     def foreign_views(self) -> list[str]:

@@ -59,17 +59,17 @@ CL100K_SPECIAL_TOKENS = {
 }
 
 
-# The slice a long unbroken run is counted in. Far longer than any token (cl100k_base's
-# longest is 128 bytes) and than any run in ordinary text (none in the golden windows'
-# texts reaches 200); short enough that a slice costs what ordinary text does per
-# character (cl100k_base, measured: 0.2-0.3 s/MB in 512-char slices, 0.1 s/MB for code,
-# 1.2-2.0 s/MB in 4k slices, and quadratic beyond).
 # A cache read's price as a share of an input token's: Anthropic bills cache reads at 0.1x
 # the base input price, and OpenAI (the GPT-5 models) and DeepSeek (V3.2) list cached
 # input at a tenth of uncached input. The replay reports' cost in token units and the
 # loop's paying folds use it.
 CACHED_PRICE_RATIO = 0.1
 
+# The slice a long unbroken run is counted in. Far longer than any token (cl100k_base's
+# longest is 128 bytes) and than any run in ordinary text (none in the golden windows'
+# texts reaches 200); short enough that a slice costs what ordinary text does per
+# character (cl100k_base, measured: 0.2-0.3 s/MB in 512-char slices, 0.1 s/MB for code,
+# 1.2-2.0 s/MB in 4k slices, and quadratic beyond).
 LONG_RUN_CHARS = 512
 _LONG_RUN = re.compile(rf"\S{{{LONG_RUN_CHARS},}}|\s{{{LONG_RUN_CHARS},}}")
 # A run of LONG_RUN_CHARS or more holds at least one whole chunk of this length that

@@ -220,8 +220,8 @@ def _how_ended(processes: list) -> str:
             except ValueError:
                 name = f"signal {-code}"
             return f"pid {process.pid}, killed by {name}"
-        return f"pid {process.pid}, exited with status {code} in the middle of a job"
-    return "killed: SIGKILL, the kernel's OOM killer; or it crashed"
+        return f"pid {process.pid}, exited with status {code}"
+    return "no worker's exit tells how"
 
 
 class WorkerDied(RuntimeError):

@@ -792,13 +792,17 @@ def test_verify_names_a_replay_under_way_and_counts_its_decisions_once_its_lease
     operator's would), on both backends: a note names the replay, its host and pid, and
     its two decisions without their replay_run row are not counted (exit 0); they were, as
     a replay killed outright, before the lease. The lease covers a step's command time
-    limit and the slack, from the step's start. Done, the replay leaves no row of it."""
+    limit and the slack, from the step's start, and a step renews one that ran out.
+    Done, the replay leaves no row of it."""
     path, bare, commit = _saved_run(requests_repository, tmp_path)
     db = store_url
     original = replay_module.construct_step
     seen: dict = {}
 
     def verify_at_step_3(store, **kwargs):
+        if kwargs["seq"] == 2:  # time passes: the lease ran out, and the replay renews it
+            with ContextStore.open(db) as other:
+                _lease_ran_out(other)
         if kwargs["seq"] == 3:
             seen["exit"] = main(["verify", "--db", db])
             seen["out"] = capsys.readouterr().out
@@ -807,6 +811,7 @@ def test_verify_names_a_replay_under_way_and_counts_its_decisions_once_its_lease
         return original(store, **kwargs)
 
     monkeypatch.setattr(replay_module, "construct_step", verify_at_step_3)
+    monkeypatch.setattr(replay_module, "LEASE_RENEWED_AFTER_S", 0)  # at every step
     timeout_s = 7.0
     summary = run_replay(db, [RunSpec(path, "psf__requests-1", bare, commit)], workers=1,
                          command_timeout_s=timeout_s)

@@ -152,8 +152,13 @@ def test_another_harness_runs_folder_is_read_with_its_reports_verdicts(tmp_path)
         (runs / instance / f"{instance}.traj.json").write_text(
             json.dumps({"info": {"submission": patch}, "messages": []}), encoding="utf-8")
     (runs / "preds.json").write_text("{}", encoding="utf-8")  # the batch's other files
+    # a run of a development repository, and one the report did not evaluate
+    for instance in ("sympy__sympy-1", "owner__name-3"):
+        (runs / instance).mkdir(parents=True)
+        (runs / instance / f"{instance}.traj.json").write_text("{}", encoding="utf-8")
     report = runs / "model.eval.json"
-    report.write_text(json.dumps({"resolved_ids": ["owner__name-2"]}), encoding="utf-8")
+    report.write_text(json.dumps({"resolved_ids": ["owner__name-2"], "completed_ids": [
+        "owner__name-1", "owner__name-2", "sympy__sympy-1"]}), encoding="utf-8")
 
     def holdout_runs(*options: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, str(TOOLS / "holdout_runs.py"), str(mirrors),
@@ -168,6 +173,13 @@ def test_another_harness_runs_folder_is_read_with_its_reports_verdicts(tmp_path)
         ("owner__name-1", base, False), ("owner__name-2", base, True)]
     assert (tmp_path / "out" / rows[0]["trajectory"]).read_text(encoding="utf-8") == \
         (runs / "owner__name-1" / "owner__name-1.traj.json").read_text(encoding="utf-8")
+    assert "left out: owner__name-3: not among the report's completed_ids" in done.stderr
+    assert "left out: 1 runs of the repositories the rules were set on (sympy/sympy 1)" \
+        in done.stderr
+    # a trajectory that is not JSON is named
+    (runs / "owner__name-1" / "owner__name-1.traj.json").write_text("{", encoding="utf-8")
+    done = holdout_runs("--runs-from", str(runs), "--report", str(report))
+    assert done.returncode == 2 and "owner__name-1: its trajectory is not JSON" in done.stderr
     # what is wrong is named: one option without the other, a report that is not one
     done = holdout_runs("--runs-from", str(runs))
     assert done.returncode == 2 and "--runs-from and --report go together" in done.stderr

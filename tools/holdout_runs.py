@@ -73,12 +73,12 @@ class RunsError(Exception):
 
 
 class RecordedRuns(NamedTuple):
-    """Recorded runs to replay: each run's instance and how to read its trajectory, and
-    the evaluation's verdict by instance."""
+    """Recorded runs to replay: each run's instance and how to read its trajectory, the
+    evaluation's verdict by instance, and the runs left out (each with why)."""
 
     runs: list[tuple[str, Callable[[], str]]]  # (instance id, its trajectory's text)
     resolved: Callable[[str], bool]
-    where: str  # said in messages
+    left_out: list[str]
 
 
 def results_runs(mirrors: Path) -> RecordedRuns | None:
@@ -98,30 +98,62 @@ def results_runs(mirrors: Path) -> RecordedRuns | None:
                                 f"HEAD:{RESULTS_DIR}/logs/{instance_id}/report.json"))
         return bool(report.get("resolved"))
 
-    return RecordedRuns(runs, resolved, f"{results}:{RESULTS_DIR}")
+    return RecordedRuns(runs, resolved, [])
 
 
 def folder_runs(folder: Path, report: Path) -> RecordedRuns:
     """The runs of a mini-swe-agent batch run's output folder (``ID/ID.traj.json``), judged
-    by the SWE-bench harness's report ``report`` (its ``resolved_ids``)."""
+    by the SWE-bench harness's report ``report`` (its ``resolved_ids``). When the report
+    lists the runs it evaluated (``completed_ids``), a run it did not is left out: it has
+    no verdict to count it by."""
     if not folder.is_dir():
         raise RunsError(f"--runs-from {folder}: not a folder")
     try:
         verdicts = json.loads(report.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RunsError(f"--report {report}: not a readable JSON file ({exc})") from None
-    resolved_ids = verdicts.get("resolved_ids") if isinstance(verdicts, dict) else None
-    if not isinstance(resolved_ids, list):
+    listed = {key: verdicts.get(key) if isinstance(verdicts, dict) else None
+              for key in ("resolved_ids", "completed_ids")}
+    if not _ids(listed["resolved_ids"]) or not (listed["completed_ids"] is None
+                                                or _ids(listed["completed_ids"])):
         raise RunsError(f"--report {report}: expected the SWE-bench harness's report, a "
-                        "JSON object with a list resolved_ids")
-    runs = sorted((path.parent.name, path.read_text)
-                  for path in folder.glob("*/*.traj.json")
-                  if path.name == f"{path.parent.name}.traj.json")
-    if not runs:
+                        "JSON object whose resolved_ids (and completed_ids, if given) list "
+                        "instance ids")
+    evaluated = listed["completed_ids"]
+    runs, left_out = [], []
+    for path in sorted(folder.glob("*/*.traj.json")):
+        instance_id = path.parent.name
+        if path.name != f"{instance_id}.traj.json":
+            continue
+        if evaluated is not None and instance_id not in evaluated:
+            left_out.append(f"{instance_id}: not among the report's completed_ids")
+            continue
+        runs.append((instance_id, lambda path=path: _trajectory_text(path)))
+    if not runs and not left_out:
         raise RunsError(f"--runs-from {folder}: no ID/ID.traj.json in it")
-    return RecordedRuns([(instance_id, lambda read=read: read(encoding="utf-8"))
-                         for instance_id, read in runs],
-                        set(resolved_ids).__contains__, str(folder))
+    return RecordedRuns(runs, set(listed["resolved_ids"]).__contains__, left_out)
+
+
+def _ids(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _trajectory_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RunsError(f"{path}: not a readable text file ({exc})") from None
+
+
+def submission_of(text: str, instance_id: str) -> str:
+    """The patch a trajectory's run submitted (``info.submission``; none: empty)."""
+    try:
+        trajectory = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RunsError(f"{instance_id}: its trajectory is not JSON ({exc})") from None
+    info = trajectory.get("info") if isinstance(trajectory, dict) else None
+    submission = info.get("submission") if isinstance(info, dict) else None
+    return submission if isinstance(submission, str) else ""
 
 
 def recorded_runs(args: argparse.Namespace) -> RecordedRuns | None:
@@ -258,26 +290,32 @@ def main() -> int:
     add_runs_options(parser)
     args = parser.parse_args()
     try:
-        source = recorded_runs(args)
+        return _write_runs(args)
     except RunsError as exc:
         print(exc, file=sys.stderr)
         return 2
+
+
+def _write_runs(args: argparse.Namespace) -> int:
+    source = recorded_runs(args)
     if source is None:
         print(f"{args.mirrors}: {NO_RESULTS}", file=sys.stderr)
         return 2
     (args.out / "trajs").mkdir(parents=True, exist_ok=True)
-    rows, skipped = [], []
+    rows, skipped = [], list(source.left_out)
     unfetched: Counter[str] = Counter()  # runs of repositories with no mirror here
+    developed: Counter[str] = Counter()  # runs of the repositories the rules were set on
     for instance_id, read_trajectory in source.runs:
         repo = repo_of(instance_id)
         if repo in DEVELOPMENT_REPOSITORIES:
+            developed[repo] += 1
             continue
         git_dir = git_dir_of(args.mirrors, repo)
         if git_dir is None:
             unfetched[repo] += 1
             continue
         text = read_trajectory()
-        patch = (json.loads(text).get("info") or {}).get("submission") or ""
+        patch = submission_of(text, instance_id)
         setup_files = IMAGE_SETUP_FILES.get(repo, ())
         base = recovered_base(git_dir, patch, setup_files)
         if base is None:
@@ -302,6 +340,10 @@ def main() -> int:
     write_whole(args.out / "runs.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     for line in skipped:
         print(f"left out: {line}", file=sys.stderr)
+    if developed and args.runs_from is not None:  # the results folder's are known to be
+        print(f"left out: {sum(developed.values())} runs of the repositories the rules were "
+              "set on (" + ", ".join(f"{repo} {count}" for repo, count in
+                                     developed.most_common()) + ")", file=sys.stderr)
     if unfetched:
         print(f"not fetched into {args.mirrors} ({sum(unfetched.values())} runs): "
               + ", ".join(f"{repo} {count}" for repo, count in unfetched.most_common())

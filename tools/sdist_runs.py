@@ -1,7 +1,7 @@
 """Runs of repositories too big to fetch, replayed on a release's source distribution.
 
     python tools/sdist_runs.py MIRROR_DIR OUT_DIR --tree REPO=SDIST[@BELOW] ...
-        [--sample REPO=N] [--seed N]
+        [--sample REPO=N] [--seed N] [--runs-from FOLDER --report FILE]
 
 The search tool's ``fetch`` brings no snapshot over its size limit, so the runs of
 django, matplotlib and scikit-learn in the results folder ``tools/holdout_runs.py`` reads
@@ -24,6 +24,9 @@ view is read from the release's file, and the replay's tree check does not see i
 flags an edit whose output differs, not a file that reads otherwise). Tokens and cost
 follow the recorded outputs and come close; a lost anchor may be the tree's (a line the
 release's file lacks): read each loss (``replay_anchor``) before counting it.
+
+``--runs-from FOLDER --report FILE`` reads another harness run's output instead, as
+``tools/holdout_runs.py`` does.
 """
 
 from __future__ import annotations
@@ -241,6 +244,8 @@ def _write_runs(args: argparse.Namespace, trees: dict[str, list[tuple[Path, int 
     missing = sorted(set(trees) - set(by_repo))
     if missing:
         print(f"no recorded runs of {', '.join(missing)}", file=sys.stderr)
+    for line in source.left_out:
+        print(f"left out: {line}", file=sys.stderr)
     print(f"{len(rows)} runs in {args.out / 'runs.jsonl'}")
     return 0
 

@@ -18,12 +18,13 @@ that made turn k):
 Everything but the ctx08 decision rows is written in one transaction when the run is
 done; a run that fails has its decision rows removed again and is named, never left
 half-written. Replaying a run again under the same store run replaces it. While it runs,
-its row in ``replay_in_progress`` (a lease renewed at every step) tells ``ctxdb verify``
+its row in ``replay_in_progress`` (a lease renewed as its steps go) tells ``ctxdb verify``
 it is under way, not stopped outright.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -50,6 +51,7 @@ from ..request import RequestError
 from ..request_limits import json_lines
 from ..store import ContextStore
 from ..tokens import get_counter
+from ..transactions import StoreBusy
 from ..workers import DEFAULT_WORKERS, run_each
 from . import anchors as anchor_rules
 from .adapter import (
@@ -333,7 +335,8 @@ def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
                         with store.write_transaction() as connection:
                             _delete_decisions(connection, made)
                             lease.release(connection)
-                    except DBAPIError:  # the database went away: say what stays
+                    # the database went away, or another writer held it: say what stays
+                    except (DBAPIError, StoreBusy):
                         result.decisions_left = len(made)
                     raise
     except Exception as exc:  # one run's failure must not stop the others
@@ -369,7 +372,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
     prefix = [dict(run.messages[0]), dict(run.messages[1])]
     lacked = programs_lacked(run)
     for step in run.steps:
-        lease.renew(store)  # covers this step's windows and its command's time limit
+        lease.renew(store)  # this step and its command's time limit: under the lease
         k = step.number
         earlier = run.steps[: k - 1]
         loop_steps = [loop_step(s) for s in earlier]
@@ -733,21 +736,26 @@ def _now() -> str:
 
 
 # How long a replay's lease outlasts the step it covers beyond the step's command time
-# limit: the step's windows, ablations and measures and a slow database's waits (seconds
-# at most on the development runs). A replay stopped outright counts in `ctxdb verify`
-# that long after its last step at the latest.
+# limit: the step's windows, ablations and measures and a slow database's waits (under a
+# second a step on the development runs). A replay stopped outright counts in `ctxdb
+# verify` that long after its last step at the latest.
 LEASE_SLACK_S = 300
+# A step renews the lease only once this much of the slack is gone, so most steps write
+# nothing more (every step then still starts with a command's time limit and half the
+# slack ahead of it).
+LEASE_RENEWED_AFTER_S = LEASE_SLACK_S / 2
 
 
-@dataclass(frozen=True)
+@dataclass
 class ReplayLease:
     """A replay's row in ``replay_in_progress``: written with the forgetting of the run's
-    earlier replay, renewed at every step, removed with its rows or its undoing."""
+    earlier replay, renewed as its steps go, removed with its rows or its undoing."""
 
     run_id: str
     instance_id: str
     lease_id: str
     timeout_s: float  # a step's command time limit, which each renewal covers
+    renewed: float = 0.0  # time.monotonic() of the last write
 
     @classmethod
     def new(cls, run_id: str, instance_id: str, timeout_s: float) -> ReplayLease:
@@ -755,6 +763,7 @@ class ReplayLease:
 
     def _times(self) -> dict[str, str]:
         now = datetime.now(UTC)  # one moment for both
+        self.renewed = time.monotonic()
         return {"renewed_at": models.utc_timestamp(now=now),
                 "expires_at": models.utc_timestamp(self.timeout_s + LEASE_SLACK_S, now=now)}
 
@@ -766,8 +775,13 @@ class ReplayLease:
             **times))
 
     def renew(self, store: ContextStore) -> None:
+        """Renew the lease when half its slack is gone. A store too busy to take the write
+        is no reason to fail the replay: the next step tries again, the lease still
+        holding for a command's time limit."""
+        if time.monotonic() - self.renewed < LEASE_RENEWED_AFTER_S:
+            return
         # a replay of the run that started since took the row: the clash shows at the end
-        with store.write_transaction() as connection:
+        with contextlib.suppress(StoreBusy), store.write_transaction() as connection:
             connection.execute(update(models.replay_in_progress).where(
                 *self._row()).values(**self._times()))
 

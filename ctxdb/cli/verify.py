@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from .. import models
 from .shared import EXIT_OK, EXIT_VIOLATIONS, add_db_option, open_existing_store
 
 
@@ -25,9 +26,10 @@ VIOLATING_ROWS_SHOWN = 20  # of each check; the count says how many there are
 
 def _cmd_verify(args) -> int:
     with open_existing_store(args, views_as_they_are=True) as store:
-        violations = store.verify()
+        now = models.utc_timestamp()  # one moment for both: a lease is counted or named
+        violations = store.verify(now)
         foreign = store.foreign_views()
-        under_way = store.replays_under_way()
+        under_way = store.replays_under_way(now)
     if foreign:  # no rule broken: said, so nobody takes them for ctxdb's
         print(f"note: views that are not ctxdb's, left as they are: {', '.join(foreign)}")
     for replay in under_way:  # its decisions lack their replay_run row until it ends
