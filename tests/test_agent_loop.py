@@ -1698,10 +1698,10 @@ def test_a_waited_fold_is_flagged_and_read_back_from_the_store(store, tmp_path):
     # why an output is still shown whole: the fold that waited, and why it waited
     render = next(row for row in store.why(windows[0].decision_id, f"E{item_numbers(1)[1]}")
                   if row["stage"] == "render")
-    assert render["detail"] == ("fold horizon: step 0; the fold to step 4 waited: what it "
-                                "would re-send would cost more than 8 steps of what it "
-                                "shrinks the window by, at a prompt cache's price (paying "
-                                "folds)")
+    assert render["detail"] == ("fold horizon: step 0; the fold to step 4 waited: re-sending "
+                                "uncached what follows its first change would cost more "
+                                "than its shrink saves at the cached price in 8 steps, the "
+                                "run's length so far (paying folds)")
     for earlier, later in itertools.pairwise(windows):
         assert body(later).startswith(body(earlier))
     # at the next stride the long log (step 7) is among the outputs to fold: that pays

@@ -520,9 +520,10 @@ def fold_detail(window: LoopWindow, done: int, rules: LoopRules) -> str:
     of steps up to it are folded), and when the stride's fold waited, why."""
     detail = f"fold horizon: step {window.horizon}"
     if window.fold_waited:
-        detail += (f"; the fold to step {fold_horizon(done, rules)} waited: what it would "
-                   f"re-send would cost more than {done} steps of what it shrinks the window "
-                   "by, at a prompt cache's price (paying folds)")
+        detail += (f"; the fold to step {fold_horizon(done, rules)} waited: re-sending "
+                   "uncached what follows its first change would cost more than its shrink "
+                   f"saves at the cached price in {done} steps, the run's length so far "
+                   "(paying folds)")
     return detail
 
 
