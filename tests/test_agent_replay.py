@@ -155,6 +155,12 @@ def test_an_escaped_sed_pattern_is_stored_as_spelled_and_kept_where_a_window_sho
     capsys.readouterr()
     assert cache_marks_tool.main(["--db", resolve_url(store_url)]) == 0
     table = capsys.readouterr().out.splitlines()
+    assert cache_marks_tool.main(["--db", store_url]) == 0  # a path, as ctxdb takes it
+    assert capsys.readouterr().out.splitlines() == table
+    with pytest.raises(SystemExit):  # a store that is not there is named, not made
+        cache_marks_tool.main(["--db", str(tmp_path / "none.db")])
+    assert "none.db does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "none.db").exists()
     assert [row.split(" | ")[0] for row in table[2:]] == [
         "| current, either cache", "| ctx08, any shared start",
         "| ctx08, one message marked at its end", "| ctx08, ctxdb's marks"]

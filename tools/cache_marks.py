@@ -33,6 +33,9 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # window_cuts, beside it
+
+from window_cuts import replay_store  # noqa: E402
 
 from ctxdb.ab.reports import CACHED_PRICE_RATIO  # noqa: E402
 from ctxdb.agent.arms import (  # noqa: E402
@@ -43,6 +46,7 @@ from ctxdb.agent.cache_marks import (  # noqa: E402
     PROVIDER_LOOKBACK_BLOCKS,
     middle_mark,
 )
+from ctxdb.migrate import StoreVersionError  # noqa: E402
 
 # per decision: its tokens, and its window items (item id, tokens, text digest) in order
 Window = tuple[int, list[tuple[str, int, str]]]
@@ -120,10 +124,14 @@ def read_runs(url: str) -> tuple[list[list[Window]], dict[str, tuple[int, int]],
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", required=True, help="the replay's store URL")
+    parser.add_argument("--db", required=True, help="the replay store (a URL or a path)")
     parser.add_argument("--cached-price-ratio", type=float, default=CACHED_PRICE_RATIO)
     args = parser.parse_args(argv)
-    runs, arms, resolved = read_runs(args.db)
+    try:  # as window_cuts.py takes it: a path too, and a store it cannot read named
+        url = replay_store(args.db)
+    except (StoreVersionError, FileNotFoundError, ValueError) as error:
+        parser.error(f"--db: {error}")
+    runs, arms, resolved = read_runs(url)
     if not runs:
         parser.error(f"{args.db}: no replayed ctx08 decisions")
     ratio = args.cached_price_ratio
