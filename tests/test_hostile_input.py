@@ -723,7 +723,7 @@ def test_a_worker_killed_outright_is_one_line_and_exit_1(tmp_path, capsys, monke
     from ctxdb.cli import EXIT_VIOLATIONS
     from ctxdb.workers import WorkerDied
 
-    def died(self):
+    def died(self, now=None):
         raise WorkerDied("a worker process ended abruptly")
 
     ContextStore.open(tmp_path / "s.db").close()

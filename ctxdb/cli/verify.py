@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from .. import models
 from .shared import EXIT_OK, EXIT_VIOLATIONS, add_db_option, open_existing_store
 
 
@@ -25,6 +24,8 @@ VIOLATING_ROWS_SHOWN = 20  # of each check; the count says how many there are
 
 
 def _cmd_verify(args) -> int:
+    from .. import models  # (the CLI's help loads no database library)
+
     with open_existing_store(args, views_as_they_are=True) as store:
         now = models.utc_timestamp()  # one moment for both: a lease is counted or named
         violations = store.verify(now)
