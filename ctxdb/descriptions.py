@@ -326,8 +326,8 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
         },
     ),
     "replay_in_progress": (
-        "A replay under way: written as it starts, its lease renewed at every step, removed "
-        "with the run's replay_run row or its undoing. A row whose lease ran out is a "
+        "A replay under way: written as it starts, its lease renewed as its steps go, "
+        "removed with the run's replay_run row or its undoing. A row whose lease ran out is a "
         "replay stopped outright (SIGKILL) or cut off from its database.",
         {
             "run_id": "The store run its windows go under.",

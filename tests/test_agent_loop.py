@@ -1699,9 +1699,10 @@ def test_a_waited_fold_is_flagged_and_read_back_from_the_store(store, tmp_path):
     render = next(row for row in store.why(windows[0].decision_id, f"E{item_numbers(1)[1]}")
                   if row["stage"] == "render")
     assert render["detail"] == ("fold horizon: step 0; the fold to step 4 waited: re-sending "
-                                "uncached what follows its first change would cost more "
-                                "than its shrink saves at the cached price in 8 steps, the "
-                                "run's length so far (paying folds)")
+                                "uncached the parts from the first one it changes would "
+                                "cost more, beyond their cached price, than its shrink "
+                                "saves at the cached price in 8 steps, the run's length "
+                                "so far (paying folds)")
     for earlier, later in itertools.pairwise(windows):
         assert body(later).startswith(body(earlier))
     # at the next stride the long log (step 7) is among the outputs to fold: that pays

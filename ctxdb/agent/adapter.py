@@ -521,9 +521,9 @@ def fold_detail(window: LoopWindow, done: int, rules: LoopRules) -> str:
     detail = f"fold horizon: step {window.horizon}"
     if window.fold_waited:
         detail += (f"; the fold to step {fold_horizon(done, rules)} waited: re-sending "
-                   "uncached what follows its first change would cost more than its shrink "
-                   f"saves at the cached price in {done} steps, the run's length so far "
-                   "(paying folds)")
+                   "uncached the parts from the first one it changes would cost more, "
+                   "beyond their cached price, than its shrink saves at the cached price "
+                   f"in {done} steps, the run's length so far (paying folds)")
     return detail
 
 

@@ -13,12 +13,12 @@ item, with three marks: the end of the harness's prompt, the end of what the nex
 repeats until a fold (``middle_mark``: all but the newest reasoning, which goes last so
 that the next window drops it alone), and the end. The next request finds the middle
 mark a few blocks back from its own. Played over the development runs' replayed windows
-(``tools/cache_marks.py``), that serves 23.51 M of ctx08's 26.74 M tokens (a cache that
-serves any shared start: 23.82 M), where the one mark at the end serves 6.29 M, the
-harness's prompt alone: a cost 0.715 of the current arm's, against 2.70 (a cache write
-priced as an input token; Anthropic bills 1.25). A mark before the newest step's items
-instead, which leaves that step's command and output unserved at every step, served
-22.43 M (0.838).
+(``tools/cache_marks.py``, the window rules at a2bbe48), that serves 24.90 M of ctx08's
+27.74 M tokens (a cache that serves any shared start: 25.12 M), where the one mark at
+the end serves 6.29 M, the harness's prompt alone: a cost 0.682 of the current arm's,
+against 2.83 (a cache write priced as an input token; Anthropic bills 1.25). A mark
+before the newest step's items instead, which leaves that step's command and output
+unserved at every step, served 22.43 M of 26.74 M at 58ad949's rules (0.838).
 """
 
 from __future__ import annotations

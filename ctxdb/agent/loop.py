@@ -17,9 +17,10 @@ what a next action takes from it:
   runs of lines an earlier fresh output shows (``REPEAT_RUN_MIN_LINES``). They
   fold in strides (``FOLD_STRIDE``): the fold horizon moves every few steps, not at every
   step, so consecutive windows share a long byte-identical prefix a prompt cache serves.
-  A stride's fold waits while re-sending uncached what follows its first change would
-  cost more than its shrink saves at the cached price over as many steps as the run has
-  made (``fold_pays``): the window goes on as the one before it, and the decision says so.
+  A stride's fold waits while re-sending uncached the parts from the first one it changes
+  would cost more, beyond their cached price, than its shrink saves at the cached price
+  over as many steps as the run has made (``fold_pays``): the window goes on as the one
+  before it, and the decision says so.
 - **A folded file view stays a view.** A folded output of a command that only printed
   files (``cat``, ``nl``, ``sed -n``, ``head``, ``tail``, ``grep -n`` …) becomes the lines
   it showed, line-numbered and read from the tree as it is now — only the lines no earlier

@@ -177,7 +177,7 @@ WITH described(doc_no, object_name, object_type, column_name, description) AS (
     (168, 'gold_fact', 'table', 'changed_start_line', 'The first line the gold patch changes inside it.'),
     (169, 'gold_fact', 'table', 'changed_end_line', 'The last line the gold patch changes inside it.'),
     (170, 'gold_fact', 'table', 'head_text', 'A def/class fact''s def/class line.'),
-    (171, 'replay_in_progress', 'table', NULL, 'A replay under way: written as it starts, its lease renewed at every step, removed with the run''s replay_run row or its undoing. A row whose lease ran out is a replay stopped outright (SIGKILL) or cut off from its database.'),
+    (171, 'replay_in_progress', 'table', NULL, 'A replay under way: written as it starts, its lease renewed as its steps go, removed with the run''s replay_run row or its undoing. A row whose lease ran out is a replay stopped outright (SIGKILL) or cut off from its database.'),
     (172, 'replay_in_progress', 'table', 'run_id', 'The store run its windows go under.'),
     (173, 'replay_in_progress', 'table', 'instance_id', 'The recorded run''s instance.'),
     (174, 'replay_in_progress', 'table', 'lease_id', 'This replay''s, told from another replay of the same run.'),
