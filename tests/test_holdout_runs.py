@@ -165,12 +165,18 @@ def test_another_harness_runs_folder_is_read_with_its_reports_verdicts(tmp_path)
                                str(tmp_path / "out"), *options], capture_output=True,
                               text=True, check=False)
 
-    done = holdout_runs("--runs-from", str(runs), "--report", str(report))
+    # the mirrors named relative to the directory the tool runs in: the runs file names
+    # them absolutely, so a replay reads it from anywhere
+    done = subprocess.run([sys.executable, str(TOOLS / "holdout_runs.py"), "mirrors", "out",
+                           "--runs-from", str(runs), "--report", str(report)], cwd=tmp_path,
+                          capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"2 runs in {tmp_path / 'out' / 'runs.jsonl'} (1 resolved)")
     rows = [json.loads(line) for line in
             (tmp_path / "out" / "runs.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [(r["instance_id"], r["base_commit"], r["resolved"]) for r in rows] == [
         ("owner__name-1", base, False), ("owner__name-2", base, True)]
+    assert {r["repo_git"] for r in rows} == {str(mirrors / "owner+name")}
     assert (tmp_path / "out" / rows[0]["trajectory"]).read_text(encoding="utf-8") == \
         (runs / "owner__name-1" / "owner__name-1.traj.json").read_text(encoding="utf-8")
     assert "left out: owner__name-3: not among the report's completed_ids" in done.stderr

@@ -297,6 +297,8 @@ def main() -> int:
 
 
 def _write_runs(args: argparse.Namespace) -> int:
+    # the runs file names the repositories absolutely: it is read from anywhere
+    args.mirrors, args.out = args.mirrors.resolve(), args.out.resolve()
     source = recorded_runs(args)
     if source is None:
         print(f"{args.mirrors}: {NO_RESULTS}", file=sys.stderr)
@@ -348,7 +350,9 @@ def _write_runs(args: argparse.Namespace) -> int:
         print(f"not fetched into {args.mirrors} ({sum(unfetched.values())} runs): "
               + ", ".join(f"{repo} {count}" for repo, count in unfetched.most_common())
               + " (fetch github:OWNER/NAME)", file=sys.stderr)
-    print(f"{len(rows)} runs in {args.out / 'runs.jsonl'}; {len(skipped)} left out")
+    resolved = sum(1 for row in rows if row["resolved"])
+    print(f"{len(rows)} runs in {args.out / 'runs.jsonl'} ({resolved} resolved); "
+          f"{len(skipped)} left out")
     return 0
 
 

@@ -246,7 +246,8 @@ def _write_runs(args: argparse.Namespace, trees: dict[str, list[tuple[Path, int 
         print(f"no recorded runs of {', '.join(missing)}", file=sys.stderr)
     for line in source.left_out:
         print(f"left out: {line}", file=sys.stderr)
-    print(f"{len(rows)} runs in {args.out / 'runs.jsonl'}")
+    resolved = sum(1 for row in rows if row["resolved"])
+    print(f"{len(rows)} runs in {args.out / 'runs.jsonl'} ({resolved} resolved)")
     return 0
 
 
