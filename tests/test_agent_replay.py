@@ -675,15 +675,25 @@ def test_the_lost_anchors_query_names_the_output_and_the_rule_that_lost_it(
                           workers=1).failed
     (query,) = [f for f in sql_files("analyst") if f.name == "lost_anchors"]
     # the edit is step 25; the output of step 2, which held what it replaced, is E6
-    lost = [("replay", instance, 25, decision_id, anchor_class, anchor_text, path, None,
-             "masked", 2, "E6", "pointer", "folded: its files out of play", 1,
-             "ctx08-without-in_play")
-            for instance, decision_id in (("psf__requests-0", 25), ("psf__requests-1", 51))
-            for anchor_class, anchor_text, path in (("edit_text", OLD_TEXT, UTILS),
-                                                    ("identifier", "auth", None))]
-    assert [tuple(row) for row in _rows(db, query.sql, run_id="")] == lost  # every run
-    assert [tuple(row) for row in _rows(db, query.sql, run_id="replay")] == lost
-    assert _rows(db, query.sql, run_id="another") == []
+    def lost(arm: str) -> list[tuple]:
+        return [("replay", instance, 25, arm, decision_id, anchor_class, anchor_text, path,
+                 None, "masked", 2, "E6", "pointer", "folded: its files out of play", 1,
+                 "ctx08-without-in_play")
+                for instance, decision_id in (("psf__requests-0", 25),
+                                              ("psf__requests-1", 51))
+                for anchor_class, anchor_text, path in (("edit_text", OLD_TEXT, UTILS),
+                                                        ("identifier", "auth", None))]
+
+    def rows(**params) -> list[tuple]:
+        return [tuple(row) for row in _rows(db, query.sql, **params)]
+
+    assert rows(run_id="", arm="") == lost("ctx08")  # every run, ctx08's window
+    assert rows(run_id="replay", arm=None) == lost("ctx08")
+    assert rows(run_id="another", arm="") == []
+    # a rule-off arm's losses, with ctx08's decision at the step (that arm's windows are
+    # not recorded): without in play the file stays in play, and the view kept both
+    assert rows(run_id="", arm="ctx08-without-in_play") == []
+    assert rows(run_id="", arm="ctx08-without-views") == lost("ctx08-without-views")
 
 
 def test_a_window_that_cannot_fit_is_counted_as_the_history_a_live_harness_sends(
