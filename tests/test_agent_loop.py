@@ -552,6 +552,30 @@ def test_a_long_view_shows_past_its_first_lines_only_what_brings_a_name(tmp_path
     assert ELIDED_LINES not in whole.text and "81\tNAMED_BEFORE = 1" in whole.text
 
 
+def test_a_view_of_lines_chosen_by_number_is_shown_whole(tmp_path):
+    """An agent that printed lines 1-82 by number asked for each of them (GPT-5-mini's
+    sphinx-8721 replaced a line 124 lines into a `sed -n '1,240p'` it had read): a long
+    view's cut is for a whole file printed, or lines a pattern picked."""
+    root = _tree(tmp_path)
+    rules = dataclasses.replace(RULES, view_lines_whole=10)
+    for command, printed, whole in (
+            ("nl -ba pkg/mod.py | sed -n '1,80p'", _nl(1, 80), True),
+            ("sed -n '1,80p' pkg/mod.py", _lines(1, 80), True),
+            ("head -n 80 pkg/mod.py", _lines(1, 80), True),
+            ("cat pkg/mod.py", MODULE, False),
+            ("grep -n value pkg/mod.py", "".join(
+                f"{n}:{line}\n" for n, line in enumerate(MODULE.splitlines(), 1)
+                if "value" in line), False)):
+        steps = [LoopStep(command, printed), *_filler(8)]
+        view = build_window(steps, TreeFiles(root), rules).parts[1]
+        assert view.rendering == SHOWN_LINES, command
+        assert (ELIDED_LINES not in view.text) == whole, command
+        assert ("\n78\t    return value + 39\n" in view.text) == whole, command
+        # the rule off: a long view like any other
+        off = build_window(steps, TreeFiles(root), rules.without("chosen_ranges")).parts[1]
+        assert ELIDED_LINES in off.text, command
+
+
 def test_a_listing_read_once_keeps_neither_its_step_nor_its_text_alive(tmp_path):
     """Every window past a listing asks for its folded form: it is read once and
     remembered by a digest, so a run's steps (a long ``ls -R`` among them) are freed with

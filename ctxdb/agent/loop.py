@@ -25,7 +25,9 @@ what a next action takes from it:
   files (``cat``, ``nl``, ``sed -n``, ``head``, ``tail``, ``grep -n`` …) becomes the lines
   it showed, line-numbered and read from the tree as it is now — only the lines no earlier
   kept view of that file shows; past its first ``VIEW_LINES_WHOLE``, only its definitions
-  and the lines with a name the window before it does not show. It stays while its file
+  and the lines with a name the window before it does not show — unless the command chose
+  the lines by number (``sed -n 'A,Bp'``, ``head -n N``): the agent asked for each of
+  them, and edits what it asked for. It stays while its file
   is in play: a command, or the agent's reasoning by the file's path, named the file
   within ``FILE_IN_PLAY_STEPS`` steps of the fold horizon, and of every fold since the
   view's step (a view out of play stays out).
@@ -90,7 +92,8 @@ COMMAND_SHOWN_MAX_CHARS = 6_000  # a longer command (a here-document script) is 
 SOURCE_SUFFIXES = frozenset({".py", ".pyi", ".pyx", ".rst", ".md"})
 VIEW_LINES_MAX = 400  # of each file, lines one folded view shows at most (a whole cat is a reading)
 # a view's first lines shown whole; past them only its definitions and the lines holding a
-# name the window has not shown before them (a whole-file cat's tail the agent skims)
+# name the window has not shown before them (a whole-file cat's tail the agent skims; not
+# a range it chose by number, which it reads to the end)
 VIEW_LINES_WHOLE = 100
 ELIDED_LINES = "…"  # where a view left lines out
 _DEFINITION = re.compile(r"^\s*(?:async\s+def|def|class)\s")
@@ -314,6 +317,7 @@ class LoopRules:
     strided: bool = True  # off: the horizon moves at every step
     view_lines_max: int = VIEW_LINES_MAX
     view_lines_whole: int = VIEW_LINES_WHOLE
+    chosen_ranges: bool = True  # a view of lines chosen by number is no long view
     last_thought: bool = True  # the newest turn's reasoning, after the newest output
     pointer_paths: bool = True  # a masked output keeps the files it named
     pointer_names: bool = True  # a masked output keeps the names it first showed
@@ -355,6 +359,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "reasoning_in_play": {"reasoning_in_play": False},
     "out_of_play_sticks": {"out_of_play_sticks": False},
     "long_views": {"view_lines_whole": VIEW_LINES_MAX},
+    "chosen_ranges": {"chosen_ranges": False},
     "paying_folds": {"paying_folds": False},
 }
 
@@ -1024,6 +1029,18 @@ def _prints_a_stretch(commands: Sequence[ShellCommand]) -> bool:
     return True
 
 
+def _reads_chosen_ranges(step: LoopStep) -> bool:
+    """Whether every reading of the step printed lines it chose by number: a stretch
+    (``_prints_a_stretch``) through ``sed -n 'A,Bp'``, ``head`` or ``tail`` — not a whole
+    file, nor lines a pattern picked."""
+    readings = [_viewing_commands(reader) for reader in
+                (_viewing_actions(step) if step.actions else [step])]
+    return bool(readings) and all(
+        commands is not None and _prints_a_stretch(commands)
+        and any(command.name in ("sed", "head", "tail") for command in commands)
+        for commands in readings)
+
+
 def _stretch_now(chosen: Sequence[int], file_lines: Sequence[str],
                  by_number: bool = False) -> list[int]:
     """A printed stretch's lines as the file holds the stretch now: lines an edit put
@@ -1356,8 +1373,11 @@ def _assemble(steps: Sequence[LoopStep], read_file: FileReader, rules: LoopRules
                        if _in_play(_steps_naming(steps, path, horizon, rules, naming),
                                    number, horizon, rules)}
             if in_play:
+                lines_whole = (rules.view_lines_max
+                               if rules.chosen_ranges and _reads_chosen_ranges(step)
+                               else rules.view_lines_whole)
                 part = _view_part(output_no, number, step, in_play, read_file, shown,
-                                  rules.view_lines_max, rules.view_lines_whole, names_shown)
+                                  rules.view_lines_max, lines_whole, names_shown)
                 resting = [path for path in views if path not in in_play]
                 if resting and rules.pointer_paths:  # their lines go; their names stay
                     part.text = (part.text[:-1] + f"[E{output_no} also printed: "
