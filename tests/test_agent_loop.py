@@ -18,6 +18,7 @@ from sqlalchemy import func, select
 
 from ctxdb import ContextStore, models
 from ctxdb.agent.adapter import (
+    LADDER_FOLDED_BEFORE,
     SentMessagesError,
     StepTakenError,
     TreeFiles,
@@ -1280,6 +1281,61 @@ def test_the_ladder_keeps_what_a_mixed_turn_and_a_call_said(tmp_path):
     assert f"[step 2] … [E{item_numbers(2)[0]}]\n" in text, text
 
 
+def test_what_the_ladder_folded_stays_folded_while_over_the_ceiling(tmp_path):
+    """Near the ceiling the ladder folds fresh outputs, then a view; at the next step the
+    view stays folded (settled), so fewer fresh outputs need folding — and without
+    *sticky ladder* those come back, changing the window where the cache held it (GPT-5's
+    sphinx-9229 showed and folded its step-22 output by turns). With the rule the next
+    window goes on as the one before it did."""
+    from ctxdb.config import load_settings
+
+    root = _tree(tmp_path)
+    tokenizer = load_settings().tokenizer
+
+    def printed(n: int, lines: int) -> str:
+        return "".join(f"result {n} line {i} of the run\n" for i in range(lines))
+
+    steps = [LoopStep("cat pkg/mod.py", MODULE), *_filler(3),
+             *(LoopStep(f"python step_{n}.py", printed(n, 12)) for n in (5, 6, 7)),
+             LoopStep("python big.py", printed(8, 40)), LoopStep("python small.py", printed(9, 5))]
+
+    def windows(ceiling: int, rules: LoopRules) -> list[tuple[set[int], str]]:
+        settled, built = None, []
+        for done in (8, 9):
+            window = build_window(steps[:done], TreeFiles(root), rules, str(root), settled)
+            plan = plan_window(window, tokenizer, ceiling, "t", PREFIX, run_ref="run:r:i")
+            assert plan.total_tokens <= ceiling
+            built.append((set(window.ladder_folded), window.text()))
+            settled = SettledParts.of(window, steps[:done], rules)
+        return built
+
+    view, fresh = item_numbers(1)[1], {item_numbers(n)[1] for n in (5, 6, 7)}
+    unfolded = 0
+    for ceiling in range(600, 1200, 20):
+        (folded, text), (next_folded, next_text) = windows(ceiling, RULES)
+        (off_folded, off_text), (off_next, off_next_text) = windows(
+            ceiling, RULES.without("sticky_ladder"))
+        assert (folded, text) == (off_folded, off_text)  # the first window: no window before
+        # (a next window under the ceiling as built needs no ladder: nothing is folded)
+        if not (view in folded and fresh <= folded) or not off_next or off_next >= fresh:
+            continue
+        unfolded += 1  # without the rule a fresh output the ladder folded comes back...
+        assert not off_next_text.startswith(off_text), ceiling
+        # ...with it, every one stays folded and the window goes on as the one before it
+        assert fresh | {view} <= next_folded and next_text.startswith(text), ceiling
+        last = ceiling
+    assert unfolded, "some ceiling should fold the view and then need fewer folds"
+    # the same through the store: the next decision reads what the ladder folded back
+    # from the previous one's budget_log, and says so
+    settings = dataclasses.replace(load_settings(), token_ceiling=last)
+    with ContextStore.open(tmp_path / "sticky.db", settings=settings) as store:
+        first, then = (construct_step(store, run_id="sticky", instance_id="demo", task="t",
+                                      steps=steps[:done], tree=root, prefix=PREFIX,
+                                      seq=done + 1, rules=RULES) for done in (8, 9))
+    again = [s.item_id for s in then.budget_log if s.detail == LADDER_FOLDED_BEFORE]
+    assert {f"E{n}" for n in fresh} <= set(again), (first.budget_log, then.budget_log)
+
+
 def test_the_current_arm_sends_the_history_whole(store, tmp_path):
     steps = [LoopStep("ls", "a\nb\n", thought="Look around."), *_filler(9)]
     context = construct_step(store, run_id="base", instance_id="demo", task="t", steps=steps,
@@ -2369,8 +2425,10 @@ def test_the_previous_window_is_read_by_item_through_its_index(tmp_path):
         plan = " ".join(str(row[-1]) for row in connection.execute(text(
             "EXPLAIN QUERY PLAN " + load_sql("forensics/previous_window_of_run")), {
                 "run_id": "r", "instance_id": "i", "seq": 2, "view": SHOWN_LINES,
-                "pointer": POINTER, "parts_per_step": 4, "note_part": 0}))
+                "pointer": POINTER, "parts_per_step": 4, "note_part": 0,
+                "fold_fresh": "loop_fold_fresh", "fold_view": "loop_fold_view"}))
     assert "USING INDEX ix_window_item_item" in plan, plan
+    assert "SCAN b" not in plan, plan  # the ladder's steps by the decision's key
 
 
 def test_a_loop_window_whose_count_is_an_upper_bound_is_flagged(store, tmp_path):

@@ -131,6 +131,8 @@ LADDER_FOLD_COMMAND = "loop_fold_command"
 LADDER_EVICT_OLDEST = "loop_evict_oldest"
 LADDER_CUT_NEWEST = "loop_cut_newest"
 OVER_CEILING_RULE = "over the ceiling"
+# a budget_log detail: the ladder folded the output in the run's previous window too
+LADDER_FOLDED_BEFORE = "folded in the previous window too"
 CUT_COMMAND_CHARS = 200  # an old command cut by the ladder keeps its start
 # Over the ceiling, the newest output is first cut to this share of it, before anything
 # older folds or leaves: one huge output (a 30,000-line log) would otherwise take the
@@ -637,7 +639,8 @@ def settled_parts(store: ContextStore, run_id: str, instance_id: str, seq: int,
         rows = connection.execute(sql_statement("forensics/previous_window_of_run"), {
             "run_id": run_id, "instance_id": instance_id, "seq": seq, "view": SHOWN_LINES,
             "pointer": POINTER, "parts_per_step": PARTS_PER_STEP,
-            "note_part": tree_change_item(1) % PARTS_PER_STEP}).mappings().all()
+            "note_part": tree_change_item(1) % PARTS_PER_STEP,
+            "fold_fresh": LADDER_FOLD_FRESH, "fold_view": LADDER_FOLD_VIEW}).mappings().all()
     if not rows:
         return None
     done = step_of_item(rows[-1]["item_no"])[0]
@@ -654,7 +657,8 @@ def settled_parts(store: ContextStore, run_id: str, instance_id: str, seq: int,
         parts[row["item_no"]] = SettledPart(row["content_sha256"], row["rendering"], text,
                                             row["note_content"])
     return SettledParts.settling(done, parts, history, rules,
-                                 waited_horizon(rows[-1]["flags"]))
+                                 waited_horizon(rows[-1]["flags"]),
+                                 frozenset(row["item_no"] for row in rows if row["ladder_folded"]))
 
 
 def waited_horizon(flags: str | None) -> int | None:
@@ -962,24 +966,33 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
     more than ``NEWEST_OUTPUT_CEILING_SHARE`` of the ceiling to what fits of its end in
     that share, or in the room the window leaves when that is more; drop the
     newest reasoning; fold the older outputs shown whole or elided, then the folded views,
-    oldest first; cut the long commands to their start, then fold the oldest commands
-    (a rung that would not shrink a part leaves it); then evict the oldest steps, each
-    whole; then cut the newest output to what fits of its end. A
+    oldest first — all those the run's previous window had folded so first, as it had
+    them (``LoopWindow.ladder_folded_before``); cut the long commands to their start, then
+    fold the oldest commands (a rung that would not shrink a part leaves it); then evict
+    the oldest steps, each whole; then cut the newest output to what fits of its end. A
     window the ladder cannot bring under the ceiling (the harness's own prompt is over it)
     is refused."""
     log: list[BudgetStep] = []
+    # what the previous window's ladder folded and this one still shows folded (a view
+    # settled as its label): still the ladder's, for the windows after it
+    window.ladder_folded.update(p.item_no for p in window.parts
+                                if p.item_no in window.ladder_folded_before
+                                and p.rendering == POINTER)
 
     def total() -> int:
         return fixed + sum(p.tokens for p in window.parts)
 
-    def replace_text(part: LoopPart, text: str, rendering: str, ladder: str) -> None:
+    def replace_text(part: LoopPart, text: str, rendering: str, ladder: str,
+                     detail: str | None = None) -> bool:
         tokens = _count(tokenizer, text)
         if tokens >= part.tokens:  # a short part's pointer or cut note is no smaller
-            return
+            return False
         before = total()
         part.text, part.rendering, part.rule = text, rendering, OVER_CEILING_RULE
         part.tokens = tokens
-        log.append(BudgetStep(len(log) + 1, ladder, f"E{part.item_no}", before, total()))
+        log.append(BudgetStep(len(log) + 1, ladder, f"E{part.item_no}", before, total(),
+                              detail))
+        return True
 
     outputs = [p for p in window.parts if p.kind != AGENT_TURN]
     newest = newest_output(window.parts)
@@ -1000,13 +1013,21 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
                               total()))
     folding = [p for p in outputs if p is not newest and p.rendering in (SHOWN_WHOLE, SHOWN_CUT)]
     folding += [p for p in outputs if p is not newest and p.rendering == SHOWN_LINES]
+    if total() <= ceiling:
+        return log
+    # what the previous window's ladder folded, first and all of it: the window goes on
+    # as that one did (sticky_ladder), whatever room that leaves
+    sticky = window.ladder_folded_before
+    folding = ([p for p in folding if p.item_no in sticky]
+               + [p for p in folding if p.item_no not in sticky])
     for part in folding:
-        if total() <= ceiling:
+        if total() <= ceiling and part.item_no not in sticky:
             return log
         label = part.label or masked_label(part.kind, part.content)
-        replace_text(part, f"[E{part.item_no} {label}]\n\n",
-                     POINTER,
-                     LADDER_FOLD_VIEW if part.kind == FILE_VIEW else LADDER_FOLD_FRESH)
+        if replace_text(part, f"[E{part.item_no} {label}]\n\n", POINTER,
+                        LADDER_FOLD_VIEW if part.kind == FILE_VIEW else LADDER_FOLD_FRESH,
+                        LADDER_FOLDED_BEFORE if part.item_no in sticky else None):
+            window.ladder_folded.add(part.item_no)
     commands = [p for p in window.parts if p.kind == AGENT_TURN and p.rule != LAST_THOUGHT_RULE]
     for part in commands:
         if total() <= ceiling:

@@ -328,6 +328,7 @@ class LoopRules:
     reasoning_in_play: bool = True  # a file whose path the agent's reasoning names is in play
     out_of_play_sticks: bool = True  # a view whose file went out of play stays a pointer
     paying_folds: bool = True  # a fold waits while its shrink does not pay its re-send
+    sticky_ladder: bool = True  # what the ladder folded stays folded while over the ceiling
     moved_run_summarized_min: int = MOVED_RUN_SUMMARIZED_MIN
 
     def without(self, rule: str) -> LoopRules:
@@ -361,6 +362,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "long_views": {"view_lines_whole": VIEW_LINES_MAX},
     "chosen_ranges": {"chosen_ranges": False},
     "paying_folds": {"paying_folds": False},
+    "sticky_ladder": {"sticky_ladder": False},
 }
 
 
@@ -422,6 +424,12 @@ class LoopWindow:
     decision_type: str = "localize"
     horizon: int = 0  # outputs of steps up to here are folded
     fold_waited: bool = False  # the stride's fold would not pay: the horizon stayed
+    # the outputs the ceiling's ladder folded in the run's previous window, when this one
+    # continues its history (``sticky_ladder``): folded first while this one is over the
+    # ceiling too, so that near the ceiling a part is not shown again at one step and
+    # folded at the next (each change re-sends the window after it uncached)
+    ladder_folded_before: frozenset[int] = frozenset()
+    ladder_folded: set[int] = field(default_factory=set)  # the outputs the ladder folded here
 
     def text(self, header: str = "") -> str:
         return header + "".join(part.text for part in self.parts)
@@ -488,6 +496,7 @@ class SettledParts:
     parts: dict[int, SettledPart]
     history: dict[int, str]
     horizon: int = 0
+    ladder_folded: frozenset[int] = frozenset()  # the outputs its ceiling's ladder folded
 
     @classmethod
     def of(cls, window: LoopWindow, steps: Sequence[LoopStep],
@@ -495,18 +504,21 @@ class SettledParts:
         """A window built after ``steps``, as the next window of its run settles on it."""
         return cls.settling(len(steps), {
             p.item_no: SettledPart(part_digest(p.content), p.rendering, p.text, p.content)
-            for p in window.parts}, history_digests(steps), rules, window.horizon)
+            for p in window.parts}, history_digests(steps), rules, window.horizon,
+            frozenset(window.ladder_folded))
 
     @classmethod
     def settling(cls, done: int, parts: dict[int, SettledPart], history: dict[int, str],
-                 rules: LoopRules, horizon: int | None = None) -> SettledParts:
+                 rules: LoopRules, horizon: int | None = None,
+                 ladder_folded: frozenset[int] = frozenset()) -> SettledParts:
         """Of a window's ``parts`` (item number -> as shown), those that settle: its
         folded outputs and its notes of changed lines. ``horizon``: the window's, when
-        its fold waited (else the stride's, ``fold_horizon``)."""
+        its fold waited (else the stride's, ``fold_horizon``). ``ladder_folded``: the
+        outputs the ceiling's ladder folded in it."""
         horizon = fold_horizon(done, rules) if horizon is None else horizon
         return cls(done, {item_no: part for item_no, part in parts.items()
                           if part.rendering in (SHOWN_LINES, POINTER)
-                          and _settles(item_no, horizon)}, history, horizon)
+                          and _settles(item_no, horizon)}, history, horizon, ladder_folded)
 
 
 def part_digest(content: str) -> str:
@@ -1285,10 +1297,22 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
     a window fits the token ceiling as built; a fold waits only for a window that does
     (else the ceiling's ladder would fold it anyway, and cruder)."""
     done = len(steps)
-    horizon = fold_horizon(done, rules)
     previous = settled if (rules.settled and settled is not None and settled.done == done - 1
                            and settled.history == history_digests(steps[:settled.done])
                            ) else None
+    window = _window_after(steps, read_file, rules, workdir, previous, prompt_names, fits)
+    if previous is not None and rules.sticky_ladder:
+        window.ladder_folded_before = previous.ladder_folded
+    return window
+
+
+def _window_after(steps: Sequence[LoopStep], read_file: FileReader, rules: LoopRules,
+                  workdir: str, previous: SettledParts | None, prompt_names: frozenset[str],
+                  fits: Callable[[LoopWindow], bool] | None) -> LoopWindow:
+    """``build_window``'s window, ``previous`` the previous window of the run when this
+    one continues its history."""
+    done = len(steps)
+    horizon = fold_horizon(done, rules)
     if previous is not None and previous.horizon == horizon:
         return _assemble(steps, read_file, rules, workdir, horizon, previous.parts,
                          prompt_names)
