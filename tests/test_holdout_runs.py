@@ -182,6 +182,19 @@ def test_another_harness_runs_folder_is_read_with_its_reports_verdicts(tmp_path)
     assert "left out: owner__name-3: not among the report's completed_ids" in done.stderr
     assert "left out: 1 runs of the repositories the rules were set on (sympy/sympy 1)" \
         in done.stderr
+    # another model's runs of a development repository, kept when asked for
+    _git(tmp_path, "clone", "-q", "--bare", str(work), str(mirrors / "sympy+sympy"))
+    (runs / "sympy__sympy-1" / "sympy__sympy-1.traj.json").write_text(
+        json.dumps({"info": {"submission": patch}, "messages": []}), encoding="utf-8")
+    done = holdout_runs("--runs-from", str(runs), "--report", str(report),
+                        "--development-repositories")
+    assert done.returncode == 0 and done.stdout.startswith("3 runs in"), done.stderr
+    assert "rules were set on" not in done.stderr
+    sympy_run = json.loads((tmp_path / "out" / "runs.jsonl").read_text(
+        encoding="utf-8").splitlines()[2])
+    assert (sympy_run["repo"], sympy_run["base_commit"]) == ("sympy/sympy", base)
+    done = holdout_runs("--development-repositories")
+    assert done.returncode == 2 and "goes with --runs-from" in done.stderr
     # a trajectory that is not JSON is named
     (runs / "owner__name-1" / "owner__name-1.traj.json").write_text("{", encoding="utf-8")
     done = holdout_runs("--runs-from", str(runs), "--report", str(report))

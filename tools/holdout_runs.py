@@ -288,7 +288,14 @@ def main() -> int:
     parser.add_argument("mirrors", type=Path, help="bare git directories as OWNER+NAME/repo")
     parser.add_argument("out", type=Path, help="where runs.jsonl and trajs/ go")
     add_runs_options(parser)
+    parser.add_argument("--development-repositories", action="store_true",
+                        help="with --runs-from: keep the runs of "
+                             + " and ".join(DEVELOPMENT_REPOSITORIES)
+                             + " too (another model's runs of them were not what the rules "
+                               "were set on)")
     args = parser.parse_args()
+    if args.development_repositories and args.runs_from is None:
+        parser.error("--development-repositories goes with --runs-from")
     try:
         return _write_runs(args)
     except RunsError as exc:
@@ -309,7 +316,7 @@ def _write_runs(args: argparse.Namespace) -> int:
     developed: Counter[str] = Counter()  # runs of the repositories the rules were set on
     for instance_id, read_trajectory in source.runs:
         repo = repo_of(instance_id)
-        if repo in DEVELOPMENT_REPOSITORIES:
+        if repo in DEVELOPMENT_REPOSITORIES and not args.development_repositories:
             developed[repo] += 1
             continue
         git_dir = git_dir_of(args.mirrors, repo)
