@@ -27,6 +27,7 @@ from ctxdb.agent.adapter import (
     prompt_names,
     run_ref,
     step_json,
+    window_fits,
 )
 from ctxdb.agent.arms import PromptCounter
 from ctxdb.agent.loop import (
@@ -559,11 +560,21 @@ def test_a_view_of_lines_chosen_by_number_is_shown_whole(tmp_path):
     view's cut is for a whole file printed, or lines a pattern picked."""
     root = _tree(tmp_path)
     rules = dataclasses.replace(RULES, view_lines_whole=10)
+    other = "ALPHA = 1\n"
     for command, printed, whole in (
             ("nl -ba pkg/mod.py | sed -n '1,80p'", _nl(1, 80), True),
             ("sed -n '1,80p' pkg/mod.py", _lines(1, 80), True),
+            ("cd pkg && sed --quiet '1,80p' mod.py", _lines(1, 80), True),
             ("head -n 80 pkg/mod.py", _lines(1, 80), True),
+            ("cat pkg/mod.py | head -80", _lines(1, 80), True),
+            ("tail -n 80 pkg/mod.py", _lines(1, 80), True),
+            # the whole file printed, one way or another
             ("cat pkg/mod.py", MODULE, False),
+            ("sed '1,80p' pkg/mod.py", MODULE + _lines(1, 80), False),  # no -n: all, twice
+            ("tail -n +1 pkg/mod.py", MODULE, False),
+            ("head -c 3000 pkg/mod.py", MODULE, False),
+            # beside another file, or picked by a pattern
+            ("cat pkg/mod.py; head -n 1 pkg/other.py", MODULE + other, False),
             ("grep -n value pkg/mod.py", "".join(
                 f"{n}:{line}\n" for n, line in enumerate(MODULE.splitlines(), 1)
                 if "value" in line), False)):
@@ -575,6 +586,14 @@ def test_a_view_of_lines_chosen_by_number_is_shown_whole(tmp_path):
         # the rule off: a long view like any other
         off = build_window(steps, TreeFiles(root), rules.without("chosen_ranges")).parts[1]
         assert ELIDED_LINES in off.text, command
+    # a turn of several actions: each reading on its own, the chosen range whole
+    turn = LoopStep("cat pkg/other.py\nsed -n '1,80p' pkg/mod.py", other + _lines(1, 80),
+                    actions=(LoopStep("cat pkg/other.py", other, returncode=0),
+                             LoopStep("sed -n '1,80p' pkg/mod.py", _lines(1, 80),
+                                      returncode=0)))
+    view = build_window([turn, *_filler(8)], TreeFiles(root), rules).parts[1]
+    assert "1\tALPHA = 1" in view.text and ELIDED_LINES not in view.text, view.text
+    assert "\n78\t    return value + 39\n" in view.text
 
 
 def test_a_listing_read_once_keeps_neither_its_step_nor_its_text_alive(tmp_path):
@@ -1322,18 +1341,33 @@ def test_what_the_ladder_folded_stays_folded_while_over_the_ceiling(tmp_path):
         unfolded += 1  # without the rule a fresh output the ladder folded comes back...
         assert not off_next_text.startswith(off_text), ceiling
         # ...with it, every one stays folded and the window goes on as the one before it
-        assert fresh | {view} <= next_folded and next_text.startswith(text), ceiling
+        # (the view stays folded as it was shown: settled)
+        assert fresh <= next_folded and next_text.startswith(text), ceiling
         last = ceiling
     assert unfolded, "some ceiling should fold the view and then need fewer folds"
     # the same through the store: the next decision reads what the ladder folded back
     # from the previous one's budget_log, and says so
+    # and the same windows as a replay builds them in memory (its rule-off arms), across
+    # a fold: both remember exactly the ladder's folds
+    longer = [*steps, *(LoopStep(f"python more_{n}.py", printed(10 + n, 12)) for n in range(4))]
     settings = dataclasses.replace(load_settings(), token_ceiling=last)
+    fits = window_fits(tokenizer, last, "t", PREFIX, run_ref("sticky", "demo"))
+    settled = None
     with ContextStore.open(tmp_path / "sticky.db", settings=settings) as store:
-        first, then = (construct_step(store, run_id="sticky", instance_id="demo", task="t",
-                                      steps=steps[:done], tree=root, prefix=PREFIX,
-                                      seq=done + 1, rules=RULES) for done in (8, 9))
-    again = [s.item_id for s in then.budget_log if s.detail == LADDER_FOLDED_BEFORE]
-    assert {f"E{n}" for n in fresh} <= set(again), (first.budget_log, then.budget_log)
+        for done in range(8, len(longer) + 1):
+            stored = construct_step(store, run_id="sticky", instance_id="demo", task="t",
+                                    steps=longer[:done], tree=root, prefix=PREFIX,
+                                    seq=done + 1, rules=RULES)
+            window = build_window(longer[:done], TreeFiles(root), RULES, str(root), settled,
+                                  prompt_names(PREFIX, "t"), fits)
+            plan = plan_window(window, tokenizer, last, "t", PREFIX,
+                               run_ref=run_ref("sticky", "demo"))
+            settled = SettledParts.of(window, longer[:done], RULES)
+            assert stored.messages(prefix=PREFIX)[-1]["content"] == plan.text("t"), done
+            if done == 9:
+                again = [s.item_id for s in stored.budget_log
+                         if s.detail == LADDER_FOLDED_BEFORE]
+                assert {f"E{n}" for n in fresh} <= set(again), stored.budget_log
 
 
 def test_the_current_arm_sends_the_history_whole(store, tmp_path):

@@ -973,11 +973,6 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
     window the ladder cannot bring under the ceiling (the harness's own prompt is over it)
     is refused."""
     log: list[BudgetStep] = []
-    # what the previous window's ladder folded and this one still shows folded (a view
-    # settled as its label): still the ladder's, for the windows after it
-    window.ladder_folded.update(p.item_no for p in window.parts
-                                if p.item_no in window.ladder_folded_before
-                                and p.rendering == POINTER)
 
     def total() -> int:
         return fixed + sum(p.tokens for p in window.parts)

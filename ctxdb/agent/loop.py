@@ -26,8 +26,8 @@ what a next action takes from it:
   it showed, line-numbered and read from the tree as it is now — only the lines no earlier
   kept view of that file shows; past its first ``VIEW_LINES_WHOLE``, only its definitions
   and the lines with a name the window before it does not show — unless the command chose
-  the lines by number (``sed -n 'A,Bp'``, ``head -n N``): the agent asked for each of
-  them, and edits what it asked for. It stays while its file
+  the lines by number (``sed -n 'A,Bp'``, ``head -n N``, ``tail -n N``): the agent asked
+  for each of them, and edits what it asked for. It stays while its file
   is in play: a command, or the agent's reasoning by the file's path, named the file
   within ``FILE_IN_PLAY_STEPS`` steps of the fold horizon, and of every fold since the
   view's step (a view out of play stays out).
@@ -429,7 +429,9 @@ class LoopWindow:
     # ceiling too, so that near the ceiling a part is not shown again at one step and
     # folded at the next (each change re-sends the window after it uncached)
     ladder_folded_before: frozenset[int] = frozenset()
-    ladder_folded: set[int] = field(default_factory=set)  # the outputs the ladder folded here
+    # the outputs the ladder folded here (its budget_log's folds: what the store reads
+    # back for the next window, so a replay's windows in memory keep the same)
+    ladder_folded: set[int] = field(default_factory=set)
 
     def text(self, header: str = "") -> str:
         return header + "".join(part.text for part in self.parts)
@@ -1041,16 +1043,43 @@ def _prints_a_stretch(commands: Sequence[ShellCommand]) -> bool:
     return True
 
 
-def _reads_chosen_ranges(step: LoopStep) -> bool:
-    """Whether every reading of the step printed lines it chose by number: a stretch
-    (``_prints_a_stretch``) through ``sed -n 'A,Bp'``, ``head`` or ``tail`` — not a whole
-    file, nor lines a pattern picked."""
-    readings = [_viewing_commands(reader) for reader in
-                (_viewing_actions(step) if step.actions else [step])]
-    return bool(readings) and all(
-        commands is not None and _prints_a_stretch(commands)
-        and any(command.name in ("sed", "head", "tail") for command in commands)
-        for commands in readings)
+def _chosen_range_files(step: LoopStep, workdir: str) -> frozenset[str]:
+    """The files the step printed lines of that it chose by number: each reading (each
+    action of a turn of several) that printed one file, as a stretch
+    (``_prints_a_stretch``) through a range — ``sed -n 'A,Bp'``, ``head``/``tail`` with a
+    line count (not ``tail -n +N``, to the file's end, nor bytes). Not a whole file, nor
+    lines a pattern picked, nor a file printed beside another."""
+    chosen = set()
+    for reader in (_viewing_actions(step) if step.actions else [step]):
+        commands = _viewing_commands(reader)
+        if not commands or not _prints_a_stretch(commands) \
+                or not any(map(_chooses_lines_by_number, commands)):
+            continue
+        files = [path for command in commands for path in (
+            _repository_path(word, command.cwd, workdir) for word in _file_operands(command))
+                 if path is not None]
+        if len(files) == 1:
+            chosen.update(files)
+    return frozenset(chosen)
+
+
+def _chooses_lines_by_number(command: ShellCommand) -> bool:
+    """``sed -n 'A,Bp'``, or ``head``/``tail`` given a line count (``-n N``, ``-N``,
+    ``--lines=N``; not ``tail -n +N``, nor ``-c``): lines picked by their numbers."""
+    if command.name == "sed":  # a stretch's sed prints a line range (_prints_a_stretch)
+        return "-n" in command.words[1:] or "--quiet" in command.words[1:] \
+            or "--silent" in command.words[1:]
+    if command.name not in ("head", "tail"):
+        return False
+    parsed = _parsed_options(command)
+    if parsed.short & {"c"} or "bytes" in parsed.long:
+        return False
+    words = command.words[1:]
+    counts = [value for flag, value in zip(words, words[1:], strict=False) if flag == "-n"]
+    counts += [w[2:] for w in words if w.startswith("-n") and len(w) > 2]
+    counts += [parsed.long["lines"]] if "lines" in parsed.long else []
+    counts += [w[1:] for w in words if w[1:].isdigit() and w.startswith("-")]
+    return bool(counts) and all(count.isdigit() for count in counts)
 
 
 def _stretch_now(chosen: Sequence[int], file_lines: Sequence[str],
@@ -1292,7 +1321,8 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
     (repository-relative path -> its lines now, or None); the agent's commands run in
     ``workdir``, the repository's root. ``settled``: what the previous decision's window
     of this run showed (kept while the fold horizon stays where it was; a fold that would
-    not pay waits, ``paying_folds``, which needs it). ``prompt_names``: the names the
+    not pay waits, ``paying_folds``, which needs it; what its ceiling's ladder folded is
+    folded first here when over the ceiling, ``sticky_ladder``). ``prompt_names``: the names the
     harness's prompt shows (``prompt_names``), which no pointer lists. ``fits``: whether
     a window fits the token ceiling as built; a fold waits only for a window that does
     (else the ceiling's ladder would fold it anyway, and cruder)."""
@@ -1397,11 +1427,10 @@ def _assemble(steps: Sequence[LoopStep], read_file: FileReader, rules: LoopRules
                        if _in_play(_steps_naming(steps, path, horizon, rules, naming),
                                    number, horizon, rules)}
             if in_play:
-                lines_whole = (rules.view_lines_max
-                               if rules.chosen_ranges and _reads_chosen_ranges(step)
-                               else rules.view_lines_whole)
                 part = _view_part(output_no, number, step, in_play, read_file, shown,
-                                  rules.view_lines_max, lines_whole, names_shown)
+                                  rules.view_lines_max, rules.view_lines_whole, names_shown,
+                                  _chosen_range_files(step, workdir) if rules.chosen_ranges
+                                  else frozenset())
                 resting = [path for path in views if path not in in_play]
                 if resting and rules.pointer_paths:  # their lines go; their names stay
                     part.text = (part.text[:-1] + f"[E{output_no} also printed: "
@@ -1956,7 +1985,11 @@ class _NamesShown:
 
 def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list[int]],
                read_file: FileReader, shown: dict[str, set[int]], lines_max: int,
-               lines_whole: int, names_shown: _NamesShown) -> LoopPart:
+               lines_whole: int, names_shown: _NamesShown,
+               chosen: frozenset[str] = frozenset()) -> LoopPart:
+    """A step's folded view: per file, the lines no earlier kept view shows, a long one's
+    tail cut (``_with_something_new``) unless the agent chose its lines by number
+    (``chosen``, *chosen ranges*)."""
     blocks = []
     first_path, span = None, None
     shown_before: list[str] = []  # this view's earlier files' lines, for a later long tail
@@ -1966,7 +1999,7 @@ def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list
         unseen = [n for n in numbers if 1 <= n <= len(lines) and n not in seen][:lines_max]
         if not any(lines[n - 1].strip() for n in unseen) and any(n in seen for n in numbers):
             unseen = []  # blank lines alone, the rest shown above: bare numbers say nothing
-        if len(unseen) > lines_whole:
+        if len(unseen) > lines_whole and path not in chosen:
             names = names_shown.now()
             for line in shown_before:
                 names.update(_names(line))
