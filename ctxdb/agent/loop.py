@@ -1429,8 +1429,7 @@ def _assemble(steps: Sequence[LoopStep], read_file: FileReader, rules: LoopRules
             if in_play:
                 part = _view_part(output_no, number, step, in_play, read_file, shown,
                                   rules.view_lines_max, rules.view_lines_whole, names_shown,
-                                  _chosen_range_files(step, workdir) if rules.chosen_ranges
-                                  else frozenset())
+                                  workdir if rules.chosen_ranges else None)
                 resting = [path for path in views if path not in in_play]
                 if resting and rules.pointer_paths:  # their lines go; their names stay
                     part.text = (part.text[:-1] + f"[E{output_no} also printed: "
@@ -1986,11 +1985,13 @@ class _NamesShown:
 def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list[int]],
                read_file: FileReader, shown: dict[str, set[int]], lines_max: int,
                lines_whole: int, names_shown: _NamesShown,
-               chosen: frozenset[str] = frozenset()) -> LoopPart:
+               chosen_in: str | None = None) -> LoopPart:
     """A step's folded view: per file, the lines no earlier kept view shows, a long one's
     tail cut (``_with_something_new``) unless the agent chose its lines by number
-    (``chosen``, *chosen ranges*)."""
+    (*chosen ranges*, read from the step run in ``chosen_in``, the workdir; None: the
+    rule off) — asked only of a long view, since every window builds every view."""
     blocks = []
+    chosen: frozenset[str] | None = None  # read once, at the step's first long view
     first_path, span = None, None
     shown_before: list[str] = []  # this view's earlier files' lines, for a later long tail
     for path, numbers in views.items():
@@ -1999,7 +2000,10 @@ def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list
         unseen = [n for n in numbers if 1 <= n <= len(lines) and n not in seen][:lines_max]
         if not any(lines[n - 1].strip() for n in unseen) and any(n in seen for n in numbers):
             unseen = []  # blank lines alone, the rest shown above: bare numbers say nothing
-        if len(unseen) > lines_whole and path not in chosen:
+        if len(unseen) > lines_whole and chosen is None:
+            chosen = (frozenset() if chosen_in is None
+                      else _chosen_range_files(step, chosen_in))
+        if len(unseen) > lines_whole and path not in (chosen or ()):
             names = names_shown.now()
             for line in shown_before:
                 names.update(_names(line))
