@@ -1259,7 +1259,8 @@ def test_the_ladder_words_a_pointer_as_the_fold_does(tmp_path):
     with ContextStore.open(tmp_path / "tight.db", settings=settings) as store:
         context = construct_step(store, run_id="tight", instance_id="demo", task="t",
                                  steps=steps, tree=_tree(tmp_path / "tree"), prefix=PREFIX,
-                                 rules=RULES)
+                                 # (the empty output folded first)
+                                 rules=RULES.without("largest_first"))
         assert context.budget_log, "the window should need the ladder"
         text = context.render()
         assert f"[E{item_numbers(1)[1]} tool output: no output]" in text, text
@@ -1330,10 +1331,13 @@ def test_what_the_ladder_folded_stays_folded_while_over_the_ceiling(tmp_path):
 
     view, fresh = item_numbers(1)[1], {item_numbers(n)[1] for n in (5, 6, 7)}
     unfolded = 0
+    # (the ladder folding the oldest first, as it did then: largest first, it folds the
+    # long output before the short ones)
+    oldest_first = RULES.without("largest_first")
     for ceiling in range(600, 1200, 20):
-        (folded, text), (next_folded, next_text) = windows(ceiling, RULES)
+        (folded, text), (next_folded, next_text) = windows(ceiling, oldest_first)
         (off_folded, off_text), (off_next, off_next_text) = windows(
-            ceiling, RULES.without("sticky_ladder"))
+            ceiling, oldest_first.without("sticky_ladder"))
         assert (folded, text) == (off_folded, off_text)  # the first window: no window before
         # (a next window under the ceiling as built needs no ladder: nothing is folded)
         if not (view in folded and fresh <= folded) or not off_next or off_next >= fresh:
@@ -1368,6 +1372,48 @@ def test_what_the_ladder_folded_stays_folded_while_over_the_ceiling(tmp_path):
                 again = [s.item_id for s in stored.budget_log
                          if s.detail == LADDER_FOLDED_BEFORE]
                 assert {f"E{n}" for n in fresh} <= set(again), stored.budget_log
+
+
+def test_over_the_ceiling_the_largest_output_folds_first(tmp_path):
+    """One long output (a 500-line ``grep -R``) puts the window over the ceiling: the
+    ladder folds it, and the short outputs the agent reads from stay — oldest first, it
+    folded those before reaching the long one (GPT-5-mini's sympy-22456 then replaced a
+    line only a folded 20-line ``sed -n`` had shown). Among outputs of one size the
+    oldest still goes first."""
+    from ctxdb.config import load_settings
+
+    root = _tree(tmp_path)
+    tokenizer = load_settings().tokenizer
+    grep = "".join(f"pkg/x_{n}.py:{n}: String(value_{n})\n" for n in range(300))
+    steps = [LoopStep("sed -n '1,6p' pkg/mod.py", _lines(1, 6)),
+             LoopStep("sed -n '7,12p' pkg/mod.py", _lines(7, 12)),
+             LoopStep('grep -R "String(" -n', grep),
+             LoopStep("sed -n '13,18p' pkg/mod.py", _lines(13, 18)),
+             LoopStep("python -c 'print(1)'", "1\n")]
+    short = {item_numbers(n)[1] for n in (1, 2)}
+    long = item_numbers(3)[1]
+
+    def ladder(rules: LoopRules, ceiling: int) -> list[str]:
+        window = build_window(steps, TreeFiles(root), rules, str(root))
+        plan = plan_window(window, tokenizer, ceiling, "t", PREFIX, run_ref="run:r:i")
+        assert plan.total_tokens <= ceiling
+        return [rung.item_id for rung in plan.budget_steps if rung.ladder_step == "loop_fold_fresh"]
+
+    whole = plan_window(build_window(steps, TreeFiles(root), RULES, str(root)), tokenizer,
+                        None, "t", PREFIX, run_ref="run:r:i").total_tokens
+    for ceiling in (whole - 40, whole - 400, whole - 1500):
+        assert ladder(RULES, ceiling) == [f"E{long}"], ceiling
+        oldest = ladder(RULES.without("largest_first"), ceiling)
+        assert oldest[:2] == [f"E{n}" for n in sorted(short)], (ceiling, oldest)
+    # two outputs of one size: the older folds first
+    twins = [LoopStep("python a.py", grep), LoopStep("python b.py", grep.replace("x_", "y_")),
+             *steps[3:]]
+    plan = plan_window(build_window(twins, TreeFiles(root), RULES, str(root)), tokenizer, None,
+                       "t", PREFIX, run_ref="run:r:i")
+    assert plan.window.parts[1].tokens == plan.window.parts[3].tokens
+    plan = plan_window(build_window(twins, TreeFiles(root), RULES, str(root)), tokenizer,
+                       plan.total_tokens - 40, "t", PREFIX, run_ref="run:r:i")
+    assert [rung.item_id for rung in plan.budget_steps] == [f"E{item_numbers(1)[1]}"]
 
 
 def test_the_current_arm_sends_the_history_whole(store, tmp_path):

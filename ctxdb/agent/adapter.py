@@ -966,8 +966,9 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
     more than ``NEWEST_OUTPUT_CEILING_SHARE`` of the ceiling to what fits of its end in
     that share, or in the room the window leaves when that is more; drop the
     newest reasoning; fold the older outputs shown whole or elided, then the folded views,
-    oldest first — all those the run's previous window had folded so first, as it had
-    them (``LoopWindow.ladder_folded_before``); cut the long commands to their start, then
+    the largest first (``LoopWindow.ladder_largest_first``; else the oldest first) — all
+    those the run's previous window had folded so first, as it had them
+    (``LoopWindow.ladder_folded_before``); cut the long commands to their start, then
     fold the oldest commands (a rung that would not shrink a part leaves it); then evict
     the oldest steps, each whole; then cut the newest output to what fits of its end. A
     window the ladder cannot bring under the ceiling (the harness's own prompt is over it)
@@ -1007,7 +1008,13 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
         log.append(BudgetStep(len(log) + 1, LADDER_DROP_REASONING, f"E{part.item_no}", before,
                               total()))
     folding = [p for p in outputs if p is not newest and p.rendering in (SHOWN_WHOLE, SHOWN_CUT)]
-    folding += [p for p in outputs if p is not newest and p.rendering == SHOWN_LINES]
+    views = [p for p in outputs if p is not newest and p.rendering == SHOWN_LINES]
+    if window.ladder_largest_first:
+        # the fewest parts that make room: one long output (a 500-line grep) goes before
+        # the short ones the agent reads from (stable: the oldest first among equals)
+        folding.sort(key=lambda part: -part.tokens)
+        views.sort(key=lambda part: -part.tokens)
+    folding += views
     if total() <= ceiling:
         return log
     # what the previous window's ladder folded, first and all of it: the window goes on

@@ -329,6 +329,7 @@ class LoopRules:
     out_of_play_sticks: bool = True  # a view whose file went out of play stays a pointer
     paying_folds: bool = True  # a fold waits while its shrink does not pay its re-send
     sticky_ladder: bool = True  # what the ladder folded stays folded while over the ceiling
+    largest_first: bool = True  # over the ceiling the largest outputs fold first, not the oldest
     moved_run_summarized_min: int = MOVED_RUN_SUMMARIZED_MIN
 
     def without(self, rule: str) -> LoopRules:
@@ -363,6 +364,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "chosen_ranges": {"chosen_ranges": False},
     "paying_folds": {"paying_folds": False},
     "sticky_ladder": {"sticky_ladder": False},
+    "largest_first": {"largest_first": False},
 }
 
 
@@ -432,6 +434,9 @@ class LoopWindow:
     # the outputs the ladder folded here (its budget_log's folds: what the store reads
     # back for the next window, so a replay's windows in memory keep the same)
     ladder_folded: set[int] = field(default_factory=set)
+    # the ladder folds the largest outputs (then views) first, the oldest first among
+    # parts of one size (``largest_first``); else the oldest first
+    ladder_largest_first: bool = False
 
     def text(self, header: str = "") -> str:
         return header + "".join(part.text for part in self.parts)
@@ -1333,6 +1338,7 @@ def build_window(steps: Sequence[LoopStep], read_file: FileReader,
     window = _window_after(steps, read_file, rules, workdir, previous, prompt_names, fits)
     if previous is not None and rules.sticky_ladder:
         window.ladder_folded_before = previous.ladder_folded
+    window.ladder_largest_first = rules.largest_first
     return window
 
 
