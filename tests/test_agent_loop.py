@@ -19,6 +19,7 @@ from sqlalchemy import func, select
 from ctxdb import ContextStore, models
 from ctxdb.agent.adapter import (
     LADDER_FOLDED_BEFORE,
+    LADDER_LARGEST_FIRST,
     SentMessagesError,
     StepTakenError,
     TreeFiles,
@@ -35,6 +36,7 @@ from ctxdb.agent.loop import (
     EARLY_LISTING_SHARE_MAX,
     ELIDED_LINES,
     FILE_IN_PLAY_STEPS,
+    FILE_VIEW,
     GONE,
     LISTING_ENTRIES_MAX,
     MASK_HINT,
@@ -1331,8 +1333,10 @@ def test_what_the_ladder_folded_stays_folded_while_over_the_ceiling(tmp_path):
 
     view, fresh = item_numbers(1)[1], {item_numbers(n)[1] for n in (5, 6, 7)}
     unfolded = 0
-    # (the ladder folding the oldest first, as it did then: largest first, it folds the
-    # long output before the short ones)
+    # (the ladder folding the oldest first, as when GPT-5's case was found: largest
+    # first, the next window folds step 8's long output, the previous window's newest,
+    # which that window's ladder could not fold, so the window cannot go on as the one
+    # before it at any ceiling of this sweep, with the rule or without it)
     oldest_first = RULES.without("largest_first")
     for ceiling in range(600, 1200, 20):
         (folded, text), (next_folded, next_text) = windows(ceiling, oldest_first)
@@ -1375,11 +1379,11 @@ def test_what_the_ladder_folded_stays_folded_while_over_the_ceiling(tmp_path):
 
 
 def test_over_the_ceiling_the_largest_output_folds_first(tmp_path):
-    """One long output (a 500-line ``grep -R``) puts the window over the ceiling: the
+    """One long output (a 521-line ``grep -R``) puts the window over the ceiling: the
     ladder folds it, and the short outputs the agent reads from stay — oldest first, it
     folded those before reaching the long one (GPT-5-mini's sympy-22456 then replaced a
-    line only a folded 20-line ``sed -n`` had shown). Among outputs of one size the
-    oldest still goes first."""
+    line only a folded 81-line ``nl -ba … | sed -n`` had shown). Among outputs of one size
+    the oldest still goes first; views, after the outputs, the largest first too."""
     from ctxdb.config import load_settings
 
     root = _tree(tmp_path)
@@ -1414,6 +1418,27 @@ def test_over_the_ceiling_the_largest_output_folds_first(tmp_path):
     plan = plan_window(build_window(twins, TreeFiles(root), RULES, str(root)), tokenizer,
                        plan.total_tokens - 40, "t", PREFIX, run_ref="run:r:i")
     assert [rung.item_id for rung in plan.budget_steps] == [f"E{item_numbers(1)[1]}"]
+    assert [rung.detail for rung in plan.budget_steps] == [LADDER_LARGEST_FIRST]
+    # views: a short one of step 1, a long one of step 2, folded by the stride; the fresh
+    # outputs (one-line prints) have nothing to give
+    viewed = [LoopStep("sed -n '1,4p' pkg/mod.py", _lines(1, 4)),
+              LoopStep("sed -n '11,70p' pkg/mod.py", _lines(11, 70)),
+              *(LoopStep(f"python -c 'print({n})' # pkg/mod.py", f"{n}\n") for n in range(6))]
+    short_view, long_view = (f"E{item_numbers(n)[1]}" for n in (1, 2))
+
+    def view_folds(rules: LoopRules) -> list[str]:
+        window = build_window(viewed, TreeFiles(root), rules, str(root))
+        assert {p.item_no for p in window.parts if p.kind == FILE_VIEW} >= {
+            item_numbers(1)[1], item_numbers(2)[1]}
+        whole = plan_window(window, tokenizer, None, "t", PREFIX,
+                            run_ref="run:r:i").total_tokens
+        window = build_window(viewed, TreeFiles(root), rules, str(root))
+        plan = plan_window(window, tokenizer, whole - 20, "t", PREFIX, run_ref="run:r:i")
+        return [rung.item_id for rung in plan.budget_steps
+                if rung.ladder_step == "loop_fold_view"]
+
+    assert view_folds(RULES) == [long_view]
+    assert view_folds(RULES.without("largest_first"))[0] == short_view
 
 
 def test_the_current_arm_sends_the_history_whole(store, tmp_path):

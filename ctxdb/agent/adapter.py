@@ -133,6 +133,8 @@ LADDER_CUT_NEWEST = "loop_cut_newest"
 OVER_CEILING_RULE = "over the ceiling"
 # a budget_log detail: the ladder folded the output in the run's previous window too
 LADDER_FOLDED_BEFORE = "folded in the previous window too"
+# (why a newer output folded while an older one stayed: largest_first)
+LADDER_LARGEST_FIRST = "the largest first"
 CUT_COMMAND_CHARS = 200  # an old command cut by the ladder keeps its start
 # Over the ceiling, the newest output is first cut to this share of it, before anything
 # older folds or leaves: one huge output (a 30,000-line log) would otherwise take the
@@ -1010,8 +1012,8 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
     folding = [p for p in outputs if p is not newest and p.rendering in (SHOWN_WHOLE, SHOWN_CUT)]
     views = [p for p in outputs if p is not newest and p.rendering == SHOWN_LINES]
     if window.ladder_largest_first:
-        # the fewest parts that make room: one long output (a 500-line grep) goes before
-        # the short ones the agent reads from (stable: the oldest first among equals)
+        # one long output (a 521-line grep) goes before the short ones the agent reads
+        # from; outputs still before views (stable: the oldest first among equals)
         folding.sort(key=lambda part: -part.tokens)
         views.sort(key=lambda part: -part.tokens)
     folding += views
@@ -1028,7 +1030,8 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
         label = part.label or masked_label(part.kind, part.content)
         if replace_text(part, f"[E{part.item_no} {label}]\n\n", POINTER,
                         LADDER_FOLD_VIEW if part.kind == FILE_VIEW else LADDER_FOLD_FRESH,
-                        LADDER_FOLDED_BEFORE if part.item_no in sticky else None):
+                        LADDER_FOLDED_BEFORE if part.item_no in sticky
+                        else LADDER_LARGEST_FIRST if window.ladder_largest_first else None):
             window.ladder_folded.add(part.item_no)
     commands = [p for p in window.parts if p.kind == AGENT_TURN and p.rule != LAST_THOUGHT_RULE]
     for part in commands:

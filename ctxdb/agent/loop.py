@@ -436,7 +436,7 @@ class LoopWindow:
     ladder_folded: set[int] = field(default_factory=set)
     # the ladder folds the largest outputs (then views) first, the oldest first among
     # parts of one size (``largest_first``); else the oldest first
-    ladder_largest_first: bool = False
+    ladder_largest_first: bool = True
 
     def text(self, header: str = "") -> str:
         return header + "".join(part.text for part in self.parts)
