@@ -1332,27 +1332,30 @@ def test_what_the_ladder_folded_stays_folded_while_over_the_ceiling(tmp_path):
         return built
 
     view, fresh = item_numbers(1)[1], {item_numbers(n)[1] for n in (5, 6, 7)}
-    unfolded = 0
-    # (the ladder folding the oldest first, as when GPT-5's case was found: largest
-    # first, the next window folds step 8's long output, the previous window's newest,
-    # which that window's ladder could not fold, so the window cannot go on as the one
-    # before it at any ceiling of this sweep, with the rule or without it)
-    oldest_first = RULES.without("largest_first")
-    for ceiling in range(600, 1200, 20):
-        (folded, text), (next_folded, next_text) = windows(ceiling, oldest_first)
-        (off_folded, off_text), (off_next, off_next_text) = windows(
-            ceiling, oldest_first.without("sticky_ladder"))
-        assert (folded, text) == (off_folded, off_text)  # the first window: no window before
-        # (a next window under the ceiling as built needs no ladder: nothing is folded)
-        if not (view in folded and fresh <= folded) or not off_next or off_next >= fresh:
-            continue
-        unfolded += 1  # without the rule a fresh output the ladder folded comes back...
-        assert not off_next_text.startswith(off_text), ceiling
-        # ...with it, every one stays folded and the window goes on as the one before it
-        # (the view stays folded as it was shown: settled)
-        assert fresh <= next_folded and next_text.startswith(text), ceiling
-        last = ceiling
-    assert unfolded, "some ceiling should fold the view and then need fewer folds"
+    # (in either order of the ladder's folds: the oldest first, as when GPT-5's case was
+    # found, or the largest first)
+    unfolded = {order: 0 for order in ("largest", "oldest")}
+    for order, rules in (("largest", RULES), ("oldest", RULES.without("largest_first"))):
+        for ceiling in range(600, 1200, 20):
+            (folded, text), (next_folded, next_text) = windows(ceiling, rules)
+            (off_folded, off_text), (off_next, off_next_text) = windows(
+                ceiling, rules.without("sticky_ladder"))
+            assert (folded, text) == (off_folded, off_text)  # the first: no window before
+            # (a next window under the ceiling as built needs no ladder: nothing is folded)
+            if not (view in folded and fresh <= folded) or not off_next or off_next >= fresh:
+                continue
+            unfolded[order] += 1  # without the rule a fresh output it folded comes back...
+            # (up to step 8, the previous window's newest step, which that window's ladder
+            # could not fold, only cut, and the next may fold: largest first, it does)
+            before_newest = text[:text.index("[step 8]")]
+            assert not off_next_text.startswith(before_newest), (order, ceiling)
+            # ...with it, every one stays folded and the window goes on as the one before
+            # it (the view stays folded as it was shown: settled)
+            assert fresh <= next_folded, (order, ceiling)
+            assert next_text.startswith(before_newest), (order, ceiling)
+            if order == "oldest" and next_text.startswith(text):
+                last = ceiling
+    assert all(unfolded.values()), unfolded
     # the same through the store: the next decision reads what the ladder folded back
     # from the previous one's budget_log, and says so
     # and the same windows as a replay builds them in memory (its rule-off arms), across
