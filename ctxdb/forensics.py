@@ -337,6 +337,8 @@ def summary(connection: Connection, decision_id: int) -> str:
             lines.append(
                 f"  {step['step_no']:>3} {step['ladder_step']:<28} {step['item_id'] or '-':<6}"
                 f" {step['tokens_before']} -> {step['tokens_after']}"
+                # why the rung took this item (``the largest first``, ``N tokens freed``)
+                + (f"  ({step['detail']})" if step["detail"] else "")
             )
     elif head["arm"] == ARM_CURRENT:
         # the baseline sends everything, as the harness would: no ceiling is applied

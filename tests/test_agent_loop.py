@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import func, select
 
-from ctxdb import ContextStore, models
+from ctxdb import ContextStore, forensics, models
 from ctxdb.agent.adapter import (
     LADDER_FOLDED_BEFORE,
     LADDER_LARGEST_FIRST,
@@ -1379,6 +1379,10 @@ def test_what_the_ladder_folded_stays_folded_while_over_the_ceiling(tmp_path):
                 again = [s.item_id for s in stored.budget_log
                          if s.detail == LADDER_FOLDED_BEFORE]
                 assert {f"E{n}" for n in fresh} <= set(again), stored.budget_log
+                # and `ctxdb show` says why each rung took its item
+                with store.engine.connect() as connection:
+                    shown = forensics.summary(connection, stored.decision_id)
+                assert f"E{min(fresh)}" in shown and f"({LADDER_FOLDED_BEFORE})" in shown, shown
 
 
 def test_over_the_ceiling_the_largest_output_folds_first(tmp_path):
@@ -2694,7 +2698,6 @@ def test_a_window_that_cannot_fit_is_recorded_as_the_messages_sent_instead(tmp_p
         from ctxdb.agent.cache_marks import cache_marked_messages
 
         assert cache_marked_messages(context, huge) == sent
-        from ctxdb import forensics
 
         with store.engine.connect() as connection:
             summary = forensics.summary(connection, context.decision_id)
