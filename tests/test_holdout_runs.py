@@ -195,6 +195,21 @@ def test_another_harness_runs_folder_is_read_with_its_reports_verdicts(tmp_path)
     assert (sympy_run["repo"], sympy_run["base_commit"]) == ("sympy/sympy", base)
     done = holdout_runs("--development-repositories")
     assert done.returncode == 2 and "goes with --runs-from" in done.stderr
+    # a report that resolves a run which submitted nothing is not these runs' own: said
+    (runs / "owner__name-4").mkdir()
+    (runs / "owner__name-4" / "owner__name-4.traj.json").write_text(
+        json.dumps({"info": {"submission": ""}, "messages": []}), encoding="utf-8")
+    report.write_text(json.dumps({"resolved_ids": ["owner__name-2", "owner__name-4"],
+                                  "completed_ids": ["owner__name-1", "owner__name-2",
+                                                    "owner__name-4"]}), encoding="utf-8")
+    done = holdout_runs("--runs-from", str(runs), "--report", str(report))
+    assert done.returncode == 0 and done.stdout.startswith("2 runs in"), done.stderr
+    assert ("the verdicts resolve 1 run(s) that submitted no patch (owner__name-4): are "
+            "they the SWE-bench harness's on these runs, of their model?") in done.stderr
+    report.write_text(json.dumps({"resolved_ids": ["owner__name-2"], "completed_ids": [
+        "owner__name-1", "owner__name-2", "owner__name-4"]}), encoding="utf-8")
+    done = holdout_runs("--runs-from", str(runs), "--report", str(report))
+    assert done.returncode == 0 and "submitted no patch" not in done.stderr, done.stderr
     # a trajectory that is not JSON is named
     (runs / "owner__name-1" / "owner__name-1.traj.json").write_text("{", encoding="utf-8")
     done = holdout_runs("--runs-from", str(runs), "--report", str(report))

@@ -70,6 +70,9 @@ def test_each_run_gets_the_release_that_serves_its_number(tmp_path):
         ("django__django-11001", "Django-3.2.tar.gz", True),
         ("django__django-15002", "Django-4.1.tar.gz", False),
         ("django__django-16003", "Django-4.1.tar.gz", True)]  # no --tree for flask
+    # (these trajectories submitted nothing: verdicts resolving them are doubted)
+    assert ("the verdicts resolve 2 run(s) that submitted no patch (django__django-11001 "
+            "django__django-16003)") in done.stderr
     # the base commit holds the sdist's files at the tree's root, whoever packed them
     base = rows[0]["base_commit"]
     git_dir = Path(rows[0]["repo_git"])

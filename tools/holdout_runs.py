@@ -31,7 +31,8 @@ commits and three files).
 ``--runs-from FOLDER --report FILE`` reads another harness run's output instead (another
 model's, say): FOLDER as mini-swe-agent's batch run writes it (``ID/ID.traj.json``), FILE
 the SWE-bench harness's report on it (a JSON object whose ``resolved_ids`` lists the
-resolved instances; every other run counts as unresolved).
+resolved instances; every other run counts as unresolved). Verdicts that resolve a run
+which submitted no patch are named on stderr: they are not these runs' own.
 """
 
 from __future__ import annotations
@@ -154,6 +155,19 @@ def submission_of(text: str, instance_id: str) -> str:
     info = trajectory.get("info") if isinstance(trajectory, dict) else None
     submission = info.get("submission") if isinstance(info, dict) else None
     return submission if isinstance(submission, str) else ""
+
+
+def resolved_without_a_patch(instance_id: str, text: str, source: RecordedRuns) -> bool:
+    """Whether the verdicts call a run resolved that submitted no patch: a report of
+    other runs (another model's, or another batch's) would; these runs' own cannot."""
+    return not submission_of(text, instance_id).strip() and source.resolved(instance_id)
+
+
+def doubted_verdicts(instance_ids: list[str]) -> str:
+    """What the tools print when ``resolved_without_a_patch`` held for some runs."""
+    return (f"the verdicts resolve {len(instance_ids)} run(s) that submitted no patch "
+            f"({' '.join(sorted(instance_ids))}): are they the SWE-bench harness's on these "
+            "runs, of their model?")
 
 
 def recorded_runs(args: argparse.Namespace) -> RecordedRuns | None:
@@ -314,6 +328,7 @@ def _write_runs(args: argparse.Namespace) -> int:
     rows, skipped = [], list(source.left_out)
     unfetched: Counter[str] = Counter()  # runs of repositories with no mirror here
     developed: Counter[str] = Counter()  # runs of the repositories the rules were set on
+    doubted: list[str] = []  # runs the verdicts resolve that submitted nothing
     for instance_id, read_trajectory in source.runs:
         repo = repo_of(instance_id)
         if repo in DEVELOPMENT_REPOSITORIES and not args.development_repositories:
@@ -325,6 +340,8 @@ def _write_runs(args: argparse.Namespace) -> int:
             continue
         text = read_trajectory()
         patch = submission_of(text, instance_id)
+        if resolved_without_a_patch(instance_id, text, source):
+            doubted.append(instance_id)
         setup_files = IMAGE_SETUP_FILES.get(repo, ())
         base = recovered_base(git_dir, patch, setup_files)
         if base is None:
@@ -357,6 +374,8 @@ def _write_runs(args: argparse.Namespace) -> int:
         print(f"not fetched into {args.mirrors} ({sum(unfetched.values())} runs): "
               + ", ".join(f"{repo} {count}" for repo, count in unfetched.most_common())
               + " (fetch github:OWNER/NAME)", file=sys.stderr)
+    if doubted:
+        print(doubted_verdicts(doubted), file=sys.stderr)
     resolved = sum(1 for row in rows if row["resolved"])
     print(f"{len(rows)} runs in {args.out / 'runs.jsonl'} ({resolved} resolved); "
           f"{len(skipped)} left out")

@@ -51,9 +51,11 @@ from holdout_runs import (  # noqa: E402
     NO_RESULTS,
     RunsError,
     add_runs_options,
+    doubted_verdicts,
     git,
     recorded_runs,
     repo_of,
+    resolved_without_a_patch,
 )
 
 from ctxdb.gitenv import HARDENED_GIT, git_env  # noqa: E402
@@ -216,6 +218,7 @@ def _write_runs(args: argparse.Namespace, trees: dict[str, list[tuple[Path, int 
     (args.out / "trajs").mkdir(parents=True, exist_ok=True)
     draw = random.Random(args.seed)
     rows, unserved = [], []
+    doubted: list[str] = []  # runs the verdicts resolve that submitted nothing
     repositories: dict[Path, tuple[Path, str]] = {}  # sdist: its repository and commit
     for repo in sorted(by_repo):
         runs = []  # (instance, trajectory's name, the sdist serving it)
@@ -232,7 +235,10 @@ def _write_runs(args: argparse.Namespace, trees: dict[str, list[tuple[Path, int 
                 repositories[sdist] = sdist_repository(sdist, args.out)
             bare, commit = repositories[sdist]
             trajectory = args.out / "trajs" / f"{instance_id}.traj.json"
-            trajectory.write_text(read_trajectory(), encoding="utf-8")
+            text = read_trajectory()
+            if resolved_without_a_patch(instance_id, text, source):
+                doubted.append(instance_id)
+            trajectory.write_text(text, encoding="utf-8")
             rows.append({"instance_id": instance_id, "repo": repo, "base_commit": commit,
                          "resolved": source.resolved(instance_id),
                          "trajectory": str(trajectory.relative_to(args.out)),
@@ -246,6 +252,8 @@ def _write_runs(args: argparse.Namespace, trees: dict[str, list[tuple[Path, int 
         print(f"no recorded runs of {', '.join(missing)}", file=sys.stderr)
     for line in source.left_out:
         print(f"left out: {line}", file=sys.stderr)
+    if doubted:
+        print(doubted_verdicts(doubted), file=sys.stderr)
     resolved = sum(1 for row in rows if row["resolved"])
     print(f"{len(rows)} runs in {args.out / 'runs.jsonl'} ({resolved} resolved)")
     return 0
