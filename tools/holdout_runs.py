@@ -157,10 +157,11 @@ def submission_of(text: str, instance_id: str) -> str:
     return submission if isinstance(submission, str) else ""
 
 
-def resolved_without_a_patch(instance_id: str, text: str, source: RecordedRuns) -> bool:
-    """Whether the verdicts call a run resolved that submitted no patch: a report of
-    other runs (another model's, or another batch's) would; these runs' own cannot."""
-    return not submission_of(text, instance_id).strip() and source.resolved(instance_id)
+def resolved_without_a_patch(instance_id: str, patch: str, source: RecordedRuns) -> bool:
+    """Whether the verdicts call a run resolved that submitted no patch (``patch``, its
+    ``submission_of``): a report of other runs (another model's, or another batch's)
+    would; these runs' own cannot."""
+    return not patch.strip() and source.resolved(instance_id)
 
 
 def doubted_verdicts(instance_ids: list[str]) -> str:
@@ -340,7 +341,7 @@ def _write_runs(args: argparse.Namespace) -> int:
             continue
         text = read_trajectory()
         patch = submission_of(text, instance_id)
-        if resolved_without_a_patch(instance_id, text, source):
+        if resolved_without_a_patch(instance_id, patch, source):
             doubted.append(instance_id)
         setup_files = IMAGE_SETUP_FILES.get(repo, ())
         base = recovered_base(git_dir, patch, setup_files)

@@ -56,6 +56,7 @@ from holdout_runs import (  # noqa: E402
     recorded_runs,
     repo_of,
     resolved_without_a_patch,
+    submission_of,
 )
 
 from ctxdb.gitenv import HARDENED_GIT, git_env  # noqa: E402
@@ -236,7 +237,8 @@ def _write_runs(args: argparse.Namespace, trees: dict[str, list[tuple[Path, int 
             bare, commit = repositories[sdist]
             trajectory = args.out / "trajs" / f"{instance_id}.traj.json"
             text = read_trajectory()
-            if resolved_without_a_patch(instance_id, text, source):
+            if resolved_without_a_patch(instance_id, submission_of(text, instance_id),
+                                        source):
                 doubted.append(instance_id)
             trajectory.write_text(text, encoding="utf-8")
             rows.append({"instance_id": instance_id, "repo": repo, "base_commit": commit,
