@@ -1011,14 +1011,14 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
                               total()))
     folding = [p for p in outputs if p is not newest and p.rendering in (SHOWN_WHOLE, SHOWN_CUT)]
     views = [p for p in outputs if p is not newest and p.rendering == SHOWN_LINES]
+    if total() <= ceiling:
+        return log
     if window.ladder_largest_first:
         # one long output (a 521-line grep) goes before the short ones the agent reads
         # from; outputs still before views (stable: the oldest first among equals)
         folding.sort(key=lambda part: -part.tokens)
         views.sort(key=lambda part: -part.tokens)
     folding += views
-    if total() <= ceiling:
-        return log
     # what the previous window's ladder folded, first and all of it: the window goes on
     # as that one did (sticky_ladder), whatever room that leaves
     sticky = window.ladder_folded_before
