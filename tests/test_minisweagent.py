@@ -31,6 +31,7 @@ from ctxdb.integrations.minisweagent import (
     CtxdbModel,
     HistoryError,
     RefusedStepWarning,
+    RunRestartedError,
     SentNotRecordedWarning,
     read_history,
 )
@@ -749,3 +750,40 @@ def test_a_current_step_is_counted_as_sent_whatever_the_harness_added(tmp_path, 
                               counter.prompt_tokens(typed_first)]
     assert recorded[0] == counter.prompt_tokens(history)
     assert recorded[1] < recorded[0]  # rebuilt: no markup, the typed command not counted
+
+
+def test_a_second_agent_run_with_one_model_is_refused_before_it_records(tmp_path):
+    """A CtxdbModel records one run: a history that does not go on from it (the next
+    agent.run() starts again with no steps, or with another task) is refused before it
+    records or sends anything; before, the second run went into the first one's steps."""
+    class Echo:
+        sent = 0
+
+        def query(self, messages, **kwargs):
+            Echo.sent += 1
+            return {"role": "assistant", "content": "ok"}
+
+    wrap = "<returncode>0</returncode>\n<output>\n{}</output>".format
+    prompt = [{"role": "system", "content": "You are a bash agent."},
+              {"role": "user", "content": f"<pr_description>{TASK}</pr_description>"}]
+    turn = [{"role": "assistant", "content": "THOUGHT: list.\n\n```mswea_bash_command\nls\n```",
+             "extra": {"actions": [{"command": "ls"}]}},
+            {"role": "user", "content": wrap("a.py\n"),
+             "extra": {"raw_output": "a.py\n", "returncode": 0}}]
+    (tmp_path / "tree").mkdir()
+    store = str(tmp_path / "s.db")
+    with CtxdbModel(Echo(), store, instance_id="i", tree=tmp_path / "tree",
+                    run_id="once") as model:
+        model.query(prompt)
+        model.query(prompt + turn)
+        model.query(prompt + turn)  # the same step asked again: still this run
+        with pytest.raises(RunRestartedError, match=r"does not go on from run 'once' of 'i' "
+                           r"that this CtxdbModel recorded \(0 step\(s\) where the run's "
+                           r"latest query held 1\)"):
+            model.query(prompt)
+        other_task = [prompt[0], {"role": "user", "content": "<pr_description>Another."
+                                                              "</pr_description>"}]
+        with pytest.raises(RunRestartedError, match=r"another harness prompt"):
+            model.query(other_task + turn)
+    assert Echo.sent == 3
+    assert _decisions(store, "once")[1] == [(1, "i"), (2, "i"), (2, "i")]

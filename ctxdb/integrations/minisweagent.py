@@ -62,6 +62,11 @@ class HistoryError(ValueError):
     """A message list ctxdb cannot read as a mini-swe-agent history."""
 
 
+class RunRestartedError(ValueError):
+    """A query whose history does not go on from the run this model recorded: another
+    ``agent.run()`` (or another agent) with the same ``CtxdbModel``, which records one run."""
+
+
 class RefusedStepWarning(UserWarning):
     """ctxdb refused a step's window (``OverCeilingError``); the harness's messages went."""
 
@@ -216,6 +221,10 @@ class CtxdbModel:
         self.run_id = run_id or f"mini-swe-agent-{self.arm}-{uuid.uuid4().hex[:RUN_ID_HEX_DIGITS]}"
         self.decision_ids: list[int] = []  # one per query ctxdb built, in order
         self.refused_steps: list[int] = []  # the steps sent as the harness built them
+        # the run's harness prompt and how many steps its latest query held: a history
+        # with another prompt or fewer steps is another run, not this one's next step
+        self._run_prefix: list[dict[str, str]] | None = None
+        self._run_steps = 0
 
     def query(self, messages: list[Message], **kwargs: Any) -> Message:
         """Record this step's decision, then ask the wrapped model with ctxdb's messages
@@ -225,6 +234,7 @@ class CtxdbModel:
         ``RefusedStepWarning``, and counted in ``refused_steps``: a harness never loses a
         step to ctxdb's limits. Any other refusal is a mistake to fix: it is raised."""
         prefix, steps, run = read_history(messages)
+        self._check_same_run(prefix, len(steps))
         # the current arm records what goes to the model, the templates' markup too; a
         # ctx08 step records it when its window cannot fit the ceiling and it goes instead
         sent = as_sent(messages)
@@ -250,6 +260,21 @@ class CtxdbModel:
             with self._own_marking_off():
                 reply = self.model.query(cache_marked_messages(context, prefix), **kwargs)
         return reply
+
+    def _check_same_run(self, prefix: list[dict[str, str]], step_count: int) -> None:
+        """Refuse a history that starts another run (before anything is recorded or sent):
+        recorded under this run, its steps would read as retries of the earlier run's, or
+        clash with them (``StepTakenError``)."""
+        if self._run_prefix is None:
+            self._run_prefix = prefix
+        elif prefix != self._run_prefix or step_count < self._run_steps:
+            what = ("another harness prompt" if prefix != self._run_prefix else
+                    f"{step_count} step(s) where the run's latest query held {self._run_steps}")
+            raise RunRestartedError(
+                f"{HISTORY_NAME}: the history does not go on from run {self.run_id!r} of "
+                f"{self.instance_id!r} that this CtxdbModel recorded ({what}): a CtxdbModel "
+                "records one agent run; wrap the model anew for each agent.run()")
+        self._run_steps = max(self._run_steps, step_count)
 
     @contextlib.contextmanager
     def _own_marking_off(self) -> Iterator[None]:
