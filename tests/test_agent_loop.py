@@ -854,6 +854,13 @@ def test_an_edit_between_folds_leaves_the_views_as_shown_and_notes_the_lines_it_
         f"[E{tree_change_item(10)} step 10's command changed lines the views above show]\n"
         "[E2 pkg/mod.py, as it reads now]\n[lines 5-7 now read what lines 3-5 read]\n"
         "8\t    return value - 3\n9\tdef function_4(value):\n10\t    return value + 4\n\n"), note
+    # the store files the note under the file whose lines it shows, as it does a view
+    with store.engine.connect() as connection:
+        assert connection.execute(sa.text(
+            "SELECT kind, path, entity_key FROM evidence_item WHERE decision_id = :d"
+            " AND item_id = :i"), {"d": stored[-1].decision_id,
+                                   "i": f"E{tree_change_item(10)}"}).one() == (
+            "file_view", "pkg/mod.py", "pkg/mod.py")
     # a run shorter than the rule's minimum is shown at its new numbers, and what the lines
     # it left now read
     literal = build_window(steps[:10], TreeFiles(root), dataclasses.replace(
@@ -2263,8 +2270,12 @@ def test_a_view_whose_new_lines_are_all_blank_points_to_the_ones_shown_above(tmp
                        enumerate(["a = 1", "", "b = 2", "", "", "c = 3"], start=1))
     steps = [LoopStep("grep -n '=' spaced.py", "1:a = 1\n3:b = 2\n6:c = 3\n"),
              LoopStep("nl -ba spaced.py", numbered), *_filler(8)]
-    text = build_window(steps, TreeFiles(root), RULES).text()
+    window = build_window(steps, TreeFiles(root), RULES)
+    text = window.text()
     assert f"[E{item_numbers(2)[1]} spaced.py: the lines it showed are shown above]" in text, text
+    # the part is still of its file: the store names it (`ctxdb why D --entity spaced.py`)
+    (above,) = [p for p in window.parts if p.item_no == item_numbers(2)[1]]
+    assert above.path == "spaced.py"
     assert "\n2\t\n" not in text
     # blank lines with nothing shown above: they are what the view showed
     blank = "".join(f"{n:6}\t\n" for n in (4, 5))

@@ -1424,7 +1424,8 @@ def _assemble(steps: Sequence[LoopStep], read_file: FileReader, rules: LoopRules
                 window.parts.append(LoopPart(
                     tree_change_item(number), number, FILE_VIEW, note.content or note.text,
                     note.text, note.rendering, TREE_CHANGE_RULE
-                    if note.rendering == SHOWN_LINES else SETTLED_RULE, command=step.command))
+                    if note.rendering == SHOWN_LINES else SETTLED_RULE, command=step.command,
+                    path=first_file_named(note.text)))
             continue
         part = None
         views = _viewed_lines_once(step, read_file, workdir, located) if rules.views else None
@@ -1547,7 +1548,7 @@ def _settle(part: LoopPart, kept: dict[int, SettledPart], notes: Sequence[str],
         # still a view, of the lines it shows; a pointer shows none
         part.lines = view_span(part.text) if part.rendering == SHOWN_LINES else None
         if part.rendering == SHOWN_LINES and part.kind != FILE_VIEW:
-            part.kind, part.path = FILE_VIEW, next(iter(_view_lines(part.text)), None)
+            part.kind, part.path = FILE_VIEW, first_file_named(part.text)
     mark = f"[E{part.item_no} "
     mine = [note for note in notes if mark in note]
     if settled is not None or mine:
@@ -1559,6 +1560,10 @@ def _settle(part: LoopPart, kept: dict[int, SettledPart], notes: Sequence[str],
 
 _VIEW_HEADER = re.compile(r"^\[E\d+ (?P<path>.+) lines? [\d, -]+, as the tree holds them now\]$")
 _VIEW_LINE = re.compile(r"^(\d+)\t(.*)$")
+# a view's file none of whose lines it shows (``_view_part``)
+SHOWN_ABOVE, PAST_THE_END = "shown above", "past the file's end now"
+_VIEW_SHOWN_ELSEWHERE = re.compile(r"^\[E\d+ (?P<path>.+): the lines it showed are "
+                                   rf"(?:{re.escape(SHOWN_ABOVE)}|{re.escape(PAST_THE_END)})\]$")
 # a note's lines (``_tree_change_note``): a file's changed lines follow its header
 NOW_READS, GONE = "as it reads now", "no longer as shown above: read it again"
 DELETED = "deleted since"  # GONE, where the tree holds nothing at the path any more
@@ -1569,6 +1574,17 @@ _NOTE_MOVED = re.compile(r"^\[lines? (?P<first>\d+)(?:-(?P<last>\d+))? now reads
                          r"lines? (?P<origin>\d+)(?:-\d+)? read\]$")
 _NOTE_PAST_END = re.compile(r"^\[lines? (?P<first>\d+)(?:-(?P<last>\d+))?: past the file's "
                             r"end now\]$")
+
+
+def first_file_named(text: str) -> str | None:
+    """The first file a view or a note of changed lines names in its headers (the store
+    files the part under it, ``evidence_item.path``), even where it shows no line of it."""
+    for line in text.splitlines():
+        header = (_VIEW_HEADER.match(line) or _VIEW_SHOWN_ELSEWHERE.match(line)
+                  or _NOTE_FILE.match(line))
+        if header:
+            return header["path"]
+    return None
 
 
 def _view_lines(text: str) -> dict[str, dict[int, str]]:
@@ -2021,8 +2037,8 @@ def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list
         shown_before.extend(lines[n - 1] for n in numbered)
         if not new:
             gone = all(n > len(lines) for n in numbers)
-            blocks.append(f"[E{item_no} {path}: " + ("the lines it showed are past the file's "
-                          "end now]" if gone else "the lines it showed are shown above]"))
+            blocks.append(f"[E{item_no} {path}: the lines it showed are "
+                          f"{PAST_THE_END if gone else SHOWN_ABOVE}]")
             continue
         # the span, not each run: every line is numbered below, and a view located by its
         # text breaks at each blank line (run lists were 1.1 M of the development windows);
@@ -2034,8 +2050,10 @@ def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list
                       + body)
         if first_path is None:
             first_path, span = path, (first, last)
+    # (a view all of whose lines are shown above is still of its files: the store names it)
     return LoopPart(item_no, step_no, FILE_VIEW, step.kept, "\n".join(blocks) + "\n\n",
-                    SHOWN_LINES, "folded file view", command=step.command, path=first_path,
+                    SHOWN_LINES, "folded file view", command=step.command,
+                    path=first_path if first_path is not None else next(iter(views), None),
                     lines=span, label=masked_label(FILE_VIEW, step.output))
 
 
