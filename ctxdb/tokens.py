@@ -29,7 +29,7 @@ import importlib.util
 import re
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,6 +152,35 @@ def bounded_count(count_exact: Callable[[str], int], text: str) -> int:
         segments.append(text[position:])
     cuts = len(segments) - 1
     return sum(map(count_exact, segments)) + cuts * TOKENS_PER_CUT
+
+
+def count_in_slices(count: Callable[[str], int], text: str) -> int:
+    """``count`` (a bounded count) of a text of any length: one over
+    ``COUNT_EXACT_MAX_CHARS`` is counted in slices of at most that many characters, each
+    cut after a line's end (one followed by a line that does not start with a space, where
+    the tokenizers' pre-tokenizers break anyway, when the slice holds one), plus
+    ``TOKENS_PER_CUT`` a cut: an upper bound within a few tokens, where the store's
+    ``bounded_count`` takes the byte length. For an explicit count (``ctxdb tokens
+    count``): linear in the length, 0.1-0.3 s a MiB."""
+    total, start, cuts = 0, 0, 0
+    while len(text) - start > COUNT_EXACT_MAX_CHARS:
+        end = start + COUNT_EXACT_MAX_CHARS
+        cut = next((position + 1 for position in _line_ends(text, start, end)
+                    if not text[position + 1].isspace()), None)
+        if cut is None:  # no such line: after the last newline, else anywhere
+            newline = text.rfind("\n", start, end - 1)
+            cut = newline + 1 if newline >= start else end
+        total += count(text[start:cut])
+        start, cuts = cut, cuts + 1
+    return total + count(text[start:]) + cuts * TOKENS_PER_CUT
+
+
+def _line_ends(text: str, start: int, end: int) -> Iterator[int]:
+    """The newlines of ``text[start:end - 1]``, the last first (each has a next character)."""
+    position = text.rfind("\n", start, end - 1)
+    while position >= start:
+        yield position
+        position = text.rfind("\n", start, position)
 
 
 def _package_data_file(package: str, relative: str, install_hint: str) -> Path:

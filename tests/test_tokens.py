@@ -99,3 +99,31 @@ def test_counts_are_cached_by_content_hash(store_url):
     assert first == second == [get_counter(CL100K_BASE).count(t) for t in texts]
     assert deepseek == [get_counter(DEEPSEEK_V4).count(t) for t in texts]
     assert rows == {CL100K_BASE: 2, DEEPSEEK_V4: 2}  # two distinct texts per tokenizer
+
+
+def test_a_count_over_the_exact_limit_is_counted_in_slices_never_under(capsys, tmp_path):
+    """``ctxdb tokens count`` of a text over COUNT_EXACT_MAX_CHARS counts it in slices cut
+    at line ends: within one token a cut of the exact count, never under it (the store's
+    own bounded count takes the byte length there, four times over on code), and says
+    on stderr that it is an upper bound; a short text is exact and says nothing."""
+    from ctxdb.cli import main
+    from ctxdb.tokens import COUNT_EXACT_MAX_CHARS, TOKENS_PER_CUT, count_in_slices
+
+    counter = get_counter(CL100K_BASE)
+    text = (PYTHON_SNIPPET + "\n    \n\n") * (COUNT_EXACT_MAX_CHARS // len(PYTHON_SNIPPET) + 500)
+    cuts = len(text) // COUNT_EXACT_MAX_CHARS
+    exact = counter.count_exact(text)
+    sliced = count_in_slices(counter.count, text)
+    assert exact <= sliced <= exact + cuts * TOKENS_PER_CUT
+    assert counter.count(text) == len(text.encode())  # (the store's bound)
+    (tmp_path / "long.py").write_text(text, encoding="utf-8")
+    assert main(["tokens", "count", str(tmp_path / "long.py"),
+                 "--tokenizer", CL100K_BASE]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"{CL100K_BASE}\t{sliced}\n"
+    assert "the count is an upper bound: the text is counted in slices (" in err
+    (tmp_path / "short.py").write_text(PYTHON_SNIPPET, encoding="utf-8")
+    assert main(["tokens", "count", str(tmp_path / "short.py"),
+                 "--tokenizer", CL100K_BASE]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"{CL100K_BASE}\t{counter.count_exact(PYTHON_SNIPPET)}\n" and err == ""

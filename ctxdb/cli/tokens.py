@@ -16,7 +16,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                                            required=True)
     count = token_commands.add_parser(
         "count", help="count the tokens of a file with each tokenizer",
-        description="Print the exact token count of FILE (or - for stdin) per tokenizer.",
+        description="Print the token count of FILE (or - for stdin) per tokenizer: exact, "
+        "or an upper bound within a few tokens, noted on standard error, for a text over 1 "
+        "MiB or holding an unbroken run of 512 or more characters (counted in slices: "
+        "docs/tokens.md).",
     )
     count.add_argument("file", metavar="FILE", help="a text file, or - for standard input")
     count.add_argument(
@@ -31,7 +34,7 @@ def _cmd_tokens_count(args) -> int:
     """Counts with the tokenizers asked for, every one loaded before anything is printed:
     one named with --tokenizer that cannot load is an error (exit 2, no count); without
     --tokenizer, those installed count and a missing optional one is noted on stderr."""
-    from ..tokens import TokenizerUnavailable, get_counter
+    from ..tokens import TokenizerUnavailable, count_in_slices, count_is_bounded, get_counter
 
     text = read_text_argument("FILE", args.file)
     counters, missing = [], []
@@ -45,7 +48,19 @@ def _cmd_tokens_count(args) -> int:
     if not counters:
         raise missing[0][1]
     for counter in counters:
-        print(f"{counter.name}\t{counter.count(text)}")
+        print(f"{counter.name}\t{count_in_slices(counter.count, text)}")
+    if count_is_bounded(text):
+        print(f"ctxdb: note: {'each count is' if len(counters) > 1 else 'the count is'} an "
+              f"upper bound: the text is counted in slices ({_why_sliced(text)}; "
+              "docs/tokens.md)", file=sys.stderr)
     for name, problem in missing:
         print(f"ctxdb: note: {name} not counted: {problem}", file=sys.stderr)
     return EXIT_OK
+
+
+def _why_sliced(text: str) -> str:
+    from ..tokens import COUNT_EXACT_MAX_CHARS, LONG_RUN_CHARS
+
+    if len(text) > COUNT_EXACT_MAX_CHARS:
+        return f"{len(text):,} characters, over {COUNT_EXACT_MAX_CHARS:,}"
+    return f"it holds an unbroken run of {LONG_RUN_CHARS} or more characters"
