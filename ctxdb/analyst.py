@@ -124,8 +124,9 @@ def schema_doc_view_sql() -> str:
         rows.append((table.name, "table", None, description))
         rows += [(table.name, "table", column.name, columns[column.name])
                  for column in table.columns]
-    rows += [(name, "table", None, description)
-             for name, description in UNMODELLED_TABLES.items()]
+    for name, (description, columns) in UNMODELLED_TABLES.items():
+        rows.append((name, "table", None, description))
+        rows += [(name, "table", column, words) for column, words in columns.items()]
     views = {name: description for name, description in view_descriptions().items()
              if name != SCHEMA_DOC_VIEW}
     own = _SCHEMA_DOC_HEADER.split(": ", 1)[1]
@@ -242,6 +243,11 @@ def schema_markdown() -> str:
             lines += [f"- `{i.name}`: {'unique ' if i.unique else ''}index "
                       f"({', '.join(col.name for col in i.columns)})" for i in indexes]
         lines.append("")
+    for name, (description, columns) in UNMODELLED_TABLES.items():  # a tool's, not ctxdb's
+        lines += [f"### `{name}`", "", description, "", "| column | description |",
+                  "|---|---|"]
+        lines += [f"| `{column}` | {_cell(words)} |" for column, words in columns.items()]
+        lines.append("")
     lines += ["## Views", "",
               "Made from `sql/views/` (kept out of migration history: an upgrade recreates "
               "them from the files).", ""]
@@ -273,8 +279,8 @@ def datasette_metadata(database_name: str) -> dict:
             "description": description,
             "columns": {column.name: columns[column.name] for column in table.columns},
         }
-    for name, description in UNMODELLED_TABLES.items():
-        tables[name] = {"description": description}
+    for name, (description, columns) in UNMODELLED_TABLES.items():
+        tables[name] = {"description": description, "columns": dict(columns)}
     for name, description in view_descriptions().items():
         tables[name] = {"description": description, "columns": dict(VIEW_COLUMNS[name])}
     queries = {}

@@ -66,7 +66,9 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
                      "cache_marked (an agent-loop window sent as blocks with cache marks, "
                      "ctxdb.agent.cache_marks), harness_sent_over_ceiling (an agent-loop "
                      "step whose window could not fit the ceiling, recorded as the "
-                     "harness's own messages it sent instead), text_replaced, ...",
+                     "harness's own messages it sent instead), token_count_bounded (the "
+                     "window's token_count is an upper bound: a part holds a long unbroken "
+                     "run, ctxdb.tokens.bounded_count), text_replaced, ...",
             "created_at": "When the decision was constructed (UTC, ISO 8601).",
         },
     ),
@@ -422,8 +424,12 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 # Tables a store holds that ctxdb/models.py does not describe (Datasette lists them too).
-UNMODELLED_TABLES = {
-    "alembic_version": "The store's schema revision (alembic's stamp; `ctxdb db history`).",
+UNMODELLED_TABLES: dict[str, tuple[str, dict[str, str]]] = {
+    "alembic_version": (
+        "The store's schema revision (alembic's stamp; `ctxdb db history`).",
+        {"version_num": "The migration the store is at (its revision id, as `ctxdb db "
+                        "current` prints it; one row)."},
+    ),
 }
 
 # a pool item's decision, id, number, source, kind and entity, as views give them in a row

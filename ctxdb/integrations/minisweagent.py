@@ -166,7 +166,9 @@ class CtxdbModel:
     views (None: folded views become pointers). ``workdir``: that directory as the
     commands name it, when they run elsewhere than ``tree`` (a container's ``/testbed``
     with ``tree`` a checkout of it on the host; default: ``tree``). ``task``: the problem
-    statement (None: taken from the instance message). ``run_id``: one run is one arm,
+    statement (None: the instance message as the harness rendered it, its template's
+    words too; a task the harness's prompt holds is not sent again). ``run_id``: one run
+    is one arm,
     so the default is new per model; one given must not hold decisions of
     ``instance_id`` yet (a batch of instances may share it). ``arm``: overrides
     ``$CTX``, read here, once.
