@@ -1520,9 +1520,19 @@ def test_bad_steps_are_named(store, tmp_path):
     mixed = LoopStep("ls\nls", actions=[good, good])  # type: ignore[arg-type]
     context = construct_step(store, run_id="r", instance_id="ok", task="t", steps=[mixed])
     assert "text_replaced" not in context.flags
-    with pytest.raises(RequestError, match=r"steps\[0\]: unknown field\(s\) \['stdout'\]"):
+    with pytest.raises(RequestError, match=r"steps\[0\]: unknown field\(s\) \['stdout'\] \(did "
+                       r"you mean 'output' for 'stdout'\?\); a step's fields are command, "
+                       r"output, "):
         construct_step(store, run_id="r", instance_id="i", task="t",
                        steps=[{"command": "ls", "stdout": ""}])
+    with pytest.raises(RequestError, match=r"\['ouput', 'zzz'\] \(did you mean 'output' for "
+                       r"'ouput'\?\); a step's"):
+        construct_step(store, run_id="r", instance_id="i", task="t",
+                       steps=[{"command": "ls", "ouput": "", "zzz": 1}])
+    with pytest.raises(RequestError, match=r"unknown field\(s\) \['cmd'\] \(did you mean "
+                       r"'command' for 'cmd'\?\)"):
+        construct_step(store, run_id="r", instance_id="i", task="t",
+                       steps=[{"cmd": "ls", "output": ""}])
     with pytest.raises(RequestError, match="arm: expected one of"):
         construct_step(store, run_id="r", instance_id="i", task="t", steps=[], arm="mask10")
     with pytest.raises(RequestError, match=r"prefix\[0\]: expected a chat message .*got str"):

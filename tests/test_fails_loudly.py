@@ -232,6 +232,13 @@ def test_read_commands_never_create_a_store(tmp_path, capsys, command):
     assert not missing.exists()
 
 
+def test_a_missing_store_given_as_a_relative_url_is_named_where_it_was_looked_for(
+        tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["show", "1", "--db", "sqlite:///typo.db"]) == EXIT_BAD_INPUT
+    assert f"store database {tmp_path / 'typo.db'} does not exist" in capsys.readouterr().err
+
+
 def test_read_commands_leave_a_postgresql_url_to_the_server(pg_url, capsys):
     assert main(["db", "current", "--db", pg_url]) == EXIT_OK
     assert "(empty)" in capsys.readouterr().out

@@ -646,6 +646,9 @@ def test_a_step_ctxdb_refuses_is_sent_as_the_harness_built_it(mswea, tmp_path, t
         assert model.refused_steps == [1]
         with pytest.raises(ValueError, match="tree: expected the directory .*no such directory"):
             CtxdbModel(Echo(), store, instance_id="typo", tree=tmp_path / "no-such-tree")
+        (tmp_path / "a-file").write_text("")
+        with pytest.raises(ValueError, match=r"tree: expected the directory .*\(not a directory\)"):
+            CtxdbModel(Echo(), store, instance_id="typo", tree=tmp_path / "a-file")
     # refused before a store is made: nothing is left behind
     for options, field in (({"tree": tmp_path / "no-such-tree"}, "tree"),
                            ({"tree": tree, "workdir": "testbed"}, "workdir"),

@@ -16,6 +16,7 @@ would send it, recorded as the ``current`` arm (spec §8's switch, ``CTX=current
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -221,6 +222,25 @@ _STEP_KINDS = tuple(kind.value for kind in ObservationKind)
 _STEP_FIELDS = tuple(LoopStep.__dataclass_fields__)
 
 
+# what a harness may call a step's fields (its own names, other tools'), and how near a
+# misspelt name is (difflib's ratio: 'comand' and 'ouput' are, 'stdout' and 'thought' not)
+_STEP_FIELD_ALIASES = {"cmd": "command", "stdout": "output", "stderr": "output",
+                       "exit_code": "returncode", "return_code": "returncode",
+                       "rc": "returncode", "reasoning": "thought", "thinking": "thought"}
+_MISSPELT_FIELD_RATIO = 0.8
+
+
+def _meant_fields(unknown: set[str]) -> str:
+    """`` (did you mean 'command' for 'cmd'?)`` for the unknown names a field goes by
+    elsewhere or that misspell one."""
+    meant = []
+    for name in sorted(map(str, unknown)):
+        near = ([_STEP_FIELD_ALIASES[name]] if name in _STEP_FIELD_ALIASES else
+                difflib.get_close_matches(name, _STEP_FIELDS, n=1, cutoff=_MISSPELT_FIELD_RATIO))
+        meant += [f"{near[0]!r} for {name!r}"] if near else []
+    return f" (did you mean {', '.join(meant)}?)" if meant else ""
+
+
 def checked_steps(values: object, listed_as: str = "steps") -> list[LoopStep]:
     """The history as ``LoopStep``s, each given as one or as its JSON object, checked
     field by field: a bad step is named by its index and field, with what was expected.
@@ -236,7 +256,9 @@ def checked_steps(values: object, listed_as: str = "steps") -> list[LoopStep]:
         elif isinstance(value, dict):
             unknown = set(value) - set(_STEP_FIELDS)
             if unknown:
-                raise RequestError(f"{where}: unknown field(s) {sorted(map(str, unknown))}")
+                raise RequestError(f"{where}: unknown field(s) {sorted(map(str, unknown))}"
+                                   f"{_meant_fields(unknown)}; a step's fields are "
+                                   f"{', '.join(_STEP_FIELDS)}")
             # a turn of several actions may leave its command and output to them
             derived = {"command", "output"} - set(value) if value.get("actions") else set()
             if "command" not in value and not derived:

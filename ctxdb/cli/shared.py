@@ -63,8 +63,11 @@ def existing_store(db: str | None) -> str:
     url = resolve_url(db)
     path = sqlite_file_of(url)
     if path is not None and not path.exists():
+        # (absolute: a relative URL is read from the working directory, which an agent's
+        # shell, say, has elsewhere than the harness that made the store)
         raise FileNotFoundError(
-            f"store database {path} does not exist: a command that reads never creates one "
+            f"store database {path.absolute()} does not exist: a command that reads never "
+            f"creates one "
             f"(expected an existing ctxdb store; check --db or ${DB_URL_ENV})"
         )
     return url

@@ -189,7 +189,9 @@ class CtxdbModel:
         if self.tree is not None and not self.tree.is_dir():
             # a typo would turn every file view into a pointer, step after step
             raise ValueError(f"tree: expected the directory the agent's commands run in, got "
-                             f"{str(tree)!r} (no such directory)")
+                             f"{str(tree)!r} ("
+                             + ("not a directory" if self.tree.exists() else "no such directory")
+                             + ")")
         if workdir is not None and (not isinstance(workdir, (str, PurePath))
                                     or not PurePosixPath(workdir).is_absolute()):
             raise ValueError(f"workdir: expected the absolute path the agent's commands run "
