@@ -43,6 +43,25 @@ class RequestError(ValueError):
     """A decision request does not match the schema; the message names the field."""
 
 
+def loop_id_problem(value: object) -> str | None:
+    """Why ``value`` cannot name an agent loop's run or instance (None: it can): it is
+    non-empty text of at most ``ID_MAX_CHARS`` characters (the store's column) with no
+    control character and no lone surrogate — a loop window prints it to the model
+    (``ctxdb show run:RUN:INSTANCE``) and the store keeps it as UTF-8 text."""
+    if not isinstance(value, str) or not value.strip():
+        return f"expected non-empty text, got {quote_value(value)}"
+    if len(value) > ID_MAX_CHARS:
+        return f"expected at most {ID_MAX_CHARS} characters, got {len(value)}"
+    control = next((c for c in value if ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0), None)
+    if control is not None:
+        return f"expected no control character, got U+{ord(control):04X} in {quote_value(value)}"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"expected text UTF-8 can hold, got a lone surrogate at character {exc.start}"
+    return None
+
+
 class RequestEncodingError(RequestError):
     """The request is not UTF-8 text, or a text field holds a lone surrogate (which no
     UTF-8 store can keep); the message names the byte offset or the field."""

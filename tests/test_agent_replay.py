@@ -966,11 +966,11 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
     runs.write_text("\n".join([
         "not json",
         json.dumps([1]),
-        json.dumps({"instance_id": "a", "trajectory": "t.traj.json", "base_commit": "abc",
+        json.dumps({"instance_id": "a", "trajectory": "t.traj.json", "base_commit": "abc1234",
                     "repo_git": str(tmp_path / "missing")}),
-        json.dumps({"instance_id": "b", "trajectory": "none.json", "base_commit": "abc",
+        json.dumps({"instance_id": "b", "trajectory": "none.json", "base_commit": "abc1234",
                     "repo_git": str(tmp_path)}),
-        json.dumps({"instance_id": "c", "trajectory": "t.traj.json", "base_commit": "abc",
+        json.dumps({"instance_id": "c", "trajectory": "t.traj.json", "base_commit": "abc1234",
                     "repo_git": str(tmp_path), "resolved": "yes"}),
         json.dumps({"instance_id": "d", "trajectory": "t.traj.json", "base_commit": commit,
                     "repo_git": git_dir}),
@@ -996,7 +996,23 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
                     "repo_git": str(inside)}),
         json.dumps({"instance_id": "l", "trajectory": "t.traj.json", "base_commit": commit,
                     "repo_git": str(tmp_path / "runs.jsonl")}),
+        # a ref moves (the tree would not be the run's); an instance id no window can
+        # name; a setup no shell runs; a trajectory that is a directory, or whose path
+        # the store cannot keep as text
+        json.dumps({"instance_id": "m", "trajectory": "t.traj.json", "base_commit": "HEAD",
+                    "repo_git": git_dir}),
+        json.dumps({"instance_id": "n" * 201, "trajectory": "t.traj.json",
+                    "base_commit": commit, "repo_git": git_dir}),
+        json.dumps({"instance_id": "o\u0000p", "trajectory": "t.traj.json",
+                    "base_commit": commit, "repo_git": git_dir}),
+        json.dumps({"instance_id": "q", "trajectory": "t.traj.json", "base_commit": commit,
+                    "repo_git": git_dir, "testbed_setup": "true\u0000"}),
+        json.dumps({"instance_id": "r", "trajectory": "repo", "base_commit": commit,
+                    "repo_git": git_dir}),
+        f'{{"instance_id": "s", "trajectory": "\\udce9.json", "base_commit": "{commit}", '
+        f'"repo_git": "{git_dir}"}}',
     ]), encoding="utf-8")
+    (tmp_path / "\udce9.json").write_text("{}", encoding="utf-8")  # (its name: byte 0xe9)
     specs, errors = load_run_specs(runs, {"owner/name": git_dir, "plain/name": str(plain)})
     assert [s.instance_id for s in specs] == ["d", "f"]
     # a checkout serves as well as its git directory, whoever owns it, whatever GIT_DIR says
@@ -1027,6 +1043,15 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
         f"{runs}:14: repo_git: {inside} is not a git directory (expected a bare repository "
         "or a checkout's top)",
         f"{runs}:15: repo_git: not a directory: {runs}",
+        f"{runs}:16: base_commit: expected a commit id (7 to 40 hex digits), got 'HEAD': a "
+        "branch or HEAD moves, so the tree would not be the run's",
+        f"{runs}:17: instance_id: expected at most 200 characters, got 201",
+        f"{runs}:18: instance_id: expected no control character, got U+0000 in 'o\\x00p'",
+        f"{runs}:19: testbed_setup: expected a shell command, got text with a NUL byte (no "
+        "shell runs one)",
+        f"{runs}:20: trajectory: not a file: {repository}",
+        f"{runs}:21: trajectory: {str(tmp_path / chr(0xdce9)) + '.json'!r}: expected a path "
+        "UTF-8 can hold (the store keeps it as text)",
     ]
     # none given: a line without repo either is told both ways of giving one
     assert [e for e in load_run_specs(runs)[1] if e.startswith(f"{runs}:11:")][0] == (
@@ -1162,3 +1187,37 @@ def test_the_breaks_count_what_a_fold_re_sends_before_the_outputs_it_folds(windo
     folds, avoidable, *_ = window_cuts.fold_breaks(
         [window(22, "[E2 a.py line 1]\n1\tx = 1"), window(23, "[E2 a.py line 1]\n1\tx = 1")])
     assert (folds, avoidable) == (1, 0)
+
+
+def test_input_a_replay_cannot_use_is_refused_before_the_earlier_replay_goes(
+        requests_repository, tmp_path, capsys):
+    """A run id no window can name, an empty runs file, a recorded command no shell runs,
+    a base commit that is a ref: each refused by name before anything is removed or
+    written. Before, a run id of 300 characters (or none) made every ctx08 window a
+    'refusal' counted as the harness's prompt alone (0.30 x mask10), exit 0, and a NUL
+    in a command failed the run mid-way with 'embedded null byte', the instance's earlier
+    replay gone."""
+    path, bare, commit = _saved_run(requests_repository, tmp_path)
+    db = tmp_path / "s.db"
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text(json.dumps({"instance_id": "psf__requests-1", "trajectory": path.name,
+                                "base_commit": commit, "repo_git": str(bare)}) + "\n",
+                    encoding="utf-8")
+    for run_id in ("", "r" * 201):
+        assert main(["replay", str(runs), "--db", str(db), "--run-id", run_id]) == 2
+        assert "--run-id: expected" in capsys.readouterr().err and not db.exists()
+    (tmp_path / "empty.jsonl").write_text("\n\n", encoding="utf-8")
+    assert main(["replay", str(tmp_path / "empty.jsonl"), "--db", str(db)]) == 2
+    assert "empty.jsonl: no runs in it" in capsys.readouterr().err and not db.exists()
+    with pytest.raises(ValueError, match=r"--base-commit: expected a commit id .*'main'"):
+        replay_spec_for_tree(path, tmp_path, "main")
+    assert main(["replay", str(runs), "--db", str(db)]) == 0
+    decisions = _rows(str(db), "SELECT COUNT(*) FROM decision")[0][0]
+    assert decisions > 0
+    trajectory = json.loads(path.read_text(encoding="utf-8"))
+    trajectory["messages"][10]["content"] = "THOUGHT: x\n\n```bash\nls\0 -la\n```"
+    path.write_text(json.dumps(trajectory), encoding="utf-8")
+    assert main(["replay", str(runs), "--db", str(db)]) == 1
+    assert ("step 5 (messages[10]): its command holds a NUL byte, which no shell runs"
+            in capsys.readouterr().err)
+    assert _rows(str(db), "SELECT COUNT(*) FROM decision")[0][0] == decisions

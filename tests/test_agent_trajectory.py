@@ -127,6 +127,29 @@ def test_a_v2_run_reads_its_actions_raw_output_and_interruptions():
     assert all(m["role"] != "exit" for m in run.messages)  # never sent to the model
 
 
+def test_a_run_without_its_format_is_read_by_its_turns_and_a_wrong_format_is_refused():
+    """2.x keeps each turn's commands in extra.actions, 1.x in the turn's text: a file
+    that does not say its format is read as its turns are, and one whose turns say
+    otherwise is refused by name (read as the other, every turn had no command)."""
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK},
+                {"role": "assistant", "content": "Reading.",
+                 "extra": {"actions": [{"command": "cat a.py"}]}},
+                {"role": "user", "content": "x = 1\n",
+                 "extra": {"raw_output": "x = 1\n", "returncode": 0}}]
+    undeclared = parse_trajectory({"messages": messages})
+    assert undeclared.trajectory_format == FORMAT_V2
+    assert [s.action for s in undeclared.steps] == ["cat a.py"]
+    old = v1_run()
+    del old["trajectory_format"]
+    assert parse_trajectory(old).steps[0].action == "cat file1.py"
+    with pytest.raises(TrajectoryError, match=r"trajectory_format 'mini-swe-agent-1.1': no "
+                       r"assistant turn holds extra.actions.*a 1.x run is 'mini-swe-agent-1'"):
+        parse_trajectory({**v1_run(), "trajectory_format": FORMAT_V2})
+    with pytest.raises(TrajectoryError, match=r"trajectory_format 'mini-swe-agent-1': 1 "
+                       r"assistant turn\(s\) hold extra.actions"):
+        parse_trajectory({"trajectory_format": "mini-swe-agent-1", "messages": messages})
+
+
 def test_a_v2_turn_with_several_actions_keeps_each_command_and_output():
     # a tool-calling model's turn runs each action; the harness answers each
     turn = {"role": "assistant", "content": "Both.", "extra": {
@@ -277,6 +300,10 @@ def test_prompt_tokens_and_the_prefix_a_cache_serves():
     ([1, 2], "info.config.environment: expected an object"),
 ])
 def test_where_the_agent_worked_and_its_time_limit_are_checked(environment, expected):
+    """(A directory given with a trailing slash is that directory.)"""
+    data = v1_run(2)
+    data["info"]["config"] = {"environment": {"cwd": "/testbed/"}}
+    assert parse_trajectory(data).workdir == "/testbed"
     data = v1_run(2)
     data["info"]["config"] = {"environment": environment}
     with pytest.raises(TrajectoryError) as raised:

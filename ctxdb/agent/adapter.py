@@ -60,7 +60,7 @@ from ..pipeline.vocabulary import (
 )
 from ..pipeline.window_text import task_block
 from ..request import DecisionRequest, PlanNode, RequestError, storable_value
-from ..request_limits import ID_MAX_CHARS
+from ..request_limits import loop_id_problem
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 from ..sqlfiles import sql_statement
 from ..tokens import bounded_count, content_sha256, count_is_bounded, get_counter
@@ -782,13 +782,12 @@ def _same_but_order(given: Sequence[dict[str, Any]], held: list[Any]) -> bool:
 
 def _check(run_id: object, instance_id: object, task: object, prefix: Sequence[object],
            arm: object, seq: object) -> None:
-    for name, value in (("run_id", run_id), ("instance_id", instance_id), ("task", task)):
-        if not isinstance(value, str) or not value.strip():
-            raise RequestError(f"{name}: expected non-empty text")
+    if not isinstance(task, str) or not task.strip():
+        raise RequestError("task: expected non-empty text")
     for name, value in (("run_id", run_id), ("instance_id", instance_id)):
-        if isinstance(value, str) and len(value) > ID_MAX_CHARS:  # the store's column width
-            raise RequestError(f"{name}: expected at most {ID_MAX_CHARS} characters, got "
-                               f"{len(value)}")
+        problem = loop_id_problem(value)
+        if problem:
+            raise RequestError(f"{name}: {problem}")
     if arm not in ARMS:
         raise RequestError(f"arm: expected one of {ARMS}, got {arm!r}")
     if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or seq < 1):

@@ -48,7 +48,7 @@ from ..config import Settings, load_settings
 from ..gitenv import HARDENED_GIT, git_env
 from ..pipeline.persist import settings_json
 from ..request import RequestError
-from ..request_limits import json_lines
+from ..request_limits import json_lines, loop_id_problem
 from ..store import ContextStore
 from ..tokens import get_counter
 from ..transactions import StoreBusy
@@ -87,7 +87,13 @@ from .loop import (
     step_of_item,
 )
 from .sandbox import PROGRAM_NAME
-from .trajectory import MAX_COMMAND_TIMEOUT_S, AgentRun, ObservationKind, read_trajectory
+from .trajectory import (
+    MAX_COMMAND_TIMEOUT_S,
+    AgentRun,
+    ObservationKind,
+    TrajectoryError,
+    read_trajectory,
+)
 from .worktree import (
     SWEBENCH_TESTBED_SETUP,
     ScratchTree,
@@ -104,6 +110,9 @@ NOTE_COMMAND_DIVERGED = "command diverged"
 DIVERGED_LINE_SHOWN_MAX_CHARS = 200  # of the re-run's last line, in that note
 DIFFERING_FILES_NAMED = 3  # of each side's files, in a differing submission's note
 GIVEN_VALUE_SHOWN_CHARS = 64  # of a bad value a runs file gave, in its error
+# a base commit as a runs line names it: a commit's id, whole or abbreviated as git
+# abbreviates it (at least 7 hex digits), never a branch or HEAD, which move
+BASE_COMMIT_ID = re.compile(r"[0-9a-fA-F]{7,40}")
 NOTE_NO_SUBMISSION = "no submission recorded"
 # mini-swe-agent 2.x's default configuration submits the text after its marker, often
 # nothing: no patch to compare the tree with
@@ -193,6 +202,9 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
         lines = list(json_lines(path))
     except OSError as exc:
         raise RunsFileError(f"{path}: cannot read: {exc}") from exc
+    if not lines:
+        raise RunsFileError(f"{path}: no runs in it (expected a JSON object a line: "
+                            "instance_id, trajectory, base_commit, ...)")
     specs: list[RunSpec] = []
     errors: list[str] = []
     first_line_of: dict[str, int] = {}
@@ -219,6 +231,8 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
         for name in ("repo", "testbed_setup"):
             if name in row and not isinstance(row[name], (str, type(None))):
                 problems.append(f"{where}: {name}: expected a string or null")
+        if not problems:
+            problems += [f"{where}: {problem}" for problem in _line_value_problems(row)]
         if problems:
             errors.extend(problems)
             continue
@@ -230,7 +244,14 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
         trajectory = (path.parent / row["trajectory"]).resolve()
         git_dir = Path(row["repo_git"]).expanduser()
         if not trajectory.is_file():
-            errors.append(f"{where}: trajectory: no such file {trajectory}")
+            what = "not a file:" if trajectory.exists() else "no such file"
+            errors.append(f"{where}: trajectory: {what} {trajectory}")
+            continue
+        try:  # the store keeps the path as text
+            str(trajectory).encode("utf-8")
+        except UnicodeEncodeError:
+            errors.append(f"{where}: trajectory: {str(trajectory)!r}: expected a path UTF-8 can "
+                          "hold (the store keeps it as text)")
             continue
         given_as = f" (given by --repo-git {row['repo']}=…)" if given_by_option else ""
         if not git_dir.is_dir():
@@ -249,6 +270,50 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
         specs.append(RunSpec(trajectory, row["instance_id"], git_dir, row["base_commit"],
                              row.get("resolved"), row.get("repo"), setup))
     return specs, errors
+
+
+def _line_value_problems(row: dict[str, Any]) -> list[str]:
+    """A runs line's values that are text of the right type but cannot be used: an
+    instance id no window can name, a base commit that is no commit id, a setup command
+    no shell runs."""
+    problems = []
+    problem = loop_id_problem(row["instance_id"])
+    if problem:
+        problems.append(f"instance_id: {problem}")
+    problem = base_commit_problem(row["base_commit"])
+    if problem:
+        problems.append(f"base_commit: {problem}")
+    if "\0" in (row.get("testbed_setup") or ""):
+        problems.append("testbed_setup: expected a shell command, got text with a NUL byte "
+                        "(no shell runs one)")
+    return problems
+
+
+def base_commit_problem(base_commit: str) -> str | None:
+    """Why ``base_commit`` is no commit id (None: it is one)."""
+    if BASE_COMMIT_ID.fullmatch(base_commit):
+        return None
+    shown = base_commit[:GIVEN_VALUE_SHOWN_CHARS]
+    return (f"expected a commit id (7 to 40 hex digits), got {shown!r}: a branch or HEAD "
+            "moves, so the tree would not be the run's")
+
+
+def check_replay_run_id_text(run_id: object) -> None:
+    """A replay's run id as given, checked before anything is written or undone: every
+    ctx08 window names it to the model (``ctxdb show run:RUN:INSTANCE``)."""
+    problem = loop_id_problem(run_id)
+    if problem:
+        raise ValueError(f"--run-id: {problem}")
+
+
+def _commands_a_shell_cannot_run(run: AgentRun) -> None:
+    """Refuse a recorded run that holds a command with a NUL byte (before its earlier
+    replay is removed): no shell runs one, so its tree could not be rebuilt."""
+    for step in run.steps:
+        if any("\0" in command for command in step.commands):
+            raise TrajectoryError(f"{run.path}: step {step.number} (messages"
+                                  f"[{step.message_index}]): its command holds a NUL byte, "
+                                  "which no shell runs: the run cannot be re-run")
 
 
 def _git_dir_problem(row: dict[str, Any], some_given: bool) -> str | None:
@@ -279,6 +344,12 @@ def replay_spec_for_tree(trajectory: str | Path, tree: str | Path,
     at the run's base commit unless ``base_commit`` says which."""
     trajectory, tree = Path(trajectory), Path(tree)
     run = read_trajectory(trajectory)  # refused here, by name, before anything runs
+    _commands_a_shell_cannot_run(run)
+    for name, problem in (("--base-commit", base_commit and base_commit_problem(base_commit)),
+                          ("--instance-id", instance_id is not None
+                           and loop_id_problem(instance_id))):
+        if problem:
+            raise RunsFileError(f"{name}: {problem}")
     if not (tree / ".git").exists():
         raise RunsFileError(f"--tree {tree}: expected a git checkout (no .git in it)")
     if base_commit is None:
@@ -313,7 +384,9 @@ def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
     started = time.perf_counter()
     try:
         check_command_timeout(command_timeout_s)  # before the run's earlier replay goes
+        check_replay_run_id_text(run_id)
         run = read_trajectory(spec.trajectory)
+        _commands_a_shell_cannot_run(run)
         timeout_s = command_timeout_s if command_timeout_s is not None \
             else run.command_timeout_s
         lease = ReplayLease.new(run_id, spec.instance_id, timeout_s)
@@ -806,6 +879,7 @@ def run_replay(db_url: str, specs: list[RunSpec], *, run_id: str = DEFAULT_RUN_I
                work_dir: str | None = None, command_timeout_s: float | None = None,
                progress: Callable[[int, int], None] | None = None) -> ReplaySummary:
     check_command_timeout(command_timeout_s)
+    check_replay_run_id_text(run_id)
     settings = settings or load_settings()
     summary = ReplaySummary()
     if not specs:

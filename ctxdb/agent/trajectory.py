@@ -234,10 +234,11 @@ def parse_trajectory(data: Any, name: str = "<trajectory>") -> AgentRun:
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
         raise TrajectoryError(f"{name}: 'messages': expected a non-empty list")
-    fmt = data.get("trajectory_format", FORMAT_V1)
-    if fmt not in FORMATS:
+    fmt = data.get("trajectory_format")
+    if fmt is not None and fmt not in FORMATS:
         raise TrajectoryError(f"{name}: trajectory_format {fmt!r}: expected one of "
                               f"{', '.join(FORMATS)}")
+    fmt = _format_of_turns(messages, fmt, name)
     given_info = data.get("info")
     info: dict = given_info if isinstance(given_info, dict) else {}
     workdir, timeout = _environment(info, name)
@@ -267,6 +268,27 @@ def parse_trajectory(data: Any, name: str = "<trajectory>") -> AgentRun:
     )
 
 
+def _format_of_turns(messages: list, declared: str | None, name: str) -> str:
+    """The format the turns are in: 2.x keeps every assistant turn's commands in
+    ``extra.actions``, 1.x in its text, so a file without ``trajectory_format`` is read
+    by its turns, and one whose turns say otherwise than its format is refused (read as
+    the other, every turn would be a step with no command)."""
+    turns = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
+    with_actions = sum(1 for m in turns if "actions" in _extra(m))
+    held = FORMAT_V2 if with_actions else FORMAT_V1
+    if declared is None:
+        return held
+    if declared == FORMAT_V2 and turns and not with_actions:
+        raise TrajectoryError(f"{name}: trajectory_format {declared!r}: no assistant turn "
+                              "holds extra.actions, where mini-swe-agent 2.x keeps its "
+                              f"commands (a 1.x run is {FORMAT_V1!r})")
+    if declared == FORMAT_V1 and with_actions:
+        raise TrajectoryError(f"{name}: trajectory_format {declared!r}: {with_actions} "
+                              "assistant turn(s) hold extra.actions, as mini-swe-agent 2.x's "
+                              f"do (a 2.x run is {FORMAT_V2!r})")
+    return declared
+
+
 def _environment(info: dict, name: str) -> tuple[str, float]:
     """Where the agent worked and each command's time limit, checked: the replay mounts
     the tree at that directory and holds a worker that long."""
@@ -277,6 +299,8 @@ def _environment(info: dict, name: str) -> tuple[str, float]:
     if not isinstance(environment, dict):
         raise TrajectoryError(f"{name}: info.config.environment: expected an object")
     cwd = environment.get("cwd") or DEFAULT_WORKDIR
+    if isinstance(cwd, str) and len(cwd) > 1:
+        cwd = cwd.rstrip("/") or "/"  # (`/testbed/` is `/testbed`)
     if (not isinstance(cwd, str) or not cwd.startswith("/") or cwd == "/"
             or posixpath.normpath(cwd) != cwd or "\0" in cwd):
         raise TrajectoryError(f"{name}: info.config.environment.cwd {cwd!r}: expected an "

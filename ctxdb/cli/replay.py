@@ -60,7 +60,13 @@ def register(commands: argparse._SubParsersAction) -> None:
 def _cmd_replay(args) -> int:
     """Exit 2 when the input is bad (each bad line named; the good ones run first), else
     1 when a run failed, else 0."""
-    from ..agent.replay import RunsFileError, load_run_specs, replay_spec_for_tree, run_replay
+    from ..agent.replay import (
+        RunsFileError,
+        check_replay_run_id_text,
+        load_run_specs,
+        replay_spec_for_tree,
+        run_replay,
+    )
     from ..agent.trajectory import MAX_COMMAND_TIMEOUT_S
     from ..db import discard_store_made_here, resolve_url, sqlite_file_of, stores_made_here
 
@@ -75,6 +81,7 @@ def _cmd_replay(args) -> int:
     if args.timeout is not None and not 0 < args.timeout <= MAX_COMMAND_TIMEOUT_S:
         raise ValueError(f"--timeout {args.timeout:g}: expected seconds above 0, at most "
                          f"{MAX_COMMAND_TIMEOUT_S}")
+    check_replay_run_id_text(args.run_id)
     if args.workers < 1:
         raise ValueError("--workers: expected at least 1")
     if args.limit is not None and args.limit < 1:

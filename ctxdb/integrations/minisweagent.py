@@ -43,7 +43,7 @@ from ..agent.trajectory import (
     parse_trajectory,
 )
 from ..pipeline.vocabulary import HARNESS_SENT_OVER_CEILING_FLAG
-from ..request_limits import ID_MAX_CHARS
+from ..request_limits import loop_id_problem
 from ..spec import ARM_CTX08, ARM_CURRENT, ARMS
 
 ARM_VARIABLE = "CTX"  # the environment variable that picks the arm (spec §8)
@@ -199,9 +199,9 @@ class CtxdbModel:
         self.workdir = str(workdir) if workdir is not None else None
         # (no run_id, or an empty one: a new one is made)
         for name, value in (("instance_id", instance_id), ("run_id", run_id or "new")):
-            if not isinstance(value, str) or not value.strip() or len(value) > ID_MAX_CHARS:
-                raise ValueError(f"{name}: expected non-empty text of at most {ID_MAX_CHARS} "
-                                 f"characters, got {value!r:.80}")
+            problem = loop_id_problem(value)
+            if problem:
+                raise ValueError(f"{name}: {problem}")
         if cache_marks is not None and not isinstance(cache_marks, bool):
             raise ValueError(f"cache_marks: expected True, False or None (when the wrapped "
                              f"model marks its prompts), got {cache_marks!r}")
