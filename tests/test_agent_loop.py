@@ -9,6 +9,7 @@ import gc
 import itertools
 import json
 import random
+import re
 import shlex
 import weakref
 
@@ -1390,6 +1391,14 @@ def test_what_the_ladder_folded_stays_folded_while_over_the_ceiling(tmp_path):
                 with store.engine.connect() as connection:
                     shown = forensics.summary(connection, stored.decision_id)
                 assert f"E{min(fresh)}" in shown and f"({LADDER_FOLDED_BEFORE})" in shown, shown
+                # and `ctxdb why` of a part the ladder folded names the rung, the reason
+                # and the part's size before it
+                step = next(s for s in stored.budget_log if s.item_id == f"E{min(fresh)}")
+                (render,) = [row for row in store.why(stored.decision_id, step.item_id)
+                             if row["stage"] == "render"]
+                assert re.search(rf"(^|; )the ceiling's ladder, step {step.step_no} "
+                                 rf"\({step.ladder_step}, {LADDER_FOLDED_BEFORE}, \d+ tokens "
+                                 r"before\)(;|$)", render["detail"]), render
 
 
 def test_over_the_ceiling_the_largest_output_folds_first(tmp_path):

@@ -489,7 +489,8 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     # the loop's rules decided the window (no gate, no policy rows): its one attempt
     attempt = begin_attempt(inputs, None)
     for part in plan.evicted:
-        attempt.audit.final(f"E{part.item_no}", BUDGET, EVICTED, OVER_CEILING_RULE)
+        attempt.audit.final(f"E{part.item_no}", BUDGET, EVICTED, OVER_CEILING_RULE,
+                            detail=part.why or None)
     entries = []
     tokenizer = settings.tokenizer
     newest = newest_output(window.parts)
@@ -1001,16 +1002,26 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
     def total() -> int:
         return fixed + sum(p.tokens for p in window.parts)
 
+    def logged(part: LoopPart, ladder: str, before: int, detail: str | None = None,
+               tokens_before: int | None = None) -> None:
+        """The ladder's step, in budget_log and in what `ctxdb why` says of the part (with
+        its size before, which its item_event does not hold)."""
+        log.append(BudgetStep(len(log) + 1, ladder, f"E{part.item_no}", before, total(),
+                              detail))
+        said = "".join(f", {what}" for what in (
+            detail, tokens_before is not None and f"{tokens_before} tokens before") if what)
+        part.why = "; ".join(why for why in (part.why, f"the ceiling's ladder, step "
+                                             f"{len(log)} ({ladder}{said})") if why)
+
     def replace_text(part: LoopPart, text: str, rendering: str, ladder: str,
                      detail: str | None = None) -> bool:
         tokens = _count(tokenizer, text)
         if tokens >= part.tokens:  # a short part's pointer or cut note is no smaller
             return False
-        before = total()
+        before, tokens_before = total(), part.tokens
         part.text, part.rendering, part.rule = text, rendering, OVER_CEILING_RULE
         part.tokens = tokens
-        log.append(BudgetStep(len(log) + 1, ladder, f"E{part.item_no}", before, total(),
-                              detail))
+        logged(part, ladder, before, detail, tokens_before)
         return True
 
     outputs = [p for p in window.parts if p.kind != AGENT_TURN]
@@ -1028,8 +1039,7 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
         before = total()
         window.parts.remove(part)
         evicted.append(part)
-        log.append(BudgetStep(len(log) + 1, LADDER_DROP_REASONING, f"E{part.item_no}", before,
-                              total()))
+        logged(part, LADDER_DROP_REASONING, before)
     folding = [p for p in outputs if p is not newest and p.rendering in (SHOWN_WHOLE, SHOWN_CUT)]
     views = [p for p in outputs if p is not newest and p.rendering == SHOWN_LINES]
     if total() <= ceiling:
@@ -1081,8 +1091,7 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
             before = total()
             window.parts.remove(part)
             evicted.append(part)
-            log.append(BudgetStep(len(log) + 1, LADDER_EVICT_OLDEST, f"E{part.item_no}",
-                                  before, total()))
+            logged(part, LADDER_EVICT_OLDEST, before)
     if newest is not None and total() > ceiling:
         room = ceiling - (total() - newest.tokens)
         replace_text(newest, _tail_that_fits(newest_text, newest.item_no, room, tokenizer),
