@@ -59,7 +59,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     for module in COMMAND_MODULES:
         module.register(commands)
+    _name_own_parser(parser)
     return parser
+
+
+def _name_own_parser(parser: argparse.ArgumentParser) -> None:
+    """Each command's parser as the default of its ``command_parser``: an option it does
+    not know is refused with its usage (``ctxdb show --bogus``), not the top level's."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command_parser in action.choices.values():
+                command_parser.set_defaults(command_parser=command_parser)
+                _name_own_parser(command_parser)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +88,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _command(argv: list[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        getattr(args, "command_parser", parser).error(
+            f"unrecognized arguments: {' '.join(unknown)}")
     from ..db import StoreUnreachable, stores_made_here
     from ..forensics import NotFound
     from ..migrate import StoreVersionError
