@@ -694,6 +694,16 @@ def test_the_lost_anchors_query_names_the_output_and_the_rule_that_lost_it(
     # not recorded): without in play the file stays in play, and the view kept both
     assert rows(run_id="", arm="ctx08-without-in_play") == []
     assert rows(run_id="", arm="ctx08-without-views") == lost("ctx08-without-views")
+    # and part_over_run follows E6 through the run: when it folded, and by which rule
+    (over_run,) = [f for f in sql_files("analyst") if f.name == "part_over_run"]
+    forms = [(seq, rendering, rule, verdict) for seq, _, rendering, rule, _, verdict, _, _ in
+             _rows(db, over_run.sql, run_id="replay", instance_id="psf__requests-1",
+                   item_id="E6")]
+    assert [seq for seq, *_ in forms] == list(range(3, 27))  # from the step after its own
+    assert forms[0] == (3, "verbatim", "fresh", "in_window")
+    assert forms[-1] == (26, "pointer", "folded: its files out of play", "masked")
+    changes = [form[1:] for before, form in zip(forms, forms[1:]) if form[1:] != before[1:]]
+    assert changes[-1] == ("pointer", "folded: its files out of play", "masked"), forms
 
 
 def test_a_window_that_cannot_fit_is_counted_as_the_history_a_live_harness_sends(
