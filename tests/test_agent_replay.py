@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import itertools
 import json
 import os
 import shutil
@@ -702,7 +703,8 @@ def test_the_lost_anchors_query_names_the_output_and_the_rule_that_lost_it(
     assert [seq for seq, *_ in forms] == list(range(3, 27))  # from the step after its own
     assert forms[0] == (3, "verbatim", "fresh", "in_window")
     assert forms[-1] == (26, "pointer", "folded: its files out of play", "masked")
-    changes = [form[1:] for before, form in zip(forms, forms[1:]) if form[1:] != before[1:]]
+    changes = [form[1:] for before, form in itertools.pairwise(forms)
+               if form[1:] != before[1:]]
     assert changes[-1] == ("pointer", "folded: its files out of play", "masked"), forms
 
 

@@ -737,7 +737,7 @@ def test_a_worker_killed_outright_is_one_line_and_exit_1(tmp_path, capsys, monke
         raise WorkerDied("a worker process ended abruptly")
 
     monkeypatch.setattr(replay, "run_replay", replay_died)
-    (tmp_path / "runs.jsonl").write_text("\n")
+    (tmp_path / "runs.jsonl").write_text("{}\n")  # (a bad line: the workers still start)
     assert main(["replay", str(tmp_path / "runs.jsonl"), "--db", str(tmp_path / "s.db")]) \
         == EXIT_VIOLATIONS
     assert _one_line_error(capsys).endswith("`ctxdb verify` lists the run the dead worker "
