@@ -66,7 +66,9 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
                      "cache_marked (an agent-loop window sent as blocks with cache marks, "
                      "ctxdb.agent.cache_marks), harness_sent_over_ceiling (an agent-loop "
                      "step whose window could not fit the ceiling, recorded as the "
-                     "harness's own messages it sent instead), token_count_bounded (the "
+                     "harness's own messages it sent instead), tree_not_given (an agent-loop "
+                     "ctx08 window built without the working tree: every folded output a "
+                     "pointer, no view), token_count_bounded (the "
                      "window's token_count is an upper bound: a part holds a long unbroken "
                      "run, ctxdb.tokens.bounded_count), text_replaced, ...",
             "created_at": "When the decision was constructed (UTC, ISO 8601).",

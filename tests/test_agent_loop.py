@@ -2788,3 +2788,20 @@ def test_a_memo_remembers_what_it_read_none_too():
     memo.keep("b", 2)  # kept again: "a" stays
     assert memo.get("a", read("a", 4)) is None
     assert reads == ["a", "b"]
+
+
+def test_a_window_built_without_the_tree_says_so(store, tmp_path):
+    """Without ``tree`` no output folds to the lines it printed: the decision says why
+    (a harness developer's cold trial found every view a pointer and nothing saying so)."""
+    root = _tree(tmp_path / "tree")
+    steps = [LoopStep("nl -ba pkg/mod.py | sed -n '3,6p'", _nl(3, 6)), *_filler(8)]
+    blind = construct_step(store, run_id="blind", instance_id="i", task="t", steps=steps,
+                           rules=RULES)
+    seen = construct_step(store, run_id="seen", instance_id="i", task="t", steps=steps,
+                          tree=root, rules=RULES)
+    current = construct_step(store, run_id="cur", instance_id="i", task="t", steps=steps,
+                             arm="current")
+    assert "tree_not_given" in blind.flags
+    assert "tree_not_given" not in seen.flags and "tree_not_given" not in current.flags
+    assert "\n3\tdef function_2(value):" not in store.show(blind.decision_id)  # a pointer
+    assert "\n3\tdef function_2(value):" in store.show(seen.decision_id)  # a view

@@ -57,6 +57,7 @@ from ..pipeline.vocabulary import (
     RENDER,
     TASK_IN_PREFIX_FLAG,
     TOKENS_BOUNDED_FLAG,
+    TREE_NOT_GIVEN_FLAG,
 )
 from ..pipeline.window_text import task_block
 from ..request import DecisionRequest, PlanNode, RequestError, storable_value
@@ -429,6 +430,8 @@ def construct_step(store: ContextStore, *, run_id: str, instance_id: str, task: 
     task, prefix, history = _storable(task), _storable(list(prefix)), _storable(history)
     flags = [] if (task, prefix, history) == (given[0], list(given[1]), list(given[2])) \
         else [TEXT_REPLACED_FLAG]
+    if tree is None and arm != ARM_CURRENT:  # said, since nothing else shows it
+        flags.append(TREE_NOT_GIVEN_FLAG)
     rules = rules or LoopRules()
     files = TreeFiles(tree)
     workdir = workdir or (str(files.root) if files.root is not None else DEFAULT_WORKDIR)

@@ -38,6 +38,9 @@ CACHE_MARKED_FLAG = "cache_marked"
 # harness's own messages it sent instead (decision.flags): not a window ctxdb emitted, so
 # not held to the ceiling (sql/checks/window_over_ceiling.sql), but counted as sent
 HARNESS_SENT_OVER_CEILING_FLAG = "harness_sent_over_ceiling"
+# an agent-loop ctx08 window built without the working tree (construct_step's tree None):
+# no output could fold to the lines it printed, so each is a pointer (decision.flags)
+TREE_NOT_GIVEN_FLAG = "tree_not_given"
 
 # Drivers: what admitted an item, as prefix + link kind / edge kind
 OBLIGATION = "obligation:"  # a structural link of the current obligation (v_gate_rule)
