@@ -632,7 +632,7 @@ def test_a_replay_that_another_of_its_run_finished_beside_fails_by_name(
                                  workers=1)
         (failed,) = summary.failed
         assert failed.error.startswith(
-            "psf__requests-1: ctxdb.agent.replay.ReplayClashError: another replay of run "
+            "psf__requests-1: ReplayClashError: another replay of run "
             "'replay' on instance 'psf__requests-1' wrote into this store while this one "
             "ran"), clash[0]
         assert "INSERT" not in failed.error and "IntegrityError" not in failed.error
@@ -1127,6 +1127,10 @@ def test_one_run_replays_on_a_tree_at_hand(requests_repository, tmp_path, capsys
     assert _rows(str(db), "SELECT instance_id FROM replay_run")[0][0] == "psf__requests-1"
     # the library call takes paths as strings too
     assert replay_spec_for_tree(str(path), str(checkout)) == replay_spec_for_tree(path, checkout)
+    # a base commit the tree lacks is refused by name before anything runs (exit 2)
+    assert main(["replay", str(path), "--tree", str(checkout), "--db", str(db),
+                 "--base-commit", "0" * 40]) == 2
+    assert f"--base-commit {'0' * 40}: not a commit of {checkout}" in capsys.readouterr().err
     # a run that submitted nothing is no tree that missed its patch: the summary says so
     trajectory["info"].pop("submission")
     path.write_text(json.dumps(trajectory), encoding="utf-8")

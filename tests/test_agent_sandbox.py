@@ -495,6 +495,24 @@ def test_a_setup_step_that_fails_is_named(tmp_path):
             run_isolated("true", tree_dir, timeout_s=timeout, env={})
 
 
+def test_a_setup_command_that_fails_says_how_and_what_it_printed(source_git, tmp_path,
+                                                                 monkeypatch):
+    from ctxdb.agent import worktree
+    from ctxdb.agent.worktree import ScratchTreeError
+
+    with pytest.raises(ScratchTreeError, match=r"the setup command 'exit 3' failed \(exit 3; "
+                       r"it printed nothing\)$"):
+        ScratchTree.create(source_git, "main", parent=tmp_path, setup_command="exit 3")
+    with pytest.raises(ScratchTreeError, match=r"failed \(exit 1\): boom$"):
+        ScratchTree.create(source_git, "main", parent=tmp_path,
+                           setup_command="echo boom; exit 1")
+    monkeypatch.setattr(worktree, "SETUP_TIMEOUT_S", 1)
+    with pytest.raises(ScratchTreeError, match=r"failed \(timed out after 1 s; it printed "
+                       r"nothing\)$"):
+        ScratchTree.create(source_git, "main", parent=tmp_path, setup_command="sleep 30")
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("ctxdb-scratch-")]
+
+
 def test_a_missing_unshare_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no unshare there
     with pytest.raises(SandboxUnavailable, match="unshare"):

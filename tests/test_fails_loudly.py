@@ -190,6 +190,20 @@ def request_file(tmp_path) -> Path:
     return path
 
 
+def test_a_store_file_it_may_not_write_is_named_so_not_as_a_postgresql_role(
+        tmp_path, capsys, request_file):
+    """SQLite's 'readonly database' is told as a file this user may not write (it was
+    told as a PostgreSQL role's want of privilege: an adversarial trial)."""
+    db = tmp_path / "s.db"
+    assert main(["construct", str(request_file), "--db", str(db)]) == EXIT_OK
+    capsys.readouterr()
+    read_only = f"sqlite:///file:{db}?mode=ro&uri=true"
+    assert main(["construct", str(request_file), "--db", read_only]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert ("the database refused this command: attempt to write a readonly database; "
+            "expected a database file this user may write") in err and " role " not in err
+
+
 def test_construct_finds_recon_where_recon_index_writes_it(tmp_path, monkeypatch, capsys,
                                                            request_file):
     monkeypatch.delenv(RECON_ENV, raising=False)

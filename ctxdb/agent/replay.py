@@ -360,6 +360,8 @@ def replay_spec_for_tree(trajectory: str | Path, tree: str | Path,
             raise RunsFileError(f"--tree {tree}: git cannot read its HEAD: "
                                 f"{done.stderr.strip()}")
         base_commit = done.stdout.strip()
+    elif not has_commit(tree, base_commit):  # as a runs line's, before anything runs
+        raise RunsFileError(f"--base-commit {base_commit}: not a commit of {tree}")
     name = trajectory.name.removesuffix(".json").removesuffix(".traj")
     return RunSpec(trajectory, instance_id or run.instance_id or name, tree, base_commit)
 
@@ -426,6 +428,8 @@ def _failure(exc: Exception) -> str:
     if isinstance(exc, DBAPIError) and exc.orig is not None:
         said = (str(exc.orig).strip().splitlines() or [""])[0]
         return f"the store's database failed: {type(exc.orig).__name__}: {said}"
+    if type(exc).__module__.startswith("ctxdb."):  # its class by name, not its module's path
+        return f"{type(exc).__name__}: {exc}"
     return traceback.format_exception_only(type(exc), exc)[-1].strip()
 
 

@@ -166,10 +166,12 @@ class ScratchTree:
             if setup_command:
                 done = scratch.run(setup_command, SETUP_TIMEOUT_S)
                 if done.returncode != 0 or done.timed_out:
+                    printed = done.output.strip()[-FAILED_SETUP_OUTPUT_SHOWN_CHARS:]
                     raise ScratchTreeError(
-                        f"the setup command {setup_command!r} failed "
-                        f"({'timed out' if done.timed_out else done.returncode}): "
-                        f"{done.output.strip()[-FAILED_SETUP_OUTPUT_SHOWN_CHARS:]}")
+                        f"the setup command {setup_command!r} failed ("
+                        + (f"timed out after {SETUP_TIMEOUT_S} s" if done.timed_out
+                           else f"exit {done.returncode}")
+                        + (f"): {printed}" if printed else "; it printed nothing)"))
             _git(["update-index", "-q", "--refresh"], env=scratch._host_env(), check=False)
             return scratch
         except BaseException:

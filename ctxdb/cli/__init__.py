@@ -151,9 +151,13 @@ def _command(argv: list[str] | None) -> int:
         refused = _refused_by_database(exc)
         if refused is not None:
             what = "--recon" if args.command == "recon" else _store_named_by(args)
+            wanted = ("a database file this user may write (a command that writes; "
+                      "check its and its directory's permissions)"
+                      if READ_ONLY_SQLITE in refused else
+                      "a role that may read its tables (and write them, for a command that "
+                      "writes)")
             print(f"ctxdb: error: {what}: the database refused this command: {refused}; "
-                  "expected a role that may read its tables (and write them, for a command "
-                  "that writes)", file=sys.stderr)
+                  f"expected {wanted}", file=sys.stderr)
             return EXIT_BAD_INPUT
         reason = _unreachable_database(exc)
         if reason is None:
@@ -229,6 +233,7 @@ def _refuse_a_store_in_memory(db: str | None) -> None:
 URL_SHOWN_CHARS = 80  # of a store URL as given, repeated in its error
 # PostgreSQL's SQLSTATE for a statement the role has no privilege for
 INSUFFICIENT_PRIVILEGE_SQLSTATE = "42501"
+READ_ONLY_SQLITE = "readonly database"  # SQLite's words for a file it may not write
 
 
 def _refused_by_database(exc: BaseException) -> str | None:
@@ -244,7 +249,7 @@ def _refused_by_database(exc: BaseException) -> str | None:
         return None
     reason = (str(exc.orig or exc).strip().splitlines() or [""])[0][:CONNECT_REASON_MAX_CHARS]
     if getattr(exc.orig, "sqlstate", None) == INSUFFICIENT_PRIVILEGE_SQLSTATE \
-            or "readonly database" in reason:
+            or READ_ONLY_SQLITE in reason:
         return reason
     return None
 
