@@ -1227,6 +1227,11 @@ def test_input_a_replay_cannot_use_is_refused_before_the_earlier_replay_goes(
     assert "empty.jsonl: no runs in it" in capsys.readouterr().err and not db.exists()
     with pytest.raises(ValueError, match=r"--base-commit: expected a commit id .*'main'"):
         replay_spec_for_tree(path, tmp_path, "main")
+    # a library caller's own RunSpec is held to the same rule, and nothing is made for it
+    (failed,) = run_replay(str(db), [RunSpec(path, "a\x00b", bare, commit)], workers=1).failed
+    assert "instance_id: expected no control character, got U+0000" in failed.error
+    assert _rows(str(db), "SELECT COUNT(*) FROM decision")[0][0] == 0
+    db.unlink()
     assert main(["replay", str(runs), "--db", str(db)]) == 0
     decisions = _rows(str(db), "SELECT COUNT(*) FROM decision")[0][0]
     assert decisions > 0

@@ -345,11 +345,13 @@ def replay_spec_for_tree(trajectory: str | Path, tree: str | Path,
     trajectory, tree = Path(trajectory), Path(tree)
     run = read_trajectory(trajectory)  # refused here, by name, before anything runs
     _commands_a_shell_cannot_run(run)
-    for name, problem in (("--base-commit", base_commit and base_commit_problem(base_commit)),
-                          ("--instance-id", instance_id is not None
-                           and loop_id_problem(instance_id))):
+    name = trajectory.name.removesuffix(".json").removesuffix(".traj")
+    instance_id = instance_id or run.instance_id or name
+    for given, problem in (("--base-commit", base_commit and base_commit_problem(base_commit)),
+                           ("--instance-id (else the trajectory's instance_id or its file's "
+                            "name)", loop_id_problem(instance_id))):
         if problem:
-            raise RunsFileError(f"{name}: {problem}")
+            raise RunsFileError(f"{given}: {problem}")
     if not (tree / ".git").exists():
         raise RunsFileError(f"--tree {tree}: expected a git checkout (no .git in it)")
     if base_commit is None:
@@ -362,8 +364,7 @@ def replay_spec_for_tree(trajectory: str | Path, tree: str | Path,
         base_commit = done.stdout.strip()
     elif not has_commit(tree, base_commit):  # as a runs line's, before anything runs
         raise RunsFileError(f"--base-commit {base_commit}: not a commit of {tree}")
-    name = trajectory.name.removesuffix(".json").removesuffix(".traj")
-    return RunSpec(trajectory, instance_id or run.instance_id or name, tree, base_commit)
+    return RunSpec(trajectory, instance_id, tree, base_commit)
 
 
 def check_command_timeout(command_timeout_s: float | None) -> None:
@@ -387,6 +388,9 @@ def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
     try:
         check_command_timeout(command_timeout_s)  # before the run's earlier replay goes
         check_replay_run_id_text(run_id)
+        problem = loop_id_problem(spec.instance_id)  # a RunSpec made by a library caller
+        if problem:
+            raise ValueError(f"instance_id: {problem}")
         run = read_trajectory(spec.trajectory)
         _commands_a_shell_cannot_run(run)
         timeout_s = command_timeout_s if command_timeout_s is not None \
