@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,9 @@ from typing import Any
 # PostgreSQL `integer` (models.py: seq, lines, depth, token_ceiling are Integer columns).
 STORE_INTEGER_MAX = 2**31 - 1
 ID_MAX_CHARS = 200  # run_id, instance_id, plan_node.node_id
+# what an agent loop's ids may not hold (a window prints them on one line): the control
+# characters (NUL, newline, escape, C1) and Unicode's line and paragraph separators
+LINE_BREAKING_CATEGORIES = ("Cc", "Zl", "Zp")
 VARIANT_MAX_CHARS = 100
 # Entity keys, paths and test ids: printed in every item header.
 ENTITY_KEY_MAX_CHARS = 1000
@@ -52,9 +56,11 @@ def loop_id_problem(value: object) -> str | None:
         return f"expected non-empty text, got {quote_value(value)}"
     if len(value) > ID_MAX_CHARS:
         return f"expected at most {ID_MAX_CHARS} characters, got {len(value)}"
-    control = next((c for c in value if ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0), None)
+    control = next((c for c in value if unicodedata.category(c) in LINE_BREAKING_CATEGORIES),
+                   None)
     if control is not None:
-        return f"expected no control character, got U+{ord(control):04X} in {quote_value(value)}"
+        return (f"expected no control character or line separator, got U+{ord(control):04X} "
+                f"in {quote_value(value)}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -1710,6 +1710,13 @@ def test_the_ladder_always_ends_under_the_ceiling_or_refuses(tmp_path):
             assert context.token_count <= 400
             assert {s.ladder_step for s in context.budget_log} == {
                 "loop_cut_newest_to_share", "loop_fold_fresh", "loop_evict_oldest", *ladder}
+            # `ctxdb why` of an evicted step names the rung and its size before it
+            evicted = next(s for s in context.budget_log if s.ladder_step == "loop_evict_oldest")
+            (verdict,) = [row for row in store.why(context.decision_id, evicted.item_id)
+                          if row["is_final"]]
+            assert verdict["action"] == "evicted"
+            assert re.fullmatch(rf"the ceiling's ladder, step {evicted.step_no} "
+                                r"\(loop_evict_oldest, \d+ tokens before\)", verdict["detail"])
         assert store.verify() == {}
         huge = [{"role": "system", "content": "rule " * 600}]
         with pytest.raises(RequestError, match="over the ceiling 400"):

@@ -1023,6 +1023,8 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
                     "repo_git": git_dir}),
         f'{{"instance_id": "s", "trajectory": "\\udce9.json", "base_commit": "{commit}", '
         f'"repo_git": "{git_dir}"}}',
+        json.dumps({"instance_id": "t", "trajectory": "t.traj.json\u0000", "base_commit": commit,
+                    "repo_git": git_dir}),
     ]), encoding="utf-8")
     (tmp_path / "\udce9.json").write_text("{}", encoding="utf-8")  # (its name: byte 0xe9)
     specs, errors = load_run_specs(runs, {"owner/name": git_dir, "plain/name": str(plain)})
@@ -1055,15 +1057,17 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
         f"{runs}:14: repo_git: {inside} is not a git directory (expected a bare repository "
         "or a checkout's top)",
         f"{runs}:15: repo_git: not a directory: {runs}",
-        f"{runs}:16: base_commit: expected a commit id (7 to 40 hex digits), got 'HEAD': a "
-        "branch or HEAD moves, so the tree would not be the run's",
+        f"{runs}:16: base_commit: expected a commit id (7 to 64 hex digits), got 'HEAD': a "
+        "branch, a tag or HEAD can move, so the tree would not be the run's",
         f"{runs}:17: instance_id: expected at most 200 characters, got 201",
-        f"{runs}:18: instance_id: expected no control character, got U+0000 in 'o\\x00p'",
+        f"{runs}:18: instance_id: expected no control character or line separator, got U+0000 "
+        "in 'o\\x00p'",
         f"{runs}:19: testbed_setup: expected a shell command, got text with a NUL byte (no "
         "shell runs one)",
         f"{runs}:20: trajectory: not a file: {repository}",
         f"{runs}:21: trajectory: {str(tmp_path / chr(0xdce9)) + '.json'!r}: expected a path "
         "UTF-8 can hold (the store keeps it as text)",
+        f"{runs}:22: trajectory: expected a file's path, got text with a NUL byte",
     ]
     # none given: a line without repo either is told both ways of giving one
     assert [e for e in load_run_specs(runs)[1] if e.startswith(f"{runs}:11:")][0] == (
@@ -1127,10 +1131,16 @@ def test_one_run_replays_on_a_tree_at_hand(requests_repository, tmp_path, capsys
     assert _rows(str(db), "SELECT instance_id FROM replay_run")[0][0] == "psf__requests-1"
     # the library call takes paths as strings too
     assert replay_spec_for_tree(str(path), str(checkout)) == replay_spec_for_tree(path, checkout)
-    # a base commit the tree lacks is refused by name before anything runs (exit 2)
-    assert main(["replay", str(path), "--tree", str(checkout), "--db", str(db),
-                 "--base-commit", "0" * 40]) == 2
-    assert f"--base-commit {'0' * 40}: not a commit of {checkout}" in capsys.readouterr().err
+    # a base commit the tree lacks is refused by name before anything runs (exit 2); any
+    # name of one the tree has is taken, as the commit it names now
+    for missing in ("0" * 40, "no-such-branch"):
+        assert main(["replay", str(path), "--tree", str(checkout), "--db", str(db),
+                     "--base-commit", missing]) == 2
+        assert f"--base-commit {missing}: not a commit of {checkout}" in \
+            capsys.readouterr().err
+    _git("tag", "base", cwd=checkout)
+    assert replay_spec_for_tree(path, checkout, "base").base_commit == commit
+    assert replay_spec_for_tree(path, checkout, commit[:8]).base_commit == commit
     # a run that submitted nothing is no tree that missed its patch: the summary says so
     trajectory["info"].pop("submission")
     path.write_text(json.dumps(trajectory), encoding="utf-8")
@@ -1225,12 +1235,16 @@ def test_input_a_replay_cannot_use_is_refused_before_the_earlier_replay_goes(
     (tmp_path / "empty.jsonl").write_text("\n\n", encoding="utf-8")
     assert main(["replay", str(tmp_path / "empty.jsonl"), "--db", str(db)]) == 2
     assert "empty.jsonl: no runs in it" in capsys.readouterr().err and not db.exists()
-    with pytest.raises(ValueError, match=r"--base-commit: expected a commit id .*'main'"):
-        replay_spec_for_tree(path, tmp_path, "main")
-    # a library caller's own RunSpec is held to the same rule, and nothing is made for it
-    (failed,) = run_replay(str(db), [RunSpec(path, "a\x00b", bare, commit)], workers=1).failed
-    assert "instance_id: expected no control character, got U+0000" in failed.error
-    assert _rows(str(db), "SELECT COUNT(*) FROM decision")[0][0] == 0
+    # a library caller's own RunSpec is held to the same rules, and nothing is made for it
+    latin1 = tmp_path / "\udce9.traj.json"  # (its name: byte 0xe9)
+    latin1.write_bytes(path.read_bytes())
+    for spec, said in ((RunSpec(path, "a\x00b", bare, commit), "instance_id: expected no "
+                        "control character or line separator, got U+0000"),
+                       (RunSpec(latin1, "psf__requests-1", bare, commit),
+                        f"trajectory: {str(latin1)!r}: expected a path UTF-8 can hold")):
+        (failed,) = run_replay(str(db), [spec], workers=1).failed
+        assert said in failed.error, failed.error
+        assert _rows(str(db), "SELECT COUNT(*) FROM decision")[0][0] == 0
     db.unlink()
     assert main(["replay", str(runs), "--db", str(db)]) == 0
     decisions = _rows(str(db), "SELECT COUNT(*) FROM decision")[0][0]
@@ -1242,3 +1256,24 @@ def test_input_a_replay_cannot_use_is_refused_before_the_earlier_replay_goes(
     assert ("step 5 (messages[10]): its command holds a NUL byte, which no shell runs"
             in capsys.readouterr().err)
     assert _rows(str(db), "SELECT COUNT(*) FROM decision")[0][0] == decisions
+
+
+def test_a_nul_only_in_a_reply_the_harness_refused_is_no_command_that_ran():
+    """A format error's blocks never ran, so a NUL in one does not stop the replay; one
+    in a command that ran does, naming its step."""
+    from ctxdb.agent.trajectory import TrajectoryError, parse_trajectory
+
+    def run_of(reply: str, observation: str):
+        return parse_trajectory({"trajectory_format": "mini-swe-agent-1", "messages": [
+            {"role": "system", "content": "s"}, {"role": "user", "content": "t"},
+            {"role": "assistant", "content": reply},
+            {"role": "user", "content": observation}]})
+
+    refused = run_of("Two.\n\n```bash\nls\0\n```\n\n```bash\npwd\n```",
+                     "Please always provide EXACTLY ONE action in triple backticks.")
+    assert refused.steps[0].action is None
+    replay_module._commands_a_shell_cannot_run(refused)
+    with pytest.raises(TrajectoryError, match=r"step 1 \(messages\[2\]\): its command holds "
+                       "a NUL byte"):
+        replay_module._commands_a_shell_cannot_run(run_of(
+            "One.\n\n```bash\nls\0\n```", "<returncode>0</returncode>\n<output>\n</output>"))

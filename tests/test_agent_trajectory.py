@@ -142,11 +142,12 @@ def test_a_run_without_its_format_is_read_by_its_turns_and_a_wrong_format_is_ref
     old = v1_run()
     del old["trajectory_format"]
     assert parse_trajectory(old).steps[0].action == "cat file1.py"
-    with pytest.raises(TrajectoryError, match=r"trajectory_format 'mini-swe-agent-1.1': no "
-                       r"assistant turn holds extra.actions.*a 1.x run is 'mini-swe-agent-1'"):
+    with pytest.raises(TrajectoryError, match=r"read as mini-swe-agent 2.x \('mini-swe-agent-"
+                       r"1.1'\), but no assistant turn holds extra.actions.*a 1.x run's "
+                       r"trajectory_format is 'mini-swe-agent-1'"):
         parse_trajectory({**v1_run(), "trajectory_format": FORMAT_V2})
-    with pytest.raises(TrajectoryError, match=r"trajectory_format 'mini-swe-agent-1': 1 "
-                       r"assistant turn\(s\) hold extra.actions"):
+    with pytest.raises(TrajectoryError, match=r"read as mini-swe-agent 1.x \('mini-swe-agent-"
+                       r"1'\), but 1 assistant turn\(s\) hold extra.actions"):
         parse_trajectory({"trajectory_format": "mini-swe-agent-1", "messages": messages})
 
 
@@ -300,15 +301,17 @@ def test_prompt_tokens_and_the_prefix_a_cache_serves():
     ([1, 2], "info.config.environment: expected an object"),
 ])
 def test_where_the_agent_worked_and_its_time_limit_are_checked(environment, expected):
-    """(A directory given with a trailing slash is that directory.)"""
-    data = v1_run(2)
-    data["info"]["config"] = {"environment": {"cwd": "/testbed/"}}
-    assert parse_trajectory(data).workdir == "/testbed"
     data = v1_run(2)
     data["info"]["config"] = {"environment": environment}
     with pytest.raises(TrajectoryError) as raised:
         parse_trajectory(data, "x.traj.json")
     assert str(raised.value).startswith("x.traj.json: ") and expected in str(raised.value)
+
+
+def test_a_directory_given_with_a_trailing_slash_is_that_directory():
+    data = v1_run(2)
+    data["info"]["config"] = {"environment": {"cwd": "/testbed/"}}
+    assert parse_trajectory(data).workdir == "/testbed"
 
 
 def test_a_tool_calling_turn_counts_its_calls_in_every_arm_that_resends_it():

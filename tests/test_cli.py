@@ -116,13 +116,14 @@ def test_unknown_command_exits_2():
 
 
 @pytest.mark.parametrize("argv", [["show", "1", "--bogus"], ["tokens", "count", "x", "--bogus"],
-                                  ["report", "replay", "--nope", "1"]])
+                                  ["report", "replay", "--nope", "1"], ["--bogus", "show", "1"]])
 def test_an_option_a_command_lacks_is_refused_with_that_command_s_usage(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    command = "ctxdb " + " ".join(argv[:2] if argv[0] == "tokens" else argv[:1])
+    command = ("ctxdb" if argv[0] == "--bogus" else  # before the command: the top level's
+               "ctxdb " + " ".join(argv[:2] if argv[0] == "tokens" else argv[:1]))
     assert err.startswith(f"usage: {command} ") and f"{command}: error: unrecognized " in err
 
 

@@ -1011,8 +1011,9 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
         its size before, which its item_event does not hold)."""
         log.append(BudgetStep(len(log) + 1, ladder, f"E{part.item_no}", before, total(),
                               detail))
-        said = "".join(f", {what}" for what in (
-            detail, tokens_before is not None and f"{tokens_before} tokens before") if what)
+        said = f", {detail}" if detail else ""
+        if tokens_before is not None:
+            said += f", {tokens_before} tokens before"
         part.why = "; ".join(why for why in (part.why, f"the ceiling's ladder, step "
                                              f"{len(log)} ({ladder}{said})") if why)
 
@@ -1042,7 +1043,7 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
         before = total()
         window.parts.remove(part)
         evicted.append(part)
-        logged(part, LADDER_DROP_REASONING, before)
+        logged(part, LADDER_DROP_REASONING, before, tokens_before=part.tokens)
     folding = [p for p in outputs if p is not newest and p.rendering in (SHOWN_WHOLE, SHOWN_CUT)]
     views = [p for p in outputs if p is not newest and p.rendering == SHOWN_LINES]
     if total() <= ceiling:
@@ -1094,7 +1095,7 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
             before = total()
             window.parts.remove(part)
             evicted.append(part)
-            logged(part, LADDER_EVICT_OLDEST, before)
+            logged(part, LADDER_EVICT_OLDEST, before, tokens_before=part.tokens)
     if newest is not None and total() > ceiling:
         room = ceiling - (total() - newest.tokens)
         replace_text(newest, _tail_that_fits(newest_text, newest.item_no, room, tokenizer),

@@ -1548,7 +1548,9 @@ def _settle(part: LoopPart, kept: dict[int, SettledPart], notes: Sequence[str],
         # still a view, of the lines it shows; a pointer shows none
         part.lines = view_span(part.text) if part.rendering == SHOWN_LINES else None
         if part.rendering == SHOWN_LINES and part.kind != FILE_VIEW:
-            part.kind, part.path = FILE_VIEW, first_file_named(part.text)
+            # (the file whose lines it shows, as view_span reads them, else the first named)
+            part.kind = FILE_VIEW
+            part.path = next(iter(_view_lines(part.text)), None) or first_file_named(part.text)
     mark = f"[E{part.item_no} "
     mine = [note for note in notes if mark in note]
     if settled is not None or mine:

@@ -110,9 +110,11 @@ NOTE_COMMAND_DIVERGED = "command diverged"
 DIVERGED_LINE_SHOWN_MAX_CHARS = 200  # of the re-run's last line, in that note
 DIFFERING_FILES_NAMED = 3  # of each side's files, in a differing submission's note
 GIVEN_VALUE_SHOWN_CHARS = 64  # of a bad value a runs file gave, in its error
-# a base commit as a runs line names it: a commit's id, whole or abbreviated as git
-# abbreviates it (at least 7 hex digits), never a branch or HEAD, which move
-BASE_COMMIT_ID = re.compile(r"[0-9a-fA-F]{7,40}")
+# a base commit as a runs line names it: a commit's id, whole (40 hex digits, 64 in a
+# SHA-256 repository) or abbreviated as git abbreviates it (at least 7), never a branch, a
+# tag or HEAD, which can move
+COMMIT_ID_MIN_HEX, COMMIT_ID_MAX_HEX = 7, 64
+BASE_COMMIT_ID = re.compile(rf"[0-9a-fA-F]{{{COMMIT_ID_MIN_HEX},{COMMIT_ID_MAX_HEX}}}")
 NOTE_NO_SUBMISSION = "no submission recorded"
 # mini-swe-agent 2.x's default configuration submits the text after its marker, often
 # nothing: no patch to compare the tree with
@@ -247,11 +249,9 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
             what = "not a file:" if trajectory.exists() else "no such file"
             errors.append(f"{where}: trajectory: {what} {trajectory}")
             continue
-        try:  # the store keeps the path as text
-            str(trajectory).encode("utf-8")
-        except UnicodeEncodeError:
-            errors.append(f"{where}: trajectory: {str(trajectory)!r}: expected a path UTF-8 can "
-                          "hold (the store keeps it as text)")
+        problem = trajectory_path_problem(trajectory)
+        if problem:
+            errors.append(f"{where}: trajectory: {problem}")
             continue
         given_as = f" (given by --repo-git {row['repo']}=…)" if given_by_option else ""
         if not git_dir.is_dir():
@@ -277,6 +277,8 @@ def _line_value_problems(row: dict[str, Any]) -> list[str]:
     instance id no window can name, a base commit that is no commit id, a setup command
     no shell runs."""
     problems = []
+    if "\0" in row["trajectory"]:  # (no file has one in its name)
+        problems.append("trajectory: expected a file's path, got text with a NUL byte")
     problem = loop_id_problem(row["instance_id"])
     if problem:
         problems.append(f"instance_id: {problem}")
@@ -289,13 +291,24 @@ def _line_value_problems(row: dict[str, Any]) -> list[str]:
     return problems
 
 
+def trajectory_path_problem(path: Path) -> str | None:
+    """Why the store cannot keep ``path`` as the run's trajectory (None: it can): a path
+    that is not UTF-8 text (a directory named in Latin-1), checked before anything runs."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{str(path)!r}: expected a path UTF-8 can hold (the store keeps it as text)"
+    return None
+
+
 def base_commit_problem(base_commit: str) -> str | None:
     """Why ``base_commit`` is no commit id (None: it is one)."""
     if BASE_COMMIT_ID.fullmatch(base_commit):
         return None
     shown = base_commit[:GIVEN_VALUE_SHOWN_CHARS]
-    return (f"expected a commit id (7 to 40 hex digits), got {shown!r}: a branch or HEAD "
-            "moves, so the tree would not be the run's")
+    return (f"expected a commit id ({COMMIT_ID_MIN_HEX} to {COMMIT_ID_MAX_HEX} hex digits), "
+            f"got {shown!r}: a branch, a tag or HEAD can move, so the tree would not be the "
+            "run's")
 
 
 def check_replay_run_id_text(run_id: object) -> None:
@@ -310,7 +323,7 @@ def _commands_a_shell_cannot_run(run: AgentRun) -> None:
     """Refuse a recorded run that holds a command with a NUL byte (before its earlier
     replay is removed): no shell runs one, so its tree could not be rebuilt."""
     for step in run.steps:
-        if any("\0" in command for command in step.commands):
+        if "\0" in (step.action or ""):  # (a format error's blocks never ran)
             raise TrajectoryError(f"{run.path}: step {step.number} (messages"
                                   f"[{step.message_index}]): its command holds a NUL byte, "
                                   "which no shell runs: the run cannot be re-run")
@@ -343,27 +356,32 @@ def replay_spec_for_tree(trajectory: str | Path, tree: str | Path,
     """One run of a tree already at hand: ``tree`` is a git checkout of its repository,
     at the run's base commit unless ``base_commit`` says which."""
     trajectory, tree = Path(trajectory), Path(tree)
+    problem = trajectory_path_problem(trajectory)
+    if problem:
+        raise RunsFileError(f"trajectory: {problem}")
     run = read_trajectory(trajectory)  # refused here, by name, before anything runs
     _commands_a_shell_cannot_run(run)
     name = trajectory.name.removesuffix(".json").removesuffix(".traj")
+    given_as = ("--instance-id" if instance_id else "the trajectory's instance_id"
+                if run.instance_id else "the trajectory file's name")
     instance_id = instance_id or run.instance_id or name
-    for given, problem in (("--base-commit", base_commit and base_commit_problem(base_commit)),
-                           ("--instance-id (else the trajectory's instance_id or its file's "
-                            "name)", loop_id_problem(instance_id))):
-        if problem:
-            raise RunsFileError(f"{given}: {problem}")
+    problem = loop_id_problem(instance_id)
+    if problem:
+        raise RunsFileError(f"{given_as} (the run's instance id): {problem}")
     if not (tree / ".git").exists():
         raise RunsFileError(f"--tree {tree}: expected a git checkout (no .git in it)")
-    if base_commit is None:
-        # (a GIT_DIR around us must not name another repository's HEAD)
-        done = subprocess.run([*HARDENED_GIT, "-C", str(tree), "rev-parse", "HEAD"],
-                              capture_output=True, text=True, env=git_env(), check=False)
-        if done.returncode != 0:
-            raise RunsFileError(f"--tree {tree}: git cannot read its HEAD: "
-                                f"{done.stderr.strip()}")
-        base_commit = done.stdout.strip()
-    elif not has_commit(tree, base_commit):  # as a runs line's, before anything runs
-        raise RunsFileError(f"--base-commit {base_commit}: not a commit of {tree}")
+    # the commit the tree's HEAD, or --base-commit (any name of a commit: a tag, HEAD~2),
+    # names now, by its id: the tree at hand may move on while the run replays
+    # (a GIT_DIR around us must not name another repository's HEAD)
+    named = base_commit if base_commit is not None else "HEAD"
+    done = subprocess.run([*HARDENED_GIT, "-C", str(tree), "rev-parse", "--verify", "--quiet",
+                           "--end-of-options", f"{named}^{{commit}}"],
+                          capture_output=True, text=True, env=git_env(), check=False)
+    if done.returncode != 0:
+        raise RunsFileError(f"--base-commit {base_commit}: not a commit of {tree}"
+                            if base_commit is not None else
+                            f"--tree {tree}: git cannot read its HEAD: {done.stderr.strip()}")
+    base_commit = done.stdout.strip()
     return RunSpec(trajectory, instance_id, tree, base_commit)
 
 
@@ -388,9 +406,11 @@ def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
     try:
         check_command_timeout(command_timeout_s)  # before the run's earlier replay goes
         check_replay_run_id_text(run_id)
-        problem = loop_id_problem(spec.instance_id)  # a RunSpec made by a library caller
-        if problem:
-            raise ValueError(f"instance_id: {problem}")
+        # a RunSpec a library caller made is held to a runs line's rules
+        for field_name, problem in (("instance_id", loop_id_problem(spec.instance_id)),
+                                    ("trajectory", trajectory_path_problem(spec.trajectory))):
+            if problem:
+                raise ValueError(f"{field_name}: {problem}")
         run = read_trajectory(spec.trajectory)
         _commands_a_shell_cannot_run(run)
         timeout_s = command_timeout_s if command_timeout_s is not None \

@@ -279,13 +279,13 @@ def _format_of_turns(messages: list, declared: str | None, name: str) -> str:
     if declared is None:
         return held
     if declared == FORMAT_V2 and turns and not with_actions:
-        raise TrajectoryError(f"{name}: trajectory_format {declared!r}: no assistant turn "
-                              "holds extra.actions, where mini-swe-agent 2.x keeps its "
-                              f"commands (a 1.x run is {FORMAT_V1!r})")
+        raise TrajectoryError(f"{name}: read as mini-swe-agent 2.x ({declared!r}), but no "
+                              "assistant turn holds extra.actions, where 2.x keeps its "
+                              f"commands (a 1.x run's trajectory_format is {FORMAT_V1!r})")
     if declared == FORMAT_V1 and with_actions:
-        raise TrajectoryError(f"{name}: trajectory_format {declared!r}: {with_actions} "
-                              "assistant turn(s) hold extra.actions, as mini-swe-agent 2.x's "
-                              f"do (a 2.x run is {FORMAT_V2!r})")
+        raise TrajectoryError(f"{name}: read as mini-swe-agent 1.x ({declared!r}), but "
+                              f"{with_actions} assistant turn(s) hold extra.actions, as 2.x's "
+                              f"do (a 2.x run's trajectory_format is {FORMAT_V2!r})")
     return declared
 
 

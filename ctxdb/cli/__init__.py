@@ -90,7 +90,12 @@ def _command(argv: list[str] | None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:
-        getattr(args, "command_parser", parser).error(
+        given = list(sys.argv[1:] if argv is None else argv)
+        # an option before the command's name is the top level's, not the command's
+        before_command = args.command in given and any(
+            given.index(option) < given.index(args.command) for option in unknown
+            if option in given)
+        (parser if before_command else getattr(args, "command_parser", parser)).error(
             f"unrecognized arguments: {' '.join(unknown)}")
     from ..db import StoreUnreachable, stores_made_here
     from ..forensics import NotFound

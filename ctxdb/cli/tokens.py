@@ -17,9 +17,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     count = token_commands.add_parser(
         "count", help="count the tokens of a file with each tokenizer",
         description="Print the token count of FILE (or - for stdin) per tokenizer: exact, "
-        "or an upper bound within a few tokens, noted on standard error, for a text over 1 "
-        "MiB or holding an unbroken run of 512 or more characters (counted in slices: "
-        "docs/tokens.md).",
+        "or an upper bound, noted on standard error, for a text it counts in slices (one "
+        "over ctxdb.tokens.COUNT_EXACT_MAX_CHARS characters, or holding an unbroken run of "
+        "ctxdb.tokens.LONG_RUN_CHARS or more: docs/tokens.md).",
     )
     count.add_argument("file", metavar="FILE", help="a text file, or - for standard input")
     count.add_argument(

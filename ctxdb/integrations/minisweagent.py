@@ -168,9 +168,9 @@ class CtxdbModel:
     with ``tree`` a checkout of it on the host; default: ``tree``). ``task``: the problem
     statement (None: the instance message as the harness rendered it, its template's
     words too; a task the harness's prompt holds is not sent again). ``run_id``: one run
-    is one arm,
-    so the default is new per model; one given must not hold decisions of
-    ``instance_id`` yet (a batch of instances may share it). ``arm``: overrides
+    is one arm, so the default is new per model; one given must not hold decisions of
+    ``instance_id`` yet (a batch of instances may share it). One model records one agent
+    run: a second ``agent.run()`` is refused (``RunRestartedError``). ``arm``: overrides
     ``$CTX``, read here, once.
     ``cache_marks``: send ctx08's window marked for a cache that serves only at marks
     (``cache_marked_messages``); None (the default): when the wrapped model marks its
