@@ -790,3 +790,33 @@ def test_a_second_agent_run_with_one_model_is_refused_before_it_records(tmp_path
             model.query(other_task + turn)
     assert Echo.sent == 3
     assert _decisions(store, "once")[1] == [(1, "i"), (2, "i"), (2, "i")]
+
+
+def test_a_second_agent_run_after_a_first_that_submitted_at_once_is_refused(mswea, tmp_path):
+    """A first agent.run() that submits at its first call leaves no step: the next run's
+    first query held no step either, and used to be recorded as a retry of that call,
+    its steps then as the first run's. mini-swe-agent's agent.run() starts a new history
+    list, so another list is another run; the same list asked again is still a retry."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
+    submit = mswea.make_output(f"THOUGHT: Nothing to do.\n\n```mswea_bash_command\n{SUBMIT}"
+                               "\n```", [{"command": SUBMIT}])
+    inner = mswea.DeterministicModel(
+        outputs=[submit, submit, submit],
+        observation_template=mswea.config["model"]["observation_template"])
+    store = str(tmp_path / "s.db")
+    with CtxdbModel(inner, store, instance_id="i", tree=tree, run_id="at-once") as model:
+        agent = mswea.DefaultAgent(model, _environment(mswea, tree), **mswea.config["agent"])
+        assert agent.run(TASK)["exit_status"] == "Submitted"
+        with pytest.raises(RunRestartedError, match=r"no step, in another history list than "
+                           r"the run's first query, which was answered"):
+            agent.run(TASK)
+    assert _decisions(store, "at-once")[1] == [(1, "i")]
+    with CtxdbModel(inner, store, instance_id="i", tree=tree, run_id="retried") as model:
+        first = list(agent.messages[:2])
+        model.query(first)
+        model.query(first)  # the same list asked again: a retry of the first call
+        with pytest.raises(RunRestartedError, match=r"no step, in another history list"):
+            model.query(list(first))
+    assert _decisions(store, "retried")[1] == [(1, "i"), (1, "i")]

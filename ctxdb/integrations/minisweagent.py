@@ -170,7 +170,8 @@ class CtxdbModel:
     words too; a task the harness's prompt holds is not sent again). ``run_id``: one run
     is one arm, so the default is new per model; one given must not hold decisions of
     ``instance_id`` yet (a batch of instances may share it). One model records one agent
-    run: a second ``agent.run()`` is refused (``RunRestartedError``). ``arm``: overrides
+    run: a second ``agent.run()`` is refused (``RunRestartedError``; after a first run
+    with no step, by its new history list). ``arm``: overrides
     ``$CTX``, read here, once.
     ``cache_marks``: send ctx08's window marked for a cache that serves only at marks
     (``cache_marked_messages``); None (the default): when the wrapped model marks its
@@ -229,6 +230,10 @@ class CtxdbModel:
         # with another prompt or fewer steps is another run, not this one's next step
         self._run_prefix: list[dict[str, str]] | None = None
         self._run_steps = 0
+        # the history list of a first query (no step yet) that was answered: asked again
+        # with no step, the same list is a retry of that call, another list a new run
+        # (mini-swe-agent's agent.run() starts a new list, then extends it step by step)
+        self._answered_first: list[Message] | None = None
 
     def query(self, messages: list[Message], **kwargs: Any) -> Message:
         """Record this step's decision, then ask the wrapped model with ctxdb's messages
@@ -238,7 +243,14 @@ class CtxdbModel:
         ``RefusedStepWarning``, and counted in ``refused_steps``: a harness never loses a
         step to ctxdb's limits. Any other refusal is a mistake to fix: it is raised."""
         prefix, steps, run = read_history(messages)
-        self._check_same_run(prefix, len(steps))
+        self._check_same_run(prefix, len(steps), messages)
+        reply = self._query(messages, prefix, steps, run, **kwargs)
+        if not steps:
+            self._answered_first = messages
+        return reply
+
+    def _query(self, messages: list[Message], prefix: list[dict[str, str]],
+               steps: list[LoopStep], run: AgentRun, **kwargs: Any) -> Message:
         # the current arm records what goes to the model, the templates' markup too; a
         # ctx08 step records it when its window cannot fit the ceiling and it goes instead
         sent = as_sent(messages)
@@ -265,15 +277,21 @@ class CtxdbModel:
                 reply = self.model.query(cache_marked_messages(context, prefix), **kwargs)
         return reply
 
-    def _check_same_run(self, prefix: list[dict[str, str]], step_count: int) -> None:
+    def _check_same_run(self, prefix: list[dict[str, str]], step_count: int,
+                        messages: list[Message]) -> None:
         """Refuse a history that starts another run (before anything is recorded or sent):
         recorded under this run, its steps would read as retries of the earlier run's, or
         clash with them (``StepTakenError``)."""
         if self._run_prefix is None:
             self._run_prefix = prefix
-        elif prefix != self._run_prefix or step_count < self._run_steps:
+        elif (prefix != self._run_prefix or step_count < self._run_steps
+              or (step_count == 0 and self._answered_first is not None
+                  and messages is not self._answered_first)):
             what = ("another harness prompt" if prefix != self._run_prefix else
-                    f"{step_count} step(s) where the run's latest query held {self._run_steps}")
+                    f"{step_count} step(s) where the run's latest query held {self._run_steps}"
+                    if step_count < self._run_steps else
+                    "no step, in another history list than the run's first query, which "
+                    "was answered")
             raise RunRestartedError(
                 f"{HISTORY_NAME}: the history does not go on from run {self.run_id!r} of "
                 f"{self.instance_id!r} that this CtxdbModel recorded ({what}): a CtxdbModel "
