@@ -331,6 +331,24 @@ def test_a_pointer_lists_the_names_its_output_was_the_first_to_show(tmp_path):
                            TreeFiles(root), RULES).parts[1].text
     assert pointer.endswith("; names: main, helper_total, bad_total, missing_key]\n\n"), \
         pointer
+    # nor pytest's header (the runner's and the machine's words, a project's banner): they
+    # crowded out the failing test's name; a header with no collected line loses its rule
+    header = ("============================= test session starts ==============================\n"
+              "platform linux -- Python 3.9.20, pytest-7.4.0, pluggy-1.3.0\nRunning tests "
+              "with Astropy version 5.2.\nPackage versions:\nNumpy: 1.25.2\nrootdir: /testbed"
+              "\nplugins: hypothesis-6.82.6\ncollected 5 items\n\n")
+    failed = header + ("pkg/tests/test_mod.py ....F\n\n= FAILURES =\n__ test_ndarray_mixin __\n"
+                       "E   assert_total_error\n")
+    cut = ("============================= test session starts ==============================\n"
+           "platform linux -- Python 3.9.20\nImportError while loading conftest_total\n")
+    pointers = build_window([LoopStep("pytest pkg", failed, returncode=1),
+                             LoopStep("pytest pkg -x", cut, returncode=4), *_filler(8)],
+                            TreeFiles(root), RULES)
+    names = [part.text.split("; names: ")[1].rstrip("]\n").split(", ")
+             for part in pointers.parts[1:4:2]]
+    assert names[0] == ["tests", "test_mod", "FAILURES", "test_ndarray_mixin",
+                        "assert_total_error"], names
+    assert "session" not in names[1] and "conftest_total" in names[1], names
 
 
 LONG_LISTING = """total 24

@@ -204,6 +204,16 @@ _TRACEBACK_FRAMING = re.compile(
     r"^[ \t]*(?:Traceback \(most recent call last\):|During handling of the above exception,"
     r" another exception occurred:|The above exception was the direct cause of the following"
     r" exception:)[ \t\r]*$|\bFile (\"[^\"\n]*\"), line \d+(?:, in (?:<\w+>)?)?", re.MULTILINE)
+# pytest's header, from its ``== test session starts ==`` rule to its ``collected N items``
+# line within ``PYTEST_HEADER_LINES_MAX`` (else the rule alone): the runner's and the
+# machine's words (platform, versions, plugins, a project's banner such as astropy's
+# package versions), no name of the code, so no pointer lists them; they crowded out the
+# test names that follow (two identifiers the development runs' next actions used)
+PYTEST_HEADER_LINES_MAX = 60  # astropy's, the longest seen, is about 30
+_PYTEST_HEADER = re.compile(
+    r"^=+ test session starts =+[ \t\r]*$"
+    rf"(?:(?:\n[^\n]*){{0,{PYTEST_HEADER_LINES_MAX}}}?\ncollect(?:ed|ing)\b[^\n]*)?",
+    re.MULTILINE)
 # an absolute path's directories (``/opt/miniconda3/envs/testbed/lib/python3.9/``): where
 # a file sits on the harness's machine, so no pointer lists them (the file's own name
 # stays; a relative path, a URL's, stays whole). The working tree's own directories under
@@ -2332,15 +2342,16 @@ def names_first_shown_by_action(steps: Sequence[LoopStep], known: frozenset[str]
 
 
 def _output_names(output: str) -> tuple[str, ...]:
-    """An output's names (``_names``), a traceback's own words and an absolute path's
-    directories left out: each output read once (every window asks again), a long one
-    remembered by its digest."""
+    """An output's names (``_names``), a traceback's own words, pytest's header and an
+    absolute path's directories left out: each output read once (every window asks
+    again), a long one remembered by its digest."""
     return _read_once(_LONG_OUTPUT_NAMES, _framing_free_names, _framing_free_names_kept,
                       output)
 
 
 def _framing_free_names(output: str) -> tuple[str, ...]:
-    return _names_read(_ABSOLUTE_DIRS.sub("", _without_traceback_framing(output)))
+    return _names_read(_ABSOLUTE_DIRS.sub("", _PYTEST_HEADER.sub(
+        "", _without_traceback_framing(output))))
 
 
 _framing_free_names_kept = functools.lru_cache(maxsize=DIGESTS_CACHED)(_framing_free_names)
