@@ -67,6 +67,9 @@ run = Table(
 # run.note of the run a replay's windows go under: what the run id is for (the replay
 # refuses any other run's id; a check in sql/checks/ finds a replay's leftovers by it)
 REPLAY_RUN_NOTE = "replay of recorded agent runs"
+# decision.instance_id of a run's earlier replay while a replay of it again runs: this,
+# then that replay's replay_in_progress.lease_id (put back if it fails, else removed)
+REPLAY_HELD_INSTANCE_PREFIX = "held aside by replay "
 
 decision = Table(
     "decision",

@@ -54,6 +54,7 @@ from .views import create_views, drop_views, foreign_views, view_drift
 # the values sql/checks/ take as parameters (a check uses those it names), and `now`
 # (models.utc_timestamp) when the checks run
 CHECK_PARAMETERS = {"replay_run_note": models.REPLAY_RUN_NOTE,
+                    "replay_held_prefix": models.REPLAY_HELD_INSTANCE_PREFIX,
                     "harness_sent_flag": HARNESS_SENT_OVER_CEILING_FLAG}
 
 if TYPE_CHECKING:

@@ -397,6 +397,12 @@ def test_the_cli_replays_a_runs_file_and_reports_it(requests_repository, tmp_pat
     cut.write_text('{"instance_id": "psf__requests-9", "trajectory": "t.json"\n')
     assert main(["replay", str(cut), "--db", str(db), "--instance-id", "psf__requests-9"]) == 2
     assert "cut.jsonl:1: not valid JSON" in capsys.readouterr().err
+    # options the mode does not use are refused, not ignored
+    assert main(["replay", str(runs), "--db", str(db), "--base-commit", "abc1234"]) == 2
+    assert "--base-commit: only with --tree" in capsys.readouterr().err
+    assert main(["replay", str(runs), "--db", str(db), "--instance-id", "psf__requests-1",
+                 "--limit", "1"]) == 2
+    assert "--limit: not with --instance-id" in capsys.readouterr().err
     assert len(_rows(f"sqlite:///{db}", "SELECT 1 FROM decision")) == 7
 
 
@@ -620,7 +626,7 @@ def test_a_replay_that_another_of_its_run_finished_beside_fails_by_name(
         if kwargs["seq"] == 3:
             others.append(replay_module.ReplayLease.new(kwargs["run_id"],
                                                         kwargs["instance_id"], 1.0))
-            replay_module._forget_run(store, kwargs["run_id"], kwargs["instance_id"],
+            replay_module._hold_aside_run(store, kwargs["run_id"], kwargs["instance_id"],
                                       others[-1])
         return original_step(store, **kwargs)
 
@@ -805,6 +811,76 @@ def test_a_database_lost_mid_run_is_one_line_that_says_what_stays(requests_repos
     assert not summary.failed
     with ContextStore.open(str(tmp_path / "s.db")) as store:
         assert store.verify() == {}
+
+
+def test_a_replay_again_that_does_not_finish_leaves_the_earlier_replay_as_it_was(
+        requests_repository, tmp_path, monkeypatch, store_url):
+    """Replaying a stored run again holds its earlier replay aside until the new one is
+    written: a failure, or Ctrl-C, puts it back whole (it used to be removed as the new
+    one started, so a replay again that did not finish lost it); while the replay runs,
+    what it holds aside is no leftover to `verify`, nor read by its windows; written, the
+    earlier replay is gone. A replay stopped outright leaves what it held aside named by
+    `verify`, and the instance's next replay removes it."""
+    path, bare, commit = _saved_run(requests_repository, tmp_path)
+    db, spec = store_url, RunSpec(path, "psf__requests-1", bare, commit)
+    assert not run_replay(db, [spec], workers=1).failed
+    every_row = ("SELECT 'decision', decision_id, instance_id, token_count FROM decision "
+                 "UNION ALL SELECT 'replay_decision', seq, arm, prompt_tokens "
+                 "FROM replay_decision UNION ALL SELECT 'replay_anchor_outcome', seq, arm, "
+                 "CAST(kept AS INTEGER) FROM replay_anchor_outcome UNION ALL SELECT "
+                 "'replay_run', decisions, tree_note, CAST(tree_matches_submission AS "
+                 "INTEGER) FROM replay_run ORDER BY 1, 2, 3")
+    earlier = _rows(db, every_row)
+    assert len([row for row in earlier if row[0] == "decision"]) == 7
+    original = replay_module.construct_step
+    seen: dict = {}
+
+    def stopped_at_step_3(stop):
+        def construct(store, **kwargs):
+            if kwargs["seq"] == 3:
+                with ContextStore.open(db, upgrade=False) as other:
+                    seen["verify"] = other.verify()
+                    seen["held"] = _rows(db, "SELECT COUNT(*) FROM decision WHERE "
+                                             "instance_id LIKE 'held aside by replay %'")
+                raise stop
+            return original(store, **kwargs)
+        return construct
+
+    for stop in (RuntimeError("the machine went away at decision 3"), KeyboardInterrupt()):
+        monkeypatch.setattr(replay_module, "construct_step", stopped_at_step_3(stop))
+        if isinstance(stop, KeyboardInterrupt):
+            with pytest.raises(KeyboardInterrupt):
+                replay_run(db, spec)
+        else:
+            assert "the machine went away" in replay_run(db, spec).error
+        assert seen.pop("verify") == {} and seen.pop("held") == [(7,)]
+        assert _rows(db, every_row) == earlier, stop
+        assert _rows(db, "SELECT COUNT(*) FROM replay_in_progress") == [(0,)]
+    # written: the earlier replay goes, nothing held stays
+    monkeypatch.setattr(replay_module, "construct_step", original)
+    assert not replay_run(db, spec).error
+    again = _rows(db, every_row)
+    assert len(again) == len(earlier) and again != earlier
+    assert {row[2] for row in again if row[0] == "decision"} == {"psf__requests-1"}
+    # stopped outright (its lease stays, and runs out): what it held aside is named
+    monkeypatch.setattr(replay_module, "_put_back_held", lambda connection, lease: None)
+    monkeypatch.setattr(replay_module, "_delete_decisions", lambda connection, ids: None)
+    monkeypatch.setattr(replay_module.ReplayLease, "release", lambda self, connection: None)
+    monkeypatch.setattr(replay_module, "construct_step", stopped_at_step_3(RuntimeError("x")))
+    assert replay_run(db, spec).error
+    monkeypatch.undo()
+    with ContextStore.open(db) as store:
+        _lease_ran_out(store)
+        (lease_id,) = _rows(db, "SELECT lease_id FROM replay_in_progress")[0]
+        assert store.verify() == {"replay_decisions_without_their_run": [
+            {"run_id": "replay", "instance_id": "held aside by replay " + lease_id,
+             "decisions": 7, "first_seq": 1, "last_seq": 7},
+            {"run_id": "replay", "instance_id": "psf__requests-1", "decisions": 2,
+             "first_seq": 1, "last_seq": 2}]}
+    assert not replay_run(db, spec).error
+    with ContextStore.open(db) as store:
+        assert store.verify() == {}
+    assert _rows(db, "SELECT COUNT(*) FROM decision") == [(7,)]
 
 
 def _lease_ran_out(store: ContextStore) -> None:
@@ -1078,7 +1154,13 @@ def test_load_run_specs_names_each_bad_line_and_field(tmp_path, capsys, monkeypa
     assert main(["replay", str(runs), "--db", str(db), "--limit", "1",
                  "--repo-git", "owner/name=" + str(tmp_path / "missing")]) == 2
     assert not db.exists()
-    assert "nothing was replayed" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "nothing was replayed" in captured.out
+    # --limit: the lines after the first N are not read (their problems do not count)
+    assert "1 bad line(s)" in captured.out, captured.out
+    assert captured.err.splitlines() == [
+        f"ctxdb: error: {runs}:1: not valid JSON (Expecting value at column 1)"]
+    assert load_run_specs(runs, limit=2)[1] == errors[:2]
     assert main(["replay", str(runs), "--db", str(db), "--repo-git", "nonsense"]) == 2
     assert "--repo-git 'nonsense': expected OWNER/NAME=DIR" in capsys.readouterr().err
 
@@ -1123,8 +1205,18 @@ def test_one_run_replays_on_a_tree_at_hand(requests_repository, tmp_path, capsys
     before = _git("status", "--porcelain", cwd=checkout)
     db = tmp_path / "one.db"
     assert main(["replay", str(path), "--tree", str(checkout), "--db", str(db)]) == 0
+    out = capsys.readouterr().out
     assert "replay (run id replay): 1 run(s) done, 7 decisions (0 refused); tree gives the " \
-        "submitted patch in 1 of 1" in capsys.readouterr().out
+        "submitted patch in 1 of 1" in out
+    # the report it points to reads the store given (a bare `ctxdb report replay` would
+    # read ./ctx08.db)
+    assert out.rstrip().endswith(f"`ctxdb report replay --db {db}` shows the arms."), out
+    # an option of a runs file is refused with --tree, not ignored
+    for option in (["--limit", "1"], ["--workers", "2"], ["--repo-git", "o/n=/tmp"]):
+        assert main(["replay", str(path), "--tree", str(checkout), "--db", str(db),
+                     *option]) == 2
+        assert f"ctxdb: error: {option[0]}: only with RUNS.jsonl (--tree replays one run" \
+            in capsys.readouterr().err
     # the tree at hand is read, never changed: the run's edits went to a scratch copy
     assert _git("status", "--porcelain", cwd=checkout) == before == ""
     assert _git("rev-parse", "HEAD", cwd=checkout).strip() == commit

@@ -40,7 +40,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, select, update
+from sqlalchemy import Connection, Table, delete, func, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from .. import models
@@ -103,6 +103,12 @@ from .worktree import (
 )
 
 DEFAULT_RUN_ID = "replay"
+# while a replay again runs, the run's earlier ctx08 decisions are held aside under this
+# instance id and the replay's lease id: put back if it fails, removed when it is written
+HELD_INSTANCE_PREFIX = models.REPLAY_HELD_INSTANCE_PREFIX
+# a run's replay rows, parents first (each child's key names its parent's)
+HELD_REPLAY_TABLES = (models.replay_run, models.replay_decision, models.replay_anchor,
+                      models.replay_anchor_outcome)
 REPLAY_RUN_NOTE = models.REPLAY_RUN_NOTE  # run.note: what the run id is for
 # tree_note causes (the text before the first ':')
 NOTE_DIFFERS = "submission differs"
@@ -169,6 +175,9 @@ class RunResult:
     refused_decisions: int = 0
     tree_matches_submission: bool | None = None
     tree_note: str | None = None
+    # the first decision whose tree is unknown (a command ended otherwise than recorded and
+    # the tree does not end as the run's did); None: the tree held to the end
+    tree_lost_at: int | None = None
     rerun_seconds: float = 0.0
     replay_seconds: float = 0.0
     error: str | None = None
@@ -190,14 +199,16 @@ class RunsFileError(ValueError):
     pass
 
 
-def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None = None
-                   ) -> tuple[list[RunSpec], list[str]]:
+def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None = None,
+                   limit: int | None = None) -> tuple[list[RunSpec], list[str]]:
     """RUNS.jsonl: ``instance_id``, ``trajectory`` (relative to the file), ``base_commit``,
     ``repo_git``, and optionally ``repo``, ``resolved`` and ``testbed_setup`` (a shell
     command run in the fresh tree before the run's own commands). ``repo_git``: the git
     directory of each ``repo`` (``owner/name``), for lines that do not name one (as
     SWE-bench's instance lists). Returns the good lines and one error per bad line, naming
-    the line and field (a base commit the git directory lacks too)."""
+    the line and field (a base commit the git directory lacks too). ``limit``: the first
+    that many lines only (a blank line is none), the rest neither read as runs nor
+    checked."""
     path = Path(path)
     given_git = dict(repo_git or {})
     try:
@@ -207,6 +218,7 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
     if not lines:
         raise RunsFileError(f"{path}: no runs in it (expected a JSON object a line: "
                             "instance_id, trajectory, base_commit, ...)")
+    lines = lines[:limit]
     specs: list[RunSpec] = []
     errors: list[str] = []
     first_line_of: dict[str, int] = {}
@@ -422,17 +434,19 @@ def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
                 check_replay_run_id(store, run_id)
                 with store.write_transaction() as connection:  # before any window makes it
                     _ensure_replay_run(connection, store, run_id)
-                _forget_run(store, run_id, spec.instance_id, lease)
+                _hold_aside_run(store, run_id, spec.instance_id, lease)
                 made: list[int] = []  # this replay's decisions, the only ones it may undo
                 try:
                     _replay(store, run, spec, tree, result, run_id, settings, timeout_s,
                             started, made, lease)
                 except BaseException:
                     # its replay rows are written last, in one transaction: only its
-                    # decisions are left to undo (another replay's of the run are not ours)
+                    # decisions are left to undo (another replay's of the run are not ours),
+                    # and the earlier replay it held aside to put back
                     try:
                         with store.write_transaction() as connection:
                             _delete_decisions(connection, made)
+                            _put_back_held(connection, lease)
                             lease.release(connection)
                     # the database went away, or another writer held it: say what stays
                     except (DBAPIError, StoreBusy):
@@ -564,7 +578,7 @@ def _replay(store: ContextStore, run: AgentRun, spec: RunSpec, tree: ScratchTree
     tree_lost_at = divergence[0] + 1 if divergence and not matches else None
     for row in decision_rows:
         row["tree_known"] = tree_lost_at is None or row["seq"] < tree_lost_at
-    result.tree_matches_submission = matches
+    result.tree_matches_submission, result.tree_lost_at = matches, tree_lost_at
     result.tree_note = divergence[1] + "; " + note if divergence and note else note
     result.decisions = len(run.steps)
     result.replay_seconds = time.perf_counter() - started - result.rerun_seconds
@@ -727,21 +741,65 @@ def _loop_fate(window: dict[int, str] | LoopWindow, step_number: int) -> Fate:
     return Fate.CUT  # shown (whole, cut, or as the lines it printed): the anchor's part is not
 
 
-def _forget_run(store: ContextStore, run_id: str, instance_id: str,
-                lease: ReplayLease) -> None:
-    """Remove a run's replay rows and its ctx08 decisions (a replay of it again), and say
-    this replay is under way (``lease``), in one transaction."""
+def _hold_aside_run(store: ContextStore, run_id: str, instance_id: str,
+                    lease: ReplayLease) -> None:
+    """Hold a run's earlier replay aside and say this replay is under way (``lease``), in
+    one transaction: its ctx08 decisions move to the instance id ``held_instance_id``
+    names (no window of this replay reads them), its replay rows are kept in ``lease`` and
+    removed. They are removed for good with this replay's rows, or put back if it fails or
+    is stopped (``_put_back_held``), so a replay again that does not finish leaves the run
+    as it was. What a replay stopped outright (SIGKILL) held aside is removed here."""
     with store.write_transaction() as connection:
-        decision_ids = [row[0] for row in connection.execute(
-            select(models.decision.c.decision_id).where(
-                models.decision.c.run_id == run_id,
-                models.decision.c.instance_id == instance_id))]
-        for table in (models.replay_anchor_outcome, models.replay_anchor,
-                      models.replay_decision, models.replay_run, models.replay_in_progress):
+        decisions = models.decision.c
+        stale = [held_instance_id(row[0]) for row in connection.execute(
+            select(models.replay_in_progress.c.lease_id).where(
+                models.replay_in_progress.c.run_id == run_id,
+                models.replay_in_progress.c.instance_id == instance_id))]
+        if stale:
+            _delete_decisions(connection, [row[0] for row in connection.execute(
+                select(decisions.decision_id).where(decisions.run_id == run_id,
+                                                    decisions.instance_id.in_(stale)))])
+        for table in HELD_REPLAY_TABLES:
+            lease.held_rows.append((table, [dict(row._mapping) for row in connection.execute(
+                select(table).where(table.c.run_id == run_id,
+                                    table.c.instance_id == instance_id))]))
+        for table in (*reversed(HELD_REPLAY_TABLES), models.replay_in_progress):
             connection.execute(delete(table).where(table.c.run_id == run_id,
                                                    table.c.instance_id == instance_id))
-        _delete_decisions(connection, decision_ids)
+        connection.execute(update(models.decision).where(
+            decisions.run_id == run_id, decisions.instance_id == instance_id).values(
+            instance_id=held_instance_id(lease.lease_id)))
         lease.claim(connection)
+
+
+def held_instance_id(lease_id: str) -> str:
+    """The instance id a replay's earlier decisions are held aside under while the replay
+    of lease ``lease_id`` runs (``replay_in_progress.lease_id``)."""
+    return f"{HELD_INSTANCE_PREFIX}{lease_id}"
+
+
+def _held_decisions(connection: Connection, lease: ReplayLease) -> list[int]:
+    decisions = models.decision.c
+    return [row[0] for row in connection.execute(select(decisions.decision_id).where(
+        decisions.run_id == lease.run_id,
+        decisions.instance_id == held_instance_id(lease.lease_id)))]
+
+
+def _put_back_held(connection: Connection, lease: ReplayLease) -> None:
+    """The earlier replay ``lease``'s replay held aside, back as it was; unless another
+    replay of the run took the instance meanwhile (its lease is no longer this one's):
+    that one replaces it, so what was held goes."""
+    if not lease.holds(connection):
+        _delete_decisions(connection, _held_decisions(connection, lease))
+        return
+    decisions = models.decision.c
+    connection.execute(update(models.decision).where(
+        decisions.run_id == lease.run_id,
+        decisions.instance_id == held_instance_id(lease.lease_id)).values(
+        instance_id=lease.instance_id))
+    for table, rows in lease.held_rows:  # parents first
+        if rows:
+            connection.execute(table.insert(), rows)
 
 
 def _delete_decisions(connection: Connection, decision_ids: list[int]) -> None:
@@ -785,10 +843,11 @@ def _write_replay(store, run_id, spec, run, result, tree_lost_at, decision_rows,
 def _write_replay_rows(store, run_id, spec, run, result, tree_lost_at, decision_rows,
                        anchor_rows, outcome_rows, made, clash, lease) -> None:
     with store.write_transaction() as connection:
-        # a replay of the run that started meanwhile removed some of this one's decisions
-        # (SQLite does not hold the rows below to them): this one's rows would name them
-        if _decisions_kept(connection, made) != len(made):
+        # a replay of the run that started meanwhile took this one's lease and held its
+        # decisions aside, or removed some (SQLite does not hold the rows below to them)
+        if not lease.holds(connection) or _decisions_kept(connection, made) != len(made):
             raise clash
+        _delete_decisions(connection, _held_decisions(connection, lease))  # replaced now
         _ensure_replay_run(connection, store, run_id)
         connection.execute(models.replay_run.insert().values(
             run_id=run_id, instance_id=spec.instance_id, trajectory=str(spec.trajectory),
@@ -857,6 +916,8 @@ class ReplayLease:
     lease_id: str
     timeout_s: float  # a step's command time limit, which each renewal covers
     renewed: float = 0.0  # time.monotonic() of the last write
+    # the run's earlier replay rows, held aside (``_hold_aside_run``), parents first
+    held_rows: list[tuple[Table, list[dict[str, Any]]]] = field(default_factory=list)
 
     @classmethod
     def new(cls, run_id: str, instance_id: str, timeout_s: float) -> ReplayLease:
@@ -885,6 +946,11 @@ class ReplayLease:
         with contextlib.suppress(StoreBusy), store.write_transaction() as connection:
             connection.execute(update(models.replay_in_progress).where(
                 *self._row()).values(**self._times()))
+
+    def holds(self, connection: Connection) -> bool:
+        """Whether the run's row in ``replay_in_progress`` is still this lease's."""
+        return connection.execute(select(func.count()).select_from(
+            models.replay_in_progress).where(*self._row())).scalar_one() > 0
 
     def release(self, connection: Connection) -> None:
         connection.execute(delete(models.replay_in_progress).where(*self._row()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -44,13 +45,15 @@ def register(commands: argparse._SubParsersAction) -> None:
                         "half done is replaced)")
     replay.add_argument("--run-id", default="replay",
                         help="the store run the windows are written under (default: replay)")
-    replay.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
-                        help="worker processes (default: the CPUs this process may use)")
+    replay.add_argument("--workers", type=int, default=None,
+                        help="worker processes, for RUNS.jsonl (default: the CPUs this "
+                        "process may use)")
     replay.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                         help="each re-run command's time limit (default: the run's own, 60 s "
                         "in mini-swe-agent's SWE-bench config)")
     replay.add_argument("--limit", type=int, default=None, metavar="N",
-                        help="replay only the first N runs")
+                        help="replay only the runs of the first N lines of RUNS.jsonl (the "
+                        "lines after them are not read)")
     replay.add_argument("--repo-git", action="append", default=[], metavar="OWNER/NAME=DIR",
                         help="the git directory of a repository, for lines that name their "
                         "repo but no repo_git (SWE-bench's instance lists); repeatable")
@@ -82,10 +85,11 @@ def _cmd_replay(args) -> int:
         raise ValueError(f"--timeout {args.timeout:g}: expected seconds above 0, at most "
                          f"{MAX_COMMAND_TIMEOUT_S}")
     check_replay_run_id_text(args.run_id)
-    if args.workers < 1:
+    if args.workers is not None and args.workers < 1:
         raise ValueError("--workers: expected at least 1")
     if args.limit is not None and args.limit < 1:
         raise ValueError("--limit: expected at least 1")
+    _check_options_apply(args)
     if args.tree is not None:
         if not source.name.endswith(".json"):
             raise ValueError(f"{source}: with --tree, expected one trajectory (.traj.json)")
@@ -93,19 +97,18 @@ def _cmd_replay(args) -> int:
                                       args.instance_id)]
     elif source.name.endswith(".jsonl"):
         try:
-            specs, errors = load_run_specs(source, repo_git)
+            specs, errors = load_run_specs(source, repo_git, limit=args.limit)
         except RunsFileError as exc:
             raise ValueError(str(exc)) from exc
     else:
         raise ValueError(f"{source}: expected RUNS.jsonl, or a .traj.json with --tree DIR")
     if args.tree is None and args.instance_id is not None:
         specs, errors = _of_instance(specs, errors, args.instance_id, source)
-    if args.limit is not None:
-        specs = specs[: args.limit]
     url = resolve_url(args.db)
     store_file = sqlite_file_of(url)
     made_before = stores_made_here()
-    summary = run_replay(url, specs, run_id=args.run_id, workers=args.workers,
+    workers = args.workers if args.workers is not None else DEFAULT_WORKERS
+    summary = run_replay(url, specs, run_id=args.run_id, workers=workers,
                          command_timeout_s=args.timeout,
                          progress=progress_callback("replay", "runs"))
     for result in summary.failed:
@@ -117,7 +120,13 @@ def _cmd_replay(args) -> int:
     unsubmitted = sum(1 for r in done if r.tree_matches_submission is None)
     without = f" ({unsubmitted} without a submission)" if unsubmitted else ""
     if done:
-        after = "`ctxdb report replay` shows the arms."
+        db = f" --db {shlex.quote(args.db)}" if args.db else ""
+        after = f"`ctxdb report replay{db}` shows the arms."
+        lost = sum(1 for r in done if r.tree_lost_at is not None)
+        if lost:
+            after += (f" {lost} run(s) lost their tree (a command ended otherwise than "
+                      f"recorded): `ctxdb report replay_fidelity{db}` says from which "
+                      "decision and why.")
     elif discard_store_made_here(store_file, made_before):  # a store this call made and left empty
         after = f"nothing was replayed: {store_file} was not kept."
     else:
@@ -130,6 +139,25 @@ def _cmd_replay(args) -> int:
     if errors:
         return EXIT_BAD_INPUT
     return EXIT_VIOLATIONS if summary.failed else EXIT_OK
+
+
+def _check_options_apply(args) -> None:
+    """Refuse an option the mode given does not use: ignored, it would leave the user
+    believing it held (a --base-commit without --tree, a --limit with one run)."""
+    if args.tree is None:
+        if args.base_commit is not None:
+            raise ValueError("--base-commit: only with --tree (a runs line gives its own "
+                             "base_commit)")
+        if args.instance_id is not None and args.limit is not None:
+            raise ValueError("--limit: not with --instance-id (that instance's line alone "
+                             "is replayed)")
+        return
+    given = [name for name, value in (("--repo-git", args.repo_git),
+                                      ("--limit", args.limit), ("--workers", args.workers))
+             if value]
+    if given:
+        raise ValueError(f"{', '.join(given)}: only with RUNS.jsonl (--tree replays one "
+                         "run, in this process, on the checkout given)")
 
 
 def _of_instance(specs: list, errors: list[str], instance_id: str,
