@@ -47,13 +47,18 @@ class RequestError(ValueError):
     """A decision request does not match the schema; the message names the field."""
 
 
-def loop_id_problem(value: object) -> str | None:
+def loop_id_problem(value: object, run: bool = False) -> str | None:
     """Why ``value`` cannot name an agent loop's run or instance (None: it can): it is
     non-empty text of at most ``ID_MAX_CHARS`` characters (the store's column) with no
     control character and no lone surrogate — a loop window prints it to the model
-    (``ctxdb show run:RUN:INSTANCE``) and the store keeps it as UTF-8 text."""
+    (``ctxdb show run:RUN:INSTANCE``) and the store keeps it as UTF-8 text. ``run``: a
+    run's id, which holds no ':' either (that name is read at its first ':' after
+    ``run:``: runs ``a`` and ``a:b`` would both answer to ``run:a:b:c``)."""
     if not isinstance(value, str) or not value.strip():
         return f"expected non-empty text, got {quote_value(value)}"
+    if run and ":" in value:
+        return (f"expected no ':', got {quote_value(value)} (a loop window names its run "
+                "as run:RUN:INSTANCE, read at the first ':' after run:)")
     if len(value) > ID_MAX_CHARS:
         return f"expected at most {ID_MAX_CHARS} characters, got {len(value)}"
     control = next((c for c in value if unicodedata.category(c) in LINE_BREAKING_CATEGORIES),

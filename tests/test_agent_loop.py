@@ -709,17 +709,90 @@ def test_a_folded_view_follows_the_lines_it_printed_through_edits(tmp_path):
     assert [line.split("\t")[0] for line in view.splitlines()[1:-1]] == ["2", "4", "6", "8", "10"]
     assert "6\t# done" in view
     # no bridge over a harness's markup (a cut output) or from another file's lines
-    sent = ("<returncode>0</returncode>\n<output_head>\n" + _lines(1, 6) + "</output_head>\n"
-            "<elided_chars>\n90 characters elided\n</elided_chars>\n<output_tail>\n"
-            + _lines(9, 12) + "</output_tail>")
+    # (mini-swe-agent's template: a newline after the head and the tail; a head cut at a
+    # line's end ends with an empty line, so its last line is whole)
+    sent = ("<returncode>0</returncode>\n<output_head>\n" + _lines(1, 6) + "\n</output_head>"
+            "\n<elided_chars>\n90 characters elided\n</elided_chars>\n<output_tail>\n"
+            + _lines(9, 12) + "\n</output_tail>")
     mod.write_text(MODULE, encoding="utf-8")
     cut = LoopStep("cat pkg/mod.py", MODULE, kind=ObservationKind.OUTPUT_CUT, observation=sent)
     view = build_window([cut, *_filler(8)], TreeFiles(root), RULES).parts[1].text
-    assert "6\t    return value + 3\n9\tdef function_5" in view, view
+    # the tail's first line is never taken as read: a cut by characters can begin inside
+    # it (nothing tells a whole one apart)
+    assert "6\t    return value + 3\n10\t    return value + 5" in view, view
+    # cut inside lines: the head's last and the tail's first are partial, and the tail's
+    # can begin inside a line's number (``  1247`` read as 247): neither is taken as read
+    numbered = _nl(1, 80, MODULE)
+    head = numbered[:400]
+    tail = numbered[numbered.index("    71\t") + len("    7"):]  # "1\tdef function_36…"
+    assert not head.endswith("\n") and tail.startswith("1\tdef function_36")
+    sent = ("<returncode>0</returncode>\n<output_head>\n" + head + "\n</output_head>\n"
+            "<elided_chars>\nN characters elided\n</elided_chars>\n<output_tail>\n" + tail
+            + "\n</output_tail>")
+    cut = LoopStep("nl -ba pkg/mod.py", numbered, kind=ObservationKind.OUTPUT_CUT,
+                   observation=sent)
+    lines = viewed_lines(cut, TreeFiles(root))["pkg/mod.py"]
+    head_whole = head.count("\n")  # the lines before the one the head cut through
+    tail_first = 80 - tail.count("\n") + 1  # the line the tail begins inside
+    assert lines == [*range(1, head_whole + 1), *range(tail_first + 1, 81)], lines
     both = LoopStep("head -n 2 pkg/other.py; cat notes.txt",
                     "ALPHA = 1\nBETA = 2\nfirst note\nsecond note\n")
     (root / "pkg" / "other.py").write_text("ALPHA = 1\nGAMMA = 3\nBETA = 2\n", encoding="utf-8")
     assert viewed_lines(both, TreeFiles(root)) == {"pkg/other.py": [1, 3], "notes.txt": [1, 2]}
+
+
+def test_a_view_holds_only_lines_the_output_printed_of_that_file(tmp_path):
+    """From a cold review: lines the agent never read were shown as read (or at the wrong
+    numbers) when a grep without -n printed a line starting with digits, a grep's context
+    lines were each looked for from the top, a file held a form feed, or one output held
+    several files' lines; and a turn's whole-file cat beside a view left no trace."""
+    root = _tree(tmp_path)
+    files = TreeFiles(root)
+    log = "".join(f"2024-01-{n:02} INFO ok\n" for n in range(1, 30)) + "2024-02-01 ERROR full\n"
+    (root / "server.log").write_text(log, encoding="utf-8")
+    # no -n: ``2024-02-01`` is the line's text, not its number
+    assert viewed_lines(LoopStep("grep ERROR server.log", "2024-02-01 ERROR full\n"),
+                        files) == {"server.log": [30]}
+    assert viewed_lines(LoopStep("grep -n ERROR server.log", "30:2024-02-01 ERROR full\n"),
+                        files) == {"server.log": [30]}
+    # a group of context lines is found as a run: its common line is the group's own
+    printed = "def function_7(value):\n    return value + 7\n--\ndef function_9(value):\n" \
+              "    return value + 9\n"
+    (root / "pkg" / "twice.py").write_text("x = 1\n    return y\ndef gamma(x):\n    y = x\n"
+                                           "    return y\n", encoding="utf-8")
+    assert viewed_lines(LoopStep("grep -A1 'def gamma' pkg/twice.py",
+                                 "def gamma(x):\n    y = x\n"), files) == {
+        "pkg/twice.py": [3, 4]}
+    assert viewed_lines(LoopStep("grep -A2 'def gamma' pkg/twice.py",
+                                 "def gamma(x):\n    y = x\n    return y\n"), files) == {
+        "pkg/twice.py": [3, 4, 5]}
+    assert viewed_lines(LoopStep("grep -A1 'function_[79](' pkg/mod.py", printed), files) == {
+        "pkg/mod.py": [13, 14, 17, 18]}
+    # a form feed, a lone carriage return, U+2028: inside a line, as nl and sed count
+    (root / "paged.py").write_text("a = 1\n\x0c\nb = 2\r\nc = '\u2028'\nd = 4\n",
+                                   encoding="utf-8")
+    assert files("paged.py") == ["a = 1", "\x0c", "b = 2", "c = '\u2028'", "d = 4"]
+    assert viewed_lines(LoopStep("nl -ba paged.py | sed -n '5p'", "     5\td = 4\n"),
+                        TreeFiles(root)) == {"paged.py": [5]}
+    # one output, two files: a grep's hit without its file's name is taken only where its
+    # number reads as printed; another command's line only where no other file holds it
+    (root / "pkg" / "b.py").write_text("ALPHA = 1\nGAMMA = 7\n", encoding="utf-8")
+    assert viewed_lines(LoopStep("grep -n BETA pkg/other.py; grep -n GAMMA pkg/b.py",
+                                 "2:BETA = 2\n2:GAMMA = 7\n"), files) == {
+        "pkg/other.py": [2], "pkg/b.py": [2]}
+    # (a hit both files hold at its number is true of each)
+    assert viewed_lines(LoopStep("grep -n ALPHA pkg/other.py; grep -n GAMMA pkg/b.py",
+                                 "1:ALPHA = 1\n2:GAMMA = 7\n"), files) == {
+        "pkg/other.py": [1], "pkg/b.py": [1, 2]}
+    assert viewed_lines(LoopStep("head -n 2 pkg/other.py; cat pkg/b.py",
+                                 "ALPHA = 1\nBETA = 2\nALPHA = 1\nGAMMA = 7\n"), files) == {
+        "pkg/other.py": [2], "pkg/b.py": [2]}
+    # a turn's cat of two files beside a view: each file's lines are its views
+    turn = LoopStep("cat pkg/other.py pkg/b.py\nnl -ba notes.txt", "", actions=(
+        LoopStep("cat pkg/other.py pkg/b.py", "ALPHA = 1\nBETA = 2\nALPHA = 1\nGAMMA = 7\n"),
+        LoopStep("nl -ba notes.txt", "     1\tfirst note\n")))
+    assert viewed_lines(turn, files) == {"pkg/other.py": [2], "pkg/b.py": [2],
+                                         "notes.txt": [1]}
 
 
 def test_a_folded_view_is_read_again_only_when_a_file_it_read_changed(tmp_path, monkeypatch):
@@ -1417,6 +1490,48 @@ def test_what_the_ladder_folded_stays_folded_while_over_the_ceiling(tmp_path):
                 assert re.search(rf"(^|; )the ceiling's ladder, step {step.step_no} "
                                  rf"\({step.ladder_step}, {LADDER_FOLDED_BEFORE}, \d+ tokens "
                                  r"before\)(;|$)", render["detail"]), render
+
+
+def test_the_ladder_folds_with_a_part_what_is_true_only_beside_it(tmp_path):
+    """From a cold review: over the ceiling, the ladder folded a view while a later view
+    of its file still said its lines were "shown above", a note of changed lines while the
+    view it corrects still showed the old lines as the tree's, and an output whose lines
+    the newest output left out as repeated. Now what leans on a part folds with it, and an
+    output a shown one repeats stays."""
+    from ctxdb.agent.loop import leaning_on, repeated_steps
+
+    def part(item_no, text, step=1, rendering=SHOWN_LINES):
+        return LoopPart(item_no, step, FILE_VIEW, text, text, rendering, "folded file view")
+
+    first = part(2, "[E2 pkg/mod.py lines 1-3, as the tree holds them now]\n1\ta\n2\tb\n")
+    later = part(10, "[E10 pkg/mod.py: the lines it showed are shown above]\n", step=3)
+    other = part(14, "[E14 notes.txt line 1, as the tree holds them now]\n1\tfirst\n", 4)
+    note = part(20, "[E2 pkg/mod.py, as it reads now]\n2\tB\n", step=5)
+    parts = [first, later, other, note]
+    assert leaning_on(first, parts) == [later]
+    assert leaning_on(later, parts) == [] and leaning_on(other, parts) == []
+    assert leaning_on(note, parts) == [first, later]
+    repeat = LoopPart(30, 6, OUTPUT_PART, "x", "[… 12 lines as in the output of step 1 …]\n",
+                      SHOWN_CUT, "fresh, lines an earlier output shows elided")
+    assert repeated_steps([*parts, repeat]) == {1}
+    assert repeated_steps([dataclasses.replace(repeat, rendering=POINTER)]) == set()
+    # in the ladder: two views of one file, the later one leaving out what the first
+    # shows; folded, the first takes the later one with it
+    from ctxdb.config import load_settings
+
+    root = _tree(tmp_path)
+    steps = [LoopStep("nl -ba pkg/mod.py | sed -n '1,40p'", _nl(1, 40)),
+             LoopStep("nl -ba pkg/mod.py | sed -n '30,45p'", _nl(30, 45)), *_filler(8)]
+    window = build_window(steps, TreeFiles(root), RULES, str(root))
+    views = [p for p in window.parts if p.rendering == SHOWN_LINES]
+    assert len(views) == 2 and "lines 41-45" in views[1].text, views[1].text
+    tokenizer = load_settings().tokenizer
+    whole = plan_window(window, tokenizer, None, "t", PREFIX, run_ref="run:r:i").total_tokens
+    plan = plan_window(build_window(steps, TreeFiles(root), RULES, str(root)), tokenizer,
+                       whole - 40, "t", PREFIX, run_ref="run:r:i")
+    folded = [(rung.item_id, rung.detail) for rung in plan.budget_steps]
+    assert folded == [(f"E{views[0].item_no}", LADDER_LARGEST_FIRST),
+                      (f"E{views[1].item_no}", f"with E{views[0].item_no}")], folded
 
 
 def test_over_the_ceiling_the_largest_output_folds_first(tmp_path):
@@ -2649,6 +2764,13 @@ def test_a_step_of_another_history_under_a_run_it_already_holds_is_refused(store
         with pytest.raises(RequestError, match=rf"^{field}: expected at most 200 characters, "
                            r"got 201"):
             step([], **{field: "r" * 201})
+    # a run id with a ':' would make the window's run:RUN:INSTANCE name two runs' parts
+    # (runs exp and exp:django); an instance id may hold one
+    with pytest.raises(RequestError, match=r"^run_id: expected no ':', got 'exp:django' \(a "
+                       r"loop window names its run as run:RUN:INSTANCE"):
+        step([], run_id="exp:django", instance_id="1")
+    assert "run:exp:django:1 E<n>" in step(_filler(12), run_id="exp",
+                                           instance_id="django:1").render()
 
 
 def test_a_step_whose_history_does_not_go_on_from_the_run_s_last_is_refused(store, tmp_path):

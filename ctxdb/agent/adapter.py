@@ -94,12 +94,14 @@ from .loop import (
     fold_horizon,
     is_history_item,
     item_numbers,
+    leaning_on,
     mask_hint,
     masked_label,
     newest_output,
     observation_kind,
     output_as_shown,
     prompt_names,
+    repeated_steps,
     step_of_item,
     tree_change_item,
     view_span,
@@ -110,6 +112,7 @@ from .trajectory import (
     ObservationKind,
     TrajectoryError,
     counted_text,
+    text_lines,
     tool_calls_text,
 )
 
@@ -161,7 +164,7 @@ class TreeFiles:
             return self._lines[path]
         data = self._bytes(path)
         self._lines[path] = lines = (None if data is None
-                                     else data.decode("utf-8", "replace").splitlines())
+                                     else text_lines(data.decode("utf-8", "replace")))
         return lines
 
     def digest(self, path: str) -> str | None:
@@ -789,7 +792,7 @@ def _check(run_id: object, instance_id: object, task: object, prefix: Sequence[o
     if not isinstance(task, str) or not task.strip():
         raise RequestError("task: expected non-empty text")
     for name, value in (("run_id", run_id), ("instance_id", instance_id)):
-        problem = loop_id_problem(value)
+        problem = loop_id_problem(value, run=name == "run_id")
         if problem:
             raise RequestError(f"{name}: {problem}")
     if arm not in ARMS:
@@ -1059,15 +1062,25 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
     sticky = window.ladder_folded_before
     folding = ([p for p in folding if p.item_no in sticky]
                + [p for p in folding if p.item_no not in sticky])
+    # an output whose lines a shown output leaves out as repeated stays: folded, the
+    # window would hold them nowhere
+    repeated = repeated_steps(window.parts)
     for part in folding:
         if total() <= ceiling and part.item_no not in sticky:
             return log
-        label = part.label or masked_label(part.kind, part.content)
-        if replace_text(part, f"[E{part.item_no} {label}]\n\n", POINTER,
-                        LADDER_FOLD_VIEW if part.kind == FILE_VIEW else LADDER_FOLD_FRESH,
-                        LADDER_FOLDED_BEFORE if part.item_no in sticky
-                        else LADDER_LARGEST_FIRST if window.ladder_largest_first else None):
-            window.ladder_folded.add(part.item_no)
+        if part.rendering == POINTER or (part.kind != FILE_VIEW and part.step in repeated):
+            continue  # (folded with a part it stood beside)
+        # the parts true only beside it go with it: later views of its files, the views a
+        # note corrects (kept alone, they would show stale lines as the tree's)
+        for each in [part, *(p for p in leaning_on(part, window.parts) if p is not newest)]:
+            label = each.label or masked_label(each.kind, each.content)
+            if replace_text(each, f"[E{each.item_no} {label}]\n\n", POINTER,
+                            LADDER_FOLD_VIEW if each.kind == FILE_VIEW else LADDER_FOLD_FRESH,
+                            LADDER_FOLDED_BEFORE if each.item_no in sticky
+                            else f"with E{part.item_no}" if each is not part
+                            else LADDER_LARGEST_FIRST if window.ladder_largest_first
+                            else None):
+                window.ladder_folded.add(each.item_no)
     commands = [p for p in window.parts if p.kind == AGENT_TURN and p.rule != LAST_THOUGHT_RULE]
     for part in commands:
         if total() <= ceiling:

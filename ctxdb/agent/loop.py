@@ -76,7 +76,7 @@ from .anchors import (
     shell_commands,
 )
 from .trajectory import DEFAULT_WORKDIR as DEFAULT_WORKDIR  # callers read it here too
-from .trajectory import ObservationKind, Step
+from .trajectory import ObservationKind, Step, text_lines
 
 # Rules measured on the 97 development runs (docs/agent-loop-history.md has the sweeps).
 FRESH_OUTPUTS = 2  # the newest outputs shown whole, at least
@@ -229,6 +229,10 @@ _NUMBERED = re.compile(r"^\s*(\d+)\t")
 # ``nl -ba f | grep -n x -A 3``: grep's own line numbers (``12:``, ``13-``) before nl's
 _GREP_STREAM_NUMBER = re.compile(r"^\d+[:-](?=\s*\d+\t)")
 _GREP_NUMBERED = re.compile(r"^(?:(?P<path>[^\s:]+):)?(?P<line>\d+)[:-]")
+_GREP_LINE_NUMBERED = re.compile(r"^(?P<line>\d+)[:-]")  # a grep -n of one file
+# the two lines a harness's cut (mini-swe-agent's, by characters) went through: the head's
+# last, before its closing tag, and the tail's first, after its opening tag
+_CUT_THROUGH = re.compile(r"[^\n]*\n(?=</output_head>)|(?<=<output_tail>\n)[^\n]*\n")
 # ``sed -n 'A,Bp' f | grep -n x -A 3``: a grep over a stream numbers the stream's lines
 # (``3:`` a hit, ``4-`` its context), not the file's, and with context puts ``--`` (or its
 # ``--group-separator``) between its groups
@@ -853,12 +857,20 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
     if commands is None:
         return None
     located = located if located is not None else {}
-    # what the agent saw: a cut output's raw text (2.x keeps it) holds lines it never read
-    printed = step.shown if step.kind == ObservationKind.OUTPUT_CUT else step.output
+    # what the agent saw: a cut output's raw text (2.x keeps it) holds lines it never read,
+    # and the lines the harness cut through are not whole
+    printed = (_cut_ends_dropped(step.shown) if step.kind == ObservationKind.OUTPUT_CUT
+               else step.output)
     printing = [(command, [path for path in (_repository_path(w, command.cwd, workdir)
                                              for w in _file_operands(command))
                            if path is not None and read_file(path) is not None])
                 for command in commands if command.name in _FILE_PRINTERS | _GREP_COMMANDS]
+    # one output of several files' lines (``cat a.py b.py``, ``head a.py; head b.py``):
+    # only a grep's own file names tell whose line is whose; any other line is a file's
+    # only when no other file the output printed holds its text (a ``def main():`` both
+    # end with is neither's), found by text alone
+    printed_files = list(dict.fromkeys(path for _, files in printing for path in files))
+    shared = len(printed_files) > 1
     # numbers printed by the one command that names a file are its file's; with several,
     # each file's lines are found by their text
     sole = sum(1 for _, files in printing if files) == 1
@@ -873,11 +885,21 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
     viewed: dict[str, list[int]] = {}
     for command, files in printing:
         if command.name in _GREP_COMMANDS:
-            for path, lines in _grep_lines(printed, files, command.cwd, workdir, read_file,
-                                           located).items():
+            for path, lines in _grep_lines(printed, files, command, workdir, read_file,
+                                           located, shared).items():
                 viewed.setdefault(path, []).extend(lines)
             continue
-        if len(files) != 1:
+        if shared:
+            lines_of = {path: _line_positions(path, read_file, located)
+                        for path in printed_files}
+            for path in files:
+                others = [lines_of[other] for other in printed_files if other != path]
+                texts = [text for text in text_lines(printed)
+                         if not any(_unnumbered(text).rstrip() in other for other in others)]
+                viewed.setdefault(path, []).extend(
+                    _locate(texts, path, read_file, located, bridge=False))
+            continue
+        if not files:
             continue
         path = files[0]
         whole = sole and step.kind != ObservationKind.OUTPUT_CUT
@@ -887,7 +909,7 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
                               if g is not None and g.streamed]:
             texts = _stream_grep_texts(printed, stream_greps)
         else:
-            texts = printed.splitlines()
+            texts = text_lines(printed)
         chosen = (_renumbered(numbered, path, read_file, located) if numbered and by_number
                   else _locate(texts, path, read_file, located, bridge=whole))
         if whole and _prints_a_stretch(commands):
@@ -1271,7 +1293,7 @@ def _numbered_lines(output: str) -> list[tuple[int, str]]:
     """(number, text) of each numbered line an ``nl`` or ``cat -n`` printed (after the
     stream's own number a ``grep -n`` over it put first)."""
     numbered = []
-    for line in output.splitlines():
+    for line in text_lines(output):
         line = _GREP_STREAM_NUMBER.sub("", line, count=1)
         match = _NUMBERED.match(line)
         if match:
@@ -1279,33 +1301,72 @@ def _numbered_lines(output: str) -> list[tuple[int, str]]:
     return numbered
 
 
-def _grep_lines(output: str, files: list[str], cwd: str, workdir: str, read_file: FileReader,
-                located: LocatedLines) -> dict[str, list[int]]:
+def _grep_lines(output: str, files: list[str], command: ShellCommand, workdir: str,
+                read_file: FileReader, located: LocatedLines,
+                shared: bool = False) -> dict[str, list[int]]:
     """The file lines a grep printed: ``path:N:text``, ``N:text`` (one file; where they are
     now, ``_renumbered``), ``path:text`` (found in that file), or bare text (one file;
-    found in it)."""
+    found in it, in order, a group of context lines as a run). Numbers only with ``-n``
+    (a line of a log that starts ``2024:`` is text); nothing of a grep that prints other
+    than whole lines (``-c``, ``-l``, ``-o``). ``shared``: other commands printed into the
+    same output, so a line without its file's name is taken only where its number reads
+    as printed, and a bare one not at all."""
+    options = _grep_options(command)
+    if options is None or not options.lines:
+        return {}
+    cwd = command.cwd
     found: dict[str, list[int]] = {}
     numbered: dict[str, list[tuple[int, str]]] = {}
+    unnumbered: dict[str, list[str]] = {}
     single = files[0] if len(files) == 1 else None
-    for line in output.splitlines():
-        match = _GREP_NUMBERED.match(line)
-        if match:
-            named = match["path"]
-            path = (_repository_path(named, cwd, workdir) if named else single)
-            if path is not None and read_file(path) is not None:
-                numbered.setdefault(path, []).append((int(match["line"]), line[match.end():]))
+    for line in text_lines(output):
+        if options.separator is not None and line == options.separator:
             continue
-        path, text = single, line
+        match = _GREP_NUMBERED.match(line) if options.numbered else None
+        if match and match["path"] and single is not None \
+                and _repository_path(match["path"], cwd, workdir) != single:
+            # one file's grep names it only with -H: ``2:2024-02-01 …`` is its line 2,
+            # not a file ``2``'s line 2024
+            match = _GREP_LINE_NUMBERED.match(line)
+        if match:
+            named = match.groupdict().get("path")  # (none in a one-file grep's match)
+            path = (_repository_path(named, cwd, workdir) if named else single)
+            text = line[match.end():]
+            if path is not None and (file_lines := read_file(path)) is not None and (
+                    named or not shared or _reads_at(file_lines, int(match["line"]), text)):
+                numbered.setdefault(path, []).append((int(match["line"]), text))
+            continue
+        path, text = (None if shared else single), line
         head, colon, rest = line.partition(":")
         if colon and ("/" in head or head.endswith(".py")):
             named = _repository_path(head, cwd, workdir)
             if named is not None and read_file(named) is not None:
                 path, text = named, rest
         if path is not None:
-            found.setdefault(path, []).extend(_locate([text], path, read_file, located))
+            unnumbered.setdefault(path, []).append(text)
+    for path, texts in unnumbered.items():  # in order: a repeated line is the next one
+        found.setdefault(path, []).extend(_locate(texts, path, read_file, located,
+                                                  bridge=False))
     for path, printed in numbered.items():
         found.setdefault(path, []).extend(_renumbered(printed, path, read_file, located))
     return found
+
+
+def _unnumbered(line: str) -> str:
+    """A printed line's text, an ``nl`` listing's number taken off."""
+    numbered = _NUMBERED.match(line)
+    return line[numbered.end():] if numbered else line
+
+
+def _reads_at(file_lines: Sequence[str], number: int, text: str) -> bool:
+    return 1 <= number <= len(file_lines) and file_lines[number - 1].rstrip() == text.rstrip()
+
+
+def _cut_ends_dropped(shown: str) -> str:
+    """A cut output as the harness showed it, without the two lines its cut went through:
+    the head's last and the tail's first (mini-swe-agent cuts by characters, so the tail
+    can begin inside a line's number: ``247\t`` of ``  1247\t``)."""
+    return _CUT_THROUGH.sub("", shown)
 
 
 def _mentions(command: str | None, path: str) -> bool:
@@ -1582,10 +1643,54 @@ DELETED = "deleted since"  # GONE, where the tree holds nothing at the path any 
 _NOTE_FILE = re.compile(r"^\[E(?P<item>\d+) (?P<path>.+), "
                         rf"(?P<what>{re.escape(NOW_READS)}|{re.escape(GONE)}"
                         rf"|{re.escape(DELETED)})\]$")
+# an output's note of the lines an earlier output shows (``_repeat_note``)
+_REPEAT_NOTE = re.compile(r"\[… \d+ lines as in the output of step (\d+) …\]")
 _NOTE_MOVED = re.compile(r"^\[lines? (?P<first>\d+)(?:-(?P<last>\d+))? now reads? what "
                          r"lines? (?P<origin>\d+)(?:-\d+)? read\]$")
 _NOTE_PAST_END = re.compile(r"^\[lines? (?P<first>\d+)(?:-(?P<last>\d+))?: past the file's "
                             r"end now\]$")
+
+
+def leaning_on(part: LoopPart, parts: Sequence[LoopPart]) -> list[LoopPart]:
+    """The shown parts whose text is true only beside ``part`` as shown, so that folding
+    it folds them too: of a view, the later views of its files (they leave out the lines
+    it shows: ``shown above``); of a note of changed lines, the views it corrects (shown
+    without it, they would show stale lines as the tree's); and theirs in turn."""
+    shown = [p for p in parts if p.rendering == SHOWN_LINES]
+    order = {id(p): index for index, p in enumerate(parts)}
+    leaning: list[LoopPart] = []
+    pending = [part]
+    while pending:
+        folded = pending.pop()
+        corrected = {int(m["item"]) for m in map(_NOTE_FILE.match, folded.text.splitlines())
+                     if m}
+        files = _files_shown(folded.text)
+        for other in shown:
+            if other is part or other in leaning:
+                continue
+            if other.item_no in corrected or (
+                    files and order[id(other)] > order[id(folded)] and not _is_note(other)
+                    and files & _files_shown(other.text)):
+                leaning.append(other)
+                pending.append(other)
+    return leaning
+
+
+def _files_shown(text: str) -> set[str]:
+    """The files a view's headers name (those whose lines it shows or says shown above)."""
+    return {m["path"] for m in (_VIEW_HEADER.match(line) or _VIEW_SHOWN_ELSEWHERE.match(line)
+                                for line in text.splitlines()) if m}
+
+
+def _is_note(part: LoopPart) -> bool:
+    return any(_NOTE_FILE.match(line) for line in part.text.splitlines())
+
+
+def repeated_steps(parts: Sequence[LoopPart]) -> set[int]:
+    """The steps whose output a shown part's text stands on: it left out the lines that
+    output shows (``[… N lines as in the output of step S …]``)."""
+    return {int(m.group(1)) for p in parts if p.rendering != POINTER
+            for m in _REPEAT_NOTE.finditer(p.text)}
 
 
 def first_file_named(text: str) -> str | None:
@@ -2405,16 +2510,18 @@ def _beside_the_view(item_no: int, step_no: int, step: LoopStep, read_file: File
                      workdir: str, rules: LoopRules, names: Sequence[tuple[str, ...]]
                      ) -> list[tuple[str, str]]:
     """Of a turn of several actions folded to a view: the pointer of each action that did
-    more than print files (a test run beside a ``grep -n``) or failed to print them (a
-    ``cat`` of no such file: the view holds nothing of it), and what the ceiling's ladder
+    more than print files (a test run beside a ``grep -n``), failed to print them (a
+    ``cat`` of no such file: the view holds nothing of it) or printed them as no view
+    shows (several whole files at once), and what the ceiling's ladder
     keeps of it when it folds the view (its label: a failure's exit status stays).
     ``names``: the names each action's output was the first to show."""
     pointers: list[tuple[str, str]] = []
     if not step.actions:
         return pointers
     for action, first in zip(step.actions, names or [()] * len(step.actions), strict=True):
-        if _viewing_commands(action) is not None and not _failed(action):
-            continue
+        if _viewing_commands(action) is not None and not _failed(action) \
+                and viewed_lines(action, read_file, workdir) is not None:
+            continue  # (a ``cat a.py b.py`` beside the view is no view: its pointer stays)
         kind = observation_kind(action)
         pointer = _pointer_part(item_no, step_no, kind, action,
                                 read_file if rules.pointer_paths else None, workdir, first)

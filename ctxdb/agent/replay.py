@@ -326,7 +326,7 @@ def base_commit_problem(base_commit: str) -> str | None:
 def check_replay_run_id_text(run_id: object) -> None:
     """A replay's run id as given, checked before anything is written or undone: every
     ctx08 window names it to the model (``ctxdb show run:RUN:INSTANCE``)."""
-    problem = loop_id_problem(run_id)
+    problem = loop_id_problem(run_id, run=True)
     if problem:
         raise ValueError(f"--run-id: {problem}")
 

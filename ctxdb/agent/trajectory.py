@@ -346,6 +346,17 @@ def _steps_v1(messages: list, chats: list[dict[str, str]], name: str) -> list[St
     return steps
 
 
+def text_lines(text: str) -> list[str]:
+    """``text``'s lines as ``nl``, ``sed`` and ``grep -n`` count them: each ended by a
+    newline alone (a CRLF's carriage return taken off), where ``str.splitlines`` also ends
+    one at a form feed, a lone carriage return or U+2028 and would number every line after
+    it otherwise than the agent's commands do."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def _observation_v1(index: int, text: str, commands: Sequence[str]) -> Observation:
     returncode = _RETURNCODE.search(text)
     code = int(returncode.group(1)) if returncode else None

@@ -55,7 +55,7 @@ from .sandbox import (
     CommandResult,
     run_isolated,
 )
-from .trajectory import DEFAULT_COMMAND_TIMEOUT_S
+from .trajectory import DEFAULT_COMMAND_TIMEOUT_S, text_lines
 
 COMMAND_TIMEOUT_S = DEFAULT_COMMAND_TIMEOUT_S  # the recorded harness's, 60 s
 # info.config.environment.env of the recorded mini-swe-agent runs: set for every command
@@ -228,11 +228,12 @@ class ScratchTree:
         return sorted(name for name in names.split("\0") if name)
 
     def file_lines(self, path: str) -> list[str] | None:
-        """The lines of a file of the tree (decoded with errors="replace"), or None."""
+        """The lines of a file of the tree (decoded with errors="replace"), as the agent's
+        commands number them (``text_lines``), or None."""
         target = self._inside(path)
         if target is None or not target.is_file():
             return None
-        return target.read_bytes().decode(errors="replace").splitlines()
+        return text_lines(target.read_bytes().decode(errors="replace"))
 
     def _inside(self, path: str) -> Path | None:
         prefix = self.workdir.rstrip("/") + "/"

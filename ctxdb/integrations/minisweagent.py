@@ -200,7 +200,7 @@ class CtxdbModel:
         self.workdir = str(workdir) if workdir is not None else None
         # (no run_id, or an empty one: a new one is made)
         for name, value in (("instance_id", instance_id), ("run_id", run_id or "new")):
-            problem = loop_id_problem(value)
+            problem = loop_id_problem(value, run=name == "run_id")
             if problem:
                 raise ValueError(f"{name}: {problem}")
         if cache_marks is not None and not isinstance(cache_marks, bool):
