@@ -91,6 +91,50 @@ def connect_failure(exc: BaseException) -> str | None:
     return str(exc.orig or exc).strip().splitlines()[0][:CONNECT_REASON_MAX_CHARS]
 
 
+# what to do about a connection the server refused, by the driver's words (PostgreSQL's)
+_CONNECT_HINTS = (
+    ("password authentication failed", "check the URL's user and password (or the "
+     "password file ~/.pgpass, $PGPASSWORD)"),
+    ("does not exist", "make it first (CREATE DATABASE / CREATE ROLE, or createdb "
+     "--owner ROLE NAME), or name one the server holds"),
+    ("connection refused", "is the server running, and listening on that host and port?"),
+    ("no such file or directory", "is the server running, with its socket in the "
+     "directory the URL names (host=…)?"),
+    ("name or service not known", "check the URL's host name"),
+    ("could not translate host name", "check the URL's host name"),
+    ("timeout expired", "is the host reachable from here (a firewall, the port)?"),
+)
+
+
+def connect_hint(reason: str) -> str:
+    """What to do about a failure to connect whose driver's first line is ``reason``
+    (``; `` and the hint), or nothing when the words are not known."""
+    lowered = reason.lower()
+    return next((f"; {hint}" for words, hint in _CONNECT_HINTS if words in lowered), "")
+
+
+# PostgreSQL's SQLSTATE for a statement the role has no privilege for
+INSUFFICIENT_PRIVILEGE_SQLSTATE = "42501"
+READ_ONLY_SQLITE = "readonly database"  # SQLite's words for a file it may not write
+
+
+def refusal_wanted(refused: str) -> str:
+    """What a command the database refused for want of rights needed, by its words."""
+    if READ_ONLY_SQLITE in refused:
+        return ("a database file this user may write (a command that writes; check its and "
+                "its directory's permissions)")
+    if "must be owner of" in refused:
+        return ("the role that owns the store's tables and views (an upgrade rebuilds "
+                "them; docs/commands.md, PostgreSQL)")
+    if "for sequence" in refused:
+        return ("a role that may use the store's sequences too, to write (GRANT USAGE ON "
+                "ALL SEQUENCES IN SCHEMA public TO ROLE; docs/commands.md, PostgreSQL)")
+    if "for schema recon" in refused or "recon." in refused:
+        return ("a role that may read the recon index's schema too (GRANT USAGE ON SCHEMA "
+                "recon, SELECT ON ALL TABLES IN SCHEMA recon; docs/commands.md, PostgreSQL)")
+    return "a role that may read its tables (and write them, for a command that writes)"
+
+
 def store_problem(tables: Collection[str]) -> str | None:
     """Why a database holding ``tables`` (its default schema's) is not a ctxdb store, or
     None: an empty database (a new store) or one with ctxdb's stamp and tables."""

@@ -30,7 +30,7 @@ from .db import (
     store_problem,
 )
 from .paths import MIGRATIONS_DIR, require_dir
-from .views import create_views, drop_views
+from .views import create_views, drop_views, view_drift
 
 # Any fixed 64-bit key: serializes concurrent upgrades by many workers on PostgreSQL.
 PG_UPGRADE_LOCK_KEY = 0x63747864_62_0001
@@ -191,6 +191,11 @@ def _upgrade(engine: Engine, target: str) -> tuple[str | None, str]:
             before = current_revision(connection)
             check_known(before)
             _check_target(before, target)
+            if before == head_revision() and target in ("head", before) \
+                    and not view_drift(connection, own_only=True):
+                # nothing to do: no DDL, so a role that reads and writes the store but
+                # owns none of it runs this too
+                return before, before
             drop_views(connection)
             config.attributes["connection"] = connection
             command.upgrade(config, target)

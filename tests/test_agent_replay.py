@@ -385,7 +385,9 @@ def test_the_cli_replays_a_runs_file_and_reports_it(requests_repository, tmp_pat
     # one instance of the file again (what a killed replay left half done is replaced)
     assert main(["replay", str(runs), "--db", str(db), "--workers", "1",
                  "--instance-id", "psf__requests-1"]) == 0  # another line's problem aside
-    assert "1 run(s) done, 7 decisions" in capsys.readouterr().out
+    # (the closing line says the run's earlier replay was replaced)
+    assert "1 run(s) done, 1 replacing an earlier replay of the run, 7 decisions" in \
+        capsys.readouterr().out
     assert main(["replay", str(runs), "--db", str(db), "--instance-id", "psf__requests-2"]) == 2
     assert ("--instance-id 'psf__requests-2': no line of "
             f"{runs} names it (the nearest: psf__requests-1)") in capsys.readouterr().err

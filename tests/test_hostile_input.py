@@ -869,6 +869,40 @@ def test_reading_commands_on_postgresql_make_no_store_and_name_a_missing_privile
                "view v_decision_overview: drop that view" in line, line
         with engine.begin() as connection:
             connection.execute(text("DROP VIEW my_analysis"))
+        # (the owner's upgrade put the views back as this ctxdb has them: new views, the
+        # role's SELECT on the old ones gone with them, so a read of one is refused in a
+        # line — the gate reads them on the driver's connection — until granted again)
+        assert main(["db", "upgrade", "--db", pg_url]) == EXIT_OK
+        request = Path("edit.json")
+        request.write_text(json.dumps(BASE), encoding="utf-8")
+        # an upgrade with nothing to do changes nothing: a role that owns nothing runs it
+        assert main(["db", "upgrade", "--db", nobody]) == EXIT_OK
+        assert capsys.readouterr().out.startswith("already at ")
+        # the rights a writing role needs (docs/commands.md): without the sequences' the
+        # refusal says which grant is missing
+        with engine.begin() as connection:
+            connection.execute(text("GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "
+                                    "public TO ctxdb_nobody"))
+        assert main(["construct", str(request), "--db", nobody]) == EXIT_BAD_INPUT
+        line = _one_line_error(capsys)
+        assert "permission denied for sequence" in line and "GRANT USAGE ON ALL SEQUENCES " \
+            "IN SCHEMA public TO ROLE" in line, line
+        with engine.begin() as connection:
+            connection.execute(text("GRANT USAGE ON ALL SEQUENCES IN SCHEMA public "
+                                    "TO ctxdb_nobody"))
+        assert main(["construct", str(request), "--db", nobody]) == EXIT_BAD_INPUT
+        assert "refused this command: permission denied for view" in _one_line_error(capsys)
+        with engine.begin() as connection:
+            connection.execute(text("GRANT SELECT ON ALL TABLES IN SCHEMA public "
+                                    "TO ctxdb_nobody"))
+        assert main(["construct", str(request), "--db", nobody, "--summary"]) == EXIT_OK
+        capsys.readouterr()
+        # a database the server lacks: the line says what to do
+        missing = make_url(pg_url).set(database="ctxdb_no_such_db").render_as_string(
+            hide_password=False)
+        assert main(["verify", "--db", missing]) == EXIT_BAD_INPUT
+        line = _one_line_error(capsys)
+        assert 'database "ctxdb_no_such_db" does not exist; make it first' in line, line
     finally:
         with engine.begin() as connection:
             connection.execute(text("DROP OWNED BY ctxdb_nobody"))

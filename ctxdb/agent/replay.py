@@ -45,6 +45,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from .. import models
 from ..config import Settings, load_settings
+from ..db import INSUFFICIENT_PRIVILEGE_SQLSTATE, refusal_wanted
 from ..gitenv import HARDENED_GIT, git_env
 from ..pipeline.persist import settings_json
 from ..request import RequestError
@@ -175,6 +176,7 @@ class RunResult:
     refused_decisions: int = 0
     tree_matches_submission: bool | None = None
     tree_note: str | None = None
+    replaced: bool = False  # it replaced an earlier replay of the run in the store
     # the first decision whose tree is unknown (a command ended otherwise than recorded and
     # the tree does not end as the run's did); None: the tree held to the end
     tree_lost_at: int | None = None
@@ -439,6 +441,7 @@ def replay_run(db_url: str, spec: RunSpec, *, run_id: str = DEFAULT_RUN_ID,
                 try:
                     _replay(store, run, spec, tree, result, run_id, settings, timeout_s,
                             started, made, lease)
+                    result.replaced = lease.holds_earlier
                 except BaseException:
                     # its replay rows are written last, in one transaction: only its
                     # decisions are left to undo (another replay's of the run are not ours),
@@ -465,7 +468,10 @@ def _failure(exc: Exception) -> str:
     SQLAlchemy's statement, parameters and link."""
     if isinstance(exc, DBAPIError) and exc.orig is not None:
         said = (str(exc.orig).strip().splitlines() or [""])[0]
-        return f"the store's database failed: {type(exc.orig).__name__}: {said}"
+        wanted = (f"; expected {refusal_wanted(said)}"
+                  if getattr(exc.orig, "sqlstate", None) == INSUFFICIENT_PRIVILEGE_SQLSTATE
+                  else "")
+        return f"the store's database failed: {type(exc.orig).__name__}: {said}{wanted}"
     if type(exc).__module__.startswith("ctxdb."):  # its class by name, not its module's path
         return f"{type(exc).__name__}: {exc}"
     return traceback.format_exception_only(type(exc), exc)[-1].strip()
@@ -766,9 +772,10 @@ def _hold_aside_run(store: ContextStore, run_id: str, instance_id: str,
         for table in (*reversed(HELD_REPLAY_TABLES), models.replay_in_progress):
             connection.execute(delete(table).where(table.c.run_id == run_id,
                                                    table.c.instance_id == instance_id))
-        connection.execute(update(models.decision).where(
+        held = connection.execute(update(models.decision).where(
             decisions.run_id == run_id, decisions.instance_id == instance_id).values(
             instance_id=held_instance_id(lease.lease_id)))
+        lease.holds_earlier = bool(held.rowcount) or any(rows for _, rows in lease.held_rows)
         lease.claim(connection)
 
 
@@ -918,6 +925,7 @@ class ReplayLease:
     renewed: float = 0.0  # time.monotonic() of the last write
     # the run's earlier replay rows, held aside (``_hold_aside_run``), parents first
     held_rows: list[tuple[Table, list[dict[str, Any]]]] = field(default_factory=list)
+    holds_earlier: bool = False  # whether the run had an earlier replay to hold aside
 
     @classmethod
     def new(cls, run_id: str, instance_id: str, timeout_s: float) -> ReplayLease:

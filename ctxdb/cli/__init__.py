@@ -128,8 +128,10 @@ def _command(argv: list[str] | None) -> int:
             pass
         return EXIT_OK
     except StoreUnreachable as exc:
+        from ..db import connect_hint
+
         print(f"ctxdb: error: {_store_named_by(args)}: cannot connect to the store's "
-              f"database: {exc.reason}", file=sys.stderr)
+              f"database: {exc.reason}{connect_hint(exc.reason)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except WorkerDied as exc:
         # what finished is in the store; a replay's run the worker had under way may be
@@ -156,11 +158,9 @@ def _command(argv: list[str] | None) -> int:
         refused = _refused_by_database(exc)
         if refused is not None:
             what = "--recon" if args.command == "recon" else _store_named_by(args)
-            wanted = ("a database file this user may write (a command that writes; "
-                      "check its and its directory's permissions)"
-                      if READ_ONLY_SQLITE in refused else
-                      "a role that may read its tables (and write them, for a command that "
-                      "writes)")
+            from ..db import refusal_wanted
+
+            wanted = refusal_wanted(refused)
             print(f"ctxdb: error: {what}: the database refused this command: {refused}; "
                   f"expected {wanted}", file=sys.stderr)
             return EXIT_BAD_INPUT
@@ -170,8 +170,12 @@ def _command(argv: list[str] | None) -> int:
         # the recon commands' database is the recon index they name
         what = "--recon: cannot open the recon index" if args.command == "recon" \
             else f"{_store_named_by(args)}: cannot connect to the store's database"
-        print(f"ctxdb: error: {what}: {reason}", file=sys.stderr)
+        from ..db import connect_hint
+
+        print(f"ctxdb: error: {what}: {reason}{connect_hint(reason)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
 
 
 def _store_named_by(args: argparse.Namespace) -> str:
@@ -236,9 +240,6 @@ def _refuse_a_store_in_memory(db: str | None) -> None:
 
 
 URL_SHOWN_CHARS = 80  # of a store URL as given, repeated in its error
-# PostgreSQL's SQLSTATE for a statement the role has no privilege for
-INSUFFICIENT_PRIVILEGE_SQLSTATE = "42501"
-READ_ONLY_SQLITE = "readonly database"  # SQLite's words for a file it may not write
 
 
 def _refused_by_database(exc: BaseException) -> str | None:
@@ -248,12 +249,14 @@ def _refused_by_database(exc: BaseException) -> str | None:
         return None
     from sqlalchemy.exc import DBAPIError
 
-    from ..db import CONNECT_REASON_MAX_CHARS
+    from ..db import CONNECT_REASON_MAX_CHARS, INSUFFICIENT_PRIVILEGE_SQLSTATE, READ_ONLY_SQLITE
 
-    if not isinstance(exc, DBAPIError):
+    # (the gate's queries run on the driver's connection: its own error, not SQLAlchemy's)
+    orig = (exc.orig or exc) if isinstance(exc, DBAPIError) else exc
+    if not isinstance(exc, DBAPIError) and getattr(orig, "sqlstate", None) is None:
         return None
-    reason = (str(exc.orig or exc).strip().splitlines() or [""])[0][:CONNECT_REASON_MAX_CHARS]
-    if getattr(exc.orig, "sqlstate", None) == INSUFFICIENT_PRIVILEGE_SQLSTATE \
+    reason = (str(orig).strip().splitlines() or [""])[0][:CONNECT_REASON_MAX_CHARS]
+    if getattr(orig, "sqlstate", None) == INSUFFICIENT_PRIVILEGE_SQLSTATE \
             or READ_ONLY_SQLITE in reason:
         return reason
     return None

@@ -119,6 +119,8 @@ def _cmd_replay(args) -> int:
     matched = sum(1 for r in done if r.tree_matches_submission)
     unsubmitted = sum(1 for r in done if r.tree_matches_submission is None)
     without = f" ({unsubmitted} without a submission)" if unsubmitted else ""
+    replaced = sum(1 for r in done if r.replaced)
+    again = f", {replaced} replacing an earlier replay of the run" if replaced else ""
     if done:
         db = f" --db {shlex.quote(args.db)}" if args.db else ""
         after = f"`ctxdb report replay{db}` shows the arms."
@@ -131,7 +133,7 @@ def _cmd_replay(args) -> int:
         after = f"nothing was replayed: {store_file} was not kept."
     else:
         after = "nothing was replayed."
-    print(f"replay (run id {args.run_id}): {len(done)} run(s) done, "
+    print(f"replay (run id {args.run_id}): {len(done)} run(s) done{again}, "
           f"{sum(r.decisions for r in done)} decisions "
           f"({sum(r.refused_decisions for r in done)} refused); tree gives the "
           f"submitted patch in {matched} of {len(done)}{without}; {len(summary.failed)} failed, "
