@@ -702,7 +702,7 @@ def test_cli_unknown_entity_exits_2_naming_it(tmp_path, capsys):
     capsys.readouterr()
     assert _cli("recon", "show", "shopcart/cart.py::Cart.checkout", "--recon", db) == 2
     err = capsys.readouterr().err
-    assert "no entity 'shopcart/cart.py::Cart.checkout'" in err
+    assert err.startswith("ctxdb: error: no entity 'shopcart/cart.py::Cart.checkout'"), err
 
 
 def test_cli_recon_defaults_to_env(tmp_path, capsys, monkeypatch):

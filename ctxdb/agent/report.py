@@ -125,8 +125,9 @@ SCREEN_TITLES = {
              "(harness_prompt: the rest, the harness's own messages with the window's "
              "header and the chat framing)",
     "fidelity": "Working trees rebuilt: matching the submission, lost, and why",
-    "lengths": "By run length: the runs in {length_groups} groups by their decisions, "
-               "shortest first (tokens as a share of mask10's, cost of current's)",
+    "lengths": "By run length: the runs in up to {length_groups} groups by their decisions "
+               "(as many as there are runs, if fewer), shortest first (tokens as a share of "
+               "mask10's, cost of current's)",
     "steps": "Median prompt tokens per decision (seq), by arm",
 }
 

@@ -199,7 +199,9 @@ def _check_arm(request: DecisionRequest, arm: str, variant: str) -> None:
     if (arm, variant) != (request.arm, request.variant):
         raise RunArmMismatch(
             f"request.arm/variant: run {request.run_id!r} is arm {arm!r} variant "
-            f"{variant!r}; expected the same, got {request.arm!r}/{request.variant!r}"
+            f"{variant!r}; expected the same, got {request.arm!r}/{request.variant!r} (a run "
+            "is one arm: give this one its own run_id, the request's run_id field, or "
+            "another store)"
         )
 
 

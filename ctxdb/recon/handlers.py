@@ -23,7 +23,8 @@ EXIT_USAGE = 2
 
 
 def _err(message: str) -> None:
-    print(f"ctxdb recon: {message}", file=sys.stderr)
+    """One error line, as every ctxdb command says one (docs/commands.md)."""
+    print(f"ctxdb: error: {message}", file=sys.stderr)
 
 
 def cmd_index(args: argparse.Namespace) -> int:
