@@ -128,7 +128,7 @@ def refusal_wanted(refused: str) -> str:
                 "them; docs/commands.md, PostgreSQL)")
     if "for sequence" in refused:
         return ("a role that may use the store's sequences too, to write (GRANT USAGE ON "
-                "ALL SEQUENCES IN SCHEMA public TO ROLE; docs/commands.md, PostgreSQL)")
+                "ALL SEQUENCES IN SCHEMA public TO <role>; docs/commands.md, PostgreSQL)")
     if "for schema recon" in refused or "recon." in refused:
         return ("a role that may read the recon index's schema too (GRANT USAGE ON SCHEMA "
                 "recon, SELECT ON ALL TABLES IN SCHEMA recon; docs/commands.md, PostgreSQL)")

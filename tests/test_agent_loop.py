@@ -33,6 +33,7 @@ from ctxdb.agent.adapter import (
 )
 from ctxdb.agent.arms import PromptCounter
 from ctxdb.agent.loop import (
+    AGENT_TURN,
     DELETED,
     EARLY_LISTING_SHARE_MAX,
     ELIDED_LINES,
@@ -774,8 +775,19 @@ def test_a_view_holds_only_lines_the_output_printed_of_that_file(tmp_path):
     assert files("paged.py") == ["a = 1", "\x0c", "b = 2", "c = '\u2028'", "d = 4"]
     assert viewed_lines(LoopStep("nl -ba paged.py | sed -n '5p'", "     5\td = 4\n"),
                         TreeFiles(root)) == {"paged.py": [5]}
+    # ...and its view, read back at the next step, holds as the tree does: no note of
+    # changed lines (the view's text was split as str.splitlines splits)
+    numbered = "".join(f"{n:6}\t{line}\n" for n, line in enumerate(files("paged.py"), 1))
+    paged = [LoopStep("nl -ba paged.py", numbered), *_filler(8)]
+    first = build_window(paged, TreeFiles(root), RULES)
+    assert "2\t\x0c\n" in first.text()
+    later = build_window([*paged, LoopStep("echo same", "same\n")], TreeFiles(root), RULES,
+                         settled=SettledParts.of(first, paged, RULES))
+    assert "as it reads now" not in later.text(), later.text()
     # one output, two files: a grep's hit without its file's name is taken only where its
-    # number reads as printed; another command's line only where no other file holds it
+    # number reads as printed; other commands' lines go to the files in the order printed
+    # (a line the current file holds is its own: b.py's first line, ALPHA, goes to
+    # other.py, which holds it too)
     (root / "pkg" / "b.py").write_text("ALPHA = 1\nGAMMA = 7\n", encoding="utf-8")
     assert viewed_lines(LoopStep("grep -n BETA pkg/other.py; grep -n GAMMA pkg/b.py",
                                  "2:BETA = 2\n2:GAMMA = 7\n"), files) == {
@@ -786,12 +798,15 @@ def test_a_view_holds_only_lines_the_output_printed_of_that_file(tmp_path):
         "pkg/other.py": [1], "pkg/b.py": [1, 2]}
     assert viewed_lines(LoopStep("head -n 2 pkg/other.py; cat pkg/b.py",
                                  "ALPHA = 1\nBETA = 2\nALPHA = 1\nGAMMA = 7\n"), files) == {
-        "pkg/other.py": [2], "pkg/b.py": [2]}
+        "pkg/other.py": [1, 2], "pkg/b.py": [2]}
+    assert viewed_lines(LoopStep("head -n 2 pkg/b.py; head -n 2 pkg/other.py",
+                                 "ALPHA = 1\nGAMMA = 7\nALPHA = 1\nBETA = 2\n"), files) == {
+        "pkg/b.py": [1, 2], "pkg/other.py": [2]}
     # a turn's cat of two files beside a view: each file's lines are its views
     turn = LoopStep("cat pkg/other.py pkg/b.py\nnl -ba notes.txt", "", actions=(
         LoopStep("cat pkg/other.py pkg/b.py", "ALPHA = 1\nBETA = 2\nALPHA = 1\nGAMMA = 7\n"),
         LoopStep("nl -ba notes.txt", "     1\tfirst note\n")))
-    assert viewed_lines(turn, files) == {"pkg/other.py": [2], "pkg/b.py": [2],
+    assert viewed_lines(turn, files) == {"pkg/other.py": [1, 2], "pkg/b.py": [2],
                                          "notes.txt": [1]}
 
 
@@ -1500,14 +1515,19 @@ def test_the_ladder_folds_with_a_part_what_is_true_only_beside_it(tmp_path):
     output a shown one repeats stays."""
     from ctxdb.agent.loop import leaning_on, repeated_steps
 
-    def part(item_no, text, step=1, rendering=SHOWN_LINES):
-        return LoopPart(item_no, step, FILE_VIEW, text, text, rendering, "folded file view")
+    def part(item_no, text, step=1, omitted=()):
+        return LoopPart(item_no, step, FILE_VIEW, text, text, SHOWN_LINES, "folded file view",
+                        omitted=omitted)
 
     first = part(2, "[E2 pkg/mod.py lines 1-3, as the tree holds them now]\n1\ta\n2\tb\n")
-    later = part(10, "[E10 pkg/mod.py: the lines it showed are shown above]\n", step=3)
+    later = part(10, "[E10 pkg/mod.py: the lines it showed are shown above]\n", step=3,
+                 omitted=(("pkg/mod.py", frozenset({1, 2})),))
+    # a view of other lines of the file leans on nothing (it stays when the first folds)
+    apart = part(12, "[E12 pkg/mod.py lines 70-71, as the tree holds them now]\n70\tx\n",
+                 step=3, omitted=(("pkg/mod.py", frozenset({3})),))
     other = part(14, "[E14 notes.txt line 1, as the tree holds them now]\n1\tfirst\n", 4)
     note = part(20, "[E2 pkg/mod.py, as it reads now]\n2\tB\n", step=5)
-    parts = [first, later, other, note]
+    parts = [first, later, apart, other, note]
     assert leaning_on(first, parts) == [later]
     assert leaning_on(later, parts) == [] and leaning_on(other, parts) == []
     assert leaning_on(note, parts) == [first, later]
@@ -1515,17 +1535,32 @@ def test_the_ladder_folds_with_a_part_what_is_true_only_beside_it(tmp_path):
                       SHOWN_CUT, "fresh, lines an earlier output shows elided")
     assert repeated_steps([*parts, repeat]) == {1}
     assert repeated_steps([dataclasses.replace(repeat, rendering=POINTER)]) == set()
-    # in the ladder: two views of one file, the later one leaving out what the first
-    # shows; folded, the first takes the later one with it
+    # an output a fresh one repeats waits until that one is folded, then folds: not
+    # kept for nothing while the ladder goes on to fold commands and evict steps
     from ctxdb.config import load_settings
 
+    tokenizer = load_settings().tokenizer
+    passed = "".join(f"tests/test_mod.py::test_case_{n} PASSED some words {n}\n"
+                     for n in range(60))
+    runs = [LoopStep("python -m pytest tests -v", passed + "FAILED x\n", returncode=1),
+            LoopStep("python -m pytest tests -v -k y", passed + "FAILED y\n", returncode=1),
+            LoopStep("python -c 'print(1)'", "1\n")]
+    tree = _tree(tmp_path / "runs")
+    whole = plan_window(build_window(runs, TreeFiles(tree), RULES, str(tree)), tokenizer,
+                        None, "t", PREFIX, run_ref="run:r:i").total_tokens
+    plan = plan_window(build_window(runs, TreeFiles(tree), RULES, str(tree)), tokenizer,
+                       whole - 40, "t", PREFIX, run_ref="run:r:i")
+    assert [rung.ladder_step for rung in plan.budget_steps] == ["loop_fold_fresh"] * 2
+    assert not plan.evicted and all(p.rendering != POINTER for p in plan.window.parts
+                                    if p.kind == AGENT_TURN)
+    # in the ladder: two views of one file, the later one leaving out what the first
+    # shows; folded, the first takes the later one with it
     root = _tree(tmp_path)
     steps = [LoopStep("nl -ba pkg/mod.py | sed -n '1,40p'", _nl(1, 40)),
              LoopStep("nl -ba pkg/mod.py | sed -n '30,45p'", _nl(30, 45)), *_filler(8)]
     window = build_window(steps, TreeFiles(root), RULES, str(root))
     views = [p for p in window.parts if p.rendering == SHOWN_LINES]
     assert len(views) == 2 and "lines 41-45" in views[1].text, views[1].text
-    tokenizer = load_settings().tokenizer
     whole = plan_window(window, tokenizer, None, "t", PREFIX, run_ref="run:r:i").total_tokens
     plan = plan_window(build_window(steps, TreeFiles(root), RULES, str(root)), tokenizer,
                        whole - 40, "t", PREFIX, run_ref="run:r:i")

@@ -608,7 +608,10 @@ def test_a_replay_that_meets_another_under_its_run_id_undoes_only_its_own_decisi
 def test_a_replay_that_another_of_its_run_finished_beside_fails_by_name(
         requests_repository, tmp_path, monkeypatch):
     """Two replays of one run and instance at once: the one that writes its rows second
-    fails in words, not with the database's constraint error and its SQL."""
+    fails in words, not with the database's constraint error and its SQL; one that starts
+    while another runs (its lease live, its process not known to have ended) is refused
+    before it takes anything (it used to take the other's decisions, and when both failed
+    the run's earlier replay was lost)."""
     path, bare, commit = _saved_run(requests_repository, tmp_path)
     db = str(tmp_path / "s.db")
     original = replay_module._write_replay_rows
@@ -624,30 +627,37 @@ def test_a_replay_that_another_of_its_run_finished_beside_fails_by_name(
 
     others = []
 
-    def the_other_started_at_step_3(store, **kwargs):  # and removed the decisions before
+    def the_other_starts_at_step_3(store, **kwargs):  # and is refused: this one runs
         if kwargs["seq"] == 3:
             others.append(replay_module.ReplayLease.new(kwargs["run_id"],
                                                         kwargs["instance_id"], 1.0))
-            replay_module._hold_aside_run(store, kwargs["run_id"], kwargs["instance_id"],
-                                      others[-1])
+            with pytest.raises(replay_module.ReplayClashError, match=(
+                    r"another replay of run 'replay' on instance 'psf__requests-1' is under "
+                    rf"way \(host .*, pid {os.getpid()}, started .*; if it was stopped, its "
+                    r"lease runs out at .*\): replay an instance once at a time")):
+                replay_module._hold_aside_run(store, kwargs["run_id"], kwargs["instance_id"],
+                                              others[-1])
         return original_step(store, **kwargs)
 
-    for clash in (("_write_replay_rows", the_other_finished_first),
-                  ("construct_step", the_other_started_at_step_3)):
-        with monkeypatch.context() as patched:
-            patched.setattr(replay_module, *clash)
-            summary = run_replay(db, [RunSpec(path, "psf__requests-1", bare, commit)],
-                                 workers=1)
-        (failed,) = summary.failed
-        assert failed.error.startswith(
-            "psf__requests-1: ReplayClashError: another replay of run "
-            "'replay' on instance 'psf__requests-1' wrote into this store while this one "
-            "ran"), clash[0]
-        assert "INSERT" not in failed.error and "IntegrityError" not in failed.error
-        assert _rows(db, "SELECT COUNT(*) FROM decision")[0][0] == 0  # its own undone
-        assert _rows(db, "SELECT COUNT(*) FROM replay_decision")[0][0] == 0
-    # the failed one took away its own lease only: the other's, under way, stays
-    assert _rows(db, "SELECT lease_id FROM replay_in_progress") == [(others[0].lease_id,)]
+    with monkeypatch.context() as patched:
+        patched.setattr(replay_module, "_write_replay_rows", the_other_finished_first)
+        summary = run_replay(db, [RunSpec(path, "psf__requests-1", bare, commit)],
+                             workers=1)
+    (failed,) = summary.failed
+    assert failed.error.startswith(
+        "psf__requests-1: ReplayClashError: another replay of run "
+        "'replay' on instance 'psf__requests-1' wrote into this store while this one "
+        "ran"), failed.error
+    assert "INSERT" not in failed.error and "IntegrityError" not in failed.error
+    assert _rows(db, "SELECT COUNT(*) FROM decision")[0][0] == 0  # its own undone
+    assert _rows(db, "SELECT COUNT(*) FROM replay_decision")[0][0] == 0
+    # one that starts while this one runs is refused, and takes nothing of it
+    with monkeypatch.context() as patched:
+        patched.setattr(replay_module, "construct_step", the_other_starts_at_step_3)
+        assert not run_replay(db, [RunSpec(path, "psf__requests-1", bare, commit)],
+                              workers=1).failed
+    assert others and _rows(db, "SELECT COUNT(*) FROM decision")[0][0] == 7
+    assert _rows(db, "SELECT COUNT(*) FROM replay_in_progress") == [(0,)]
     # a broken constraint no other replay explains is said as the database says it
     from sqlalchemy.exc import IntegrityError
 
@@ -875,8 +885,8 @@ def test_a_replay_again_that_does_not_finish_leaves_the_earlier_replay_as_it_was
         _lease_ran_out(store)
         (lease_id,) = _rows(db, "SELECT lease_id FROM replay_in_progress")[0]
         assert store.verify() == {"replay_decisions_without_their_run": [
-            {"run_id": "replay", "instance_id": "held aside by replay " + lease_id,
-             "decisions": 7, "first_seq": 1, "last_seq": 7},
+            {"run_id": "replay", "instance_id": "psf__requests-1, held aside by replay "
+             + lease_id, "decisions": 7, "first_seq": 1, "last_seq": 7},
             {"run_id": "replay", "instance_id": "psf__requests-1", "decisions": 2,
              "first_seq": 1, "last_seq": 2}]}
     assert not replay_run(db, spec).error

@@ -886,7 +886,7 @@ def test_reading_commands_on_postgresql_make_no_store_and_name_a_missing_privile
         assert main(["construct", str(request), "--db", nobody]) == EXIT_BAD_INPUT
         line = _one_line_error(capsys)
         assert "permission denied for sequence" in line and "GRANT USAGE ON ALL SEQUENCES " \
-            "IN SCHEMA public TO ROLE" in line, line
+            "IN SCHEMA public TO <role>" in line, line
         with engine.begin() as connection:
             connection.execute(text("GRANT USAGE ON ALL SEQUENCES IN SCHEMA public "
                                     "TO ctxdb_nobody"))

@@ -1062,16 +1062,9 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
     sticky = window.ladder_folded_before
     folding = ([p for p in folding if p.item_no in sticky]
                + [p for p in folding if p.item_no not in sticky])
-    # an output whose lines a shown output leaves out as repeated stays: folded, the
-    # window would hold them nowhere
-    repeated = repeated_steps(window.parts)
-    for part in folding:
-        if total() <= ceiling and part.item_no not in sticky:
-            return log
-        if part.rendering == POINTER or (part.kind != FILE_VIEW and part.step in repeated):
-            continue  # (folded with a part it stood beside)
-        # the parts true only beside it go with it: later views of its files, the views a
-        # note corrects (kept alone, they would show stale lines as the tree's)
+    def fold(part: LoopPart) -> None:
+        # the parts true only beside it go with it: later views that leave out lines it
+        # shows, the views a note corrects (kept alone, they would show stale lines)
         for each in [part, *(p for p in leaning_on(part, window.parts) if p is not newest)]:
             label = each.label or masked_label(each.kind, each.content)
             if replace_text(each, f"[E{each.item_no} {label}]\n\n", POINTER,
@@ -1081,6 +1074,24 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
                             else LADDER_LARGEST_FIRST if window.ladder_largest_first
                             else None):
                 window.ladder_folded.add(each.item_no)
+
+    # an output whose lines a shown output leaves out as repeated waits until that one is
+    # folded: folded first, the window would hold those lines nowhere
+    waiting: list[LoopPart] = []
+    for part in folding:
+        if total() <= ceiling and part.item_no not in sticky:
+            return log
+        if part.rendering == POINTER:
+            continue  # (folded with a part it stood beside)
+        if part.kind != FILE_VIEW and part.step in repeated_steps(window.parts):
+            waiting.append(part)
+            continue
+        fold(part)
+    for part in waiting:
+        if total() <= ceiling:
+            return log
+        if part.rendering != POINTER and part.step not in repeated_steps(window.parts):
+            fold(part)
     commands = [p for p in window.parts if p.kind == AGENT_TURN and p.rule != LAST_THOUGHT_RULE]
     for part in commands:
         if total() <= ceiling:

@@ -244,6 +244,9 @@ _GREP_NOT_LINES = frozenset("oclLbHTqZ")
 _GREP_NOT_LINES_LONG = frozenset({
     "only-matching", "count", "files-with-matches", "files-without-match", "byte-offset",
     "with-filename", "initial-tab", "quiet", "silent", "null"})
+# ...of which a grep of files reads its file's name first (``path:N:text``): its lines are
+# read after it, as a grep of several files prints them
+_GREP_NAMES_FILE, _GREP_NAMES_FILE_LONG = "H", "with-filename"
 _GREP_CONTEXT = frozenset("ABC")
 _GREP_CONTEXT_LONG = frozenset({"context", "after-context", "before-context"})
 NO_COMMAND = "(no command)"  # a turn with no command, or several
@@ -432,6 +435,9 @@ class LoopPart:
     # what `ctxdb why` says beside the rule (item_event.detail), e.g. when the files of a
     # view out of play were named last
     why: str = ""
+    # of a view, the lines it read that it leaves out as an earlier view shows them, by
+    # file: what it leans on (``leaning_on``)
+    omitted: tuple[tuple[str, frozenset[int]], ...] = ()
 
 
 @dataclass
@@ -866,9 +872,8 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
                            if path is not None and read_file(path) is not None])
                 for command in commands if command.name in _FILE_PRINTERS | _GREP_COMMANDS]
     # one output of several files' lines (``cat a.py b.py``, ``head a.py; head b.py``):
-    # only a grep's own file names tell whose line is whose; any other line is a file's
-    # only when no other file the output printed holds its text (a ``def main():`` both
-    # end with is neither's), found by text alone
+    # only a grep's own file names tell whose line is whose; the others' lines go to the
+    # files in the order printed (``_segments``), each found by its text
     printed_files = list(dict.fromkeys(path for _, files in printing for path in files))
     shared = len(printed_files) > 1
     # numbers printed by the one command that names a file are its file's; with several,
@@ -883,6 +888,7 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
                              for command, files in numbering)
     numbered = _numbered_lines(printed) if sole and numbering else []
     viewed: dict[str, list[int]] = {}
+    segments: dict[str, list[str]] | None = None  # of a shared output, read once
     for command, files in printing:
         if command.name in _GREP_COMMANDS:
             for path, lines in _grep_lines(printed, files, command, workdir, read_file,
@@ -890,14 +896,13 @@ def viewed_lines(step: LoopStep, read_file: FileReader, workdir: str = DEFAULT_W
                 viewed.setdefault(path, []).extend(lines)
             continue
         if shared:
-            lines_of = {path: _line_positions(path, read_file, located)
-                        for path in printed_files}
+            if segments is None:
+                segments = _segments(text_lines(printed), [
+                    path for other, its in printing if other.name not in _GREP_COMMANDS
+                    for path in its], read_file, located)
             for path in files:
-                others = [lines_of[other] for other in printed_files if other != path]
-                texts = [text for text in text_lines(printed)
-                         if not any(_unnumbered(text).rstrip() in other for other in others)]
                 viewed.setdefault(path, []).extend(
-                    _locate(texts, path, read_file, located, bridge=False))
+                    _locate(segments[path], path, read_file, located, bridge=False))
             continue
         if not files:
             continue
@@ -1043,10 +1048,14 @@ def _grep_options(command: ShellCommand) -> GrepOptions | None:
     context = bool(short & _GREP_CONTEXT) or bool(long.keys() & _GREP_CONTEXT_LONG)
     separator = (None if not context or "no-group-separator" in long
                  else long.get("group-separator", _GREP_GROUP_SEPARATOR))
+    streamed = not recursive and not parsed.operands
+    not_lines = (_GREP_NOT_LINES if streamed else _GREP_NOT_LINES - {_GREP_NAMES_FILE},
+                 _GREP_NOT_LINES_LONG if streamed
+                 else _GREP_NOT_LINES_LONG - {_GREP_NAMES_FILE_LONG})
     return GrepOptions(
-        streamed=not recursive and not parsed.operands,
+        streamed=streamed,
         numbered="n" in short or "line-number" in long,
-        lines=not (short & _GREP_NOT_LINES or long.keys() & _GREP_NOT_LINES_LONG),
+        lines=not (short & not_lines[0] or long.keys() & not_lines[1]),
         separator=separator)
 
 
@@ -1059,7 +1068,7 @@ def _stream_grep_texts(printed: str, greps: Sequence[GrepOptions]) -> list[str]:
     numbers = sum(grep.numbered for grep in greps)
     separators = {grep.separator for grep in greps if grep.separator is not None}
     texts = []
-    for line in printed.splitlines():
+    for line in text_lines(printed):
         if line in separators:
             continue
         for _ in range(numbers):
@@ -1350,6 +1359,28 @@ def _grep_lines(output: str, files: list[str], command: ShellCommand, workdir: s
     for path, printed in numbered.items():
         found.setdefault(path, []).extend(_renumbered(printed, path, read_file, located))
     return found
+
+
+def _segments(printed: Sequence[str], order: Sequence[str], read_file: FileReader,
+              located: LocatedLines) -> dict[str, list[str]]:
+    """One output of several files' lines (``head a.py; head b.py``, ``cat a.py b.py``),
+    the files in the order their commands printed them: each file's printed lines. A line
+    is the current file's while that file holds its text; one it does not hold but a later
+    file does starts that file's; one no file holds (changed since) is no one's."""
+    positions = [_line_positions(path, read_file, located) for path in order]
+    segments: dict[str, list[str]] = {path: [] for path in order}
+    at = 0
+    for line in printed:
+        text = _unnumbered(line).rstrip()
+        if not text.strip():
+            continue
+        if text not in positions[at]:
+            later = next((k for k in range(at + 1, len(order)) if text in positions[k]), None)
+            if later is None:
+                continue
+            at = later
+        segments[order[at]].append(line)
+    return segments
 
 
 def _unnumbered(line: str) -> str:
@@ -1653,37 +1684,28 @@ _NOTE_PAST_END = re.compile(r"^\[lines? (?P<first>\d+)(?:-(?P<last>\d+))?: past 
 
 def leaning_on(part: LoopPart, parts: Sequence[LoopPart]) -> list[LoopPart]:
     """The shown parts whose text is true only beside ``part`` as shown, so that folding
-    it folds them too: of a view, the later views of its files (they leave out the lines
-    it shows: ``shown above``); of a note of changed lines, the views it corrects (shown
-    without it, they would show stale lines as the tree's); and theirs in turn."""
+    it folds them too: of a view, the later views that leave out lines it shows
+    (``LoopPart.omitted``: a view of other lines of the file does not); of a note of
+    changed lines, the views it corrects (shown without it, they would show stale lines
+    as the tree's); and theirs in turn."""
     shown = [p for p in parts if p.rendering == SHOWN_LINES]
     order = {id(p): index for index, p in enumerate(parts)}
     leaning: list[LoopPart] = []
     pending = [part]
     while pending:
         folded = pending.pop()
-        corrected = {int(m["item"]) for m in map(_NOTE_FILE.match, folded.text.splitlines())
+        corrected = {int(m["item"]) for m in map(_NOTE_FILE.match, folded.text.split("\n"))
                      if m}
-        files = _files_shown(folded.text)
+        lines = _view_lines(folded.text)
         for other in shown:
             if other is part or other in leaning:
                 continue
             if other.item_no in corrected or (
-                    files and order[id(other)] > order[id(folded)] and not _is_note(other)
-                    and files & _files_shown(other.text)):
+                    order[id(other)] > order[id(folded)]
+                    and any(left & lines.get(path, {}).keys() for path, left in other.omitted)):
                 leaning.append(other)
                 pending.append(other)
     return leaning
-
-
-def _files_shown(text: str) -> set[str]:
-    """The files a view's headers name (those whose lines it shows or says shown above)."""
-    return {m["path"] for m in (_VIEW_HEADER.match(line) or _VIEW_SHOWN_ELSEWHERE.match(line)
-                                for line in text.splitlines()) if m}
-
-
-def _is_note(part: LoopPart) -> bool:
-    return any(_NOTE_FILE.match(line) for line in part.text.splitlines())
 
 
 def repeated_steps(parts: Sequence[LoopPart]) -> set[int]:
@@ -1696,7 +1718,7 @@ def repeated_steps(parts: Sequence[LoopPart]) -> set[int]:
 def first_file_named(text: str) -> str | None:
     """The first file a view or a note of changed lines names in its headers (the store
     files the part under it, ``evidence_item.path``), even where it shows no line of it."""
-    for line in text.splitlines():
+    for line in text.split("\n"):
         header = (_VIEW_HEADER.match(line) or _VIEW_SHOWN_ELSEWHERE.match(line)
                   or _NOTE_FILE.match(line))
         if header:
@@ -1705,10 +1727,11 @@ def first_file_named(text: str) -> str | None:
 
 
 def _view_lines(text: str) -> dict[str, dict[int, str]]:
-    """A view part's lines: path -> {line number: text}."""
+    """A view part's lines: path -> {line number: text}. Split at newlines alone, as the
+    view was joined: a line may hold a form feed or U+2028 (``text_lines``)."""
     views: dict[str, dict[int, str]] = {}
     lines: dict[int, str] | None = None
-    for line in text.splitlines():
+    for line in text.split("\n"):
         header = _VIEW_HEADER.match(line)
         if header:
             lines = views.setdefault(header["path"], {})
@@ -1741,7 +1764,7 @@ def _believed(item_no: int, view: str, notes: Sequence[str]) -> dict[str, dict[i
     for note in notes:
         path: str | None = None
         said: list[str] = []
-        for line in [*note.splitlines(), ""]:
+        for line in [*note.split("\n"), ""]:
             header = _NOTE_FILE.match(line)
             if header or not line:
                 if path is not None:
@@ -2133,9 +2156,12 @@ def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list
     chosen: frozenset[str] | None = None  # read once, at the step's first long view
     first_path, span = None, None
     shown_before: list[str] = []  # this view's earlier files' lines, for a later long tail
+    omitted: list[tuple[str, frozenset[int]]] = []
     for path, numbers in views.items():
         lines = read_file(path) or []
         seen = shown.setdefault(path, set())
+        if seen.intersection(numbers):
+            omitted.append((path, frozenset(seen.intersection(numbers))))
         unseen = [n for n in numbers if 1 <= n <= len(lines) and n not in seen][:lines_max]
         if not any(lines[n - 1].strip() for n in unseen) and any(n in seen for n in numbers):
             unseen = []  # blank lines alone, the rest shown above: bare numbers say nothing
@@ -2171,7 +2197,8 @@ def _view_part(item_no: int, step_no: int, step: LoopStep, views: dict[str, list
     return LoopPart(item_no, step_no, FILE_VIEW, step.kept, "\n".join(blocks) + "\n\n",
                     SHOWN_LINES, "folded file view", command=step.command,
                     path=first_path if first_path is not None else next(iter(views), None),
-                    lines=span, label=masked_label(FILE_VIEW, step.output))
+                    lines=span, label=masked_label(FILE_VIEW, step.output),
+                    omitted=tuple(omitted))
 
 
 def _with_something_new(numbers: Sequence[int], lines: Sequence[str], lines_whole: int,

@@ -209,8 +209,7 @@ def load_run_specs(path: str | Path, repo_git: Mapping[str, str | Path] | None =
     directory of each ``repo`` (``owner/name``), for lines that do not name one (as
     SWE-bench's instance lists). Returns the good lines and one error per bad line, naming
     the line and field (a base commit the git directory lacks too). ``limit``: the first
-    that many lines only (a blank line is none), the rest neither read as runs nor
-    checked."""
+    that many lines only (a blank line is none), the rest neither checked nor replayed."""
     path = Path(path)
     given_git = dict(repo_git or {})
     try:
@@ -757,10 +756,17 @@ def _hold_aside_run(store: ContextStore, run_id: str, instance_id: str,
     as it was. What a replay stopped outright (SIGKILL) held aside is removed here."""
     with store.write_transaction() as connection:
         decisions = models.decision.c
-        stale = [held_instance_id(row[0]) for row in connection.execute(
-            select(models.replay_in_progress.c.lease_id).where(
-                models.replay_in_progress.c.run_id == run_id,
-                models.replay_in_progress.c.instance_id == instance_id))]
+        leases = [dict(row) for row in connection.execute(select(models.replay_in_progress).where(
+            models.replay_in_progress.c.run_id == run_id,
+            models.replay_in_progress.c.instance_id == instance_id)).mappings()]
+        live = next((lease for lease in leases if _under_way(lease)), None)
+        if live is not None:  # (what it holds aside is the run's only earlier replay)
+            raise ReplayClashError(
+                f"another replay of run {run_id!r} on instance {instance_id!r} is under way "
+                f"(host {live['host']}, pid {live['pid']}, started {live['started_at']}; "
+                f"if it was stopped, its lease runs out at {live['expires_at']}): replay an "
+                "instance once at a time")
+        stale = [held_instance_id(lease["lease_id"]) for lease in leases]
         if stale:
             _delete_decisions(connection, [row[0] for row in connection.execute(
                 select(decisions.decision_id).where(decisions.run_id == run_id,
@@ -772,11 +778,29 @@ def _hold_aside_run(store: ContextStore, run_id: str, instance_id: str,
         for table in (*reversed(HELD_REPLAY_TABLES), models.replay_in_progress):
             connection.execute(delete(table).where(table.c.run_id == run_id,
                                                    table.c.instance_id == instance_id))
-        held = connection.execute(update(models.decision).where(
+        connection.execute(update(models.decision).where(
             decisions.run_id == run_id, decisions.instance_id == instance_id).values(
             instance_id=held_instance_id(lease.lease_id)))
-        lease.holds_earlier = bool(held.rowcount) or any(rows for _, rows in lease.held_rows)
+        # a whole earlier replay has its replay_run row (one stopped outright, decisions
+        # alone: no replay to speak of)
+        lease.holds_earlier = bool(dict(lease.held_rows)[models.replay_run])
         lease.claim(connection)
+
+
+def _under_way(lease: Mapping[str, Any]) -> bool:
+    """Whether the replay holding this ``replay_in_progress`` row may still be running:
+    its lease has not run out, and it is no process of this host that has ended."""
+    if lease["expires_at"] <= models.utc_timestamp():
+        return False
+    if lease["host"] != socket.gethostname():
+        return True
+    try:
+        os.kill(lease["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def held_instance_id(lease_id: str) -> str:

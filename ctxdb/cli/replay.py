@@ -53,7 +53,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         "in mini-swe-agent's SWE-bench config)")
     replay.add_argument("--limit", type=int, default=None, metavar="N",
                         help="replay only the runs of the first N lines of RUNS.jsonl (the "
-                        "lines after them are not read)")
+                        "lines after them are neither checked nor replayed)")
     replay.add_argument("--repo-git", action="append", default=[], metavar="OWNER/NAME=DIR",
                         help="the git directory of a repository, for lines that name their "
                         "repo but no repo_git (SWE-bench's instance lists); repeatable")

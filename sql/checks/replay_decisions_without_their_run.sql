@@ -7,8 +7,14 @@
 -- decisions aside under the instance id 'held aside by replay ' and its lease id until it
 -- is written (or puts them back): those count here once that lease has run out. `ctxdb
 -- replay` of the instance again replaces them.
-SELECT d.run_id, d.instance_id, COUNT(*) AS decisions, MIN(d.seq) AS first_seq,
-       MAX(d.seq) AS last_seq
+SELECT d.run_id,
+       -- held aside: named by the instance the lease is of, which a replay again cleans
+       COALESCE((SELECT p.instance_id || ', held aside by replay ' || p.lease_id
+                 FROM replay_in_progress p
+                 WHERE p.run_id = d.run_id
+                   AND d.instance_id = :replay_held_prefix || p.lease_id), d.instance_id)
+           AS instance_id,
+       COUNT(*) AS decisions, MIN(d.seq) AS first_seq, MAX(d.seq) AS last_seq
 FROM decision d
 JOIN run r ON r.run_id = d.run_id
 LEFT JOIN replay_run rr ON rr.run_id = d.run_id AND rr.instance_id = d.instance_id
