@@ -585,3 +585,27 @@ def test_a_program_named_missing_is_not_found_and_the_others_are(tree):
     for bad in ("../bin/sed", "-rf", "", ".hidden", "a/b"):
         with pytest.raises(SandboxError, match="missing_programs"):
             tree.run("true", missing_programs=[bad])
+
+
+def test_a_sandbox_root_a_stopped_process_left_goes_at_the_next_replay(tmp_path):
+    """A replay stopped between making a sandbox's root (an empty mount point) and removing
+    it left the directory in the temporary directory; the next replay removes what is
+    older than any command runs, and leaves a younger root or one that is not empty."""
+    import os
+    import time
+
+    from ctxdb.agent.sandbox import (
+        SANDBOX_ROOT_PREFIX,
+        SANDBOX_ROOT_STALE_S,
+        remove_stale_sandbox_roots,
+    )
+
+    old, young, full = (tmp_path / f"{SANDBOX_ROOT_PREFIX}{name}" for name in ("a", "b", "c"))
+    for root in (old, young, full):
+        root.mkdir()
+    (full / "kept").write_text("not ours", encoding="utf-8")
+    long_ago = time.time() - SANDBOX_ROOT_STALE_S - 1
+    for root in (old, full):
+        os.utime(root, (long_ago, long_ago))
+    assert remove_stale_sandbox_roots(str(tmp_path)) == [str(old)]
+    assert not old.exists() and young.is_dir() and full.is_dir()

@@ -87,7 +87,7 @@ from .loop import (
     prompt_names,
     step_of_item,
 )
-from .sandbox import PROGRAM_NAME
+from .sandbox import PROGRAM_NAME, remove_stale_sandbox_roots
 from .trajectory import (
     MAX_COMMAND_TIMEOUT_S,
     AgentRun,
@@ -1010,6 +1010,7 @@ def run_replay(db_url: str, specs: list[RunSpec], *, run_id: str = DEFAULT_RUN_I
     summary = ReplaySummary()
     if not specs:
         return summary
+    remove_stale_sandbox_roots()  # what replays stopped outright left
     with ContextStore.open(db_url, settings=settings) as store:  # create or upgrade once
         check_replay_run_id(store, run_id)
         with store.write_transaction() as connection:

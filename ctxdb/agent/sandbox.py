@@ -388,6 +388,30 @@ def _setup_script(new_root: str, tree: str, workdir: str, env: Mapping[str, str]
     return "\n".join(lines) + "\n"
 
 
+SANDBOX_ROOT_PREFIX = "ctxdb-sandbox-root-"
+# a sandbox's root lives for one command, at most MAX_COMMAND_TIMEOUT_S and the time to
+# end it: one older than this was left by a process stopped before it could remove it
+SANDBOX_ROOT_STALE_S = 2 * MAX_COMMAND_TIMEOUT_S
+
+
+def remove_stale_sandbox_roots(parent: str | None = None) -> list[str]:
+    """Remove the sandbox roots (empty mount points) in ``parent`` (the temporary
+    directory) that a stopped process left, older than ``SANDBOX_ROOT_STALE_S``; returns
+    their paths. A root in use is younger, and one not empty is no root of ours: both
+    stay."""
+    parent = parent or tempfile.gettempdir()
+    removed = []
+    cutoff = time.time() - SANDBOX_ROOT_STALE_S
+    for entry in Path(parent).glob(f"{SANDBOX_ROOT_PREFIX}*"):
+        try:
+            if entry.is_dir() and not entry.is_symlink() and entry.stat().st_mtime < cutoff:
+                entry.rmdir()
+                removed.append(str(entry))
+        except OSError:  # not empty, gone meanwhile, not ours to remove
+            continue
+    return removed
+
+
 def _run(command: str, tree: Path, *, workdir: str, timeout_s: float,
          env: Mapping[str, str], read_only_paths: Sequence[ReadOnlyPath],
          missing_programs: Sequence[str] = ()) -> CommandResult:
@@ -398,7 +422,7 @@ def _run(command: str, tree: Path, *, workdir: str, timeout_s: float,
         raise SandboxError(f"the scratch tree {tree_path} is not a directory")
     started = time.monotonic()
     deadline = started + timeout_s
-    new_root = tempfile.mkdtemp(prefix="ctxdb-sandbox-root-")
+    new_root = tempfile.mkdtemp(prefix=SANDBOX_ROOT_PREFIX)
     status_read, status_write = os.pipe()
     map_read, map_write = os.pipe()
     try:
