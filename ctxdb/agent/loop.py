@@ -208,7 +208,7 @@ _TRACEBACK_FRAMING = re.compile(
 # line within ``PYTEST_HEADER_LINES_MAX`` (else the rule alone): the runner's and the
 # machine's words (platform, versions, plugins, a project's banner such as astropy's
 # package versions), no name of the code, so no pointer lists them; they crowded out the
-# test names that follow (two identifiers the development runs' next actions used)
+# test names that follow (astropy's banner took all ten of a pointer's names)
 PYTEST_HEADER_LINES_MAX = 60  # astropy's, the longest seen, is about 30
 _PYTEST_HEADER = re.compile(
     r"^=+ test session starts =+[ \t\r]*$"
