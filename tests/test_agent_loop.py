@@ -1553,6 +1553,20 @@ def test_the_ladder_folds_with_a_part_what_is_true_only_beside_it(tmp_path):
     assert [rung.ladder_step for rung in plan.budget_steps] == ["loop_fold_fresh"] * 2
     assert not plan.evicted and all(p.rendering != POINTER for p in plan.window.parts
                                     if p.kind == AGENT_TURN)
+    # ...but one the previous window's ladder folded does not wait: the window goes on as
+    # that one did (a run of GPT-5-mini's re-sent its window uncached for four steps)
+    from ctxdb.agent.adapter import LADDER_FOLDED_BEFORE
+
+    big = LoopStep("python big.py", "".join(f"big line {n} of the run\n" for n in range(90)))
+    window = build_window([*runs[:2], big, runs[2]], TreeFiles(tree), RULES, str(tree))
+    repeated = next(p for p in window.parts if p.step == 1 and p.kind != AGENT_TURN)
+    assert repeated_steps(window.parts) == {1}
+    window.ladder_folded_before = frozenset({repeated.item_no})
+    whole = plan_window(copy.deepcopy(window), tokenizer, None, "t", PREFIX,
+                        run_ref="run:r:i").total_tokens
+    plan = plan_window(window, tokenizer, whole - 40, "t", PREFIX, run_ref="run:r:i")
+    assert (plan.budget_steps[0].item_id, plan.budget_steps[0].detail) == (
+        f"E{repeated.item_no}", LADDER_FOLDED_BEFORE), plan.budget_steps
     # in the ladder: two views of one file, the later one leaving out what the first
     # shows; folded, the first takes the later one with it
     root = _tree(tmp_path)

@@ -1076,14 +1076,16 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
                 window.ladder_folded.add(each.item_no)
 
     # an output whose lines a shown output leaves out as repeated waits until that one is
-    # folded: folded first, the window would hold those lines nowhere
+    # folded: folded first, the window would hold those lines nowhere (one the previous
+    # window folded does not wait: the window goes on as that one did, for the cache)
     waiting: list[LoopPart] = []
     for part in folding:
         if total() <= ceiling and part.item_no not in sticky:
             return log
         if part.rendering == POINTER:
             continue  # (folded with a part it stood beside)
-        if part.kind != FILE_VIEW and part.step in repeated_steps(window.parts):
+        if part.item_no not in sticky and part.kind != FILE_VIEW \
+                and part.step in repeated_steps(window.parts):
             waiting.append(part)
             continue
         fold(part)
