@@ -895,6 +895,28 @@ def test_a_replay_again_that_does_not_finish_leaves_the_earlier_replay_as_it_was
     assert _rows(db, "SELECT COUNT(*) FROM decision") == [(7,)]
 
 
+def test_two_replays_that_start_at_the_same_moment_clash_by_name(requests_repository,
+                                                                  tmp_path, monkeypatch,
+                                                                  pg_url):
+    """On PostgreSQL two replays of one instance can both find no other under way and
+    both claim the run: the second's claim breaks the key; it fails as a clash, in words,
+    writing nothing (SQLite's write lock lets one look at a time)."""
+    path, bare, commit = _saved_run(requests_repository, tmp_path)
+    claim = replay_module.ReplayLease.claim
+
+    def another_claimed_first(self, connection):
+        with ContextStore.open(pg_url) as other, other.write_transaction() as theirs:
+            claim(replay_module.ReplayLease.new(self.run_id, self.instance_id, 1.0), theirs)
+        claim(self, connection)
+
+    monkeypatch.setattr(replay_module.ReplayLease, "claim", another_claimed_first)
+    result = replay_run(pg_url, RunSpec(path, "psf__requests-1", bare, commit))
+    assert result.error == ("psf__requests-1: ReplayClashError: another replay of run "
+                            "'replay' on instance 'psf__requests-1' started at the same "
+                            "moment: replay an instance once at a time"), result.error
+    assert _rows(pg_url, "SELECT COUNT(*) FROM decision") == [(0,)]
+
+
 def _lease_ran_out(store: ContextStore) -> None:
     """Time passes: every replay's lease in the store ran out a second ago."""
     with store.write_transaction() as connection:

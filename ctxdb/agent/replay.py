@@ -754,6 +754,18 @@ def _hold_aside_run(store: ContextStore, run_id: str, instance_id: str,
     removed. They are removed for good with this replay's rows, or put back if it fails or
     is stopped (``_put_back_held``), so a replay again that does not finish leaves the run
     as it was. What a replay stopped outright (SIGKILL) held aside is removed here."""
+    try:
+        _hold_aside(store, run_id, instance_id, lease)
+    except IntegrityError:
+        # two started at once on PostgreSQL, neither seeing the other's row yet: the
+        # second's row clashes with the first's (nothing of this one was written)
+        raise ReplayClashError(f"another replay of run {run_id!r} on instance "
+                               f"{instance_id!r} started at the same moment: replay an "
+                               "instance once at a time") from None
+
+
+def _hold_aside(store: ContextStore, run_id: str, instance_id: str,
+                lease: ReplayLease) -> None:
     with store.write_transaction() as connection:
         decisions = models.decision.c
         leases = [dict(row) for row in connection.execute(select(models.replay_in_progress).where(
