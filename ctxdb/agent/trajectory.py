@@ -354,6 +354,8 @@ def text_lines(text: str) -> list[str]:
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
+    if "\r" not in text:  # (most files: every window reads each file it shows)
+        return lines
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
