@@ -1196,9 +1196,7 @@ def _locate(printed: Sequence[str], path: str, read_file: FileReader,
     last_found: tuple[int, int] | None = None  # (index printed, line number) of the last found
     missed = False  # a printed line since it was found nowhere
     for index, line in enumerate(printed):
-        numbered = _NUMBERED.match(line)
-        if numbered:  # an nl listing's line: its text after the number
-            line = line[numbered.end():]
+        line = _unnumbered(line)  # an nl listing's line: its text after the number
         if not line.strip():
             continue
         candidates = positions.get(line.rstrip())
