@@ -1062,6 +1062,7 @@ def _fit(window: LoopWindow, tokenizer: str, ceiling: int, fixed: int,
     sticky = window.ladder_folded_before
     folding = ([p for p in folding if p.item_no in sticky]
                + [p for p in folding if p.item_no not in sticky])
+
     def fold(part: LoopPart) -> None:
         # the parts true only beside it go with it: later views that leave out lines it
         # shows, the views a note corrects (kept alone, they would show stale lines)

@@ -2545,7 +2545,7 @@ def _beside_the_view(item_no: int, step_no: int, step: LoopStep, read_file: File
         return pointers
     for action, first in zip(step.actions, names or [()] * len(step.actions), strict=True):
         if _viewing_commands(action) is not None and not _failed(action) \
-                and viewed_lines(action, read_file, workdir) is not None:
+                and _viewed_lines_once(action, read_file, workdir, {}) is not None:
             continue  # (a ``cat a.py b.py`` beside the view is no view: its pointer stays)
         kind = observation_kind(action)
         pointer = _pointer_part(item_no, step_no, kind, action,
